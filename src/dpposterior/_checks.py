@@ -1,0 +1,74 @@
+"""Validation helpers for the public boundary.
+
+Every public function validates its arguments here and raises a ``ValueError`` or ``TypeError``
+whose message names the argument, what it was, and what is allowed. Nothing is silently clamped.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+
+def _is_real_number(x: Any) -> bool:
+    if isinstance(x, bool):
+        return False
+    if isinstance(x, numbers.Real):
+        return True
+    # numpy / jax scalars (0-d arrays)
+    shape = getattr(x, "shape", None)
+    return shape == () and hasattr(x, "dtype") and getattr(x.dtype, "kind", "") in "fiu"
+
+
+def check_real(name: str, value: Any) -> float:
+    """Returns ``value`` as a float, or raises TypeError if it is not a real number."""
+    if not _is_real_number(value):
+        raise TypeError(f"{name} must be a real number, got {value!r} of type {type(value).__name__}")
+    return float(value)
+
+
+def check_epsilon(epsilon: Any, name: str = "epsilon") -> float:
+    """Epsilon must be finite and > 0."""
+    eps = check_real(name, epsilon)
+    if not math.isfinite(eps) or eps <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {epsilon!r}")
+    return eps
+
+
+def check_delta(delta: Any, name: str = "delta", allow_zero: bool = False) -> float:
+    """Delta must lie in (0, 1) (or [0, 1) when ``allow_zero``)."""
+    d = check_real(name, delta)
+    low_ok = d >= 0 if allow_zero else d > 0
+    if not math.isfinite(d) or not low_ok or d >= 1:
+        allowed = "[0, 1)" if allow_zero else "(0, 1)"
+        raise ValueError(f"{name} must lie in {allowed}, got {delta!r}")
+    return d
+
+
+def check_sampling_rate(q: Any, name: str = "sampling_rate") -> float:
+    """The Poisson sampling rate must lie in (0, 1]."""
+    v = check_real(name, q)
+    if not math.isfinite(v) or v <= 0 or v > 1:
+        raise ValueError(f"{name} must lie in (0, 1], got {q!r}")
+    return v
+
+
+def check_positive_int(value: Any, name: str, minimum: int = 1) -> int:
+    """An integer >= ``minimum`` (bools are refused)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        # numpy integer scalars are numbers.Integral; floats such as 1e4 are refused on purpose.
+        raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r} of type {type(value).__name__}")
+    if int(value) < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_positive(value: Any, name: str, allow_zero: bool = False) -> float:
+    """A finite real > 0 (or >= 0 when ``allow_zero``)."""
+    v = check_real(name, value)
+    ok = v >= 0 if allow_zero else v > 0
+    if not math.isfinite(v) or not ok:
+        rel = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name} must be a finite number {rel}, got {value!r}")
+    return v

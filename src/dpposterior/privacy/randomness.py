@@ -1,0 +1,48 @@
+"""Where privacy noise gets its randomness.
+
+Privacy noise with no key given is seeded from the operating system (``secrets``), and the seed is
+never stored in or printed with a release. A user-given key is allowed for tests and reproduction;
+the release then records ``seeded_by="user"``: anyone who knows that key can subtract the noise.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import jax
+import numpy as np
+
+
+def os_seeded_key() -> jax.Array:
+    """A fresh JAX PRNG key whose 64-bit seed comes from the operating system's CSPRNG."""
+    seed = secrets.randbits(64)
+    # jax.random.key takes an int64-range seed; split the 64 bits into two uint32 words.
+    words = np.array([seed >> 32, seed & 0xFFFFFFFF], dtype=np.uint32)
+    return jax.random.wrap_key_data(words, impl="threefry2x32")
+
+
+def resolve_key(rng_key: Any) -> tuple[jax.Array, str]:
+    """Returns (raw uint32 key, seeded_by) for a user key or, when ``rng_key is None``, an OS seed.
+
+    Args:
+      rng_key: None (seed from the OS), a ``jax.random.PRNGKey``/``jax.random.key``, or an int seed.
+
+    Raises:
+      TypeError: if ``rng_key`` is none of these.
+    """
+    if rng_key is None:
+        return jax.random.key_data(os_seeded_key()), "os"
+    if isinstance(rng_key, bool):
+        raise TypeError(f"rng_key must be None, an int seed or a JAX PRNG key, got {rng_key!r}")
+    if isinstance(rng_key, (int, np.integer)):
+        return jax.random.PRNGKey(int(rng_key)), "user"
+    if isinstance(rng_key, jax.Array) or isinstance(rng_key, np.ndarray):
+        if jax.dtypes.issubdtype(rng_key.dtype, jax.dtypes.prng_key):
+            return jax.random.key_data(rng_key), "user"
+        if rng_key.shape == (2,) and rng_key.dtype == np.uint32:
+            return jax.numpy.asarray(rng_key), "user"
+    raise TypeError(
+        "rng_key must be None (seed from the operating system), an int seed, or a JAX PRNG key "
+        f"(jax.random.PRNGKey / jax.random.key), got {type(rng_key).__name__}"
+    )

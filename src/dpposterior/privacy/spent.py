@@ -1,0 +1,116 @@
+"""What a release cost: the frozen privacy record attached to every release."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Literal
+
+Neighbouring = Literal["add_remove", "replace_one"]
+SeededBy = Literal["os", "user", "secure", "none"]
+
+NEIGHBOURING_RELATIONS = ("add_remove", "replace_one")
+SEEDING = ("os", "user", "secure", "none")
+
+
+@dataclasses.dataclass(frozen=True)
+class PrivacySpent:
+    """What a release cost, under which assumptions.
+
+    Attributes:
+      epsilon: the epsilon of the (epsilon, delta)-DP guarantee (``math.inf`` for a release that is
+        not private, e.g. a non-private debug run).
+      delta: the delta of the guarantee (0 for a pure epsilon-DP release).
+      neighbouring: ``"add_remove"`` (add or remove one record, as Poisson-sampled DP-SGD is
+        analysed) or ``"replace_one"`` (substitute one record).
+      accountant: how ``epsilon`` was obtained, e.g. ``"pld(dvi=1e-4)"``, ``"rdp"``,
+        ``"advanced_composition"``, ``"zcdp"``, ``"pure"``, ``"none"``.
+      mechanism: a short name of the mechanism, e.g. ``"poisson_subsampled_gaussian"``.
+      noise_multiplier: the Gaussian noise std divided by the L2 sensitivity (None if not Gaussian).
+      sampling_rate: the Poisson sampling rate q (1.0 without subsampling).
+      num_steps: how many times the mechanism was run and released.
+      seeded_by: ``"os"`` (default: seed from the operating system, never shown), ``"secure"``
+        (cryptographically secure generator), ``"user"`` (a key given for reproduction only), or
+        ``"none"`` (no randomness, e.g. a non-private run).
+      details: extra facts (clip norm, composition of parts, ...), as a tuple of (key, value) pairs so
+        the record stays hashable and immutable.
+    """
+
+    epsilon: float
+    delta: float
+    neighbouring: Neighbouring
+    accountant: str
+    mechanism: str
+    noise_multiplier: float | None = None
+    sampling_rate: float = 1.0
+    num_steps: int = 1
+    seeded_by: SeededBy = "os"
+    details: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.epsilon, (int, float)) and (self.epsilon > 0 or self.epsilon == 0)):
+            raise ValueError(f"PrivacySpent.epsilon must be a number >= 0 (inf allowed), got {self.epsilon!r}")
+        if math.isnan(float(self.epsilon)):
+            raise ValueError("PrivacySpent.epsilon must not be NaN")
+        if not (0 <= float(self.delta) <= 1) or math.isnan(float(self.delta)):
+            raise ValueError(f"PrivacySpent.delta must lie in [0, 1], got {self.delta!r}")
+        if self.neighbouring not in NEIGHBOURING_RELATIONS:
+            raise ValueError(
+                f"PrivacySpent.neighbouring must be one of {NEIGHBOURING_RELATIONS}, got {self.neighbouring!r}"
+            )
+        if self.seeded_by not in SEEDING:
+            raise ValueError(f"PrivacySpent.seeded_by must be one of {SEEDING}, got {self.seeded_by!r}")
+
+    @property
+    def is_private(self) -> bool:
+        """True when the guarantee is finite (epsilon < inf)."""
+        return math.isfinite(self.epsilon)
+
+    def detail(self, key: str, default: Any = None) -> Any:
+        """Looks up one of ``details`` by key."""
+        for k, v in self.details:
+            if k == key:
+                return v
+        return default
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-friendly dict (inf epsilon becomes the string ``"inf"``)."""
+        d = dataclasses.asdict(self)
+        d["epsilon"] = "inf" if math.isinf(self.epsilon) else float(self.epsilon)
+        d["details"] = [[k, v] for k, v in self.details]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "PrivacySpent":
+        """Inverse of :meth:`to_dict`; raises ValueError on a malformed record."""
+        try:
+            kw = dict(d)
+            kw["epsilon"] = math.inf if kw["epsilon"] == "inf" else float(kw["epsilon"])
+            kw["delta"] = float(kw["delta"])
+            if kw.get("noise_multiplier") is not None:
+                kw["noise_multiplier"] = float(kw["noise_multiplier"])
+            kw["sampling_rate"] = float(kw.get("sampling_rate", 1.0))
+            kw["num_steps"] = int(kw.get("num_steps", 1))
+            kw["details"] = tuple((str(k), v) for k, v in kw.get("details", ()))
+            return cls(**kw)
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"malformed privacy record {d!r}: {e}") from e
+
+    def summary(self) -> str:
+        """One human-readable line."""
+        if not self.is_private:
+            return f"NOT PRIVATE ({self.mechanism}; accountant {self.accountant})"
+        parts = [f"(epsilon={self.epsilon:.4g}, delta={self.delta:.3g})-DP", f"{self.neighbouring} neighbours",
+                 f"accountant {self.accountant}", f"mechanism {self.mechanism}"]
+        if self.noise_multiplier is not None:
+            parts.append(f"noise multiplier {self.noise_multiplier:.4g}")
+        parts.append(f"q={self.sampling_rate:.4g}, steps={self.num_steps}")
+        parts.append(f"seeded by {self.seeded_by}")
+        return "; ".join(parts)
+
+
+def not_private(mechanism: str, reason: str = "") -> PrivacySpent:
+    """The record of a release that carries no DP guarantee (debug or non-private baselines)."""
+    details = (("reason", reason),) if reason else ()
+    return PrivacySpent(epsilon=math.inf, delta=1.0, neighbouring="add_remove", accountant="none",
+                        mechanism=mechanism, seeded_by="none", details=details)
