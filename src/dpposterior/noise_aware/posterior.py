@@ -1,0 +1,153 @@
+"""The posterior handed to users: a mixture of variational Gaussians q(theta; phi*) over phi* draws.
+
+Post-processing only: a Posterior is built from a release (a trace) and never sees data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..privacy.spent import PrivacySpent
+from ..vi import family
+from ..vi.layout import ParamLayout
+
+PhiSampler = Callable[[jax.Array, int], jax.Array]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Posterior:
+    """An approximate posterior p~(theta | release) = E_{phi* ~ p(phi* | release)} q(theta; phi*).
+
+    Attributes:
+      layout: the model's latent sites (names, shapes, supports).
+      phi_star: (M, 2n) draws of the variational parameters phi* = (mu*, rho*). M = 1 for a point
+        estimate (the naive last-iterate baseline).
+      privacy: the PrivacySpent of the release this posterior was computed from (post-processing
+        costs no further privacy).
+      method: how phi* was obtained ("last_iterate", "grid", "nuts", "laplace", ...).
+      phi_sampler: optional exact sampler ``(key, m) -> (m, 2n)`` of phi*; when given, sampling uses it
+        instead of resampling the stored draws.
+      diagnostics: post-processing diagnostics (never data-dependent beyond the release).
+    """
+
+    layout: ParamLayout
+    phi_star: jax.Array
+    privacy: PrivacySpent
+    method: str
+    phi_sampler: PhiSampler | None = None
+    diagnostics: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        phi = jnp.asarray(self.phi_star)
+        if phi.ndim == 1:
+            phi = phi[None, :]
+        if phi.ndim != 2 or phi.shape[1] != 2 * self.layout.num_latent:
+            raise ValueError(f"phi_star must have shape (M, {2 * self.layout.num_latent}) for this layout, "
+                             f"got {tuple(jnp.shape(self.phi_star))}")
+        object.__setattr__(self, "phi_star", phi)
+
+    @property
+    def num_latent(self) -> int:
+        return self.layout.num_latent
+
+    def sample_phi(self, key: jax.Array, num_samples: int) -> jax.Array:
+        """(num_samples, 2n) draws of phi* from its posterior."""
+        if self.phi_sampler is not None:
+            return self.phi_sampler(key, num_samples)
+        idx = jax.random.randint(key, (num_samples,), 0, self.phi_star.shape[0])
+        return self.phi_star[idx]
+
+    def sample_unconstrained(self, key: jax.Array, num_samples: int) -> jax.Array:
+        """(num_samples, n) draws of theta in the unconstrained space."""
+        _check_num(num_samples)
+        k1, k2 = jax.random.split(_key(key))
+        return family.sample_mixture(k2, self.sample_phi(k1, num_samples))
+
+    def sample(self, key: jax.Array, num_samples: int) -> dict[str, jax.Array]:
+        """Draws of the constrained values, one array (num_samples, *site shape) per latent site."""
+        return self.layout.constrain(self.sample_unconstrained(key, num_samples))
+
+    def mean_unconstrained(self) -> jax.Array:
+        """Exact posterior mean of theta in the unconstrained space: the mean of mu* over phi* draws."""
+        mu, _ = family.split_phi(self.phi_star)
+        return jnp.mean(mu, axis=0)
+
+    def sd_unconstrained(self) -> jax.Array:
+        """Posterior sd of theta in the unconstrained space: sqrt(E[sd_q^2] + Var[mu*])."""
+        mu, rho = family.split_phi(self.phi_star)
+        var = jnp.mean(family.scale(rho) ** 2, axis=0) + jnp.var(mu, axis=0)
+        return jnp.sqrt(var)
+
+    def mean(self, key: jax.Array | None = None, num_samples: int = 4000) -> dict[str, jax.Array]:
+        """Monte Carlo posterior means of the constrained values (fixed key 0 unless given)."""
+        draws = self.sample(jax.random.PRNGKey(0) if key is None else key, num_samples)
+        return {k: jnp.mean(v, axis=0) for k, v in draws.items()}
+
+    def predictive(self, key: jax.Array, model: Callable, *new_data: Any, num_samples: int = 1000,
+                   **model_kwargs: Any) -> dict[str, jax.Array]:
+        """Posterior predictive draws of the model's observed sites at ``new_data``.
+
+        ``model(*new_data, **model_kwargs)`` is run with the latent sites substituted by posterior draws;
+        observed sites whose value is not passed (e.g. ``y=None``) are sampled. ``new_data`` is new,
+        public input (e.g. test covariates), not the private training data.
+        """
+        from numpyro.infer import Predictive
+
+        k1, k2 = jax.random.split(_key(key))
+        samples = self.sample(k1, num_samples)
+        pred = Predictive(model, posterior_samples=samples, return_sites=None)
+        out = pred(k2, *new_data, **model_kwargs)
+        return {k: v for k, v in out.items() if k not in samples}
+
+    def summary(self, key: jax.Array | None = None, num_samples: int = 4000,
+                prob: float = 0.9) -> list[dict[str, Any]]:
+        """Rows (one per constrained scalar) with mean, sd and the central ``prob`` interval."""
+        if not 0 < prob < 1:
+            raise ValueError(f"prob must lie in (0, 1), got {prob!r}")
+        draws = self.sample(jax.random.PRNGKey(0) if key is None else key, num_samples)
+        lo_q, hi_q = (1 - prob) / 2, 1 - (1 - prob) / 2
+        rows = []
+        for name, v in draws.items():
+            v = np.asarray(v).reshape(num_samples, -1)
+            shape = self.layout.sites[self.layout.names.index(name)].shape
+            for j in range(v.shape[1]):
+                label = name if v.shape[1] == 1 else f"{name}[{','.join(map(str, np.unravel_index(j, shape)))}]"
+                col = v[:, j]
+                rows.append({"parameter": label, "mean": float(col.mean()), "sd": float(col.std()),
+                             f"q{lo_q:.3g}": float(np.quantile(col, lo_q)),
+                             f"q{hi_q:.3g}": float(np.quantile(col, hi_q))})
+        return rows
+
+    def to_arviz(self, key: jax.Array | None = None, num_samples: int = 4000):
+        """An ArviZ InferenceData of constrained draws (one chain), with the privacy record in attrs."""
+        import arviz as az
+
+        draws = self.sample(jax.random.PRNGKey(0) if key is None else key, num_samples)
+        posterior = {k: np.asarray(v)[None, ...] for k, v in draws.items()}
+        attrs = {"method": self.method, "privacy": self.privacy.summary()}
+        attrs.update({f"privacy_{k}": str(v) for k, v in self.privacy.to_dict().items()})
+        return az.from_dict(posterior=posterior, attrs=attrs)
+
+
+def point_posterior(layout: ParamLayout, phi: jax.Array, privacy: PrivacySpent,
+                    method: str = "last_iterate") -> Posterior:
+    """q(theta; phi) at one phi: the naive baseline that ignores the DP noise."""
+    return Posterior(layout=layout, phi_star=jnp.asarray(phi)[None, :], privacy=privacy, method=method)
+
+
+def _check_num(n: int) -> None:
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"num_samples must be an integer >= 1, got {n!r}")
+
+
+def _key(key: Any) -> jax.Array:
+    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+        return jax.random.PRNGKey(int(key))
+    if key is None:
+        raise TypeError("key must be a JAX PRNG key or an int seed, got None")
+    return key

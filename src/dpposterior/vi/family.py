@@ -1,0 +1,49 @@
+"""The variational family: a diagonal Gaussian in the unconstrained space.
+
+phi = (mu, rho) with d = 2n parameters; q(theta; phi) = N(mu, diag(softplus(rho)^2)). softplus(rho) is
+the STANDARD DEVIATION (as in the reference implementation; papers/na-dpvi.txt section 4.1 calls it
+the variance: both are valid parametrisations, this is the one we use everywhere).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+
+def split_phi(phi: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(..., 2n) -> (mu (..., n), rho (..., n))."""
+    n = phi.shape[-1] // 2
+    return phi[..., :n], phi[..., n:]
+
+
+def scale(rho: jax.Array) -> jax.Array:
+    """The standard deviation softplus(rho)."""
+    return jax.nn.softplus(rho)
+
+
+def inverse_scale(sd: jax.Array) -> jax.Array:
+    """rho such that softplus(rho) = sd (sd > 0)."""
+    sd = jnp.asarray(sd)
+    return sd + jnp.log(-jnp.expm1(-sd))
+
+
+def sample(key: jax.Array, phi: jax.Array, num: int) -> jax.Array:
+    """``num`` draws (num, n) of theta ~ q(theta; phi) for one phi (2n,)."""
+    mu, rho = split_phi(phi)
+    eps = jax.random.normal(key, (num,) + mu.shape, dtype=mu.dtype)
+    return mu + scale(rho) * eps
+
+
+def sample_mixture(key: jax.Array, phis: jax.Array) -> jax.Array:
+    """One draw of theta per row of phis (m, 2n): draws from the mixture over the rows."""
+    mu, rho = split_phi(phis)
+    return mu + scale(rho) * jax.random.normal(key, mu.shape, dtype=mu.dtype)
+
+
+def log_prob(theta: jax.Array, phi: jax.Array) -> jax.Array:
+    """log q(theta; phi) summed over coordinates (theta (..., n))."""
+    mu, rho = split_phi(phi)
+    sd = scale(rho)
+    z = (theta - mu) / sd
+    return jnp.sum(-0.5 * z**2 - jnp.log(sd) - 0.5 * jnp.log(2 * jnp.pi), axis=-1)

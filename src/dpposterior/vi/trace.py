@@ -1,0 +1,184 @@
+"""The released DPVI trace: everything post-processing may use, and nothing more."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+
+from ..privacy.spent import PrivacySpent
+from .layout import ParamLayout
+
+FORMAT = "dpposterior.DPVITrace"
+FORMAT_VERSION = 1
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DPVITrace:
+    """A DPVI release: the DP-SGD trace of the variational parameters and its noisy gradients.
+
+    Every array here is a post-processing of the DP-SGD mechanism's noisy gradients (plus public
+    settings), so it is covered by ``privacy``. It holds no per-record quantity and no realised
+    batch size.
+
+    Attributes:
+      phi: (T, d) float32, phi_t, the variational parameters BEFORE the update of step t.
+      grads: (T, d) float32, the noisy preconditioned gradient g~_t = (sum clip(beta*g_i) + sigma C xi)/beta
+        used in that update (phi_{t+1} = phi_t - learning_rate * g~_t).
+      final_phi: (d,) the parameters after the last update (the last iterate phi_T).
+      beta: (d,) preconditioning vector (beta_mu = 1, beta_rho as chosen).
+      learning_rate: (d,) elementwise learning rate.
+      clip: the clip norm C applied to beta-scaled per-record gradients.
+      noise_multiplier: sigma; the noise std on the gradient sum is sigma * C before dividing by beta.
+      sampling_rate: the Poisson sampling rate q.
+      num_steps: T.
+      dataset_size: the N used in the per-record loss (treated as public, as in the papers; a user
+        may pass a public size instead of the true one).
+      num_mc: Monte Carlo draws per step in the ELBO.
+      layout: the model's latent sites, to map phi to constrained draws.
+      privacy: what the release cost.
+      model_name: a label for the model (informative only).
+    """
+
+    phi: Any
+    grads: Any
+    final_phi: Any
+    beta: Any
+    learning_rate: Any
+    clip: float
+    noise_multiplier: float
+    sampling_rate: float
+    num_steps: int
+    dataset_size: int
+    num_mc: int
+    layout: ParamLayout
+    privacy: PrivacySpent
+    model_name: str = ""
+
+    def __post_init__(self) -> None:
+        phi = np.asarray(self.phi, dtype=np.float32)
+        grads = np.asarray(self.grads, dtype=np.float32)
+        if phi.ndim != 2 or grads.shape != phi.shape:
+            raise ValueError(f"phi and grads must both have shape (T, d); got {phi.shape} and {grads.shape}")
+        d = phi.shape[1]
+        if d != 2 * self.layout.num_latent:
+            raise ValueError(f"the trace has d={d} variational parameters but the layout has "
+                             f"{self.layout.num_latent} latent coordinates (d must be 2n)")
+        for name in ("final_phi", "beta", "learning_rate"):
+            v = np.asarray(getattr(self, name), dtype=np.float32)
+            if v.ndim == 0:
+                v = np.full((d,), v, dtype=np.float32)
+            if v.shape != (d,):
+                raise ValueError(f"{name} must have shape ({d},), got {v.shape}")
+            object.__setattr__(self, name, v)
+        object.__setattr__(self, "phi", phi)
+        object.__setattr__(self, "grads", grads)
+
+    @property
+    def num_params(self) -> int:
+        """d, the number of variational parameters."""
+        return int(self.phi.shape[1])
+
+    def last_iterate_posterior(self):
+        """The naive baseline q(theta; phi_T): ignores the DP noise entirely."""
+        from ..noise_aware.posterior import point_posterior
+
+        return point_posterior(self.layout, jnp.asarray(self.final_phi), self.privacy, "last_iterate")
+
+    # ---------------------------------------------------------------- persistence
+    def _metadata(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "clip": float(self.clip),
+            "noise_multiplier": float(self.noise_multiplier),
+            "sampling_rate": float(self.sampling_rate),
+            "num_steps": int(self.num_steps),
+            "dataset_size": int(self.dataset_size),
+            "num_mc": int(self.num_mc),
+            "model_name": self.model_name,
+            "layout": self.layout.to_dict(),
+            "privacy": self.privacy.to_dict(),
+        }
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Writes the trace to one ``.npz`` file (arrays + JSON metadata + SHA-256 checksum), atomically."""
+        path = Path(path)
+        arrays = {"phi": self.phi, "grads": self.grads, "final_phi": self.final_phi, "beta": self.beta,
+                  "learning_rate": self.learning_rate}
+        meta = json.dumps(self._metadata(), sort_keys=True)
+        digest = _digest(arrays, meta)
+        buf = io.BytesIO()
+        np.savez_compressed(buf, metadata=np.frombuffer(meta.encode(), dtype=np.uint8),
+                            checksum=np.frombuffer(digest.encode(), dtype=np.uint8), **arrays)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(buf.getvalue())
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "DPVITrace":
+        """Reads a trace written by :meth:`save`; raises ValueError if it is truncated, tampered with,
+        or written by an unknown format version."""
+        path = Path(path)
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                contents = {k: z[k] for k in z.files}
+        except FileNotFoundError:
+            raise
+        except Exception as e:  # zipfile.BadZipFile, EOFError, ValueError, OSError ...
+            raise ValueError(f"{path} is not a readable DPVI trace file (truncated or corrupted?): {e}") from e
+        names = ("phi", "grads", "final_phi", "beta", "learning_rate", "metadata", "checksum")
+        missing = [k for k in names if k not in contents]
+        if missing:
+            raise ValueError(f"{path} is not a DPVI trace file: missing {missing}")
+        meta_text = contents["metadata"].tobytes().decode(errors="replace")
+        arrays = {k: contents[k] for k in names[:5]}
+        if contents["checksum"].tobytes().decode(errors="replace") != _digest(arrays, meta_text):
+            raise ValueError(f"{path}: checksum mismatch — the trace file was modified or corrupted")
+        try:
+            meta = json.loads(meta_text)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: unreadable metadata: {e}") from e
+        if meta.get("format") != FORMAT:
+            raise ValueError(f"{path}: not a DPVI trace (format {meta.get('format')!r})")
+        if meta.get("version") != FORMAT_VERSION:
+            raise ValueError(f"{path}: trace format version {meta.get('version')!r} is not supported by this "
+                             f"dpposterior (reads version {FORMAT_VERSION})")
+        return cls(layout=ParamLayout.from_dict(meta["layout"]), privacy=PrivacySpent.from_dict(meta["privacy"]),
+                   clip=meta["clip"], noise_multiplier=meta["noise_multiplier"],
+                   sampling_rate=meta["sampling_rate"], num_steps=meta["num_steps"],
+                   dataset_size=meta["dataset_size"], num_mc=meta["num_mc"], model_name=meta["model_name"],
+                   **arrays)
+
+
+def _digest(arrays: dict[str, np.ndarray], meta: str) -> str:
+    h = hashlib.sha256()
+    for k in sorted(arrays):
+        a = np.ascontiguousarray(arrays[k])
+        h.update(k.encode())
+        h.update(str(a.dtype).encode())
+        h.update(str(a.shape).encode())
+        h.update(a.tobytes())
+    h.update(meta.encode())
+    return h.hexdigest()
+
+
+def _is_finite(x: float) -> bool:
+    return math.isfinite(float(x))
