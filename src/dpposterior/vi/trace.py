@@ -137,11 +137,10 @@ class DPVITrace:
         """Reads a trace written by :meth:`save`; raises ValueError if it is truncated, tampered with,
         or written by an unknown format version."""
         path = Path(path)
+        raw = path.read_bytes()  # FileNotFoundError propagates as is
         try:
-            with np.load(path, allow_pickle=False) as z:
+            with np.load(io.BytesIO(raw), allow_pickle=False) as z:
                 contents = {k: z[k] for k in z.files}
-        except FileNotFoundError:
-            raise
         except Exception as e:  # zipfile.BadZipFile, EOFError, ValueError, OSError ...
             raise ValueError(f"{path} is not a readable DPVI trace file (truncated or corrupted?): {e}") from e
         names = ("phi", "grads", "final_phi", "beta", "learning_rate", "metadata", "checksum")

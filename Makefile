@@ -1,0 +1,31 @@
+# Set-up and the two entry points of the README. `make demo` and `make test` each create the virtual
+# environment (.venv) from pyproject.toml on first use.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test test-slow benchmarks clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.core: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(VENV)/.dev: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	touch $(VENV)/.core $@
+
+demo: $(VENV)/.core
+	$(BIN)/dpposterior demo
+
+test: $(VENV)/.dev
+	$(BIN)/python -m pytest
+
+test-slow: $(VENV)/.dev
+	$(BIN)/python -m pytest -m slow
+
+clean:
+	rm -rf $(VENV) demo-output .pytest_cache .hypothesis

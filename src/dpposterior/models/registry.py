@@ -1,0 +1,85 @@
+"""The papers' models with their simulators and the DP-SGD settings the reference used (NOTES.md 1).
+
+A :class:`ModelSpec` bundles a NumPyro model, a simulator of (theta, data) from the prior predictive
+(pure and jittable, so the coverage engine can vmap it over replicates), and default DPVI settings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+from numpyro import handlers
+
+from .conjugate import beta_bernoulli, dirichlet_categorical, gamma_exponential
+from .regression import linear_regression, logistic_regression
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """A model of the papers' experiments.
+
+    Attributes:
+      name: the CLI name (e.g. "beta-bernoulli").
+      model: the NumPyro model, called as ``model(*data)``.
+      simulate: ``(key, num_records) -> (theta: dict of latent values, data: tuple of arrays)``.
+      clip, beta_rho, lr_scale: the reference implementation's DP-SGD settings (NOTES.md 1).
+    """
+
+    name: str
+    model: Callable[..., Any]
+    simulate: Callable[[jax.Array, int], tuple[dict[str, jax.Array], tuple[jax.Array, ...]]]
+    clip: float
+    beta_rho: float
+    lr_scale: float = 1.0
+
+
+def _prior_predictive(model: Callable, observed: str, **kwargs: Any):
+    def simulate(key: jax.Array, num_records: int):
+        tr = handlers.trace(handlers.seed(model, key)).get_trace(None, num_records=num_records, **kwargs)
+        theta = {k: s["value"] for k, s in tr.items()
+                 if s["type"] == "sample" and not s["is_observed"] and k != observed}
+        return theta, (tr[observed]["value"],)
+
+    return simulate
+
+
+def _simulate_linear_regression(key: jax.Array, num_records: int, num_features: int = 10):
+    kx, km = jax.random.split(key)
+    X = jax.random.normal(kx, (num_records, num_features))
+    tr = handlers.trace(handlers.seed(linear_regression, km)).get_trace(X, None)
+    theta = {"sigma2": tr["sigma2"]["value"], "w": tr["w"]["value"]}
+    return theta, (X, tr["y"]["value"])
+
+
+def _simulate_logistic_regression(key: jax.Array, num_records: int, num_features: int = 10):
+    kx, km = jax.random.split(key)
+    X = jnp.concatenate([jax.random.normal(kx, (num_records, num_features - 1)),
+                         jnp.ones((num_records, 1))], axis=1)
+    tr = handlers.trace(handlers.seed(logistic_regression, km)).get_trace(X, None)
+    return {"w": tr["w"]["value"]}, (X, tr["y"]["value"])
+
+
+MODELS: dict[str, ModelSpec] = {
+    "gamma-exponential": ModelSpec("gamma-exponential", gamma_exponential,
+                                   _prior_predictive(gamma_exponential, "x"), clip=2.0, beta_rho=100.0),
+    "beta-bernoulli": ModelSpec("beta-bernoulli", beta_bernoulli,
+                                _prior_predictive(beta_bernoulli, "x"), clip=2.0, beta_rho=120.0),
+    "dirichlet-categorical": ModelSpec("dirichlet-categorical", dirichlet_categorical,
+                                       _prior_predictive(dirichlet_categorical, "x"), clip=math.sqrt(2.0),
+                                       beta_rho=100.0),
+    "linear-regression": ModelSpec("linear-regression", linear_regression, _simulate_linear_regression,
+                                   clip=260.0, beta_rho=1500.0, lr_scale=4.0),
+    "logistic-regression": ModelSpec("logistic-regression", logistic_regression,
+                                     _simulate_logistic_regression, clip=2.0, beta_rho=100.0),
+}
+
+
+def get_model(name: str) -> ModelSpec:
+    """Looks up a model of the papers by its CLI name."""
+    if name not in MODELS:
+        raise ValueError(f"unknown model {name!r}; available: {sorted(MODELS)}")
+    return MODELS[name]

@@ -1,0 +1,174 @@
+"""DPVI: DP-SGD on the ELBO of a NumPyro model, releasing the whole trace (papers/na-dpvi.txt)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._checks import check_delta, check_epsilon, check_positive, check_positive_int, check_sampling_rate
+from ..privacy.dpsgd_accounting import calibrate_noise_multiplier
+from . import family
+from .layout import ParamLayout
+from .model_inspect import check_data, inspect_model, prior_median_unconstrained, record_log_joint
+from .trace import DPVITrace
+
+#: default preconditioning of the rho (scale) gradients; beta_mu is always 1 (NOTES.md section 1).
+DEFAULT_BETA_RHO = 100.0
+#: default initial standard deviation of the variational family.
+DEFAULT_INIT_SCALE = 0.1
+
+
+def make_elbo_loss(model: Callable, layout: ParamLayout, dataset_size: int, num_mc: int,
+                   model_kwargs: dict[str, Any] | None = None) -> Callable:
+    """The per-record negative-ELBO loss ``loss(phi, record, key)`` of papers/na-dpvi.txt eq. 57.
+
+    loss = E_q[log q(theta)]/N - E_q[log p(x_i | theta)] - E_q[log p(theta) + log|det J(theta)|]/N,
+    estimated with ``num_mc`` reparametrised draws from ``key``; the key is shared by every record of a
+    DP-SGD step, so the records of a step use the same draws. theta lives in the unconstrained space;
+    ``layout`` maps it to the model's supports with the log-determinant of the Jacobian.
+    """
+    model_kwargs = dict(model_kwargs or {})
+    n_inv = 1.0 / float(dataset_size)
+
+    def loss(phi: jax.Array, record: tuple[jax.Array, ...], key: jax.Array) -> jax.Array:
+        mu, rho = family.split_phi(phi)
+        eps = jax.random.normal(key, (num_mc,) + mu.shape, dtype=mu.dtype)
+        thetas = mu + family.scale(rho) * eps
+
+        def one(theta):
+            values, log_det = layout.constrain_with_log_det(theta)
+            log_prior, log_lik = record_log_joint(model, record, model_kwargs, values)
+            log_q = family.log_prob(theta, phi)
+            return log_q * n_inv - log_lik - (log_prior + log_det) * n_inv
+
+        return jnp.mean(jax.vmap(one)(thetas))
+
+    return loss
+
+
+def heuristic_learning_rate(num_steps: int, num_params: int, noise_multiplier: float, clip: float,
+                            beta: jax.Array, lr_scale: float = 1.0) -> jax.Array:
+    """The paper's learning-rate heuristic times beta: sqrt(2) lambda_c beta / (sigma C sqrt(T d)).
+
+    papers/na-dpvi.txt appendix 13.1-13.2 (lambda_c = ``lr_scale``).
+    """
+    return math.sqrt(2.0) * lr_scale * beta / (noise_multiplier * clip * math.sqrt(num_steps * num_params))
+
+
+def dpvi(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: int = 10_000,
+         sampling_rate: float = 0.1, clip: float, beta: Any = None, beta_rho: float = DEFAULT_BETA_RHO,
+         lr_scale: float = 1.0, learning_rate: Any = None, num_mc: int = 10, rng_key: Any = None,
+         dataset_size: int | None = None, init_scale: float = DEFAULT_INIT_SCALE,
+         accountant: str = "pld", progress: bool | None = None, model_name: str = "",
+         **model_kwargs: Any) -> DPVITrace:
+    """Differentially private variational inference on a NumPyro model; releases the whole trace.
+
+    Privacy: DP-SGD (``dpposterior.dpsgd.dpsgd``) with Poisson subsampling at rate ``sampling_rate``:
+    every record enters each step independently; its per-record ELBO gradient, scaled by ``beta``, is
+    clipped to L2 norm ``clip`` (the sensitivity of the gradient sum under add/remove-one adjacency);
+    Gaussian noise of std sigma*clip is added, with sigma calibrated so that the T-step composition is
+    (epsilon, delta)-DP by the ``accountant`` (PLD by default). Every released phi_t and g~_t is a
+    post-processing of those noisy sums. Reference: papers/na-dpvi.txt (DPVI, sections 2.4 and 13).
+
+    Args:
+      model: a NumPyro model called as ``model(*data, **model_kwargs)`` with a plate over the records
+        (the leading axis of every data array); all latent sites continuous and global.
+      *data: the private data arrays (sharing their leading record axis).
+      epsilon, delta: the privacy target.
+      num_steps: T; sampling_rate: q; clip: C.
+      beta: preconditioning vector of length d = 2n; default beta_mu = 1, beta_rho = ``beta_rho``.
+      lr_scale: lambda_c of the learning-rate heuristic (ignored when ``learning_rate`` is given).
+      learning_rate: an explicit elementwise learning rate (scalar or length d), overriding the heuristic.
+      num_mc: Monte Carlo draws of the ELBO per step (shared by the step's records).
+      rng_key: None (privacy noise seeded from the OS; the default) or a key/int for reproduction.
+      dataset_size: the N used in the loss. It is treated as PUBLIC (as in the papers); pass a public
+        (approximate) size if the true size must stay private. Default: the true number of records.
+      init_scale: initial std of q; the initial mean is the prior median (data-independent).
+      accountant: "pld" or "rdp" for calibrating sigma.
+      progress: show a progress bar (None: automatic for long runs).
+      model_name: a label stored with the trace.
+
+    Returns:
+      A DPVITrace with the PrivacySpent of the run.
+    """
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    num_steps = check_positive_int(num_steps, "num_steps")
+    sampling_rate = check_sampling_rate(sampling_rate)
+    clip = check_positive(clip, "clip")
+    num_mc = check_positive_int(num_mc, "num_mc")
+    lr_scale = check_positive(lr_scale, "lr_scale")
+    init_scale = check_positive(init_scale, "init_scale")
+    if not callable(model):
+        raise TypeError(f"model must be a NumPyro model (a callable), got {type(model).__name__}")
+    arrays = check_data(data)
+    n_records = int(arrays[0].shape[0])
+    if dataset_size is None:
+        dataset_size = n_records
+    dataset_size = check_positive_int(dataset_size, "dataset_size")
+
+    layout = inspect_model(model, arrays, model_kwargs)
+    n = layout.num_latent
+    d = 2 * n
+    if beta is None:
+        beta_vec = jnp.concatenate([jnp.ones(n), jnp.full(n, check_positive(beta_rho, "beta_rho"))])
+    else:
+        beta_vec = _vector("beta", beta, d)
+        if not bool(jnp.all(beta_vec > 0)):
+            raise ValueError("beta must be > 0 elementwise")
+
+    sigma = calibrate_noise_multiplier(epsilon, delta, sampling_rate, num_steps, accountant)
+    if learning_rate is None:
+        lr = heuristic_learning_rate(num_steps, d, sigma, clip, beta_vec, lr_scale)
+    else:
+        lr = _vector("learning_rate", learning_rate, d)
+
+    mu0 = prior_median_unconstrained(model, arrays, model_kwargs, layout)
+    phi0 = jnp.concatenate([mu0, jnp.full(n, family.inverse_scale(init_scale))]).astype(jnp.float32)
+
+    loss = _cached_loss(model, layout, dataset_size, num_mc, model_kwargs)
+    from ..dpsgd import dpsgd  # local import keeps module import light
+
+    run = dpsgd(loss, phi0, arrays, noise_multiplier=sigma, clip=clip, sampling_rate=sampling_rate,
+                num_steps=num_steps, learning_rate=lr, delta=delta, beta=beta_vec, rng_key=rng_key,
+                loss_needs_key=True, accountant=accountant, progress=progress)
+    return DPVITrace(phi=np.asarray(run.params), grads=np.asarray(run.grads), final_phi=np.asarray(run.final_params),
+                     beta=np.asarray(beta_vec), learning_rate=np.asarray(lr), clip=clip, noise_multiplier=sigma,
+                     sampling_rate=sampling_rate, num_steps=num_steps, dataset_size=dataset_size, num_mc=num_mc,
+                     layout=layout, privacy=run.privacy, model_name=model_name or getattr(model, "__name__", ""))
+
+
+_LOSS_CACHE: dict[Any, Callable] = {}
+
+
+def _cached_loss(model: Callable, layout: ParamLayout, dataset_size: int, num_mc: int,
+                 model_kwargs: dict[str, Any]) -> Callable:
+    """The same loss object for the same model and settings, so DP-SGD's compiled program is reused."""
+    import json
+
+    try:
+        key = (model, json.dumps(layout.to_dict(), sort_keys=True), dataset_size, num_mc,
+               tuple(sorted(model_kwargs.items())))
+        hash(key)
+    except TypeError:  # unhashable model kwargs (arrays): no caching
+        return make_elbo_loss(model, layout, dataset_size, num_mc, model_kwargs)
+    if key not in _LOSS_CACHE:
+        if len(_LOSS_CACHE) > 64:
+            _LOSS_CACHE.clear()
+        _LOSS_CACHE[key] = make_elbo_loss(model, layout, dataset_size, num_mc, model_kwargs)
+    return _LOSS_CACHE[key]
+
+
+def _vector(name: str, value: Any, d: int) -> jax.Array:
+    v = jnp.asarray(value, dtype=jnp.float32)
+    if v.ndim == 0:
+        v = jnp.full((d,), v)
+    if v.shape != (d,):
+        raise ValueError(f"{name} must be a scalar or a vector of length d={d} (2 x latent size), got shape {v.shape}")
+    if not bool(jnp.all(jnp.isfinite(v))):
+        raise ValueError(f"{name} must be finite")
+    return v

@@ -1,0 +1,142 @@
+"""Reading a NumPyro model's structure: its latent sites, the plate over the records, and the
+per-record split of the log joint into prior and likelihood.
+
+``inspect_model`` runs the model once on a zero-filled dummy record batch with the shapes and dtypes
+of the data (never the data values), so the layout and the initial parameters cannot depend on the
+private data.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from numpyro import handlers
+from numpyro.distributions.transforms import biject_to
+
+from .layout import ParamLayout, Site, support_to_spec
+
+_PLATE_PROBE = 3  # records in the dummy batch used to find the plate over the records
+
+
+def _dummy(data: tuple[Any, ...], n: int) -> tuple[jax.Array, ...]:
+    return tuple(jnp.zeros((n,) + tuple(a.shape[1:]), dtype=a.dtype) for a in data)
+
+
+def _trace(model: Callable, args: tuple, kwargs: dict, seed: int = 0, params: dict | None = None):
+    m = handlers.seed(model, rng_seed=seed)
+    if params is not None:
+        m = handlers.substitute(m, data=params)
+    return handlers.trace(m).get_trace(*args, **kwargs)
+
+
+def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str, Any]) -> ParamLayout:
+    """Builds the latent-site layout and checks the model's structure.
+
+    Raises:
+      ValueError: no plate over the records, a discrete latent site, a latent site inside the plate
+        over the records (a per-record latent variable), no observed site, or a model that fails.
+    """
+    try:
+        tr = _trace(model, _dummy(data, _PLATE_PROBE), model_kwargs)
+    except Exception as e:  # the user's model failed on data of the given shapes
+        raise ValueError(f"the model failed when run on data of shapes {[tuple(a.shape) for a in data]}: "
+                         f"{type(e).__name__}: {e}") from e
+    record_plates = {name for name, s in tr.items() if s["type"] == "plate" and s["args"][0] == _PLATE_PROBE}
+    observed = [name for name, s in tr.items() if s["type"] == "sample" and s["is_observed"]]
+    if not observed:
+        raise ValueError("the model has no observed site: condition a sample site on the data with obs=...")
+    for name in observed:
+        frames = {f.name for f in tr[name]["cond_indep_stack"] if f.size == _PLATE_PROBE}
+        if not frames & record_plates:
+            raise ValueError(
+                f"the model has no plate over the records for observed site {name!r}: wrap the likelihood in "
+                "`with numpyro.plate('records', X.shape[0]):` so that the leading axis of every data array "
+                "indexes records (the per-record loss and the privacy unit depend on it)")
+    sites = []
+    for name, s in tr.items():
+        if s["type"] != "sample" or s["is_observed"]:
+            continue
+        fn = s["fn"]
+        if fn.support.is_discrete:
+            raise ValueError(f"latent site {name!r} is discrete (support {fn.support}); dpvi supports only "
+                             "continuous latent sites: marginalise it out of the model")
+        if any(f.name in record_plates for f in s["cond_indep_stack"]):
+            raise ValueError(f"latent site {name!r} lies inside the plate over the records (a per-record latent "
+                             "variable); dpvi fits only global latent variables")
+        shape = tuple(np.shape(s["value"]))
+        ushape = tuple(biject_to(fn.support).inverse_shape(shape))
+        spec = support_to_spec(fn.support)
+        if spec["kind"] == "unknown":
+            raise ValueError(f"latent site {name!r} has a support ({fn.support}) that dpvi cannot save and restore")
+        sites.append(Site(name, shape, ushape, spec))
+    if not sites:
+        raise ValueError("the model has no latent sites to infer")
+    return ParamLayout(tuple(sites))
+
+
+def prior_median_unconstrained(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str, Any],
+                               layout: ParamLayout, num_draws: int = 101) -> jax.Array:
+    """The coordinate-wise median of prior draws mapped to the unconstrained space (data-independent:
+    the model runs on a zero-filled dummy record and fixed seeds)."""
+    dummy = _dummy(data, 1)
+    draws = []
+    for seed in range(num_draws):
+        tr = _trace(model, dummy, model_kwargs, seed=seed)
+        draws.append({s.name: tr[s.name]["value"] for s in layout.sites})
+    stacked = {k: jnp.stack([d[k] for d in draws]) for k in draws[0]}
+    return jnp.median(layout.unconstrain(stacked), axis=0)
+
+
+def record_log_joint(model: Callable, record: tuple[jax.Array, ...], model_kwargs: dict[str, Any],
+                     values: dict[str, jax.Array]) -> tuple[jax.Array, jax.Array]:
+    """(log prior of the latent sites, log likelihood of ONE record) at constrained ``values``.
+
+    ``record`` holds one record per data array (no leading axis); the model is run on a batch of one.
+    """
+    batch = tuple(jnp.expand_dims(r, 0) for r in record)
+    tr = _trace(model, batch, model_kwargs, params=values)
+    log_prior = jnp.zeros(())
+    log_lik = jnp.zeros(())
+    for s in tr.values():
+        if s["type"] != "sample":
+            continue
+        lp = jnp.sum(s["fn"].log_prob(s["value"]))
+        if s.get("scale") is not None:
+            lp = lp * s["scale"]
+        if s["is_observed"]:
+            log_lik = log_lik + lp
+        else:
+            log_prior = log_prior + lp
+    return log_prior, log_lik
+
+
+def check_data(data: tuple[Any, ...]) -> tuple[jax.Array, ...]:
+    """Checks the data arrays: numeric, non-empty, sharing their first axis, finite."""
+    if len(data) == 0:
+        raise ValueError("no data given: pass the data arrays after the model, dpvi(model, X, y, ...)")
+    arrays = []
+    for i, a in enumerate(data):
+        if a is None:
+            raise ValueError(f"data argument {i} is None; every data array must hold the records")
+        arr = np.asarray(a)
+        if arr.dtype.kind not in "biuf":
+            raise TypeError(f"data argument {i} must be numeric (bool, int or float), got dtype {arr.dtype}")
+        if arr.ndim == 0:
+            raise ValueError(f"data argument {i} is a scalar; data arrays need a leading axis of records")
+        if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
+            bad = int(np.sum(~np.isfinite(arr)))
+            raise ValueError(f"data argument {i} contains {bad} NaN or infinite value(s); remove or impute them "
+                             "before fitting (nothing is silently dropped)")
+        arrays.append(arr)
+    lengths = [a.shape[0] for a in arrays]
+    if len(set(lengths)) != 1:
+        raise ValueError(f"data arrays must share their first axis (records): got lengths {lengths}")
+    if lengths[0] == 0:
+        raise ValueError("the data hold no records (length 0)")
+    if arrays and math.prod(arrays[0].shape) > 0:
+        pass
+    return tuple(jnp.asarray(a) for a in arrays)

@@ -1,0 +1,120 @@
+"""dpvi validates its inputs before touching the mechanism: each bad input gets a clear error."""
+
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pytest
+
+from dpposterior.models import logistic_regression
+from dpposterior.vi.dpvi import dpvi
+
+
+def _data(n=50, p=3):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n, p)).astype(np.float32)
+    y = (rng.random(n) < 0.5).astype(np.int32)
+    return X, y
+
+
+def no_plate_model(X, y):
+    w = numpyro.sample("w", dist.Normal(0, 1).expand([X.shape[1]]).to_event(1))
+    numpyro.sample("y", dist.Bernoulli(logits=X @ w).to_event(1), obs=y)
+
+
+def discrete_latent_model(X, y):
+    k = numpyro.sample("k", dist.Bernoulli(0.5))
+    w = numpyro.sample("w", dist.Normal(0, 1).expand([X.shape[1]]).to_event(1))
+    with numpyro.plate("records", X.shape[0]):
+        numpyro.sample("y", dist.Bernoulli(logits=X @ w + k), obs=y)
+
+
+def local_latent_model(X, y):
+    w = numpyro.sample("w", dist.Normal(0, 1).expand([X.shape[1]]).to_event(1))
+    with numpyro.plate("records", X.shape[0]):
+        z = numpyro.sample("z", dist.Normal(0, 1))
+        numpyro.sample("y", dist.Bernoulli(logits=X @ w + z), obs=y)
+
+
+KW = dict(epsilon=1.0, delta=1e-5, num_steps=10, sampling_rate=0.1, clip=1.0, rng_key=0)
+
+
+def test_model_without_plate_over_records():
+    with pytest.raises(ValueError, match="no plate over the records"):
+        dpvi(no_plate_model, *_data(), **KW)
+
+
+def test_discrete_latent_site():
+    with pytest.raises(ValueError, match="latent site 'k' is discrete"):
+        dpvi(discrete_latent_model, *_data(), **KW)
+
+
+def test_per_record_latent_site():
+    with pytest.raises(ValueError, match="inside the plate over the records"):
+        dpvi(local_latent_model, *_data(), **KW)
+
+
+def test_arrays_of_different_lengths():
+    X, y = _data()
+    with pytest.raises(ValueError, match=r"share their first axis \(records\): got lengths \[50, 49\]"):
+        dpvi(logistic_regression, X, y[:-1], **KW)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_data(bad):
+    X, y = _data()
+    X[3, 1] = bad
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        dpvi(logistic_regression, X, y, **KW)
+
+
+def test_empty_data():
+    X, y = _data()
+    with pytest.raises(ValueError, match="no records"):
+        dpvi(logistic_regression, X[:0], y[:0], **KW)
+
+
+def test_no_data_and_non_numeric_data():
+    with pytest.raises(ValueError, match="no data given"):
+        dpvi(logistic_regression, **KW)
+    X, y = _data()
+    with pytest.raises(TypeError, match="must be numeric"):
+        dpvi(logistic_regression, X.astype(str), y, **KW)
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("epsilon", 0.0, "epsilon must be a finite number > 0"),
+    ("epsilon", -1.0, "epsilon must be a finite number > 0"),
+    ("epsilon", float("nan"), "epsilon must be a finite number > 0"),
+    ("epsilon", float("inf"), "epsilon must be a finite number > 0"),
+    ("delta", 0.0, r"delta must lie in \(0, 1\)"),
+    ("delta", 1.0, r"delta must lie in \(0, 1\)"),
+    ("sampling_rate", 0.0, r"sampling_rate must lie in \(0, 1\]"),
+    ("sampling_rate", 1.5, r"sampling_rate must lie in \(0, 1\]"),
+    ("num_steps", 0, "num_steps must be an integer >= 1"),
+    ("clip", 0.0, "clip must be a finite number > 0"),
+    ("num_mc", 0, "num_mc must be an integer >= 1"),
+])
+def test_invalid_privacy_and_optimiser_parameters(field, value, message):
+    kw = dict(KW)
+    kw[field] = value
+    with pytest.raises(ValueError, match=message):
+        dpvi(logistic_regression, *_data(), **kw)
+
+
+def test_float_num_steps_is_a_type_error():
+    kw = dict(KW, num_steps=1e4)
+    with pytest.raises(TypeError, match="num_steps must be an integer"):
+        dpvi(logistic_regression, *_data(), **kw)
+
+
+def test_bad_beta_shape():
+    with pytest.raises(ValueError, match="beta must be a scalar or a vector of length d=6"):
+        dpvi(logistic_regression, *_data(), beta=np.ones(5), **KW)
+
+
+def test_model_that_fails_on_the_data_shapes():
+    def broken(X, y):
+        raise RuntimeError("boom")
+
+    with pytest.raises(ValueError, match="the model failed .*RuntimeError: boom"):
+        dpvi(broken, *_data(), **KW)

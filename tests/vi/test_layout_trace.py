@@ -1,0 +1,163 @@
+"""Layouts, the variational family and the DPVITrace file format."""
+
+import json
+import zipfile
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dpposterior.privacy import PrivacySpent
+from dpposterior.vi import DPVITrace, ParamLayout
+from dpposterior.vi import family
+from dpposterior.vi.layout import Site, spec_to_support, support_to_spec
+from numpyro.distributions import constraints
+
+
+def _layout():
+    return ParamLayout((
+        Site("a", (), (), {"kind": "positive"}),
+        Site("p", (3,), (2,), {"kind": "simplex"}),
+        Site("w", (2,), (2,), {"kind": "independent", "base": {"kind": "real"}, "ndims": 1}),
+        Site("u", (), (), {"kind": "interval", "low": -1.0, "high": 2.0}),
+    ))
+
+
+def _trace(layout=None, T=20):
+    layout = layout or _layout()
+    d = 2 * layout.num_latent
+    rng = np.random.default_rng(0)
+    spent = PrivacySpent(epsilon=1.0, delta=1e-5, neighbouring="add_remove", accountant="pld(test)",
+                         mechanism="poisson_subsampled_gaussian", noise_multiplier=2.0, sampling_rate=0.1,
+                         num_steps=T, seeded_by="user")
+    return DPVITrace(phi=rng.normal(size=(T, d)), grads=rng.normal(size=(T, d)), final_phi=rng.normal(size=d),
+                     beta=np.ones(d), learning_rate=0.01, clip=1.0, noise_multiplier=2.0, sampling_rate=0.1,
+                     num_steps=T, dataset_size=100, num_mc=10, layout=layout, privacy=spent, model_name="m")
+
+
+def test_layout_constrain_unconstrain_round_trip():
+    L = _layout()
+    assert L.num_latent == 6
+    theta = jax.random.normal(jax.random.PRNGKey(1), (5, 6))
+    vals = L.constrain(theta)
+    assert vals["p"].shape == (5, 3)
+    np.testing.assert_allclose(vals["p"].sum(-1), 1.0, rtol=1e-5)
+    assert bool(jnp.all(vals["a"] > 0)) and bool(jnp.all((vals["u"] > -1) & (vals["u"] < 2)))
+    np.testing.assert_allclose(L.unconstrain(vals), theta, atol=1e-4)
+
+
+def test_log_det_matches_autodiff_jacobian():
+    L = _layout()
+    theta = jax.random.normal(jax.random.PRNGKey(2), (6,))
+    _, ldj = L.constrain_with_log_det(theta)
+    # a (positive), u (interval) and w are elementwise: check those parts against autodiff
+    site_a = L.sites[0].transform()
+    da = jax.grad(lambda t: site_a(t))(theta[0])
+    site_u = L.sites[3].transform()
+    du = jax.grad(lambda t: site_u(t))(theta[5])
+    simplex = L.sites[1].transform()
+    p = simplex(theta[1:3])
+    ldj_simplex = simplex.log_abs_det_jacobian(theta[1:3], p)
+    np.testing.assert_allclose(ldj, jnp.log(da) + jnp.log(du) + ldj_simplex, rtol=1e-5)
+
+
+def test_support_specs_round_trip():
+    for c in (constraints.real, constraints.positive, constraints.unit_interval, constraints.simplex,
+              constraints.interval(0.0, 3.0), constraints.greater_than(1.5),
+              constraints.independent(constraints.positive, 1)):
+        spec = support_to_spec(c)
+        assert spec["kind"] != "unknown"
+        json.dumps(spec)
+        assert support_to_spec(spec_to_support(spec)) == spec
+
+
+def test_unknown_support_spec_is_a_clear_error():
+    with pytest.raises(ValueError, match="cannot rebuild the support"):
+        spec_to_support({"kind": "weird"})
+
+
+def test_family_inverse_scale_and_log_prob():
+    sd = jnp.array([1e-3, 0.1, 1.0, 30.0])
+    np.testing.assert_allclose(family.scale(family.inverse_scale(sd)), sd, rtol=1e-5)
+    phi = jnp.array([0.5, -1.0, family.inverse_scale(0.3), family.inverse_scale(2.0)])
+    theta = jnp.array([0.1, 0.2])
+    expected = (jax.scipy.stats.norm.logpdf(0.1, 0.5, 0.3) + jax.scipy.stats.norm.logpdf(0.2, -1.0, 2.0))
+    np.testing.assert_allclose(family.log_prob(theta, phi), expected, rtol=1e-5)
+
+
+def test_trace_save_load_round_trip(tmp_path):
+    tr = _trace()
+    path = tr.save(tmp_path / "t.npz")
+    back = DPVITrace.load(path)
+    np.testing.assert_array_equal(back.phi, tr.phi)
+    np.testing.assert_array_equal(back.grads, tr.grads)
+    assert back.privacy == tr.privacy
+    assert back.layout == tr.layout
+    assert (back.clip, back.noise_multiplier, back.num_steps, back.dataset_size) == (1.0, 2.0, 20, 100)
+
+
+def test_trace_load_detects_truncation(tmp_path):
+    path = _trace().save(tmp_path / "t.npz")
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match="truncated or corrupted"):
+        DPVITrace.load(path)
+
+
+def test_trace_load_detects_tampering(tmp_path):
+    tr = _trace()
+    path = tr.save(tmp_path / "t.npz")
+    with np.load(path) as z:
+        contents = {k: z[k] for k in z.files}
+    contents["grads"] = contents["grads"] * 0.5  # someone rescales the noisy gradients
+    np.savez_compressed(path, **contents)
+    with pytest.raises(ValueError, match="checksum mismatch"):
+        DPVITrace.load(path)
+
+
+def test_trace_load_rejects_other_version(tmp_path):
+    tr = _trace()
+    path = tr.save(tmp_path / "t.npz")
+    with np.load(path) as z:
+        contents = {k: z[k] for k in z.files}
+    meta = json.loads(contents["metadata"].tobytes().decode())
+    meta["version"] = 99
+    text = json.dumps(meta, sort_keys=True)
+    from dpposterior.vi.trace import _digest
+
+    arrays = {k: contents[k] for k in ("phi", "grads", "final_phi", "beta", "learning_rate")}
+    contents["metadata"] = np.frombuffer(text.encode(), dtype=np.uint8)
+    contents["checksum"] = np.frombuffer(_digest(arrays, text).encode(), dtype=np.uint8)
+    np.savez_compressed(path, **contents)
+    with pytest.raises(ValueError, match="version 99 is not supported"):
+        DPVITrace.load(path)
+
+
+def test_trace_load_rejects_non_trace_file(tmp_path):
+    p = tmp_path / "x.npz"
+    np.savez(p, a=np.zeros(3))
+    with pytest.raises(ValueError, match="not a DPVI trace file"):
+        DPVITrace.load(p)
+    p2 = tmp_path / "y.npz"
+    p2.write_text("hello")
+    with pytest.raises(ValueError, match="not a readable DPVI trace"):
+        DPVITrace.load(p2)
+
+
+def test_trace_shape_errors():
+    L = _layout()
+    with pytest.raises(ValueError, match="d must be 2n"):
+        DPVITrace(phi=np.zeros((5, 4)), grads=np.zeros((5, 4)), final_phi=np.zeros(4), beta=1.0,
+                  learning_rate=1.0, clip=1.0, noise_multiplier=1.0, sampling_rate=0.1, num_steps=5,
+                  dataset_size=10, num_mc=1, layout=L, privacy=_trace().privacy)
+
+
+def test_last_iterate_posterior_is_the_gaussian_at_phi_T():
+    tr = _trace(ParamLayout.flat(2))
+    post = tr.last_iterate_posterior()
+    draws = post.sample_unconstrained(jax.random.PRNGKey(0), 20000)
+    mu, rho = family.split_phi(jnp.asarray(tr.final_phi))
+    np.testing.assert_allclose(draws.mean(0), mu, atol=4 * float(family.scale(rho).max()) / np.sqrt(20000))
+    np.testing.assert_allclose(draws.std(0), family.scale(rho), rtol=0.03)
+    assert post.privacy is tr.privacy
