@@ -69,8 +69,8 @@ def run_demo(epsilon: float = 1.0, delta: float = 1e-5, num_steps: int = 10_000,
         draws = np.asarray(post.sample(key, 4000)["w"])
         lo, mid, hi = np.quantile(draws, 0.05, axis=0), draws.mean(axis=0), np.quantile(draws, 0.95, axis=0)
         intervals.append({names[j]: (lo[j], mid[j], hi[j]) for j in range(n)})
-        results[label] = {"test_accuracy": acc, "calibration_rmse": float(curve.calibration_rmse),
-                          "brier": float(curve.brier_score), "mean_interval_width": float(np.mean(hi - lo))}
+        results[label] = {"test_accuracy": acc, "calibration_rmse": float(curve.rmse),
+                          "brier": float(curve.brier), "mean_interval_width": float(np.mean(hi - lo))}
     log("")
     log(f"{'coefficient':<32}{'naive 90% interval':>24}{'noise-aware 90% interval':>28}{'width ratio':>12}")
     for name in names:

@@ -49,7 +49,7 @@ def calibration_plot(curves: dict[str, Any], path: str | Path, title: str = "") 
     ax.plot([0, 1], [0, 1], color="k", lw=0.8, ls=":", label="perfect")
     for name, c in curves.items():
         ax.plot(np.asarray(c.mean_predicted), np.asarray(c.observed_frequency), marker="o", ms=3,
-                label=f"{name} (cal. RMSE {float(c.calibration_rmse):.3f})")
+                label=f"{name} (cal. RMSE {float(c.rmse):.3f})")
     ax.set_xlabel("mean predicted probability (bin)")
     ax.set_ylabel("observed frequency (bin)")
     ax.set_title(title, fontsize=9)

@@ -1,0 +1,35 @@
+"""Checks that a posterior is calibrated: TARP coverage, calibration curves, coverage RMSE.
+
+Post-processing only: these functions take posterior draws, true parameters, reference points and
+predicted probabilities, never data records (papers/na-dpvi.txt 2.2, 3.1, 13.4; NOTES.md section 1).
+"""
+
+from ._inputs import default_alpha_grid
+from .calibration import CalibrationResult
+from .calibration import calibration_curve
+from .coverage import TarpRepeatsResult
+from .coverage import TarpResult
+from .coverage import coverage_from_f
+from .coverage import coverage_rmse
+from .coverage import marginal_coverage
+from .coverage import tarp_coverage
+from .coverage import tarp_coverage_repeats
+from .coverage import tarp_f_values
+from .references import reference_points
+from .references import repeated_reference_points
+
+__all__ = [
+    "CalibrationResult",
+    "TarpRepeatsResult",
+    "TarpResult",
+    "calibration_curve",
+    "coverage_from_f",
+    "coverage_rmse",
+    "default_alpha_grid",
+    "marginal_coverage",
+    "reference_points",
+    "repeated_reference_points",
+    "tarp_coverage",
+    "tarp_coverage_repeats",
+    "tarp_f_values",
+]

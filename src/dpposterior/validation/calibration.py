@@ -1,0 +1,153 @@
+"""Calibration of predicted probabilities: equal-count reliability curve, Brier score, RMSE.
+
+Used for the UCI Adult experiment of papers/na-dpvi.txt (NOTES.md section 1: "calibration curve
+with 10 equal-count bins"). Post-processing: takes predicted probabilities and observed binary
+outcomes (e.g. of a held-out test set), never training records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from .._checks import check_positive_int
+from ._inputs import as_real_array
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class CalibrationResult:
+    """An equal-count calibration (reliability) curve and its summaries.
+
+    Attributes:
+      mean_predicted: mean predicted probability in each bin, shape ``(B,)``, increasing.
+      observed_frequency: share of positive outcomes in each bin, shape ``(B,)``.
+      counts: number of predictions in each bin, shape ``(B,)``; they differ by at most one.
+      bin_lower: smallest predicted probability in each bin, shape ``(B,)``.
+      bin_upper: largest predicted probability in each bin, shape ``(B,)``.
+      brier: the Brier score, ``mean((probability - outcome)^2)`` over all predictions.
+      rmse: the calibration RMSE, ``sqrt(mean over bins of (observed - predicted)^2)``; weighted by
+        the bin counts when ``weighted`` is True.
+      weighted: whether ``rmse`` weights the bins by their counts.
+    """
+
+    mean_predicted: np.ndarray
+    observed_frequency: np.ndarray
+    counts: np.ndarray
+    bin_lower: np.ndarray
+    bin_upper: np.ndarray
+    brier: float
+    rmse: float
+    weighted: bool
+
+
+def _check_probabilities(probabilities: Any) -> np.ndarray:
+    p = as_real_array("probabilities", probabilities)
+    if p.ndim != 1:
+        raise ValueError(f"probabilities must be a 1-D array (one per prediction), got shape {p.shape}")
+    if p.size == 0:
+        raise ValueError("probabilities must not be empty")
+    p = p.astype(np.float64)
+    if np.isnan(p).any():
+        first = int(np.flatnonzero(np.isnan(p))[0])
+        raise ValueError(f"probabilities must not contain NaN (first at index {first})")
+    bad = (p < 0) | (p > 1)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"probabilities must lie in [0, 1], got {float(p[i])!r} at index {i}")
+    return p
+
+
+def _check_outcomes(outcomes: Any, length: int) -> np.ndarray:
+    y = np.asarray(outcomes)
+    if y.dtype.kind == "b":
+        y = y.astype(np.float64)
+    else:
+        y = as_real_array("outcomes", outcomes)
+    if y.ndim != 1:
+        raise ValueError(f"outcomes must be a 1-D array (one per prediction), got shape {y.shape}")
+    if y.shape[0] != length:
+        raise ValueError(
+            f"outcomes and probabilities must have the same length, got {y.shape[0]} outcomes "
+            f"and {length} probabilities"
+        )
+    y = y.astype(np.float64)
+    if np.isnan(y).any():
+        first = int(np.flatnonzero(np.isnan(y))[0])
+        raise ValueError(f"outcomes must not contain NaN (first at index {first})")
+    bad = (y != 0) & (y != 1)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"outcomes must be 0 or 1 (or booleans), got {float(y[i])!r} at index {i}")
+    return y
+
+
+def calibration_curve(
+    probabilities: Any,
+    outcomes: Any,
+    bins: int = 10,
+    *,
+    weighted: bool = False,
+) -> CalibrationResult:
+    """Equal-count calibration curve of predicted probabilities against binary outcomes.
+
+    The predictions are sorted by predicted probability (a stable sort) and cut into ``bins``
+    consecutive groups of equal size (sizes differ by at most one when the count does not divide:
+    the first groups get the extra one). These are quantile bins of the predicted probability; when
+    several predictions share one value at a bin boundary they may fall in adjacent bins, which keeps
+    the counts equal.
+
+    The calibration RMSE is ``sqrt(mean_b (observed_b - predicted_b)^2)`` over the bins, unweighted
+    by default (the paper's "calibration RMSE"); with ``weighted=True`` each bin counts in proportion
+    to its size (with equal-count bins the two differ only by the rounding of the sizes).
+
+    Args:
+      probabilities: predicted probabilities of the positive class, 1-D, in [0, 1], no NaN.
+      outcomes: observed outcomes, 1-D, same length, each 0 or 1 (or booleans).
+      bins: number of bins, an integer in [1, number of predictions].
+      weighted: weight the bins by their counts in the RMSE.
+
+    Returns:
+      A :class:`CalibrationResult`.
+
+    Raises:
+      TypeError: if an argument has the wrong type (non-numeric arrays, a non-integer ``bins``).
+      ValueError: on empty inputs, lengths that differ, NaN, probabilities outside [0, 1], outcomes
+        other than 0/1, or ``bins`` outside [1, number of predictions].
+    """
+    p = _check_probabilities(probabilities)
+    y = _check_outcomes(outcomes, p.shape[0])
+    num_bins = check_positive_int(bins, "bins", minimum=1)
+    if num_bins > p.shape[0]:
+        raise ValueError(
+            f"bins must be at most the number of predictions ({p.shape[0]}) so that no bin is empty, "
+            f"got {bins}"
+        )
+    if not isinstance(weighted, bool):
+        raise TypeError(f"weighted must be True or False, got {weighted!r}")
+
+    order = np.argsort(p, kind="stable")
+    groups = np.array_split(order, num_bins)
+    counts = np.array([g.shape[0] for g in groups], dtype=np.int64)
+    mean_predicted = np.array([p[g].mean() for g in groups])
+    observed = np.array([y[g].mean() for g in groups])
+    bin_lower = np.array([p[g].min() for g in groups])
+    bin_upper = np.array([p[g].max() for g in groups])
+
+    gap2 = (observed - mean_predicted) ** 2
+    if weighted:
+        rmse = float(np.sqrt(np.sum(counts * gap2) / counts.sum()))
+    else:
+        rmse = float(np.sqrt(np.mean(gap2)))
+    brier = float(np.mean((p - y) ** 2))
+    return CalibrationResult(
+        mean_predicted=mean_predicted,
+        observed_frequency=observed,
+        counts=counts,
+        bin_lower=bin_lower,
+        bin_upper=bin_upper,
+        brier=brier,
+        rmse=rmse,
+        weighted=weighted,
+    )
