@@ -40,7 +40,7 @@ def _event(noise_multiplier: float, sampling_rate: float, num_steps: int) -> dp_
 
 def _pld_dvi(epsilon_scale: float) -> float:
     """The value discretisation interval used for an epsilon of about ``epsilon_scale``."""
-    return float(min(max(epsilon_scale / 1000.0, 1e-6), 1e-1))
+    return float(min(max(epsilon_scale / 1000.0, 1e-5), 1e3))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -90,14 +90,21 @@ def dpsgd_epsilon(noise_multiplier: float, delta: float, sampling_rate: float, n
         return _epsilon_raw(sigma, delta, q, t, "rdp", 0.0)
     # Refine the discretisation until it is about 1/1000 of the epsilon it yields: a coarse interval
     # overstates small budgets many times over (1e-2 gives 0.57 where the tight value is 0.0999).
-    dvi = 1e-2
-    best = _epsilon_raw(sigma, delta, q, t, "pld", dvi)
+    # Start from an interval scaled to the fast RDP bound (an upper bound too), so large epsilons
+    # (small sigma) are not discretised absurdly finely (that took minutes for epsilon ~ 1e4).
+    rdp = _epsilon_raw(sigma, delta, q, t, "rdp", 0.0)
+    dvi = min(max(rdp / 100.0, 1e-6), 1e3) if math.isfinite(rdp) else 1e-2
+    best = min(rdp, _epsilon_raw(sigma, delta, q, t, "pld", dvi))
     for _ in range(8):
         new_dvi = _pld_dvi(best)
         if new_dvi >= dvi * 0.999:
             break
         dvi = new_dvi
-        best = min(best, _epsilon_raw(sigma, delta, q, t, "pld", dvi))
+        new = _epsilon_raw(sigma, delta, q, t, "pld", dvi)
+        improved = new < 0.99 * best
+        best = min(best, new)
+        if not improved:  # converged: a finer interval changes epsilon by < 1%
+            break
     return best
 
 
@@ -122,7 +129,18 @@ def calibrate_noise_multiplier(epsilon: float, delta: float, sampling_rate: floa
     max_sigma = check_positive(max_noise_multiplier, "max_noise_multiplier")
 
     def eps_of(s: float) -> float:
-        return dpsgd_epsilon(s, delta, q, t, accountant)
+        # One accountant call per bisection step, discretised finely relative to the target; the
+        # answer is re-checked with dpsgd_epsilon (the function users call) before returning.
+        rdp = _epsilon_raw(s, delta, q, t, "rdp", 0.0)
+        if accountant == "rdp":
+            return rdp
+        # Far from the answer (RDP >> target) a coarse interval suffices and a fine one would make
+        # the PLD huge (out of memory for small sigma and many steps); near it, about target/1000.
+        if not math.isfinite(rdp):
+            scale = 1e3 * target
+        else:
+            scale = target if rdp <= 20.0 * target else rdp / 20.0
+        return _epsilon_raw(s, delta, q, t, "pld", _pld_dvi(scale))
 
     if eps_of(max_sigma) > target:
         raise ValueError(
@@ -135,7 +153,8 @@ def calibrate_noise_multiplier(epsilon: float, delta: float, sampling_rate: floa
         while True:
             cand = hi / 2.0
             if cand < MIN_NOISE_MULTIPLIER:
-                return hi  # conservative: even sigma this small meets the target
+                # conservative: even sigma this small meets the target
+                return _confirm(hi, target, delta, q, t, accountant, max_sigma, rtol)
             if eps_of(cand) <= target:
                 hi = cand
             else:
@@ -152,4 +171,14 @@ def calibrate_noise_multiplier(epsilon: float, delta: float, sampling_rate: floa
             hi = mid
         else:
             lo = mid
-    return hi
+    return _confirm(hi, target, delta, q, t, accountant, max_sigma, rtol)
+
+
+def _confirm(sigma: float, target: float, delta: float, q: float, t: int, accountant: str,
+             max_sigma: float, rtol: float) -> float:
+    """Raises sigma in small steps until ``dpsgd_epsilon`` itself certifies the target."""
+    for _ in range(200):
+        if dpsgd_epsilon(sigma, delta, q, t, accountant) <= target:
+            return sigma
+        sigma = min(sigma * (1.0 + rtol), max_sigma)
+    raise ArithmeticError(f"calibration did not converge for epsilon={target}, delta={delta}, q={q}, T={t}")
