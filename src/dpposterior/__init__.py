@@ -1,11 +1,31 @@
-"""dpposterior: noise-aware Bayesian inference under differential privacy."""
+"""dpposterior: noise-aware Bayesian inference under differential privacy.
 
+The data path: private data -> mechanism (``dpsgd``, ``dpvi``) -> release with its PrivacySpent ->
+post-processing (``noise_aware_posterior``, ``validation``) that never sees data.
+"""
+
+from . import models
+from . import noise_aware
 from . import privacy
+from . import validation
+from .noise_aware import Posterior
+from .noise_aware import noise_aware_posterior
 from .privacy import PrivacySpent
+from .vi import DPVITrace
+from .vi import ParamLayout
+from .vi.dpvi import dpvi
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DPVITrace",
+    "ParamLayout",
+    "Posterior",
     "PrivacySpent",
+    "dpvi",
+    "models",
+    "noise_aware",
+    "noise_aware_posterior",
     "privacy",
+    "validation",
 ]

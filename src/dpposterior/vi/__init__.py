@@ -2,10 +2,12 @@
 
 from .layout import ParamLayout
 from .layout import Site
+from .dpvi import dpvi
 from .trace import DPVITrace
 
 __all__ = [
     "DPVITrace",
     "ParamLayout",
     "Site",
+    "dpvi",
 ]
