@@ -1,7 +1,30 @@
-"""Privacy accounting, the privacy record of a release, and the randomness of privacy noise."""
+"""Privacy accounting, the privacy record of a release, and the randomness of privacy noise.
 
+- DP-SGD (Poisson-subsampled Gaussian, add/remove-one): :func:`dpsgd_epsilon`,
+  :func:`calibrate_noise_multiplier` (PLD by default, RDP optional; dp-accounting).
+- The Gaussian mechanism: :func:`gaussian_sigma` (classic, epsilon < 1),
+  :func:`analytic_gaussian_sigma` (exact, any epsilon).
+- Classic tools: :func:`advanced_composition`, :func:`amplify_by_poisson_subsampling`,
+  :func:`gaussian_zcdp_rho`, :func:`zcdp_compose`, :func:`zcdp_to_dp`.
+- DP dropout: :func:`dpd_ac_epsilon`, :func:`dpd_zcdp_epsilon`, :func:`dpd_epsilon`,
+  :func:`calibrate_dpd_noise_multiplier`.
+- The record of a release: :class:`PrivacySpent`, :func:`not_private`; noise seeds:
+  :func:`os_seeded_key`, :func:`resolve_key`.
+"""
+
+from .composition import advanced_composition
+from .composition import amplify_by_poisson_subsampling
+from .composition import gaussian_zcdp_rho
+from .composition import zcdp_compose
+from .composition import zcdp_to_dp
+from .dp_dropout import calibrate_dpd_noise_multiplier
+from .dp_dropout import dpd_ac_epsilon
+from .dp_dropout import dpd_epsilon
+from .dp_dropout import dpd_zcdp_epsilon
 from .dpsgd_accounting import calibrate_noise_multiplier
 from .dpsgd_accounting import dpsgd_epsilon
+from .gaussian import analytic_gaussian_sigma
+from .gaussian import gaussian_sigma
 from .randomness import os_seeded_key
 from .randomness import resolve_key
 from .spent import PrivacySpent
@@ -9,9 +32,20 @@ from .spent import not_private
 
 __all__ = [
     "PrivacySpent",
+    "advanced_composition",
+    "amplify_by_poisson_subsampling",
+    "analytic_gaussian_sigma",
+    "calibrate_dpd_noise_multiplier",
     "calibrate_noise_multiplier",
+    "dpd_ac_epsilon",
+    "dpd_epsilon",
+    "dpd_zcdp_epsilon",
     "dpsgd_epsilon",
+    "gaussian_sigma",
+    "gaussian_zcdp_rho",
     "not_private",
     "os_seeded_key",
     "resolve_key",
+    "zcdp_compose",
+    "zcdp_to_dp",
 ]

@@ -1,19 +1,24 @@
 """Accounting for Poisson-subsampled Gaussian DP-SGD (add/remove-one adjacency), on dp-accounting.
 
-The PLD accountant is the default: it is an upper bound whose tightness depends on its value
-discretisation interval, so we scale that interval with the epsilon being computed (about
-epsilon / 1000; NOTES.md section 7), instead of using a fixed 1e-3 that overstates small budgets.
+The PLD accountant is the default. It is an upper bound whose tightness depends on its value
+discretisation interval (NOTES.md section 7), and how fine the interval must be depends on the
+setting: about epsilon / 1000 suffices for one step, but the rounding error grows with the number of
+composed steps: with an interval of epsilon / 1000, sigma 197, q 0.01, T 1e5, delta 1e-5 reads 0.0494
+where the converged value (confirmed by prv-accountant) is 0.0460, 7% less. So we refine the interval
+until successive values agree (an estimated remaining error below 0.1% of epsilon, or 1e-6 absolute)
+and report the smallest value met; every value met is a valid upper bound, so the smallest one is too.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from typing import Literal
+from collections.abc import Callable, Iterator
+from typing import Literal, NamedTuple
 
 from dp_accounting import dp_event
-from dp_accounting.privacy_accountant import NeighboringRelation
 from dp_accounting.pld import pld_privacy_accountant
+from dp_accounting.privacy_accountant import NeighboringRelation
 from dp_accounting.rdp import rdp_privacy_accountant
 
 from .._checks import check_delta, check_epsilon, check_positive, check_positive_int, check_sampling_rate
@@ -24,6 +29,21 @@ ACCOUNTANTS = ("pld", "rdp")
 #: default bounds searched by calibration.
 MIN_NOISE_MULTIPLIER = 1e-2
 MAX_NOISE_MULTIPLIER = 1e6
+
+#: PLD refinement: start at the interval _PLD_START_DVI, refine by factors of 4 or more (powers of
+#: two) until the estimated remaining discretisation error of epsilon is below
+#: max(_PLD_RTOL * epsilon, _PLD_ATOL); never finer than _PLD_MIN_DVI; at most
+#: _PLD_MAX_REFINEMENTS refinements.
+_PLD_RTOL = 1e-3
+_PLD_ATOL = 1e-6
+_PLD_MIN_DVI = 1e-6
+_PLD_START_DVI = 2.0 ** -4
+_PLD_MAX_REFINEMENTS = 10
+
+_RELATIONS = {
+    "add_remove": NeighboringRelation.ADD_OR_REMOVE_ONE,
+    "replace_one": NeighboringRelation.REPLACE_ONE,
+}
 
 
 def _check_accountant(accountant: str) -> str:
@@ -38,28 +58,139 @@ def _event(noise_multiplier: float, sampling_rate: float, num_steps: int) -> dp_
     return dp_event.SelfComposedDpEvent(step, num_steps)
 
 
-def _pld_dvi(epsilon_scale: float) -> float:
-    """The value discretisation interval used for an epsilon of about ``epsilon_scale``."""
-    return float(min(max(epsilon_scale / 1000.0, 1e-5), 1e3))
-
-
 @functools.lru_cache(maxsize=4096)
 def _epsilon_raw(noise_multiplier: float, delta: float, sampling_rate: float, num_steps: int,
-                 accountant: str, dvi: float) -> float:
+                 accountant: str, dvi: float, neighbouring: str = "add_remove") -> float:
+    """One run of dp-accounting. Under ``"replace_one"`` a record's contribution may change by twice
+    the clip norm (dp-accounting's REPLACE_ONE convention); ``noise_multiplier`` is always the noise
+    std divided by the clip norm."""
+    relation = _RELATIONS[neighbouring]
     if accountant == "pld":
-        acc = pld_privacy_accountant.PLDAccountant(
-            neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE,
-            value_discretization_interval=dvi)
+        acc = pld_privacy_accountant.PLDAccountant(neighboring_relation=relation,
+                                                   value_discretization_interval=dvi)
     else:
-        acc = rdp_privacy_accountant.RdpAccountant(
-            neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE)
+        acc = rdp_privacy_accountant.RdpAccountant(neighboring_relation=relation)
     acc.compose(_event(noise_multiplier, sampling_rate, num_steps))
     eps = float(acc.get_epsilon(delta))
     if math.isnan(eps) or eps < 0:
         raise ArithmeticError(
             f"the {accountant} accountant returned epsilon={eps} for noise_multiplier={noise_multiplier}, "
-            f"sampling_rate={sampling_rate}, num_steps={num_steps}, delta={delta}")
+            f"sampling_rate={sampling_rate}, num_steps={num_steps}, delta={delta} ({neighbouring})")
     return eps
+
+
+def _ladder(dvi: float) -> float:
+    """The largest power of two <= dvi: nearby noise multipliers then share intervals (and the
+    cache of :func:`_epsilon_raw`)."""
+    return 2.0 ** math.floor(math.log2(dvi))
+
+
+def _pld_epsilons(noise_multiplier: float, delta: float, sampling_rate: float, num_steps: int,
+                  neighbouring: str = "add_remove") -> Iterator[tuple[float, float]]:
+    """(interval, PLD upper bound on epsilon) for ever finer discretisation intervals, until the
+    bounds converge.
+
+    Deterministic: the same arguments give the same sequence, so a caller that stops early (as
+    calibration does once a value meets its target) sees a prefix of what :func:`dpsgd_epsilon`
+    takes the minimum over.
+    """
+    def run(dvi: float) -> float:
+        return _epsilon_raw(noise_multiplier, delta, sampling_rate, num_steps, "pld", dvi, neighbouring)
+
+    def small(remaining: float, best: float) -> bool:
+        return remaining <= max(_PLD_RTOL * best, _PLD_ATOL)
+
+    dvi = _PLD_START_DVI
+    eps = run(dvi)
+    yield dvi, eps
+    best = eps
+    if best == 0.0:
+        return
+    if dvi <= best / 400.0:
+        # Already fine for an epsilon this large: check against a coarser (cheaper) interval;
+        # the rounding error is at most about proportional to the interval.
+        coarse = 4.0 * dvi
+        eps_c = run(coarse)
+        yield coarse, eps_c
+        best = min(best, eps_c)
+        if small(abs(eps_c - eps) / 3.0, best):
+            return
+    values = [(dvi, eps)]
+    for _ in range(_PLD_MAX_REFINEMENTS):
+        dvi = max(_ladder(min(dvi / 4.0, best / 100.0)), _PLD_MIN_DVI)
+        eps = run(dvi)
+        yield dvi, eps
+        best = min(best, eps)
+        values.append((dvi, eps))
+        if best == 0.0 or dvi <= _PLD_MIN_DVI:
+            return
+        (d1, e1), (d2, e2) = values[-2], values[-1]
+        change = e1 - e2
+        # What remains at the finest interval: with three values and a shrinking change, the tail
+        # of a geometric series with the observed ratio (Aitken); otherwise assume the error is
+        # proportional to the interval (it falls faster in practice, so this over-refines).
+        remaining = abs(change) / (d1 / d2 - 1.0)
+        if len(values) >= 3 and change > 0:
+            prev_change = values[-3][1] - e1
+            if prev_change > change:
+                remaining = min(remaining, change / (prev_change / change - 1.0))
+        if small(remaining, best):
+            return
+
+
+def _check_relation(accountant: str, neighbouring: str) -> None:
+    if accountant == "rdp" and neighbouring != "add_remove":
+        raise ValueError(
+            "the rdp accountant (dp-accounting) has no replace-one analysis of Poisson subsampling; "
+            "use accountant='pld' for replace-one adjacency")
+
+
+def _epsilon(noise_multiplier: float, delta: float, sampling_rate: float, num_steps: int,
+             accountant: str, neighbouring: str = "add_remove") -> float:
+    """Validated-argument core of :func:`dpsgd_epsilon`, with the neighbouring relation explicit."""
+    _check_relation(accountant, neighbouring)
+    if accountant == "rdp":
+        return _epsilon_raw(noise_multiplier, delta, sampling_rate, num_steps, "rdp", 0.0)
+    return min(eps for _, eps in _pld_epsilons(noise_multiplier, delta, sampling_rate, num_steps,
+                                               neighbouring))
+
+
+class _PldLevels(NamedTuple):
+    """PLD epsilon at one fixed interval, and the finest interval the refinement uses, as functions
+    of the noise multiplier (the other arguments fixed)."""
+    delta: float
+    sampling_rate: float
+    num_steps: int
+    neighbouring: str
+
+    def epsilon_at(self, noise_multiplier: float, dvi: float) -> float:
+        return _epsilon_raw(noise_multiplier, self.delta, self.sampling_rate, self.num_steps, "pld", dvi,
+                            self.neighbouring)
+
+    def finest(self, noise_multiplier: float) -> float:
+        return min(d for d, _ in _pld_epsilons(noise_multiplier, self.delta, self.sampling_rate,
+                                               self.num_steps, self.neighbouring))
+
+
+class _Decision(NamedTuple):
+    meets: bool        # exactly _epsilon(...) <= target
+    epsilon: float     # the converged epsilon if not meets, else some upper bound <= target
+    level: float       # the finest PLD interval used (0.0 for rdp)
+
+
+def _decide(noise_multiplier: float, target: float, delta: float, sampling_rate: float,
+            num_steps: int, accountant: str, neighbouring: str = "add_remove") -> _Decision:
+    """Whether ``_epsilon(...) <= target``, stopping the PLD refinement as soon as that is known."""
+    _check_relation(accountant, neighbouring)
+    if accountant == "rdp":
+        eps = _epsilon_raw(noise_multiplier, delta, sampling_rate, num_steps, "rdp", 0.0)
+        return _Decision(eps <= target, eps, 0.0)
+    best, dvi = math.inf, 0.0
+    for dvi, eps in _pld_epsilons(noise_multiplier, delta, sampling_rate, num_steps, neighbouring):
+        if eps <= target:
+            return _Decision(True, eps, dvi)
+        best = min(best, eps)
+    return _Decision(False, best, dvi)
 
 
 def dpsgd_epsilon(noise_multiplier: float, delta: float, sampling_rate: float, num_steps: int,
@@ -74,38 +205,150 @@ def dpsgd_epsilon(noise_multiplier: float, delta: float, sampling_rate: float, n
       noise_multiplier: sigma, the noise std divided by the clip norm; > 0.
       delta: target delta in (0, 1).
       sampling_rate: Poisson sampling rate q in (0, 1].
-      num_steps: number of released steps T >= 1.
-      accountant: ``"pld"`` (default; dp-accounting's privacy-loss-distribution accountant with a
-        discretisation interval scaled to the result) or ``"rdp"``.
+      num_steps: number of released steps T >= 1 (an int; a float such as 1e4 is refused).
+      accountant: ``"pld"`` (default; dp-accounting's privacy-loss-distribution accountant, its
+        discretisation interval refined until epsilon has converged to about 0.1%) or ``"rdp"``.
 
     Returns:
-      An upper bound on epsilon (both accountants are pessimistic).
+      An upper bound on epsilon (both accountants are pessimistic). It can be 0 only when the
+      mechanism really is (0, delta)-DP (delta at least the total variation distance), e.g. a huge
+      noise multiplier.
+
+    Raises:
+      ValueError, TypeError: invalid arguments.
     """
     sigma = check_positive(noise_multiplier, "noise_multiplier")
     delta = check_delta(delta)
     q = check_sampling_rate(sampling_rate)
     t = check_positive_int(num_steps, "num_steps")
     accountant = _check_accountant(accountant)
-    if accountant == "rdp":
-        return _epsilon_raw(sigma, delta, q, t, "rdp", 0.0)
-    # Refine the discretisation until it is about 1/1000 of the epsilon it yields: a coarse interval
-    # overstates small budgets many times over (1e-2 gives 0.57 where the tight value is 0.0999).
-    # Start from an interval scaled to the fast RDP bound (an upper bound too), so large epsilons
-    # (small sigma) are not discretised absurdly finely (that took minutes for epsilon ~ 1e4).
-    rdp = _epsilon_raw(sigma, delta, q, t, "rdp", 0.0)
-    dvi = min(max(rdp / 100.0, 1e-6), 1e3) if math.isfinite(rdp) else 1e-2
-    best = min(rdp, _epsilon_raw(sigma, delta, q, t, "pld", dvi))
-    for _ in range(8):
-        new_dvi = _pld_dvi(best)
-        if new_dvi >= dvi * 0.999:
-            break
-        dvi = new_dvi
-        new = _epsilon_raw(sigma, delta, q, t, "pld", dvi)
-        improved = new < 0.99 * best
-        best = min(best, new)
-        if not improved:  # converged: a finer interval changes epsilon by < 1%
-            break
-    return best
+    return _epsilon(sigma, delta, q, t, accountant)
+
+
+def _search_noise_multiplier(decide: Callable[[float], _Decision], target: float, *,
+                             max_sigma: float, rtol: float, unreachable: str,
+                             pld: _PldLevels | None = None) -> float:
+    """The smallest sigma (to relative tolerance ``rtol``) for which ``decide(sigma).meets`` holds.
+
+    ``decide`` must be (essentially) monotone in sigma: False below a threshold, True above. The
+    search brackets the threshold (jumping by the ratio epsilon / target, since epsilon falls like
+    1/sigma to 1/sigma^2), then narrows the bracket by regula falsi on log(epsilon / target) in log
+    sigma with the Illinois modification.
+
+    For the PLD accountant (``pld`` given), ``decide`` refines the discretisation at every sigma,
+    which makes it costly and slightly jagged in sigma. So the bracket is narrowed with ``decide``
+    only to 2%, and then to ``rtol`` on PLD epsilon at one fixed interval (the finest that the
+    refinement uses at the bracket's upper end): a smooth function of sigma costing one accountant
+    run. Whatever the narrowing finds is finally checked with ``decide`` itself and raised until it
+    passes, so the result always satisfies ``decide``. Sigma below MIN_NOISE_MULTIPLIER is not
+    searched (the smallest sigma tried at or above it is returned if it already meets the target).
+
+    Raises:
+      ValueError(``unreachable``): if ``decide(max_sigma)`` fails.
+    """
+    log_target = math.log(target)
+
+    def g(e: float) -> float:
+        return math.log(min(max(e, 1e-300), 1e300)) - log_target
+
+    top = decide(max_sigma)
+    if not top.meets:
+        raise ValueError(unreachable)
+    hi, g_hi = max_sigma, g(top.epsilon)
+    # Bracket, starting at sigma = 1: hi meets the target, lo does not.
+    x = min(1.0, max_sigma)
+    d = decide(x)
+    if d.meets:
+        hi, g_hi = x, g(d.epsilon)
+        while True:
+            if hi <= MIN_NOISE_MULTIPLIER:
+                return hi  # conservative: no smaller sigma is searched
+            x = max(hi * min(max(math.exp(g_hi), 1e-2), 0.5), MIN_NOISE_MULTIPLIER)
+            d = decide(x)
+            if not d.meets:
+                break
+            hi, g_hi = x, g(d.epsilon)
+    else:
+        while True:
+            lo_d, lo = d, x
+            x = min(lo * min(max(math.exp(g(d.epsilon)), 2.0), 100.0), max_sigma)
+            if x >= max_sigma:
+                break  # hi = max_sigma meets the target
+            d = decide(x)
+            if d.meets:
+                hi, g_hi = x, g(d.epsilon)
+                break
+        d, x = lo_d, lo
+    lo, g_lo = x, g(d.epsilon)
+
+    def by_decide(s: float) -> tuple[bool, float]:
+        dd = decide(s)
+        return dd.meets, g(dd.epsilon)
+
+    if pld is None:
+        lo, hi = _narrow(by_decide, lo, hi, g_lo, g_hi, rtol)
+    else:
+        # Narrow to 2% with decide, then to rtol at the interval the refinement needs at hi.
+        floor = lo  # decide fails here with margin: never evaluate below it
+        lo, hi = _narrow(by_decide, lo, hi, g_lo, g_hi, max(rtol, 2e-2))
+        if (hi - lo) / hi > rtol:
+            fixed = pld.finest(hi)
+
+            def by_level(s: float) -> tuple[bool, float]:
+                e = pld.epsilon_at(s, fixed)
+                return e <= target, g(e)
+
+            ok_lo, g_lo = by_level(lo)
+            ok_hi, g_hi = by_level(hi)
+            for _ in range(4):  # (rare) make [lo, hi] a bracket at this interval, within limits
+                if ok_lo and lo > floor:
+                    hi, g_hi, ok_hi = lo, g_lo, True
+                    lo = max(lo / 1.05, floor)
+                    ok_lo, g_lo = by_level(lo)
+                elif not ok_hi and hi < max_sigma:
+                    lo, g_lo, ok_lo = hi, g_hi, False
+                    hi = min(hi * 1.05, max_sigma)
+                    ok_hi, g_hi = by_level(hi)
+            if ok_hi and not ok_lo:
+                lo, hi = _narrow(by_level, lo, hi, g_lo, g_hi, rtol)
+    # The guarantee is about decide itself: check, and step up until it holds.
+    step = rtol
+    for _ in range(200):
+        if hi >= max_sigma or decide(hi).meets:
+            return min(hi, max_sigma)
+        hi *= 1.0 + step
+        step *= 2.0
+    raise ArithmeticError(f"noise calibration did not converge near sigma={hi:g}")
+
+
+def _narrow(h: Callable[[float], tuple[bool, float]], lo: float, hi: float, g_lo: float,
+            g_hi: float, tol: float) -> tuple[float, float]:
+    """Shrinks a bracket (h(lo) fails, h(hi) holds) to relative width ``tol``: regula falsi on
+    g = log(epsilon / target) over log sigma, Illinois-modified, stepping a little past each
+    estimate towards the end that stalls, with bisection when an estimate leaves the bracket."""
+    a, b = math.log(lo), math.log(hi)
+    g_a, g_b = max(g_lo, 1e-12), min(g_hi, 0.0)
+    nudge = 0.4 * math.log1p(tol)
+    kept = 0  # +k: hi moved k times in a row (lo kept); -k: lo moved k times in a row
+    iterations = 0
+    while (hi - lo) / hi > tol:
+        iterations += 1
+        z = a + g_a / (g_a - g_b) * (b - a)
+        z += -nudge if kept > 0 else nudge
+        if iterations > 30 or not (a + 0.25 * nudge < z < b - 0.25 * nudge):
+            z = 0.5 * (a + b)
+        ok, gz = h(math.exp(z))
+        if ok:
+            b, hi, g_b = z, math.exp(z), min(gz, 0.0)
+            kept = kept + 1 if kept > 0 else 1
+            if kept >= 2:
+                g_a *= 0.5
+        else:
+            a, lo, g_a = z, math.exp(z), max(gz, 1e-12)
+            kept = kept - 1 if kept < 0 else -1
+            if kept <= -2:
+                g_b *= 0.5
+    return lo, hi
 
 
 def calibrate_noise_multiplier(epsilon: float, delta: float, sampling_rate: float, num_steps: int,
@@ -116,7 +359,17 @@ def calibrate_noise_multiplier(epsilon: float, delta: float, sampling_rate: floa
 
     Conservative by construction: the returned sigma always satisfies
     ``dpsgd_epsilon(sigma, delta, sampling_rate, num_steps, accountant) <= epsilon``. Add/remove-one
-    adjacency, Poisson subsampling, as :func:`dpsgd_epsilon`.
+    adjacency, Poisson subsampling, as :func:`dpsgd_epsilon`. Sigma is searched in
+    [0.01, ``max_noise_multiplier``]; if even 0.01 meets the target, 0.01 is returned.
+
+    Args:
+      epsilon: target epsilon, finite and > 0.
+      delta: target delta in (0, 1).
+      sampling_rate: Poisson sampling rate q in (0, 1].
+      num_steps: number of steps T >= 1 (an int).
+      accountant: ``"pld"`` (default) or ``"rdp"``.
+      max_noise_multiplier: the largest sigma searched (default 1e6).
+      rtol: relative width of the final bracket on sigma, in (0, 1).
 
     Raises:
       ValueError: invalid arguments, or a target that no sigma up to ``max_noise_multiplier`` reaches.
@@ -127,58 +380,19 @@ def calibrate_noise_multiplier(epsilon: float, delta: float, sampling_rate: floa
     t = check_positive_int(num_steps, "num_steps")
     accountant = _check_accountant(accountant)
     max_sigma = check_positive(max_noise_multiplier, "max_noise_multiplier")
-
-    def eps_of(s: float) -> float:
-        # One accountant call per bisection step, discretised finely relative to the target; the
-        # answer is re-checked with dpsgd_epsilon (the function users call) before returning.
-        rdp = _epsilon_raw(s, delta, q, t, "rdp", 0.0)
-        if accountant == "rdp":
-            return rdp
-        # Far from the answer (RDP >> target) a coarse interval suffices and a fine one would make
-        # the PLD huge (out of memory for small sigma and many steps); near it, about target/1000.
-        if not math.isfinite(rdp):
-            scale = 1e3 * target
-        else:
-            scale = target if rdp <= 20.0 * target else rdp / 20.0
-        return _epsilon_raw(s, delta, q, t, "pld", _pld_dvi(scale))
-
-    if eps_of(max_sigma) > target:
-        raise ValueError(
+    rtol = _check_rtol(rtol)
+    return _search_noise_multiplier(
+        lambda s: _decide(s, target, delta, q, t, accountant), target,
+        max_sigma=max_sigma, rtol=rtol,
+        pld=None if accountant == "rdp" else _PldLevels(delta, q, t, "add_remove"),
+        unreachable=(
             f"no noise multiplier <= max_noise_multiplier={max_sigma:g} reaches epsilon={target:g} with "
             f"delta={delta:g}, sampling_rate={q:g}, num_steps={t} ({accountant}); raise epsilon or delta, "
-            "lower num_steps or sampling_rate, or raise max_noise_multiplier")
-    lo, hi = None, 1.0
-    # Bracket: hi satisfies the target, lo does not.
-    if eps_of(hi) <= target:
-        while True:
-            cand = hi / 2.0
-            if cand < MIN_NOISE_MULTIPLIER:
-                # conservative: even sigma this small meets the target
-                return _confirm(hi, target, delta, q, t, accountant, max_sigma, rtol)
-            if eps_of(cand) <= target:
-                hi = cand
-            else:
-                lo = cand
-                break
-    else:
-        lo = hi
-        hi = min(hi * 2.0, max_sigma)
-        while eps_of(hi) > target:
-            lo, hi = hi, min(hi * 2.0, max_sigma)
-    while (hi - lo) / hi > rtol:
-        mid = math.sqrt(lo * hi)
-        if eps_of(mid) <= target:
-            hi = mid
-        else:
-            lo = mid
-    return _confirm(hi, target, delta, q, t, accountant, max_sigma, rtol)
+            "lower num_steps or sampling_rate, or raise max_noise_multiplier"))
 
 
-def _confirm(sigma: float, target: float, delta: float, q: float, t: int, accountant: str,
-             max_sigma: float, rtol: float) -> float:
-    """Raises sigma in small steps until ``dpsgd_epsilon`` itself certifies the target."""
-    for _ in range(200):
-        if dpsgd_epsilon(sigma, delta, q, t, accountant) <= target:
-            return sigma
-        sigma = min(sigma * (1.0 + rtol), max_sigma)
-    raise ArithmeticError(f"calibration did not converge for epsilon={target}, delta={delta}, q={q}, T={t}")
+def _check_rtol(rtol: float) -> float:
+    r = check_positive(rtol, "rtol")
+    if r >= 1:
+        raise ValueError(f"rtol must lie in (0, 1), got {rtol!r}")
+    return r
