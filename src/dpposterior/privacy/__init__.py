@@ -8,10 +8,20 @@
   :func:`gaussian_zcdp_rho`, :func:`zcdp_compose`, :func:`zcdp_to_dp`.
 - DP dropout: :func:`dpd_ac_epsilon`, :func:`dpd_zcdp_epsilon`, :func:`dpd_epsilon`,
   :func:`calibrate_dpd_noise_multiplier`.
+- Empirical audits (lower bounds on epsilon): :func:`audit_many_runs`,
+  :func:`epsilon_lower_bound_from_scores`, :func:`audit_one_run`, :class:`AuditResult`.
 - The record of a release: :class:`PrivacySpent`, :func:`not_private`; noise seeds:
   :func:`os_seeded_key`, :func:`resolve_key`.
 """
 
+from .audit import AuditResult
+from .audit import audit_many_runs
+from .audit import audit_one_run
+from .audit import clopper_pearson_lower
+from .audit import clopper_pearson_upper
+from .audit import epsilon_lower_bound_from_counts
+from .audit import epsilon_lower_bound_from_scores
+from .audit import one_run_epsilon_lower_bound
 from .composition import advanced_composition
 from .composition import amplify_by_poisson_subsampling
 from .composition import gaussian_zcdp_rho
@@ -31,19 +41,27 @@ from .spent import PrivacySpent
 from .spent import not_private
 
 __all__ = [
+    "AuditResult",
     "PrivacySpent",
     "advanced_composition",
     "amplify_by_poisson_subsampling",
     "analytic_gaussian_sigma",
+    "audit_many_runs",
+    "audit_one_run",
     "calibrate_dpd_noise_multiplier",
     "calibrate_noise_multiplier",
+    "clopper_pearson_lower",
+    "clopper_pearson_upper",
     "dpd_ac_epsilon",
     "dpd_epsilon",
     "dpd_zcdp_epsilon",
     "dpsgd_epsilon",
+    "epsilon_lower_bound_from_counts",
+    "epsilon_lower_bound_from_scores",
     "gaussian_sigma",
     "gaussian_zcdp_rho",
     "not_private",
+    "one_run_epsilon_lower_bound",
     "os_seeded_key",
     "resolve_key",
     "zcdp_compose",
