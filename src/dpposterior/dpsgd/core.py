@@ -1,0 +1,236 @@
+"""The pure DP-SGD step and run: no Python side effects, so they jit and vmap over replicates.
+
+Everything works on a flat float32 parameter vector ``phi`` of length d; ``unravel`` maps it to the
+user's pytree inside the loss. Per-example gradients come from ``vmap(grad(loss))``, laid out
+(d, batch) for small models (``out_axes=1``, NOTES.md section 8) and (batch, d) for larger ones,
+computed in tiles of the packed buffer, clipped and summed in one fused pass (a select that drops
+non-finite gradients runs only when one occurs)."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.flatten_util import ravel_pytree
+
+from .sampling import (as_key, chunk_key, masked_inclusion, needs_more, sample_chunk,
+                       step_keys)
+
+
+@dataclasses.dataclass(frozen=True)
+class TreeSpec:
+    """A hashable description of a parameter pytree (structure, leaf shapes and dtypes)."""
+
+    treedef: Any
+    leaves: tuple[tuple[tuple[int, ...], str], ...]
+
+    @classmethod
+    def of(cls, tree: Any) -> "TreeSpec":
+        leaves, treedef = jax.tree_util.tree_flatten(tree)
+        return cls(treedef, tuple((tuple(np.shape(x)), str(jnp.asarray(x).dtype)) for x in leaves))
+
+
+@functools.lru_cache(maxsize=256)
+def _unravel_of_spec(spec: TreeSpec) -> Callable[[jax.Array], Any]:
+    zeros = [jnp.zeros(s, d) for s, d in spec.leaves]
+    _, unravel = ravel_pytree(jax.tree_util.tree_unflatten(spec.treedef, zeros))
+    return unravel
+
+
+def _identity(x):
+    return x
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineConfig:
+    """The static settings of a compiled engine (hashable: part of the jit cache key)."""
+
+    loss: Callable[..., Any]
+    loss_needs_key: bool
+    num_records: int
+    num_params: int
+    sampling_rate: float
+    capacity: int
+    sampling: str
+    unravel: Any = None  # None (loss takes the flat vector), a TreeSpec, or a callable
+
+    def unravel_fn(self) -> Callable[[jax.Array], Any]:
+        if self.unravel is None:
+            return _identity
+        if isinstance(self.unravel, TreeSpec):
+            return _unravel_of_spec(self.unravel)
+        return self.unravel
+
+
+#: models with at most this many parameters get per-example gradients laid out (d, batch), larger
+#: ones (batch, d): for d = 2 the (d, batch) norms and sums are many times cheaper (NOTES.md
+#: section 8), for d = 100 with (N, d) data the (batch, d) layout avoids a transpose and is ~2x faster.
+PARAMS_MAJOR_MAX_D = 16
+
+
+def params_major(cfg: "EngineConfig") -> bool:
+    """Whether the engine lays per-example gradients out (d, batch) rather than (batch, d)."""
+    return cfg.num_params <= PARAMS_MAJOR_MAX_D
+
+
+def per_example_grad_fn(cfg: EngineConfig) -> Callable[[jax.Array, Any, jax.Array], jax.Array]:
+    """``(phi, batch, loss_key) -> per-example gradients`` of the flat-parameter loss.
+
+    Shape (d, B) when :func:`params_major`, else (B, d).
+    """
+    unravel = cfg.unravel_fn()
+    loss = cfg.loss
+
+    def f(phi, record, key):
+        params = unravel(phi)
+        out = loss(params, record, key) if cfg.loss_needs_key else loss(params, record)
+        if jnp.shape(out) != ():
+            raise ValueError(f"loss must return a scalar for one record, got shape {jnp.shape(out)}")
+        return out
+
+    return jax.vmap(jax.grad(f), in_axes=(None, 0, None), out_axes=1 if params_major(cfg) else 0)
+
+
+def clip_scale(sumsq: jax.Array, clip: Any) -> jax.Array:
+    """``min(1, C / sqrt(sumsq))``: the factor that clips a vector of squared norm ``sumsq`` to C.
+
+    For the zero vector ``C / 0 = inf`` and the factor is 1 (no NaN; C > 0).
+    """
+    return jnp.minimum(1.0, clip / jnp.sqrt(sumsq))
+
+
+def clipped_sum(g: jax.Array, mask: jax.Array, clip: Any, params_major: bool) -> jax.Array:
+    """``sum_i mask_i * clip(g_i, C)`` for per-example (already beta-scaled) gradients ``g``.
+
+    ``g`` is (d, B) when ``params_major`` else (B, d). ``clip(v, C) = v * min(1, C / ||v||)``, exact
+    (no NaN) for v = 0. A per-example gradient whose squared norm is not finite (NaN/inf in the
+    gradient, or float32 overflow) is replaced by zero.
+    """
+    ax_d, ax_b = (0, 1) if params_major else (1, 0)
+    sumsq = jnp.sum(jnp.square(g), axis=ax_d)
+    finite = jnp.isfinite(sumsq)
+    scale = jnp.expand_dims(jnp.where(finite & mask, clip_scale(sumsq, clip), 0.0), ax_d)
+
+    def fast():  # every gradient finite: a plain multiply-reduce, fused without a temporary
+        return jnp.sum(g * scale, axis=ax_b)
+
+    def safe():  # drop non-finite gradients by a select: scale = 0 alone would give NaN * 0 = NaN
+        return jnp.sum(jnp.where(jnp.expand_dims(finite, ax_d), g, 0.0) * scale, axis=ax_b)
+
+    return jax.lax.cond(jnp.all(finite), fast, safe)
+
+
+def _gather(data: Any, idx: jax.Array) -> Any:
+    return jax.tree_util.tree_map(lambda a: jnp.take(a, idx, axis=0, mode="clip"), data)
+
+
+#: per-example gradients are computed in tiles of at most about this many floats (tile x d, 16 MB),
+#: so memory stays bounded however large the sample and the model. (Tiles sized for the L2 cache
+#: were measured on the 2-core machine: no faster single-threaded, ~10% slower multi-threaded.)
+TILE_FLOATS = 2**22
+MIN_TILE = 128
+
+
+def tiling(num_params: int, capacity: int) -> tuple[int, int]:
+    """(number of tiles, records per tile) covering a packed chunk of ``capacity`` records."""
+    target = max(MIN_TILE, TILE_FLOATS // max(1, num_params))
+    n_tiles = -(-capacity // target)
+    return n_tiles, -(-capacity // n_tiles)
+
+
+def _packed_sum(cfg: EngineConfig, grads: Callable[[Any], jax.Array], data: Any, idx: jax.Array,
+                mask: jax.Array, clip: Any, pm: bool) -> jax.Array:
+    n_tiles, tile = tiling(cfg.num_params, cfg.capacity)
+    if n_tiles == 1:
+        return clipped_sum(grads(_gather(data, idx)), mask, clip, pm)
+    pad = n_tiles * tile - cfg.capacity  # padded slots are masked out
+    idx_t = jnp.pad(idx, (0, pad)).reshape(n_tiles, tile)
+    mask_t = jnp.pad(mask, (0, pad)).reshape(n_tiles, tile)
+
+    def body(acc, im):
+        i, m = im
+        return acc + clipped_sum(grads(_gather(data, i)), m, clip, pm), None
+
+    return jax.lax.scan(body, jnp.zeros((cfg.num_params,), jnp.float32), (idx_t, mask_t))[0]
+
+
+def noisy_gradient(cfg: EngineConfig, keys: tuple[jax.Array, jax.Array, jax.Array], phi: jax.Array,
+                   data: Any, sigma: Any, clip: Any, beta: jax.Array) -> jax.Array:
+    """One step's released gradient ``g~ = (sum_i clip(beta g_i, C) + sigma C xi) / beta``."""
+    k_samp, k_loss, k_noise = keys
+    per_example = per_example_grad_fn(cfg)
+    pm = params_major(cfg)
+    d = cfg.num_params
+    beta_b = beta[:, None] if pm else beta[None, :]
+
+    def grads(batch):  # beta-scaled per-example gradients; the multiply fuses into their producer
+        return per_example(phi, batch, k_loss) * beta_b
+
+    if cfg.sampling == "masked":
+        mask = masked_inclusion(k_samp, cfg.num_records, cfg.sampling_rate)
+        total = clipped_sum(grads(data), mask, clip, pm)
+    else:
+        def body(carry):
+            c, start, acc = carry
+            idx, mask, last = sample_chunk(chunk_key(k_samp, c), start, num_records=cfg.num_records,
+                                           sampling_rate=cfg.sampling_rate, capacity=cfg.capacity)
+            return c + 1, last, acc + _packed_sum(cfg, grads, data, idx, mask, clip, pm)
+
+        # Chunk after chunk, each continuing from the last index drawn, until past N (one chunk
+        # unless the sample overflows the buffer). Peeling the first chunk out of the loop was
+        # measured: no faster, and 1.5x the compile time.
+        init = (jnp.int32(0), jnp.float32(-1.0), jnp.zeros((d,), jnp.float32))
+        total = jax.lax.while_loop(lambda c: needs_more(c[1], cfg.num_records), body, init)[2]
+
+    xi = jax.random.normal(k_noise, (d,), jnp.float32)
+    return (total + (sigma * clip) * xi) / beta
+
+
+def scan_steps(cfg: EngineConfig, base_key: Any, t0: Any, phi0: jax.Array, data: Any, sigma: Any,
+               clip: Any, lr: jax.Array, beta: jax.Array, length: int,
+               n_valid: Any = None) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Runs steps ``t0, ..., t0 + length - 1`` (only the first ``n_valid`` when given).
+
+    Returns:
+      (final phi (d,), phi_t before each update (length, d), g~_t (length, d)); skipped steps
+      (index >= n_valid) leave phi unchanged and record zeros.
+    """
+    key = as_key(base_key)
+
+    def step(phi, t):
+        g = noisy_gradient(cfg, step_keys(key, t), phi, data, sigma, clip, beta)
+        return phi - lr * g, g
+
+    if n_valid is None:
+        def body(phi, i):
+            new, g = step(phi, t0 + i)
+            return new, (phi, g)
+
+        final, (phis, gs) = jax.lax.scan(body, phi0, jnp.arange(length, dtype=jnp.int32))
+        return final, phis, gs
+
+    # A dynamic number of steps in a fixed-size program (one compilation serves every run up to
+    # ``length`` steps). Not lax.cond inside a scan: its branches copy their operands, data included.
+    def loop_body(i, carry):
+        phi, phis, gs = carry
+        new, g = step(phi, t0 + i)
+        return new, phis.at[i].set(phi), gs.at[i].set(g)
+
+    d = phi0.shape[0]
+    init = (phi0, jnp.zeros((length, d), jnp.float32), jnp.zeros((length, d), jnp.float32))
+    return jax.lax.fori_loop(0, n_valid, loop_body, init)
+
+
+def check_data_shapes(data: Any, num_records: int) -> None:
+    """Trace-time check that every data leaf has leading axis ``num_records``."""
+    leaves = jax.tree_util.tree_leaves(data)
+    if not leaves:
+        raise ValueError("data must hold at least one array with a leading record axis")
+    lengths = [jnp.shape(a)[0] if jnp.ndim(a) >= 1 else None for a in leaves]
+    if any(n != num_records for n in lengths):
+        raise ValueError(f"data arrays must share their first axis of length num_records={num_records}: "
+                         f"got lengths {lengths}")

@@ -1,0 +1,430 @@
+"""The public DP-SGD entry points: ``dpsgd`` (a private release) and ``make_dpsgd_run`` (pure core)."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Any, Callable, Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.flatten_util import ravel_pytree
+
+from .._checks import check_delta, check_positive, check_positive_int, check_sampling_rate
+from ..privacy import PrivacySpent, dpsgd_epsilon, not_private, resolve_key
+from .core import (EngineConfig, TreeSpec, check_data_shapes, clip_scale, params_major,
+                   per_example_grad_fn, scan_steps)
+from .sampling import MAX_RECORDS, default_capacity
+from .trace import DPSGDTrace
+
+Sampling = Literal["packed", "masked"]
+SAMPLINGS = ("packed", "masked")
+MECHANISM = "poisson_subsampled_gaussian"
+
+#: default number of steps compiled into one scan (the progress bar advances per chunk).
+DEFAULT_CHUNK_STEPS = 1000
+#: runs with num_steps * capacity above this show a progress bar by default (on a terminal).
+PROGRESS_WORK = 20_000_000
+
+
+# --------------------------------------------------------------------------------------------
+# validation at the public boundary
+
+
+def _check_sampling(sampling: Any) -> str:
+    if sampling not in SAMPLINGS:
+        raise ValueError(f"sampling must be one of {SAMPLINGS}, got {sampling!r}")
+    return sampling
+
+
+def _check_bool(value: Any, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def _check_loss(loss: Any) -> Callable[..., Any]:
+    if not callable(loss):
+        raise TypeError(f"loss must be a callable loss(params, record) -> scalar, got {type(loss).__name__}")
+    return loss
+
+
+def _as_numeric_array(x: Any, name: str) -> np.ndarray:
+    try:
+        a = np.asarray(x)
+    except Exception as e:  # noqa: BLE001 - report what could not be converted
+        raise TypeError(f"{name} must be an array, got {type(x).__name__}: {e}") from e
+    if a.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must hold real numbers (bool, int or float), got dtype {a.dtype}")
+    return a
+
+
+def _check_data(data: Any) -> tuple[Any, int]:
+    """Returns (data as jnp arrays with the caller's structure, N)."""
+    if isinstance(data, (tuple, list)):
+        if len(data) == 0:
+            raise ValueError("data must be an array or a non-empty tuple of arrays, got an empty sequence")
+        arrays = [_as_numeric_array(a, f"data[{i}]") for i, a in enumerate(data)]
+        names = [f"data[{i}]" for i in range(len(arrays))]
+    else:
+        arrays = [_as_numeric_array(data, "data")]
+        names = ["data"]
+    for a, name in zip(arrays, names):
+        if a.ndim < 1:
+            raise ValueError(f"{name} must have a leading record axis, got a 0-d array")
+    lengths = [a.shape[0] for a in arrays]
+    if len(set(lengths)) != 1:
+        raise ValueError(f"data arrays must share their first axis (records): got lengths {lengths}")
+    n = lengths[0]
+    if n < 1:
+        raise ValueError("data must hold at least one record, got 0 records")
+    if n > MAX_RECORDS:
+        raise ValueError(f"data may hold at most {MAX_RECORDS} records (exact float32 Poisson sampling), "
+                         f"got {n}")
+    for a, name in zip(arrays, names):
+        if a.dtype.kind == "f" and not np.isfinite(a).all():
+            bad = int(np.size(a) - np.count_nonzero(np.isfinite(a)))
+            raise ValueError(f"{name} must not contain NaN or inf: found {bad} non-finite values")
+    # JAX arrays are used as they are; numpy arrays may be aliased instead of copied (read only).
+    out = [x if isinstance(x, jax.Array) else jax.device_put(a, may_alias=True)
+           for x, a in zip(data if isinstance(data, (tuple, list)) else [data], arrays)]
+    return (tuple(out) if isinstance(data, (tuple, list)) else out[0]), n
+
+
+def _check_params(params: Any) -> tuple[Any, jax.Array, Callable[[Any], Any]]:
+    leaves, treedef = jax.tree_util.tree_flatten(params)
+    if not leaves:
+        raise ValueError("params must contain at least one array of parameters, got an empty pytree")
+    new = []
+    for i, x in enumerate(leaves):
+        a = _as_numeric_array(x, "params")
+        if a.dtype.kind != "f":
+            raise TypeError(f"params must hold floating-point arrays, got dtype {a.dtype} at leaf {i}")
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f"params must be finite, got NaN or inf at leaf {i}")
+        new.append(jnp.asarray(a, jnp.float32))
+    params32 = jax.tree_util.tree_unflatten(treedef, new)
+    phi0, unravel = ravel_pytree(params32)
+    if phi0.shape[0] == 0:
+        raise ValueError("params must contain at least one parameter, got size 0")
+    return params32, phi0, unravel
+
+
+def _per_param(value: Any, name: str, params32: Any, d: int, *, allow_zero: bool) -> jax.Array:
+    """A scalar, a pytree like params, or a flat (d,) vector, as a flat float32 (d,) vector."""
+    rel = ">= 0" if allow_zero else "> 0"
+    what = (f"{name} must be a finite number {rel}, a pytree like params, or a flat vector of "
+            f"length {d} with entries {rel}")
+    if isinstance(value, (bool, str, bytes)) or value is None:
+        raise TypeError(f"{what}; got {value!r}")
+    flat = None
+    leaves, treedef = jax.tree_util.tree_flatten(value)
+    p_leaves, p_treedef = jax.tree_util.tree_flatten(params32)
+    if treedef == p_treedef and all(np.shape(a) == np.shape(b) for a, b in zip(leaves, p_leaves)):
+        flat = np.concatenate([np.ravel(_as_numeric_array(a, name)) for a in leaves]).astype(np.float64)
+    else:
+        try:
+            arr = np.asarray(value)
+        except Exception:  # noqa: BLE001 - a ragged or exotic pytree: reported below
+            arr = None
+        if arr is not None and arr.dtype.kind in "biuf" and arr.dtype.kind != "b":
+            if arr.ndim == 0:
+                flat = np.full((d,), arr, dtype=np.float64)
+            elif arr.shape == (d,):
+                flat = arr.astype(np.float64)
+    if flat is None:
+        shapes = [np.shape(a) for a in leaves]
+        raise ValueError(f"{what}; got leaves of shapes {shapes}")
+    ok = np.isfinite(flat) & ((flat >= 0) if allow_zero else (flat > 0))
+    if not np.all(ok):
+        raise ValueError(f"{what}; got {flat[~ok][0]!r} at flat position {int(np.flatnonzero(~ok)[0])}")
+    return jnp.asarray(flat, jnp.float32)
+
+
+def _check_capacity(capacity: Any, n: int, q: float) -> int:
+    if capacity is None:
+        return default_capacity(n, q)
+    return check_positive_int(capacity, "capacity")
+
+
+# --------------------------------------------------------------------------------------------
+# the pure core
+
+
+def make_dpsgd_run(loss: Callable[..., Any], *, num_records: int, num_params: int, clip: float,
+                   sampling_rate: float, num_steps: int, capacity: int | None = None,
+                   loss_needs_key: bool = False, sampling: Sampling = "packed",
+                   unravel: Callable[[jax.Array], Any] | None = None) -> Callable[..., Any]:
+    """A pure DP-SGD run for jit and vmap (e.g. hundreds of replicates as one compiled program).
+
+    ``run(key, params0_flat, data, noise_multiplier, learning_rate_flat, beta_flat)`` returns
+    ``(phi_trace (T, d), grad_trace (T, d), final_params (d,))`` with exactly the mechanism,
+    randomness and numerics of :func:`dpsgd` (both run the same step function). It has no Python side effects
+    and does no accounting: ``jax.jit(jax.vmap(run, in_axes=(0, 0, 0, None, None, None)))`` runs
+    replicates, each with its own key, start and data set. The caller is responsible for valid
+    arguments and for attaching a :class:`~dpposterior.privacy.PrivacySpent` to anything released.
+
+    Privacy: as :func:`dpsgd` (Poisson sampling with rate ``sampling_rate``, per-example clipping of
+    the beta-scaled gradient to ``clip``, Gaussian noise ``noise_multiplier * clip``; add/remove-one
+    adjacency).
+
+    Args:
+      loss: ``loss(params, record)`` (or ``loss(params, record, key)`` with ``loss_needs_key``),
+        a scalar per record; ``params`` is ``unravel(phi)`` (the flat vector when ``unravel`` is
+        None).
+      num_records: N, the leading axis of every data array.
+      num_params: d.
+      clip: C > 0 (static: compiled in).
+      sampling_rate: q in (0, 1].
+      num_steps: T >= 1.
+      capacity: packed buffer size (default about qN + 10 sd; overflow is processed in chunks).
+      loss_needs_key: pass the step's loss key (one per step, shared by its records) to ``loss``.
+      sampling: ``"packed"`` (O(qN) per step) or ``"masked"`` (O(N) per step, reference approach).
+      unravel: maps the flat (d,) vector to the pytree ``loss`` expects.
+
+    Returns:
+      ``run``: ``key`` is a raw uint32 (2,) or typed JAX key; ``learning_rate_flat`` and
+      ``beta_flat`` are scalars or (d,) vectors; ``noise_multiplier`` a scalar.
+    """
+    loss = _check_loss(loss)
+    n = check_positive_int(num_records, "num_records")
+    if n > MAX_RECORDS:
+        raise ValueError(f"num_records must be <= {MAX_RECORDS} (exact float32 Poisson sampling), got {n}")
+    d = check_positive_int(num_params, "num_params")
+    c = check_positive(clip, "clip")
+    q = check_sampling_rate(sampling_rate)
+    t_steps = check_positive_int(num_steps, "num_steps")
+    cap = _check_capacity(capacity, n, q)
+    cfg = EngineConfig(loss=loss, loss_needs_key=_check_bool(loss_needs_key, "loss_needs_key"),
+                       num_records=n, num_params=d, sampling_rate=q, capacity=cap,
+                       sampling=_check_sampling(sampling), unravel=unravel)
+
+    def run(key, params0_flat, data, noise_multiplier, learning_rate_flat, beta_flat):
+        check_data_shapes(data, n)
+        phi0 = jnp.asarray(params0_flat, jnp.float32)
+        if phi0.shape != (d,):
+            raise ValueError(f"params0_flat must have shape ({d},), got {phi0.shape}")
+        lr = jnp.broadcast_to(jnp.asarray(learning_rate_flat, jnp.float32), (d,))
+        beta = jnp.broadcast_to(jnp.asarray(beta_flat, jnp.float32), (d,))
+        sigma = jnp.asarray(noise_multiplier, jnp.float32)
+        final, phis, gs = scan_steps(cfg, key, jnp.int32(0), phi0, data, sigma, jnp.float32(c), lr,
+                                     beta, t_steps)
+        return phis, gs, final
+
+    return run
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _run_chunk(cfg, length, base_key, t0, n_valid, phi, data, sigma, clip, lr, beta):
+    # Module-level jit: compiled once per (loss, parameter structure, static settings, chunk length,
+    # data shapes); sigma, clip, learning rate, beta, key and step offset are runtime values.
+    return scan_steps(cfg, base_key, t0, phi, data, sigma, clip, lr, beta, length, n_valid)
+
+
+def _chunk_length(num_steps: int, chunk_steps: int | None) -> int:
+    if chunk_steps is not None:
+        return min(chunk_steps, num_steps)
+    # Powers of two below the default: runs of similar length share one compiled program.
+    return min(DEFAULT_CHUNK_STEPS, 1 << max(0, (num_steps - 1).bit_length()))
+
+
+def _show_progress(progress: Any, work: int) -> bool:
+    if progress is None:
+        isatty = getattr(sys.stderr, "isatty", None)
+        return bool(work >= PROGRESS_WORK and isatty is not None and isatty())
+    return _check_bool(progress, "progress")
+
+
+# --------------------------------------------------------------------------------------------
+# the release
+
+
+def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier: float, clip: float,
+          sampling_rate: float, num_steps: int, learning_rate: Any, delta: float, beta: Any = None,
+          rng_key: Any = None, loss_needs_key: bool = False, capacity: int | None = None,
+          sampling: Sampling = "packed", chunk_steps: int | None = None, progress: bool | None = None,
+          accountant: Literal["pld", "rdp"] = "pld") -> DPSGDTrace:
+    """Differentially private SGD with exact Poisson subsampling and optional preconditioning.
+
+    Each step t: draw a Poisson sample (every record independently with probability q), compute
+    per-example gradients g_i, scale by beta, clip each jointly to L2 norm C, sum, add Gaussian noise
+    and undo the scaling:
+
+        g~_t = (sum_i clip(beta * g_i, C) + sigma * C * xi_t) / beta,   xi_t ~ N(0, I_d)
+        phi_{t+1} = phi_t - learning_rate * g~_t                         (elementwise)
+
+    with clip(v, C) = v * min(1, C / ||v||) (exact for v = 0). The sum is NOT divided by the
+    realised batch size (a data-dependent count); fold 1/(qN) into the learning rate if wanted.
+
+    Privacy: each step includes every record independently with probability ``sampling_rate``
+    (exact Poisson subsampling: the sample is never truncated or redrawn; samples larger than the
+    buffer are processed in further chunks); each record's beta-scaled gradient is clipped to L2 norm
+    ``clip``, so the sum has L2 sensitivity C under add/remove-one adjacency; Gaussian noise of std
+    ``noise_multiplier * clip`` is added to the sum. Dividing by beta afterwards is post-processing.
+    Add/remove-one adjacency, accounted by :func:`dpposterior.privacy.dpsgd_epsilon` over
+    ``num_steps`` compositions (PLD by default). The whole trace (phi_t, g~_t) is released.
+    A per-example gradient that is not finite (NaN or inf, e.g. a model that overflows), or whose
+    beta-scaled norm overflows float32, is replaced by the zero vector before summing, so every
+    record's contribution keeps norm <= C; nothing about this is counted or released.
+    ``noise_multiplier=0`` is allowed for debugging: the release then carries
+    ``privacy.not_private(...)`` (epsilon = inf) and must not be presented as private.
+
+    Threat model and randomness: with ``rng_key=None`` the seed comes from the operating system and
+    is never stored (``privacy.seeded_by == "os"``); a given key is recorded as ``"user"`` (whoever
+    knows it can subtract the noise). Step t uses ``fold_in(key, t)`` split into independent sampling,
+    loss and noise keys, so noise is never reused across steps or keys. Noise is drawn in float32
+    with JAX's threefry generator; the floating-point low-bit attack of Mironov (2012) is not
+    mitigated. The dataset size N is treated as public.
+
+    References: Abadi et al., "Deep Learning with Differential Privacy", CCS 2016 (DP-SGD);
+    preconditioning as in papers/na-dpvi.txt, section 13.2 (NOTES.md section 1).
+
+    Args:
+      loss: ``loss(params, record) -> scalar`` for one record, or ``loss(params, record, key)``
+        when ``loss_needs_key``. ``record`` has the structure of ``data`` with the record axis
+        removed (a tuple of rows, or one row when ``data`` is a single array). The jitted program is
+        cached per loss function object: pass the same function (not a fresh lambda) to reuse it.
+      params: initial parameters, a pytree of float arrays (flattened internally, float32).
+      data: an array or a tuple of arrays sharing the leading record axis N (1 <= N < 2^24); no NaN
+        or inf.
+      noise_multiplier: sigma >= 0 (0: not private, see above).
+      clip: C > 0, the L2 bound on each beta-scaled per-example gradient.
+      sampling_rate: q in (0, 1].
+      num_steps: T >= 1.
+      learning_rate: a number >= 0, or a pytree like params / flat (d,) vector (elementwise).
+      delta: the delta in (0, 1) at which epsilon is reported.
+      beta: preconditioning > 0 (pytree like params, flat (d,) vector or number); default ones.
+      rng_key: None (seed from the OS), an int seed or a JAX key (reproduction only).
+      loss_needs_key: pass one key per step (shared by all records of the step) to ``loss``, e.g.
+        for Monte Carlo draws of a VI loss.
+      capacity: records per packed chunk (default about qN + 10 sd, at least 16, at most N). Any
+        capacity is exact; a small one only costs extra chunks.
+      sampling: ``"packed"`` (default, O(qN) work per step) or ``"masked"`` (all N per-example
+        gradients masked by a Bernoulli(q) draw, O(N) per step: the reference implementation's
+        approach, for benchmarks). Same accounting and the same distribution of results.
+      chunk_steps: steps per compiled scan (default min(T rounded up to a power of two, 1000)).
+      progress: show a tqdm bar (None: only for long runs on a terminal; False: never).
+      accountant: ``"pld"`` (default) or ``"rdp"``.
+
+    Returns:
+      A :class:`DPSGDTrace` (phi_t before each update, g~_t, final parameters, settings and the
+      :class:`~dpposterior.privacy.PrivacySpent`).
+
+    Raises:
+      TypeError: a loss that is not callable, non-numeric data or params, a non-integer step count.
+      ValueError: any argument outside its allowed range (the message names it and the range), data
+        with NaN/inf, empty data, data arrays with different numbers of records, a loss that does
+        not return a scalar.
+    """
+    loss = _check_loss(loss)
+    params32, phi0, unravel = _check_params(params)
+    d = int(phi0.shape[0])
+    data_j, n = _check_data(data)
+    sigma = check_positive(noise_multiplier, "noise_multiplier", allow_zero=True)
+    c = check_positive(clip, "clip")
+    q = check_sampling_rate(sampling_rate)
+    t_steps = check_positive_int(num_steps, "num_steps")
+    lr = _per_param(learning_rate, "learning_rate", params32, d, allow_zero=True)
+    beta_flat = (jnp.ones((d,), jnp.float32) if beta is None
+                 else _per_param(beta, "beta", params32, d, allow_zero=False))
+    delta = check_delta(delta)
+    needs_key = _check_bool(loss_needs_key, "loss_needs_key")
+    cap = _check_capacity(capacity, n, q)
+    sampling = _check_sampling(sampling)
+    chunk_steps = None if chunk_steps is None else check_positive_int(chunk_steps, "chunk_steps")
+    if accountant not in ("pld", "rdp"):
+        raise ValueError(f"accountant must be one of ('pld', 'rdp'), got {accountant!r}")
+    show = _show_progress(progress, t_steps * (n if sampling == "masked" else cap))
+
+    base_key, seeded_by = resolve_key(rng_key)
+    if sigma == 0.0:
+        privacy = not_private(MECHANISM, reason="noise_multiplier=0: no noise was added")
+    else:
+        eps = dpsgd_epsilon(sigma, delta, q, t_steps, accountant)
+        privacy = PrivacySpent(epsilon=eps, delta=delta, neighbouring="add_remove",
+                               accountant=accountant, mechanism=MECHANISM, noise_multiplier=sigma,
+                               sampling_rate=q, num_steps=t_steps, seeded_by=seeded_by,
+                               details=(("clip", c), ("sampling", "poisson")))
+
+    cfg = EngineConfig(loss=loss, loss_needs_key=needs_key, num_records=n, num_params=d,
+                       sampling_rate=q, capacity=cap, sampling=sampling,
+                       unravel=TreeSpec.of(params32))
+    length = _chunk_length(t_steps, chunk_steps)
+    phis = np.empty((t_steps, d), np.float32)
+    grads = np.empty((t_steps, d), np.float32)
+    sigma_j, clip_j = jnp.float32(sigma), jnp.float32(c)
+
+    bar = None
+    if show:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=t_steps, unit="step", desc="dpsgd", file=sys.stderr)
+    try:
+        phi = phi0
+        pending = None
+        for t0 in range(0, t_steps, length):
+            n_valid = min(length, t_steps - t0)
+            phi, p_out, g_out = _run_chunk(cfg, length, base_key, jnp.int32(t0), jnp.int32(n_valid),
+                                           phi, data_j, sigma_j, clip_j, lr, beta_flat)
+            if pending is not None:  # copy the previous chunk while this one runs
+                _store(phis, grads, *pending)
+                if bar is not None:
+                    bar.update(pending[3])
+            pending = (t0, p_out, g_out, n_valid)
+        _store(phis, grads, *pending)
+        if bar is not None:
+            bar.update(pending[3])
+        final = np.asarray(phi, np.float32)
+    finally:
+        if bar is not None:
+            bar.close()
+
+    return DPSGDTrace(params=phis, grads=grads, final_params=final, learning_rate=np.asarray(lr),
+                      beta=np.asarray(beta_flat), clip=c, noise_multiplier=sigma, sampling_rate=q,
+                      num_steps=t_steps, num_records=n, privacy=privacy, unravel=unravel)
+
+
+def _store(phis: np.ndarray, grads: np.ndarray, t0: int, p_out: Any, g_out: Any, n_valid: int) -> None:
+    phis[t0:t0 + n_valid] = np.asarray(p_out)[:n_valid]
+    grads[t0:t0 + n_valid] = np.asarray(g_out)[:n_valid]
+
+
+# --------------------------------------------------------------------------------------------
+# non-private diagnostics (never part of a release)
+
+
+def per_example_gradients(loss: Callable[..., Any], params: Any, data: Any, *, key: Any = None,
+                          loss_needs_key: bool = False) -> np.ndarray:
+    """NON-PRIVATE DEBUG TOOL: the flat per-example gradients the engine computes, shape (N, d).
+
+    Uses the engine's own ``vmap(grad)`` (unclipped, unscaled). Reveals per-record quantities:
+    never release the result.
+    """
+    loss = _check_loss(loss)
+    params32, phi0, _ = _check_params(params)
+    data_j, n = _check_data(data)
+    needs_key = _check_bool(loss_needs_key, "loss_needs_key")
+    if needs_key and key is None:
+        raise ValueError("key must be given when loss_needs_key=True")
+    k = jax.random.wrap_key_data(resolve_key(key)[0]) if needs_key else jax.random.key(0)
+    cfg = EngineConfig(loss=loss, loss_needs_key=needs_key, num_records=n, num_params=int(phi0.shape[0]),
+                       sampling_rate=1.0, capacity=n, sampling="masked", unravel=TreeSpec.of(params32))
+    g = np.asarray(per_example_grad_fn(cfg)(phi0, data_j, k))
+    return g.T if params_major(cfg) else g
+
+
+def clip_gradients(grads: Any, clip: float) -> np.ndarray:
+    """Clips each row of ``grads`` (B, d) to L2 norm ``clip``: ``g * min(1, C / ||g||)``.
+
+    The engine's clipping factor (exact for the zero row: no NaN). Rows with non-finite norms are
+    returned as zeros, as the engine treats them.
+    """
+    c = check_positive(clip, "clip")
+    g = jnp.asarray(grads, jnp.float32)
+    if g.ndim != 2:
+        raise ValueError(f"grads must have shape (B, d), got {g.shape}")
+    sumsq = jnp.sum(jnp.square(g), axis=1)
+    ok = jnp.isfinite(sumsq)
+    scale = jnp.where(ok, clip_scale(sumsq, jnp.float32(c)), 0.0)
+    return np.asarray(jnp.where(ok[:, None], g * scale[:, None], 0.0))
