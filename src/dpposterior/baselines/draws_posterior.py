@@ -1,0 +1,136 @@
+"""A posterior given by plain draws of theta (e.g. from a Gibbs sampler), the sibling of
+:class:`dpposterior.noise_aware.posterior.Posterior` (a mixture of variational Gaussians).
+
+Post-processing only: built from a release's sampler output, it never sees data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..privacy.spent import PrivacySpent
+from ..vi.layout import ParamLayout
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DrawsPosterior:
+    """An approximate posterior represented by M draws of theta in the model's unconstrained space.
+
+    It offers the public methods of :class:`~dpposterior.noise_aware.posterior.Posterior`
+    (``sample``, ``sample_unconstrained``, ``mean``, ``mean_unconstrained``, ``sd_unconstrained``,
+    ``summary``, ``predictive``, ``to_arviz``, ``privacy``). ``sample`` resamples the stored draws
+    with replacement: it cannot produce more distinct values than were stored.
+
+    Attributes:
+      layout: the model's latent sites (names, shapes, supports); the unconstrained maps are those of
+        the NumPyro model, so draws are comparable with NA-DPVI's.
+      draws: (M, n) float32 draws of theta in the unconstrained space (after warm-up and thinning).
+      privacy: the PrivacySpent of the release the draws were computed from.
+      method: how the draws were obtained (e.g. ``"bernstein_sheldon_gibbs"``).
+      diagnostics: post-processing diagnostics (functions of the release only).
+    """
+
+    layout: ParamLayout
+    draws: Any
+    privacy: PrivacySpent
+    method: str
+    diagnostics: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        d = jnp.asarray(self.draws, jnp.float32)
+        if d.ndim != 2 or d.shape[1] != self.layout.num_latent or d.shape[0] < 1:
+            raise ValueError(f"draws must have shape (M >= 1, {self.layout.num_latent}) for this layout, "
+                             f"got {tuple(jnp.shape(self.draws))}")
+        if not bool(jnp.all(jnp.isfinite(d))):
+            raise ValueError("draws must be finite")
+        object.__setattr__(self, "draws", d)
+
+    @property
+    def num_latent(self) -> int:
+        return self.layout.num_latent
+
+    @property
+    def num_draws(self) -> int:
+        return int(self.draws.shape[0])
+
+    def sample_unconstrained(self, key: Any, num_samples: int) -> jax.Array:
+        """(num_samples, n) draws of theta in the unconstrained space (resampled with replacement)."""
+        _check_num(num_samples)
+        idx = jax.random.randint(_key(key), (num_samples,), 0, self.num_draws)
+        return self.draws[idx]
+
+    def sample(self, key: Any, num_samples: int) -> dict[str, jax.Array]:
+        """Draws of the constrained values, one array (num_samples, *site shape) per latent site."""
+        return self.layout.constrain(self.sample_unconstrained(key, num_samples))
+
+    def constrained_draws(self) -> dict[str, jax.Array]:
+        """All stored draws, mapped to the constrained values (no resampling)."""
+        return self.layout.constrain(self.draws)
+
+    def mean_unconstrained(self) -> jax.Array:
+        """Posterior mean of theta in the unconstrained space (over the stored draws)."""
+        return jnp.mean(self.draws, axis=0)
+
+    def sd_unconstrained(self) -> jax.Array:
+        """Posterior sd of theta in the unconstrained space (over the stored draws)."""
+        return jnp.std(self.draws, axis=0)
+
+    def mean(self, key: Any = None, num_samples: int | None = None) -> dict[str, jax.Array]:
+        """Posterior means of the constrained values over the stored draws (``key``/``num_samples``
+        are accepted for compatibility with :class:`Posterior` and ignored)."""
+        return {k: jnp.mean(v, axis=0) for k, v in self.constrained_draws().items()}
+
+    def summary(self, key: Any = None, num_samples: int | None = None, prob: float = 0.9) -> list[dict[str, Any]]:
+        """Rows (one per constrained scalar) with mean, sd and the central ``prob`` interval of the
+        stored draws (``key``/``num_samples`` ignored: every stored draw is used)."""
+        if not 0 < prob < 1:
+            raise ValueError(f"prob must lie in (0, 1), got {prob!r}")
+        lo_q, hi_q = (1 - prob) / 2, 1 - (1 - prob) / 2
+        rows = []
+        for name, v in self.constrained_draws().items():
+            v = np.asarray(v).reshape(self.num_draws, -1)
+            shape = self.layout.sites[self.layout.names.index(name)].shape
+            for j in range(v.shape[1]):
+                label = name if v.shape[1] == 1 else f"{name}[{','.join(map(str, np.unravel_index(j, shape)))}]"
+                col = v[:, j]
+                rows.append({"parameter": label, "mean": float(col.mean()), "sd": float(col.std()),
+                             f"q{lo_q:.3g}": float(np.quantile(col, lo_q)),
+                             f"q{hi_q:.3g}": float(np.quantile(col, hi_q))})
+        return rows
+
+    def predictive(self, key: Any, model: Callable, *new_data: Any, num_samples: int = 1000,
+                   **model_kwargs: Any) -> dict[str, jax.Array]:
+        """Posterior predictive draws of the model's observed sites at public ``new_data``."""
+        from numpyro.infer import Predictive
+
+        k1, k2 = jax.random.split(_key(key))
+        samples = self.sample(k1, num_samples)
+        out = Predictive(model, posterior_samples=samples, return_sites=None)(k2, *new_data, **model_kwargs)
+        return {k: v for k, v in out.items() if k not in samples}
+
+    def to_arviz(self, key: Any = None, num_samples: int | None = None):
+        """An ArviZ InferenceData of the stored constrained draws (one chain), privacy record in attrs."""
+        import arviz as az
+
+        posterior = {k: np.asarray(v)[None, ...] for k, v in self.constrained_draws().items()}
+        attrs = {"method": self.method, "privacy": self.privacy.summary()}
+        attrs.update({f"privacy_{k}": str(v) for k, v in self.privacy.to_dict().items()})
+        return az.from_dict(posterior=posterior, attrs=attrs)
+
+
+def _check_num(n: Any) -> None:
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"num_samples must be an integer >= 1, got {n!r}")
+
+
+def _key(key: Any) -> jax.Array:
+    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+        return jax.random.PRNGKey(int(key))
+    if key is None:
+        raise TypeError("key must be a JAX PRNG key or an int seed, got None")
+    return key

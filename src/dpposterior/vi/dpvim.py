@@ -1,0 +1,365 @@
+"""DPVIm: DPVI with aligned gradients and iterate averaging (a baseline of papers/na-dpvi.txt;
+Jalko, Prediger, Honkela & Kaski, "DPVIm: Differentially private variational inference improved";
+papers/NOTES.md section 2).
+
+The variational family is the library's q(theta) = N(mu, diag(s^2)), s = softplus(rho)
+(:mod:`dpposterior.vi.family`), in the model's unconstrained space.
+
+Aligned gradients: each step draws ONE standard-normal eta (shared by every record of the step) and
+evaluates the per-record loss f_i(theta) = -log p(x_i | theta) - (log p(theta) + log|det J|) / N at
+theta = mu + s * eta. Only the loc gradient g_i = grad f_i(theta) (which is also the gradient with
+respect to mu) is privatised: DP-SGD with exact Poisson sampling, per-record clipping to L2 norm C
+and Gaussian noise sigma C on the sum, g~_mu = sum_i clip(g_i, C) + sigma C xi. The scale gradient
+is rebuilt from it,
+
+    g~_rho = T'(rho) * eta * g~_mu - q T'(rho) / s,            T = softplus, T' = sigmoid,
+
+which is the reparametrisation gradient of the per-record ELBO summed over an expected batch of qN
+records (the entropy term E_q[log q] / N contributes -T'(rho) / (s N) per record; the realised batch
+size is data-dependent, so the expected size qN is used). It is a post-processing of g~_mu: no extra
+privacy cost. Natural-gradient variant: g~_mu * s^2 and g~_rho * (s / T'(rho))^2 / 2.
+
+Update: mu <- mu - lr_mu g~_mu, rho <- rho - lr_rho g~_rho.
+
+Iterate averaging (in the unconstrained space): the mu-trace is cut into windows; in each window the
+least-squares slope of every mu coordinate against time measured in window lengths (the fitted
+drift across one window) is computed; the first window where every |slope| < ``slope_threshold``
+(default 0.05) marks convergence, and mu and rho are averaged from its start to the end. If no window
+qualifies, the last window is used and ``converged`` is False. Readings:
+
+* ``averaged_posterior``: N(mean mu, diag(softplus(mean rho)^2));
+* ``noise_aware_posterior`` (the NA-DPVI paper's DPVIm baseline): N(mean mu, diag(sigma_q^2 + Var mu)),
+  sigma_q = softplus(mean rho) and Var mu the variance of the mu-trace after convergence;
+* ``last_iterate_posterior``: q at the final parameters.
+
+Privacy: the engine's DP-SGD step (:func:`dpposterior.dpsgd.make_dpsgd_run`) is run once per step on
+a per-record loss whose only non-zero gradient is the loc part (rho enters through a stop-gradient),
+so the clipped, noised vector is exactly (g_mu, 0); the noise drawn for the rho half is discarded.
+Add/remove-one adjacency, Poisson sampling, accounted by :func:`dpposterior.privacy.dpsgd_epsilon`
+over ``num_steps`` compositions, with sigma from :func:`calibrate_noise_multiplier`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._checks import check_delta, check_epsilon, check_positive, check_positive_int, check_sampling_rate
+from ..privacy import PrivacySpent, calibrate_noise_multiplier, dpsgd_epsilon, resolve_key
+from . import family
+from .layout import ParamLayout
+from .model_inspect import check_data, inspect_model, prior_median_unconstrained, record_log_joint
+
+MECHANISM = "poisson_subsampled_gaussian"
+DEFAULT_INIT_SCALE = 0.1
+DEFAULT_SLOPE_THRESHOLD = 0.05
+DEFAULT_NUM_WINDOWS = 20
+
+
+def make_loc_loss(model: Callable, layout: ParamLayout, dataset_size: int,
+                  model_kwargs: dict[str, Any] | None = None) -> Callable:
+    """The per-record loss ``loss(phi, record, key)`` whose gradient is (grad_theta f_i(theta), 0) at
+    theta = mu + softplus(rho) * eta, eta ~ N(0, I) from ``key`` (one draw, shared by the step's
+    records), f_i = -log p(x_i | theta) - (log p(theta) + log|det J|) / N. rho enters through a
+    stop-gradient, so per-record clipping acts on the loc gradient alone."""
+    model_kwargs = dict(model_kwargs or {})
+    n_inv = 1.0 / float(dataset_size)
+
+    def loss(phi: jax.Array, record: tuple[jax.Array, ...], key: jax.Array) -> jax.Array:
+        mu, rho = family.split_phi(phi)
+        eta = jax.random.normal(key, mu.shape, dtype=mu.dtype)
+        theta = mu + family.scale(jax.lax.stop_gradient(rho)) * eta
+        values, log_det = layout.constrain_with_log_det(theta)
+        log_prior, log_lik = record_log_joint(model, record, model_kwargs, values)
+        return -log_lik - (log_prior + log_det) * n_inv
+
+    return loss
+
+
+def _eta(step_key: jax.Array, n: int) -> jax.Array:
+    """The eta the loss drew in the engine's single step with base key ``step_key``."""
+    from ..dpsgd import step_keys
+
+    _, k_loss, _ = step_keys(step_key, 0)
+    return jax.random.normal(k_loss, (n,), dtype=jnp.float32)
+
+
+def make_dpvim_run(loss: Callable, *, num_records: int, num_latent: int, clip: float, sampling_rate: float,
+                   num_steps: int, natural_gradient: bool = False, capacity: int | None = None) -> Callable:
+    """A pure DPVIm run for jit and vmap (many replicates at once).
+
+    ``run(key, phi0, data, noise_multiplier, lr_mu, lr_rho)`` returns ``(mu_trace (T, n), rho_trace
+    (T, n), loc_grads (T, n), final_phi (2n,))`` (traces hold the values BEFORE each update). No
+    accounting: the caller attaches the PrivacySpent. ``loss`` is :func:`make_loc_loss`'s.
+    """
+    from ..dpsgd import make_dpsgd_run
+    from ..dpsgd.sampling import as_key
+
+    n = int(num_latent)
+    q = float(sampling_rate)
+    one_step = make_dpsgd_run(loss, num_records=num_records, num_params=2 * n, clip=clip,
+                              sampling_rate=sampling_rate, num_steps=1, capacity=capacity, loss_needs_key=True)
+
+    def run(key, phi0, data, noise_multiplier, lr_mu, lr_rho):
+        base = as_key(key)
+        lr_mu = jnp.broadcast_to(jnp.asarray(lr_mu, jnp.float32), (n,))
+        lr_rho = jnp.broadcast_to(jnp.asarray(lr_rho, jnp.float32), (n,))
+
+        def step(phi, t):
+            k_t = jax.random.fold_in(base, t)
+            _, gs, _ = one_step(k_t, phi, data, noise_multiplier, 0.0, 1.0)
+            g_mu = gs[0, :n]
+            mu, rho = family.split_phi(phi)
+            s = family.scale(rho)
+            tp = jax.nn.sigmoid(rho)
+            eta = _eta(k_t, n)
+            g_rho = tp * eta * g_mu - q * tp / s
+            if natural_gradient:
+                d_mu, d_rho = s * s * g_mu, 0.5 * jnp.square(s / tp) * g_rho
+            else:
+                d_mu, d_rho = g_mu, g_rho
+            new = jnp.concatenate([mu - lr_mu * d_mu, rho - lr_rho * d_rho])
+            return new, (mu, rho, g_mu)
+
+        final, (mus, rhos, gmus) = jax.lax.scan(step, jnp.asarray(phi0, jnp.float32),
+                                                jnp.arange(num_steps, dtype=jnp.int32))
+        return mus, rhos, gmus, final
+
+    return run
+
+
+def trace_summary(mu_trace: jax.Array, rho_trace: jax.Array, num_windows: int = DEFAULT_NUM_WINDOWS,
+                  slope_threshold: float = DEFAULT_SLOPE_THRESHOLD) -> dict[str, jax.Array]:
+    """Iterate averaging after convergence (module docstring), pure jnp (vmappable).
+
+    Returns a dict: ``mean_mu``, ``var_mu``, ``mean_rho`` (n,), ``start`` (first averaged step),
+    ``converged`` (bool), ``slopes`` (num_windows, n).
+    """
+    t, n = mu_trace.shape
+    w = t // num_windows
+    if w < 2:
+        raise ValueError(f"the trace of {t} steps is too short for {num_windows} windows")
+    used = w * num_windows
+    off = t - used  # windows cover the last `used` steps
+    win = mu_trace[off:].reshape(num_windows, w, n)
+    x = (jnp.arange(w, dtype=jnp.float32) - 0.5 * (w - 1)) / w  # time in window lengths, centred
+    slopes = jnp.einsum("i,kin->kn", x, win - jnp.mean(win, axis=1, keepdims=True)) / jnp.sum(x * x)
+    ok = jnp.all(jnp.abs(slopes) < slope_threshold, axis=1)
+    first = jnp.where(jnp.any(ok), jnp.argmax(ok), num_windows - 1)
+    start = off + first * w
+    mask = (jnp.arange(t) >= start)[:, None].astype(jnp.float32)
+    cnt = jnp.sum(mask[:, 0])
+    mean_mu = jnp.sum(mask * mu_trace, axis=0) / cnt
+    var_mu = jnp.sum(mask * jnp.square(mu_trace - mean_mu), axis=0) / cnt
+    mean_rho = jnp.sum(mask * rho_trace, axis=0) / cnt
+    return {"mean_mu": mean_mu, "var_mu": var_mu, "mean_rho": mean_rho, "start": start,
+            "converged": jnp.any(ok), "slopes": slopes}
+
+
+def noise_aware_phi(summary: dict[str, jax.Array]) -> jax.Array:
+    """phi = (mean mu, rho) with softplus(rho)^2 = softplus(mean rho)^2 + Var mu: the noise-aware reading."""
+    sd = jnp.sqrt(jnp.square(family.scale(summary["mean_rho"])) + summary["var_mu"])
+    return jnp.concatenate([summary["mean_mu"], family.inverse_scale(sd)])
+
+
+def averaged_phi(summary: dict[str, jax.Array]) -> jax.Array:
+    """phi = (mean mu, mean rho): the averaged iterate."""
+    return jnp.concatenate([summary["mean_mu"], summary["mean_rho"]])
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DPVImTrace:
+    """A DPVIm release: the traces of mu and rho and the noisy loc gradients.
+
+    Every array is a post-processing of the DP-SGD mechanism's noisy loc-gradient sums (plus public
+    settings and the public Monte Carlo draws), so it is covered by ``privacy``.
+
+    Attributes:
+      mu, rho: (T, n) parameters BEFORE the update of each step.
+      loc_grads: (T, n) the noisy loc gradients g~_mu.
+      final_phi: (2n,) the last iterate.
+      layout: the model's latent sites.
+      privacy: the PrivacySpent.
+      clip, noise_multiplier, sampling_rate, num_steps, dataset_size: the DP-SGD settings.
+      learning_rate: (2n,) (lr_mu, lr_rho).
+      natural_gradient: whether the natural-gradient variant was used.
+      model_name: a label.
+    """
+
+    mu: Any
+    rho: Any
+    loc_grads: Any
+    final_phi: Any
+    layout: ParamLayout
+    privacy: PrivacySpent
+    clip: float
+    noise_multiplier: float
+    sampling_rate: float
+    num_steps: int
+    dataset_size: int
+    learning_rate: Any
+    natural_gradient: bool
+    model_name: str = ""
+
+    def summary(self, num_windows: int = DEFAULT_NUM_WINDOWS,
+                slope_threshold: float = DEFAULT_SLOPE_THRESHOLD) -> dict[str, Any]:
+        """Iterate averaging after convergence (see :func:`trace_summary`), as numpy values."""
+        num_windows = check_positive_int(num_windows, "num_windows")
+        slope_threshold = check_positive(slope_threshold, "slope_threshold")
+        out = trace_summary(jnp.asarray(self.mu), jnp.asarray(self.rho), num_windows, slope_threshold)
+        return {k: np.asarray(v) for k, v in out.items()}
+
+    def averaged_posterior(self, **kw: Any):
+        """N(mean mu, diag(softplus(mean rho)^2)) after convergence (a Posterior)."""
+        from ..noise_aware.posterior import point_posterior
+
+        s = self.summary(**kw)
+        return point_posterior(self.layout, averaged_phi(s), self.privacy, "dpvim_average")
+
+    def noise_aware_posterior(self, **kw: Any):
+        """N(mean mu, diag(sigma_q^2 + Var mu)) after convergence: the NA-DPVI paper's DPVIm baseline."""
+        from ..noise_aware.posterior import point_posterior
+
+        s = self.summary(**kw)
+        post = point_posterior(self.layout, noise_aware_phi(s), self.privacy, "dpvim_noise_aware")
+        post.diagnostics.update({"start": int(s["start"]), "converged": bool(s["converged"])})
+        return post
+
+    def last_iterate_posterior(self):
+        """q at the last iterate."""
+        from ..noise_aware.posterior import point_posterior
+
+        return point_posterior(self.layout, jnp.asarray(self.final_phi), self.privacy, "dpvim_last_iterate")
+
+
+def default_learning_rates(num_steps: int, num_latent: int, noise_multiplier: float, clip: float, *,
+                           natural_gradient: bool, dataset_size: int, sampling_rate: float,
+                           lr_scale: float = 1.0) -> tuple[float, float]:
+    """(lr_mu, lr_rho) defaults (heuristics; pass ``learning_rate`` to set them).
+
+    Plain gradients: the paper's heuristic sqrt(2) lambda / (max(sigma, 10) C sqrt(T n)) for mu and
+    100 times it for rho (rho's gradient is smaller; NA-DPVI's beta_rho = 100 has the same effect).
+    sigma is floored at 10 because the heuristic, made for noise-dominated runs, gives unstable steps
+    when the noise is weak (at epsilon = 300 on Beta-Bernoulli the scale collapsed to 5e-5).
+    Natural gradients: lr = 20 lambda / (q T) for both, so that a step moves mu by the fraction
+    lr q = 20 lambda / T of a full Newton step (converged after about a fifth of the run). The
+    natural scale step multiplies the noisy gradient by (s / T'(rho))^2 / 2, so with strong noise
+    (sigma C s of order 1 / lr) it can blow up: Beta-Bernoulli at epsilon = 0.1 (sigma about 300)
+    diverged to NaN, while epsilon = 1 and above worked. Use the plain variant (the default) or a
+    smaller ``lr_scale`` there.
+    """
+    if natural_gradient:
+        lr = lr_scale * 20.0 / (sampling_rate * num_steps)
+        return lr, lr
+    lr = math.sqrt(2.0) * lr_scale / (max(noise_multiplier, 10.0) * clip * math.sqrt(num_steps * num_latent))
+    return lr, 100.0 * lr
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_run(model: Callable, layout_json: str, dataset_size: int, num_records: int, clip: float,
+                sampling_rate: float, num_steps: int, natural_gradient: bool, kwargs_key: tuple):
+    import json
+
+    layout = ParamLayout.from_dict(json.loads(layout_json))
+    loss = make_loc_loss(model, layout, dataset_size, dict(kwargs_key))
+    run = make_dpvim_run(loss, num_records=num_records, num_latent=layout.num_latent, clip=clip,
+                         sampling_rate=sampling_rate, num_steps=num_steps, natural_gradient=natural_gradient)
+    return jax.jit(run)
+
+
+def dpvim(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: int = 10_000,
+          sampling_rate: float = 0.1, clip: float, learning_rate: Any = None, natural_gradient: bool = False,
+          lr_scale: float = 1.0, rng_key: Any = None, dataset_size: int | None = None,
+          init_scale: float = DEFAULT_INIT_SCALE, accountant: str = "pld", model_name: str = "",
+          **model_kwargs: Any) -> DPVImTrace:
+    """DPVIm: aligned-gradient DPVI (module docstring) on a NumPyro model.
+
+    Privacy: DP-SGD on the loc gradient only: Poisson sampling at rate ``sampling_rate`` (exact, via
+    the engine), per-record loc gradients clipped to L2 norm ``clip`` (the sensitivity of the sum under
+    add/remove-one adjacency), Gaussian noise of std sigma*clip with sigma calibrated by
+    :func:`~dpposterior.privacy.calibrate_noise_multiplier` so that the ``num_steps``-fold composition
+    is (epsilon, delta)-DP (``accountant``, PLD by default). The scale update is a post-processing of
+    the noisy loc gradient. N (``dataset_size``) is treated as public. Noise seeded from the OS unless
+    ``rng_key`` is given.
+
+    Args:
+      model: a NumPyro model ``model(*data, **model_kwargs)`` with a plate over the records.
+      *data: the private data arrays.
+      epsilon, delta: the privacy target.
+      num_steps, sampling_rate, clip: T, q, C.
+      learning_rate: None (defaults of :func:`default_learning_rates`), a number (both), or a pair
+        (lr_mu, lr_rho).
+      natural_gradient: use the natural-gradient variant.
+      lr_scale: multiplies the default learning rates.
+      rng_key: None (OS seed) or an int / key (reproduction only).
+      dataset_size: the public N (default: the number of records).
+      init_scale: initial sd of q; the initial mean is the prior median (data-independent).
+      accountant: "pld" or "rdp".
+      model_name: a label.
+
+    Returns:
+      A :class:`DPVImTrace` with its PrivacySpent; ``.noise_aware_posterior()`` gives the baseline.
+    """
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    num_steps = check_positive_int(num_steps, "num_steps")
+    sampling_rate = check_sampling_rate(sampling_rate)
+    clip = check_positive(clip, "clip")
+    lr_scale = check_positive(lr_scale, "lr_scale")
+    init_scale = check_positive(init_scale, "init_scale")
+    if not isinstance(natural_gradient, bool):
+        raise TypeError(f"natural_gradient must be True or False, got {natural_gradient!r}")
+    if accountant not in ("pld", "rdp"):
+        raise ValueError(f"accountant must be 'pld' or 'rdp', got {accountant!r}")
+    if not callable(model):
+        raise TypeError(f"model must be a NumPyro model (a callable), got {type(model).__name__}")
+    arrays = check_data(data)
+    n_records = int(arrays[0].shape[0])
+    dataset_size = check_positive_int(n_records if dataset_size is None else dataset_size, "dataset_size")
+    layout = inspect_model(model, arrays, model_kwargs)
+    n = layout.num_latent
+
+    sigma = calibrate_noise_multiplier(epsilon, delta, sampling_rate, num_steps, accountant)
+    if learning_rate is None:
+        lr_mu, lr_rho = default_learning_rates(num_steps, n, sigma, clip, natural_gradient=natural_gradient,
+                                               dataset_size=dataset_size, sampling_rate=sampling_rate,
+                                               lr_scale=lr_scale)
+    else:
+        lr = np.asarray(learning_rate, np.float64).reshape(-1)
+        if lr.shape not in ((1,), (2,)) or not np.all(np.isfinite(lr) & (lr >= 0)):
+            raise ValueError(f"learning_rate must be a number >= 0 or a pair (lr_mu, lr_rho), got {learning_rate!r}")
+        lr_mu, lr_rho = float(lr[0]), float(lr[-1])
+
+    mu0 = prior_median_unconstrained(model, arrays, model_kwargs, layout)
+    phi0 = jnp.concatenate([mu0, jnp.full(n, family.inverse_scale(init_scale))]).astype(jnp.float32)
+    raw, seeded_by = resolve_key(rng_key)
+    import json
+
+    try:
+        kwargs_key = tuple(sorted(model_kwargs.items()))
+        hash(kwargs_key)
+        run = _cached_run(model, json.dumps(layout.to_dict(), sort_keys=True), dataset_size, n_records, clip,
+                          sampling_rate, num_steps, natural_gradient, kwargs_key)
+    except TypeError:  # unhashable model kwargs
+        loss = make_loc_loss(model, layout, dataset_size, model_kwargs)
+        run = jax.jit(make_dpvim_run(loss, num_records=n_records, num_latent=n, clip=clip,
+                                     sampling_rate=sampling_rate, num_steps=num_steps,
+                                     natural_gradient=natural_gradient))
+    mus, rhos, gmus, final = run(raw, phi0, arrays, jnp.float32(sigma), jnp.float32(lr_mu), jnp.float32(lr_rho))
+    eps = dpsgd_epsilon(sigma, delta, sampling_rate, num_steps, accountant)
+    privacy = PrivacySpent(epsilon=eps, delta=delta, neighbouring="add_remove", accountant=accountant,
+                           mechanism=MECHANISM, noise_multiplier=sigma, sampling_rate=sampling_rate,
+                           num_steps=num_steps, seeded_by=seeded_by,
+                           details=(("clip", clip), ("sampling", "poisson"), ("clipped", "loc gradient only"),
+                                    ("algorithm", "dpvim_natural" if natural_gradient else "dpvim")))
+    return DPVImTrace(mu=np.asarray(mus), rho=np.asarray(rhos), loc_grads=np.asarray(gmus),
+                      final_phi=np.asarray(final), layout=layout, privacy=privacy, clip=clip,
+                      noise_multiplier=sigma, sampling_rate=sampling_rate, num_steps=num_steps,
+                      dataset_size=dataset_size, learning_rate=np.array([lr_mu] * n + [lr_rho] * n, np.float32),
+                      natural_gradient=natural_gradient, model_name=model_name or getattr(model, "__name__", ""))
