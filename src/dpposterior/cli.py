@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="seed for the privacy noise (reproduction only; default: from the OS)")
     demo.add_argument("--no-progress", action="store_true", help="hide progress bars")
     demo.set_defaults(func=_demo)
+    __import__("dpposterior.experiments.cli_coverage", fromlist=["_"]).add_coverage_parser(sub)
     return parser
 
 

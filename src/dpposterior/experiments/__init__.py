@@ -1,0 +1,65 @@
+"""The papers' coverage experiments as code (papers/na-dpvi.txt 13.4, NOTES.md section 1).
+
+A coverage cell is (model, epsilon, method): K replicates of theta ~ prior, data ~ p(data | theta),
+a DP-SGD trace of ``dpvi`` on the data, the method's posterior from the trace, and TARP coverage in
+the unconstrained space with data-dependent reference points re-drawn R times. The replicates run as
+one compiled ``jit(vmap(...))`` program; cells run in this process or as Ray tasks, and each finished
+cell is written atomically so that a re-run resumes where it stopped.
+
+    from dpposterior.experiments import CellConfig, run_coverage, write_reports
+    cells = [CellConfig("beta-bernoulli", eps, m) for eps in (0.1, 1.0) for m in ("grid", "naive")]
+    summary = run_coverage(cells, "results/")
+    write_reports(summary.results, "results/")
+
+The command line is ``dpposterior coverage`` (:mod:`.cli_coverage`).
+"""
+
+from .cell import comparable
+from .cell import evaluate_cell
+from .config import CellConfig
+from .methods import METHODS
+from .methods import CellReleases
+from .methods import MethodOutput
+from .methods import MethodSettings
+from .methods import get_method
+from .methods import register_method
+from .replicates import DPVISetup
+from .replicates import ReplicateSummaries
+from .replicates import dpvi_setup
+from .replicates import run_replicates
+from .report import table_csv
+from .report import table_markdown
+from .report import write_reports
+from .runner import RunSummary
+from .runner import compute_group
+from .runner import run_coverage
+from .store import CorruptResultError
+from .store import ResultStore
+from .store import read_result
+from .xla import configure_xla_cpu
+
+__all__ = [
+    "METHODS",
+    "CellConfig",
+    "CellReleases",
+    "CorruptResultError",
+    "DPVISetup",
+    "MethodOutput",
+    "MethodSettings",
+    "ReplicateSummaries",
+    "ResultStore",
+    "RunSummary",
+    "comparable",
+    "compute_group",
+    "configure_xla_cpu",
+    "dpvi_setup",
+    "evaluate_cell",
+    "get_method",
+    "read_result",
+    "register_method",
+    "run_coverage",
+    "run_replicates",
+    "table_csv",
+    "table_markdown",
+    "write_reports",
+]

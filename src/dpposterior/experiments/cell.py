@@ -1,0 +1,148 @@
+"""One coverage cell: the posterior of a method on a group's replicates, and its TARP coverage.
+
+The coverage check is papers/na-dpvi.txt 13.4 / NOTES.md section 1 in the unconstrained space, with
+the paper's data-dependent reference points: per replicate, the mean of the mu-trace after burn-in
+(a statistic of the release) plus Uniform(-4, 4) times the method's posterior sd, per coordinate.
+The R repeats re-draw the references over the same K replicates (they are not new DP-SGD runs); the
+summary is the RMSE of the curve averaged over the repeats, with the RMSE of each single draw beside
+it (:func:`dpposterior.validation.tarp_coverage_repeats`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import platform
+import time
+from typing import Any
+
+import jax
+import numpy as np
+
+from .. import validation
+from .config import CellConfig, postprocessing_keys, reference_key
+from .methods import CellReleases, MethodSettings, check_method_options, get_method
+from .replicates import DPVISetup, ReplicateSummaries
+
+RESULT_FORMAT = "dpposterior.coverage_cell"
+RESULT_VERSION = 1
+
+
+def _package_version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def releases_of(summaries: ReplicateSummaries, setup: DPVISetup, config: CellConfig) -> CellReleases:
+    """The post-processing inputs of a group's replicates (statistics, last iterates, public settings)."""
+    return CellReleases(stats=summaries.stats, final_phi=summaries.final_phi, noise_sd=setup.noise_sd,
+                        sampling_rate=config.sampling_rate, num_latent=setup.num_latent)
+
+
+def _finite_replicates(summaries: ReplicateSummaries, draws: np.ndarray) -> np.ndarray:
+    ok = np.all(np.isfinite(summaries.theta), axis=1)
+    ok &= np.all(np.isfinite(summaries.final_phi), axis=1)
+    ok &= np.all(np.stack([np.all(np.isfinite(x), axis=1) for x in summaries.stats]), axis=0)
+    ok &= np.all(np.isfinite(draws), axis=(1, 2))
+    return ok
+
+
+def evaluate_cell(config: CellConfig, setup: DPVISetup, summaries: ReplicateSummaries, *,
+                  replicates_seconds: float = 0.0, execution: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Runs the cell's method on the replicates and measures its coverage; returns the result record.
+
+    Args:
+      config: the cell.
+      setup: the group's DPVI settings.
+      summaries: the group's replicates (all ``config.replicates`` of them).
+      replicates_seconds: wall time of the group's set-up (sigma calibration, model inspection) and of
+        simulating and running DP-SGD on its replicates, compilation included (recorded; it is shared
+        by the methods of a group computed together).
+      execution: how it ran (backend, devices, batch size ...), recorded as is.
+
+    Returns:
+      A JSON-ready dict (see :mod:`.store` for the file format): configuration, seed, coverage curve
+      (averaged over repeats) and its sd over repeats, RMSE, single-draw RMSEs, sharpness, timings,
+      diagnostics and versions.
+    """
+    method = get_method(config.method)
+    options = dict(config.method_options)
+    check_method_options(config.method, options)
+    k = config.replicates
+    if summaries.theta.shape[0] != k:
+        raise ValueError(f"the summaries hold {summaries.theta.shape[0]} replicates, the cell needs {k}")
+    n = setup.num_latent
+
+    t0 = time.perf_counter()
+    settings = MethodSettings(keys=np.asarray(postprocessing_keys(config.seed, config.method, k)),
+                              num_draws=config.num_draws, options=options)
+    out = method.fn(releases_of(summaries, setup, config), settings)
+    draws = np.asarray(out.draws)
+    if draws.shape != (k, config.num_draws, n):
+        raise ValueError(f"method {config.method!r} returned draws of shape {draws.shape}, expected "
+                         f"{(k, config.num_draws, n)} (replicates, draws, unconstrained parameters)")
+    post_sd = np.asarray(out.posterior_sd, np.float64)
+    t_method = time.perf_counter() - t0
+
+    t1 = time.perf_counter()
+    ok = _finite_replicates(summaries, draws) & np.all(np.isfinite(post_sd) & (post_sd > 0), axis=1)
+    excluded = np.flatnonzero(~ok).tolist()
+    if ok.sum() < 2:
+        raise ValueError(f"{config.label()}: fewer than 2 replicates have finite traces and posteriors "
+                         f"({len(excluded)} of {k} excluded)")
+    center = np.asarray(summaries.stats.phi_mean, np.float64)[:, :n]
+    # References are drawn for all K replicates (so replicate i's reference never depends on which
+    # others were excluded) and then restricted to the finite ones.
+    scale = np.where(ok[:, None], post_sd, 1.0)
+    refs = validation.repeated_reference_points(reference_key(config.seed), np.where(ok[:, None], center, 0.0),
+                                                scale, config.repeats)
+    if ok.all():
+        res = validation.tarp_coverage_repeats(draws, summaries.theta, refs)
+    else:
+        res = validation.tarp_coverage_repeats(draws[ok], summaries.theta[ok], refs[:, ok])
+    single = np.asarray(res.single_draw_rmse, np.float64)
+    t_cov = time.perf_counter() - t1
+
+    sharp_coord = post_sd[ok].mean(axis=0)
+    record = {
+        "format": RESULT_FORMAT,
+        "version": RESULT_VERSION,
+        "config": config.to_dict(),
+        "config_digest": config.digest(),
+        "seed": config.seed,
+        "label": config.label(),
+        "alpha": res.alpha.tolist(),
+        "coverage": res.coverage.tolist(),
+        "coverage_sd": res.std.tolist(),
+        "rmse": float(res.rmse),
+        "single_draw_rmse": single.tolist(),
+        "single_draw_rmse_mean": float(single.mean()),
+        "single_draw_rmse_sd": float(single.std(ddof=1)) if single.size > 1 else 0.0,
+        "sharpness": float(sharp_coord.mean()),
+        "sharpness_per_coordinate": sharp_coord.tolist(),
+        "coordinates": setup.layout.coordinate_names(),
+        "num_replicates_used": int(ok.sum()),
+        "excluded_replicates": excluded,
+        "noise_multiplier": setup.noise_multiplier,
+        "clip": setup.clip,
+        "beta": setup.beta.astype(float).tolist(),
+        "diagnostics": out.diagnostics,
+        "timing": {"replicates_seconds": float(replicates_seconds), "method_seconds": t_method,
+                   "coverage_seconds": t_cov, "wall_seconds": float(replicates_seconds) + t_method + t_cov},
+        "execution": dict(execution or {}),
+        "package_version": _package_version(),
+        "jax_version": jax.__version__,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "host": platform.platform(),
+    }
+    return record
+
+
+#: fields of a result that depend on how and when it ran, not on its configuration.
+VOLATILE_FIELDS = ("timing", "execution", "created", "host")
+
+
+def comparable(record: dict[str, Any]) -> dict[str, Any]:
+    """The result without its volatile fields (timing, execution, date, host): equal for equal configs
+    on the same numerics, whatever the backend."""
+    return {k: v for k, v in record.items() if k not in VOLATILE_FIELDS}

@@ -1,0 +1,258 @@
+"""The replicates of a coverage cell as one compiled program: simulate, run DPVI, summarise.
+
+For each replicate k: theta ~ prior and a data set D ~ p(D | theta) of N records from the model's
+simulator, then the DP-SGD run of :func:`dpposterior.vi.dpvi.dpvi` on D (the same per-record ELBO
+loss, beta, learning-rate heuristic, initial parameters and noise multiplier; only the key is fixed,
+see :mod:`.config`), then the six per-coordinate sufficient statistics of the trace after burn-in
+(:func:`dpposterior.noise_aware.stats.sufficient_statistics_jnp`). All of it is one
+``jax.jit(jax.vmap(...))`` over the replicates' keys: the data sets are simulated inside the program,
+so a cell of 500 DP-SGD runs is one compiled program, executed in batches of replicates (to bound
+memory and to show progress). With several XLA devices (e.g. ``--xla_force_host_platform_device_count=2``
+on a CPU host, see :mod:`.xla`) each batch is split over the devices with ``shard_map``; no device
+talks to another.
+
+What leaves the program per replicate is what post-processing may use (the statistics of the release
+and its last iterate) plus the true theta for the coverage check. The traces themselves stay inside
+unless ``return_traces`` (tests) asks for them. Nothing here is a privacy mechanism for users: the
+data are synthetic and the keys fixed; it is an experiment that runs the public mechanism.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..dpsgd import make_dpsgd_run
+from ..models.registry import ModelSpec, get_model
+from ..noise_aware.stats import TraceStats, burn_in_start, sufficient_statistics_jnp
+from ..privacy.dpsgd_accounting import calibrate_noise_multiplier
+from ..vi import family
+from ..vi.dpvi import DEFAULT_INIT_SCALE, heuristic_learning_rate, make_elbo_loss
+from ..vi.layout import ParamLayout
+from ..vi.model_inspect import inspect_model, prior_median_unconstrained
+from .config import CellConfig, replicate_keys, simulation_and_dpsgd_keys
+
+#: bytes of trace (phi and g~, float32) a batch of replicates may hold inside the program.
+TRACE_BYTES_PER_BATCH = 1 << 30
+#: replicates per device in one batch (more gains little vectorisation and delays the progress bar).
+REPLICATES_PER_DEVICE = 64
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DPVISetup:
+    """The DPVI settings of one (model, epsilon, N, T, q, delta) group: what ``dpvi`` would use.
+
+    Attributes:
+      spec: the model's :class:`~dpposterior.models.registry.ModelSpec`.
+      layout: the model's latent-site layout (from the data shapes, never values).
+      num_latent: n; the variational family has d = 2n parameters.
+      phi0: (d,) float32 initial parameters (prior median, sd 0.1), as ``dpvi``.
+      beta: (d,) float32 preconditioning (1 for mu, ``spec.beta_rho`` for rho).
+      learning_rate: (d,) float32, the heuristic with ``spec.lr_scale``.
+      noise_multiplier: sigma calibrated for (epsilon, delta, q, T) by the accountant.
+      clip: C (``spec.clip``).
+      data_shapes: shapes and dtypes of the simulated data arrays.
+    """
+
+    spec: ModelSpec
+    layout: ParamLayout
+    num_latent: int
+    phi0: np.ndarray
+    beta: np.ndarray
+    learning_rate: np.ndarray
+    noise_multiplier: float
+    clip: float
+    data_shapes: tuple[jax.ShapeDtypeStruct, ...]
+
+    @property
+    def num_params(self) -> int:
+        """d = 2n."""
+        return 2 * self.num_latent
+
+    @property
+    def noise_sd(self) -> np.ndarray:
+        """(d,) the DP noise sd sigma C / beta of each coordinate of g~ (float64)."""
+        return self.noise_multiplier * self.clip / self.beta.astype(np.float64)
+
+    def dpvi_kwargs(self, config: CellConfig) -> dict[str, Any]:
+        """Keyword arguments that make ``dpvi(spec.model, *data, **kwargs, rng_key=...)`` run the same
+        mechanism as the cell's replicates (used by the tests that check that it does)."""
+        return dict(epsilon=config.epsilon, delta=config.delta, num_steps=config.num_steps,
+                    sampling_rate=config.sampling_rate, clip=self.clip, beta_rho=self.spec.beta_rho,
+                    lr_scale=self.spec.lr_scale, num_mc=config.num_mc, accountant=config.accountant,
+                    progress=False)
+
+
+@functools.lru_cache(maxsize=64)
+def _model_structure(model_name: str, num_records: int):
+    spec = get_model(model_name)
+    theta_shapes, data_shapes = jax.eval_shape(lambda k: spec.simulate(k, num_records), jax.random.PRNGKey(0))
+    data_shapes = tuple(data_shapes)
+    dummy = tuple(np.zeros(s.shape, s.dtype) for s in data_shapes)
+    layout = inspect_model(spec.model, dummy, {})
+    mu0 = prior_median_unconstrained(spec.model, dummy, {}, layout)
+    return spec, layout, data_shapes, mu0
+
+
+def dpvi_setup(config: CellConfig) -> DPVISetup:
+    """The DPVI settings of a cell's group, computed exactly as :func:`dpposterior.vi.dpvi.dpvi` does."""
+    spec, layout, data_shapes, mu0 = _model_structure(config.model, config.num_records)
+    n = layout.num_latent
+    d = 2 * n
+    beta = jnp.concatenate([jnp.ones(n), jnp.full(n, float(spec.beta_rho))])
+    sigma = calibrate_noise_multiplier(config.epsilon, config.delta, config.sampling_rate, config.num_steps,
+                                       config.accountant)
+    lr = heuristic_learning_rate(config.num_steps, d, sigma, spec.clip, beta, spec.lr_scale)
+    phi0 = jnp.concatenate([mu0, jnp.full(n, family.inverse_scale(DEFAULT_INIT_SCALE))]).astype(jnp.float32)
+    return DPVISetup(spec=spec, layout=layout, num_latent=n, phi0=np.asarray(phi0, np.float32),
+                     beta=np.asarray(beta, np.float32), learning_rate=np.asarray(lr, np.float32),
+                     noise_multiplier=float(sigma), clip=float(spec.clip), data_shapes=data_shapes)
+
+
+class ReplicateSummaries(NamedTuple):
+    """What the replicates of a group hand to post-processing and to the coverage check.
+
+    Attributes:
+      theta: (K, n) the true parameters in the unconstrained space (for the coverage check only).
+      final_phi: (K, d) float32, the last iterate phi_T of each trace (the naive baseline's input).
+      stats: :class:`~dpposterior.noise_aware.stats.TraceStats` with fields (K, d) (float32, centred,
+        after burn-in).
+      phi: (K, T, d) traces, only with ``return_traces`` (else None).
+      grads: (K, T, d) noisy gradients, only with ``return_traces`` (else None).
+    """
+
+    theta: np.ndarray
+    final_phi: np.ndarray
+    stats: TraceStats
+    phi: np.ndarray | None = None
+    grads: np.ndarray | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Static:
+    model: str
+    num_records: int
+    num_steps: int
+    sampling_rate: float
+    num_mc: int
+    clip: float
+    burn_start: int
+    devices: int
+    return_traces: bool
+
+
+@functools.lru_cache(maxsize=16)
+def _program(static: _Static) -> Callable:
+    """The jitted, vmapped (and, on several devices, shard_mapped) replicate program."""
+    spec, layout, _, _ = _model_structure(static.model, static.num_records)
+    d = 2 * layout.num_latent
+    loss = make_elbo_loss(spec.model, layout, static.num_records, static.num_mc)
+    run = make_dpsgd_run(loss, num_records=static.num_records, num_params=d, clip=static.clip,
+                         sampling_rate=static.sampling_rate, num_steps=static.num_steps, loss_needs_key=True)
+
+    def one(key, phi0, sigma, lr, beta):
+        k_sim, k_dp = simulation_and_dpsgd_keys(key)
+        theta, data = spec.simulate(k_sim, static.num_records)
+        phis, grads, final = run(k_dp, phi0, tuple(data), sigma, lr, beta)
+        stats = sufficient_statistics_jnp(phis, grads, static.burn_start)
+        out = (layout.unconstrain(theta), final, stats)
+        if static.return_traces:
+            out = out + (phis, grads)
+        return out
+
+    batched = jax.vmap(one, in_axes=(0, None, None, None, None))
+    if static.devices == 1:
+        return jax.jit(batched)
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    mesh = jax.sharding.Mesh(np.asarray(jax.devices()[:static.devices]), ("replicates",))
+    specs = (P("replicates"), P(), P(), P(), P())
+    per_device = jax.shard_map(batched, mesh=mesh, in_specs=specs, out_specs=P("replicates"), check_vma=False)
+    return jax.jit(per_device, in_shardings=tuple(NamedSharding(mesh, s) for s in specs))
+
+
+def default_batch_size(config: CellConfig, num_latent: int, devices: int = 1) -> int:
+    """Replicates per compiled batch: at most :data:`REPLICATES_PER_DEVICE` per device and traces of at
+    most :data:`TRACE_BYTES_PER_BATCH`, in equal batches (K = 500 on 2 devices: 4 batches of 126).
+
+    A function of the configuration and the device count only, so every backend batches a cell the
+    same way (batching changes results only in the last bits of floating point).
+    """
+    per_replicate = config.num_steps * 2 * (2 * num_latent) * 4
+    cap = max(1, min(REPLICATES_PER_DEVICE * devices, TRACE_BYTES_PER_BATCH // per_replicate))
+    num_batches = -(-config.replicates // cap)
+    b = -(-config.replicates // num_batches)
+    return -(-b // devices) * devices
+
+
+def run_replicates(config: CellConfig, setup: DPVISetup | None = None, *, batch_size: int | None = None,
+                   devices: int = 1, start: int = 0, count: int | None = None, return_traces: bool = False,
+                   progress: Any = None) -> ReplicateSummaries:
+    """Simulates replicates ``start .. start + count - 1`` of a cell's group and runs DPVI on each.
+
+    Args:
+      config: any cell of the group (the method is ignored).
+      setup: the group's :class:`DPVISetup` (computed if None).
+      batch_size: replicates per compiled batch (default :func:`default_batch_size`); the last batch is
+        padded with repeats of its last key, so one program serves every batch.
+      devices: XLA devices to split each batch over (<= ``jax.device_count()``); the batch size is
+        rounded to a multiple of it.
+      start, count: the range of replicates (default all ``config.replicates``).
+      return_traces: also return the full traces (tests; memory K x T x d x 8 bytes).
+      progress: a tqdm-like object with ``update(n)`` advanced per finished replicate, or None.
+
+    Returns:
+      :class:`ReplicateSummaries` as numpy arrays.
+    """
+    setup = dpvi_setup(config) if setup is None else setup
+    count = config.replicates - start if count is None else count
+    if devices < 1 or devices > jax.device_count():
+        raise ValueError(f"devices must lie in [1, {jax.device_count()}] (jax.device_count()), got {devices}")
+    if batch_size is None:
+        batch_size = default_batch_size(config, setup.num_latent, devices)
+    batch_size = max(devices, (min(batch_size, max(count, devices)) // devices) * devices)
+    static = _Static(model=config.model, num_records=config.num_records, num_steps=config.num_steps,
+                     sampling_rate=config.sampling_rate, num_mc=config.num_mc, clip=setup.clip,
+                     burn_start=burn_in_start(config.num_steps, config.burn_in), devices=devices,
+                     return_traces=bool(return_traces))
+    program = _program(static)
+    # numpy inputs (uncommitted): the program places them on its device(s).
+    args = (setup.phi0, np.float32(setup.noise_multiplier), setup.learning_rate, setup.beta)
+    keys = np.asarray(replicate_keys(config.seed, start, count))
+    parts = []
+    for lo in range(0, count, batch_size):
+        hi = min(lo + batch_size, count)
+        kb = keys[lo:hi]
+        if hi - lo < batch_size:
+            kb = np.concatenate([kb, np.repeat(kb[-1:], batch_size - (hi - lo), axis=0)])
+        out = jax.device_get(program(kb, *args))
+        parts.append(jax.tree.map(lambda a, m=hi - lo: np.asarray(a)[:m], out))
+        if progress is not None:
+            progress.update(hi - lo)
+    cat = jax.tree.map(lambda *xs: np.concatenate(xs, axis=0), *parts)
+    theta, final, stats = cat[0], cat[1], TraceStats(*cat[2])
+    traces = (cat[3], cat[4]) if return_traces else (None, None)
+    return ReplicateSummaries(theta=theta, final_phi=final, stats=stats, phi=traces[0], grads=traces[1])
+
+
+def replicate_data(config: CellConfig, index: int) -> tuple[dict[str, jax.Array], tuple[jax.Array, ...], jax.Array]:
+    """(theta, data, DP-SGD key) of replicate ``index``, as the compiled program draws them.
+
+    For tests and debugging: ``dpvi(spec.model, *data, rng_key=key, **setup.dpvi_kwargs(config))``
+    releases the trace of that replicate.
+    """
+    spec = get_model(config.model)
+    key = replicate_keys(config.seed, index, 1)[0]
+    k_sim, k_dp = simulation_and_dpsgd_keys(key)
+    theta, data = jax.jit(lambda k: spec.simulate(k, config.num_records))(k_sim)
+    return theta, tuple(data), k_dp
+
+
+def trace_bytes(config: CellConfig, num_latent: int) -> int:
+    """Bytes of all K traces (phi and g~ in float32), for memory planning."""
+    return int(config.replicates) * int(config.num_steps) * 2 * 2 * num_latent * 4

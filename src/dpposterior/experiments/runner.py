@@ -1,0 +1,241 @@
+"""Running a grid of coverage cells: in this process (default) or as Ray tasks, resumable on disk.
+
+Cells of one *group* (same model, epsilon, sizes and seed; only the method differs) share their
+replicates: the group's K DP-SGD runs are computed once (one compiled program, :mod:`.replicates`) and
+every missing method of the group is evaluated on them, so methods are compared on the same traces.
+Each finished cell is written at once, atomically (:mod:`.store`). A re-run skips every cell whose
+file holds the same configuration; a group with some cells missing re-runs its replicates (the same
+keys give the same traces) and computes only the missing cells. No cell is computed twice.
+
+Backends:
+
+* ``"local"``: groups run one after the other in this process, with progress bars over cells and
+  over each group's replicates.
+* ``"ray"``: each group with missing cells is one Ray task (``num_cpus`` each); the driver writes
+  each cell file as its task returns. ``address`` is passed to ``ray.init`` (None starts or joins a
+  local instance; ``"auto"`` joins a running cluster). Workers receive the driver's ``XLA_FLAGS``, and
+  the driver fixes the device count and batch sizes, so a cell's numbers equal the local backend's bit
+  for bit (on the same jax/jaxlib and CPU type). Ray is an optional dependency
+  (``pip install dpposterior[distributed]``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import time
+from typing import Any, Callable, Sequence
+
+from .cell import evaluate_cell
+from .config import CellConfig
+from .store import ResultStore
+
+BACKENDS = ("local", "ray")
+
+#: evaluation order inside a group: cheap methods first, so an interrupted group keeps the most cells.
+_COST_RANK = {"naive": 0, "grid": 1, "laplace": 2, "nuts": 9}
+
+
+@dataclasses.dataclass
+class RunSummary:
+    """What a run did.
+
+    Attributes:
+      results: one result record per requested cell, in the order requested.
+      computed: the cells computed by this run.
+      skipped: the cells found finished on disk (not recomputed).
+      wall_seconds: wall time of the run.
+    """
+
+    results: list[dict[str, Any]]
+    computed: list[CellConfig]
+    skipped: list[CellConfig]
+    wall_seconds: float
+
+
+def _sorted_group(configs: Sequence[CellConfig]) -> list[CellConfig]:
+    return sorted(configs, key=lambda c: (_COST_RANK.get(c.method, 5), c.method))
+
+
+def compute_group(configs: Sequence[CellConfig], *, devices: int = 1, batch_size: int | None = None,
+                  progress: bool = False, on_result: Callable[[dict[str, Any]], None] | None = None,
+                  execution: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Computes the cells of one group: the replicates once, then each method on them.
+
+    Args:
+      configs: cells that share :meth:`CellConfig.group_key` (the methods may differ).
+      devices: XLA devices the replicate axis is split over.
+      batch_size: replicates per compiled batch (default :func:`.replicates.default_batch_size`).
+      progress: show a progress bar over the group's replicates.
+      on_result: called with each finished cell's record as soon as it is ready (e.g. to save it).
+      execution: extra fields recorded under ``"execution"`` in each record.
+
+    Returns:
+      The records, cheap methods first.
+    """
+    from .replicates import default_batch_size, dpvi_setup, run_replicates
+
+    configs = _sorted_group(configs)
+    if not configs:
+        return []
+    keys = {c.group_key() for c in configs}
+    if len(keys) != 1:
+        raise ValueError("compute_group needs cells that differ only in their method")
+    first = configs[0]
+    t0 = time.perf_counter()
+    setup = dpvi_setup(first)
+    if batch_size is None:
+        batch_size = default_batch_size(first, setup.num_latent, devices)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=first.replicates, desc=f"{first.model} eps={first.epsilon:g}: DP-SGD replicates",
+                   unit="rep", leave=False, file=sys.stderr, dynamic_ncols=True)
+    try:
+        summaries = run_replicates(first, setup, batch_size=batch_size, devices=devices, progress=bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    rep_seconds = time.perf_counter() - t0
+    exe = dict(execution or {})
+    exe.update(devices=devices, batch_size=batch_size, xla_flags=os.environ.get("XLA_FLAGS", ""),
+               group_methods=[c.method for c in configs], pid=os.getpid())
+    records = []
+    for cfg in configs:
+        rec = evaluate_cell(cfg, setup, summaries, replicates_seconds=rep_seconds, execution=exe)
+        if on_result is not None:
+            on_result(rec)
+        records.append(rec)
+    return records
+
+
+def _ray_compute_group(config_dicts: list[dict[str, Any]], devices: int, batch_size: int | None,
+                       execution: dict[str, Any]) -> list[dict[str, Any]]:
+    """The body of a Ray task: one group, returned as records (the driver writes them)."""
+    configs = [CellConfig.from_dict(d) for d in config_dicts]
+    return compute_group(configs, devices=devices, batch_size=batch_size, progress=False, execution=execution)
+
+
+def _resolve_devices(devices: int | None) -> int:
+    import jax
+
+    available = jax.device_count()
+    if devices is None:
+        return available
+    if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
+        raise ValueError(f"devices must be an integer >= 1, got {devices!r}")
+    if devices > available:
+        raise ValueError(f"devices={devices} but JAX has {available} device(s) in this process; on a CPU host set "
+                         "XLA_FLAGS=--xla_force_host_platform_device_count before JAX starts (the coverage command "
+                         "does this with --devices)")
+    return devices
+
+
+def run_coverage(configs: Sequence[CellConfig], out: str | os.PathLike, *, backend: str = "local",
+                 address: str | None = None, devices: int | None = None, batch_size: int | None = None,
+                 progress: bool = True, ray_num_cpus: float = 1.0) -> RunSummary:
+    """Computes every cell of ``configs`` that ``out`` does not already hold, and returns all results.
+
+    Args:
+      configs: the cells (any order; duplicates are computed once).
+      out: the results folder (:mod:`.store`).
+      backend: ``"local"`` or ``"ray"`` (module docstring).
+      address: the Ray address (``ray`` backend only).
+      devices: XLA devices to split replicates over (default: all devices JAX has in this process).
+      batch_size: replicates per compiled batch (default from the configuration).
+      progress: show progress bars (cells; replicates with the local backend).
+      ray_num_cpus: CPUs each Ray task reserves.
+
+    Returns:
+      A :class:`RunSummary`.
+
+    Raises:
+      ValueError: unknown backend, an address without the Ray backend, too many devices.
+      CorruptResultError: a results file for one of the cells is unreadable or inconsistent.
+      ImportError: the Ray backend without Ray installed.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if address is not None and backend != "ray":
+        raise ValueError("address is only used with backend='ray'")
+    t_start = time.perf_counter()
+    unique: list[CellConfig] = []
+    for c in configs:
+        if not isinstance(c, CellConfig):
+            raise TypeError(f"configs must hold CellConfig objects, got {type(c).__name__}")
+        if c not in unique:
+            unique.append(c)
+    store = ResultStore(out)
+    done: dict[CellConfig, dict[str, Any]] = {}
+    for c in unique:  # read every existing file first: a corrupted one stops the run before any work
+        rec = store.load(c)
+        if rec is not None:
+            done[c] = rec
+    skipped = [c for c in unique if c in done]
+    missing = [c for c in unique if c not in done]
+    groups: dict[tuple, list[CellConfig]] = {}
+    for c in missing:
+        groups.setdefault(c.group_key(), []).append(c)
+    devices = _resolve_devices(devices)
+    computed: list[CellConfig] = []
+
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(unique), initial=len(skipped), desc="coverage cells", unit="cell", file=sys.stderr,
+                   dynamic_ncols=True)
+
+    def save(rec: dict[str, Any]) -> None:
+        store.save(rec)
+        cfg = CellConfig.from_dict(rec["config"])
+        done[cfg] = rec
+        computed.append(cfg)
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix_str(f"{cfg.label()}: RMSE {rec['rmse']:.3f}")
+
+    try:
+        if backend == "local":
+            for group in groups.values():
+                compute_group(group, devices=devices, batch_size=batch_size, progress=progress, on_result=save,
+                              execution={"backend": "local"})
+        elif groups:
+            _run_ray(list(groups.values()), address=address, devices=devices, batch_size=batch_size, save=save,
+                     num_cpus=ray_num_cpus)
+    finally:
+        if bar is not None:
+            bar.close()
+    return RunSummary(results=[done[c] for c in configs], computed=computed, skipped=skipped,
+                      wall_seconds=time.perf_counter() - t_start)
+
+
+def _import_ray():
+    try:
+        import ray
+    except ImportError as e:
+        raise ImportError("the Ray backend needs Ray: pip install 'dpposterior[distributed]' "
+                          "(or pip install ray)") from e
+    return ray
+
+
+def _run_ray(groups: list[list[CellConfig]], *, address: str | None, devices: int, batch_size: int | None,
+             save: Callable[[dict[str, Any]], None], num_cpus: float) -> None:
+    ray = _import_ray()
+    started = False
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        started = True
+    try:
+        env = {"env_vars": {"XLA_FLAGS": os.environ.get("XLA_FLAGS", "")}}
+        remote = ray.remote(_ray_compute_group).options(num_cpus=num_cpus, runtime_env=env, max_retries=0)
+        pending = [remote.remote([c.to_dict() for c in g], devices, batch_size, {"backend": "ray"}) for g in groups]
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            for rec in ray.get(ready[0]):
+                save(rec)
+    finally:
+        if started:
+            ray.shutdown()

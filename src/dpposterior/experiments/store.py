@@ -1,0 +1,145 @@
+"""Results on disk: one JSON file per finished cell, written atomically, matched on the full configuration.
+
+Layout of a results folder::
+
+    <out>/cells/<model>/eps<epsilon>_<method>_<digest[:12]>.json    one finished cell
+    <out>/coverage_<model>.png, coverage_table.csv, coverage_table.md   (reports, :mod:`.report`)
+
+A cell file is written to a temporary file in the same folder, flushed to disk and renamed over its
+final name (``os.replace``, atomic on POSIX), so a reader sees either no file or a complete one, and
+an interrupted run loses at most the cells in progress. The file holds the cell's configuration; a
+re-run skips a cell only if a file holds exactly the same configuration. A file that cannot be read,
+is not a cell result, or holds another configuration than its name promises is reported as corrupted
+(with its path), never silently recomputed over or trusted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+from .cell import RESULT_FORMAT, RESULT_VERSION
+from .config import CellConfig
+
+_REQUIRED = ("config", "config_digest", "coverage", "alpha", "rmse", "single_draw_rmse", "sharpness", "seed")
+
+
+class CorruptResultError(ValueError):
+    """A results file exists but is not a valid cell result (the message names the file)."""
+
+
+def _fmt_eps(eps: float) -> str:
+    return repr(float(eps)).replace(".", "p").replace("-", "m").replace("+", "")
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
+    """Writes ``obj`` as JSON to ``path`` atomically (temporary file, fsync, ``os.replace``)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(obj, indent=1, sort_keys=True, allow_nan=False)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
+    """Writes ``text`` to ``path`` atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+class ResultStore:
+    """The cell results under a folder (see the module docstring)."""
+
+    def __init__(self, root: str | os.PathLike) -> None:
+        self.root = Path(root)
+
+    def path(self, config: CellConfig) -> Path:
+        """Where the result of ``config`` lives."""
+        name = f"eps{_fmt_eps(config.epsilon)}_{config.method}_{config.digest()[:12]}.json"
+        return self.root / "cells" / config.model / name
+
+    def load(self, config: CellConfig) -> dict[str, Any] | None:
+        """The finished result of ``config``, or None if there is none.
+
+        Raises:
+          CorruptResultError: the file exists but is unreadable, not a cell result, or holds another
+            configuration.
+        """
+        path = self.path(config)
+        if not path.exists():
+            return None
+        record = read_result(path)
+        if record["config_digest"] != config.digest() or record["config"] != config.to_dict():
+            raise CorruptResultError(
+                f"results file {path} holds the configuration {record['config']!r}, not the one its name promises "
+                f"({config.to_dict()!r}); delete the file to recompute the cell")
+        return record
+
+    def save(self, record: dict[str, Any]) -> Path:
+        """Writes a result atomically to the path of its configuration."""
+        config = CellConfig.from_dict(record["config"])
+        return write_json_atomic(self.path(config), record)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        """Every finished cell under the folder (corrupted files raise)."""
+        for p in sorted((self.root / "cells").glob("*/*.json")):
+            yield read_result(p)
+
+
+def read_result(path: str | os.PathLike) -> dict[str, Any]:
+    """Reads and checks one cell result file.
+
+    Raises:
+      CorruptResultError: unreadable JSON, not a cell result of a known version, or missing fields.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+        record = json.loads(text)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CorruptResultError(f"results file {path} is corrupted ({type(e).__name__}: {e}); delete it to "
+                                 "recompute the cell") from e
+    if not isinstance(record, dict) or record.get("format") != RESULT_FORMAT:
+        raise CorruptResultError(f"results file {path} is not a coverage cell result (format "
+                                 f"{record.get('format') if isinstance(record, dict) else type(record).__name__!r}); "
+                                 "delete it to recompute the cell")
+    if record.get("version") != RESULT_VERSION:
+        raise CorruptResultError(f"results file {path} has version {record.get('version')!r}; this dpposterior "
+                                 f"reads version {RESULT_VERSION}: delete it to recompute the cell")
+    missing = [k for k in _REQUIRED if k not in record]
+    if missing:
+        raise CorruptResultError(f"results file {path} lacks the fields {missing}; delete it to recompute the cell")
+    try:
+        config = CellConfig.from_dict(record["config"])
+    except (TypeError, ValueError) as e:
+        raise CorruptResultError(f"results file {path} holds an invalid configuration: {e}") from e
+    if config.digest() != record["config_digest"]:
+        raise CorruptResultError(f"results file {path}: its configuration does not match its digest (edited?); "
+                                 "delete it to recompute the cell")
+    return record

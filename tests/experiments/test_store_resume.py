@@ -1,0 +1,119 @@
+"""Results on disk: atomic cell files, clear errors for corrupted ones, and resumption after a crash."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+import dpposterior.experiments.runner as runner
+import dpposterior.experiments.store as store_mod
+from dpposterior.experiments import CorruptResultError, ResultStore, comparable, run_coverage, table_csv
+
+
+def _cell_files(root):
+    return sorted((root / "cells").glob("*/*.json"))
+
+
+def _stray_temporaries(root):
+    return [p for p in root.rglob("*") if p.name.endswith(".tmp")]
+
+
+def test_write_is_atomic(tmp_path, monkeypatch):
+    """While a result is being written, its final path does not exist; a crash leaves nothing behind."""
+    path = tmp_path / "cells" / "m" / "x.json"
+    seen = []
+    real_fsync = os.fsync
+
+    def spy(fd):
+        seen.append(path.exists())  # at fsync the temporary file is complete, the final name still absent
+        real_fsync(fd)
+
+    monkeypatch.setattr(store_mod.os, "fsync", spy)
+    store_mod.write_json_atomic(path, {"a": 1})
+    assert seen == [False]
+    assert json.loads(path.read_text()) == {"a": 1}
+
+    def crash(src, dst):
+        raise OSError("disk full (simulated)")
+
+    monkeypatch.setattr(store_mod.os, "replace", crash)
+    with pytest.raises(OSError, match="simulated"):
+        store_mod.write_json_atomic(tmp_path / "cells" / "m" / "y.json", {"b": 2})
+    assert not (tmp_path / "cells" / "m" / "y.json").exists()
+    assert _stray_temporaries(tmp_path) == []
+    assert json.loads(path.read_text()) == {"a": 1}  # the finished file is untouched
+
+
+def test_resume_after_crash_keeps_finished_cells(grid_cells, tmp_path, monkeypatch):
+    """A run that dies after its first cell resumes: finished cells kept (same mtime), none computed
+    twice, and the final table equals that of an uninterrupted run."""
+    full = run_coverage(grid_cells, tmp_path / "full", progress=False)
+    assert len(full.computed) == 4 and full.skipped == []
+
+    calls = []
+    real = runner.evaluate_cell
+
+    def dies_after_first(cfg, *a, **k):
+        calls.append(cfg)
+        if len(calls) == 2:
+            raise KeyboardInterrupt("killed (simulated)")
+        return real(cfg, *a, **k)
+
+    monkeypatch.setattr(runner, "evaluate_cell", dies_after_first)
+    out = tmp_path / "resumed"
+    with pytest.raises(KeyboardInterrupt):
+        run_coverage(grid_cells, out, progress=False)
+    files = _cell_files(out)
+    assert len(files) == 1 and _stray_temporaries(out) == []
+    first = files[0]
+    mtime = first.stat().st_mtime_ns
+    content = first.read_bytes()
+
+    calls.clear()
+    monkeypatch.setattr(runner, "evaluate_cell", lambda cfg, *a, **k: calls.append(cfg) or real(cfg, *a, **k))
+    resumed = run_coverage(grid_cells, out, progress=False)
+    assert len(resumed.skipped) == 1 and len(resumed.computed) == 3
+    assert sorted(c.label() for c in calls) == sorted(c.label() for c in resumed.computed)  # none twice
+    assert resumed.skipped[0] not in calls
+    assert first.stat().st_mtime_ns == mtime and first.read_bytes() == content
+    assert table_csv(resumed.results) == table_csv(full.results)
+    assert [comparable(r) for r in resumed.results] == [comparable(r) for r in full.results]
+
+    calls.clear()
+    again = run_coverage(grid_cells, out, progress=False)  # everything finished: nothing computed
+    assert again.computed == [] and calls == []
+
+
+def test_corrupted_results_file_is_a_clear_error(tiny, tmp_path):
+    cfg = tiny("naive")
+    run_coverage([cfg], tmp_path, progress=False)
+    path = ResultStore(tmp_path).path(cfg)
+    text = path.read_text()
+
+    path.write_text(text[: len(text) // 2])  # truncated
+    with pytest.raises(CorruptResultError, match=f"{path}.*corrupted.*delete it"):
+        run_coverage([cfg], tmp_path, progress=False)
+
+    rec = json.loads(text)
+    rec["config"]["seed"] = 99  # edited configuration no longer matches its digest
+    path.write_text(json.dumps(rec))
+    with pytest.raises(CorruptResultError, match="does not match its digest"):
+        run_coverage([cfg], tmp_path, progress=False)
+
+    path.write_text(json.dumps({"format": "something else"}))
+    with pytest.raises(CorruptResultError, match="not a coverage cell result"):
+        ResultStore(tmp_path).load(cfg)
+
+    rec = json.loads(text)
+    del rec["rmse"]
+    path.write_text(json.dumps(rec))
+    with pytest.raises(CorruptResultError, match="lacks the fields"):
+        ResultStore(tmp_path).load(cfg)
+
+    other = tiny("naive", seed=3)  # a valid result under another cell's name
+    run_coverage([other], tmp_path / "o", progress=False)
+    os.replace(ResultStore(tmp_path / "o").path(other), path)
+    with pytest.raises(CorruptResultError, match="not the one its name promises"):
+        ResultStore(tmp_path).load(cfg)
