@@ -43,6 +43,17 @@ def _post_processing_model(stats, priors, noise_sd, sampling_rate, subsampling_n
     numpyro.factor("log_likelihood", jnp.sum(loglik))
 
 
+def _chain_diagnostics(x) -> tuple[np.ndarray, np.ndarray]:
+    """Split R-hat and effective sample size per coordinate of draws (chains, draws, d); NaN when a
+    chain is too short (numpyro needs at least 4 draws)."""
+    x = np.asarray(x)
+    if x.shape[1] < 4:
+        nan = np.full(x.shape[2:], np.nan)
+        return nan, nan
+    with np.errstate(invalid="ignore", divide="ignore"):    # constant draws in very short chains
+        return np.asarray(split_gelman_rubin(x)), np.asarray(effective_sample_size(x))
+
+
 def _collapsed_model(stats, priors, noise_sd, sampling_rate, subsampling_noise):
     """The same posterior with phi* integrated out exactly: NUTS samples (h[, s]) only."""
     d = stats.phi_mean.shape[-1]
@@ -110,10 +121,8 @@ def nuts_posterior(stats: TraceStats, priors: TracePriors, noise_sd, sampling_ra
         phi_loc, phi_scale = (np.asarray(x, np.float64) for x in (priors.phi_loc, priors.phi_scale))
         phi = (phi_loc + phi_scale * z_phi.astype(np.float64)).astype(np.float32)
     diverging = np.asarray(mcmc.get_extra_fields()["diverging"])
-    rhat_phi = np.asarray(split_gelman_rubin(z_phi))
-    rhat_h = np.asarray(split_gelman_rubin(z_h))
-    ess_phi = np.asarray(effective_sample_size(z_phi))
-    ess_h = np.asarray(effective_sample_size(z_h))
+    rhat_phi, ess_phi = _chain_diagnostics(z_phi)
+    rhat_h, ess_h = _chain_diagnostics(z_h)
     diagnostics = {
         "num_divergences": int(diverging.sum()),
         "r_hat_phi_star": rhat_phi, "r_hat_h": rhat_h, "ess_phi_star": ess_phi, "ess_h": ess_h,
@@ -124,8 +133,7 @@ def nuts_posterior(stats: TraceStats, priors: TracePriors, noise_sd, sampling_ra
     if subsampling_noise:
         s = np.asarray(samples["s"])
         diagnostics["s_draws"] = s.reshape(-1, s.shape[-1])
-        diagnostics["r_hat_s"] = np.asarray(split_gelman_rubin(s))
-        diagnostics["ess_s"] = np.asarray(effective_sample_size(s))
+        diagnostics["r_hat_s"], diagnostics["ess_s"] = _chain_diagnostics(s)
         diagnostics["max_r_hat"] = float(max(diagnostics["max_r_hat"], diagnostics["r_hat_s"].max()))
         diagnostics["min_ess"] = float(min(diagnostics["min_ess"], diagnostics["ess_s"].min()))
     return phi.reshape(-1, phi.shape[-1]), diagnostics
@@ -200,8 +208,8 @@ def nuts_posterior_batch(stats: TraceStats, priors: TracePriors, noise_sd, sampl
 
     keys = jax.random.split(key, r)
     phi, div, z_phi = jax.jit(jax.vmap(one))(keys, stats, priors, noise_sd)
-    z = np.asarray(z_phi)[:, None]                     # (R, 1 chain, draws, d)
+    per_replicate = [_chain_diagnostics(zr) for zr in np.asarray(z_phi)[:, None]]   # (1 chain, draws, d) each
     diagnostics = {"num_divergences": np.asarray(div),
-                   "r_hat_phi_star": np.stack([np.asarray(split_gelman_rubin(zr)) for zr in z]),
-                   "ess_phi_star": np.stack([np.asarray(effective_sample_size(zr)) for zr in z])}
+                   "r_hat_phi_star": np.stack([r for r, _ in per_replicate]),
+                   "ess_phi_star": np.stack([e for _, e in per_replicate])}
     return phi, diagnostics
