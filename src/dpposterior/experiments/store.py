@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Iterator
+
+from .._io import write_bytes_atomic
 
 from .cell import RESULT_FORMAT, RESULT_VERSION
 from .config import CellConfig
@@ -37,40 +38,13 @@ def _fmt_eps(eps: float) -> str:
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
     """Writes ``obj`` as JSON to ``path`` atomically (temporary file, fsync, ``os.replace``)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(obj, indent=1, sort_keys=True, allow_nan=False)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    return write_bytes_atomic(path, (text + "\n").encode("utf-8"))
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
     """Writes ``text`` to ``path`` atomically."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    return write_bytes_atomic(path, text.encode("utf-8"))
 
 
 class ResultStore:

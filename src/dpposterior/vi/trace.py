@@ -8,13 +8,13 @@ import io
 import json
 import math
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
 
+from .._io import write_bytes_atomic
 from ..privacy.spent import PrivacySpent
 from .layout import ParamLayout
 
@@ -120,16 +120,7 @@ class DPVITrace:
         buf = io.BytesIO()
         np.savez_compressed(buf, metadata=np.frombuffer(meta.encode(), dtype=np.uint8),
                             checksum=np.frombuffer(digest.encode(), dtype=np.uint8), **arrays)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(buf.getvalue())
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        write_bytes_atomic(path, buf.getvalue())
         return path
 
     @classmethod
