@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..noise_aware.posterior import _check_num, _key
 from ..privacy.spent import PrivacySpent
 from ..vi.layout import ParamLayout
 
@@ -122,15 +123,3 @@ class DrawsPosterior:
         attrs.update({f"privacy_{k}": str(v) for k, v in self.privacy.to_dict().items()})
         return az.from_dict(posterior=posterior, attrs=attrs)
 
-
-def _check_num(n: Any) -> None:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"num_samples must be an integer >= 1, got {n!r}")
-
-
-def _key(key: Any) -> jax.Array:
-    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
-        return jax.random.PRNGKey(int(key))
-    if key is None:
-        raise TypeError("key must be a JAX PRNG key or an int seed, got None")
-    return key
