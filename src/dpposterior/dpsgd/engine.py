@@ -178,7 +178,7 @@ def make_dpsgd_run(loss: Callable[..., Any], *, num_records: int, num_params: in
       clip: C > 0 (static: compiled in).
       sampling_rate: q in (0, 1].
       num_steps: T >= 1.
-      capacity: packed buffer size (default about qN + 10 sd; overflow is processed in chunks).
+      capacity: packed buffer size (default about qN + 5 sd; overflow is processed in chunks).
       loss_needs_key: pass the step's loss key (one per step, shared by its records) to ``loss``.
       sampling: ``"packed"`` (O(qN) per step) or ``"masked"`` (O(N) per step, reference approach).
       unravel: maps the flat (d,) vector to the pytree ``loss`` expects.
@@ -298,7 +298,7 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
       rng_key: None (seed from the OS), an int seed or a JAX key (reproduction only).
       loss_needs_key: pass one key per step (shared by all records of the step) to ``loss``, e.g.
         for Monte Carlo draws of a VI loss.
-      capacity: records per packed chunk (default about qN + 10 sd, at least 16, at most N). Any
+      capacity: records per packed chunk (default about qN + 5 sd, at least 16, at most N). Any
         capacity is exact; a small one only costs extra chunks.
       sampling: ``"packed"`` (default, O(qN) work per step) or ``"masked"`` (all N per-example
         gradients masked by a Bernoulli(q) draw, O(N) per step: the reference implementation's

@@ -61,11 +61,16 @@ def step_keys(base_key: Any, step: Any) -> tuple[jax.Array, jax.Array, jax.Array
 
 
 def default_capacity(num_records: int, sampling_rate: float) -> int:
-    """Buffer size for one chunk: about qN + 10 standard deviations, at least 16, at most N."""
+    """Buffer size for one chunk: about qN + 5 standard deviations, at least 16, at most N.
+
+    A larger sample is not truncated: it continues in further chunks (each a full buffer of work).
+    Five standard deviations make that rare (about 3e-7 of steps by the normal tail) while keeping the
+    padded slots, which cost as much as sampled ones, to ~5 sd / qN of the buffer.
+    """
     n, q = int(num_records), float(sampling_rate)
     mean = q * n
     sd = math.sqrt(n * q * (1.0 - q))
-    cap = int(math.ceil(mean + 10.0 * sd))
+    cap = int(math.ceil(mean + 5.0 * sd))
     return max(1, min(n, max(MIN_CAPACITY, cap)))
 
 
