@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-progress", action="store_true", help="hide progress bars")
     demo.set_defaults(func=_demo)
     __import__("dpposterior.experiments.cli_coverage", fromlist=["_"]).add_coverage_parser(sub)
+    __import__("dpposterior.reproduce.cli", fromlist=["_"]).add_reproduce_parser(sub)
     return parser
 
 

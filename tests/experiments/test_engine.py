@@ -8,7 +8,7 @@ import pytest
 
 from dpposterior.experiments import CellConfig, METHODS, dpvi_setup, run_coverage, run_replicates
 from dpposterior.experiments.config import postprocessing_keys, replicate_keys
-from dpposterior.experiments.replicates import replicate_data
+from dpposterior.experiments.replicates import dpvi_privacy, replicate_data
 from dpposterior.noise_aware.stats import sufficient_statistics
 from dpposterior.vi.dpvi import dpvi
 
@@ -27,6 +27,7 @@ def test_replicates_equal_dpvi_traces(tiny):
         theta, data, key = replicate_data(cfg, k)
         trace = dpvi(setup.spec.model, *data, rng_key=key, **setup.dpvi_kwargs(cfg))
         assert trace.noise_multiplier == setup.noise_multiplier
+        assert dpvi_privacy(cfg, setup) == trace.privacy  # what the records of NA-DPVI methods store
         np.testing.assert_array_equal(trace.learning_rate, setup.learning_rate)
         np.testing.assert_array_equal(trace.beta, setup.beta)
         np.testing.assert_array_equal(trace.phi[0], setup.phi0)

@@ -2,7 +2,9 @@
 
 A coverage cell is (model, epsilon, method): K replicates of theta ~ prior, data ~ p(data | theta),
 a DP-SGD trace of ``dpvi`` on the data, the method's posterior from the trace, and TARP coverage in
-the unconstrained space with data-dependent reference points re-drawn R times. The replicates run as
+the unconstrained space with data-dependent reference points re-drawn R times. The baselines
+(``"bernstein-sheldon"``, ``"gibbs-ss-noisy"``, ``"dpvim"``) instead release the same synthetic data
+sets by their own mechanism under the same budget (:mod:`.baseline_methods`). The replicates run as
 one compiled ``jit(vmap(...))`` program; cells run in this process or as Ray tasks, and each finished
 cell is written atomically so that a re-run resumes where it stopped.
 
@@ -18,6 +20,7 @@ from .cell import comparable
 from .cell import evaluate_cell
 from .config import CellConfig
 from .methods import METHODS
+from .methods import CellData
 from .methods import CellReleases
 from .methods import MethodOutput
 from .methods import MethodSettings
@@ -25,8 +28,10 @@ from .methods import get_method
 from .methods import register_method
 from .replicates import DPVISetup
 from .replicates import ReplicateSummaries
+from .replicates import cell_data
 from .replicates import dpvi_setup
 from .replicates import run_replicates
+from .replicates import simulate_data
 from .report import table_csv
 from .report import table_markdown
 from .report import write_reports
@@ -41,6 +46,7 @@ from .xla import configure_xla_cpu
 __all__ = [
     "METHODS",
     "CellConfig",
+    "CellData",
     "CellReleases",
     "CorruptResultError",
     "DPVISetup",
@@ -49,6 +55,7 @@ __all__ = [
     "ReplicateSummaries",
     "ResultStore",
     "RunSummary",
+    "cell_data",
     "comparable",
     "compute_group",
     "configure_xla_cpu",
@@ -59,6 +66,7 @@ __all__ = [
     "register_method",
     "run_coverage",
     "run_replicates",
+    "simulate_data",
     "table_csv",
     "table_markdown",
     "write_reports",

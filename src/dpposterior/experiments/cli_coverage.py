@@ -18,10 +18,14 @@ examples:
       --num-steps 2000 --out quick/
   dpposterior coverage --model linear-regression --epsilon 1.0 --method grid --backend ray --address auto \\
       --out results/
+  dpposterior coverage --model beta-bernoulli --epsilon 0.1 1.0 --method grid bernstein-sheldon dpvim \\
+      --replicates 100 --out baselines/
 
 Each finished cell (model, epsilon, method) is written at once to OUT/cells/; re-running the same
 command skips finished cells. OUT gets coverage_<model>.png, coverage_table.csv and coverage_table.md.
 Cells of one (model, epsilon) share their DP-SGD replicates (the same K traces for every method).
+The baselines (bernstein-sheldon, gibbs-ss-noisy, dpvim) release the same K synthetic data sets by
+their own mechanism under the same budget; each cell records the privacy of its release.
 """
 
 
@@ -46,7 +50,9 @@ def add_coverage_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--epsilon", nargs="+", required=True, metavar="EPS", help="privacy budget(s), each > 0")
     p.add_argument("--method", nargs="+", default=["grid", "naive"], metavar="METHOD",
                    help="posterior method(s): nuts, laplace, grid (NA-DPVI solvers), naive (last iterate); "
-                        "default: grid naive")
+                        "baselines with their own DP release of the same budget: bernstein-sheldon "
+                        "(beta-bernoulli, dirichlet-categorical, gamma-exponential), gibbs-ss-noisy "
+                        "(linear-regression), dpvim (every model); default: grid naive")
     p.add_argument("--replicates", type=int, default=C.DEFAULT_REPLICATES,
                    help=f"K, replicates per cell (default {C.DEFAULT_REPLICATES})")
     p.add_argument("--repeats", type=int, default=C.DEFAULT_REPEATS,

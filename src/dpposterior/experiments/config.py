@@ -14,6 +14,8 @@ Randomness. A cell is a simulation on synthetic data, so its keys are fixed and 
       DP-SGD key         = fold_in(replicate k, 1)      the ``rng_key`` of ``dpvi`` for this replicate
     post-processing k    = fold_in(fold_in(fold_in(base, 1), method_stream(method)), k)
     reference points     = fold_in(base, 2)             shared by every method of the seed
+    mechanism noise      = fold_in(fold_in(base, 3), method_stream(method))
+                                                        a baseline's own release (needs_data methods)
 
 The replicate keys do not depend on epsilon or the method, so the cells of one seed share their
 theta and data sets (common random numbers: methods and budgets are compared on the same replicates,
@@ -150,9 +152,10 @@ class CellConfig:
         if self.accountant not in ("pld", "rdp"):
             raise ValueError(f"accountant must be 'pld' or 'rdp', got {self.accountant!r}")
         set_("method_options", _check_options(self.method_options))
-        from .methods import check_method_options
+        from .methods import check_method_model, check_method_options
 
-        check_method_options(self.method, dict(self.method_options))
+        check_method_model(self.method, self.model)
+        check_method_options(self.method, dict(self.method_options), self.model)
         if self.scheme != SCHEME:
             raise ValueError(f"scheme {self.scheme!r} is not computed by this version (scheme {SCHEME})")
 
@@ -223,6 +226,12 @@ def postprocessing_keys(seed: int, method: str, count: int) -> jax.Array:
     """Raw keys (count, 2) of the post-processing randomness of replicates 0..count-1 for ``method``."""
     stream = jax.random.fold_in(jax.random.fold_in(base_key(seed), 1), method_stream(method))
     return jax.vmap(lambda i: jax.random.fold_in(stream, i))(np.arange(count, dtype=np.uint32))
+
+
+def mechanism_key(seed: int, method: str) -> jax.Array:
+    """The raw key (2,) of the noise of ``method``'s own mechanism (methods that release the replicates'
+    data themselves, e.g. the baselines); independent of the replicate and post-processing streams."""
+    return jax.random.fold_in(jax.random.fold_in(base_key(seed), 3), method_stream(method))
 
 
 def reference_key(seed: int) -> jax.Array:

@@ -9,8 +9,25 @@ each trace after burn-in, each trace's last iterate, the public DP-SGD settings)
         MethodOutput.posterior_sd   (K, n) posterior sd per replicate and coordinate
         MethodOutput.diagnostics    a small JSON-ready dict
 
-``sharpness`` (the mean posterior sd) is the mean of ``posterior_sd``. New methods (the baselines
-issue's) plug in with :func:`register_method`.
+``sharpness`` (the mean posterior sd) is the mean of ``posterior_sd``. New methods plug in with
+:func:`register_method`.
+
+A second kind of method runs its own DP mechanism (``Method.needs_data``): a baseline that is compared
+with NA-DPVI under the same budget releases the replicates' data sets by its own mechanism and
+post-processes that release:
+
+    fn(releases: CellReleases, settings: MethodSettings, data: CellData) -> MethodOutput
+        MethodOutput.privacy        the PrivacySpent of the method's release of each replicate
+
+``CellData`` holds the group's synthetic data sets, exactly those the group's compiled replicate
+program simulated (:func:`dpposterior.experiments.replicates.simulate_data`), and the cell's public
+mechanism settings; the mechanism's noise comes from ``settings.mechanism_key``, fixed by the cell's
+seed and the method's name (:func:`dpposterior.experiments.config.mechanism_key`). Threat model: these
+are the synthetic data of an experiment, simulated from fixed keys, never a user's data; only this
+mechanism path reads them, and post-processing methods (``needs_data=False``) never receive them.
+``Method.models`` restricts a method to the models its mechanism handles; a cell that pairs it with
+another model is refused when its :class:`~dpposterior.experiments.config.CellConfig` is built, before
+anything runs.
 
 Built in:
 
@@ -30,6 +47,15 @@ Built in:
   reference implementation.
 * ``"naive"``: the last iterate q(theta; phi_T), which ignores the DP noise.
 
+Baselines with their own mechanism (:mod:`.baseline_methods`, ``needs_data=True``; same epsilon,
+and for DPVIm the same delta, T, q and accountant as the cell's DP-SGD runs):
+
+* ``"bernstein-sheldon"``: Bernstein & Sheldon noise-aware Gibbs on Laplace-noised sufficient
+  statistics (beta-bernoulli, dirichlet-categorical, gamma-exponential), pure epsilon-DP.
+* ``"gibbs-ss-noisy"``: Gibbs-SS-Noisy on Laplace-noised regression statistics (linear-regression),
+  pure epsilon-DP.
+* ``"dpvim"``: DPVIm, its own DP-SGD run per replicate (T steps) read as a Gaussian (every model).
+
 Replicates are processed in chunks of a size fixed by the configuration (so results do not depend on
 the machine or the backend); each chunk is one compiled call.
 """
@@ -48,6 +74,7 @@ from ..noise_aware import grid as G
 from ..noise_aware import laplace as L
 from ..noise_aware import model as M
 from ..noise_aware.stats import TraceStats
+from ..privacy.spent import PrivacySpent
 from ..vi import family
 
 #: bytes of intermediate arrays a chunk of replicates may use while drawing (about 8 arrays of
@@ -73,6 +100,42 @@ class CellReleases(NamedTuple):
     num_latent: int
 
 
+class CellData(NamedTuple):
+    """The synthetic data sets of a group's K replicates and the cell's public mechanism settings.
+
+    Only methods with ``needs_data=True`` (their own DP mechanism) receive it. The arrays are exactly
+    the data sets the group's compiled replicate program simulated from the cell's fixed keys
+    (:func:`dpposterior.experiments.replicates.simulate_data`): synthetic data of an experiment, not a
+    user's data.
+
+    Attributes:
+      model: the model name (:data:`dpposterior.models.MODELS`).
+      arrays: the model simulator's data arrays, each (K, N, ...).
+      epsilon: the cell's budget per replicate (the same as each DP-SGD run's).
+      delta: the cell's delta.
+      num_steps: T, the cell's DP-SGD steps (for methods that run DP-SGD themselves).
+      sampling_rate: q, the cell's Poisson sampling rate.
+      num_records: N, records per data set.
+      accountant: ``"pld"`` or ``"rdp"``.
+      clip: the DPVI clip norm of the group (``ModelSpec.clip``).
+    """
+
+    model: str
+    arrays: tuple[np.ndarray, ...]
+    epsilon: float
+    delta: float
+    num_steps: int
+    sampling_rate: float
+    num_records: int
+    accountant: str
+    clip: float
+
+    @property
+    def num_replicates(self) -> int:
+        """K, the leading axis of every array."""
+        return int(self.arrays[0].shape[0])
+
+
 @dataclasses.dataclass(frozen=True)
 class MethodSettings:
     """Settings of a method run.
@@ -81,11 +144,14 @@ class MethodSettings:
       keys: (K, 2) raw uint32 keys, one per replicate (post-processing randomness).
       num_draws: M, draws of theta per replicate.
       options: the method's solver options (from ``CellConfig.method_options``).
+      mechanism_key: (2,) raw uint32 key of the noise of a method's own mechanism (methods with
+        ``needs_data``; :func:`dpposterior.experiments.config.mechanism_key`), or None.
     """
 
     keys: np.ndarray
     num_draws: int
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    mechanism_key: np.ndarray | None = None
 
 
 class MethodOutput(NamedTuple):
@@ -95,11 +161,14 @@ class MethodOutput(NamedTuple):
       draws: (K, M, n) float32 draws of theta in the unconstrained space.
       posterior_sd: (K, n) float64 posterior sd of each coordinate (the TARP reference scale).
       diagnostics: a JSON-ready dict of solver checks.
+      privacy: the PrivacySpent of the method's own release of each replicate (methods with
+        ``needs_data``); None for post-processing of the cell's DPVI releases.
     """
 
     draws: np.ndarray
     posterior_sd: np.ndarray
     diagnostics: dict[str, Any]
+    privacy: PrivacySpent | None = None
 
     @property
     def sharpness(self) -> float:
@@ -107,40 +176,72 @@ class MethodOutput(NamedTuple):
         return float(np.mean(self.posterior_sd))
 
 
-MethodFn = Callable[[CellReleases, MethodSettings], MethodOutput]
+#: ``fn(releases, settings) -> MethodOutput``, or ``fn(releases, settings, data)`` with ``needs_data``.
+MethodFn = Callable[..., MethodOutput]
 
 
 @dataclasses.dataclass(frozen=True)
 class Method:
-    """A registered method: its function, its allowed options and a one-line description."""
+    """A registered method.
+
+    Attributes:
+      name: its name on the command line and in results.
+      fn: the method (module docstring).
+      options: the option names it accepts.
+      description: one line for ``--help`` and reports.
+      needs_data: True for a method that runs its own DP mechanism on the replicates' synthetic data
+        (it is called with a third argument, :class:`CellData`); False (default) for post-processing
+        of the DPVI releases.
+      models: the model names it supports, or None for every model.
+      check_options: None or ``check_options(options, model)`` raising ValueError/TypeError for a bad
+        option value (called when a cell is configured, before anything runs; ``model`` may be None).
+    """
 
     name: str
     fn: MethodFn
     options: tuple[str, ...]
     description: str
+    needs_data: bool = False
+    models: tuple[str, ...] | None = None
+    check_options: Callable[[dict[str, Any], str | None], None] | None = None
 
 
 METHODS: dict[str, Method] = {}
 
 
 def register_method(name: str, fn: MethodFn, *, options: tuple[str, ...] = (), description: str = "",
+                    needs_data: bool = False, models: tuple[str, ...] | None = None,
+                    check_options: Callable[[dict[str, Any], str | None], None] | None = None,
                     replace: bool = False) -> Method:
     """Adds a method to :data:`METHODS` (``replace=True`` to overwrite an existing name).
 
     Args:
       name: the method's name on the command line and in results (letters, digits, '-' and '_').
-      fn: ``fn(releases, settings) -> MethodOutput`` (module docstring); must be deterministic given
-        ``settings.keys``.
+      fn: ``fn(releases, settings) -> MethodOutput`` (module docstring), or with ``needs_data``
+        ``fn(releases, settings, data) -> MethodOutput`` whose ``privacy`` is set; must be
+        deterministic given ``settings.keys`` and ``settings.mechanism_key``.
       options: the solver options it accepts (checked before a cell runs).
       description: one line for ``--help`` and reports.
+      needs_data: the method runs its own DP mechanism on the replicates' synthetic data.
+      models: the model names it supports (None: every model).
+      check_options: validates option values (None: names are checked only).
+      replace: overwrite an existing method of that name.
     """
     if not isinstance(name, str) or not name or not all(c.isalnum() or c in "-_" for c in name):
         raise ValueError(f"method name must be a non-empty string of letters, digits, '-' and '_', got {name!r}")
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    if not isinstance(needs_data, bool):
+        raise TypeError(f"needs_data must be a bool, got {needs_data!r}")
+    if models is not None:
+        if isinstance(models, str) or not all(isinstance(m, str) for m in models) or not tuple(models):
+            raise TypeError(f"models must be None or a non-empty tuple of model names, got {models!r}")
+        models = tuple(models)
+    if check_options is not None and not callable(check_options):
+        raise TypeError(f"check_options must be None or callable, got {type(check_options).__name__}")
     if name in METHODS and not replace:
         raise ValueError(f"method {name!r} is already registered; pass replace=True to overwrite it")
-    m = Method(name, fn, tuple(options), description)
+    m = Method(name, fn, tuple(options), description, needs_data, models, check_options)
     METHODS[name] = m
     return m
 
@@ -152,12 +253,23 @@ def get_method(name: str) -> Method:
     return METHODS[name]
 
 
-def check_method_options(name: str, options: dict[str, Any]) -> None:
-    """Raises ValueError for an option the method does not accept."""
-    allowed = get_method(name).options
+def check_method_options(name: str, options: dict[str, Any], model: str | None = None) -> None:
+    """Raises ValueError for an option the method does not accept, or a value its check refuses (for
+    ``model``, when given)."""
+    method = get_method(name)
+    allowed = method.options
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise ValueError(f"unknown options {unknown} for method {name!r}; allowed: {list(allowed)}")
+    if method.check_options is not None:
+        method.check_options(dict(options), model)
+
+
+def check_method_model(name: str, model: str) -> None:
+    """Raises ValueError if method ``name`` does not support model ``model`` (naming the ones it does)."""
+    supported = get_method(name).models
+    if supported is not None and model not in supported:
+        raise ValueError(f"method {name!r} does not support model {model!r}; it supports: {list(supported)}")
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -375,3 +487,5 @@ register_method("laplace", laplace_method, options=tuple(LAPLACE_DEFAULTS),
 register_method("nuts", nuts_method, options=tuple(NUTS_DEFAULTS),
                 description="NA-DPVI, NumPyro NUTS (1,000 warm-up, 4,000 draws), vmapped over replicates")
 
+# The baselines with their own mechanism register themselves (they use the names above).
+from . import baseline_methods as _baseline_methods  # noqa: E402,F401

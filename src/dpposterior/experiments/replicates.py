@@ -28,19 +28,24 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..dpsgd import make_dpsgd_run
+from ..dpsgd.engine import MECHANISM as DPSGD_MECHANISM
 from ..models.registry import ModelSpec, get_model
 from ..noise_aware.stats import TraceStats, burn_in_start, sufficient_statistics_jnp
-from ..privacy.dpsgd_accounting import calibrate_noise_multiplier
+from ..privacy.dpsgd_accounting import calibrate_noise_multiplier, dpsgd_epsilon
+from ..privacy.spent import PrivacySpent
 from ..vi import family
 from ..vi.dpvi import DEFAULT_INIT_SCALE, heuristic_learning_rate, make_elbo_loss
 from ..vi.layout import ParamLayout
 from ..vi.model_inspect import inspect_model, prior_median_unconstrained
 from .config import CellConfig, replicate_keys, simulation_and_dpsgd_keys
+from .methods import CellData
 
 #: bytes of trace (phi and g~, float32) a batch of replicates may hold inside the program.
 TRACE_BYTES_PER_BATCH = 1 << 30
 #: replicates per device in one batch (more gains little vectorisation and delays the progress bar).
 REPLICATES_PER_DEVICE = 64
+#: bytes of simulated data sets (theta and data arrays) one call of :func:`simulate_data` may produce.
+DATA_BYTES_PER_CHUNK = 256 * 2**20
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -190,6 +195,26 @@ def default_batch_size(config: CellConfig, num_latent: int, devices: int = 1) ->
     return -(-b // devices) * devices
 
 
+def _in_batches(program: Callable, keys: np.ndarray, batch_size: int, args: tuple, progress: Any = None) -> Any:
+    """``program(keys_batch, *args)`` over batches of ``batch_size`` keys, concatenated as numpy arrays.
+
+    The last batch is padded with repeats of its last key (one compiled program serves every batch) and
+    the padding is dropped from the outputs.
+    """
+    count = keys.shape[0]
+    parts = []
+    for lo in range(0, count, batch_size):
+        hi = min(lo + batch_size, count)
+        kb = keys[lo:hi]
+        if hi - lo < batch_size:
+            kb = np.concatenate([kb, np.repeat(kb[-1:], batch_size - (hi - lo), axis=0)])
+        out = jax.device_get(program(kb, *args))
+        parts.append(jax.tree.map(lambda a, m=hi - lo: np.asarray(a)[:m], out))
+        if progress is not None:
+            progress.update(hi - lo)
+    return jax.tree.map(lambda *xs: np.concatenate(xs, axis=0), *parts)
+
+
 def run_replicates(config: CellConfig, setup: DPVISetup | None = None, *, batch_size: int | None = None,
                    devices: int = 1, start: int = 0, count: int | None = None, return_traces: bool = False,
                    progress: Any = None) -> ReplicateSummaries:
@@ -224,17 +249,7 @@ def run_replicates(config: CellConfig, setup: DPVISetup | None = None, *, batch_
     # numpy inputs (uncommitted): the program places them on its device(s).
     args = (setup.phi0, np.float32(setup.noise_multiplier), setup.learning_rate, setup.beta)
     keys = np.asarray(replicate_keys(config.seed, start, count))
-    parts = []
-    for lo in range(0, count, batch_size):
-        hi = min(lo + batch_size, count)
-        kb = keys[lo:hi]
-        if hi - lo < batch_size:
-            kb = np.concatenate([kb, np.repeat(kb[-1:], batch_size - (hi - lo), axis=0)])
-        out = jax.device_get(program(kb, *args))
-        parts.append(jax.tree.map(lambda a, m=hi - lo: np.asarray(a)[:m], out))
-        if progress is not None:
-            progress.update(hi - lo)
-    cat = jax.tree.map(lambda *xs: np.concatenate(xs, axis=0), *parts)
+    cat = _in_batches(program, keys, batch_size, args, progress)
     theta, final, stats = cat[0], cat[1], TraceStats(*cat[2])
     traces = (cat[3], cat[4]) if return_traces else (None, None)
     return ReplicateSummaries(theta=theta, final_phi=final, stats=stats, phi=traces[0], grads=traces[1])
@@ -251,6 +266,75 @@ def replicate_data(config: CellConfig, index: int) -> tuple[dict[str, jax.Array]
     k_sim, k_dp = simulation_and_dpsgd_keys(key)
     theta, data = jax.jit(lambda k: spec.simulate(k, config.num_records))(k_sim)
     return theta, tuple(data), k_dp
+
+
+def dpvi_privacy(config: CellConfig, setup: DPVISetup) -> PrivacySpent:
+    """The PrivacySpent of each replicate's DP-SGD release, as ``dpvi`` records it for a fixed key.
+
+    The accountant's epsilon for the calibrated sigma (cached by the accountant, so this is cheap).
+    """
+    eps = dpsgd_epsilon(setup.noise_multiplier, config.delta, config.sampling_rate, config.num_steps,
+                        config.accountant)
+    return PrivacySpent(epsilon=eps, delta=config.delta, neighbouring="add_remove", accountant=config.accountant,
+                        mechanism=DPSGD_MECHANISM, noise_multiplier=setup.noise_multiplier,
+                        sampling_rate=config.sampling_rate, num_steps=config.num_steps, seeded_by="user",
+                        details=(("clip", setup.clip), ("sampling", "poisson")))
+
+
+@functools.lru_cache(maxsize=16)
+def _simulator(model_name: str, num_records: int) -> Callable:
+    """jit(vmap) of replicate keys -> (theta unconstrained, data), the program's first lines."""
+    spec, layout, _, _ = _model_structure(model_name, num_records)
+
+    def one(key):
+        k_sim, _ = simulation_and_dpsgd_keys(key)
+        theta, data = spec.simulate(k_sim, num_records)
+        return layout.unconstrain(theta), tuple(data)
+
+    return jax.jit(jax.vmap(one))
+
+
+def simulate_data(config: CellConfig, *, start: int = 0, count: int | None = None,
+                  chunk_size: int | None = None) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+    """The (theta, data) of replicates ``start .. start + count - 1`` of a cell's group, exactly as the
+    compiled replicate program simulates them (same keys: :func:`.config.replicate_keys` ->
+    :func:`.config.simulation_and_dpsgd_keys` -> ``spec.simulate``), vmapped in chunks.
+
+    Synthetic data of an experiment: for methods with their own mechanism (``needs_data``) and for
+    tests; post-processing never receives them.
+
+    Args:
+      config: any cell of the group (the method is ignored).
+      start, count: the range of replicates (default all ``config.replicates``).
+      chunk_size: replicates per compiled call (default: data of at most :data:`DATA_BYTES_PER_CHUNK`);
+        the last chunk is padded with repeats of its last key, so one program serves every chunk.
+
+    Returns:
+      theta (count, n) in the unconstrained space, and the data arrays, each (count, N, ...).
+    """
+    count = config.replicates - start if count is None else count
+    count = int(count)
+    if count < 1 or start < 0:
+        raise ValueError(f"start must be >= 0 and count >= 1, got start={start!r}, count={count!r}")
+    _, layout, data_shapes, _ = _model_structure(config.model, config.num_records)
+    if chunk_size is None:
+        per = 4 * layout.num_latent + sum(int(np.prod(s.shape)) * np.dtype(s.dtype).itemsize for s in data_shapes)
+        chunk_size = max(1, DATA_BYTES_PER_CHUNK // max(1, per))
+    chunk_size = max(1, min(int(chunk_size), count))
+    program = _simulator(config.model, config.num_records)
+    keys = np.asarray(replicate_keys(config.seed, start, count))
+    theta, data = _in_batches(program, keys, chunk_size, ())
+    return theta, tuple(data)
+
+
+def cell_data(config: CellConfig, setup: DPVISetup | None = None) -> CellData:
+    """The :class:`~.methods.CellData` of a cell's group: its K synthetic data sets (:func:`simulate_data`,
+    the true theta left out) and its public mechanism settings."""
+    setup = dpvi_setup(config) if setup is None else setup
+    _, data = simulate_data(config)
+    return CellData(model=config.model, arrays=data, epsilon=config.epsilon, delta=config.delta,
+                    num_steps=config.num_steps, sampling_rate=config.sampling_rate, num_records=config.num_records,
+                    accountant=config.accountant, clip=setup.clip)
 
 
 def trace_bytes(config: CellConfig, num_latent: int) -> int:

@@ -9,12 +9,12 @@ from __future__ import annotations
 import csv
 import io
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
+from .._io import save_figure_atomic
 from .store import write_text_atomic
 
 TABLE_COLUMNS = ("model", "epsilon", "method", "replicates", "repeats", "num_steps", "num_records",
@@ -98,17 +98,8 @@ def coverage_plot(results: Sequence[dict[str, Any]], path: str | os.PathLike, ti
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".", suffix=".tmp")
-    os.close(fd)
     try:
-        fig.savefig(tmp, dpi=110, format="png")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        path = save_figure_atomic(fig, path)
     finally:
         plt.close(fig)
     return path

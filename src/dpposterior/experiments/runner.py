@@ -5,7 +5,11 @@ replicates: the group's K DP-SGD runs are computed once (one compiled program, :
 every missing method of the group is evaluated on them, so methods are compared on the same traces.
 Each finished cell is written at once, atomically (:mod:`.store`). A re-run skips every cell whose
 file holds the same configuration; a group with some cells missing re-runs its replicates (the same
-keys give the same traces) and computes only the missing cells. No cell is computed twice.
+keys give the same traces) and computes only the missing cells. No cell is computed twice. Methods
+with their own mechanism (the baselines, ``Method.needs_data``) release the group's synthetic data
+sets, simulated once per group from the replicates' keys (:func:`.replicates.cell_data`); the group's
+DP-SGD runs are still computed, because every method's TARP references are centred on their trace
+means (:mod:`.cell`).
 
 Backends:
 
@@ -34,7 +38,7 @@ from .store import ResultStore
 BACKENDS = ("local", "ray")
 
 #: evaluation order inside a group: cheap methods first, so an interrupted group keeps the most cells.
-_COST_RANK = {"naive": 0, "grid": 1, "laplace": 2, "nuts": 9}
+_COST_RANK = {"naive": 0, "grid": 1, "laplace": 2, "bernstein-sheldon": 3, "gibbs-ss-noisy": 4, "dpvim": 8, "nuts": 9}
 
 
 @dataclasses.dataclass
@@ -74,7 +78,8 @@ def compute_group(configs: Sequence[CellConfig], *, devices: int = 1, batch_size
     Returns:
       The records, cheap methods first.
     """
-    from .replicates import default_batch_size, dpvi_setup, run_replicates
+    from .methods import get_method
+    from .replicates import cell_data, default_batch_size, dpvi_setup, run_replicates
 
     configs = _sorted_group(configs)
     if not configs:
@@ -103,8 +108,11 @@ def compute_group(configs: Sequence[CellConfig], *, devices: int = 1, batch_size
     exe.update(devices=devices, batch_size=batch_size, xla_flags=os.environ.get("XLA_FLAGS", ""),
                group_methods=[c.method for c in configs], pid=os.getpid())
     records = []
+    data = None  # the group's synthetic data sets, simulated once if a method runs its own mechanism
     for cfg in configs:
-        rec = evaluate_cell(cfg, setup, summaries, replicates_seconds=rep_seconds, execution=exe)
+        if data is None and get_method(cfg.method).needs_data:
+            data = cell_data(cfg, setup)
+        rec = evaluate_cell(cfg, setup, summaries, data=data, replicates_seconds=rep_seconds, execution=exe)
         if on_result is not None:
             on_result(rec)
         records.append(rec)

@@ -1,0 +1,240 @@
+"""The NA-DPVI paper's UCI Adult experiment: posterior predictive calibration on the test split.
+
+For each epsilon and repeat: one DPVI release of Bayesian logistic regression on the vendored Adult
+training set (papers/na-dpvi.txt section 4.3; the reference settings of NOTES.md section 1: T = 10,000,
+q = 0.1, C = 11, beta_rho = 550, lambda_c = sqrt(57)), the posteriors read from it (NA-DPVI with each
+requested solver and the naive last iterate), and one DPVIm release under the same budget; each
+posterior's predictive probabilities on the TEST split give a calibration curve (10 equal-count bins),
+its calibration RMSE and Brier score, and its sharpness (mean posterior sd of the weights).
+
+Privacy: the training split is the private data set; only the mechanisms (``dpvi``, ``dpvim``) read
+it. The test split is treated as public held-out data (as in the paper), so the calibration figures
+are computed from releases and public data. Every release's PrivacySpent is stored with its result.
+The experiment fixes its keys (seeded from ``seed``, epsilon and the repeat) so that it reproduces;
+that is for reproduction only, never for a real release.
+
+Each (epsilon, repeat) is written to its own JSON file as soon as it is done (atomically), so an
+interrupted run resumes where it stopped: a file whose settings match is not recomputed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import time
+import zlib
+from pathlib import Path
+from typing import Any, Sequence
+
+import jax
+import numpy as np
+
+from .._checks import check_delta, check_epsilon, check_positive_int, check_sampling_rate
+
+#: NA-DPVI solvers and baselines this experiment knows.
+ADULT_METHODS = ("nuts", "laplace", "grid", "naive", "dpvim")
+RESULT_FORMAT = "dpposterior.adult_calibration"
+RESULT_VERSION = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class AdultSettings:
+    """Settings of the Adult calibration experiment (defaults: the paper's).
+
+    Attributes:
+      epsilons: privacy budgets, each a separate set of releases.
+      repeats: independent releases per epsilon.
+      methods: a subset of :data:`ADULT_METHODS`.
+      num_steps, sampling_rate, clip, beta_rho, delta: the DP-SGD settings (``lr_scale`` is sqrt(features)).
+      num_warmup, num_samples: NUTS chain lengths.
+      nuts_marginalize: run NUTS on h with phi* drawn exactly given h (the same posterior as the joint
+        NUTS; on Adult traces it mixes about ten times better, benchmarks/README.md "Post-processing").
+      num_predictive: posterior draws for the predictive probabilities.
+      bins: calibration bins (equal-count).
+      seed: base of every key of the experiment.
+    """
+
+    epsilons: tuple[float, ...] = (0.1, 0.3, 1.0)
+    repeats: int = 20
+    methods: tuple[str, ...] = ("nuts", "laplace", "naive", "dpvim")
+    num_steps: int = 10_000
+    sampling_rate: float = 0.1
+    clip: float = 11.0
+    beta_rho: float = 550.0
+    delta: float = 1e-5
+    num_warmup: int = 1000
+    num_samples: int = 4000
+    nuts_marginalize: bool = True
+    num_predictive: int = 2000
+    bins: int = 10
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.epsilons:
+            raise ValueError("epsilons must name at least one privacy budget")
+        object.__setattr__(self, "epsilons", tuple(check_epsilon(e) for e in self.epsilons))
+        check_positive_int(self.repeats, "repeats")
+        unknown = [m for m in self.methods if m not in ADULT_METHODS]
+        if unknown or not self.methods:
+            raise ValueError(f"methods must be a non-empty subset of {ADULT_METHODS}, got {self.methods!r}")
+        object.__setattr__(self, "methods", tuple(self.methods))
+        check_positive_int(self.num_steps, "num_steps", minimum=10)
+        check_sampling_rate(self.sampling_rate)
+        for name in ("clip", "beta_rho"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and v > 0):
+                raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
+        check_delta(self.delta)
+        for name in ("num_warmup", "num_samples", "num_predictive", "bins"):
+            check_positive_int(getattr(self, name), name)
+
+    def run_settings(self, epsilon: float) -> dict[str, Any]:
+        """What determines one (epsilon, repeat) file's numbers (besides the repeat index)."""
+        d = dataclasses.asdict(self)
+        for k in ("epsilons", "repeats"):
+            d.pop(k)
+        d["epsilon"] = float(epsilon)
+        d["methods"] = list(self.methods)
+        return d
+
+
+def _digest(d: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(d, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _keys(seed: int, epsilon: float, repeat: int) -> dict[str, jax.Array]:
+    base = jax.random.fold_in(jax.random.PRNGKey(seed), zlib.crc32(repr(float(epsilon)).encode()) & 0x7FFFFFFF)
+    k = jax.random.fold_in(base, repeat)
+    names = ("dpvi", "dpvim", "post")
+    return {name: jax.random.fold_in(k, i) for i, name in enumerate(names)}
+
+
+def _posterior_stats(post: Any, X_test: np.ndarray, y_test: np.ndarray, key: jax.Array,
+                     num_draws: int, bins: int) -> dict[str, Any]:
+    from ..validation import calibration_curve
+
+    w = np.asarray(post.sample(key, num_draws)["w"], np.float64)  # (S, p)
+    z = X_test @ w.T
+    prob = np.mean(1.0 / (1.0 + np.exp(-z)), axis=1)
+    curve = calibration_curve(prob, y_test, bins=bins)
+    return {"calibration_rmse": float(curve.rmse), "brier": float(curve.brier),
+            "test_accuracy": float(np.mean((prob > 0.5) == (y_test == 1))),
+            "sharpness": float(np.mean(w.std(axis=0))),
+            "mean_predicted": np.asarray(curve.mean_predicted, float).tolist(),
+            "observed_frequency": np.asarray(curve.observed_frequency, float).tolist()}
+
+
+def _privacy_dict(p: Any) -> dict[str, Any]:
+    return {"summary": p.summary(), "epsilon": float(p.epsilon), "delta": float(p.delta)}
+
+
+def run_one(settings: AdultSettings, epsilon: float, repeat: int, data: tuple | None = None,
+            log=None) -> dict[str, Any]:
+    """One (epsilon, repeat): the releases, the posteriors and their calibration on the test split."""
+    from .. import datasets, models
+    from ..noise_aware import noise_aware_posterior
+    from ..vi import dpvi
+    from ..vi.dpvim import dpvim
+
+    if data is None:
+        data = (*datasets.adult_design("train")[:2], *datasets.adult_design("test")[:2])
+    X, y, Xt, yt = data
+    p = X.shape[1]
+    keys = _keys(settings.seed, epsilon, repeat)
+    out: dict[str, Any] = {"methods": {}, "timing": {}}
+    need_dpvi = any(m != "dpvim" for m in settings.methods)
+    if need_dpvi:
+        t0 = time.perf_counter()
+        trace = dpvi(models.logistic_regression, X, y, epsilon=epsilon, delta=settings.delta,
+                     num_steps=settings.num_steps, sampling_rate=settings.sampling_rate, clip=settings.clip,
+                     beta_rho=settings.beta_rho, lr_scale=math.sqrt(p), rng_key=keys["dpvi"], progress=False,
+                     model_name="adult-logistic-regression")
+        out["timing"]["dpvi"] = time.perf_counter() - t0
+        out["privacy_dpvi"] = _privacy_dict(trace.privacy)
+        out["noise_multiplier"] = float(trace.noise_multiplier)
+    for i, m in enumerate(settings.methods):
+        t0 = time.perf_counter()
+        if m == "dpvim":
+            t1 = time.perf_counter()
+            tr = dpvim(models.logistic_regression, X, y, epsilon=epsilon, delta=settings.delta,
+                       num_steps=settings.num_steps, sampling_rate=settings.sampling_rate, clip=settings.clip,
+                       rng_key=keys["dpvim"], model_name="adult-logistic-regression")
+            out["timing"]["dpvim_release"] = time.perf_counter() - t1
+            post = tr.noise_aware_posterior()
+            out["privacy_dpvim"] = _privacy_dict(tr.privacy)
+        elif m == "naive":
+            post = trace.last_iterate_posterior()
+        else:
+            extra = ({"num_warmup": settings.num_warmup, "num_samples": settings.num_samples,
+                      "marginalize_phi_star": settings.nuts_marginalize} if m == "nuts" else {})
+            post = noise_aware_posterior(trace, method=m, rng_key=jax.random.fold_in(keys["post"], 100 + i), **extra)
+        res = _posterior_stats(post, Xt, yt, jax.random.fold_in(keys["post"], i), settings.num_predictive,
+                               settings.bins)
+        res["diagnostics"] = {k: v for k, v in getattr(post, "diagnostics", {}).items()
+                              if isinstance(v, (bool, int, float, str))}
+        out["methods"][m] = res
+        out["timing"][m] = time.perf_counter() - t0
+        if log is not None:
+            log(f"  adult eps={epsilon:g} repeat {repeat} {m}: calibration RMSE {res['calibration_rmse']:.4f}, "
+                f"sharpness {res['sharpness']:.4f}")
+    return out
+
+
+def _path(work: Path, epsilon: float, repeat: int) -> Path:
+    return work / "adult" / f"eps{epsilon:g}" / f"repeat{repeat:03d}.json"
+
+
+def run_adult(settings: AdultSettings, work: str | Path, log=None) -> list[dict[str, Any]]:
+    """Runs (or resumes) every (epsilon, repeat) and returns their records.
+
+    A record on disk is reused when its settings digest matches; otherwise it is recomputed.
+    """
+    from ..experiments.store import write_text_atomic
+    from .. import datasets
+
+    work = Path(work)
+    data = (*datasets.adult_design("train")[:2], *datasets.adult_design("test")[:2])
+    records = []
+    for eps in settings.epsilons:
+        rs = settings.run_settings(eps)
+        digest = _digest(rs)
+        for r in range(settings.repeats):
+            path = _path(work, eps, r)
+            if path.exists():
+                try:
+                    rec = json.loads(path.read_text())
+                    if rec.get("format") == RESULT_FORMAT and rec.get("digest") == digest and rec.get("repeat") == r:
+                        records.append(rec)
+                        continue
+                except (OSError, ValueError):
+                    pass  # unreadable: recompute
+            t0 = time.perf_counter()
+            body = run_one(settings, eps, r, data, log)
+            rec = {"format": RESULT_FORMAT, "version": RESULT_VERSION, "digest": digest, "settings": rs,
+                   "epsilon": float(eps), "repeat": r, **body, "wall_seconds": time.perf_counter() - t0}
+            write_text_atomic(path, json.dumps(rec, indent=1, sort_keys=True))
+            records.append(rec)
+    return records
+
+
+def summarise(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (epsilon, method): mean and sd over repeats of calibration RMSE, Brier, accuracy, sharpness."""
+    rows = []
+    for eps in sorted({r["epsilon"] for r in records}):
+        rs = [r for r in records if r["epsilon"] == eps]
+        for m in ADULT_METHODS:
+            vals = [r["methods"][m] for r in rs if m in r["methods"]]
+            if not vals:
+                continue
+
+            def stat(key, vals=vals):
+                a = np.asarray([v[key] for v in vals], float)
+                return float(a.mean()), (float(a.std(ddof=1)) if a.size > 1 else 0.0)
+
+            row = {"epsilon": eps, "method": m, "repeats": len(vals)}
+            for key in ("calibration_rmse", "brier", "test_accuracy", "sharpness"):
+                row[key], row[key + "_sd"] = stat(key)
+            rows.append(row)
+    return rows

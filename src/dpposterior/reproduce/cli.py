@@ -1,0 +1,47 @@
+"""``dpposterior reproduce``: the papers' experiments from one command."""
+
+from __future__ import annotations
+
+import argparse
+
+EXPERIMENTS = ("na-dpvi",)
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    if args.experiment == "na-dpvi":
+        from .na_dpvi import PARTS, run
+
+        parts = tuple(args.parts) if args.parts else PARTS
+        import os
+
+        from ..experiments.xla import configure_xla_cpu
+
+        configure_xla_cpu(min(2, len(os.sched_getaffinity(0))))  # before anything starts JAX's backend
+        run(work=args.work, out=args.out, quick=args.quick, backend=args.backend, address=args.address,
+            seed=args.seed, parts=parts, progress=not args.no_progress)
+        return 0
+    raise ValueError(f"unknown experiment {args.experiment!r}; available: {', '.join(EXPERIMENTS)}")
+
+
+def add_reproduce_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "reproduce", help="run a paper's experiments and write the report under docs/results/",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=("examples:\n"
+                "  dpposterior reproduce na-dpvi --quick --work /tmp/na-quick --out /tmp/na-quick\n"
+                "  dpposterior reproduce na-dpvi                      # the full run (about 2 hours on 2 cores)\n"
+                "  dpposterior reproduce na-dpvi --backend ray --address auto\n"
+                "  dpposterior reproduce na-dpvi --parts adult        # only the UCI Adult calibration\n"
+                "A re-run resumes: finished cells and releases under --work are not recomputed."))
+    p.add_argument("experiment", choices=EXPERIMENTS, help="which paper's experiments")
+    p.add_argument("--quick", action="store_true", help="toy sizes: a smoke test of the pipeline, not results")
+    p.add_argument("--work", default="results/na-dpvi", help="folder of the resumable result files")
+    p.add_argument("--out", default="docs/results", help="folder of the report and its figures")
+    p.add_argument("--backend", choices=("local", "ray"), default="local", help="coverage-engine backend")
+    p.add_argument("--address", default=None, help="Ray address (with --backend ray; 'auto' joins a cluster)")
+    p.add_argument("--parts", nargs="+", choices=("coverage", "adult", "widths"), default=None,
+                   help="run only these parts (default: all)")
+    p.add_argument("--seed", type=int, default=0, help="base seed of the experiment's keys (default 0)")
+    p.add_argument("--no-progress", action="store_true", help="hide progress output")
+    p.set_defaults(func=_reproduce)
+    return p

@@ -1,0 +1,156 @@
+"""``dpposterior reproduce na-dpvi``: the NA-DPVI paper's experiments, with every baseline it compares.
+
+Three parts (papers/na-dpvi.txt section 4; NOTES.md sections 1-3):
+
+1. Exponential families: Beta-Bernoulli, Gamma-Exponential and Dirichlet-Categorical x epsilon in
+   {0.1, 0.3, 1.0} x {NA-DPVI NUTS, Laplace, grid; naive last iterate; DPVIm; Bernstein-Sheldon},
+   K = 500 replicates, R = 20 reference re-draws, T = 10,000, N = 5,000, q = 0.1, delta = 1e-5.
+2. 10-D Bayesian linear regression: the same epsilons x {NA-DPVI NUTS, Laplace, grid; naive; DPVIm;
+   Gibbs-SS-Noisy}.
+3. UCI Adult logistic regression: posterior predictive calibration on the test split
+   (:mod:`.adult`).
+4. Widths: NA-DPVI (grid) on Beta-Bernoulli under other DP-SGD settings (steps T, sampling rate q) at
+   the same privacy budget, to show which settings narrow the noise-aware posterior towards the
+   Bernstein-Sheldon width while staying calibrated (K = 200).
+
+Parts 1 and 2 are coverage cells of :mod:`dpposterior.experiments` (one compiled program per group of
+replicates, resumable result files, local or Ray backend); part 3 is resumable per release. The report
+(:mod:`.report`) is written to ``docs/results/na-dpvi.md`` with PNG figures beside it.
+``--quick`` runs every part at toy sizes (a smoke test of the pipeline, not a measurement).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from .adult import AdultSettings
+
+PARTS = ("coverage", "adult", "widths")
+EXPFAM_MODELS = ("beta-bernoulli", "gamma-exponential", "dirichlet-categorical")
+REGRESSION_MODEL = "linear-regression"
+EPSILONS = (0.1, 0.3, 1.0)
+NA_DPVI_SOLVERS = ("nuts", "laplace", "grid")
+EXPFAM_METHODS = NA_DPVI_SOLVERS + ("naive", "dpvim", "bernstein-sheldon")
+REGRESSION_METHODS = NA_DPVI_SOLVERS + ("naive", "dpvim", "gibbs-ss-noisy")
+
+#: (T, q) settings of the widths part (the paper's is (10,000, 0.1)).
+WIDTH_SETTINGS = ((10_000, 0.1), (2_000, 0.1), (10_000, 0.03), (10_000, 0.3), (3_000, 0.3), (30_000, 0.1))
+
+#: the paper's published figures (papers/na-dpvi.txt section 4, as quoted in issue 5) for the report.
+PAPER_COVERAGE_RMSE = {"beta-bernoulli": 0.016, "gamma-exponential": 0.023, "dirichlet-categorical": 0.020,
+                       "linear-regression": 0.036}
+PAPER_ADULT_CALIBRATION_RMSE = 0.024
+#: the bars of issue 5 (best NA-DPVI solver).
+COVERAGE_BAR = {"beta-bernoulli": 0.03, "gamma-exponential": 0.03, "dirichlet-categorical": 0.03,
+                "linear-regression": 0.045}
+ADULT_BAR = 0.03
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What a reproduction runs: the coverage cells and the Adult settings."""
+
+    cells: tuple[Any, ...]
+    adult: AdultSettings
+    quick: bool
+    widths: tuple[Any, ...] = ()
+
+
+def plan(quick: bool = False, seed: int = 0) -> Plan:
+    """The full reproduction (the paper's sizes) or the ``--quick`` smoke test."""
+    from ..experiments import CellConfig
+
+    if quick:
+        sizes = dict(replicates=6, repeats=4, num_steps=60, num_records=200, num_draws=400, seed=seed)
+        nuts = (("num_warmup", 100), ("num_samples", 200))  # the experiments tests' sizes: shared compilations
+        # one exponential family with every method, and the regression with its baseline: every code path
+        # of the full run, with the compilations the engine's tests share (same sizes)
+        cells = []
+        for meth in EXPFAM_METHODS:
+            opts = nuts if meth == "nuts" else ((("num_warmup", 50),) if meth == "bernstein-sheldon" else ())
+            cells.append(CellConfig("beta-bernoulli", 1.0, meth, method_options=opts, **sizes))
+        for meth in ("grid", "naive", "gibbs-ss-noisy"):
+            opts = (("num_warmup", 50),) if meth == "gibbs-ss-noisy" else ()
+            cells.append(CellConfig(REGRESSION_MODEL, 1.0, meth, method_options=opts, **sizes))
+        adult = AdultSettings(epsilons=(1.0,), repeats=1, methods=("nuts", "laplace", "naive", "dpvim"),
+                              num_steps=60, num_warmup=50, num_samples=100, num_predictive=200, seed=seed)
+        widths = (CellConfig("beta-bernoulli", 0.5, "grid", **sizes),)
+        return Plan(tuple(cells), adult, True, widths)
+    sizes = dict(replicates=500, repeats=20, num_steps=10_000, num_records=5_000, seed=seed)
+    cells = [CellConfig(model, e, meth, **sizes) for model in EXPFAM_MODELS for e in EPSILONS
+             for meth in EXPFAM_METHODS]
+    cells += [CellConfig(REGRESSION_MODEL, e, meth, **sizes) for e in EPSILONS for meth in REGRESSION_METHODS]
+    widths = tuple(CellConfig("beta-bernoulli", e, "grid", replicates=200, repeats=20, num_records=5_000,
+                              num_steps=t, sampling_rate=q, seed=seed)
+                   for e in (0.1, 1.0) for t, q in WIDTH_SETTINGS)
+    return Plan(tuple(cells), AdultSettings(seed=seed), False, widths)
+
+
+def run(work: str | Path = "results/na-dpvi", out: str | Path = "docs/results", *, quick: bool = False,
+        backend: str = "local", address: str | None = None, seed: int = 0,
+        parts: Sequence[str] = ("coverage", "adult", "widths"),
+        progress: bool = True, log=print) -> dict[str, Any]:
+    """Runs (or resumes) the reproduction and writes the report.
+
+    Args:
+      work: folder of the resumable result files (cells and Adult releases).
+      out: folder of the report: ``na-dpvi.md`` (``na-dpvi-quick.md`` with ``quick``) and its PNGs.
+      quick: toy sizes (smoke test).
+      backend, address: coverage-engine backend (``"local"`` or ``"ray"``) and Ray address.
+      seed: base seed of every key (reproduction; the experiment's data are synthetic or public-split).
+      parts: which parts to run (``"coverage"``, ``"adult"``, ``"widths"``).
+      progress: progress bars.
+
+    Returns:
+      A dict with the coverage results, the Adult records, wall times and the report path.
+    """
+    from ..experiments import run_coverage, write_reports
+    from .adult import run_adult
+    from .report import write_report
+
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown or not parts:
+        raise ValueError(f"parts must be a non-empty subset of {PARTS}, got {list(parts)}")
+    p = plan(quick, seed)
+    work, out = Path(work), Path(out)
+    timing: dict[str, float] = {}
+    coverage_results: list[dict[str, Any]] = []
+    if "coverage" in parts:
+        t0 = time.perf_counter()
+        summary = run_coverage(list(p.cells), work / "coverage", backend=backend, address=address,
+                               progress=progress)
+        timing["coverage"] = time.perf_counter() - t0
+        coverage_results = summary.results
+        write_reports(coverage_results, work / "coverage")
+        log(f"coverage cells: {len(summary.computed)} computed, {len(summary.skipped)} found on disk, "
+            f"{timing['coverage']:.1f} s")
+    adult_records: list[dict[str, Any]] = []
+    if "adult" in parts:
+        t0 = time.perf_counter()
+        adult_records = run_adult(p.adult, work, log=log if progress else None)
+        timing["adult"] = time.perf_counter() - t0
+        log(f"Adult releases: {len(adult_records)}, {timing['adult']:.1f} s")
+    width_results: list[dict[str, Any]] = []
+    if "widths" in parts:
+        t0 = time.perf_counter()
+        width_results = run_coverage(list(p.widths), work / "widths", backend=backend, address=address,
+                                     progress=progress).results
+        timing["widths"] = time.perf_counter() - t0
+        log(f"width cells: {len(width_results)}, {timing['widths']:.1f} s")
+    name = "na-dpvi-quick" if quick else "na-dpvi"
+    report = write_report(coverage_results, adult_records, out, name=name, timing=timing, quick=quick,
+                          command=_command(quick, backend, work, out), widths=width_results)
+    log(f"wrote {report}")
+    return {"coverage": coverage_results, "adult": adult_records, "timing": timing, "report": report}
+
+
+def _command(quick: bool, backend: str, work: Path, out: Path) -> str:
+    cmd = "dpposterior reproduce na-dpvi"
+    if quick:
+        cmd += " --quick"
+    if backend != "local":
+        cmd += f" --backend {backend}"
+    return cmd + f" --work {work} --out {out}"
