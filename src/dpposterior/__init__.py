@@ -4,6 +4,7 @@ The data path: private data -> mechanism (``dpsgd``, ``dpvi``) -> release with i
 post-processing (``noise_aware_posterior``, ``validation``) that never sees data.
 """
 
+from . import mcmc
 from . import models
 from . import noise_aware
 from . import privacy
@@ -23,6 +24,7 @@ __all__ = [
     "Posterior",
     "PrivacySpent",
     "dpvi",
+    "mcmc",
     "models",
     "noise_aware",
     "noise_aware_posterior",

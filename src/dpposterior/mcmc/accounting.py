@@ -1,0 +1,346 @@
+"""Privacy of the DP MH samplers: per-iteration constants, composition over a chain, calibration.
+
+Neighbouring relation: replace-one (two data sets differ in the value of one record, N fixed), as in
+papers/dp-fast-mh.txt ("differ in the values at most one entry").
+
+- DP-Fast MH (papers/dp-fast-mh.txt, Theorem 2; constants in NOTES.md section 4): every iteration is
+  (epsilon, delta)-DP, whichever branch runs. A chain of T iterations is accounted by composing T
+  (epsilon, delta)-DP mechanisms: by default with the optimal composition theorem (Kairouz, Oh &
+  Viswanath 2015, Theorem 3.3; exact, computed in closed form), or with dp-accounting's PLD of the
+  (epsilon, delta) dominating pair (a cross-check), or with the advanced composition theorem the
+  paper cites (Dwork, Rothblum & Vadhan 2010: the authors' own accounting, for comparison), or
+  basic composition.
+- The penalty algorithm (Yildirim & Ermis 2019): every iteration is a Gaussian mechanism with noise
+  multiplier sigma (noise std over the L2 sensitivity 2 c_max M). T of them compose to a Gaussian
+  mechanism with multiplier sigma / sqrt(T): accounted with dp-accounting's PLD (default) or RDP, in
+  closed form ("exact", Balle & Wang 2018), or by advanced composition of the per-iteration
+  (epsilon, delta) of the classic calibration (the authors' style).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Literal
+
+import numpy as np
+from scipy.special import gammaln, logsumexp
+
+from .._checks import check_delta, check_epsilon, check_positive, check_positive_int
+from ..privacy import advanced_composition, analytic_gaussian_sigma, dpsgd_epsilon
+from ..privacy.dpsgd_accounting import calibrate_noise_multiplier
+from ..privacy.gaussian import _analytic_gaussian_delta
+
+FAST_MH_ACCOUNTANTS = ("optimal", "pld", "advanced", "basic")
+GAUSSIAN_ACCOUNTANTS = ("pld", "rdp", "exact", "advanced")
+NEIGHBOURING = "replace_one"
+
+
+def classic_noise_multiplier(epsilon: float, delta: float) -> float:
+    """sigma = sqrt(2 ln(1.25/delta)) / epsilon: the Gaussian mechanism's classic calibration.
+
+    Valid (Dwork & Roth 2014, Theorem A.1) for epsilon < 1, as the DP MH papers use it.
+    """
+    eps = check_epsilon(epsilon)
+    d = check_delta(delta)
+    if eps >= 1.0:
+        raise ValueError(f"per-iteration epsilon must be < 1 (the classic Gaussian mechanism calibration the DP MH "
+                         f"papers use holds only for epsilon < 1), got {epsilon!r}")
+    return math.sqrt(2.0 * math.log(1.25 / d)) / eps
+
+
+@dataclasses.dataclass(frozen=True)
+class FastMHConstants:
+    """The per-iteration constants of DP-Fast MH (papers/dp-fast-mh.txt, Theorem 2; NOTES.md 4).
+
+    Attributes:
+      epsilon, delta: the per-iteration guarantee (replace-one adjacency).
+      epsilon_prime, delta_prime: the minibatch branch's Gaussian mechanism parameters,
+        epsilon' = epsilon C / (6 K c_max), delta' = delta C / (2 K c_max).
+      sigma1: minibatch noise multiplier sqrt(2 ln(1.25/delta')) / epsilon' (noise std sigma1 D1,
+        D1 = 2 log(1 + C M / lambda)); noise is added only when D1 >= epsilon'.
+      sigma2: full-batch noise multiplier sqrt(2 ln(1.25/delta)) / epsilon (noise std sigma2 D2,
+        D2 = 2 c_max M).
+      batch_cap: K; the minibatch branch runs when lambda + C M < K.
+      lam: lambda, the constant of the minibatch branch's batch-size distribution.
+      total_bound, max_bound: C and c_max.
+    """
+
+    epsilon: float
+    delta: float
+    epsilon_prime: float
+    delta_prime: float
+    sigma1: float
+    sigma2: float
+    batch_cap: float
+    lam: float
+    total_bound: float
+    max_bound: float
+
+
+def dp_fast_mh_constants(epsilon: float, delta: float, *, total_bound: float, max_bound: float,
+                         batch_cap: float, lam: float = 10.0) -> FastMHConstants:
+    """The per-iteration constants of DP-Fast MH for a per-iteration (epsilon, delta).
+
+    Args:
+      epsilon: per-iteration epsilon in (0, 1).
+      delta: per-iteration delta in (0, 1).
+      total_bound: C = sum_i c_i > 0.
+      max_bound: c_max = max_i c_i > 0.
+      batch_cap: K > 0 (the paper recommends about epsilon C / (6 c_max)).
+      lam: lambda > 0 (10 in the authors' runs).
+
+    Raises:
+      ValueError: invalid arguments, or delta' = delta C / (2 K c_max) >= 1 (the minibatch branch's
+        Gaussian mechanism is then undefined: raise K or lower delta).
+    """
+    sigma2 = classic_noise_multiplier(epsilon, delta)
+    big_c = check_positive(total_bound, "total_bound")
+    c_max = check_positive(max_bound, "max_bound")
+    k = check_positive(batch_cap, "batch_cap")
+    lam = check_positive(lam, "lam")
+    eps_p = epsilon * big_c / (6.0 * k * c_max)
+    delta_p = delta * big_c / (2.0 * k * c_max)
+    if not delta_p < 1.0:
+        raise ValueError(f"delta' = delta C / (2 K c_max) = {delta_p:.4g} must be < 1 for the minibatch branch's "
+                         f"Gaussian mechanism (delta={delta}, C={big_c:.4g}, K={k}, c_max={c_max:.4g}); raise "
+                         "batch_cap or lower delta")
+    sigma1 = math.sqrt(2.0 * math.log(1.25 / delta_p)) / eps_p
+    return FastMHConstants(epsilon=float(epsilon), delta=float(delta), epsilon_prime=eps_p, delta_prime=delta_p,
+                           sigma1=sigma1, sigma2=sigma2, batch_cap=k, lam=lam, total_bound=big_c, max_bound=c_max)
+
+
+# --------------------------------------------------------------------------------------------
+# composition of T (epsilon, delta)-DP mechanisms
+
+
+def _optimal_log_delta_rr(epsilon: float, num_steps: int, eps_total: float) -> float:
+    """log of sum_i C(k,i) max(0, e^{(k-i) eps} - e^{eps_g} e^{i eps}) / (1 + e^eps)^k."""
+    k = num_steps
+    i = np.arange(k + 1, dtype=np.float64)
+    a = (k - i) * epsilon
+    b = eps_total + i * epsilon
+    pos = a > b
+    if not np.any(pos):
+        return -math.inf
+    i, a, b = i[pos], a[pos], b[pos]
+    log_binom = gammaln(k + 1.0) - gammaln(i + 1.0) - gammaln(k - i + 1.0)
+    log_terms = log_binom + a + np.log(-np.expm1(b - a))
+    log_norm = k * (epsilon + math.log1p(math.exp(-epsilon))) if epsilon > 30 else k * math.log1p(math.exp(epsilon))
+    return float(logsumexp(log_terms) - log_norm)
+
+
+def optimal_composition_delta(epsilon: float, delta: float, num_steps: int, total_epsilon: float) -> float:
+    """The smallest delta_g for which T (epsilon, delta)-DP mechanisms compose to (total_epsilon, delta_g)-DP.
+
+    Kairouz, Oh & Viswanath 2015 (Theorem 3.3), exact for adaptive composition of arbitrary
+    (epsilon, delta)-DP mechanisms under any one neighbouring relation:
+    delta_g = 1 - (1 - delta)^T (1 - delta_RR), delta_RR the hockey-stick divergence of T-fold
+    randomized response at total_epsilon.
+    """
+    log_rr = _optimal_log_delta_rr(epsilon, num_steps, total_epsilon)
+    rr = math.exp(log_rr) if log_rr > -745 else 0.0
+    keep = math.exp(num_steps * math.log1p(-delta)) if delta > 0 else 1.0
+    return 1.0 - keep * (1.0 - rr)
+
+
+def _pld_compose_epsilon(epsilon: float, delta: float, num_steps: int, total_delta: float) -> float:
+    from dp_accounting.pld import common, privacy_loss_distribution
+
+    dvi = min(1e-4, epsilon / 1000.0)
+    pld = privacy_loss_distribution.from_privacy_parameters(
+        common.DifferentialPrivacyParameters(epsilon, delta), value_discretization_interval=dvi)
+    return float(pld.self_compose(num_steps).get_epsilon_for_delta(total_delta))
+
+
+def compose_iterations(epsilon: float, delta: float, num_steps: int, total_delta: float,
+                       accountant: Literal["optimal", "pld", "advanced", "basic"] = "optimal") -> float:
+    """The total epsilon of T adaptively composed (epsilon, delta)-DP iterations, at ``total_delta``.
+
+    Args:
+      epsilon: per-iteration epsilon, finite and > 0.
+      delta: per-iteration delta in [0, 1).
+      num_steps: T >= 1 (an int).
+      total_delta: the delta of the total guarantee, in (0, 1); it must exceed what the iterations'
+        deltas alone force (1 - (1 - delta)^T for "optimal"/"pld", T delta for "advanced"/"basic").
+      accountant: ``"optimal"`` (exact; Kairouz et al. 2015), ``"pld"`` (dp-accounting, an upper
+        bound; slow for large T), ``"advanced"`` (Dwork, Rothblum & Vadhan 2010 as in Dwork & Roth
+        2014 Thm 3.20, with slack total_delta - T delta: the composition the paper cites), ``"basic"``
+        (T epsilon, valid when total_delta >= T delta).
+
+    Returns:
+      The total epsilon (finite, >= 0).
+
+    Raises:
+      ValueError: invalid arguments, or a total_delta too small for the accountant.
+    """
+    eps = check_epsilon(epsilon)
+    d = check_delta(delta, allow_zero=True)
+    t = check_positive_int(num_steps, "num_steps")
+    dg = check_delta(total_delta, "total_delta")
+    if accountant not in FAST_MH_ACCOUNTANTS:
+        raise ValueError(f"accountant must be one of {FAST_MH_ACCOUNTANTS}, got {accountant!r}")
+    if accountant in ("advanced", "basic"):
+        if not dg > t * d:
+            raise ValueError(f"total_delta={dg:g} must exceed num_steps * delta = {t * d:g} for {accountant} composition")
+        if accountant == "basic":
+            return t * eps
+        return min(advanced_composition(eps, d, t, dg - t * d)[0], t * eps)
+    floor = 1.0 - math.exp(t * math.log1p(-d)) if d > 0 else 0.0
+    if not dg > floor:
+        raise ValueError(f"total_delta={dg:g} must exceed 1 - (1 - delta)^T = {floor:g}, what {t} iterations with "
+                         f"delta={d:g} force; raise total_delta or lower the per-iteration delta")
+    if accountant == "pld":
+        return _pld_compose_epsilon(eps, d, t, dg)
+    # bisection on the total epsilon: delta_g(eps_g) decreases in eps_g; t * eps has delta_g = floor
+    if optimal_composition_delta(eps, d, t, 0.0) <= dg:
+        return 0.0
+    lo, hi = 0.0, t * eps
+    for _ in range(100):
+        mid = 0.5 * (lo + hi)
+        if optimal_composition_delta(eps, d, t, mid) <= dg:
+            hi = mid
+        else:
+            lo = mid
+        if hi - lo <= 1e-10 * max(hi, 1e-12):
+            break
+    return hi
+
+
+# --------------------------------------------------------------------------------------------
+# composition of T Gaussian mechanisms (the penalty algorithm)
+
+
+def gaussian_chain_epsilon(noise_multiplier: float, num_steps: int, total_delta: float,
+                           accountant: Literal["pld", "rdp", "exact", "advanced"] = "pld",
+                           per_iteration_delta: float | None = None) -> float:
+    """The total epsilon of T Gaussian mechanisms, each with noise std ``noise_multiplier`` x sensitivity.
+
+    No subsampling; the neighbouring relation is the one the sensitivity holds for (replace-one for
+    the DP MH samplers). ``"pld"``/``"rdp"``: dp-accounting (through
+    :func:`dpposterior.privacy.dpsgd_epsilon` with sampling rate 1, where the relation does not
+    matter given the sensitivity); ``"exact"``: T Gaussians compose to one with multiplier
+    sigma / sqrt(T), whose exact delta(epsilon) is Balle & Wang 2018, Theorem 8; ``"advanced"``:
+    each iteration taken as (sqrt(2 ln(1.25/d))/sigma, d)-DP with d = ``per_iteration_delta``
+    (the classic calibration, so its epsilon must be < 1) and composed by advanced composition.
+    """
+    sigma = check_positive(noise_multiplier, "noise_multiplier")
+    t = check_positive_int(num_steps, "num_steps")
+    dg = check_delta(total_delta, "total_delta")
+    if accountant not in GAUSSIAN_ACCOUNTANTS:
+        raise ValueError(f"accountant must be one of {GAUSSIAN_ACCOUNTANTS}, got {accountant!r}")
+    if accountant in ("pld", "rdp"):
+        return dpsgd_epsilon(sigma, dg, 1.0, t, accountant)
+    if accountant == "exact":
+        s = sigma / math.sqrt(t)
+        if _analytic_gaussian_delta(s, 0.0) <= dg:
+            return 0.0
+        lo, hi = 0.0, 1.0
+        while _analytic_gaussian_delta(s, hi) > dg:
+            hi *= 2.0
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            if _analytic_gaussian_delta(s, mid) <= dg:
+                hi = mid
+            else:
+                lo = mid
+            if hi - lo <= 1e-12 * hi:
+                break
+        return hi
+    if per_iteration_delta is None:
+        raise ValueError("accountant='advanced' needs per_iteration_delta (the delta of the classic calibration)")
+    d = check_delta(per_iteration_delta, "per_iteration_delta")
+    eps_i = math.sqrt(2.0 * math.log(1.25 / d)) / sigma
+    if eps_i >= 1.0:
+        raise ValueError(f"the per-iteration epsilon {eps_i:.4g} of the classic calibration is >= 1, where it "
+                         "does not hold; use accountant='pld' or 'exact'")
+    return compose_iterations(eps_i, d, t, dg, "advanced")
+
+
+# --------------------------------------------------------------------------------------------
+# calibration: a total (epsilon, delta) to per-iteration parameters
+
+
+@dataclasses.dataclass(frozen=True)
+class PerIteration:
+    """Per-iteration privacy parameters for a chain of ``num_steps`` iterations.
+
+    Attributes:
+      epsilon, delta: the per-iteration (epsilon, delta) (DP-Fast MH; for the penalty method the
+        classic-calibration equivalent at ``delta``, or None when it would be >= 1).
+      noise_multiplier: the penalty method's noise std over sensitivity (None for DP-Fast MH).
+      num_steps, total_epsilon, total_delta, accountant: what the calibration targeted.
+    """
+
+    epsilon: float | None
+    delta: float
+    noise_multiplier: float | None
+    num_steps: int
+    total_epsilon: float
+    total_delta: float
+    accountant: str
+
+
+def calibrate_chain(method: Literal["dp_fast_mh", "penalty"], total_epsilon: float, total_delta: float,
+                    num_steps: int, *, accountant: str | None = None,
+                    delta_fraction: float = 0.5) -> PerIteration:
+    """Per-iteration parameters that make a chain of ``num_steps`` iterations (total_epsilon, total_delta)-DP.
+
+    ``"dp_fast_mh"``: the per-iteration delta is ``delta_fraction * total_delta / num_steps`` and the
+    per-iteration epsilon is the largest (to 1e-6 relative) whose T-fold composition (``accountant``,
+    default ``"optimal"``) is at most ``total_epsilon``; it must come out < 1 (the paper's constants
+    use the classic Gaussian calibration). ``"penalty"``: the smallest noise multiplier whose T-fold
+    Gaussian composition (default ``"pld"``, via
+    :func:`dpposterior.privacy.calibrate_noise_multiplier` with sampling rate 1; ``"exact"``
+    available) is at most ``total_epsilon`` at ``total_delta``. Replace-one adjacency.
+
+    Raises:
+      ValueError: invalid arguments, or a target whose per-iteration epsilon would be >= 1.
+    """
+    eps_t = check_epsilon(total_epsilon, "total_epsilon")
+    dg = check_delta(total_delta, "total_delta")
+    t = check_positive_int(num_steps, "num_steps")
+    frac = check_positive(delta_fraction, "delta_fraction")
+    if frac >= 1:
+        raise ValueError(f"delta_fraction must lie in (0, 1), got {delta_fraction!r}")
+    if method == "penalty":
+        acc = accountant or "pld"
+        if acc not in ("pld", "rdp", "exact"):
+            raise ValueError(f"accountant for the penalty method must be 'pld', 'rdp' or 'exact', got {acc!r}")
+        if acc == "exact":
+            sigma = analytic_gaussian_sigma(eps_t, dg, 1.0) * math.sqrt(t)
+        else:
+            sigma = calibrate_noise_multiplier(eps_t, dg, 1.0, t, acc)
+        eps_i = math.sqrt(2.0 * math.log(1.25 / dg)) / sigma
+        return PerIteration(epsilon=eps_i if eps_i < 1 else None, delta=dg, noise_multiplier=sigma, num_steps=t,
+                            total_epsilon=eps_t, total_delta=dg, accountant=acc)
+    if method != "dp_fast_mh":
+        raise ValueError(f"method must be 'dp_fast_mh' or 'penalty', got {method!r}")
+    acc = accountant or "optimal"
+    d_i = frac * dg / t
+    if acc not in FAST_MH_ACCOUNTANTS:
+        raise ValueError(f"accountant must be one of {FAST_MH_ACCOUNTANTS}, got {acc!r}")
+
+    def total(e: float) -> float:
+        return compose_iterations(e, d_i, t, dg, acc)
+
+    lo, hi = 0.0, min(eps_t, 1.0)
+    if total(hi) <= eps_t:
+        lo = hi
+    else:
+        for _ in range(80):
+            mid = 0.5 * (lo + hi)
+            if total(mid) <= eps_t:
+                lo = mid
+            else:
+                hi = mid
+            if hi - lo <= 1e-6 * hi:
+                break
+    if lo >= 1.0:
+        raise ValueError(f"a total (epsilon={eps_t}, delta={dg}) over {t} iterations allows a per-iteration epsilon "
+                         ">= 1, where the paper's constants (classic Gaussian calibration) do not hold; use more "
+                         "iterations or a smaller total epsilon")
+    if lo <= 0.0:
+        raise ValueError(f"no per-iteration epsilon > 0 reaches total epsilon {eps_t} at total delta {dg}")
+    return PerIteration(epsilon=lo, delta=d_i, noise_multiplier=None, num_steps=t, total_epsilon=eps_t,
+                        total_delta=dg, accountant=acc)

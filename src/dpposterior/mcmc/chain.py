@@ -1,0 +1,211 @@
+"""Running a kernel for a whole chain: samples, the chain's PrivacySpent, diagnostics."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+from typing import Any, Callable
+
+import jax
+import numpy as np
+
+from .._checks import check_delta, check_positive_int
+from ..privacy import PrivacySpent, not_private, resolve_key
+from .accounting import (FAST_MH_ACCOUNTANTS, GAUSSIAN_ACCOUNTANTS, NEIGHBOURING, compose_iterations,
+                         gaussian_chain_epsilon)
+from .kernels import Kernel, MHInfo, MHState, check_positions, init_states
+
+
+@dataclasses.dataclass(frozen=True)
+class ChainResult:
+    """The release of a chain run, with its privacy.
+
+    Attributes:
+      samples: float array (num_chains, num_steps, dim): the positions after every step (the release).
+      privacy: the :class:`~dpposterior.privacy.PrivacySpent` of releasing all of ``samples``.
+      nonprivate_info: :class:`~dpposterior.mcmc.MHInfo` of numpy arrays (num_chains, num_steps).
+        NOT PRIVATE: data-dependent diagnostics outside the guarantee; never publish them.
+      method: the kernel's method name.
+    """
+
+    samples: np.ndarray
+    privacy: PrivacySpent
+    nonprivate_info: MHInfo
+    method: str
+
+
+def _chain_privacy(kernel: Kernel, num_iterations: int, total_delta: float | None, accountant: str | None,
+                   seeded_by: str) -> PrivacySpent:
+    cfg = kernel.config
+    if kernel.method == "tuna_mh" or not cfg.private:
+        return not_private(kernel.method, "non-private sampler (no noise)")
+    t = num_iterations
+    if kernel.method == "dp_fast_mh":
+        c = cfg.constants
+        acc = accountant or "optimal"
+        if acc not in FAST_MH_ACCOUNTANTS:
+            raise ValueError(f"accountant for dp_fast_mh must be one of {FAST_MH_ACCOUNTANTS}, got {acc!r}")
+        if total_delta is None:
+            floor = 1.0 - math.exp(t * math.log1p(-c.delta))
+            total_delta = 2.0 * max(floor, t * c.delta)
+        dg = check_delta(total_delta, "total_delta")
+        eps = compose_iterations(c.epsilon, c.delta, t, dg, acc)
+        # the authors' accounting (advanced composition) for comparison; None where it gives no bound
+        authors = compose_iterations(c.epsilon, c.delta, t, dg, "advanced") if dg > t * c.delta else None
+        details = (("per_iteration_epsilon", c.epsilon), ("per_iteration_delta", c.delta),
+                   ("epsilon_prime", c.epsilon_prime), ("delta_prime", c.delta_prime), ("sigma1", c.sigma1),
+                   ("sigma2", c.sigma2), ("batch_cap", c.batch_cap), ("lambda", c.lam),
+                   ("total_bound_C", c.total_bound), ("max_bound_c_max", c.max_bound),
+                   ("epsilon_advanced_composition", authors),
+                   ("sampling", "with replacement, probabilities c_i/C, size Poisson(lambda + C M)"),
+                   ("reference", "papers/dp-fast-mh.txt Theorem 2; NOTES.md section 4"))
+        return PrivacySpent(epsilon=eps, delta=dg, neighbouring=NEIGHBOURING, accountant=acc,
+                            mechanism="dp_fast_mh", noise_multiplier=c.sigma2, sampling_rate=1.0, num_steps=t,
+                            seeded_by=seeded_by, details=details)
+    # penalty
+    acc = accountant or "pld"
+    if acc not in GAUSSIAN_ACCOUNTANTS:
+        raise ValueError(f"accountant for penalty must be one of {GAUSSIAN_ACCOUNTANTS}, got {acc!r}")
+    if total_delta is None:
+        if cfg.delta is None:
+            raise ValueError("total_delta is required for a penalty chain built from a noise_multiplier")
+        total_delta = cfg.delta
+    dg = check_delta(total_delta, "total_delta")
+    sigma = cfg.noise_multiplier
+    eps = gaussian_chain_epsilon(sigma, t, dg, acc, per_iteration_delta=cfg.delta)
+    details = [("sensitivity", "2 c_max M(theta, theta') (log ratio, replace-one)"),
+               ("reference", "Yildirim & Ermis 2019; NOTES.md section 4")]
+    if cfg.delta is not None and cfg.epsilon is not None:
+        details = [("per_iteration_epsilon", cfg.epsilon), ("per_iteration_delta", cfg.delta)] + details
+        if dg > t * cfg.delta:
+            details.append(("epsilon_advanced_composition",
+                            gaussian_chain_epsilon(sigma, t, dg, "advanced", per_iteration_delta=cfg.delta)))
+    return PrivacySpent(epsilon=eps, delta=dg, neighbouring=NEIGHBOURING, accountant=acc, mechanism="penalty_mh",
+                        noise_multiplier=sigma, sampling_rate=1.0, num_steps=t, seeded_by=seeded_by,
+                        details=tuple(details))
+
+
+def chain_privacy(kernel: Kernel, num_steps: int, *, num_chains: int = 1, total_delta: float | None = None,
+                  accountant: str | None = None, seeded_by: str = "os") -> PrivacySpent:
+    """The PrivacySpent of releasing ``num_chains`` chains of ``num_steps`` iterations on the same data.
+
+    All iterations of all chains are composed (num_chains * num_steps mechanisms). DP-Fast MH:
+    accountant ``"optimal"`` (default), ``"pld"``, ``"advanced"`` or ``"basic"``
+    (:func:`dpposterior.mcmc.compose_iterations`); ``total_delta`` defaults to twice what the
+    per-iteration deltas force. Penalty: ``"pld"`` (default), ``"rdp"``, ``"exact"``, ``"advanced"``
+    (:func:`dpposterior.mcmc.gaussian_chain_epsilon`); ``total_delta`` defaults to the per-iteration
+    delta. The advanced-composition figure (the authors' accounting) is kept in ``details``.
+    """
+    t = check_positive_int(num_steps, "num_steps") * check_positive_int(num_chains, "num_chains")
+    return _chain_privacy(kernel, t, total_delta, accountant, seeded_by)
+
+
+def run_chain(kernel: Kernel, initial_position: Any, num_steps: int, *, rng_key: Any = None,
+              total_delta: float | None = None, accountant: str | None = None) -> ChainResult:
+    """Runs ``kernel`` for ``num_steps`` iterations from each initial position and accounts the release.
+
+    Args:
+      kernel: from :func:`tuna_mh_kernel`, :func:`dp_fast_mh_kernel` or :func:`penalty_kernel`.
+      initial_position: (dim,) for one chain or (num_chains, dim) for several (run in parallel with
+        vmap, each composed into the privacy total). The initial positions must not depend on the
+        private data (they are not accounted).
+      num_steps: T >= 1 iterations per chain.
+      rng_key: None (privacy noise seeded from the operating system; recorded ``seeded_by="os"``),
+        or an int / JAX key (reproduction only: whoever knows it can remove the noise).
+      total_delta, accountant: see :func:`chain_privacy`.
+
+    Returns:
+      A :class:`ChainResult` whose ``privacy`` covers every released sample.
+    """
+    t = check_positive_int(num_steps, "num_steps")
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"kernel must be a dpposterior.mcmc.Kernel, got {kernel!r}")
+    pos = np.asarray(initial_position, np.float64)
+    if pos.ndim == 1:
+        pos = pos[None, :]
+    if pos.ndim != 2:
+        raise ValueError(f"initial_position must have shape (dim,) or (num_chains, dim), got {pos.shape}")
+    check_positions(kernel.model, pos)
+    raw_key, seeded_by = resolve_key(rng_key)
+    privacy = chain_privacy(kernel, t, num_chains=pos.shape[0], total_delta=total_delta, accountant=accountant,
+                            seeded_by=seeded_by)
+    state = init_states(kernel.model, pos)
+    keys = jax.random.split(jax.random.wrap_key_data(raw_key), pos.shape[0])
+    samples, info = _run(kernel, keys, state, t)
+    return ChainResult(samples=np.asarray(samples), privacy=privacy,
+                       nonprivate_info=MHInfo(*(np.asarray(x) for x in info)), method=kernel.method)
+
+
+def make_chain_run(kernel: Kernel, num_steps: int) -> Callable[..., tuple[Any, MHInfo]]:
+    """The pure core of :func:`run_chain`: ``run(key, state, data, bound_constants) -> (positions, info)``.
+
+    One chain of ``num_steps`` steps of ``kernel.step_on_data`` from ``state`` (an :class:`MHState`),
+    with the data passed in, so it can be jitted or vmapped with traced data (e.g. a privacy audit
+    that switches a canary record in and out). It accounts nothing: the privacy of what it returns
+    is :func:`chain_privacy` of the same kernel and number of steps. ``positions`` has shape
+    (num_steps, dim); ``info`` is NOT PRIVATE.
+    """
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"kernel must be a dpposterior.mcmc.Kernel, got {kernel!r}")
+    t = check_positive_int(num_steps, "num_steps")
+
+    def run(key, state, data, bound_constants):
+        def body(carry, k):
+            new, info = kernel.step_on_data(k, carry, data, bound_constants)
+            return new, (new.position, info)
+
+        _, (positions, info) = jax.lax.scan(body, state, jax.random.split(key, t))
+        return positions, info
+
+    return run
+
+
+def _run(kernel: Kernel, keys, state: MHState, num_steps: int):
+    run = make_chain_run(kernel, num_steps)
+    data, c = kernel.model.data, kernel.model.bound_constants
+    return jax.jit(jax.vmap(lambda k, s: run(k, s, data, c)))(keys, state)
+
+
+@dataclasses.dataclass(frozen=True)
+class ChainDiagnostics:
+    """Diagnostics of a chain run.
+
+    Attributes:
+      ess: bulk effective sample size per coordinate (ArviZ), from the released samples.
+      rhat: rank-normalised split R-hat per coordinate (ArviZ), from the released samples.
+      nonprivate_acceptance_rate: fraction of accepted proposals. NOT PRIVATE (from MHInfo).
+      nonprivate_mean_batch_size: mean records evaluated per step. NOT PRIVATE.
+      nonprivate_full_batch_fraction: fraction of steps that ran the full-batch test. NOT PRIVATE.
+      nonprivate_bound_violations: total evaluated records that broke the bound. NOT PRIVATE.
+    """
+
+    ess: np.ndarray
+    rhat: np.ndarray
+    nonprivate_acceptance_rate: float
+    nonprivate_mean_batch_size: float
+    nonprivate_full_batch_fraction: float
+    nonprivate_bound_violations: int
+
+
+def diagnostics(result: ChainResult, burn_in: int = 0) -> ChainDiagnostics:
+    """ESS and R-hat (ArviZ) of the released samples after ``burn_in``, and the NON-PRIVATE step
+    statistics (acceptance, batch sizes, full-batch fraction, bound violations) over all steps."""
+    import arviz as az
+
+    b = check_positive_int(burn_in, "burn_in", minimum=0)
+    draws = result.samples[:, b:, :]
+    if draws.shape[1] < 4:
+        raise ValueError(f"need at least 4 draws per chain after burn_in={b}, got {draws.shape[1]}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # R-hat of a single chain / constant draws
+        warnings.filterwarnings("ignore", "More chains", UserWarning)  # many short chains are fine here
+        ds = az.convert_to_dataset({"theta": draws})
+        ess = np.asarray(az.ess(ds, method="bulk")["theta"].values, np.float64)
+        rhat = np.asarray(az.rhat(ds)["theta"].values, np.float64)
+    info = result.nonprivate_info
+    return ChainDiagnostics(ess=ess, rhat=rhat,
+                            nonprivate_acceptance_rate=float(np.mean(info.accepted)),
+                            nonprivate_mean_batch_size=float(np.mean(info.batch_size)),
+                            nonprivate_full_batch_fraction=float(np.mean(info.used_full_batch)),
+                            nonprivate_bound_violations=int(np.sum(info.bound_violations)))

@@ -1,0 +1,466 @@
+"""TunaMH, DP-Fast MH and the penalty algorithm as pure init/step kernels.
+
+Every kernel is a :class:`Kernel`: ``init(position) -> MHState`` and a jit-able
+``step(key, state) -> (MHState, MHInfo)`` closed over the model; ``step_on_data(key, state, data,
+bound_constants)`` is the same step with the data as an argument (for audits that switch a canary
+record in and out under jit). The kernels draw no randomness they were not given.
+
+Shared by all: propose theta' (any :class:`~dpposterior.mcmc.model.Proposal`; its log ratio is
+always in the test); a proposal outside the box is rejected without looking at the data; the log
+prior ratio is always included; accept iff ``log u < log r + Z - s^2 / 2`` with ``Z ~ N(0, s^2)``
+(the penalty correction of Ceperley & Dewing 1999, which keeps the chain exactly reversible for any
+noise scale s that is symmetric in theta and theta'; s = 0 is the plain MH test).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._checks import check_positive, check_positive_int
+from .accounting import FastMHConstants, classic_noise_multiplier, dp_fast_mh_constants
+from .model import EnergyModel, Proposal
+
+Array = Any
+
+#: default number of minibatch draws evaluated per pass of the minibatch loop.
+DEFAULT_CHUNK = 64
+#: TunaMH's default lambda = chi C^2 M^2 (Zhang et al. 2020).
+DEFAULT_CHI = 1e-5
+
+
+class MHState(NamedTuple):
+    """The state of a chain: the position (1-D float32 array) and its log prior (cached)."""
+
+    position: Array
+    log_prior: Array
+
+
+class MHInfo(NamedTuple):
+    """What one step did. NOT PRIVATE: these depend on the data and are not released by the DP
+    samplers' guarantee (``accepted`` is a function of the released chain when proposals are
+    continuous; the others may not be). Use them for debugging and tuning, do not publish them.
+
+    Attributes:
+      accepted: whether theta' was accepted.
+      proposal_in_box: whether theta' lay in the parameter box (rejected otherwise).
+      batch_size: the batch size of the test: TunaMH's Poisson batch size B (records drawn with
+        probability c_i / C) for a minibatch test, N for a full-batch test. (The minibatch test
+        evaluates about B N c_max / C candidate records: B when all c_i are equal.)
+      used_full_batch: whether the full-batch test ran.
+      noise_std: the std s of the Gaussian noise added to the log ratio (0 without noise).
+      bound_violations: evaluated records with |U_i(theta') - U_i(theta)| > c_i M (beyond float
+        tolerance): the bound the kernel relies on is wrong there, and so is the chain.
+    """
+
+    accepted: Array
+    proposal_in_box: Array
+    batch_size: Array
+    used_full_batch: Array
+    noise_std: Array
+    bound_violations: Array
+
+
+class Kernel(NamedTuple):
+    """A sampler: pure functions over :class:`MHState`, and what it needs for accounting.
+
+    Attributes:
+      init: ``init(position) -> MHState`` (validates the position).
+      step: ``step(key, state) -> (MHState, MHInfo)``, jit-able, closed over the model's data.
+      step_on_data: ``step_on_data(key, state, data, bound_constants)``: the same step with the
+        data passed in (jit-able with traced data).
+      method: ``"tuna_mh"``, ``"dp_fast_mh"`` or ``"penalty"``.
+      config: the method's constants (a frozen dataclass).
+      model: the :class:`~dpposterior.mcmc.EnergyModel` it samples.
+    """
+
+    init: Callable[[Array], MHState]
+    step: Callable[[Array, MHState], tuple[MHState, MHInfo]]
+    step_on_data: Callable[..., tuple[MHState, MHInfo]]
+    method: str
+    config: Any
+    model: EnergyModel
+
+
+# --------------------------------------------------------------------------------------------
+# building blocks
+
+
+def _take(data: Any, idx: Array) -> Any:
+    return jax.tree.map(lambda a: a[idx], data)
+
+
+def _energies(energy_fn: Callable, theta: Array, records: Any) -> Array:
+    return jax.vmap(energy_fn, in_axes=(None, 0))(theta, records)
+
+
+def _violations(du: Array, cm: Array, mask: Array) -> Array:
+    tol = 1e-4 * cm + 1e-5 * (1.0 + jnp.abs(du))
+    return jnp.sum(mask & (jnp.abs(du) > cm + tol)).astype(jnp.int32)
+
+
+def _full_log_ratio(energy_fn: Callable, data: Any, c: Array, theta: Array, theta_new: Array,
+                    m: Array) -> tuple[Array, Array]:
+    """(-sum_i (U_i(theta') - U_i(theta)), bound violations) over all records."""
+    du = _energies(energy_fn, theta_new, data) - _energies(energy_fn, theta, data)
+    return -jnp.sum(du), _violations(du, c * m, jnp.ones(du.shape, bool))
+
+
+def _tuna_log_ratio(key: Array, energy_fn: Callable, data: Any, c: Array, big_c: Array, lam: Array,
+                    theta: Array, theta_new: Array, m: Array, chunk: int) -> tuple[Array, Array, Array]:
+    """TunaMH's minibatch log ratio (Zhang et al. 2020; NOTES.md section 4), exact for any batch size.
+
+    The method: B ~ Poisson(lam + C M); B indices drawn with replacement with probability c_i / C;
+    index i kept with probability (lam c_i + C phi_i(theta, theta')) / ((lam + C M) c_i), where
+    phi_i(theta, theta') = (U_i(theta') - U_i(theta) + c_i M) / 2; each kept i adds
+    log(lam c_i + C phi_i(theta', theta)) - log(lam c_i + C phi_i(theta, theta')).
+
+    Implemented by Poisson thinning, exactly equal in law and without any float32 cumulative sum:
+    B' ~ Poisson((lam + C M) N c_max / C) candidate indices drawn uniformly; a candidate is one of
+    the B draws with probability c_i / c_max (so B ~ Poisson(lam + C M) with indices ~ c_i / C, as
+    the method says), and is then kept with the probability above. The candidates are processed
+    ``chunk`` at a time in a while loop, so no batch size is capped. Returns (log ratio, B, bound
+    violations at the B drawn records).
+    """
+    n = c.shape[0]
+    c_max = jnp.max(c)
+    rate = lam + big_c * m
+    k_b, k_loop = jax.random.split(key)
+    candidates = jax.random.poisson(k_b, rate * (n * c_max / big_c)).astype(jnp.int32)
+    offsets = jnp.arange(chunk, dtype=jnp.int32)
+
+    def cond(carry):
+        return carry[0] * chunk < candidates
+
+    def body(carry):
+        i, acc, drawn, viol = carry
+        k_idx, k_draw, k_keep = jax.random.split(jax.random.fold_in(k_loop, i), 3)
+        idx = jax.random.randint(k_idx, (chunk,), 0, n)
+        valid = i * chunk + offsets < candidates
+        ci = c[idx]
+        is_draw = valid & (jax.random.uniform(k_draw, (chunk,)) * c_max < ci)
+        records = _take(data, idx)
+        du = _energies(energy_fn, theta_new, records) - _energies(energy_fn, theta, records)
+        phi = 0.5 * (du + ci * m)
+        fwd = lam * ci + big_c * phi
+        rev = lam * ci + big_c * (ci * m - phi)
+        keep = is_draw & (jax.random.uniform(k_keep, (chunk,)) * rate * ci < fwd)
+        term = jnp.where(keep, jnp.log(jnp.where(keep, rev, 1.0)) - jnp.log(jnp.where(keep, fwd, 1.0)), 0.0)
+        return (i + 1, acc + jnp.sum(term), drawn + jnp.sum(is_draw).astype(jnp.int32),
+                viol + _violations(du, ci * m, is_draw))
+
+    init = (jnp.int32(0), jnp.float32(0.0), jnp.int32(0), jnp.int32(0))
+    _, log_r, batch, viol = jax.lax.while_loop(cond, body, init)
+    return log_r, batch, viol
+
+
+class _Proposed(NamedTuple):
+    theta_new: Array
+    in_box: Array
+    m: Array
+    log_prior_new: Array
+    base_log_ratio: Array   # log prior ratio + proposal log ratio (0 when out of the box)
+
+
+def _propose(key: Array, state: MHState, model: EnergyModel, proposal: Proposal) -> _Proposed:
+    theta = state.position
+    raw = proposal.sample(key, theta)
+    if model.lower is not None:
+        in_box = jnp.all((raw >= model.lower) & (raw <= model.upper))
+    else:
+        in_box = jnp.all(jnp.isfinite(raw))
+    theta_new = jnp.where(in_box, raw, theta)  # never evaluate the model outside the box
+    m = model.distance_fn(theta, theta_new)
+    lp_new = model.log_prior_fn(theta_new)
+    base = lp_new - state.log_prior
+    if proposal.log_ratio is not None:
+        base = base + proposal.log_ratio(theta, theta_new)
+    return _Proposed(theta_new, in_box, m, lp_new, base)
+
+
+def _decide(key: Array, state: MHState, p: _Proposed, log_r: Array, noise_std: Array, batch: Array,
+            full: Array, viol: Array) -> tuple[MHState, MHInfo]:
+    k_noise, k_u = jax.random.split(key)
+    z = noise_std * jax.random.normal(k_noise, ())
+    log_a = p.base_log_ratio + log_r + z - 0.5 * noise_std**2
+    accept = p.in_box & (jnp.log(jax.random.uniform(k_u, ())) < log_a)
+    new = MHState(position=jnp.where(accept, p.theta_new, state.position),
+                  log_prior=jnp.where(accept, p.log_prior_new, state.log_prior))
+    info = MHInfo(accepted=accept, proposal_in_box=p.in_box, batch_size=jnp.asarray(batch, jnp.int32),
+                  used_full_batch=jnp.asarray(full, bool), noise_std=jnp.asarray(noise_std, jnp.float32),
+                  bound_violations=viol)
+    return new, info
+
+
+def check_positions(model: EnergyModel, positions: Any) -> np.ndarray:
+    """Validates initial positions of shape (num_chains, dim): finite and inside the box."""
+    pos = np.asarray(positions, np.float64)
+    if pos.ndim != 2 or pos.shape[0] == 0 or pos.shape[1] == 0:
+        raise ValueError(f"positions must be non-empty, of shape (dim,) or (num_chains, dim), got {pos.shape}")
+    if not np.all(np.isfinite(pos)):
+        raise ValueError("position must be finite")
+    if model.lower is not None:
+        if model.lower.shape != pos.shape[1:]:
+            raise ValueError(f"position has dimension {pos.shape[1]} but the box has shape {model.lower.shape}")
+        if not (np.all(pos >= np.asarray(model.lower)) and np.all(pos <= np.asarray(model.upper))):
+            raise ValueError("position must lie inside the box")
+    return pos
+
+
+def init_states(model: EnergyModel, positions: Any) -> MHState:
+    """Batched :class:`MHState` (leading chain axis) for positions of shape (num_chains, dim)."""
+    theta = jnp.asarray(check_positions(model, positions), jnp.float32)
+    lp = jax.jit(jax.vmap(model.log_prior_fn))(theta)
+    if not np.all(np.isfinite(np.asarray(lp))):
+        raise ValueError("log prior at every initial position must be finite")
+    return MHState(position=theta, log_prior=jnp.asarray(lp, jnp.float32))
+
+
+def _make_init(model: EnergyModel) -> Callable[[Array], MHState]:
+    def init(position: Array) -> MHState:
+        pos = np.asarray(position, np.float64)
+        if pos.ndim != 1:
+            raise ValueError(f"position must be a non-empty 1-D array, got shape {pos.shape}")
+        theta = jnp.asarray(check_positions(model, pos[None, :])[0], jnp.float32)
+        lp = model.log_prior_fn(theta)
+        if not np.isfinite(float(lp)):
+            raise ValueError(f"log prior at the initial position must be finite, got {float(lp)}")
+        return MHState(position=theta, log_prior=jnp.asarray(lp, jnp.float32))
+
+    return init
+
+
+def _check_proposal(proposal: Any) -> Proposal:
+    if not isinstance(proposal, Proposal):
+        raise TypeError(f"proposal must be a dpposterior.mcmc.Proposal (e.g. random_walk(scale)), got {proposal!r}")
+    return proposal
+
+
+def _check_model(model: Any) -> EnergyModel:
+    if not isinstance(model, EnergyModel):
+        raise TypeError(f"model must be an EnergyModel (build it with dpposterior.mcmc.energy_model), got {model!r}")
+    return model
+
+
+# --------------------------------------------------------------------------------------------
+# TunaMH
+
+
+@dataclasses.dataclass(frozen=True)
+class TunaMHConfig:
+    """TunaMH's constants: lambda = chi C^2 M^2 (``lam is None``) or the constant ``lam``."""
+
+    chi: float
+    lam: float | None
+    chunk: int
+
+
+def tuna_mh_kernel(model: EnergyModel, proposal: Proposal, *, chi: float = DEFAULT_CHI,
+                   lam: float | None = None, chunk: int = DEFAULT_CHUNK) -> Kernel:
+    """TunaMH: exact minibatch Metropolis-Hastings (Zhang, Cooper & De Sa 2020). NOT PRIVATE.
+
+    Each step draws B ~ Poisson(lambda + C M(theta, theta')) records with probability c_i / C and
+    thins them (see :func:`_tuna_log_ratio`); the chain is reversible with respect to the exact
+    posterior. Reference: NOTES.md section 4; papers/dp-fast-mh.txt (the non-private baseline).
+
+    Args:
+      model: an :class:`~dpposterior.mcmc.EnergyModel`.
+      proposal: a :class:`~dpposterior.mcmc.Proposal`.
+      chi: lambda = chi C^2 M^2 (default 1e-5), used when ``lam`` is None.
+      lam: a constant lambda > 0 instead.
+      chunk: draws evaluated per pass of the minibatch loop (speed only).
+    """
+    model = _check_model(model)
+    proposal = _check_proposal(proposal)
+    chi = check_positive(chi, "chi")
+    lam_c = None if lam is None else check_positive(lam, "lam")
+    chunk = check_positive_int(chunk, "chunk")
+    config = TunaMHConfig(chi=chi, lam=lam_c, chunk=chunk)
+
+    def step_on_data(key, state, data, c):
+        k_prop, k_batch, k_acc = jax.random.split(key, 3)
+        p = _propose(k_prop, state, model, proposal)
+        big_c = jnp.sum(c)
+        lam_v = chi * (big_c * p.m) ** 2 if lam_c is None else jnp.float32(lam_c)
+        log_r, batch, viol = _tuna_log_ratio(k_batch, model.energy_fn, data, c, big_c, lam_v, state.position,
+                                             p.theta_new, p.m, chunk)
+        return _decide(k_acc, state, p, log_r, jnp.float32(0.0), batch, False, viol)
+
+    def step(key, state):
+        return step_on_data(key, state, model.data, model.bound_constants)
+
+    return Kernel(init=_make_init(model), step=step, step_on_data=step_on_data, method="tuna_mh", config=config,
+                  model=model)
+
+
+# --------------------------------------------------------------------------------------------
+# DP-Fast MH
+
+
+@dataclasses.dataclass(frozen=True)
+class FastMHConfig:
+    """DP-Fast MH's settings: ``constants`` (None when ``private`` is False) and the loop chunk."""
+
+    private: bool
+    constants: FastMHConstants | None
+    lam: float
+    batch_cap: float
+    chunk: int
+
+
+def dp_fast_mh_kernel(model: EnergyModel, proposal: Proposal, *, epsilon: float | None, delta: float | None,
+                      batch_cap: float, lam: float = 10.0, private: bool = True,
+                      chunk: int = DEFAULT_CHUNK) -> Kernel:
+    """DP-Fast MH (Zhang, Zhang & De Sa 2023, papers/dp-fast-mh.txt, Algorithm 2 and Theorem 2).
+
+    Each step proposes theta'. If lambda + C M < K (minibatch branch): TunaMH's minibatch log ratio
+    with constant lambda; its L2 sensitivity under replace-one adjacency is
+    D1 = 2 log(1 + C M / lambda); if D1 >= epsilon', Gaussian noise of std sigma1 D1 is added with
+    the penalty correction, else the plain test runs (privacy from the test's own randomness).
+    Otherwise (full-batch branch): the full-data log ratio, sensitivity D2 = 2 c_max M, noise std
+    sigma2 D2 with the penalty correction. The branch and the noise scales depend on theta, theta'
+    only through M (symmetric), so the chain stays exactly reversible for the posterior.
+
+    Privacy: each iteration is (epsilon, delta)-DP under replace-one adjacency (the paper's
+    Theorem 2; constants epsilon' = epsilon C/(6 K c_max), delta' = delta C/(2 K c_max),
+    sigma1 = sqrt(2 ln(1.25/delta'))/epsilon', sigma2 = sqrt(2 ln(1.25/delta))/epsilon; NOTES.md
+    section 4), with C and c_max public. The minibatch is drawn with replacement with probabilities
+    c_i / C and a Poisson size (not Poisson subsampling). A chain composes its iterations
+    (:func:`dpposterior.mcmc.run_chain`, :func:`dpposterior.mcmc.compose_iterations`).
+
+    Args:
+      model: an :class:`~dpposterior.mcmc.EnergyModel`.
+      proposal: a :class:`~dpposterior.mcmc.Proposal`.
+      epsilon, delta: the per-iteration guarantee, epsilon in (0, 1), delta in (0, 1) (None, None
+        with ``private=False``); :func:`dpposterior.mcmc.calibrate_chain` turns a total into these.
+      batch_cap: K > 0 (the paper recommends about epsilon C / (6 c_max)).
+      lam: lambda > 0 (default 10, as in the authors' runs).
+      private: False switches the noise off (the non-private version; NOT PRIVATE).
+      chunk: minibatch draws per pass of the loop (speed only).
+
+    Raises:
+      ValueError, TypeError: invalid arguments (see :func:`dpposterior.mcmc.dp_fast_mh_constants`).
+    """
+    model = _check_model(model)
+    proposal = _check_proposal(proposal)
+    if not isinstance(private, (bool, np.bool_)):
+        raise TypeError(f"private must be True or False, got {private!r}")
+    k = check_positive(batch_cap, "batch_cap")
+    lam = check_positive(lam, "lam")
+    chunk = check_positive_int(chunk, "chunk")
+    constants = None
+    if private:
+        if epsilon is None or delta is None:
+            raise ValueError("epsilon and delta (per iteration) are required when private=True")
+        constants = dp_fast_mh_constants(epsilon, delta, total_bound=model.total_bound, max_bound=model.max_bound,
+                                         batch_cap=k, lam=lam)
+    config = FastMHConfig(private=bool(private), constants=constants, lam=lam, batch_cap=k, chunk=chunk)
+    eps = float(epsilon) if private else 0.0
+    dlt = float(delta) if private else 0.0
+    sigma2 = constants.sigma2 if private else 0.0
+
+    def step_on_data(key, state, data, c):
+        k_prop, k_batch, k_acc = jax.random.split(key, 3)
+        p = _propose(k_prop, state, model, proposal)
+        big_c = jnp.sum(c)
+        c_max = jnp.max(c)
+        minibatch = lam + big_c * p.m < k
+
+        def mini(_):
+            log_r, batch, viol = _tuna_log_ratio(k_batch, model.energy_fn, data, c, big_c, jnp.float32(lam),
+                                                 state.position, p.theta_new, p.m, chunk)
+            if not private:
+                return log_r, jnp.float32(0.0), batch, viol
+            d1 = 2.0 * jnp.log1p(big_c * p.m / lam)
+            eps_p = eps * big_c / (6.0 * k * c_max)
+            delta_p = dlt * big_c / (2.0 * k * c_max)
+            sigma1 = jnp.sqrt(2.0 * jnp.log(1.25 / delta_p)) / eps_p
+            sd = jnp.where(d1 >= eps_p, sigma1 * d1, 0.0)
+            return log_r, sd.astype(jnp.float32), batch, viol
+
+        def full(_):
+            log_r, viol = _full_log_ratio(model.energy_fn, data, c, state.position, p.theta_new, p.m)
+            sd = jnp.float32(sigma2) * 2.0 * c_max * p.m
+            n = jax.tree.leaves(data)[0].shape[0]
+            return log_r, sd.astype(jnp.float32), jnp.int32(n), viol
+
+        log_r, sd, batch, viol = jax.lax.cond(minibatch, mini, full, None)
+        return _decide(k_acc, state, p, log_r, sd, batch, ~minibatch, viol)
+
+    def step(key, state):
+        return step_on_data(key, state, model.data, model.bound_constants)
+
+    return Kernel(init=_make_init(model), step=step, step_on_data=step_on_data, method="dp_fast_mh", config=config,
+                  model=model)
+
+
+# --------------------------------------------------------------------------------------------
+# the penalty algorithm
+
+
+@dataclasses.dataclass(frozen=True)
+class PenaltyConfig:
+    """The penalty algorithm's noise multiplier (None when not private) and its provenance."""
+
+    private: bool
+    noise_multiplier: float | None
+    epsilon: float | None
+    delta: float | None
+
+
+def penalty_kernel(model: EnergyModel, proposal: Proposal, *, epsilon: float | None = None,
+                   delta: float | None = None, noise_multiplier: float | None = None,
+                   private: bool = True) -> Kernel:
+    """The penalty algorithm (Yildirim & Ermis 2019), the full-batch DP MH baseline of papers/dp-fast-mh.txt.
+
+    Each step computes the full-data log ratio sum_i (U_i(theta) - U_i(theta')), adds
+    Z ~ N(0, s^2) with s = sigma 2 c_max M(theta, theta'), and accepts with
+    min(1, exp(log r + Z - s^2/2)) (the penalty correction: exact for the posterior).
+
+    Privacy: a Gaussian mechanism per iteration on a function of L2 sensitivity 2 c_max M under
+    replace-one adjacency; no subsampling. With (epsilon, delta) per iteration, sigma =
+    sqrt(2 ln(1.25/delta))/epsilon (classic calibration, epsilon < 1; NOTES.md section 4); or give
+    ``noise_multiplier`` sigma directly (e.g. from :func:`dpposterior.mcmc.calibrate_chain`).
+    Composed over a chain as T Gaussian mechanisms (:func:`dpposterior.mcmc.gaussian_chain_epsilon`).
+
+    Args:
+      model, proposal: as :func:`tuna_mh_kernel`.
+      epsilon, delta: per-iteration guarantee (classic calibration); or
+      noise_multiplier: sigma > 0 directly (then epsilon and delta must be None).
+      private: False: plain full-batch MH without noise (NOT PRIVATE).
+    """
+    model = _check_model(model)
+    proposal = _check_proposal(proposal)
+    if not isinstance(private, (bool, np.bool_)):
+        raise TypeError(f"private must be True or False, got {private!r}")
+    sigma = 0.0
+    if private:
+        if noise_multiplier is not None:
+            if epsilon is not None or delta is not None:
+                raise ValueError("give either (epsilon, delta) or noise_multiplier, not both")
+            sigma = check_positive(noise_multiplier, "noise_multiplier")
+        elif epsilon is None or delta is None:
+            raise ValueError("private=True needs per-iteration epsilon and delta, or a noise_multiplier")
+        else:
+            sigma = classic_noise_multiplier(epsilon, delta)
+    config = PenaltyConfig(private=bool(private), noise_multiplier=sigma if private else None,
+                           epsilon=None if epsilon is None else float(epsilon),
+                           delta=None if delta is None else float(delta))
+
+    def step_on_data(key, state, data, c):
+        k_prop, k_acc = jax.random.split(key)
+        p = _propose(k_prop, state, model, proposal)
+        log_r, viol = _full_log_ratio(model.energy_fn, data, c, state.position, p.theta_new, p.m)
+        sd = (jnp.float32(sigma) * 2.0 * jnp.max(c) * p.m).astype(jnp.float32)
+        n = jax.tree.leaves(data)[0].shape[0]
+        return _decide(k_acc, state, p, log_r, sd, jnp.int32(n), True, viol)
+
+    def step(key, state):
+        return step_on_data(key, state, model.data, model.bound_constants)
+
+    return Kernel(init=_make_init(model), step=step, step_on_data=step_on_data, method="penalty", config=config,
+                  model=model)

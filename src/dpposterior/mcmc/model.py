@@ -1,0 +1,180 @@
+"""The user's model for the minibatch MH samplers: per-record energies, prior, bounds, box, proposal.
+
+The target is ``pi(theta) ~ exp(log_prior(theta) - sum_i U_i(theta))`` restricted to a parameter box,
+with ``U_i(theta) = energy_fn(theta, record_i)`` (for a tempered likelihood, ``U_i = -log p(x_i |
+theta) / temperature``). The samplers need the Lipschitz-type bound of papers/dp-fast-mh.txt
+(NOTES.md section 4)::
+
+    |U_i(theta) - U_i(theta')| <= c_i M(theta, theta')   for all theta, theta' in the box,
+
+with ``M`` the Euclidean distance by default. The bound is the user's claim: the samplers cannot
+prove it, but they count its violations at the evaluated records (a non-private diagnostic).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._checks import check_float32_array, check_positive
+
+Array = Any
+
+
+def euclidean_distance(theta: Array, theta_new: Array) -> Array:
+    """M(theta, theta') = ||theta - theta'||_2 (the default; symmetric, as the samplers require)."""
+    return jnp.sqrt(jnp.sum(jnp.square(theta_new - theta)))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class EnergyModel:
+    """A validated model for :mod:`dpposterior.mcmc` (build it with :func:`energy_model`).
+
+    Attributes:
+      energy_fn: ``U_i(theta) = energy_fn(theta, record)``, a JAX function of a position (1-D array)
+        and one record (a pytree slice of ``data``), returning a scalar.
+      log_prior_fn: ``log p(theta)`` up to a constant, a JAX function of a position.
+      data: a pytree of arrays sharing a leading record axis of length ``num_records``.
+      bound_constants: float32 array ``c`` of shape (num_records,), every ``c_i >= 0`` and sum > 0.
+      lower, upper: the parameter box (float32 arrays of shape (dim,)), or None for no box.
+      distance_fn: ``M(theta, theta')``, symmetric in its arguments.
+      num_records: N.
+    """
+
+    energy_fn: Callable[[Array, Any], Array]
+    log_prior_fn: Callable[[Array], Array]
+    data: Any
+    bound_constants: Array
+    lower: Array | None
+    upper: Array | None
+    distance_fn: Callable[[Array, Array], Array]
+    num_records: int
+
+    @property
+    def total_bound(self) -> float:
+        """C = sum_i c_i."""
+        return float(np.sum(np.asarray(self.bound_constants, np.float64)))
+
+    @property
+    def max_bound(self) -> float:
+        """c_max = max_i c_i."""
+        return float(np.max(np.asarray(self.bound_constants)))
+
+
+def _check_array(name: str, a: Any) -> np.ndarray:
+    arr = np.asarray(a)
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}")
+    if arr.size and not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite: it contains NaN or inf")
+    check_float32_array(name, arr)
+    return arr
+
+
+def energy_model(energy_fn: Callable[[Array, Any], Array], data: Any, *,
+                 log_prior_fn: Callable[[Array], Array], bound_constants: Any,
+                 box: tuple[Any, Any] | None = None,
+                 distance_fn: Callable[[Array, Array], Array] | None = None) -> EnergyModel:
+    """Validates and packs a model given as per-record energies for the minibatch MH samplers.
+
+    Args:
+      energy_fn: ``energy_fn(theta, record) -> U_i(theta)``, a JAX-traceable scalar function.
+      data: an array or pytree of arrays whose leading axis indexes records (N >= 1), finite.
+      log_prior_fn: ``log_prior_fn(theta) -> log p(theta)`` (up to a constant), JAX-traceable.
+      bound_constants: the c_i of ``|U_i(theta) - U_i(theta')| <= c_i M(theta, theta')``: a finite
+        array of shape (N,) with every entry >= 0 and a positive sum. Privacy note: the DP samplers
+        treat C = sum c_i and c_max = max c_i as public (as the paper does): use bounds that do not
+        depend on the private records (e.g. from a public bound on the data domain).
+      box: ``(lower, upper)``: proposals outside ``lower <= theta <= upper`` (elementwise) are
+        rejected; the bounds must be non-NaN with ``lower < upper``. ``None``: no box.
+      distance_fn: ``M(theta, theta')``; must be symmetric. Default: Euclidean distance.
+
+    Returns:
+      An :class:`EnergyModel`.
+
+    Raises:
+      TypeError: a non-callable function, non-numeric data or bounds.
+      ValueError: empty or non-finite data, data arrays of different lengths, bounds of the wrong
+        shape, negative or non-finite bounds or a zero sum, a box with NaN or lower >= upper.
+    """
+    for name, fn in (("energy_fn", energy_fn), ("log_prior_fn", log_prior_fn)):
+        if not callable(fn):
+            raise TypeError(f"{name} must be callable, got {fn!r}")
+    if distance_fn is not None and not callable(distance_fn):
+        raise TypeError(f"distance_fn must be callable or None, got {distance_fn!r}")
+    leaves = jax.tree.leaves(data)
+    if not leaves:
+        raise ValueError("data must hold at least one array of records, got none")
+    arrays = [_check_array("data", leaf) for leaf in leaves]
+    lengths = {a.shape[0] if a.ndim else None for a in arrays}
+    if None in lengths:
+        raise ValueError("data arrays must have a leading record axis; got a scalar")
+    if len(lengths) != 1:
+        raise ValueError(f"data arrays must share their first axis (records): got lengths {sorted(lengths)}")
+    n = lengths.pop()
+    if n < 1:
+        raise ValueError("data must hold at least one record, got 0")
+    c = _check_array("bound_constants", bound_constants).astype(np.float64)
+    if c.shape != (n,):
+        raise ValueError(f"bound_constants must have shape (num_records,) = ({n},), got {c.shape}")
+    if np.any(c < 0) or not np.sum(c) > 0:
+        raise ValueError("bound_constants must all be >= 0 with a positive sum (they bound |U_i(theta) - "
+                         "U_i(theta')| / M(theta, theta'))")
+    lower = upper = None
+    if box is not None:
+        try:
+            lo_raw, hi_raw = box
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"box must be a pair (lower, upper), got {box!r}") from e
+        lower = np.atleast_1d(np.asarray(lo_raw, np.float64))
+        upper = np.atleast_1d(np.asarray(hi_raw, np.float64))
+        if lower.ndim != 1 or upper.shape != lower.shape:
+            raise ValueError(f"box bounds must be 1-D arrays of one shape, got {lower.shape} and {upper.shape}")
+        if np.any(np.isnan(lower)) or np.any(np.isnan(upper)):
+            raise ValueError("box bounds must not be NaN")
+        if not np.all(lower < upper):
+            raise ValueError(f"box must have lower < upper in every coordinate, got lower={lower}, upper={upper}")
+        lower, upper = jnp.asarray(lower, jnp.float32), jnp.asarray(upper, jnp.float32)
+    data_j = jax.tree.map(jnp.asarray, data)
+    return EnergyModel(energy_fn=energy_fn, log_prior_fn=log_prior_fn, data=data_j,
+                       bound_constants=jnp.asarray(c, jnp.float32), lower=lower, upper=upper,
+                       distance_fn=distance_fn or euclidean_distance, num_records=int(n))
+
+
+class Proposal(NamedTuple):
+    """A proposal q(theta' | theta).
+
+    Attributes:
+      sample: ``sample(key, theta) -> theta'``.
+      log_ratio: ``log_ratio(theta, theta') = log q(theta | theta') - log q(theta' | theta)``, added
+        to every acceptance test; None for a symmetric proposal (ratio 0).
+    """
+
+    sample: Callable[[Array, Array], Array]
+    log_ratio: Callable[[Array, Array], Array] | None = None
+
+
+def random_walk(scale: Any) -> Proposal:
+    """The symmetric Gaussian random walk theta' = theta + scale * N(0, I).
+
+    Args:
+      scale: a finite number > 0, or a 1-D array of them (one per coordinate).
+
+    Raises:
+      ValueError, TypeError: a scale that is not finite and > 0.
+    """
+    s = np.asarray(scale, np.float64)
+    if s.ndim == 0:
+        check_positive(float(s), "scale")
+    elif s.ndim != 1 or not (np.all(np.isfinite(s)) and np.all(s > 0)):
+        raise ValueError(f"scale must be a finite number > 0 or a 1-D array of them, got {scale!r}")
+    s_j = jnp.asarray(s, jnp.float32)
+
+    def sample(key: Array, theta: Array) -> Array:
+        return theta + s_j * jax.random.normal(key, jnp.shape(theta), jnp.result_type(theta))
+
+    return Proposal(sample=sample, log_ratio=None)

@@ -1,0 +1,135 @@
+"""Clear errors at the public boundary of dpposterior.mcmc."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dpposterior import mcmc
+
+X = np.linspace(-1, 1, 10).astype(np.float32)
+
+
+def energy(theta, record):
+    return 0.5 * (record - theta[0]) ** 2
+
+
+def log_prior(theta):
+    return -0.5 * jnp.sum(theta**2)
+
+
+def model(**kw):
+    args = dict(log_prior_fn=log_prior, bound_constants=np.abs(X) + 2.0, box=(-2.0, 2.0))
+    args.update(kw)
+    data = args.pop("data", X)
+    return mcmc.energy_model(energy, data, **args)
+
+
+@pytest.mark.parametrize("data,match", [
+    (np.array([0.0, np.nan] + [0.0] * 8), "finite"),
+    (np.array([0.0, np.inf] + [0.0] * 8), "finite"),
+    (np.zeros(0), "at least one record"),
+    ({"a": np.zeros(10), "b": np.zeros(9)}, "share their first axis"),
+    (np.full(10, 1e300), "float32 range"),
+])
+def test_bad_data(data, match):
+    with pytest.raises(ValueError, match=match):
+        model(data=data)
+
+
+@pytest.mark.parametrize("c,match", [
+    (-np.ones(10), ">= 0"),
+    (np.zeros(10), "positive sum"),
+    (np.ones(9), "shape"),
+    (np.full(10, np.nan), "finite"),
+])
+def test_bad_bound_constants(c, match):
+    with pytest.raises(ValueError, match=match):
+        model(bound_constants=c)
+
+
+@pytest.mark.parametrize("box,match", [
+    ((1.0, -1.0), "lower < upper"),
+    ((1.0, 1.0), "lower < upper"),
+    ((np.nan, 1.0), "NaN"),
+    (([0.0, 0.0], [1.0]), "one shape"),
+    ((0.0,), "pair"),
+])
+def test_bad_box(box, match):
+    with pytest.raises(ValueError, match=match):
+        model(box=box)
+
+
+def test_non_callables_and_bad_proposals():
+    with pytest.raises(TypeError, match="energy_fn"):
+        mcmc.energy_model(3.0, X, log_prior_fn=log_prior, bound_constants=np.ones(10))
+    for scale in (0.0, -1.0, np.nan, np.inf):
+        with pytest.raises(ValueError, match="scale"):
+            mcmc.random_walk(scale)
+    with pytest.raises(TypeError, match="Proposal"):
+        mcmc.tuna_mh_kernel(model(), lambda key, th: th)
+    with pytest.raises(TypeError, match="EnergyModel"):
+        mcmc.tuna_mh_kernel(X, mcmc.random_walk(0.1))
+
+
+@pytest.mark.parametrize("epsilon", [0.0, -0.1, np.nan, np.inf, 1.0, 1.5])
+def test_bad_per_iteration_epsilon(epsilon):
+    with pytest.raises(ValueError, match="epsilon"):
+        mcmc.dp_fast_mh_kernel(model(), mcmc.random_walk(0.1), epsilon=epsilon, delta=1e-5, batch_cap=10.0)
+    with pytest.raises(ValueError, match="epsilon"):
+        mcmc.penalty_kernel(model(), mcmc.random_walk(0.1), epsilon=epsilon, delta=1e-5)
+
+
+@pytest.mark.parametrize("delta", [0.0, 1.0, -1e-5, np.nan])
+def test_bad_per_iteration_delta(delta):
+    with pytest.raises(ValueError, match="delta"):
+        mcmc.dp_fast_mh_kernel(model(), mcmc.random_walk(0.1), epsilon=0.5, delta=delta, batch_cap=10.0)
+
+
+def test_bad_kernel_settings():
+    m, prop = model(), mcmc.random_walk(0.1)
+    with pytest.raises(ValueError, match="required"):
+        mcmc.dp_fast_mh_kernel(m, prop, epsilon=None, delta=None, batch_cap=10.0)
+    with pytest.raises(ValueError, match="batch_cap"):
+        mcmc.dp_fast_mh_kernel(m, prop, epsilon=0.5, delta=1e-5, batch_cap=0.0)
+    with pytest.raises(ValueError, match="delta'"):  # delta C / (2 K c_max) >= 1
+        mcmc.dp_fast_mh_kernel(m, prop, epsilon=0.5, delta=0.9, batch_cap=1.0)
+    with pytest.raises(ValueError, match="not both"):
+        mcmc.penalty_kernel(m, prop, epsilon=0.5, delta=1e-5, noise_multiplier=3.0)
+    with pytest.raises(ValueError, match="noise_multiplier"):
+        mcmc.penalty_kernel(m, prop)
+    with pytest.raises(TypeError, match="private"):
+        mcmc.penalty_kernel(m, prop, private="no")
+
+
+def test_bad_initial_positions():
+    kernel = mcmc.tuna_mh_kernel(model(), mcmc.random_walk(0.1))
+    for pos, match in ((np.array([3.0]), "inside the box"), (np.array([np.nan]), "finite"),
+                       (np.zeros(2), "dimension"), (np.zeros((1, 1, 1)), "shape")):
+        with pytest.raises(ValueError, match=match):
+            mcmc.run_chain(kernel, pos, 5, rng_key=0)
+    with pytest.raises(ValueError, match="inside the box"):
+        kernel.init(np.array([2.5]))
+    with pytest.raises(TypeError, match="num_steps"):
+        mcmc.run_chain(kernel, np.zeros(1), 5.0, rng_key=0)
+    with pytest.raises(ValueError, match="num_steps"):
+        mcmc.run_chain(kernel, np.zeros(1), 0, rng_key=0)
+
+
+def test_bad_accounting_arguments():
+    with pytest.raises(ValueError, match="total_epsilon"):
+        mcmc.calibrate_chain("dp_fast_mh", 0.0, 1e-5, 100)
+    with pytest.raises(ValueError, match="total_delta"):
+        mcmc.calibrate_chain("penalty", 1.0, 1.0, 100)
+    with pytest.raises(ValueError, match="method"):
+        mcmc.calibrate_chain("barker", 1.0, 1e-5, 100)
+    with pytest.raises(ValueError, match=">= 1"):  # one iteration cannot use a per-iteration epsilon of 5
+        mcmc.calibrate_chain("dp_fast_mh", 5.0, 1e-5, 1)
+    with pytest.raises(ValueError, match="accountant"):
+        mcmc.compose_iterations(0.1, 1e-6, 10, 1e-3, "moments")
+    kernel = mcmc.penalty_kernel(model(), mcmc.random_walk(0.1), epsilon=0.5, delta=1e-5)
+    with pytest.raises(ValueError, match="total_delta"):
+        mcmc.run_chain(kernel, np.zeros(1), 5, rng_key=0, total_delta=1.5)
+    with pytest.raises(ValueError, match="accountant"):
+        mcmc.run_chain(kernel, np.zeros(1), 5, rng_key=0, accountant="optimal")
