@@ -31,12 +31,10 @@ import platform
 import sys
 import time
 
-SINGLE_THREAD_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-if "--single-thread" in sys.argv[1:] and os.environ.get("DPSGD_BENCH_SINGLE_THREAD") != "1":
-    # XLA reads its flags when JAX starts: restart with them set.
-    env = dict(os.environ, DPSGD_BENCH_SINGLE_THREAD="1",
-               XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") + " " + SINGLE_THREAD_FLAGS).strip())
-    os.execve(sys.executable, [sys.executable, os.path.abspath(__file__), *sys.argv[1:]], env)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import clock, logistic_loss, single_thread_restart  # noqa: E402
+
+single_thread_restart(__file__)
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -45,7 +43,7 @@ import numpy as np  # noqa: E402
 from dpposterior.dpsgd import default_capacity, dpsgd  # noqa: E402
 
 #: the clock: wall time, or process CPU time with --single-thread
-CLOCK = time.process_time if os.environ.get("DPSGD_BENCH_SINGLE_THREAD") == "1" else time.perf_counter
+CLOCK = clock()
 
 D = 100
 Q = 0.1
@@ -54,12 +52,6 @@ CLIP = 1.0
 LR = 1e-3
 TARGETS = {30_000: 3.0, 300_000: 8.0}
 
-
-def logistic_loss(w, record):
-    """Per-record logistic regression loss (labels in {0, 1})."""
-    x, y = record
-    z = jnp.dot(x, w)
-    return jax.nn.softplus(z) - y * z
 
 
 def make_data(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -10,6 +10,13 @@ import math
 import numbers
 from typing import Any
 
+import numpy as np
+
+#: the largest finite float32: JAX computes in float32 (x64 off), and larger values become inf.
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+#: the smallest normal float32 > 0: smaller positive values become 0 or lose precision in float32.
+FLOAT32_TINY = float(np.finfo(np.float32).tiny)
+
 
 def _is_real_number(x: Any) -> bool:
     if isinstance(x, bool):
@@ -72,3 +79,33 @@ def check_positive(value: Any, name: str, allow_zero: bool = False) -> float:
         rel = ">= 0" if allow_zero else "> 0"
         raise ValueError(f"{name} must be a finite number {rel}, got {value!r}")
     return v
+
+
+def check_float32_array(name: str, arr: np.ndarray) -> None:
+    """Refuses values that would change when JAX casts ``arr`` to 32 bits (its default precision).
+
+    A float beyond the float32 range would become inf, and a 64-bit integer outside the 32-bit range
+    would wrap around; both would corrupt the computation silently, so they are errors.
+    """
+    if arr.size == 0:
+        return
+    if arr.dtype.kind == "f" and arr.dtype.itemsize > 4:
+        with np.errstate(invalid="ignore"):
+            big = np.abs(arr) > FLOAT32_MAX
+        if big.any():
+            raise ValueError(f"{name} must lie within the float32 range |x| <= {FLOAT32_MAX:.4g} (JAX computes in "
+                             f"float32 and larger values become inf), got {arr[big].flat[0]!r}")
+    elif arr.dtype.kind in "iu" and arr.dtype.itemsize > 4:
+        info = np.iinfo(np.int32 if arr.dtype.kind == "i" else np.uint32)
+        lo, hi = arr.min(), arr.max()
+        if lo < info.min or hi > info.max:
+            raise ValueError(f"{name} must lie within the 32-bit integer range [{info.min}, {info.max}] (JAX "
+                             f"computes in 32 bits and larger integers wrap around), got values in [{lo}, {hi}]")
+
+
+def check_float32_positive(value: float, name: str) -> float:
+    """A value already checked finite and > 0 that must also stay finite and > 0 in float32."""
+    if not FLOAT32_TINY <= value <= FLOAT32_MAX:
+        raise ValueError(f"{name} must lie in [{FLOAT32_TINY:.4g}, {FLOAT32_MAX:.4g}] (the positive normal float32 "
+                         f"range: the computation runs in float32), got {value!r}")
+    return value

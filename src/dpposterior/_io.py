@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
+import io
 import os
 import tempfile
 from pathlib import Path
+
+import numpy as np
 
 
 def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
@@ -39,3 +43,50 @@ def save_figure_atomic(fig, path: str | os.PathLike, dpi: int = 110) -> Path:
             os.unlink(tmp)
         raise
     return path
+
+
+def array_digest(arrays: dict[str, np.ndarray], meta: str) -> str:
+    """SHA-256 over the named arrays (name, dtype, shape, bytes; in name order) and the metadata text."""
+    h = hashlib.sha256()
+    for k in sorted(arrays):
+        a = np.ascontiguousarray(arrays[k])
+        h.update(k.encode())
+        h.update(str(a.dtype).encode())
+        h.update(str(a.shape).encode())
+        h.update(a.tobytes())
+    h.update(meta.encode())
+    return h.hexdigest()
+
+
+def write_checked_npz(path: str | os.PathLike, arrays: dict[str, np.ndarray], meta: str, *,
+                      compress: bool = True) -> Path:
+    """Writes ``arrays`` and the metadata text to one ``.npz`` with a SHA-256 checksum, atomically."""
+    buf = io.BytesIO()
+    save = np.savez_compressed if compress else np.savez
+    save(buf, metadata=np.frombuffer(meta.encode(), dtype=np.uint8),
+         checksum=np.frombuffer(array_digest(arrays, meta).encode(), dtype=np.uint8), **arrays)
+    return write_bytes_atomic(path, buf.getvalue())
+
+
+def read_checked_npz(path: str | os.PathLike, names: tuple[str, ...], what: str) -> tuple[str, dict[str, np.ndarray]]:
+    """Reads a file of :func:`write_checked_npz`: (metadata text, the arrays ``names``), checksum verified.
+
+    Raises:
+      FileNotFoundError: no such file.
+      ValueError: unreadable (truncated, corrupted), arrays missing, or the checksum does not match.
+    """
+    path = Path(path)
+    raw = path.read_bytes()  # FileNotFoundError propagates as is
+    try:
+        with np.load(io.BytesIO(raw), allow_pickle=False) as z:
+            contents = {k: z[k] for k in z.files}
+    except Exception as e:  # noqa: BLE001 - zipfile.BadZipFile, EOFError, ValueError, OSError ...
+        raise ValueError(f"{path} is not a readable {what} file (truncated or corrupted?): {e}") from e
+    missing = [k for k in names + ("metadata", "checksum") if k not in contents]
+    if missing:
+        raise ValueError(f"{path} is not a {what} file: missing {missing}")
+    meta_text = contents["metadata"].tobytes().decode(errors="replace")
+    arrays = {k: contents[k] for k in names}
+    if contents["checksum"].tobytes().decode(errors="replace") != array_digest(arrays, meta_text):
+        raise ValueError(f"{path}: checksum mismatch — the {what} file was modified or corrupted")
+    return meta_text, arrays

@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
-from pathlib import Path
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "coverage_cell.py"
 
 
-def test_coverage_cell_benchmark_quick(capsys):
-    spec = importlib.util.spec_from_file_location("coverage_cell_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+def test_coverage_cell_benchmark_quick(capsys, benchmark_script):
+    module = benchmark_script("coverage_cell")
     assert module.main(["--quick", "--epsilon", "0.5"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"vmapped cell: +[\d.]+ s wall", out)

@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "postprocess.py"
-
-
-def test_postprocess_benchmark_quick(capsys):
-    spec = importlib.util.spec_from_file_location("postprocess_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+def test_postprocess_benchmark_quick(capsys, benchmark_script):
+    module = benchmark_script("postprocess")
     assert module.main(["--quick"]) == 0
     out = capsys.readouterr().out
     assert "simulated from the trace model (--quick)" in out
@@ -20,7 +13,7 @@ def test_postprocess_benchmark_quick(capsys):
     assert "NUTS speed-up from the statistics" in out
 
 
-def test_quadrature_posteriors_agree_and_detect_a_different_trace():
+def test_quadrature_posteriors_agree_and_detect_a_different_trace(benchmark_script):
     """The benchmark's no-Monte-Carlo check: the full-trace and the statistics posteriors, integrated on the
     same nodes, agree with each other and with the grid solver; a perturbed trace is told apart."""
     import dataclasses
@@ -29,9 +22,7 @@ def test_quadrature_posteriors_agree_and_detect_a_different_trace():
 
     import dpposterior.noise_aware as na
 
-    spec = importlib.util.spec_from_file_location("postprocess_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = benchmark_script("postprocess")
     trace = module.simulated_trace(num_latent=2, num_steps=600, seed=3)
     grid = na.noise_aware_posterior(trace, "grid", rng_key=0)
     ref_mean, ref_sd = grid.diagnostics["phi_star_mean"], grid.diagnostics["phi_star_sd"]

@@ -210,10 +210,17 @@ def _has(module: str, name: str) -> bool:
         return False
 
 
-@pytest.mark.skipif(not _has("dpposterior.mcmc", "dp_fast_mh"),
-                    reason="mechanism not built yet (issue 7/8)")
-def test_dp_fast_mh_audit_never_exceeds_claimed_epsilon():  # pragma: no cover - until issue 7/8
-    pytest.fail("write the DP-Fast MH audit when the mechanism lands (same pattern as the engine's)")
+# DP-Fast MH and the penalty method (issue 7) are audited in tests/mcmc/test_mcmc_audit.py (honest
+# audits and no-noise controls); this check keeps that audit from disappearing silently.
+def test_dp_fast_mh_audit_exists():
+    import importlib.util
+    from pathlib import Path
+
+    assert _has("dpposterior.mcmc", "dp_fast_mh_kernel")
+    path = Path(__file__).resolve().parents[1] / "mcmc" / "test_mcmc_audit.py"
+    spec = importlib.util.spec_from_file_location("mcmc_audit", path)
+    assert spec is not None and path.exists()
+    assert "def test_dp_fast_mh_audit_never_exceeds_claimed_epsilon" in path.read_text()
 
 
 @pytest.mark.skipif(not _has("dpposterior.mcmc", "dp_sgld"),

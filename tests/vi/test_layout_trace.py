@@ -124,7 +124,7 @@ def test_trace_load_rejects_other_version(tmp_path):
     meta = json.loads(contents["metadata"].tobytes().decode())
     meta["version"] = 99
     text = json.dumps(meta, sort_keys=True)
-    from dpposterior.vi.trace import _digest
+    from dpposterior._io import array_digest as _digest
 
     arrays = {k: contents[k] for k in ("phi", "grads", "final_phi", "beta", "learning_rate")}
     contents["metadata"] = np.frombuffer(text.encode(), dtype=np.uint8)

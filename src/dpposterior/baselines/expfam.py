@@ -50,6 +50,7 @@ import numpy as np
 
 from .._checks import check_epsilon, check_positive_int, check_real
 from ..privacy.randomness import resolve_key
+from ..privacy.secure import resolve_noise_source, secure_laplace
 from ..privacy.spent import PrivacySpent
 from ..vi.layout import ParamLayout
 from . import _sampling as S
@@ -217,7 +218,10 @@ def statistic(family: str, x: jax.Array, *, bounds: tuple[float, float] | None =
 
 
 def _check_records(family: str, x: Any, num_categories: int | None) -> np.ndarray:
-    arr = np.asarray(x)
+    try:
+        arr = np.asarray(x)
+    except (ValueError, TypeError) as e:  # ragged nested lists and the like
+        raise TypeError(f"x must be a 1-D array of numbers, could not convert {type(x).__name__}: {e}") from e
     if arr.dtype.kind not in "biuf":
         raise TypeError(f"x must hold numbers (bool, int or float), got dtype {arr.dtype}")
     if arr.ndim != 1:
@@ -244,7 +248,7 @@ def _check_records(family: str, x: Any, num_categories: int | None) -> np.ndarra
 
 def release_sufficient_statistics(family: str, x: Any, *, epsilon: float, bounds: Any = None,
                                   num_categories: int | None = None, neighbouring: str = "add_remove",
-                                  rng_key: Any = None) -> SufficientStatisticsRelease:
+                                  rng_key: Any = None, secure: bool = False) -> SufficientStatisticsRelease:
     """Releases the sufficient statistic of an exponential-family sample with Laplace noise.
 
     Privacy: pure epsilon-DP by the Laplace mechanism (Dwork et al. 2006): z = s + Laplace(Delta /
@@ -268,7 +272,9 @@ def release_sufficient_statistics(family: str, x: Any, *, epsilon: float, bounds
     Randomness: with ``rng_key=None`` the noise is seeded from the operating system and the seed is not
     stored; a given key is recorded as ``seeded_by="user"`` (whoever knows it can remove the noise).
     Noise is drawn in float32 by JAX's threefry generator; the floating-point attack of Mironov
-    (2012) is not mitigated.
+    (2012) is not mitigated. With ``secure=True`` the Laplace noise is computed in float64 from the
+    operating system's CSPRNG (:func:`dpposterior.privacy.secure.secure_laplace`; ``seeded_by="secure"``;
+    still floating-point noise, see the threat model in docs/user-guide.md).
 
     Reference: Bernstein & Sheldon, "Differentially private Bayesian inference for exponential
     families", NeurIPS 2018.
@@ -282,6 +288,7 @@ def release_sufficient_statistics(family: str, x: Any, *, epsilon: float, bounds
         inferred from the data.
       neighbouring: "add_remove" (default) or "replace_one".
       rng_key: None (OS seed) or an int / JAX key (reproduction only).
+      secure: draw the noise from the OS CSPRNG; ``rng_key`` must then be None (ValueError).
 
     Returns:
       A frozen :class:`SufficientStatisticsRelease` with its PrivacySpent.
@@ -305,7 +312,7 @@ def release_sufficient_statistics(family: str, x: Any, *, epsilon: float, bounds
         raise ValueError(f"bounds apply only to gamma-exponential records, got bounds={bounds!r} for {family}")
     delta_l1 = sensitivity(family, neighbouring=neighbouring, bounds=bounds)
     arr = _check_records(family, x, num_categories)
-    raw_key, seeded_by = resolve_key(rng_key)
+    raw_key, seeded_by = resolve_noise_source(rng_key, secure)
 
     if family == "beta-bernoulli":
         s = np.array([np.sum(arr, dtype=np.float64)])
@@ -314,7 +321,11 @@ def release_sufficient_statistics(family: str, x: Any, *, epsilon: float, bounds
     else:  # records clipped into [lo, hi]: a per-record map
         s = np.array([np.sum(np.clip(arr.astype(np.float64), bounds[0], bounds[1]))])
     scale = delta_l1 / epsilon
-    noise = np.asarray(S.laplace_noise(jax.random.wrap_key_data(raw_key), s.shape, scale), np.float64)
+    S.check_laplace_scale(scale, f"sensitivity/epsilon = {delta_l1!r}/{epsilon!r}")
+    if raw_key is None:  # secure mode
+        noise = secure_laplace(s.shape, scale)
+    else:
+        noise = np.asarray(S.laplace_noise(jax.random.wrap_key_data(raw_key), s.shape, scale), np.float64)
     z = s + noise
     details = [("statistic", {"beta-bernoulli": "count of ones", "dirichlet-categorical": "category counts",
                               "gamma-exponential": "sum of clipped records"}[family]),

@@ -95,6 +95,7 @@ import numpy as np
 
 from .._checks import check_epsilon, check_positive, check_positive_int
 from ..privacy.randomness import resolve_key
+from ..privacy.secure import resolve_noise_source, secure_laplace
 from ..privacy.spent import PrivacySpent
 from ..vi.layout import ParamLayout, Site
 from . import _sampling as S
@@ -253,7 +254,14 @@ def _check_split(budget_split: Any, parts: tuple[str, ...]) -> dict[str, float]:
 
 
 def _check_bound_vector(x_bound: Any, p: int) -> np.ndarray:
-    b = np.asarray(x_bound, np.float64)
+    try:
+        b = np.asarray(x_bound)
+    except (ValueError, TypeError) as e:
+        raise TypeError(f"x_bound must be a number or a vector of length p={p}, got {x_bound!r}") from e
+    if b.dtype.kind not in "iuf":  # bools, strings, complex and objects are refused, not converted
+        raise TypeError(f"x_bound must be a real number or a vector of length p={p} of real numbers, "
+                        f"got {x_bound!r} (dtype {b.dtype})")
+    b = b.astype(np.float64)
     if b.ndim == 0:
         b = np.full((p,), float(b))
     if b.shape != (p,):
@@ -266,7 +274,7 @@ def _check_bound_vector(x_bound: Any, p: int) -> np.ndarray:
 def release_regression_statistics(X: Any, y: Any, *, epsilon: float, x_bound: Any, y_bound: float,
                                   budget_split: dict[str, float] | None = None,
                                   fourth_moments: str = "normal", neighbouring: str = "add_remove",
-                                  rng_key: Any = None) -> RegressionStatisticsRelease:
+                                  rng_key: Any = None, secure: bool = False) -> RegressionStatisticsRelease:
     """Releases Laplace-noised sufficient statistics of clipped linear-regression data.
 
     Privacy: pure epsilon-DP. Records are clipped into the box |x_j| <= x_bound_j, |y| <= y_bound
@@ -279,7 +287,8 @@ def release_regression_statistics(X: Any, y: Any, *, epsilon: float, x_bound: An
     epsilon-DP. Symmetric entries of X'X are released once. N is treated as public (as in the papers).
     Neighbouring relation "add_remove" (default) or "replace_one". Noise seeded from the OS unless
     ``rng_key`` is given (then ``seeded_by="user"``); float32 noise, Mironov's floating-point attack
-    not mitigated.
+    not mitigated. With ``secure=True`` the Laplace noise is computed in float64 from the operating
+    system's CSPRNG (``seeded_by="secure"``; threat model in docs/user-guide.md).
 
     Reference: Bernstein & Sheldon, NeurIPS 2019 (Gibbs-SS-Noisy).
 
@@ -293,9 +302,11 @@ def release_regression_statistics(X: Any, y: Any, *, epsilon: float, x_bound: An
       fourth_moments: "normal" (no ``x4`` part) or "released".
       neighbouring: "add_remove" or "replace_one".
       rng_key: None (OS seed) or an int / JAX key (reproduction only).
+      secure: draw the noise from the OS CSPRNG; ``rng_key`` must then be None (ValueError).
 
     Raises:
-      ValueError, TypeError: invalid epsilon, bounds, split, shapes, NaN/inf or empty data.
+      ValueError, TypeError: invalid epsilon, bounds, split, shapes, NaN/inf or empty data, or a key
+        given with ``secure=True``.
     """
     epsilon = check_epsilon(epsilon)
     if fourth_moments not in FOURTH_MOMENTS:
@@ -318,7 +329,7 @@ def release_regression_statistics(X: Any, y: Any, *, epsilon: float, x_bound: An
     with_x4 = fourth_moments == "released"
     parts = PARTS + (("x4",) if with_x4 else ())
     split = _check_split(budget_split, parts)
-    raw_key, seeded_by = resolve_key(rng_key)
+    raw_key, seeded_by = resolve_noise_source(rng_key, secure)
 
     xc = np.clip(xa.astype(np.float64), -bx, bx)
     yc = np.clip(ya.astype(np.float64), -by, by)
@@ -326,9 +337,18 @@ def release_regression_statistics(X: Any, y: Any, *, epsilon: float, x_bound: An
     sens = _sensitivities(bx, by, neighbouring, with_x4)
     eps_parts = {k: split[k] * epsilon for k in parts}
     scales = {k: sens[k] / eps_parts[k] for k in parts}
-    keys = jax.random.split(jax.random.wrap_key_data(raw_key), len(parts))
-    noisy = {k: stats[k] + np.asarray(S.laplace_noise(keys[i], stats[k].shape, scales[k]), np.float64)
-             for i, k in enumerate(parts)}
+    for k in parts:
+        if not np.all(np.isfinite(stats[k])):
+            raise ValueError(f"the statistics of part {k!r} overflow float64 with x_bound={x_bound!r}, "
+                             f"y_bound={y_bound!r}; use bounds of a realistic size (rescale the data)")
+        S.check_laplace_scale(scales[k], f"of part {k!r} (sensitivity/epsilon = {sens[k]:.4g}/{eps_parts[k]:.4g}, "
+                                         "from x_bound, y_bound and epsilon)")
+    if raw_key is None:  # secure mode
+        noisy = {k: stats[k] + secure_laplace(stats[k].shape, scales[k]) for k in parts}
+    else:
+        keys = jax.random.split(jax.random.wrap_key_data(raw_key), len(parts))
+        noisy = {k: stats[k] + np.asarray(S.laplace_noise(keys[i], stats[k].shape, scales[k]), np.float64)
+                 for i, k in enumerate(parts)}
     details = (("parts", parts), ("epsilon_parts", tuple(eps_parts[k] for k in parts)),
                ("sensitivity_l1", tuple(sens[k] for k in parts)), ("noise_scale", tuple(scales[k] for k in parts)),
                ("composition", "sequential (sum of the parts' epsilons)"), ("x_bound", tuple(bx.tolist())),

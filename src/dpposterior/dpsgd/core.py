@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from .sampling import (as_key, chunk_key, masked_inclusion, needs_more, sample_chunk,
+from .sampling import (as_key, chunk_key, inclusion_from_bits, masked_inclusion, needs_more, sample_chunk,
                        step_keys)
 
 
@@ -57,6 +57,7 @@ class EngineConfig:
     capacity: int
     sampling: str
     unravel: Any = None  # None (loss takes the flat vector), a TreeSpec, or a callable
+    secure: bool = False  # noise and sampling bits from the OS CSPRNG (privacy.secure), not from keys
 
     def unravel_fn(self) -> Callable[[jax.Array], Any]:
         if self.unravel is None:
@@ -165,9 +166,75 @@ def _packed_sum(cfg: EngineConfig, grads: Callable[[Any], jax.Array], data: Any,
     return jax.lax.scan(body, jnp.zeros((cfg.num_params,), jnp.float32), (idx_t, mask_t))[0]
 
 
+def _host_secure_draws(num_bits: int, num_normals: int) -> tuple[np.ndarray, np.ndarray]:
+    from ..privacy.secure import secure_bits, secure_normal
+
+    return secure_bits((num_bits,)), secure_normal((num_normals,)).astype(np.float32)
+
+
+def _host_secure_bits(num_bits: int) -> np.ndarray:
+    from ..privacy.secure import secure_bits
+
+    return secure_bits((num_bits,))
+
+
+def secure_bits_width(cfg: EngineConfig) -> int:
+    """How many uint32 sampling words secure mode feeds one step (the first packed chunk, or N masked)."""
+    if cfg.sampling_rate >= 1.0:  # every record is included: no bits needed
+        return 0
+    return cfg.num_records if cfg.sampling == "masked" else cfg.capacity
+
+
+def host_secure_draws(cfg: EngineConfig, num_steps: int, num_valid: int | None = None
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """Secure mode's draws for ``num_steps`` steps, read from the OS CSPRNG on the host.
+
+    Returns (sampling words uint32 (num_steps, width), standard normals float32 (num_steps, d)),
+    the inputs of :func:`scan_steps`'s ``draws``; fresh bytes on every call, never reused. Only the
+    first ``num_valid`` rows (default all) are drawn; the rest, for steps a chunk skips, are zeros.
+    """
+    from ..privacy.secure import secure_bits, secure_normal
+
+    k = num_steps if num_valid is None else num_valid
+    bits = np.zeros((num_steps, secure_bits_width(cfg)), np.uint32)
+    xi = np.zeros((num_steps, cfg.num_params), np.float32)
+    bits[:k] = secure_bits((k, bits.shape[1]))
+    xi[:k] = secure_normal((k, cfg.num_params))
+    return bits, xi
+
+
+def secure_step_draws(num_bits: int, num_normals: int) -> tuple[jax.Array, jax.Array]:
+    """(uint32 (num_bits,), float32 standard normals (num_normals,)) read from the OS CSPRNG at run time.
+
+    An ``io_callback`` (an effect: never cached, deduplicated or reordered away), so every call inside
+    the compiled step draws fresh bytes from :func:`os.urandom`.
+    """
+    from jax.experimental import io_callback
+
+    shapes = (jax.ShapeDtypeStruct((num_bits,), jnp.uint32), jax.ShapeDtypeStruct((num_normals,), jnp.float32))
+    return io_callback(functools.partial(_host_secure_draws, num_bits, num_normals), shapes, ordered=False)
+
+
+def secure_chunk_bits(num_bits: int) -> jax.Array:
+    """uint32 (num_bits,) from the OS CSPRNG at run time (the overflow chunks of a packed sample)."""
+    from jax.experimental import io_callback
+
+    return io_callback(functools.partial(_host_secure_bits, num_bits),
+                       jax.ShapeDtypeStruct((num_bits,), jnp.uint32), ordered=False)
+
+
 def noisy_gradient(cfg: EngineConfig, keys: tuple[jax.Array, jax.Array, jax.Array], phi: jax.Array,
-                   data: Any, sigma: Any, clip: Any, beta: jax.Array) -> jax.Array:
-    """One step's released gradient ``g~ = (sum_i clip(beta g_i, C) + sigma C xi) / beta``."""
+                   data: Any, sigma: Any, clip: Any, beta: jax.Array,
+                   draws: tuple[jax.Array, jax.Array] | None = None) -> jax.Array:
+    """One step's released gradient ``g~ = (sum_i clip(beta g_i, C) + sigma C xi) / beta``.
+
+    Default mode: the sampling bits and xi come from the step's threefry keys. Secure mode
+    (``cfg.secure``): they come from the OS CSPRNG, either as ``draws`` (this step's row of
+    :func:`host_secure_draws`, generated on the host per chunk of steps by ``dpsgd``) or, when
+    ``draws`` is None, read inside the step (:func:`secure_step_draws`); further chunks of an
+    overflowing packed sample always by :func:`secure_chunk_bits`. They pass through the same
+    sampler transformation and the same noise addition; the sampling and noise keys are unused.
+    """
     k_samp, k_loss, k_noise = keys
     per_example = per_example_grad_fn(cfg)
     pm = params_major(cfg)
@@ -177,14 +244,27 @@ def noisy_gradient(cfg: EngineConfig, keys: tuple[jax.Array, jax.Array, jax.Arra
     def grads(batch):  # beta-scaled per-example gradients; the multiply fuses into their producer
         return per_example(phi, batch, k_loss) * beta_b
 
+    xi = first_bits = None
+    if cfg.secure:
+        width = secure_bits_width(cfg)
+        first_bits, xi = secure_step_draws(width, d) if draws is None else draws
+
     if cfg.sampling == "masked":
-        mask = masked_inclusion(k_samp, cfg.num_records, cfg.sampling_rate)
+        mask = (masked_inclusion(k_samp, cfg.num_records, cfg.sampling_rate) if not cfg.secure
+                else inclusion_from_bits(first_bits, cfg.sampling_rate) if width
+                else jnp.ones((cfg.num_records,), bool))
         total = clipped_sum(grads(data), mask, clip, pm)
     else:
+        def chunk_bits(c):
+            if not cfg.secure or not width:
+                return None
+            return jax.lax.cond(c == 0, lambda: first_bits, lambda: secure_chunk_bits(width))
+
         def body(carry):
             c, start, acc = carry
             idx, mask, last = sample_chunk(chunk_key(k_samp, c), start, num_records=cfg.num_records,
-                                           sampling_rate=cfg.sampling_rate, capacity=cfg.capacity)
+                                           sampling_rate=cfg.sampling_rate, capacity=cfg.capacity,
+                                           bits=chunk_bits(c))
             return c + 1, last, acc + _packed_sum(cfg, grads, data, idx, mask, clip, pm)
 
         # Chunk after chunk, each continuing from the last index drawn, until past N (one chunk
@@ -193,14 +273,19 @@ def noisy_gradient(cfg: EngineConfig, keys: tuple[jax.Array, jax.Array, jax.Arra
         init = (jnp.int32(0), jnp.float32(-1.0), jnp.zeros((d,), jnp.float32))
         total = jax.lax.while_loop(lambda c: needs_more(c[1], cfg.num_records), body, init)[2]
 
-    xi = jax.random.normal(k_noise, (d,), jnp.float32)
+    if xi is None:
+        xi = jax.random.normal(k_noise, (d,), jnp.float32)
     return (total + (sigma * clip) * xi) / beta
 
 
 def scan_steps(cfg: EngineConfig, base_key: Any, t0: Any, phi0: jax.Array, data: Any, sigma: Any,
                clip: Any, lr: jax.Array, beta: jax.Array, length: int,
-               n_valid: Any = None) -> tuple[jax.Array, jax.Array, jax.Array]:
+               n_valid: Any = None, draws: tuple[jax.Array, jax.Array] | None = None
+               ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Runs steps ``t0, ..., t0 + length - 1`` (only the first ``n_valid`` when given).
+
+    ``draws`` (secure mode only): :func:`host_secure_draws` for these ``length`` steps, row i feeding
+    step t0 + i; None in secure mode reads them inside each step instead.
 
     Returns:
       (final phi (d,), phi_t before each update (length, d), g~_t (length, d)); skipped steps
@@ -208,13 +293,14 @@ def scan_steps(cfg: EngineConfig, base_key: Any, t0: Any, phi0: jax.Array, data:
     """
     key = as_key(base_key)
 
-    def step(phi, t):
-        g = noisy_gradient(cfg, step_keys(key, t), phi, data, sigma, clip, beta)
+    def step(phi, i):
+        row = None if draws is None else (draws[0][i], draws[1][i])
+        g = noisy_gradient(cfg, step_keys(key, t0 + i), phi, data, sigma, clip, beta, row)
         return phi - lr * g, g
 
     if n_valid is None:
         def body(phi, i):
-            new, g = step(phi, t0 + i)
+            new, g = step(phi, i)
             return new, (phi, g)
 
         final, (phis, gs) = jax.lax.scan(body, phi0, jnp.arange(length, dtype=jnp.int32))
@@ -224,7 +310,7 @@ def scan_steps(cfg: EngineConfig, base_key: Any, t0: Any, phi0: jax.Array, data:
     # ``length`` steps). Not lax.cond inside a scan: its branches copy their operands, data included.
     def loop_body(i, carry):
         phi, phis, gs = carry
-        new, g = step(phi, t0 + i)
+        new, g = step(phi, i)
         return new, phis.at[i].set(phi), gs.at[i].set(g)
 
     d = phi0.shape[0]

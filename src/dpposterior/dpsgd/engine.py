@@ -11,10 +11,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from .._checks import check_delta, check_positive, check_positive_int, check_sampling_rate
-from ..privacy import PrivacySpent, dpsgd_epsilon, not_private, resolve_key
-from .core import (EngineConfig, TreeSpec, check_data_shapes, clip_scale, params_major,
-                   per_example_grad_fn, scan_steps)
+from .._checks import (FLOAT32_MAX, check_delta, check_float32_array, check_float32_positive, check_positive,
+                       check_positive_int, check_sampling_rate)
+from ..privacy import PrivacySpent, dpsgd_epsilon, not_private, os_seeded_key, resolve_key
+from ..privacy.secure import check_secure, resolve_noise_source
+from .core import (EngineConfig, TreeSpec, check_data_shapes, clip_scale, host_secure_draws, params_major,
+                   per_example_grad_fn, scan_steps, secure_bits_width)
 from .sampling import MAX_RECORDS, default_capacity
 from .trace import DPSGDTrace
 
@@ -42,6 +44,18 @@ def _check_bool(value: Any, name: str) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be True or False, got {value!r}")
     return bool(value)
+
+
+#: rows per block of the finiteness check (a boolean temporary of at most ~16 MB, not one of the data's size)
+_FINITE_BLOCK_ELEMENTS = 1 << 24
+
+
+def _all_finite(a: np.ndarray) -> bool:
+    """Whether every value of ``a`` is finite, checked in blocks of rows (memory bounded by the block)."""
+    if a.ndim == 0 or a.size == 0:
+        return bool(np.isfinite(a).all())
+    rows = max(1, _FINITE_BLOCK_ELEMENTS // max(1, a.size // a.shape[0]))
+    return all(bool(np.isfinite(a[lo:lo + rows]).all()) for lo in range(0, a.shape[0], rows))
 
 
 def _check_loss(loss: Any) -> Callable[..., Any]:
@@ -83,9 +97,10 @@ def _check_data(data: Any) -> tuple[Any, int]:
         raise ValueError(f"data may hold at most {MAX_RECORDS} records (exact float32 Poisson sampling), "
                          f"got {n}")
     for a, name in zip(arrays, names):
-        if a.dtype.kind == "f" and not np.isfinite(a).all():
+        if a.dtype.kind == "f" and not _all_finite(a):
             bad = int(np.size(a) - np.count_nonzero(np.isfinite(a)))
             raise ValueError(f"{name} must not contain NaN or inf: found {bad} non-finite values")
+        check_float32_array(name, a)
     # JAX arrays are used as they are; numpy arrays may be aliased instead of copied (read only).
     out = [x if isinstance(x, jax.Array) else jax.device_put(a, may_alias=True)
            for x, a in zip(data if isinstance(data, (tuple, list)) else [data], arrays)]
@@ -103,6 +118,7 @@ def _check_params(params: Any) -> tuple[Any, jax.Array, Callable[[Any], Any]]:
             raise TypeError(f"params must hold floating-point arrays, got dtype {a.dtype} at leaf {i}")
         if not np.all(np.isfinite(a)):
             raise ValueError(f"params must be finite, got NaN or inf at leaf {i}")
+        check_float32_array(f"params (leaf {i})", a)
         new.append(jnp.asarray(a, jnp.float32))
     params32 = jax.tree_util.tree_unflatten(treedef, new)
     phi0, unravel = ravel_pytree(params32)
@@ -128,6 +144,8 @@ def _per_param(value: Any, name: str, params32: Any, d: int, *, allow_zero: bool
             arr = np.asarray(value)
         except Exception:  # noqa: BLE001 - a ragged or exotic pytree: reported below
             arr = None
+        if arr is not None and arr.dtype.kind not in "biuf":
+            raise TypeError(f"{what}; got dtype {arr.dtype}")
         if arr is not None and arr.dtype.kind in "biuf" and arr.dtype.kind != "b":
             if arr.ndim == 0:
                 flat = np.full((d,), arr, dtype=np.float64)
@@ -139,13 +157,46 @@ def _per_param(value: Any, name: str, params32: Any, d: int, *, allow_zero: bool
     ok = np.isfinite(flat) & ((flat >= 0) if allow_zero else (flat > 0))
     if not np.all(ok):
         raise ValueError(f"{what}; got {flat[~ok][0]!r} at flat position {int(np.flatnonzero(~ok)[0])}")
+    # The engine runs in float32: a value that would overflow to inf there (or a beta that would
+    # round to 0, whose inverse the engine multiplies by) is refused, not silently changed.
+    low = 0.0 if allow_zero else float(np.finfo(np.float32).tiny)
+    ok = (flat <= FLOAT32_MAX) & (flat >= low)
+    if not np.all(ok):
+        bad = int(np.flatnonzero(~ok)[0])
+        raise ValueError(f"{name} must lie in the float32 range [{low:.4g}, {FLOAT32_MAX:.4g}] (the engine computes in "
+                         f"float32), got {flat[bad]!r} at flat position {bad}")
     return jnp.asarray(flat, jnp.float32)
 
 
 def _check_capacity(capacity: Any, n: int, q: float) -> int:
     if capacity is None:
         return default_capacity(n, q)
-    return check_positive_int(capacity, "capacity")
+    cap = check_positive_int(capacity, "capacity")
+    if cap > n:
+        raise ValueError(f"capacity must be at most the number of records N={n} (a buffer of records per "
+                         f"chunk), got {capacity!r}")
+    return cap
+
+
+def _check_loss_call(loss: Callable[..., Any], params32: Any, data: Any, needs_key: bool) -> None:
+    """Calls ``loss`` abstractly (no computation) on the params and one record's shapes, so a loss
+    that fails or returns something other than a real scalar is reported before the run, in terms of
+    its arguments rather than from inside the compiled engine."""
+    record = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype), data)
+    args = (params32, record) + ((jax.random.key(0),) if needs_key else ())
+    try:
+        out = jax.eval_shape(loss, *args)
+    except Exception as e:  # noqa: BLE001 - the user's loss failed on arguments of these shapes
+        shapes = jax.tree_util.tree_map(lambda a: tuple(a.shape), (params32, record))
+        raise ValueError(f"loss(params, record{', key' if needs_key else ''}) failed for params and one record of "
+                         f"shapes {shapes}: {type(e).__name__}: {e}") from e
+    if not hasattr(out, "shape"):
+        raise ValueError(f"loss must return a scalar for one record, got {type(out).__name__}")
+    if out.shape != ():
+        raise ValueError(f"loss must return a scalar for one record, got shape {out.shape}")
+    if not jnp.issubdtype(out.dtype, jnp.floating):
+        raise ValueError(f"loss must return a scalar for one record of floating-point dtype (to be "
+                         f"differentiated), got dtype {out.dtype}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -155,7 +206,7 @@ def _check_capacity(capacity: Any, n: int, q: float) -> int:
 def make_dpsgd_run(loss: Callable[..., Any], *, num_records: int, num_params: int, clip: float,
                    sampling_rate: float, num_steps: int, capacity: int | None = None,
                    loss_needs_key: bool = False, sampling: Sampling = "packed",
-                   unravel: Callable[[jax.Array], Any] | None = None) -> Callable[..., Any]:
+                   unravel: Callable[[jax.Array], Any] | None = None, secure: bool = False) -> Callable[..., Any]:
     """A pure DP-SGD run for jit and vmap (e.g. hundreds of replicates as one compiled program).
 
     ``run(key, params0_flat, data, noise_multiplier, learning_rate_flat, beta_flat)`` returns
@@ -182,6 +233,9 @@ def make_dpsgd_run(loss: Callable[..., Any], *, num_records: int, num_params: in
       loss_needs_key: pass the step's loss key (one per step, shared by its records) to ``loss``.
       sampling: ``"packed"`` (O(qN) per step) or ``"masked"`` (O(N) per step, reference approach).
       unravel: maps the flat (d,) vector to the pytree ``loss`` expects.
+      secure: draw the sampling bits and the Gaussian noise from the operating system's CSPRNG by a
+        host callback inside every step (``key`` then seeds only the loss keys). Not for
+        ``jax.vmap``: JAX refuses the callback there (NotImplementedError).
 
     Returns:
       ``run``: ``key`` is a raw uint32 (2,) or typed JAX key; ``learning_rate_flat`` and
@@ -198,7 +252,7 @@ def make_dpsgd_run(loss: Callable[..., Any], *, num_records: int, num_params: in
     cap = _check_capacity(capacity, n, q)
     cfg = EngineConfig(loss=loss, loss_needs_key=_check_bool(loss_needs_key, "loss_needs_key"),
                        num_records=n, num_params=d, sampling_rate=q, capacity=cap,
-                       sampling=_check_sampling(sampling), unravel=unravel)
+                       sampling=_check_sampling(sampling), unravel=unravel, secure=check_secure(secure))
 
     def run(key, params0_flat, data, noise_multiplier, learning_rate_flat, beta_flat):
         check_data_shapes(data, n)
@@ -216,10 +270,23 @@ def make_dpsgd_run(loss: Callable[..., Any], *, num_records: int, num_params: in
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
-def _run_chunk(cfg, length, base_key, t0, n_valid, phi, data, sigma, clip, lr, beta):
+def _run_chunk(cfg, length, base_key, t0, n_valid, phi, data, sigma, clip, lr, beta, draws=None):
     # Module-level jit: compiled once per (loss, parameter structure, static settings, chunk length,
-    # data shapes); sigma, clip, learning rate, beta, key and step offset are runtime values.
-    return scan_steps(cfg, base_key, t0, phi, data, sigma, clip, lr, beta, length, n_valid)
+    # data shapes); sigma, clip, learning rate, beta, key and step offset are runtime values, and so
+    # are secure mode's host draws.
+    return scan_steps(cfg, base_key, t0, phi, data, sigma, clip, lr, beta, length, n_valid, draws)
+
+
+#: secure mode generates its draws on the host per chunk of steps: chunks are shortened so that
+#: those arrays stay within about this many 4-byte words (16 MB).
+SECURE_CHUNK_WORDS = 2**22
+
+
+def _secure_chunk_length(length: int, cfg: EngineConfig) -> int:
+    """The largest power of two <= ``length`` whose chunk of host draws fits SECURE_CHUNK_WORDS."""
+    per_step = secure_bits_width(cfg) + cfg.num_params
+    cap = max(1, SECURE_CHUNK_WORDS // per_step)
+    return length if length <= cap else 1 << (cap.bit_length() - 1)
 
 
 def _chunk_length(num_steps: int, chunk_steps: int | None) -> int:
@@ -244,7 +311,7 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
           sampling_rate: float, num_steps: int, learning_rate: Any, delta: float, beta: Any = None,
           rng_key: Any = None, loss_needs_key: bool = False, capacity: int | None = None,
           sampling: Sampling = "packed", chunk_steps: int | None = None, progress: bool | None = None,
-          accountant: Literal["pld", "rdp"] = "pld") -> DPSGDTrace:
+          accountant: Literal["pld", "rdp"] = "pld", secure: bool = False) -> DPSGDTrace:
     """Differentially private SGD with exact Poisson subsampling and optional preconditioning.
 
     Each step t: draw a Poisson sample (every record independently with probability q), compute
@@ -265,8 +332,10 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
     Add/remove-one adjacency, accounted by :func:`dpposterior.privacy.dpsgd_epsilon` over
     ``num_steps`` compositions (PLD by default). The whole trace (phi_t, g~_t) is released.
     A per-example gradient that is not finite (NaN or inf, e.g. a model that overflows), or whose
-    beta-scaled norm overflows float32, is replaced by the zero vector before summing, so every
-    record's contribution keeps norm <= C; nothing about this is counted or released.
+    beta-scaled squared norm overflows float32, is replaced by the zero vector before summing, so
+    every record's contribution keeps norm <= C and the sum's sensitivity stays C (a record with a
+    NaN gradient contributes exactly what an absent record does); nothing about this is counted or
+    released.
     ``noise_multiplier=0`` is allowed for debugging: the release then carries
     ``privacy.not_private(...)`` (epsilon = inf) and must not be presented as private.
 
@@ -276,6 +345,14 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
     loss and noise keys, so noise is never reused across steps or keys. Noise is drawn in float32
     with JAX's threefry generator; the floating-point low-bit attack of Mironov (2012) is not
     mitigated. The dataset size N is treated as public.
+    With ``secure=True`` every Poisson sampling bit and every Gaussian noise draw is read from the
+    operating system's CSPRNG (``os.urandom``, :mod:`dpposterior.privacy.secure`): drawn on the host
+    for each chunk of steps and fed to the same compiled step as inputs (the rare overflow chunks of
+    a large sample read theirs by a host callback), through the same sampler and noise code
+    (``privacy.seeded_by == "secure"``). Only the loss keys (Monte Carlo draws of a VI loss, not
+    part of the mechanism) stay on an OS-seeded JAX key. It was measured no slower than the default
+    mode (benchmarks/README.md, "Secure mode"); the noise is still floating-point noise (see the
+    threat model in docs/user-guide.md).
 
     References: Abadi et al., "Deep Learning with Differential Privacy", CCS 2016 (DP-SGD);
     preconditioning as in papers/na-dpvi.txt, section 13.2 (NOTES.md section 1).
@@ -287,9 +364,12 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
         cached per loss function object: pass the same function (not a fresh lambda) to reuse it.
       params: initial parameters, a pytree of float arrays (flattened internally, float32).
       data: an array or a tuple of arrays sharing the leading record axis N (1 <= N < 2^24); no NaN
-        or inf.
-      noise_multiplier: sigma >= 0 (0: not private, see above).
-      clip: C > 0, the L2 bound on each beta-scaled per-example gradient.
+        or inf, and every value representable in 32 bits (|x| <= 3.4e38; integers within int32).
+        JAX arrays are used as they are; numpy arrays are copied to the device once (for data of
+        several GB pass ``jax.device_put(x)`` and drop the numpy copy: the run's working memory is
+        then bounded by the sampled batch, not by N; docs/reliability.md "Load").
+      noise_multiplier: sigma >= 0 (0: not private, see above); sigma * C at most 5.3e36 (float32).
+      clip: C > 0, the L2 bound on each beta-scaled per-example gradient (a normal float32).
       sampling_rate: q in (0, 1].
       num_steps: T >= 1.
       learning_rate: a number >= 0, or a pytree like params / flat (d,) vector (elementwise).
@@ -306,6 +386,8 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
       chunk_steps: steps per compiled scan (default min(T rounded up to a power of two, 1000)).
       progress: show a tqdm bar (None: only for long runs on a terminal; False: never).
       accountant: ``"pld"`` (default) or ``"rdp"``.
+      secure: draw all privacy randomness from the OS CSPRNG (see above); ``rng_key`` must then be
+        None (ValueError otherwise).
 
     Returns:
       A :class:`DPSGDTrace` (phi_t before each update, g~_t, final parameters, settings and the
@@ -314,15 +396,20 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
     Raises:
       TypeError: a loss that is not callable, non-numeric data or params, a non-integer step count.
       ValueError: any argument outside its allowed range (the message names it and the range), data
-        with NaN/inf, empty data, data arrays with different numbers of records, a loss that does
-        not return a scalar.
+        with NaN/inf or beyond float32, empty data, data arrays with different numbers of records, a
+        loss that fails on the params and one record or does not return a floating-point scalar
+        (checked before the run), and a run whose iterates overflow float32 (checked after it: a
+        post-processing of the release, never a silent NaN trace).
     """
     loss = _check_loss(loss)
     params32, phi0, unravel = _check_params(params)
     d = int(phi0.shape[0])
     data_j, n = _check_data(data)
     sigma = check_positive(noise_multiplier, "noise_multiplier", allow_zero=True)
-    c = check_positive(clip, "clip")
+    c = check_float32_positive(check_positive(clip, "clip"), "clip")
+    if sigma * c > FLOAT32_MAX / 64:  # the noise std sigma*C times a normal draw must stay finite in float32
+        raise ValueError(f"noise_multiplier * clip (the noise std) must be at most {FLOAT32_MAX / 64:.4g} so that "
+                         f"the float32 noise stays finite, got noise_multiplier={noise_multiplier!r}, clip={clip!r}")
     q = check_sampling_rate(sampling_rate)
     t_steps = check_positive_int(num_steps, "num_steps")
     lr = _per_param(learning_rate, "learning_rate", params32, d, allow_zero=True)
@@ -335,9 +422,13 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
     chunk_steps = None if chunk_steps is None else check_positive_int(chunk_steps, "chunk_steps")
     if accountant not in ("pld", "rdp"):
         raise ValueError(f"accountant must be one of ('pld', 'rdp'), got {accountant!r}")
+    _check_loss_call(loss, params32, data_j, needs_key)
     show = _show_progress(progress, t_steps * (n if sampling == "masked" else cap))
 
-    base_key, seeded_by = resolve_key(rng_key)
+    base_key, seeded_by = resolve_noise_source(rng_key, secure)
+    secure = seeded_by == "secure"
+    if secure:  # seeds only the loss keys; sampling bits and noise come from the OS CSPRNG
+        base_key = jax.random.key_data(os_seeded_key())
     if sigma == 0.0:
         privacy = not_private(MECHANISM, reason="noise_multiplier=0: no noise was added")
     else:
@@ -349,8 +440,10 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
 
     cfg = EngineConfig(loss=loss, loss_needs_key=needs_key, num_records=n, num_params=d,
                        sampling_rate=q, capacity=cap, sampling=sampling,
-                       unravel=TreeSpec.of(params32))
+                       unravel=TreeSpec.of(params32), secure=secure)
     length = _chunk_length(t_steps, chunk_steps)
+    if secure:
+        length = _secure_chunk_length(length, cfg)
     phis = np.empty((t_steps, d), np.float32)
     grads = np.empty((t_steps, d), np.float32)
     sigma_j, clip_j = jnp.float32(sigma), jnp.float32(c)
@@ -365,8 +458,10 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
         pending = None
         for t0 in range(0, t_steps, length):
             n_valid = min(length, t_steps - t0)
+            # secure mode: this chunk's sampling words and normals, fresh from the OS CSPRNG
+            draws = host_secure_draws(cfg, length, n_valid) if secure else None
             phi, p_out, g_out = _run_chunk(cfg, length, base_key, jnp.int32(t0), jnp.int32(n_valid),
-                                           phi, data_j, sigma_j, clip_j, lr, beta_flat)
+                                           phi, data_j, sigma_j, clip_j, lr, beta_flat, draws)
             if pending is not None:  # copy the previous chunk while this one runs
                 _store(phis, grads, *pending)
                 if bar is not None:
@@ -379,10 +474,25 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
     finally:
         if bar is not None:
             bar.close()
+    _check_finite_run(phis, grads, final)
 
     return DPSGDTrace(params=phis, grads=grads, final_params=final, learning_rate=np.asarray(lr),
                       beta=np.asarray(beta_flat), clip=c, noise_multiplier=sigma, sampling_rate=q,
                       num_steps=t_steps, num_records=n, privacy=privacy, unravel=unravel)
+
+
+def _check_finite_run(phis: np.ndarray, grads: np.ndarray, final: np.ndarray) -> None:
+    """Raises instead of returning a trace that overflowed (never a silent NaN or inf release).
+
+    Looking at the released values is post-processing: the error reveals nothing more than the trace.
+    """
+    if np.isfinite(final).all() and np.isfinite(grads).all() and np.isfinite(phis).all():
+        return
+    bad = ~(np.isfinite(grads).all(axis=1) & np.isfinite(phis).all(axis=1))
+    step = int(np.flatnonzero(bad)[0]) if bad.any() else len(phis)
+    raise ValueError(f"the DP-SGD run overflowed float32: the parameters or noisy gradients became NaN or inf "
+                     f"at step {step} of {len(phis)}; lower learning_rate (or clip, noise_multiplier, the scale "
+                     "of the parameters) so that the iterates stay within float32")
 
 
 def _store(phis: np.ndarray, grads: np.ndarray, t0: int, p_out: Any, g_out: Any, n_valid: int) -> None:

@@ -91,7 +91,18 @@ def geometric_gaps(key: jax.Array, shape: tuple[int, ...], sampling_rate: float,
     q = float(sampling_rate)
     if q >= 1.0:
         return jnp.ones(shape, jnp.float32)
-    b = jax.random.bits(key, shape, jnp.uint32)
+    return gaps_from_bits(jax.random.bits(key, shape, jnp.uint32), q, max_gap)
+
+
+def gaps_from_bits(b: jnp.ndarray, sampling_rate: float, max_gap: int) -> jnp.ndarray:
+    """Geometric(q) gaps (float32, clamped at ``max_gap``) by inversion of uniform uint32 words ``b``.
+
+    The sampler's one transformation of random bits, whether they come from threefry or (secure mode)
+    from the operating system's CSPRNG.
+    """
+    q = float(sampling_rate)
+    if q >= 1.0:
+        return jnp.ones(b.shape, jnp.float32)
     u = (b.astype(jnp.float32) + 0.5) * _TWO_M32          # accurate for small u
     uc = ((~b).astype(jnp.float32) + 0.5) * _TWO_M32      # 1 - u, accurate for small 1 - u
     log1m_u = jnp.where(b < jnp.uint32(2**31), jnp.log1p(-u), jnp.log(uc))
@@ -101,16 +112,20 @@ def geometric_gaps(key: jax.Array, shape: tuple[int, ...], sampling_rate: float,
 
 
 def sample_chunk(key: jax.Array, start: jnp.ndarray, *, num_records: int, sampling_rate: float,
-                 capacity: int) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
+                 capacity: int, bits: jnp.ndarray | None = None) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
     """One chunk of a step's Poisson sample, continuing after index ``start`` (float32; -1 first).
 
     Returns:
       (indices int32 (capacity,), mask bool (capacity,), last float32): masked-out slots hold index
       0; ``last`` is the last index drawn (possibly >= N). The step needs another chunk iff
-      ``last < N - 1``.
+      ``last < N - 1``. With ``bits`` (uint32 (capacity,), secure mode) the gaps come from those
+      words and ``key`` is not used.
     """
     n = int(num_records)
-    gaps = geometric_gaps(key, (capacity,), sampling_rate, n + 1)
+    if bits is None:
+        gaps = geometric_gaps(key, (capacity,), sampling_rate, n + 1)
+    else:
+        gaps = gaps_from_bits(bits, sampling_rate, n + 1)
     pos = start + blocked_cumsum(gaps)
     mask = pos < n
     idx = jnp.where(mask, pos, 0.0).astype(jnp.int32)
@@ -132,8 +147,15 @@ def masked_inclusion(key: jax.Array, num_records: int, sampling_rate: float) -> 
     q = float(sampling_rate)
     if q >= 1.0:
         return jnp.ones((num_records,), bool)
+    return inclusion_from_bits(jax.random.bits(key, (num_records,), jnp.uint32), q)
+
+
+def inclusion_from_bits(b: jnp.ndarray, sampling_rate: float) -> jnp.ndarray:
+    """Bernoulli(q) inclusion from uniform uint32 words ``b`` (32-bit threshold)."""
+    q = float(sampling_rate)
+    if q >= 1.0:
+        return jnp.ones(b.shape, bool)
     thresh = int(round(q * 2.0**32))
-    b = jax.random.bits(key, (num_records,), jnp.uint32)
     return b < jnp.uint32(max(1, min(thresh, 2**32 - 1)))
 
 

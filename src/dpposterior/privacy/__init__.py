@@ -3,7 +3,7 @@
 - DP-SGD (Poisson-subsampled Gaussian, add/remove-one): :func:`dpsgd_epsilon`,
   :func:`calibrate_noise_multiplier` (PLD by default, RDP optional; dp-accounting).
 - The Gaussian mechanism: :func:`gaussian_sigma` (classic, epsilon < 1),
-  :func:`analytic_gaussian_sigma` (exact, any epsilon).
+  :func:`analytic_gaussian_sigma` (exact, any epsilon), :func:`gaussian_mechanism` (a release).
 - Classic tools: :func:`advanced_composition`, :func:`amplify_by_poisson_subsampling`,
   :func:`gaussian_zcdp_rho`, :func:`zcdp_compose`, :func:`zcdp_to_dp`.
 - DP dropout: :func:`dpd_ac_epsilon`, :func:`dpd_zcdp_epsilon`, :func:`dpd_epsilon`,
@@ -11,7 +11,8 @@
 - Empirical audits (lower bounds on epsilon): :func:`audit_many_runs`,
   :func:`epsilon_lower_bound_from_scores`, :func:`audit_one_run`, :class:`AuditResult`.
 - The record of a release: :class:`PrivacySpent`, :func:`not_private`; noise seeds:
-  :func:`os_seeded_key`, :func:`resolve_key`.
+  :func:`os_seeded_key`, :func:`resolve_key`; secure mode (OS CSPRNG, no seed):
+  :func:`secure_bits`, :func:`secure_uniform`, :func:`secure_normal`, :func:`secure_laplace`.
 """
 
 from .audit import AuditResult
@@ -33,15 +34,22 @@ from .dp_dropout import dpd_epsilon
 from .dp_dropout import dpd_zcdp_epsilon
 from .dpsgd_accounting import calibrate_noise_multiplier
 from .dpsgd_accounting import dpsgd_epsilon
+from .gaussian import GaussianRelease
 from .gaussian import analytic_gaussian_sigma
+from .gaussian import gaussian_mechanism
 from .gaussian import gaussian_sigma
 from .randomness import os_seeded_key
 from .randomness import resolve_key
+from .secure import secure_bits
+from .secure import secure_laplace
+from .secure import secure_normal
+from .secure import secure_uniform
 from .spent import PrivacySpent
 from .spent import not_private
 
 __all__ = [
     "AuditResult",
+    "GaussianRelease",
     "PrivacySpent",
     "advanced_composition",
     "amplify_by_poisson_subsampling",
@@ -58,12 +66,17 @@ __all__ = [
     "dpsgd_epsilon",
     "epsilon_lower_bound_from_counts",
     "epsilon_lower_bound_from_scores",
+    "gaussian_mechanism",
     "gaussian_sigma",
     "gaussian_zcdp_rho",
     "not_private",
     "one_run_epsilon_lower_bound",
     "os_seeded_key",
     "resolve_key",
+    "secure_bits",
+    "secure_laplace",
+    "secure_normal",
+    "secure_uniform",
     "zcdp_compose",
     "zcdp_to_dp",
 ]

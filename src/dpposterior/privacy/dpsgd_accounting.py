@@ -70,8 +70,16 @@ def _epsilon_raw(noise_multiplier: float, delta: float, sampling_rate: float, nu
                                                    value_discretization_interval=dvi)
     else:
         acc = rdp_privacy_accountant.RdpAccountant(neighboring_relation=relation)
-    acc.compose(_event(noise_multiplier, sampling_rate, num_steps))
-    eps = float(acc.get_epsilon(delta))
+    try:
+        acc.compose(_event(noise_multiplier, sampling_rate, num_steps))
+        eps = float(acc.get_epsilon(delta))
+    except (MemoryError, OverflowError, ValueError) as e:  # e.g. a PLD grid too large to allocate
+        raise ValueError(
+            f"the {accountant} accountant cannot evaluate noise_multiplier={noise_multiplier!r}, "
+            f"sampling_rate={sampling_rate!r}, num_steps={num_steps}, delta={delta!r}: "
+            f"{type(e).__name__}: {e}; these arguments are outside what it can compute (typically a "
+            "noise_multiplier below 0.01 or a subnormal sampling_rate, whose epsilon is useless anyway); "
+            "use noise_multiplier >= 0.01, or accountant='rdp'") from e
     if math.isnan(eps) or eps < 0:
         raise ArithmeticError(
             f"the {accountant} accountant returned epsilon={eps} for noise_multiplier={noise_multiplier}, "
@@ -104,7 +112,9 @@ def _pld_epsilons(noise_multiplier: float, delta: float, sampling_rate: float, n
     eps = run(dvi)
     yield dvi, eps
     best = eps
-    if best == 0.0:
+    if best == 0.0 or math.isinf(best):
+        # inf: delta is below the tail mass the discretised PLD resolves; refining cannot help (and
+        # each refinement costs 4x the last), so the caller reports it at once.
         return
     if dvi <= best / 400.0:
         # Already fine for an epsilon this large: check against a coarser (cheaper) interval;
@@ -150,9 +160,18 @@ def _epsilon(noise_multiplier: float, delta: float, sampling_rate: float, num_st
     """Validated-argument core of :func:`dpsgd_epsilon`, with the neighbouring relation explicit."""
     _check_relation(accountant, neighbouring)
     if accountant == "rdp":
-        return _epsilon_raw(noise_multiplier, delta, sampling_rate, num_steps, "rdp", 0.0)
-    return min(eps for _, eps in _pld_epsilons(noise_multiplier, delta, sampling_rate, num_steps,
-                                               neighbouring))
+        eps = _epsilon_raw(noise_multiplier, delta, sampling_rate, num_steps, "rdp", 0.0)
+    else:
+        eps = min(eps for _, eps in _pld_epsilons(noise_multiplier, delta, sampling_rate, num_steps,
+                                                  neighbouring))
+    if math.isinf(eps):
+        raise ValueError(
+            f"the {accountant} accountant gives no finite epsilon for delta={delta!r} "
+            f"(noise_multiplier={noise_multiplier!r}, sampling_rate={sampling_rate!r}, num_steps={num_steps}): "
+            f"at this noise delta is below what the {accountant} accountant resolves (the PLD accountant "
+            "truncates tail mass near 1e-15, so its epsilon is unbounded); use a larger delta (>= 1e-12) "
+            "or noise_multiplier, or accountant='rdp'")
+    return eps
 
 
 class _PldLevels(NamedTuple):
@@ -215,7 +234,10 @@ def dpsgd_epsilon(noise_multiplier: float, delta: float, sampling_rate: float, n
       noise multiplier.
 
     Raises:
-      ValueError, TypeError: invalid arguments.
+      ValueError, TypeError: invalid arguments; also a ValueError (never an infinite epsilon) when
+        the accountant cannot give a finite bound, e.g. a delta below about 1e-15 with PLD (its
+        truncated tail mass), or arguments it cannot compute (a noise multiplier far below 0.01).
+        PLD's cost grows with ``num_steps``: beyond about 1e6 steps it takes minutes (use "rdp").
     """
     sigma = check_positive(noise_multiplier, "noise_multiplier")
     delta = check_delta(delta)

@@ -9,11 +9,16 @@ subsampling).
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from typing import Any
 
+import numpy as np
 from scipy.special import log_ndtr, ndtr
 
 from .._checks import check_delta, check_epsilon, check_positive
+from .secure import resolve_noise_source, secure_normal
+from .spent import NEIGHBOURING_RELATIONS, PrivacySpent
 
 
 def gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
@@ -34,8 +39,8 @@ def gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> fl
       The noise standard deviation sigma (in the units of the released function).
 
     Raises:
-      ValueError: epsilon outside (0, 1), delta outside (0, 1), or a sensitivity that is not a
-        finite number > 0.
+      ValueError: epsilon outside (0, 1), delta outside (0, 1), a sensitivity that is not a
+        finite number > 0, or a sigma that overflows (e.g. a subnormal epsilon or delta).
     """
     eps = check_epsilon(epsilon)
     if eps >= 1.0:
@@ -45,7 +50,17 @@ def gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> fl
             "analytic_gaussian_sigma, which is exact for every epsilon")
     d = check_delta(delta)
     sens = check_positive(sensitivity, "sensitivity")
-    return sens * math.sqrt(2.0 * math.log(1.25 / d)) / eps
+    return _finite_sigma(sens * math.sqrt(2.0 * math.log(1.25 / d)) / eps, epsilon, delta, sensitivity)
+
+
+def _finite_sigma(sigma: float, epsilon: float, delta: float, sensitivity: float) -> float:
+    """``sigma``, or a ValueError when it overflowed (never a silent inf or 0)."""
+    if not (math.isfinite(sigma) and sigma > 0):
+        raise ValueError(
+            f"the noise standard deviation for epsilon={epsilon!r}, delta={delta!r}, "
+            f"sensitivity={sensitivity!r} is not representable as a positive float (got {sigma!r}); "
+            "use an epsilon, delta and sensitivity within a few hundred orders of magnitude of 1")
+    return sigma
 
 
 def _analytic_gaussian_delta(noise_multiplier: float, epsilon: float) -> float:
@@ -83,15 +98,19 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1
       The noise standard deviation sigma (in the units of the released function).
 
     Raises:
-      ValueError: epsilon not a finite number > 0, delta outside (0, 1), or an invalid sensitivity.
+      ValueError: epsilon not a finite number > 0, delta outside (0, 1), an invalid sensitivity, or
+        a sigma that overflows (e.g. a subnormal epsilon or delta; the search then stops at once).
     """
     eps = check_epsilon(epsilon)
     d = check_delta(delta)
     sens = check_positive(sensitivity, "sensitivity")
-    # Bracket s = sigma / Delta: delta(s) decreases in s.
-    hi = math.sqrt(2.0 * math.log(1.25 / d)) / eps
+    # Bracket s = sigma / Delta: delta(s) decreases in s. The classic bound is a valid upper end;
+    # it is not representable for subnormal epsilon (then no finite sigma is).
+    hi = _finite_sigma(math.sqrt(2.0 * math.log(1.25 / d)) / eps, epsilon, delta, 1.0)
     while _analytic_gaussian_delta(hi, eps) > d:
         hi *= 2.0
+        if not math.isfinite(hi):
+            _finite_sigma(hi, epsilon, delta, sensitivity)
     lo = hi / 2.0
     while _analytic_gaussian_delta(lo, eps) <= d:
         hi, lo = lo, lo / 2.0
@@ -105,4 +124,78 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1
             hi = mid
         else:
             lo = mid
-    return sens * hi
+    return _finite_sigma(sens * hi, epsilon, delta, sensitivity)
+
+
+@dataclasses.dataclass(frozen=True)
+class GaussianRelease:
+    """A value released by the Gaussian mechanism.
+
+    Attributes:
+      value: the noisy value (float64, the shape of the input).
+      noise_std: the standard deviation sigma of the noise added to every coordinate.
+      sensitivity: the L2 sensitivity the noise was calibrated for.
+      privacy: the :class:`~dpposterior.privacy.PrivacySpent` of the release.
+    """
+
+    value: np.ndarray
+    noise_std: float
+    sensitivity: float
+    privacy: PrivacySpent
+
+
+def gaussian_mechanism(value: Any, *, epsilon: float, delta: float, sensitivity: float,
+                       neighbouring: str = "add_remove", rng_key: Any = None,
+                       secure: bool = False) -> GaussianRelease:
+    """Releases ``value + N(0, sigma^2 I)`` with sigma from :func:`analytic_gaussian_sigma`.
+
+    Privacy: (epsilon, delta)-DP for a ``value`` of L2 sensitivity ``sensitivity`` under the
+    ``neighbouring`` relation it was computed for (the caller's claim: for a sum of per-record
+    vectors clipped to norm C it is C under ``"add_remove"`` and 2C under ``"replace_one"``). No
+    subsampling, one release. Reference: Balle & Wang 2018 (analytic calibration, Theorem 8).
+
+    Randomness: default mode draws float32 normals from JAX's threefry generator seeded from the OS
+    (or from ``rng_key``, recorded as ``seeded_by="user"``). With ``secure=True`` the normals are
+    computed in float64 from the operating system's CSPRNG (:mod:`dpposterior.privacy.secure`,
+    ``seeded_by="secure"``). Either way the noise is floating-point (threat model:
+    docs/user-guide.md).
+
+    Args:
+      value: a finite real number or array, computed from the private data.
+      epsilon: finite, > 0.
+      delta: in (0, 1).
+      sensitivity: the L2 sensitivity of ``value``, finite and > 0.
+      neighbouring: ``"add_remove"`` or ``"replace_one"``: the relation ``sensitivity`` holds for.
+      rng_key: None (OS seed) or an int / JAX key (reproduction only).
+      secure: draw the noise from the OS CSPRNG; ``rng_key`` must then be None.
+
+    Returns:
+      A frozen :class:`GaussianRelease`.
+
+    Raises:
+      TypeError: a non-numeric ``value``, ``secure`` not a bool, an invalid key.
+      ValueError: NaN/inf in ``value``, invalid epsilon, delta, sensitivity or neighbouring
+        relation, or a key given with ``secure=True``.
+    """
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"value must be a real number or array, got dtype {arr.dtype}")
+    arr = arr.astype(np.float64)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("value must be finite: it contains NaN or inf")
+    if neighbouring not in NEIGHBOURING_RELATIONS:
+        raise ValueError(f"neighbouring must be one of {NEIGHBOURING_RELATIONS}, got {neighbouring!r}")
+    sigma = analytic_gaussian_sigma(epsilon, delta, sensitivity)
+    raw_key, seeded_by = resolve_noise_source(rng_key, secure)
+    if raw_key is None:  # secure mode
+        xi = secure_normal(arr.shape)
+    else:
+        import jax
+
+        xi = np.asarray(jax.random.normal(jax.random.wrap_key_data(raw_key), arr.shape), np.float64)
+    privacy = PrivacySpent(epsilon=float(epsilon), delta=float(delta), neighbouring=neighbouring,
+                           accountant="analytic_gaussian", mechanism="gaussian",
+                           noise_multiplier=sigma / float(sensitivity), sampling_rate=1.0, num_steps=1,
+                           seeded_by=seeded_by, details=(("sensitivity_l2", float(sensitivity)),))
+    return GaussianRelease(value=arr + sigma * xi, noise_std=sigma, sensitivity=float(sensitivity),
+                           privacy=privacy)

@@ -30,13 +30,19 @@ def resolve_key(rng_key: Any) -> tuple[jax.Array, str]:
 
     Raises:
       TypeError: if ``rng_key`` is none of these.
+      ValueError: an int seed outside [-2**31, 2**32) (JAX would keep only its low 32 bits).
     """
     if rng_key is None:
         return jax.random.key_data(os_seeded_key()), "os"
     if isinstance(rng_key, bool):
         raise TypeError(f"rng_key must be None, an int seed or a JAX PRNG key, got {rng_key!r}")
     if isinstance(rng_key, (int, np.integer)):
-        return jax.random.PRNGKey(int(rng_key)), "user"
+        seed = int(rng_key)
+        if not -(2**31) <= seed < 2**32:
+            # JAX keeps only 32 bits of an int seed (x64 off): larger seeds would silently share keys.
+            raise ValueError(f"rng_key as an int seed must lie in [-2**31, 2**32), got {seed}; pass a JAX key "
+                             "(jax.random.key) for other seeds")
+        return jax.random.PRNGKey(seed), "user"
     if isinstance(rng_key, jax.Array) or isinstance(rng_key, np.ndarray):
         if jax.dtypes.issubdtype(rng_key.dtype, jax.dtypes.prng_key):
             return jax.random.key_data(rng_key), "user"

@@ -30,7 +30,8 @@ class PrivacySpent:
       sampling_rate: the Poisson sampling rate q (1.0 without subsampling).
       num_steps: how many times the mechanism was run and released.
       seeded_by: ``"os"`` (default: seed from the operating system, never shown), ``"secure"``
-        (cryptographically secure generator), ``"user"`` (a key given for reproduction only), or
+        (``secure=True``: every noise and sampling bit read from the operating system's CSPRNG, no
+        seed; :mod:`dpposterior.privacy.secure`), ``"user"`` (a key given for reproduction only), or
         ``"none"`` (no randomness, e.g. a non-private run).
       details: extra facts (clip norm, composition of parts, ...), as a tuple of (key, value) pairs so
         the record stays hashable and immutable.

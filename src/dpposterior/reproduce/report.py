@@ -110,7 +110,7 @@ def _coverage_tables(results: Sequence[dict[str, Any]]) -> list[str]:
                          f"{r['sharpness']:.4f} | {r['coverage'][i95]:.3f} |")
     lines += ["", "Best NA-DPVI solver per cell against the bar of issue 5 and the paper's published figure "
               "(the paper reports one RMSE per model; for linear regression at epsilon 0.1):", "",
-              "| model | epsilon | best NA-DPVI solver | its RMSE | bar | paper | naive | DPVIm | exact-stats baseline "
+              "| model | epsilon | best NA-DPVI solver | its RMSE | bar | paper | naive | DPVIm | statistics-release baseline "
               "| below naive and DPVIm | meets bar | NA-DPVI sd / baseline sd |",
               "|---|---:|---|---:|---:|---:|---:|---:|---:|---|---|---:|"]
     for (model, eps), cells in sorted(by_cell.items()):

@@ -165,13 +165,15 @@ def _f_statistics(draws: np.ndarray, theta: np.ndarray, refs: np.ndarray, margin
     """
     K, M, n = draws.shape
     R = refs.shape[0]
-    to_theta = theta[None] - refs  # (R, K, n)
-    if marginal:
-        radius = to_theta * to_theta  # (R, K, n): squared distance per dimension
-        out = np.empty((R, K, n), dtype=np.float64)
-    else:
-        radius = np.einsum("rkn,rkn->rk", to_theta, to_theta)  # (R, K)
-        out = np.empty((R, K), dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        to_theta = theta[None] - refs  # (R, K, n)
+        if marginal:
+            radius = to_theta * to_theta  # (R, K, n): squared distance per dimension
+            out = np.empty((R, K, n), dtype=np.float64)
+        else:
+            radius = np.einsum("rkn,rkn->rk", to_theta, to_theta)  # (R, K)
+            out = np.empty((R, K), dtype=np.float64)
+    _check_no_overflow("theta_true and references", radius)
     chunk = max(1, _CHUNK_BYTES // (M * n * 8))
     buffer = np.empty((min(chunk, K), M, n), dtype=np.float64)
     for start in range(0, K, chunk):
@@ -187,15 +189,24 @@ def _f_statistics(draws: np.ndarray, theta: np.ndarray, refs: np.ndarray, margin
             )
         diff = buffer[: stop - start]
         for r in range(R):
-            np.subtract(block, refs[r, start:stop, None, :], out=diff)
-            if marginal:
-                np.multiply(diff, diff, out=diff)
-                inside = diff < radius[r, start:stop, None, :]  # (c, M, n)
-            else:
-                dist = np.einsum("kmn,kmn->km", diff, diff)  # (c, M)
-                inside = dist < radius[r, start:stop, None]
+            with np.errstate(over="ignore", invalid="ignore"):
+                np.subtract(block, refs[r, start:stop, None, :], out=diff)
+                if marginal:
+                    np.multiply(diff, diff, out=diff)
+                    dist = diff
+                else:
+                    dist = np.einsum("kmn,kmn->km", diff, diff)  # (c, M)
+            _check_no_overflow("draws and references", dist)
+            inside = dist < (radius[r, start:stop, None, :] if marginal else radius[r, start:stop, None])
             out[r, start:stop] = np.count_nonzero(inside, axis=1) / M
     return out
+
+
+def _check_no_overflow(names: str, squared_distances: np.ndarray) -> None:
+    """Raises instead of comparing squared distances that overflowed float64 (a silently wrong f)."""
+    if not np.isfinite(squared_distances).all():
+        raise ValueError(f"{names} are too far apart: their squared distances overflow float64 (values above "
+                         "about 1e154); rescale the parameters (the unconstrained space should be of order 1)")
 
 
 def tarp_f_values(draws: Any, theta_true: Any, references: Any) -> np.ndarray:

@@ -9,7 +9,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import check_delta, check_epsilon, check_positive, check_positive_int, check_sampling_rate
+from .._checks import (check_delta, check_epsilon, check_float32_array, check_float32_positive, check_positive,
+                       check_positive_int, check_sampling_rate)
 from ..privacy.dpsgd_accounting import calibrate_noise_multiplier
 from . import family
 from .layout import ParamLayout
@@ -64,7 +65,7 @@ def dpvi(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: i
          lr_scale: float = 1.0, learning_rate: Any = None, num_mc: int = 10, rng_key: Any = None,
          dataset_size: int | None = None, init_scale: float = DEFAULT_INIT_SCALE,
          accountant: str = "pld", progress: bool | None = None, model_name: str = "",
-         **model_kwargs: Any) -> DPVITrace:
+         secure: bool = False, **model_kwargs: Any) -> DPVITrace:
     """Differentially private variational inference on a NumPyro model; releases the whole trace.
 
     Privacy: DP-SGD (``dpposterior.dpsgd.dpsgd``) with Poisson subsampling at rate ``sampling_rate``:
@@ -73,6 +74,9 @@ def dpvi(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: i
     Gaussian noise of std sigma*clip is added, with sigma calibrated so that the T-step composition is
     (epsilon, delta)-DP by the ``accountant`` (PLD by default). Every released phi_t and g~_t is a
     post-processing of those noisy sums. Reference: papers/na-dpvi.txt (DPVI, sections 2.4 and 13).
+    With ``secure=True`` the Poisson sampling bits and the Gaussian noise come from the operating
+    system's CSPRNG (see :func:`dpposterior.dpsgd.dpsgd` and the threat model in docs/user-guide.md);
+    the ELBO's Monte Carlo draws stay on an OS-seeded JAX key.
 
     Args:
       model: a NumPyro model called as ``model(*data, **model_kwargs)`` with a plate over the records
@@ -91,6 +95,7 @@ def dpvi(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: i
       accountant: "pld" or "rdp" for calibrating sigma.
       progress: show a progress bar (None: automatic for long runs).
       model_name: a label stored with the trace.
+      secure: draw all privacy randomness from the OS CSPRNG; ``rng_key`` must then be None.
 
     Returns:
       A DPVITrace with the PrivacySpent of the run.
@@ -99,12 +104,14 @@ def dpvi(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: i
     delta = check_delta(delta)
     num_steps = check_positive_int(num_steps, "num_steps")
     sampling_rate = check_sampling_rate(sampling_rate)
-    clip = check_positive(clip, "clip")
+    clip = check_float32_positive(check_positive(clip, "clip"), "clip")
     num_mc = check_positive_int(num_mc, "num_mc")
     lr_scale = check_positive(lr_scale, "lr_scale")
-    init_scale = check_positive(init_scale, "init_scale")
+    init_scale = check_float32_positive(check_positive(init_scale, "init_scale"), "init_scale")
     if not callable(model):
         raise TypeError(f"model must be a NumPyro model (a callable), got {type(model).__name__}")
+    if not isinstance(model_name, str):
+        raise TypeError(f"model_name must be a string, got {type(model_name).__name__}")
     arrays = check_data(data)
     n_records = int(arrays[0].shape[0])
     if dataset_size is None:
@@ -135,7 +142,7 @@ def dpvi(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: i
 
     run = dpsgd(loss, phi0, arrays, noise_multiplier=sigma, clip=clip, sampling_rate=sampling_rate,
                 num_steps=num_steps, learning_rate=lr, delta=delta, beta=beta_vec, rng_key=rng_key,
-                loss_needs_key=True, accountant=accountant, progress=progress)
+                loss_needs_key=True, accountant=accountant, progress=progress, secure=secure)
     return DPVITrace(phi=np.asarray(run.params), grads=np.asarray(run.grads), final_phi=np.asarray(run.final_params),
                      beta=np.asarray(beta_vec), learning_rate=np.asarray(lr), clip=clip, noise_multiplier=sigma,
                      sampling_rate=sampling_rate, num_steps=num_steps, dataset_size=dataset_size, num_mc=num_mc,
@@ -164,7 +171,14 @@ def _cached_loss(model: Callable, layout: ParamLayout, dataset_size: int, num_mc
 
 
 def _vector(name: str, value: Any, d: int) -> jax.Array:
-    v = jnp.asarray(value, dtype=jnp.float32)
+    try:
+        raw = np.asarray(value)
+    except (ValueError, TypeError):  # ragged and the like
+        raw = np.asarray(None)
+    if raw.dtype.kind not in "iuf":  # bools, strings, complex and objects are refused, not converted
+        raise TypeError(f"{name} must be a real number or a vector of length d={d} of real numbers, got {value!r}")
+    check_float32_array(name, raw)
+    v = jnp.asarray(raw, dtype=jnp.float32)
     if v.ndim == 0:
         v = jnp.full((d,), v)
     if v.shape != (d,):

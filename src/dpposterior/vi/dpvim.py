@@ -50,8 +50,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import check_delta, check_epsilon, check_positive, check_positive_int, check_sampling_rate
-from ..privacy import PrivacySpent, calibrate_noise_multiplier, dpsgd_epsilon, resolve_key
+from .._checks import (FLOAT32_MAX, check_delta, check_epsilon, check_float32_positive, check_positive,
+                       check_positive_int, check_sampling_rate)
+from ..privacy import PrivacySpent, calibrate_noise_multiplier, dpsgd_epsilon, os_seeded_key
+from ..privacy.secure import check_secure, resolve_noise_source
 from . import family
 from .layout import ParamLayout
 from .model_inspect import check_data, inspect_model, prior_median_unconstrained, record_log_joint
@@ -91,12 +93,15 @@ def _eta(step_key: jax.Array, n: int) -> jax.Array:
 
 
 def make_dpvim_run(loss: Callable, *, num_records: int, num_latent: int, clip: float, sampling_rate: float,
-                   num_steps: int, natural_gradient: bool = False, capacity: int | None = None) -> Callable:
+                   num_steps: int, natural_gradient: bool = False, capacity: int | None = None,
+                   secure: bool = False) -> Callable:
     """A pure DPVIm run for jit and vmap (many replicates at once).
 
     ``run(key, phi0, data, noise_multiplier, lr_mu, lr_rho)`` returns ``(mu_trace (T, n), rho_trace
     (T, n), loc_grads (T, n), final_phi (2n,))`` (traces hold the values BEFORE each update). No
-    accounting: the caller attaches the PrivacySpent. ``loss`` is :func:`make_loc_loss`'s.
+    accounting: the caller attaches the PrivacySpent. ``loss`` is :func:`make_loc_loss`'s. With
+    ``secure`` the sampling bits and noise come from the OS CSPRNG inside each step (``key`` then
+    seeds only the aligned draws eta, which are not part of the mechanism).
     """
     from ..dpsgd import make_dpsgd_run
     from ..dpsgd.sampling import as_key
@@ -104,7 +109,8 @@ def make_dpvim_run(loss: Callable, *, num_records: int, num_latent: int, clip: f
     n = int(num_latent)
     q = float(sampling_rate)
     one_step = make_dpsgd_run(loss, num_records=num_records, num_params=2 * n, clip=clip,
-                              sampling_rate=sampling_rate, num_steps=1, capacity=capacity, loss_needs_key=True)
+                              sampling_rate=sampling_rate, num_steps=1, capacity=capacity, loss_needs_key=True,
+                              secure=check_secure(secure))
 
     def run(key, phi0, data, noise_multiplier, lr_mu, lr_rho):
         base = as_key(key)
@@ -263,13 +269,15 @@ def default_learning_rates(num_steps: int, num_latent: int, noise_multiplier: fl
 
 @functools.lru_cache(maxsize=64)
 def _cached_run(model: Callable, layout_json: str, dataset_size: int, num_records: int, clip: float,
-                sampling_rate: float, num_steps: int, natural_gradient: bool, kwargs_key: tuple):
+                sampling_rate: float, num_steps: int, natural_gradient: bool, kwargs_key: tuple,
+                secure: bool = False):
     import json
 
     layout = ParamLayout.from_dict(json.loads(layout_json))
     loss = make_loc_loss(model, layout, dataset_size, dict(kwargs_key))
     run = make_dpvim_run(loss, num_records=num_records, num_latent=layout.num_latent, clip=clip,
-                         sampling_rate=sampling_rate, num_steps=num_steps, natural_gradient=natural_gradient)
+                         sampling_rate=sampling_rate, num_steps=num_steps, natural_gradient=natural_gradient,
+                         secure=secure)
     return jax.jit(run)
 
 
@@ -277,7 +285,7 @@ def dpvim(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: 
           sampling_rate: float = 0.1, clip: float, learning_rate: Any = None, natural_gradient: bool = False,
           lr_scale: float = 1.0, rng_key: Any = None, dataset_size: int | None = None,
           init_scale: float = DEFAULT_INIT_SCALE, accountant: str = "pld", model_name: str = "",
-          **model_kwargs: Any) -> DPVImTrace:
+          secure: bool = False, **model_kwargs: Any) -> DPVImTrace:
     """DPVIm: aligned-gradient DPVI (module docstring) on a NumPyro model.
 
     Privacy: DP-SGD on the loc gradient only: Poisson sampling at rate ``sampling_rate`` (exact, via
@@ -286,7 +294,8 @@ def dpvim(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: 
     :func:`~dpposterior.privacy.calibrate_noise_multiplier` so that the ``num_steps``-fold composition
     is (epsilon, delta)-DP (``accountant``, PLD by default). The scale update is a post-processing of
     the noisy loc gradient. N (``dataset_size``) is treated as public. Noise seeded from the OS unless
-    ``rng_key`` is given.
+    ``rng_key`` is given; with ``secure=True`` the sampling bits and noise are read from the OS
+    CSPRNG in every step (threat model: docs/user-guide.md).
 
     Args:
       model: a NumPyro model ``model(*data, **model_kwargs)`` with a plate over the records.
@@ -302,6 +311,7 @@ def dpvim(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: 
       init_scale: initial sd of q; the initial mean is the prior median (data-independent).
       accountant: "pld" or "rdp".
       model_name: a label.
+      secure: draw all privacy randomness from the OS CSPRNG; ``rng_key`` must then be None.
 
     Returns:
       A :class:`DPVImTrace` with its PrivacySpent; ``.noise_aware_posterior()`` gives the baseline.
@@ -310,15 +320,17 @@ def dpvim(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: 
     delta = check_delta(delta)
     num_steps = check_positive_int(num_steps, "num_steps")
     sampling_rate = check_sampling_rate(sampling_rate)
-    clip = check_positive(clip, "clip")
+    clip = check_float32_positive(check_positive(clip, "clip"), "clip")
     lr_scale = check_positive(lr_scale, "lr_scale")
-    init_scale = check_positive(init_scale, "init_scale")
+    init_scale = check_float32_positive(check_positive(init_scale, "init_scale"), "init_scale")
     if not isinstance(natural_gradient, bool):
         raise TypeError(f"natural_gradient must be True or False, got {natural_gradient!r}")
     if accountant not in ("pld", "rdp"):
         raise ValueError(f"accountant must be 'pld' or 'rdp', got {accountant!r}")
     if not callable(model):
         raise TypeError(f"model must be a NumPyro model (a callable), got {type(model).__name__}")
+    if not isinstance(model_name, str):
+        raise TypeError(f"model_name must be a string, got {type(model_name).__name__}")
     arrays = check_data(data)
     n_records = int(arrays[0].shape[0])
     dataset_size = check_positive_int(n_records if dataset_size is None else dataset_size, "dataset_size")
@@ -331,27 +343,42 @@ def dpvim(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: 
                                                dataset_size=dataset_size, sampling_rate=sampling_rate,
                                                lr_scale=lr_scale)
     else:
-        lr = np.asarray(learning_rate, np.float64).reshape(-1)
-        if lr.shape not in ((1,), (2,)) or not np.all(np.isfinite(lr) & (lr >= 0)):
-            raise ValueError(f"learning_rate must be a number >= 0 or a pair (lr_mu, lr_rho), got {learning_rate!r}")
+        try:
+            lr = np.asarray(learning_rate)
+        except (ValueError, TypeError):  # ragged and the like: reported below
+            lr = np.asarray(None)
+        if lr.dtype.kind not in "iuf":  # bools and strings are refused, not converted
+            raise TypeError(f"learning_rate must be a number >= 0 or a pair (lr_mu, lr_rho) of numbers, "
+                            f"got {learning_rate!r}")
+        lr = lr.astype(np.float64).reshape(-1)
+        if lr.shape not in ((1,), (2,)) or not np.all(np.isfinite(lr) & (lr >= 0) & (lr <= FLOAT32_MAX)):
+            raise ValueError(f"learning_rate must be a number in [0, {FLOAT32_MAX:.4g}] (float32) or a pair "
+                             f"(lr_mu, lr_rho) of such numbers, got {learning_rate!r}")
         lr_mu, lr_rho = float(lr[0]), float(lr[-1])
 
     mu0 = prior_median_unconstrained(model, arrays, model_kwargs, layout)
     phi0 = jnp.concatenate([mu0, jnp.full(n, family.inverse_scale(init_scale))]).astype(jnp.float32)
-    raw, seeded_by = resolve_key(rng_key)
+    raw, seeded_by = resolve_noise_source(rng_key, secure)
+    secure = seeded_by == "secure"
+    if secure:  # seeds only the aligned draws eta; sampling bits and noise come from the OS CSPRNG
+        raw = jax.random.key_data(os_seeded_key())
     import json
 
     try:
         kwargs_key = tuple(sorted(model_kwargs.items()))
         hash(kwargs_key)
         run = _cached_run(model, json.dumps(layout.to_dict(), sort_keys=True), dataset_size, n_records, clip,
-                          sampling_rate, num_steps, natural_gradient, kwargs_key)
+                          sampling_rate, num_steps, natural_gradient, kwargs_key, secure)
     except TypeError:  # unhashable model kwargs
         loss = make_loc_loss(model, layout, dataset_size, model_kwargs)
         run = jax.jit(make_dpvim_run(loss, num_records=n_records, num_latent=n, clip=clip,
                                      sampling_rate=sampling_rate, num_steps=num_steps,
-                                     natural_gradient=natural_gradient))
+                                     natural_gradient=natural_gradient, secure=secure))
     mus, rhos, gmus, final = run(raw, phi0, arrays, jnp.float32(sigma), jnp.float32(lr_mu), jnp.float32(lr_rho))
+    if not all(bool(jnp.all(jnp.isfinite(a))) for a in (mus, rhos, gmus, final)):
+        # post-processing of the release: refusing it reveals nothing more than returning it
+        raise ValueError("the DPVIm run overflowed float32: its parameters became NaN or inf; lower learning_rate "
+                         "or lr_scale (or clip, init_scale) so that the iterates stay within float32")
     eps = dpsgd_epsilon(sigma, delta, sampling_rate, num_steps, accountant)
     privacy = PrivacySpent(epsilon=eps, delta=delta, neighbouring="add_remove", accountant=accountant,
                            mechanism=MECHANISM, noise_multiplier=sigma, sampling_rate=sampling_rate,

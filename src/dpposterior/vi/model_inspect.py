@@ -8,7 +8,6 @@ private data.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable
 
 import jax
@@ -17,6 +16,7 @@ import numpy as np
 from numpyro import handlers
 from numpyro.distributions.transforms import biject_to
 
+from .._checks import check_float32_array
 from .layout import ParamLayout, Site, support_to_spec
 
 _PLATE_PROBE = 3  # records in the dummy batch used to find the plate over the records
@@ -122,7 +122,11 @@ def check_data(data: tuple[Any, ...]) -> tuple[jax.Array, ...]:
     for i, a in enumerate(data):
         if a is None:
             raise ValueError(f"data argument {i} is None; every data array must hold the records")
-        arr = np.asarray(a)
+        try:
+            arr = np.asarray(a)
+        except (ValueError, TypeError) as e:  # ragged nested lists and the like
+            raise TypeError(f"data argument {i} must be an array of numbers, could not convert "
+                            f"{type(a).__name__}: {e}") from e
         if arr.dtype.kind not in "biuf":
             raise TypeError(f"data argument {i} must be numeric (bool, int or float), got dtype {arr.dtype}")
         if arr.ndim == 0:
@@ -131,12 +135,11 @@ def check_data(data: tuple[Any, ...]) -> tuple[jax.Array, ...]:
             bad = int(np.sum(~np.isfinite(arr)))
             raise ValueError(f"data argument {i} contains {bad} NaN or infinite value(s); remove or impute them "
                              "before fitting (nothing is silently dropped)")
+        check_float32_array(f"data argument {i}", arr)
         arrays.append(arr)
     lengths = [a.shape[0] for a in arrays]
     if len(set(lengths)) != 1:
         raise ValueError(f"data arrays must share their first axis (records): got lengths {lengths}")
     if lengths[0] == 0:
         raise ValueError("the data hold no records (length 0)")
-    if arrays and math.prod(arrays[0].shape) > 0:
-        pass
     return tuple(jnp.asarray(a) for a in arrays)
