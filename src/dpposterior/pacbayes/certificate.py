@@ -1,0 +1,197 @@
+"""The PAC-Bayes risk certificate: a bound on the true 0-1 error of a posterior Q, with its parts.
+
+Two cases:
+- a DP data-dependent prior P(S) (its ``PrivacySpent`` is pure epsilon-DP): the bound of NOTES 6,
+  kl(R_S(Q) || R_D(Q)) <= [KL(Q||P(S)) + ln(2 sqrt m) + 2 max{ln(3/delta), m eps^2}] / m;
+- a data-independent prior (``prior_privacy=None``): the Maurer/Seeger bound,
+  kl(R_S(Q) || R_D(Q)) <= [KL(Q||P) + ln(2 sqrt m) + ln(1/delta)] / m.
+R_S(Q) is estimated from n hypotheses h_i ~ Q and replaced by its Monte Carlo upper bound
+kl^{-1}(estimate, ln(2/delta')/n), so the certificate holds with probability >= 1 - delta - delta'.
+
+The certificate is NOT a private release: it reports the training error of Q (and Q may be fitted to
+the data). Differential privacy is used only to make the data-dependent prior admissible.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._checks import check_delta
+from ..privacy.spent import PrivacySpent
+from .bounds import _check_m
+from .bounds import _check_nonneg
+from .bounds import gaussian_kl
+from .bounds import mc_kl_rhs
+from .kl import kl_inv_upper
+
+__all__ = ["PacBayesCertificate", "certify", "certify_gaussian"]
+
+
+@dataclasses.dataclass(frozen=True)
+class PacBayesCertificate:
+    """A bound on the true 0-1 error R_D(Q) and every term that went into it.
+
+    Attributes:
+      bound: upper bound on R_D(Q), valid with probability >= 1 - delta - delta_mc (or 1 - delta when
+        R_S(Q) was given exactly, n_samples = 0).
+      empirical_error: the Monte Carlo estimate (1/n) sum_i R_S(h_i), h_i ~ Q.
+      empirical_error_upper: its upper confidence bound kl^{-1}(empirical_error, mc_term).
+      kl_divergence: KL(Q || P) in nats.
+      m: number of training records.
+      delta, delta_mc: the confidence parameters of the PAC-Bayes bound and of the MC estimate.
+      n_samples: the number of hypotheses drawn from Q (0: R_S(Q) exact).
+      complexity_term: (KL + ln(2 sqrt m)) / m.
+      confidence_term: 2 ln(3/delta) / m (DP prior) or ln(1/delta) / m (data-independent prior).
+      privacy_term: the excess that privacy adds, (2 max{ln(3/delta), m eps^2} - 2 ln(3/delta)) / m;
+        0 for a data-independent prior.
+      kl_rhs: complexity_term + confidence_term + privacy_term, the bound on kl(R_S || R_D).
+      mc_term: ln(2/delta_mc) / n_samples (0 when n_samples = 0).
+      epsilon: the prior's epsilon (None: data-independent prior).
+      prior_privacy: the PrivacySpent of the prior (None: data-independent prior).
+      caveat: what the guarantee assumes beyond the theorem (e.g. the SGLD approximation).
+    """
+
+    bound: float
+    empirical_error: float
+    empirical_error_upper: float
+    kl_divergence: float
+    m: int
+    delta: float
+    delta_mc: float
+    n_samples: int
+    complexity_term: float
+    confidence_term: float
+    privacy_term: float
+    kl_rhs: float
+    mc_term: float
+    epsilon: float | None
+    prior_privacy: PrivacySpent | None
+    caveat: str
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["prior_privacy"] = None if self.prior_privacy is None else self.prior_privacy.to_dict()
+        return d
+
+
+def certify(empirical_errors, kl_divergence: float, m: int, *, delta: float, delta_mc: float | None = None,
+            prior_privacy: PrivacySpent | None = None) -> PacBayesCertificate:
+    """The certificate from the training errors of sampled hypotheses and KL(Q || P).
+
+    Args:
+      empirical_errors: R_S(h_i) in [0, 1] for n >= 1 hypotheses h_i drawn i.i.d. from Q (an array),
+        or a scalar R_S(Q) known exactly (then ``delta_mc`` must be None).
+      kl_divergence: KL(Q || P) >= 0, exact (not itself estimated: a KL estimated from samples has no
+        confidence term here, and the bound would then be only approximate).
+      m: the number of training records.
+      delta: the PAC-Bayes confidence parameter in (0, 1).
+      delta_mc: the Monte Carlo confidence parameter in (0, 1) (required for sampled errors).
+      prior_privacy: the PrivacySpent of a data-dependent prior: must be pure epsilon-DP (delta = 0,
+        finite epsilon). None for a prior chosen without the data.
+
+    Raises:
+      ValueError: invalid numbers, or a prior_privacy that is not pure and finite epsilon-DP.
+    """
+    kl_divergence = _check_nonneg("kl_divergence", kl_divergence)
+    m = _check_m(m)
+    delta = check_delta(delta)
+    errs = np.asarray(empirical_errors, dtype=np.float64)
+    if errs.size == 0 or np.any(np.isnan(errs)) or np.any((errs < 0) | (errs > 1)):
+        raise ValueError("empirical_errors must be a non-empty array of 0-1 errors in [0, 1]")
+    if errs.ndim == 0:
+        if delta_mc is not None:
+            raise ValueError("delta_mc must be None when the empirical error is given exactly (a scalar)")
+        n, estimate, mc_term, dmc = 0, float(errs), 0.0, 0.0
+        upper = estimate
+    else:
+        if delta_mc is None:
+            raise ValueError("delta_mc (in (0, 1)) is required when the errors are sampled from Q")
+        dmc = check_delta(delta_mc, name="delta_mc")
+        n = int(errs.size)
+        estimate = float(np.mean(errs))
+        mc_term = mc_kl_rhs(n, dmc)
+        upper = float(kl_inv_upper(estimate, mc_term))
+
+    complexity = (kl_divergence + math.log(2.0 * math.sqrt(m))) / m
+    if prior_privacy is None:
+        eps = None
+        confidence = math.log(1.0 / delta) / m
+        privacy = 0.0
+        caveat = "data-independent prior (chosen without the training data)"
+    else:
+        if not isinstance(prior_privacy, PrivacySpent):
+            raise TypeError(f"prior_privacy must be a PrivacySpent or None, got {type(prior_privacy).__name__}")
+        if not prior_privacy.is_private or prior_privacy.delta != 0:
+            raise ValueError(
+                "the DP-prior bound needs a pure epsilon-DP prior (finite epsilon, delta = 0); got "
+                f"{prior_privacy.summary()}"
+            )
+        eps = float(prior_privacy.epsilon)
+        confidence = 2.0 * math.log(3.0 / delta) / m
+        privacy = 2.0 * max(math.log(3.0 / delta), m * eps**2) / m - confidence
+        caveat = str(prior_privacy.detail("caveat", "")) or "prior is epsilon-DP as recorded"
+    rhs = complexity + confidence + privacy
+    bound = float(kl_inv_upper(upper, rhs))
+    return PacBayesCertificate(
+        bound=bound, empirical_error=estimate, empirical_error_upper=upper, kl_divergence=kl_divergence,
+        m=m, delta=delta, delta_mc=dmc, n_samples=n, complexity_term=complexity,
+        confidence_term=confidence, privacy_term=privacy, kl_rhs=rhs, mc_term=mc_term, epsilon=eps,
+        prior_privacy=prior_privacy, caveat=caveat,
+    )
+
+
+@functools.partial(jax.jit, static_argnames=("error_fn", "chunk"))
+def _gaussian_errors(key, mean, std, x, y, *, error_fn, chunk):
+    # data and weights are arguments (not closed-over constants), so one compilation serves every
+    # call with the same error_fn, chunk and shapes
+    eps = jax.random.normal(key, (chunk,) + mean.shape, mean.dtype)
+    return jax.vmap(lambda e: error_fn(mean + std * e, x, y))(eps)
+
+
+def sample_gaussian_errors(key: jax.Array, mean, std, error_fn: Callable, data, n_samples: int,
+                           chunk: int = 16) -> np.ndarray:
+    """Training errors R_S(h_i) of n weight vectors h_i ~ N(mean, diag(std^2)).
+
+    ``error_fn(w, X, y)`` returns the mean 0-1 error of the network with flat weights w. Evaluated
+    ``chunk`` hypotheses at a time (vmap) to bound memory.
+    """
+    if not (isinstance(n_samples, int) and n_samples >= 1):
+        raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}")
+    mean = jnp.asarray(mean)
+    std = jnp.broadcast_to(jnp.asarray(std, mean.dtype), mean.shape)
+    x, y = (jnp.asarray(a) for a in data)
+    out = []
+    for k in jax.random.split(key, -(-n_samples // chunk)):
+        out.append(np.asarray(_gaussian_errors(k, mean, std, x, y, error_fn=error_fn, chunk=chunk)))
+    return np.concatenate(out)[:n_samples].astype(np.float64)
+
+
+def certify_gaussian(key: jax.Array, *, prior_mean, prior_var, posterior_mean, posterior_var,
+                     error_fn: Callable, data, delta: float, delta_mc: float, n_samples: int,
+                     prior_privacy: PrivacySpent | None = None, chunk: int = 16) -> PacBayesCertificate:
+    """The certificate of a diagonal Gaussian posterior Q against a Gaussian prior P.
+
+    Reads the training data (mechanism side): the bound needs R_S(Q). The result is not private.
+
+    Args:
+      key: PRNG key for the hypotheses drawn from Q.
+      prior_mean, prior_var: P = N(prior_mean, diag(prior_var)); for Entropy-SGLD the released w and
+        1 / (tau gamma).
+      posterior_mean, posterior_var: Q = N(posterior_mean, diag(posterior_var)).
+      error_fn: error_fn(w, X, y) -> mean 0-1 error of the network with flat weights w.
+      data: (X, y), the m training records the prior and the bound use.
+      delta, delta_mc, n_samples, prior_privacy: as in ``certify``.
+    """
+    kl_div = gaussian_kl(posterior_mean, posterior_var, prior_mean, prior_var)
+    m = int(np.shape(data[0])[0])
+    std = np.sqrt(np.asarray(posterior_var, dtype=np.float64)).astype(np.float32)
+    errs = sample_gaussian_errors(key, jnp.asarray(posterior_mean, jnp.float32), std, error_fn, data,
+                                  n_samples, chunk=chunk)
+    return certify(errs, kl_div, m, delta=delta, delta_mc=delta_mc, prior_privacy=prior_privacy)

@@ -1,0 +1,156 @@
+"""Entropy-SGLD / Entropy-SGD steps, the bounded loss, the prior's privacy record, the certificate."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.flatten_util import ravel_pytree
+
+from dpposterior import pacbayes as pb
+from dpposterior.pacbayes import entropy_sgld as es
+
+
+def _toy_data(key, n=400, d=5):
+    k1, k2 = jax.random.split(key)
+    x = jax.random.normal(k1, (n, d))
+    y = (x[:, 0] + 0.3 * jax.random.normal(k2, (n,)) > 0).astype(jnp.int32)
+    return x, y
+
+
+def test_bounded_cross_entropy_range_and_value():
+    logits = jnp.array([[0.0, 50.0], [0.0, -50.0], [0.0, 0.0]])
+    labels = jnp.array([1, 1, 1])
+    loss = es.bounded_cross_entropy(logits, labels, loss_max=4.0)
+    a = math.exp(-4.0)
+    assert float(loss[0]) == pytest.approx(-math.log(1 - a), rel=1e-4)   # p_y = 1
+    assert float(loss[1]) == pytest.approx(4.0, rel=1e-5)                # p_y = 0: exactly L_max
+    assert float(loss[2]) == pytest.approx(-math.log(a + (1 - 2 * a) * 0.5), rel=1e-5)
+    assert float(loss.max() - loss.min()) <= 4.0
+
+
+def test_entropy_sgld_privacy_record_and_beta_inverse():
+    m = 60_000
+    params = es.EntropySGLDParams(tau=math.sqrt(m), gamma=1.0, eta=0.1, eta_inner=0.01, beta=1.0)
+    rec = es.entropy_sgld_privacy(params, m, num_steps=10)
+    assert round(rec.epsilon, 4) == 0.0327 and rec.delta == 0.0
+    assert rec.neighbouring == "replace_one"
+    assert "EXACT sample" in rec.detail("caveat") and "exact_sample_assumed" in rec.accountant
+    beta = es.beta_for_epsilon(0.0327, 4.0, math.sqrt(m), m)
+    assert beta == pytest.approx(0.0327 / (8 / math.sqrt(m)))
+    sgd = es.entropy_sgld_privacy(params._replace(beta=None), m)
+    assert not sgd.is_private
+
+
+def test_step_is_pure_and_reproducible_and_sgd_is_deterministic_given_key():
+    x, y = _toy_data(jax.random.PRNGKey(0))
+    flat, unravel = ravel_pytree(es.init_mlp(jax.random.PRNGKey(1), (5, 8, 2)))
+    loss = es.classifier_loss(es.mlp_apply, unravel)
+    params = es.EntropySGLDParams(tau=20.0, gamma=0.5, eta=0.05, eta_inner=0.05, beta=10.0,
+                                  batch_size=32, inner_steps=5)
+    s0 = es.init(flat)
+
+    def jitted(p):
+        return jax.jit(lambda k, s: es.step(k, s, data=(x, y), params=p, loss_fn=loss))
+
+    step = jitted(params)
+    s1, info = step(jax.random.PRNGKey(2), s0)
+    s1b, _ = step(jax.random.PRNGKey(2), s0)
+    assert np.array_equal(s1.position, s1b.position) and int(s1.num_steps) == 1
+    assert s1.position.shape == flat.shape and info.mu.shape == flat.shape
+    # outer update: without noise (Entropy-SGD) w moves by exactly -(eta/2) tau gamma (w - mu)
+    sgd = params._replace(beta=None)
+    s2, info2 = jitted(sgd)(jax.random.PRNGKey(2), s0)
+    expected = flat - 0.5 * sgd.eta * sgd.tau * sgd.gamma * (flat - info2.mu)
+    np.testing.assert_allclose(s2.position, expected, rtol=1e-6, atol=1e-7)
+    # Entropy-SGLD differs from it by the outer noise of scale sqrt(eta / beta) per coordinate
+    diff = np.asarray(s1.position - s2.position)
+    assert np.std(diff) == pytest.approx(math.sqrt(params.eta / params.beta), rel=0.35)
+
+
+def test_entropy_sgd_reduces_training_loss():
+    x, y = _toy_data(jax.random.PRNGKey(3))
+    flat, unravel = ravel_pytree(es.init_mlp(jax.random.PRNGKey(4), (5, 16, 2)))
+    loss = es.classifier_loss(es.mlp_apply, unravel)
+    params = es.EntropySGLDParams(tau=100.0, gamma=0.03, eta=1.0, eta_inner=0.1, beta=None,
+                                  batch_size=64, inner_steps=20)
+    state, infos = es.run(jax.random.PRNGKey(5), es.init(flat), 60, data=(x, y), params=params,
+                          loss_fn=loss)
+    before, after = float(loss(flat, x, y)), float(loss(state.position, x, y))
+    assert after < 0.6 * before
+    def err(w):
+        return float(jnp.mean(es.zero_one_error(es.mlp_apply(unravel(w), x), y)))
+
+    # the labels carry noise (Bayes error about 0.09): well below the initial error and near it
+    assert err(state.position) < 0.16 and err(state.position) < err(flat) - 0.1
+
+
+def test_invalid_params_raise():
+    flat = jnp.zeros(3)
+    bad = es.EntropySGLDParams(tau=-1.0, gamma=1.0, eta=0.1, eta_inner=0.1)
+    with pytest.raises(ValueError, match="tau"):
+        es.step(jax.random.PRNGKey(0), es.init(flat), data=(jnp.zeros((2, 3)), jnp.zeros(2, jnp.int32)),
+                params=bad, loss_fn=lambda w, a, b: jnp.sum(w))
+    with pytest.raises(ValueError, match="1-d"):
+        es.init(jnp.zeros((2, 2)))
+    with pytest.raises(ValueError, match="epsilon"):
+        es.beta_for_epsilon(0.0, 4.0, 10.0, 100)
+
+
+# ------------------------------------------------------------------------------------------------
+# The certificate
+
+
+def test_certify_hand_computed_dp_prior():
+    rec = pb.entropy_sgld_privacy(pb.EntropySGLDParams(tau=100.0, gamma=1.0, eta=0.1, eta_inner=0.1,
+                                                       beta=1.0), m=10_000)
+    eps = rec.epsilon  # 2 * 1 * 4 * 100 / 1e4 = 0.08
+    assert eps == pytest.approx(0.08)
+    errs = np.full(500, 0.05)
+    cert = pb.certify(errs, 100.0, 10_000, delta=0.05, delta_mc=0.01, prior_privacy=rec)
+    m = 10_000
+    assert cert.complexity_term == pytest.approx((100 + math.log(2 * 100)) / m)
+    assert cert.confidence_term == pytest.approx(2 * math.log(60) / m)
+    assert cert.privacy_term == pytest.approx((2 * max(math.log(60), m * eps**2) - 2 * math.log(60)) / m)
+    assert cert.kl_rhs == pytest.approx(pb.dp_prior_kl_rhs(100.0, m, 0.05, eps), rel=1e-12)
+    assert cert.mc_term == pytest.approx(math.log(200) / 500)
+    assert cert.empirical_error_upper == pytest.approx(pb.mc_risk_upper(0.05, 500, 0.01), rel=1e-12)
+    assert cert.bound == pytest.approx(pb.kl_inv_upper(cert.empirical_error_upper, cert.kl_rhs), rel=1e-12)
+    assert cert.bound > cert.empirical_error_upper > 0.05
+    assert "EXACT sample" in cert.caveat and cert.prior_privacy is rec
+    assert cert.to_dict()["prior_privacy"]["epsilon"] == pytest.approx(eps)
+
+
+def test_certify_data_independent_prior_is_seeger():
+    cert = pb.certify(0.1, 50.0, 1000, delta=0.05)
+    assert cert.bound == pytest.approx(pb.seeger_bound(0.1, 50.0, 1000, 0.05), rel=1e-12)
+    assert cert.privacy_term == 0 and cert.n_samples == 0 and cert.epsilon is None
+
+
+def test_certify_rejects_approximate_dp_and_bad_inputs():
+    from dpposterior.privacy.spent import PrivacySpent
+    approx = PrivacySpent(epsilon=1.0, delta=1e-5, neighbouring="add_remove", accountant="pld",
+                          mechanism="x")
+    with pytest.raises(ValueError, match="pure epsilon-DP"):
+        pb.certify(np.zeros(10), 1.0, 100, delta=0.05, delta_mc=0.01, prior_privacy=approx)
+    with pytest.raises(ValueError, match="delta_mc"):
+        pb.certify(np.zeros(10), 1.0, 100, delta=0.05)
+    with pytest.raises(ValueError, match="empirical_errors"):
+        pb.certify(np.array([0.1, 1.2]), 1.0, 100, delta=0.05, delta_mc=0.01)
+
+
+def test_certify_gaussian_small_network():
+    x, y = _toy_data(jax.random.PRNGKey(7), n=300)
+    flat, unravel = ravel_pytree(es.init_mlp(jax.random.PRNGKey(8), (5, 4, 2)))
+
+    def error_fn(w, a, b):
+        return jnp.mean(es.zero_one_error(es.mlp_apply(unravel(w), a), b))
+
+    cert = pb.certify_gaussian(jax.random.PRNGKey(9), prior_mean=np.zeros(flat.size), prior_var=1.0,
+                               posterior_mean=np.asarray(flat), posterior_var=0.5, error_fn=error_fn,
+                               data=(x, y), delta=0.05, delta_mc=0.05, n_samples=40)
+    expected_kl = pb.gaussian_kl(flat, 0.5, np.zeros(flat.size), 1.0)
+    assert cert.kl_divergence == pytest.approx(expected_kl)
+    assert cert.n_samples == 40 and 0 <= cert.empirical_error <= 1
+    assert cert.empirical_error <= cert.empirical_error_upper <= cert.bound <= 1
