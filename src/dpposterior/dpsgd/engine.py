@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
+from pathlib import Path
 from typing import Any, Callable, Literal
 
 import jax
@@ -18,12 +20,15 @@ from ..privacy.secure import check_secure, resolve_noise_source
 from .core import (EngineConfig, TreeSpec, check_data_shapes, clip_scale, host_secure_draws, params_major,
                    per_example_grad_fn, scan_steps, secure_bits_width)
 from .sampling import MAX_RECORDS, default_capacity
+from .checkpoint import Checkpoint, load_checkpoint, run_settings, save_checkpoint
 from .trace import DPSGDTrace
 
 Sampling = Literal["packed", "masked"]
 SAMPLINGS = ("packed", "masked")
 MECHANISM = "poisson_subsampled_gaussian"
 
+#: default steps between checkpoints (when ``dpsgd(checkpoint=...)`` is given).
+DEFAULT_CHECKPOINT_EVERY = 2000
 #: default number of steps compiled into one scan (the progress bar advances per chunk).
 DEFAULT_CHUNK_STEPS = 1000
 #: runs with num_steps * capacity above this show a progress bar by default (on a terminal).
@@ -311,7 +316,9 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
           sampling_rate: float, num_steps: int, learning_rate: Any, delta: float, beta: Any = None,
           rng_key: Any = None, loss_needs_key: bool = False, capacity: int | None = None,
           sampling: Sampling = "packed", chunk_steps: int | None = None, progress: bool | None = None,
-          accountant: Literal["pld", "rdp"] = "pld", secure: bool = False) -> DPSGDTrace:
+          accountant: Literal["pld", "rdp"] = "pld", secure: bool = False,
+          checkpoint: str | os.PathLike | None = None, checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY
+          ) -> DPSGDTrace:
     """Differentially private SGD with exact Poisson subsampling and optional preconditioning.
 
     Each step t: draw a Poisson sample (every record independently with probability q), compute
@@ -388,6 +395,14 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
       accountant: ``"pld"`` (default) or ``"rdp"``.
       secure: draw all privacy randomness from the OS CSPRNG (see above); ``rng_key`` must then be
         None (ValueError otherwise).
+      checkpoint: a file path (None: no checkpoints). The run writes its progress there every
+        ``checkpoint_every`` steps (at chunk ends) and deletes the file when it finishes; if the file
+        exists when the run starts, the run resumes from it (its settings must match, ValueError
+        otherwise) and continues the same noise stream, so the final trace equals an uninterrupted
+        run's (in secure mode the resumed steps draw fresh OS noise instead). The privacy is that of
+        the T released steps, accounted once. The file holds the noise key: keep it as secret as the
+        data (:mod:`dpposterior.dpsgd.checkpoint`).
+      checkpoint_every: steps between checkpoints (>= 1; rounded up to whole chunks).
 
     Returns:
       A :class:`DPSGDTrace` (phi_t before each update, g~_t, final parameters, settings and the
@@ -420,6 +435,12 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
     cap = _check_capacity(capacity, n, q)
     sampling = _check_sampling(sampling)
     chunk_steps = None if chunk_steps is None else check_positive_int(chunk_steps, "chunk_steps")
+    checkpoint_every = check_positive_int(checkpoint_every, "checkpoint_every")
+    if checkpoint is not None:
+        if not isinstance(checkpoint, (str, os.PathLike)):
+            raise TypeError(f"checkpoint must be a file path (str or os.PathLike) or None, got {type(checkpoint).__name__}")
+        if Path(checkpoint).is_dir():
+            raise ValueError(f"checkpoint must be a file path, got the directory {str(checkpoint)!r}")
     if accountant not in ("pld", "rdp"):
         raise ValueError(f"accountant must be one of ('pld', 'rdp'), got {accountant!r}")
     _check_loss_call(loss, params32, data_j, needs_key)
@@ -447,34 +468,66 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
     phis = np.empty((t_steps, d), np.float32)
     grads = np.empty((t_steps, d), np.float32)
     sigma_j, clip_j = jnp.float32(sigma), jnp.float32(c)
+    phi, start = phi0, 0
+    ckpt_settings = None
+    if checkpoint is not None:
+        ckpt_settings = run_settings(loss=loss, num_records=n, num_params=d, sampling_rate=q, capacity=cap,
+                                     sampling=sampling, noise_multiplier=sigma, clip=c, learning_rate=np.asarray(lr),
+                                     beta=np.asarray(beta_flat), num_steps=t_steps, accountant=accountant,
+                                     delta=delta, phi0=np.asarray(phi0), seeded_by=seeded_by,
+                                     loss_needs_key=needs_key)
+        if Path(checkpoint).exists():
+            ck = load_checkpoint(checkpoint, ckpt_settings)
+            if not secure:
+                if seeded_by == "user" and not np.array_equal(np.asarray(base_key, np.uint32).reshape(-1),
+                                                              ck.base_key):
+                    raise ValueError(f"{checkpoint} was written by a run with another rng_key; resume with the "
+                                     "same key (or rng_key=None to continue the stored stream)")
+                base_key = jnp.asarray(ck.base_key, jnp.uint32)
+            start = ck.steps_done
+            phis[:start], grads[:start] = ck.phis, ck.grads
+            phi = jnp.asarray(ck.phi, jnp.float32)
+    last_ckpt = start
 
     bar = None
     if show:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=t_steps, unit="step", desc="dpsgd", file=sys.stderr)
+    def finish_chunk(t0, p_out, g_out, n_valid, phi_after):
+        nonlocal last_ckpt
+        _store(phis, grads, t0, p_out, g_out, n_valid)
+        if bar is not None:
+            bar.update(n_valid)
+        done = t0 + n_valid
+        if ckpt_settings is not None and done < t_steps and done - last_ckpt >= checkpoint_every:
+            save_checkpoint(checkpoint, Checkpoint(
+                settings=ckpt_settings, steps_done=done, phi=np.asarray(phi_after, np.float32), phis=phis[:done],
+                grads=grads[:done], base_key=None if secure else np.asarray(base_key, np.uint32).reshape(-1)))
+            last_ckpt = done
+
+    if bar is not None and start:
+        bar.update(start)
     try:
-        phi = phi0
         pending = None
-        for t0 in range(0, t_steps, length):
+        for t0 in range(start, t_steps, length):
             n_valid = min(length, t_steps - t0)
             # secure mode: this chunk's sampling words and normals, fresh from the OS CSPRNG
             draws = host_secure_draws(cfg, length, n_valid) if secure else None
             phi, p_out, g_out = _run_chunk(cfg, length, base_key, jnp.int32(t0), jnp.int32(n_valid),
                                            phi, data_j, sigma_j, clip_j, lr, beta_flat, draws)
             if pending is not None:  # copy the previous chunk while this one runs
-                _store(phis, grads, *pending)
-                if bar is not None:
-                    bar.update(pending[3])
-            pending = (t0, p_out, g_out, n_valid)
-        _store(phis, grads, *pending)
-        if bar is not None:
-            bar.update(pending[3])
+                finish_chunk(*pending)
+            pending = (t0, p_out, g_out, n_valid, phi)
+        if pending is not None:
+            finish_chunk(*pending)
         final = np.asarray(phi, np.float32)
     finally:
         if bar is not None:
             bar.close()
     _check_finite_run(phis, grads, final)
+    if checkpoint is not None and Path(checkpoint).exists():
+        Path(checkpoint).unlink()  # the run is complete: the file (it holds the noise key) goes
 
     return DPSGDTrace(params=phis, grads=grads, final_params=final, learning_rate=np.asarray(lr),
                       beta=np.asarray(beta_flat), clip=c, noise_multiplier=sigma, sampling_rate=q,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from typing import Any, Callable
 
 import jax
@@ -48,6 +49,9 @@ def make_elbo_loss(model: Callable, layout: ParamLayout, dataset_size: int, num_
 
         return jnp.mean(jax.vmap(one)(thetas))
 
+    # named after the model (DP-SGD checkpoints compare it: a checkpoint of another model is refused)
+    loss.__qualname__ = (f"elbo[{getattr(model, '__module__', '')}.{getattr(model, '__qualname__', type(model).__name__)}"
+                         f", N={dataset_size}, num_mc={num_mc}]")
     return loss
 
 
@@ -65,7 +69,8 @@ def dpvi(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: i
          lr_scale: float = 1.0, learning_rate: Any = None, num_mc: int = 10, rng_key: Any = None,
          dataset_size: int | None = None, init_scale: float = DEFAULT_INIT_SCALE,
          accountant: str = "pld", progress: bool | None = None, model_name: str = "",
-         secure: bool = False, **model_kwargs: Any) -> DPVITrace:
+         secure: bool = False, checkpoint: str | os.PathLike | None = None,
+         checkpoint_every: int = 2000, **model_kwargs: Any) -> DPVITrace:
     """Differentially private variational inference on a NumPyro model; releases the whole trace.
 
     Privacy: DP-SGD (``dpposterior.dpsgd.dpsgd``) with Poisson subsampling at rate ``sampling_rate``:
@@ -96,6 +101,10 @@ def dpvi(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: i
       progress: show a progress bar (None: automatic for long runs).
       model_name: a label stored with the trace.
       secure: draw all privacy randomness from the OS CSPRNG; ``rng_key`` must then be None.
+      checkpoint, checkpoint_every: a file where a long run saves its progress every
+        ``checkpoint_every`` steps and from which a killed run resumes with the same noise stream
+        (see ``dpposterior.dpsgd.dpsgd``; the file holds the noise key: keep it secret; it is deleted
+        when the run finishes).
 
     Returns:
       A DPVITrace with the PrivacySpent of the run.
@@ -142,7 +151,8 @@ def dpvi(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: i
 
     run = dpsgd(loss, phi0, arrays, noise_multiplier=sigma, clip=clip, sampling_rate=sampling_rate,
                 num_steps=num_steps, learning_rate=lr, delta=delta, beta=beta_vec, rng_key=rng_key,
-                loss_needs_key=True, accountant=accountant, progress=progress, secure=secure)
+                loss_needs_key=True, accountant=accountant, progress=progress, secure=secure,
+                checkpoint=checkpoint, checkpoint_every=checkpoint_every)
     return DPVITrace(phi=np.asarray(run.params), grads=np.asarray(run.grads), final_phi=np.asarray(run.final_params),
                      beta=np.asarray(beta_vec), learning_rate=np.asarray(lr), clip=clip, noise_multiplier=sigma,
                      sampling_rate=sampling_rate, num_steps=num_steps, dataset_size=dataset_size, num_mc=num_mc,
