@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -17,6 +18,26 @@ import ckpt_workload as W
 from dpposterior.dpsgd.checkpoint import load_checkpoint
 
 HERE = Path(__file__).resolve().parent
+
+
+@contextlib.contextmanager
+def _crash_after(monkeypatch, chunks: int):
+    """Makes the engine raise KeyboardInterrupt (a simulated crash) after storing ``chunks`` chunks."""
+    from dpposterior.dpsgd import engine
+
+    store, calls = engine._store, []
+
+    def crash(*a, **k):
+        calls.append(1)
+        if len(calls) > chunks:
+            raise KeyboardInterrupt("simulated crash")
+        return store(*a, **k)
+
+    monkeypatch.setattr(engine, "_store", crash)
+    try:
+        yield
+    finally:
+        monkeypatch.setattr(engine, "_store", store)
 
 
 def _start_and_kill(path: Path, key: str = "user") -> None:
@@ -83,21 +104,9 @@ def test_checkpoint_of_another_run_or_key_is_refused(tmp_path):
 
 
 def test_crashed_secure_run_resumes_with_fresh_noise(tmp_path, monkeypatch):
-    from dpposterior.dpsgd import engine
-
     path = tmp_path / "secure.ckpt"
-    store, calls = engine._store, []
-
-    def crash_after_three(*a, **k):
-        calls.append(1)
-        if len(calls) > 3:
-            raise KeyboardInterrupt("simulated crash")
-        return store(*a, **k)
-
-    monkeypatch.setattr(engine, "_store", crash_after_three)
-    with pytest.raises(KeyboardInterrupt):
+    with _crash_after(monkeypatch, 3), pytest.raises(KeyboardInterrupt):
         W.run(checkpoint=path, rng_key=None, secure=True, num_steps=200)
-    monkeypatch.setattr(engine, "_store", store)
     ck = load_checkpoint(path, {**_settings(), "num_steps": 200, "seeded_by": "secure"})
     assert ck.base_key is None and ck.steps_done == 3 * W.CHUNK   # no key stored in secure mode
     resumed = W.run(checkpoint=path, rng_key=None, secure=True, num_steps=200)
@@ -133,7 +142,6 @@ def test_dpvi_passes_checkpoints_through_and_refuses_another_models(tmp_path, mo
     import numpyro.distributions as dist
 
     from dpposterior import dpvi
-    from dpposterior.dpsgd import engine
 
     def model_a(x):
         mu = numpyro.sample("mu", dist.Normal(0.0, 5.0))
@@ -148,18 +156,8 @@ def test_dpvi_passes_checkpoints_through_and_refuses_another_models(tmp_path, mo
     x = np.random.default_rng(0).normal(1.0, 1.0, 300).astype(np.float32)
     kw = dict(epsilon=2.0, delta=1e-5, num_steps=2500, clip=2.0, rng_key=5, progress=False, checkpoint_every=20)
     path = tmp_path / "dpvi.ckpt"
-    store, calls = engine._store, []
-
-    def crash(*a, **k):
-        calls.append(1)
-        if len(calls) > 2:
-            raise KeyboardInterrupt("simulated crash")
-        return store(*a, **k)
-
-    monkeypatch.setattr(engine, "_store", crash)
-    with pytest.raises(KeyboardInterrupt):
+    with _crash_after(monkeypatch, 2), pytest.raises(KeyboardInterrupt):
         dpvi(model_a, x, checkpoint=path, **kw)
-    monkeypatch.setattr(engine, "_store", store)
     assert path.exists()
     with pytest.raises(ValueError, match="different run: loss"):
         dpvi(model_b, x, checkpoint=path, **kw)
