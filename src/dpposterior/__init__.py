@@ -7,6 +7,7 @@ post-processing (``noise_aware_posterior``, ``validation``) that never sees data
 from . import mcmc
 from . import models
 from . import noise_aware
+from . import pacbayes
 from . import privacy
 from . import validation
 from .noise_aware import Posterior
@@ -28,6 +29,7 @@ __all__ = [
     "models",
     "noise_aware",
     "noise_aware_posterior",
+    "pacbayes",
     "privacy",
     "validation",
 ]
