@@ -107,6 +107,12 @@ def test_corrupted_results_file_is_a_clear_error(tiny, tmp_path):
         ResultStore(tmp_path).load(cfg)
 
     rec = json.loads(text)
+    rec["version"] = 99  # written by another version
+    path.write_text(json.dumps(rec))
+    with pytest.raises(CorruptResultError, match="version 99"):
+        ResultStore(tmp_path).load(cfg)
+
+    rec = json.loads(text)
     del rec["rmse"]
     path.write_text(json.dumps(rec))
     with pytest.raises(CorruptResultError, match="lacks the fields"):

@@ -67,3 +67,22 @@ def test_reproduce_cli_rejects_unknown_parts(capsys):
     with pytest.raises(SystemExit):
         main(["reproduce", "na-dpvi", "--parts", "everything"])
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_adult_records_that_are_corrupted_are_a_clear_error(tmp_path):
+    from dpposterior.experiments import CorruptResultError
+    from dpposterior.reproduce.adult import RESULT_FORMAT, RESULT_VERSION, _read_record
+
+    path = tmp_path / "repeat000.json"
+    good = {"format": RESULT_FORMAT, "version": RESULT_VERSION, "digest": "abc", "repeat": 0, "methods": {}}
+    path.write_text(json.dumps(good)[:-5])
+    with pytest.raises(CorruptResultError, match="unreadable.*delete it"):
+        _read_record(path, "abc", 0)
+    path.write_text(json.dumps({**good, "version": 7}))
+    with pytest.raises(CorruptResultError, match="version 7"):
+        _read_record(path, "abc", 0)
+    path.write_text(json.dumps({**good, "digest": "xyz"}))
+    with pytest.raises(CorruptResultError, match="not hold the release"):
+        _read_record(path, "abc", 0)
+    path.write_text(json.dumps(good))
+    assert _read_record(path, "abc", 0)["repeat"] == 0

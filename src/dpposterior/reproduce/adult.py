@@ -182,14 +182,35 @@ def run_one(settings: AdultSettings, epsilon: float, repeat: int, data: tuple | 
     return out
 
 
-def _path(work: Path, epsilon: float, repeat: int) -> Path:
-    return work / "adult" / f"eps{epsilon:g}" / f"repeat{repeat:03d}.json"
+def _path(work: Path, epsilon: float, repeat: int, digest: str) -> Path:
+    # the settings' digest in the path: releases of other settings never overwrite these
+    return work / "adult" / f"eps{epsilon:g}-{digest[:12]}" / f"repeat{repeat:03d}.json"
+
+
+def _read_record(path: Path, digest: str, repeat: int) -> dict[str, Any]:
+    """A finished record; CorruptResultError (with what to do) if the file is not one of this run's."""
+    from ..experiments.store import CorruptResultError
+
+    try:
+        rec = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise CorruptResultError(f"results file {path} is unreadable (truncated or corrupted?): {e}; "
+                                 "delete it to recompute that release") from e
+    if not isinstance(rec, dict) or rec.get("format") != RESULT_FORMAT:
+        raise CorruptResultError(f"results file {path} is not an Adult calibration record; delete it")
+    if rec.get("version") != RESULT_VERSION:
+        raise CorruptResultError(f"results file {path} has version {rec.get('version')!r}; this dpposterior "
+                                 f"reads version {RESULT_VERSION}: delete it to recompute")
+    if rec.get("digest") != digest or rec.get("repeat") != repeat or "methods" not in rec:
+        raise CorruptResultError(f"results file {path} does not hold the release its name promises; delete it")
+    return rec
 
 
 def run_adult(settings: AdultSettings, work: str | Path, log=None) -> list[dict[str, Any]]:
     """Runs (or resumes) every (epsilon, repeat) and returns their records.
 
-    A record on disk is reused when its settings digest matches; otherwise it is recomputed.
+    Finished records on disk are reused (no release is computed twice); a file that is truncated,
+    tampered with or of another version raises ``CorruptResultError`` saying which file to delete.
     """
     from ..experiments.store import write_text_atomic
     from .. import datasets
@@ -201,15 +222,10 @@ def run_adult(settings: AdultSettings, work: str | Path, log=None) -> list[dict[
         rs = settings.run_settings(eps)
         digest = _digest(rs)
         for r in range(settings.repeats):
-            path = _path(work, eps, r)
+            path = _path(work, eps, r, digest)
             if path.exists():
-                try:
-                    rec = json.loads(path.read_text())
-                    if rec.get("format") == RESULT_FORMAT and rec.get("digest") == digest and rec.get("repeat") == r:
-                        records.append(rec)
-                        continue
-                except (OSError, ValueError):
-                    pass  # unreadable: recompute
+                records.append(_read_record(path, digest, r))
+                continue
             t0 = time.perf_counter()
             body = run_one(settings, eps, r, data, log)
             rec = {"format": RESULT_FORMAT, "version": RESULT_VERSION, "digest": digest, "settings": rs,
