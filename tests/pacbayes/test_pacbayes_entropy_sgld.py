@@ -154,3 +154,19 @@ def test_certify_gaussian_small_network():
     assert cert.kl_divergence == pytest.approx(expected_kl)
     assert cert.n_samples == 40 and 0 <= cert.empirical_error <= 1
     assert cert.empirical_error <= cert.empirical_error_upper <= cert.bound <= 1
+
+
+def test_secure_run_uses_os_keys_and_refuses_a_key():
+    x, y = _toy_data(jax.random.PRNGKey(3))
+    flat, unravel = ravel_pytree(es.init_mlp(jax.random.PRNGKey(4), (5, 4, 2)))
+    loss = es.classifier_loss(es.mlp_apply, unravel)
+    params = es.EntropySGLDParams(tau=100.0, gamma=0.03, eta=0.1, eta_inner=0.1, beta=1e4, batch_size=16,
+                                  inner_steps=2)
+    with pytest.raises(ValueError, match="secure=True"):
+        es.run(jax.random.PRNGKey(0), es.init(flat), 3, data=(x, y), params=params, loss_fn=loss, secure=True)
+    with pytest.raises(ValueError, match="key must be a JAX key"):
+        es.run(None, es.init(flat), 3, data=(x, y), params=params, loss_fn=loss)
+    a, _ = es.run(None, es.init(flat), 3, data=(x, y), params=params, loss_fn=loss, secure=True)
+    b, _ = es.run(None, es.init(flat), 3, data=(x, y), params=params, loss_fn=loss, secure=True)
+    assert not np.array_equal(np.asarray(a.position), np.asarray(b.position))
+    assert es.entropy_sgld_privacy(params, 200, num_steps=3, seeded_by="secure").seeded_by == "secure"

@@ -11,7 +11,8 @@ import jax
 import numpy as np
 
 from .._checks import check_delta, check_positive_int
-from ..privacy import PrivacySpent, not_private, resolve_key
+from ..privacy import PrivacySpent, not_private
+from ..privacy.secure import resolve_noise_source, secure_bits
 from .accounting import (FAST_MH_ACCOUNTANTS, GAUSSIAN_ACCOUNTANTS, NEIGHBOURING, compose_iterations,
                          gaussian_chain_epsilon)
 from .kernels import Kernel, MHInfo, MHState, check_positions, init_states
@@ -102,7 +103,8 @@ def chain_privacy(kernel: Kernel, num_steps: int, *, num_chains: int = 1, total_
 
 
 def run_chain(kernel: Kernel, initial_position: Any, num_steps: int, *, rng_key: Any = None,
-              total_delta: float | None = None, accountant: str | None = None) -> ChainResult:
+              total_delta: float | None = None, accountant: str | None = None,
+              secure: bool = False) -> ChainResult:
     """Runs ``kernel`` for ``num_steps`` iterations from each initial position and accounts the release.
 
     Args:
@@ -114,6 +116,11 @@ def run_chain(kernel: Kernel, initial_position: Any, num_steps: int, *, rng_key:
       rng_key: None (privacy noise seeded from the operating system; recorded ``seeded_by="os"``),
         or an int / JAX key (reproduction only: whoever knows it can remove the noise).
       total_delta, accountant: see :func:`chain_privacy`.
+      secure: every iteration of every chain gets its own key of 64 fresh bits from the operating
+        system's CSPRNG (no seed exists, so none can leak; recorded ``seeded_by="secure"``); the few
+        values an iteration draws (proposal, minibatch, Gaussian noise, acceptance uniform) are
+        threefry outputs of that key. ``rng_key`` must then be None. (The DP-SGD engine's secure mode
+        reads its noise values from the OS directly; here an iteration needs only a handful.)
 
     Returns:
       A :class:`ChainResult` whose ``privacy`` covers every released sample.
@@ -127,12 +134,16 @@ def run_chain(kernel: Kernel, initial_position: Any, num_steps: int, *, rng_key:
     if pos.ndim != 2:
         raise ValueError(f"initial_position must have shape (dim,) or (num_chains, dim), got {pos.shape}")
     check_positions(kernel.model, pos)
-    raw_key, seeded_by = resolve_key(rng_key)
+    raw_key, seeded_by = resolve_noise_source(rng_key, secure)
     privacy = chain_privacy(kernel, t, num_chains=pos.shape[0], total_delta=total_delta, accountant=accountant,
                             seeded_by=seeded_by)
     state = init_states(kernel.model, pos)
-    keys = jax.random.split(jax.random.wrap_key_data(raw_key), pos.shape[0])
-    samples, info = _run(kernel, keys, state, t)
+    if seeded_by == "secure":   # (chains, T) independent per-iteration keys from the OS CSPRNG
+        step_keys = jax.random.wrap_key_data(jax.numpy.asarray(secure_bits((pos.shape[0], t, 2))))
+        samples, info = _run_steps(kernel, step_keys, state)
+    else:
+        keys = jax.random.split(jax.random.wrap_key_data(raw_key), pos.shape[0])
+        samples, info = _run(kernel, keys, state, t)
     return ChainResult(samples=np.asarray(samples), privacy=privacy,
                        nonprivate_info=MHInfo(*(np.asarray(x) for x in info)), method=kernel.method)
 
@@ -150,15 +161,31 @@ def make_chain_run(kernel: Kernel, num_steps: int) -> Callable[..., tuple[Any, M
         raise TypeError(f"kernel must be a dpposterior.mcmc.Kernel, got {kernel!r}")
     t = check_positive_int(num_steps, "num_steps")
 
+    steps = _steps_run(kernel)
+
     def run(key, state, data, bound_constants):
+        return steps(jax.random.split(key, t), state, data, bound_constants)
+
+    return run
+
+
+def _steps_run(kernel: Kernel) -> Callable[..., tuple[Any, MHInfo]]:
+    """``run(step_keys (T,), state, data, bound_constants) -> (positions, info)``: one key per step."""
+    def run(step_keys, state, data, bound_constants):
         def body(carry, k):
             new, info = kernel.step_on_data(k, carry, data, bound_constants)
             return new, (new.position, info)
 
-        _, (positions, info) = jax.lax.scan(body, state, jax.random.split(key, t))
+        _, (positions, info) = jax.lax.scan(body, state, step_keys)
         return positions, info
 
     return run
+
+
+def _run_steps(kernel: Kernel, step_keys, state: MHState):
+    run = _steps_run(kernel)
+    data, c = kernel.model.data, kernel.model.bound_constants
+    return jax.jit(jax.vmap(lambda k, s: run(k, s, data, c)))(step_keys, state)
 
 
 def _run(kernel: Kernel, keys, state: MHState, num_steps: int):

@@ -230,20 +230,35 @@ def step(key: Array, state: EntropySGLDState, *, data: tuple[Array, Array], para
             EntropySGLDInfo(mu=mu, batch_loss=jnp.mean(losses)))
 
 
-def run(key: Array, state: EntropySGLDState, num_steps: int, *, data, params: EntropySGLDParams,
-        loss_fn: Callable) -> tuple[EntropySGLDState, EntropySGLDInfo]:
-    """``num_steps`` outer steps under one jitted ``lax.scan``; infos stacked along axis 0."""
+def run(key: Array | None, state: EntropySGLDState, num_steps: int, *, data, params: EntropySGLDParams,
+        loss_fn: Callable, secure: bool = False) -> tuple[EntropySGLDState, EntropySGLDInfo]:
+    """``num_steps`` outer steps under one jitted ``lax.scan``; infos stacked along axis 0.
+
+    ``secure=True``: ``key`` must be None; every outer step gets its own key of 64 fresh bits from the
+    operating system's CSPRNG (no seed exists to leak), from which that step's minibatches and noise
+    are drawn; record the release with ``entropy_sgld_privacy(..., seeded_by="secure")``.
+    """
+    from ..privacy.secure import check_secure, secure_bits
+
     if not (isinstance(num_steps, int) and num_steps >= 1):
         raise ValueError(f"num_steps must be an integer >= 1, got {num_steps!r}")
     _check_params(params)
+    if check_secure(secure):
+        if key is not None:
+            raise ValueError("key must be None when secure=True: every step's key comes from the OS CSPRNG")
+        step_keys = jax.random.wrap_key_data(jnp.asarray(secure_bits((num_steps, 2))))
+    else:
+        if key is None:
+            raise ValueError("key must be a JAX key (or pass secure=True to draw the keys from the OS CSPRNG)")
+        step_keys = jax.random.split(key, num_steps)
 
     @jax.jit
-    def _run(key, state, x, y):
+    def _run(step_keys, state, x, y):
         def body(s, k):
             return step(k, s, data=(x, y), params=params, loss_fn=loss_fn)
-        return jax.lax.scan(body, state, jax.random.split(key, num_steps))
+        return jax.lax.scan(body, state, step_keys)
 
-    return _run(key, state, jnp.asarray(data[0]), jnp.asarray(data[1]))
+    return _run(step_keys, state, jnp.asarray(data[0]), jnp.asarray(data[1]))
 
 
 # --------------------------------------------------------------------------------------------------
