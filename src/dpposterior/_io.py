@@ -31,18 +31,9 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
 
 def save_figure_atomic(fig, path: str | os.PathLike, dpi: int = 110) -> Path:
     """Saves a Matplotlib figure as PNG to ``path`` atomically (readers never see a partial file)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".", suffix=".tmp")
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=dpi, format="png")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    buf = io.BytesIO()
+    fig.savefig(buf, dpi=dpi, format="png")
+    return write_bytes_atomic(path, buf.getvalue())
 
 
 def array_digest(arrays: dict[str, np.ndarray], meta: str) -> str:

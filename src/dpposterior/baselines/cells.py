@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._batching import map_in_chunks
 from .._checks import check_epsilon, check_positive_int
 from ..privacy.spent import PrivacySpent
 from . import expfam as EF
@@ -105,26 +106,6 @@ def _as_tuple(datasets: Any) -> tuple[np.ndarray, ...]:
     return (np.asarray(datasets),)
 
 
-def _chunked_vmap(fn, args: tuple, size: int):
-    """Applies a vmapped ``fn`` to chunks of ``size`` along axis 0 of every leaf of ``args`` (the last
-    chunk padded by repeating its last row, so one compiled program serves all) and concatenates."""
-    k = int(jax.tree_util.tree_leaves(args)[0].shape[0])
-    size = max(1, min(size, k))
-    outs = []
-    for lo in range(0, k, size):
-        hi = min(lo + size, k)
-
-        def take(a, lo=lo, hi=hi):
-            a = np.asarray(a)[lo:hi]
-            if hi - lo < size:
-                a = np.concatenate([a, np.repeat(a[-1:], size - (hi - lo), axis=0)])
-            return jnp.asarray(a)
-
-        out = jax.device_get(fn(*jax.tree_util.tree_map(take, args)))
-        outs.append(jax.tree_util.tree_map(lambda a, m=hi - lo: np.asarray(a)[:m], out))
-    return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs, axis=0), *outs)
-
-
 # ---------------------------------------------------------------------------------------------
 # Bernstein-Sheldon (exponential families)
 
@@ -178,7 +159,7 @@ def bernstein_sheldon_cell(model_name: str, datasets: Any, epsilon: float, key: 
     model = releases[0].model()
     prog = _bs_program(model, num_warmup, num_draws, thin)
     scale = jnp.float32(releases[0].noise_scale)
-    thetas = _chunked_vmap(lambda kk, zz: prog(kk, zz, scale), (np.asarray(jax.random.split(k_chain, k)), z),
+    thetas = map_in_chunks(lambda kk, zz: prog(kk, zz, scale), (np.asarray(jax.random.split(k_chain, k)), z),
                            chunk_size)
     draws = np.asarray(EF.to_unconstrained(model_name, jnp.asarray(thetas)), np.float32)
     diag = {"method": "bernstein_sheldon", "num_warmup": num_warmup, "thin": thin,
@@ -242,7 +223,7 @@ def gibbs_ss_noisy_cell(datasets: Any, epsilon: float, key: Any, num_draws: int,
                                          for f in RG.RegressionGibbsParams._fields))
     dims = RG.RegressionDims(X.shape[2], X.shape[1])
     prog = _ss_program(dims, num_warmup, num_draws, thin, bool(interweave))
-    ws, s2s, acc = _chunked_vmap(prog, (np.asarray(jax.random.split(k_chain, k)), stacked), chunk_size)
+    ws, s2s, acc = map_in_chunks(prog, (np.asarray(jax.random.split(k_chain, k)), stacked), chunk_size)
     draws = np.asarray(RG.to_unconstrained(jnp.asarray(ws), jnp.asarray(s2s)), np.float32)
     diag = {"method": "gibbs_ss_noisy", "num_warmup": num_warmup, "thin": thin, "interweave": bool(interweave),
             "fourth_moments": fourth_moments if isinstance(fourth_moments, str) else "public",
@@ -319,7 +300,7 @@ def dpvim_cell(model_name: str, datasets: Any, epsilon: float, key: Any, num_dra
 
     prog = jax.jit(jax.vmap(one))
     k_run, k_draw = jax.random.split(_key(key))
-    draws, sd, start, conv = _chunked_vmap(prog, (np.asarray(jax.random.split(k_run, k)),
+    draws, sd, start, conv = map_in_chunks(prog, (np.asarray(jax.random.split(k_run, k)),
                                                   np.asarray(jax.random.split(k_draw, k)), data), chunk_size)
     eps = dpsgd_epsilon(sigma, delta, sampling_rate, num_steps, accountant)
     privacy = PrivacySpent(epsilon=eps, delta=delta, neighbouring="add_remove", accountant=accountant,

@@ -70,6 +70,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._batching import map_in_chunks
 from ..noise_aware import grid as G
 from ..noise_aware import laplace as L
 from ..noise_aware import model as M
@@ -281,25 +282,6 @@ def chunk_size(num_replicates: int, num_draws: int, num_params: int) -> int:
     return int(max(1, min(num_replicates, DRAW_BYTES_PER_CHUNK // per)))
 
 
-def _chunked(fn: Callable[..., Any], batched_args: tuple, size: int) -> Any:
-    """Applies ``fn`` to chunks of ``size`` along axis 0 of every array in ``batched_args`` (padding
-    the last chunk by repeating its last row, so one compiled program serves all) and concatenates."""
-    k = int(jax.tree.leaves(batched_args)[0].shape[0])
-    outs = []
-    for lo in range(0, k, size):
-        hi = min(lo + size, k)
-
-        def take(a, lo=lo, hi=hi):
-            a = np.asarray(a)[lo:hi]
-            if hi - lo < size:
-                a = np.concatenate([a, np.repeat(a[-1:], size - (hi - lo), axis=0)])
-            return jnp.asarray(a)
-
-        out = jax.device_get(fn(*jax.tree.map(take, batched_args)))
-        outs.append(jax.tree.map(lambda a, m=hi - lo: np.asarray(a)[:m], out))
-    return jax.tree.map(lambda *xs: np.concatenate(xs, axis=0), *outs)
-
-
 def _theta_from_phi(key: jax.Array, phi: jax.Array, num_draws: int) -> jax.Array:
     """(num_draws, n) draws of theta from the mixture over the rows of ``phi`` (S, d) of q(theta; phi).
 
@@ -342,7 +324,7 @@ def naive_method(releases: CellReleases, settings: MethodSettings) -> MethodOutp
     n = releases.num_latent
     size = chunk_size(len(settings.keys), settings.num_draws, 2 * n)
     fn = partial(_naive_draws, num_draws=settings.num_draws)
-    draws = _chunked(fn, (np.asarray(releases.final_phi, np.float32), np.asarray(settings.keys)), size)
+    draws = map_in_chunks(fn, (np.asarray(releases.final_phi, np.float32), np.asarray(settings.keys)), size)
     sd = np.asarray(family.scale(jnp.asarray(releases.final_phi[:, n:], jnp.float32)), np.float64)
     return MethodOutput(draws=draws, posterior_sd=sd, diagnostics={})
 
@@ -377,7 +359,7 @@ def grid_method(releases: CellReleases, settings: MethodSettings) -> MethodOutpu
                  q=jnp.float32(releases.sampling_rate), num_draws=settings.num_draws,
                  num_phi_draws=int(opts["num_phi_draws"]), num_points=int(opts["num_points"]),
                  num_stages=int(opts["num_stages"]), tail=float(opts["tail"]))
-    draws, edge, cell = _chunked(fn, (_stats32(releases), np.asarray(settings.keys)), size)
+    draws, edge, cell = map_in_chunks(fn, (_stats32(releases), np.asarray(settings.keys)), size)
     diag = {"max_edge_mass": float(np.max(edge)), "max_cell_mass": float(np.max(cell)),
             "replicates_with_edge_mass_over_1e-4": int(np.sum(np.max(edge, axis=1) > 1e-4))}
     return MethodOutput(draws=draws, posterior_sd=_summarise(draws), diagnostics=diag)
@@ -411,7 +393,7 @@ def laplace_method(releases: CellReleases, settings: MethodSettings) -> MethodOu
                  q=jnp.float32(releases.sampling_rate), tol=float(opts["tol"]), num_draws=settings.num_draws,
                  num_phi_draws=int(opts["num_phi_draws"]), num_iterations=int(opts["num_iterations"]),
                  num_points=int(opts["num_points"]))
-    draws, converged = _chunked(fn, (_stats32(releases), np.asarray(settings.keys)), size)
+    draws, converged = map_in_chunks(fn, (_stats32(releases), np.asarray(settings.keys)), size)
     diag = {"replicates_not_converged": int(np.sum(~np.all(converged, axis=1)))}
     return MethodOutput(draws=draws, posterior_sd=_summarise(draws), diagnostics=diag)
 
@@ -474,7 +456,7 @@ def nuts_method(releases: CellReleases, settings: MethodSettings) -> MethodOutpu
                  q=jnp.float32(releases.sampling_rate), target_accept_prob=float(opts["target_accept_prob"]),
                  num_warmup=int(opts["num_warmup"]), num_samples=int(opts["num_samples"]),
                  max_tree_depth=int(opts["max_tree_depth"]), num_draws=settings.num_draws)
-    draws, div, _, _ = _chunked(fn, (_stats32(releases), np.asarray(settings.keys)), size)
+    draws, div, _, _ = map_in_chunks(fn, (_stats32(releases), np.asarray(settings.keys)), size)
     diag = {"divergences": int(np.sum(div)), "replicates_with_divergences": int(np.sum(div > 0))}
     return MethodOutput(draws=draws, posterior_sd=_summarise(draws), diagnostics=diag)
 

@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._batching import map_in_chunks
 from ..dpsgd import make_dpsgd_run
 from ..dpsgd.engine import MECHANISM as DPSGD_MECHANISM
 from ..models.registry import ModelSpec, get_model
@@ -196,23 +197,8 @@ def default_batch_size(config: CellConfig, num_latent: int, devices: int = 1) ->
 
 
 def _in_batches(program: Callable, keys: np.ndarray, batch_size: int, args: tuple, progress: Any = None) -> Any:
-    """``program(keys_batch, *args)`` over batches of ``batch_size`` keys, concatenated as numpy arrays.
-
-    The last batch is padded with repeats of its last key (one compiled program serves every batch) and
-    the padding is dropped from the outputs.
-    """
-    count = keys.shape[0]
-    parts = []
-    for lo in range(0, count, batch_size):
-        hi = min(lo + batch_size, count)
-        kb = keys[lo:hi]
-        if hi - lo < batch_size:
-            kb = np.concatenate([kb, np.repeat(kb[-1:], batch_size - (hi - lo), axis=0)])
-        out = jax.device_get(program(kb, *args))
-        parts.append(jax.tree.map(lambda a, m=hi - lo: np.asarray(a)[:m], out))
-        if progress is not None:
-            progress.update(hi - lo)
-    return jax.tree.map(lambda *xs: np.concatenate(xs, axis=0), *parts)
+    """``program(keys_batch, *args)`` over batches of ``batch_size`` keys (:func:`map_in_chunks`)."""
+    return map_in_chunks(lambda kb: program(kb, *args), (keys,), batch_size, progress)
 
 
 def run_replicates(config: CellConfig, setup: DPVISetup | None = None, *, batch_size: int | None = None,
