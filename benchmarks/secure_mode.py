@@ -113,6 +113,60 @@ def bench(name: str, n: int, d: int, steps: int, repeats: int) -> dict:
                 threefry=threefry, host=host)
 
 
+def chain_rows(quick: bool, repeats: int) -> list[tuple[str, int, float, float]]:
+    """Per-iteration time of mcmc.run_chain and pacbayes.entropy_sgld.run, keyed vs secure=True.
+
+    Whole-call times (compile excluded by a warm-up call of the same length) divided by the
+    iterations; best of ``repeats`` interleaved calls.
+    """
+    from jax.flatten_util import ravel_pytree
+
+    from dpposterior import mcmc
+    from dpposterior.pacbayes import entropy_sgld as es
+
+    n, t = (200, 100) if quick else (10_000, 2_000)
+    rng = np.random.default_rng(0)
+    x = rng.normal(1.0, 1.0, n).astype(np.float32)
+    model = mcmc.energy_model(lambda th, r: 0.5 * (r - th[0]) ** 2, x,
+                              log_prior_fn=lambda th: -0.5 * jnp.sum(th**2),
+                              bound_constants=np.abs(x).astype(np.float64) + 3.0, box=(-3.0, 3.0))
+    prop = mcmc.random_walk(0.5 / np.sqrt(n))
+    kernels = {"DP-Fast MH (N={:,})".format(n): mcmc.dp_fast_mh_kernel(model, prop, epsilon=0.5, delta=1e-5,
+                                                                       batch_cap=50.0),
+               "penalty (N={:,})".format(n): mcmc.penalty_kernel(model, prop, epsilon=0.5, delta=1e-5)}
+    start = np.zeros((1, 1))
+    calls = {name: (lambda k=k: mcmc.run_chain(k, start, t, rng_key=1),
+                    lambda k=k: mcmc.run_chain(k, start, t, secure=True)) for name, k in kernels.items()}
+
+    xs = rng.normal(size=(512, 5)).astype(np.float32)
+    ys = (xs[:, 0] > 0).astype(np.int32)
+    flat, unravel = ravel_pytree(es.init_mlp(jax.random.PRNGKey(4), (5, 16, 2)))
+    loss = es.classifier_loss(es.mlp_apply, unravel)
+    params = es.EntropySGLDParams(tau=100.0, gamma=0.03, eta=0.1, eta_inner=0.1, beta=1e4, batch_size=32,
+                                  inner_steps=5)
+    t_es = max(10, t // 20)
+    calls[f"Entropy-SGLD (5 inner steps)"] = (
+        lambda: es.run(jax.random.PRNGKey(0), es.init(flat), t_es, data=(xs, ys), params=params,
+                       loss_fn=loss)[0].position.block_until_ready(),
+        lambda: es.run(None, es.init(flat), t_es, data=(xs, ys), params=params, loss_fn=loss,
+                       secure=True)[0].position.block_until_ready())
+    for fns in calls.values():
+        for fn in fns:
+            fn()  # warm-up (compile)
+    best = {(name, i): float("inf") for name in calls for i in (0, 1)}
+    for _ in range(repeats):
+        for name, fns in calls.items():
+            for i, fn in enumerate(fns):
+                t0 = CLOCK()
+                fn()
+                best[name, i] = min(best[name, i], CLOCK() - t0)
+    rows = []
+    for name in calls:
+        iters = t_es if name.startswith("Entropy") else t
+        rows.append((name, iters, best[name, 0] / iters * 1e3, best[name, 1] / iters * 1e3))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="tiny sizes, a few seconds (smoke test)")
@@ -141,6 +195,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['name']:>15} {r['n']:>8,} {r['capacity']:>9,} {r['default'] * 1e3:>11.4f} "
               f"{r['secure'] * 1e3:>10.4f} {r['secure'] / r['default']:>14.2f}x {r['threefry'] * 1e3:>18.4f} "
               f"{r['host'] * 1e3:>14.4f}")
+    print()
+    print("secure mode vs default: DP MH chains and Entropy-SGLD, per-iteration time "
+          "(every draw from os.urandom through privacy.secure.os_key)")
+    chains = chain_rows(quick=args.quick, repeats=repeats)
+    head = f"{'sampler':>28} {'iterations':>11} {'default ms':>11} {'secure ms':>10} {'secure/default':>15}"
+    print(head)
+    print("-" * len(head))
+    for name, t, d_ms, s_ms in chains:
+        print(f"{name:>28} {t:>11,} {d_ms:>11.4f} {s_ms:>10.4f} {s_ms / d_ms:>14.2f}x")
     try:
         print(f"load average during the run: {os.getloadavg()[0]:.2f} (1 min)")
     except OSError:

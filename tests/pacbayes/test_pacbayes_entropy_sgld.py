@@ -170,3 +170,23 @@ def test_secure_run_uses_os_keys_and_refuses_a_key():
     b, _ = es.run(None, es.init(flat), 3, data=(x, y), params=params, loss_fn=loss, secure=True)
     assert not np.array_equal(np.asarray(a.position), np.asarray(b.position))
     assert es.entropy_sgld_privacy(params, 200, num_steps=3, seeded_by="secure").seeded_by == "secure"
+
+
+def test_secure_run_reads_its_noise_from_os_urandom(monkeypatch):
+    import os
+
+    from dpposterior.privacy import secure
+
+    x, y = _toy_data(jax.random.PRNGKey(3))
+    flat, unravel = ravel_pytree(es.init_mlp(jax.random.PRNGKey(4), (5, 4, 2)))
+    loss = es.classifier_loss(es.mlp_apply, unravel)
+    params = es.EntropySGLDParams(tau=100.0, gamma=0.03, eta=0.1, eta_inner=0.1, beta=1e4, batch_size=16,
+                                  inner_steps=2)
+    calls = []
+    real = os.urandom
+    monkeypatch.setattr(secure.os, "urandom", lambda n: calls.append(n) or real(n))
+    es.run(None, es.init(flat), 3, data=(x, y), params=params, loss_fn=loss, secure=True)
+    # per outer step: the inner minibatch indices and noise (2 inner steps x 2 draws) and the outer noise,
+    # each a fresh OS read of at least 4 bytes per value
+    n_params = flat.size
+    assert len(calls) >= 3 * 5 and sum(calls) >= 3 * 4 * (3 * n_params)

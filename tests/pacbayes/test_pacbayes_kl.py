@@ -127,3 +127,8 @@ def test_monotone_in_q(q1, q2, c):
     a, b = sorted((q1, q2))
     assert kl_inv_upper(a, c) <= kl_inv_upper(b, c) + 1e-11
     assert kl_inv_lower(a, c) <= kl_inv_lower(b, c) + 1e-11
+
+
+def test_subnormal_q_is_not_nan():   # found by hypothesis: d / q overflowed for q = 5e-324
+    assert kl_inv_upper(5e-324, 1.0) == pytest.approx(kl_inv_upper(0.0, 1.0), abs=1e-9)
+    assert kl(5e-324, 0.5) == pytest.approx(np.log(2.0), rel=1e-12)

@@ -30,6 +30,7 @@ Entropy-SGD (``beta=None``) adds no outer noise and is not private.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Callable, NamedTuple
 
@@ -234,11 +235,12 @@ def run(key: Array | None, state: EntropySGLDState, num_steps: int, *, data, par
         loss_fn: Callable, secure: bool = False) -> tuple[EntropySGLDState, EntropySGLDInfo]:
     """``num_steps`` outer steps under one jitted ``lax.scan``; infos stacked along axis 0.
 
-    ``secure=True``: ``key`` must be None; every outer step gets its own key of 64 fresh bits from the
-    operating system's CSPRNG (no seed exists to leak), from which that step's minibatches and noise
-    are drawn; record the release with ``entropy_sgld_privacy(..., seeded_by="secure")``.
+    ``secure=True``: ``key`` must be None; every minibatch index and noise value of every step is
+    computed from fresh bits of the operating system's CSPRNG, read at the moment of the draw
+    (:func:`~dpposterior.privacy.secure.os_key`; no seed exists to leak); record the release with
+    ``entropy_sgld_privacy(..., seeded_by="secure")``.
     """
-    from ..privacy.secure import check_secure, secure_bits
+    from ..privacy.secure import check_secure, os_key
 
     if not (isinstance(num_steps, int) and num_steps >= 1):
         raise ValueError(f"num_steps must be an integer >= 1, got {num_steps!r}")
@@ -246,19 +248,29 @@ def run(key: Array | None, state: EntropySGLDState, num_steps: int, *, data, par
     if check_secure(secure):
         if key is not None:
             raise ValueError("key must be None when secure=True: every step's key comes from the OS CSPRNG")
-        step_keys = jax.random.wrap_key_data(jnp.asarray(secure_bits((num_steps, 2))))
+        step_keys = jax.random.split(os_key(), num_steps)
     else:
         if key is None:
             raise ValueError("key must be a JAX key (or pass secure=True to draw the keys from the OS CSPRNG)")
         step_keys = jax.random.split(key, num_steps)
 
+    try:
+        program = _compiled_run(params, loss_fn)
+    except TypeError:   # unhashable params or loss: compile for this call only
+        program = _compiled_run.__wrapped__(params, loss_fn)
+    return program(step_keys, state, jnp.asarray(data[0]), jnp.asarray(data[1]))
+
+
+@functools.lru_cache(maxsize=16)
+def _compiled_run(params: EntropySGLDParams, loss_fn: Callable) -> Callable:
+    """The jitted scan of ``run``, one per (params, loss_fn): repeated runs reuse the program."""
     @jax.jit
     def _run(step_keys, state, x, y):
         def body(s, k):
             return step(k, s, data=(x, y), params=params, loss_fn=loss_fn)
         return jax.lax.scan(body, state, step_keys)
 
-    return _run(step_keys, state, jnp.asarray(data[0]), jnp.asarray(data[1]))
+    return _run
 
 
 # --------------------------------------------------------------------------------------------------

@@ -71,7 +71,9 @@ def _kl_raw(q: np.ndarray, p: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         accurate = -qi * _log1p_minus_id(d / qi) - (1.0 - qi) * _log1p_minus_id(-d / (1.0 - qi))
     edge = rel_entr(q, p) + rel_entr(1.0 - q, 1.0 - p)
-    return np.where(interior, accurate, edge)
+    # for a subnormal q, d / q overflows and the accurate form is NaN: p is then far from q in
+    # relative terms and the textbook form has no cancellation to lose digits to
+    return np.where(interior & np.isfinite(accurate), accurate, edge)
 
 
 def kl(q, p) -> np.ndarray | float:

@@ -114,3 +114,155 @@ def resolve_noise_source(rng_key: Any, secure: Any) -> tuple[Any, str]:
                 "a run from a key")
         return None, SECURE
     return resolve_key(rng_key)
+
+
+# ------------------------------------------------------------------------------------------------
+# A JAX key whose every draw reads the OS CSPRNG (for mechanisms written against jax.random)
+
+
+def _os_seed(seed: Any) -> Any:
+    import jax.numpy as jnp
+
+    return jnp.zeros((1,), jnp.uint32)
+
+
+def _os_split(key: Any, shape: Any) -> Any:
+    import jax.numpy as jnp
+
+    return jnp.broadcast_to(key, tuple(shape) + (1,))
+
+
+def _os_fold_in(key: Any, data: Any) -> Any:
+    return key
+
+
+_BITS_DTYPES = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+
+
+def _os_random_bits(key: Any, bit_width: int, shape: Any) -> Any:
+    import jax
+    from jax.experimental import io_callback
+
+    dtype = _BITS_DTYPES[int(bit_width)]
+    shape = tuple(int(s) for s in shape)
+
+    def draw(k: np.ndarray) -> np.ndarray:
+        # ``k`` carries vmap's batch axes in front of the key's own axis: one fresh draw per batch entry
+        out = np.shape(k)[:-1] + shape
+        n = math.prod(out)
+        return np.frombuffer(os.urandom(n * np.dtype(dtype).itemsize), dtype=dtype).reshape(out)
+
+    # the key is passed so that vmap batches the callback (one independent draw per key), and the
+    # callback is effectful (io_callback), so XLA neither caches nor merges two draws
+    return io_callback(draw, jax.ShapeDtypeStruct(shape, dtype), key, ordered=False)
+
+
+_OS_IMPL: Any = None
+
+
+def _os_impl() -> Any:
+    global _OS_IMPL
+    if _OS_IMPL is None:
+        from jax.extend.random import define_prng_impl
+
+        _OS_IMPL = define_prng_impl(key_shape=(1,), seed=_os_seed, split=_os_split, random_bits=_os_random_bits,
+                                    fold_in=_os_fold_in, name="dpposterior_os_csprng")
+    return _OS_IMPL
+
+
+def os_key() -> Any:
+    """A JAX key whose every draw is fresh bits from the operating system's CSPRNG.
+
+    For mechanisms written against ``jax.random`` (the DP MCMC kernels, Entropy-SGLD, DP-SGLD):
+    in secure mode they are given this key instead of a threefry key. The key holds no state and
+    no seed: ``jax.random.split`` and ``fold_in`` return the same placeholder, and every call that
+    needs random bits (``normal``, ``uniform``, ``randint``, ``bernoulli``, ...) reads them from
+    :func:`os.urandom` through ``jax.experimental.io_callback`` at the moment it runs, under
+    ``jit``, ``vmap`` and ``lax.scan`` alike (one independent draw per vmapped key). The variates
+    are JAX's own transforms of those bits (e.g. a float32 normal from 23 random mantissa bits).
+    Draws cannot be reproduced, by design. ``jax.random.poisson`` refuses non-threefry keys: use
+    :func:`dpposterior.privacy.secure.poisson` instead, which accepts both kinds.
+
+    Each draw is a host round trip (~0.1 ms), so this suits mechanisms with a few draws per
+    iteration; the DP-SGD engine's secure mode draws its noise in chunks on the host instead.
+    """
+    import jax
+
+    return jax.random.key(0, impl=_os_impl())
+
+
+def is_os_key(key: Any) -> bool:
+    """True when ``key`` is a typed key from :func:`os_key` (or split from one)."""
+    import jax
+
+    try:
+        impl = jax.random.key_impl(key)
+    except (TypeError, ValueError):
+        return False
+    return getattr(impl, "name", None) == "dpposterior_os_csprng" or impl == _os_impl()
+
+
+def poisson(key: Any, lam: Any) -> Any:
+    """One Poisson(``lam``) count as int32, for threefry keys and :func:`os_key` keys alike.
+
+    Threefry keys use ``jax.random.poisson`` (so keyed runs are unchanged). OS keys use an exact
+    sampler written on uniforms only: Knuth's product of uniforms for ``lam < 10`` and Hoermann's
+    transformed rejection PTRS (1993) for ``lam >= 10``; both loop until acceptance. ``lam`` is a
+    traced scalar >= 0 (0 gives 0).
+    """
+    import jax
+    import jax.numpy as jnp
+
+    if not is_os_key(key):
+        return jax.random.poisson(key, lam).astype(jnp.int32)
+    lam = jnp.asarray(lam, jnp.float32)
+    return jax.lax.cond(lam < 10.0, lambda: _knuth(key, lam), lambda: _ptrs(key, jnp.maximum(lam, 10.0)))
+
+
+def _knuth(key: Any, lam: Any) -> Any:
+    import jax
+    import jax.numpy as jnp
+
+    limit = jnp.exp(-jnp.minimum(lam, 10.0))
+
+    def cond(c):
+        return c[1] > limit
+
+    def body(c):
+        k, prod = c
+        return k + 1, prod * jax.random.uniform(key, (), jnp.float32)
+
+    # count the uniforms multiplied before the product falls to exp(-lam) or below
+    first = jax.random.uniform(key, (), jnp.float32)
+    k, _ = jax.lax.while_loop(cond, body, (jnp.int32(0), first))
+    return k
+
+
+def _ptrs(key: Any, lam: Any) -> Any:
+    import jax
+    import jax.numpy as jnp
+
+    slam = jnp.sqrt(lam)
+    log_lam = jnp.log(lam)
+    b = 0.931 + 2.53 * slam
+    a = -0.059 + 0.02483 * b
+    inv_alpha = 1.1239 + 1.1328 / (b - 3.4)
+    v_r = 0.9277 - 3.6224 / (b - 2.0)
+
+    def cond(c):
+        return ~c[1]
+
+    def body(c):
+        u = jax.random.uniform(key, (), jnp.float32) - 0.5
+        v = jax.random.uniform(key, (), jnp.float32)
+        us = 0.5 - jnp.abs(u)
+        k = jnp.floor((2.0 * a / us + b) * u + lam + 0.43)
+        quick = (us >= 0.07) & (v <= v_r)
+        bad = (k < 0) | ((us < 0.013) & (v > us))
+        lhs = jnp.log(v) + jnp.log(inv_alpha) - jnp.log(a / (us * us) + b)
+        rhs = -lam + k * log_lam - jax.lax.lgamma(k + 1.0)
+        ok = quick | (~bad & (lhs <= rhs))
+        return k.astype(jnp.int32), ok
+
+    k, _ = jax.lax.while_loop(cond, body, (jnp.int32(0), jnp.bool_(False)))
+    return k
