@@ -88,6 +88,7 @@ def compute_group(configs: Sequence[CellConfig], *, devices: int = 1, batch_size
     if len(keys) != 1:
         raise ValueError("compute_group needs cells that differ only in their method")
     first = configs[0]
+    started_at = time.time()   # wall-clock epoch seconds: shows which groups ran at the same time
     t0 = time.perf_counter()
     setup = dpvi_setup(first)
     if batch_size is None:
@@ -106,13 +107,14 @@ def compute_group(configs: Sequence[CellConfig], *, devices: int = 1, batch_size
     rep_seconds = time.perf_counter() - t0
     exe = dict(execution or {})
     exe.update(devices=devices, batch_size=batch_size, xla_flags=os.environ.get("XLA_FLAGS", ""),
-               group_methods=[c.method for c in configs], pid=os.getpid())
+               group_methods=[c.method for c in configs], pid=os.getpid(), group_started_at=started_at)
     records = []
     data = None  # the group's synthetic data sets, simulated once if a method runs its own mechanism
     for cfg in configs:
         if data is None and get_method(cfg.method).needs_data:
             data = cell_data(cfg, setup)
-        rec = evaluate_cell(cfg, setup, summaries, data=data, replicates_seconds=rep_seconds, execution=exe)
+        rec = evaluate_cell(cfg, setup, summaries, data=data, replicates_seconds=rep_seconds,
+                            execution=dict(exe, finished_at=time.time()))
         if on_result is not None:
             on_result(rec)
         records.append(rec)

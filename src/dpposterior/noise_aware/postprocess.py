@@ -28,7 +28,7 @@ METHODS = ("grid", "nuts", "laplace")
 _OPTIONS = {
     "grid": ("num_points", "num_points_s", "num_stages", "tail", "num_draws"),
     "laplace": ("num_iterations", "num_points", "tol", "num_draws"),
-    "nuts": N.NUTS_OPTIONS,
+    "nuts": N.NUTS_OPTIONS + ("full_trace",),
 }
 EDGE_MASS_WARNING = 1e-4
 
@@ -88,7 +88,10 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
           max_tree_depth (10), dense_mass (False), thinning (1), progress_bar (False), chain_method,
           marginalize_phi_star (False: NUTS on the joint (phi*, h[, s]) as in the paper; True: NUTS on
           (h[, s]) with phi* integrated out, then phi* drawn exactly given each draw - the same
-          posterior without the funnel, about 10x the effective sample size on the Adult trace).
+          posterior without the funnel, about 10x the effective sample size on the Adult trace),
+          full_trace (False: the likelihood from the six statistics, O(d) per gradient; True: from
+          the whole trace after burn-in, O(T d) per gradient, as the reference implementation does -
+          the same density, kept for comparison: benchmarks/pipeline.py).
 
     Returns:
       A Posterior with phi_star draws (M, d), the trace's PrivacySpent, and diagnostics: the per-
@@ -159,6 +162,11 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
         def sampler(key, m, _res=res):
             return _laplace_draws(_res, _as_key(key), int(m))
     else:
+        full = solver_options.pop("full_trace", False)
+        if not isinstance(full, (bool, np.bool_)):
+            raise TypeError(f"full_trace must be True or False, got {full!r}")
+        if full:
+            solver_options["full_trace"] = (np.asarray(trace.phi)[start:], np.asarray(trace.grads)[start:])
         phi_draws, nd = N.nuts_posterior(stats32, priors32, noise32, q, raw_key, subsampling_noise=subsampling_noise,
                                          **solver_options)
         diagnostics.update(nd)

@@ -70,7 +70,7 @@ def dpvi(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: i
          dataset_size: int | None = None, init_scale: float = DEFAULT_INIT_SCALE,
          accountant: str = "pld", progress: bool | None = None, model_name: str = "",
          secure: bool = False, checkpoint: str | os.PathLike | None = None,
-         checkpoint_every: int = 2000, **model_kwargs: Any) -> DPVITrace:
+         checkpoint_every: int = 2000, sampling: str = "packed", **model_kwargs: Any) -> DPVITrace:
     """Differentially private variational inference on a NumPyro model; releases the whole trace.
 
     Privacy: DP-SGD (``dpposterior.dpsgd.dpsgd``) with Poisson subsampling at rate ``sampling_rate``:
@@ -105,6 +105,9 @@ def dpvi(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: i
         ``checkpoint_every`` steps and from which a killed run resumes with the same noise stream
         (see ``dpposterior.dpsgd.dpsgd``; the file holds the noise key: keep it secret; it is deleted
         when the run finishes).
+      sampling: the DP-SGD engine's sampler: ``"packed"`` (default, O(qN) per step) or ``"masked"``
+        (a full-N inclusion mask, O(N) per step, the reference implementation's approach; the same
+        Poisson sampling and privacy, kept for comparison: benchmarks/pipeline.py).
 
     Returns:
       A DPVITrace with the PrivacySpent of the run.
@@ -152,7 +155,7 @@ def dpvi(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: i
     run = dpsgd(loss, phi0, arrays, noise_multiplier=sigma, clip=clip, sampling_rate=sampling_rate,
                 num_steps=num_steps, learning_rate=lr, delta=delta, beta=beta_vec, rng_key=rng_key,
                 loss_needs_key=True, accountant=accountant, progress=progress, secure=secure,
-                checkpoint=checkpoint, checkpoint_every=checkpoint_every)
+                checkpoint=checkpoint, checkpoint_every=checkpoint_every, sampling=sampling)
     return DPVITrace(phi=np.asarray(run.params), grads=np.asarray(run.grads), final_phi=np.asarray(run.final_params),
                      beta=np.asarray(beta_vec), learning_rate=np.asarray(lr), clip=clip, noise_multiplier=sigma,
                      sampling_rate=sampling_rate, num_steps=num_steps, dataset_size=dataset_size, num_mc=num_mc,

@@ -1,0 +1,17 @@
+"""benchmarks/pipeline.py --quick runs: ours and the reference approach on a slice of Adult."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+
+@pytest.mark.slow   # ~30 s quiet (two DP-SGD and two NUTS compilations); run with -m slow
+def test_pipeline_benchmark_quick(capsys, benchmark_script):
+    module = benchmark_script("pipeline")
+    assert module.main(["--quick"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"reference: masked DP-SGD \+ full-trace NUTS +[\d.]+ +[\d.]+ +[\d.]+ +1\.0x", out)
+    assert re.search(r"target >= 20x end to end \(grid\): (met|NOT met) \([\d.]+x\)", out)
+    assert "same privacy spent by both releases: True" in out
