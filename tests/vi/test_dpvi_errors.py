@@ -93,6 +93,7 @@ def test_no_data_and_non_numeric_data():
     ("num_steps", 0, "num_steps must be an integer >= 1"),
     ("clip", 0.0, "clip must be a finite number > 0"),
     ("num_mc", 0, "num_mc must be an integer >= 1"),
+    ("sampling", "bernoulli", r"sampling must be one of \('packed', 'masked'\)"),
 ])
 def test_invalid_privacy_and_optimiser_parameters(field, value, message):
     kw = dict(KW)
