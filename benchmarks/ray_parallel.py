@@ -61,17 +61,19 @@ def main(argv: list[str] | None = None) -> int:
         t = time.perf_counter()
         local = run_coverage(cells, os.path.join(tmp, "local"), progress=False)
         t_local = time.perf_counter() - t
-        if ray.is_initialized():
-            ray.shutdown()
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
-            ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        own_cluster = not ray.is_initialized()   # a caller's running cluster (e.g. a test fixture) is reused
+        if own_cluster:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+                ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=False,
+                         configure_logging=False)
         try:
             t = time.perf_counter()
             remote = run_coverage(cells, os.path.join(tmp, "ray"), backend="ray", progress=False)
             t_ray = time.perf_counter() - t
         finally:
-            ray.shutdown()
+            if own_cluster:
+                ray.shutdown()
     groups: dict[tuple, tuple[float, float, int]] = {}
     for r in remote.results:
         exe = r["execution"]

@@ -41,3 +41,13 @@ def test_ray_backend_equals_local_bit_for_bit(grid_cells, tmp_path, local_cluste
     assert os.getpid() not in {r["execution"]["pid"] for r in remote.results}
     again = run_coverage(cells, tmp_path / "ray", backend="ray", progress=False)
     assert again.computed == [] and len(again.skipped) == 2
+
+
+def test_ray_parallel_benchmark_quick(capsys, benchmark_script, local_cluster):
+    """benchmarks/ray_parallel.py --quick on this module's cluster (one tiny group, the same cells)."""
+    module = benchmark_script("ray_parallel")
+    assert module.main(["--quick"]) == 0
+    out = capsys.readouterr().out
+    assert "every cell identical to the in-process backend (bit for bit): True" in out
+    assert "local/ray = " in out and "most groups running at the same moment: 1" in out
+    assert local_cluster.is_initialized()   # the benchmark reused the cluster and left it running
