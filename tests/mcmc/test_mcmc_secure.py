@@ -28,3 +28,20 @@ def test_secure_dp_fast_mh_runs(conj):
                                     batch_cap=50.0)
     res = mcmc.run_chain(kernel, np.zeros((1, 1)), 30, secure=True)
     assert res.privacy.seeded_by == "secure" and np.isfinite(res.samples).all()
+
+
+def test_secure_chain_reads_every_draw_from_os_urandom(conj, monkeypatch):
+    import os
+
+    from dpposterior.privacy import secure
+
+    calls = []
+    real = os.urandom
+    monkeypatch.setattr(secure.os, "urandom", lambda n: calls.append(n) or real(n))
+    kernel = mcmc.dp_fast_mh_kernel(conj.model(), mcmc.random_walk(0.05), epsilon=0.5, delta=1e-5,
+                                    batch_cap=50.0)
+    t = 25
+    mcmc.run_chain(kernel, np.zeros((1, 1)), t, secure=True)
+    # at least the proposal, the minibatch count, the Gaussian noise and the acceptance uniform of
+    # every iteration come from the OS (no threefry stream in between)
+    assert len(calls) >= 4 * t

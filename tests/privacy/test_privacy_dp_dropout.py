@@ -36,6 +36,18 @@ def test_dpd_ac_hand_values():
         1.6368490793446164, rel=1e-10)
 
 
+def test_dpd_ac_hand_values_without_subsampling():
+    # q = 1 (no amplification): sigma 10, delta 1e-5, T 4, delta' = 5e-6
+    # delta_iter = 5e-6 / 4 = 1.25e-6; eps_iter = sqrt(2 ln(1.25 / 1.25e-6)) / 10 = sqrt(2 ln 1e6) / 10
+    #            = 0.5256522; eps_step = ln(1 + 1 (e^eps_iter - 1)) = eps_iter
+    # eps = sqrt(8 ln 2e5) 0.5256522 + 4 * 0.5256522 (e^0.5256522 - 1) = 9.881730 * 0.5256522 + 1.454084
+    #     = 5.194353 + 1.454084 = 6.648436
+    rec = dpd_ac_epsilon(10.0, 1e-5, 1.0, 4)
+    assert rec.detail("epsilon_iter") == pytest.approx(0.5256522, rel=1e-6)
+    assert rec.detail("epsilon_step") == pytest.approx(rec.detail("epsilon_iter"), rel=1e-12)
+    assert rec.epsilon == pytest.approx(6.648436, rel=1e-6)
+
+
 def test_dpd_ac_power_check():
     # a composition without the amplification by subsampling (eps_iter straight into advanced
     # composition) gives 13.6, and summing the amplified epsilons (basic composition) 3.07:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
+from collections import OrderedDict
 from typing import Any, Callable
 
 import jax
@@ -12,9 +13,9 @@ import numpy as np
 
 from .._checks import check_delta, check_positive_int
 from ..privacy import PrivacySpent, not_private
-from ..privacy.secure import resolve_noise_source, secure_bits
-from .accounting import (FAST_MH_ACCOUNTANTS, GAUSSIAN_ACCOUNTANTS, NEIGHBOURING, compose_iterations,
-                         gaussian_chain_epsilon)
+from ..privacy.secure import os_key, resolve_noise_source
+from .accounting import (FAST_MH_ACCOUNTANTS, GAUSSIAN_ACCOUNTANTS, NEIGHBOURING, barker_epsilon,
+                         compose_iterations, gaussian_chain_epsilon)
 from .kernels import Kernel, MHInfo, MHState, check_positions, init_states
 
 
@@ -64,6 +65,8 @@ def _chain_privacy(kernel: Kernel, num_iterations: int, total_delta: float | Non
         return PrivacySpent(epsilon=eps, delta=dg, neighbouring=NEIGHBOURING, accountant=acc,
                             mechanism="dp_fast_mh", noise_multiplier=c.sigma2, sampling_rate=1.0, num_steps=t,
                             seeded_by=seeded_by, details=details)
+    if kernel.method == "dp_barker":
+        return _barker_privacy(kernel, t, total_delta, accountant, seeded_by)
     # penalty
     acc = accountant or "pld"
     if acc not in GAUSSIAN_ACCOUNTANTS:
@@ -87,6 +90,27 @@ def _chain_privacy(kernel: Kernel, num_iterations: int, total_delta: float | Non
                         details=tuple(details))
 
 
+def _barker_privacy(kernel: Kernel, t: int, total_delta: float | None, accountant: str | None,
+                    seeded_by: str) -> PrivacySpent:
+    cfg = kernel.config
+    acc = accountant or "rdp"
+    if acc != "rdp":
+        raise ValueError(f"accountant for dp_barker must be 'rdp', got {acc!r}")
+    dg = check_delta(cfg.delta if total_delta is None else total_delta, "total_delta")
+    n = kernel.model.num_records
+    eps, order = barker_epsilon(cfg.batch_size, n, t, dg)
+    per_iter, _ = barker_epsilon(cfg.batch_size, n, 1, dg)
+    details = (("per_iteration_epsilon", per_iter), ("rdp_order", order), ("batch_size", cfg.batch_size),
+               ("clip", cfg.clip), ("normal_variance_C", cfg.normal_variance),
+               ("correction_max_cdf_error", cfg.correction.max_cdf_error),
+               ("sampling", "b of N uniformly without replacement, every iteration"),
+               ("amplification", "Wang, Balle & Kasiviswanathan 2019, Theorem 9"),
+               ("reference", "Heikkila et al. 2019; NOTES.md section 4"))
+    return PrivacySpent(epsilon=eps, delta=dg, neighbouring=NEIGHBOURING, accountant="rdp", mechanism="dp_barker",
+                        noise_multiplier=None, sampling_rate=cfg.batch_size / n, num_steps=t, seeded_by=seeded_by,
+                        details=details)
+
+
 def chain_privacy(kernel: Kernel, num_steps: int, *, num_chains: int = 1, total_delta: float | None = None,
                   accountant: str | None = None, seeded_by: str = "os") -> PrivacySpent:
     """The PrivacySpent of releasing ``num_chains`` chains of ``num_steps`` iterations on the same data.
@@ -97,6 +121,8 @@ def chain_privacy(kernel: Kernel, num_steps: int, *, num_chains: int = 1, total_
     per-iteration deltas force. Penalty: ``"pld"`` (default), ``"rdp"``, ``"exact"``, ``"advanced"``
     (:func:`dpposterior.mcmc.gaussian_chain_epsilon`); ``total_delta`` defaults to the per-iteration
     delta. The advanced-composition figure (the authors' accounting) is kept in ``details``.
+    DP Barker: ``"rdp"`` (:func:`dpposterior.mcmc.barker_epsilon`); ``total_delta`` defaults to the
+    kernel's ``delta``; the per-iteration epsilon is in ``details``.
     """
     t = check_positive_int(num_steps, "num_steps") * check_positive_int(num_chains, "num_chains")
     return _chain_privacy(kernel, t, total_delta, accountant, seeded_by)
@@ -108,7 +134,8 @@ def run_chain(kernel: Kernel, initial_position: Any, num_steps: int, *, rng_key:
     """Runs ``kernel`` for ``num_steps`` iterations from each initial position and accounts the release.
 
     Args:
-      kernel: from :func:`tuna_mh_kernel`, :func:`dp_fast_mh_kernel` or :func:`penalty_kernel`.
+      kernel: from :func:`tuna_mh_kernel`, :func:`dp_fast_mh_kernel`, :func:`penalty_kernel` or
+        :func:`dp_barker_kernel`.
       initial_position: (dim,) for one chain or (num_chains, dim) for several (run in parallel with
         vmap, each composed into the privacy total). The initial positions must not depend on the
         private data (they are not accounted).
@@ -116,11 +143,11 @@ def run_chain(kernel: Kernel, initial_position: Any, num_steps: int, *, rng_key:
       rng_key: None (privacy noise seeded from the operating system; recorded ``seeded_by="os"``),
         or an int / JAX key (reproduction only: whoever knows it can remove the noise).
       total_delta, accountant: see :func:`chain_privacy`.
-      secure: every iteration of every chain gets its own key of 64 fresh bits from the operating
-        system's CSPRNG (no seed exists, so none can leak; recorded ``seeded_by="secure"``); the few
-        values an iteration draws (proposal, minibatch, Gaussian noise, acceptance uniform) are
-        threefry outputs of that key. ``rng_key`` must then be None. (The DP-SGD engine's secure mode
-        reads its noise values from the OS directly; here an iteration needs only a handful.)
+      secure: every value an iteration draws (proposal, minibatch size and indices, Gaussian
+        privacy noise, acceptance uniform) is computed from fresh bits of the operating system's
+        CSPRNG, read at the moment of the draw (:func:`~dpposterior.privacy.secure.os_key`); no
+        seed exists, so none can leak (recorded ``seeded_by="secure"``). ``rng_key`` must then be
+        None. About 0.1 ms per draw for the host round trip.
 
     Returns:
       A :class:`ChainResult` whose ``privacy`` covers every released sample.
@@ -138,8 +165,8 @@ def run_chain(kernel: Kernel, initial_position: Any, num_steps: int, *, rng_key:
     privacy = chain_privacy(kernel, t, num_chains=pos.shape[0], total_delta=total_delta, accountant=accountant,
                             seeded_by=seeded_by)
     state = init_states(kernel.model, pos)
-    if seeded_by == "secure":   # (chains, T) independent per-iteration keys from the OS CSPRNG
-        step_keys = jax.random.wrap_key_data(jax.numpy.asarray(secure_bits((pos.shape[0], t, 2))))
+    if seeded_by == "secure":   # every draw of every iteration and chain reads the OS CSPRNG
+        step_keys = jax.random.split(os_key(), (pos.shape[0], t))
         samples, info = _run_steps(kernel, step_keys, state)
     else:
         keys = jax.random.split(jax.random.wrap_key_data(raw_key), pos.shape[0])
@@ -182,16 +209,36 @@ def _steps_run(kernel: Kernel) -> Callable[..., tuple[Any, MHInfo]]:
     return run
 
 
+# compiled chain programs, per kernel object: a second run_chain with the same kernel (and T) reuses
+# the program instead of tracing and compiling again. Keyed by id(kernel) and checked by identity
+# (the entry holds the kernel, so its id cannot be reused while cached); the data are arguments,
+# not constants baked into the program.
+_COMPILED: OrderedDict[tuple[int, str, int], tuple[Kernel, Callable[..., Any]]] = OrderedDict()
+_COMPILED_MAX = 16
+
+
+def _compiled(kernel: Kernel, which: str, num_steps: int) -> Callable[..., Any]:
+    key = (id(kernel), which, num_steps)
+    hit = _COMPILED.get(key)
+    if hit is not None and hit[0] is kernel:
+        _COMPILED.move_to_end(key)
+        return hit[1]
+    run = _steps_run(kernel) if which == "steps" else make_chain_run(kernel, num_steps)
+    fn = jax.jit(jax.vmap(run, in_axes=(0, 0, None, None)))
+    _COMPILED[key] = (kernel, fn)
+    while len(_COMPILED) > _COMPILED_MAX:
+        _COMPILED.popitem(last=False)
+    return fn
+
+
 def _run_steps(kernel: Kernel, step_keys, state: MHState):
-    run = _steps_run(kernel)
-    data, c = kernel.model.data, kernel.model.bound_constants
-    return jax.jit(jax.vmap(lambda k, s: run(k, s, data, c)))(step_keys, state)
+    fn = _compiled(kernel, "steps", 0)
+    return fn(step_keys, state, kernel.model.data, kernel.model.bound_constants)
 
 
 def _run(kernel: Kernel, keys, state: MHState, num_steps: int):
-    run = make_chain_run(kernel, num_steps)
-    data, c = kernel.model.data, kernel.model.bound_constants
-    return jax.jit(jax.vmap(lambda k, s: run(k, s, data, c)))(keys, state)
+    fn = _compiled(kernel, "run", num_steps)
+    return fn(keys, state, kernel.model.data, kernel.model.bound_constants)
 
 
 @dataclasses.dataclass(frozen=True)

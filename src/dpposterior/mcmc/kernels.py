@@ -1,4 +1,4 @@
-"""TunaMH, DP-Fast MH and the penalty algorithm as pure init/step kernels.
+"""TunaMH, DP-Fast MH and the penalty algorithm as pure init/step kernels (DP Barker: barker.py).
 
 Every kernel is a :class:`Kernel`: ``init(position) -> MHState`` and a jit-able
 ``step(key, state) -> (MHState, MHInfo)`` closed over the model; ``step_on_data(key, state, data,
@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import check_positive, check_positive_int
+from ..privacy.secure import poisson
 from .accounting import FastMHConstants, classic_noise_multiplier, dp_fast_mh_constants
 from .model import EnergyModel, Proposal
 
@@ -73,7 +74,7 @@ class Kernel(NamedTuple):
       step: ``step(key, state) -> (MHState, MHInfo)``, jit-able, closed over the model's data.
       step_on_data: ``step_on_data(key, state, data, bound_constants)``: the same step with the
         data passed in (jit-able with traced data).
-      method: ``"tuna_mh"``, ``"dp_fast_mh"`` or ``"penalty"``.
+      method: ``"tuna_mh"``, ``"dp_fast_mh"``, ``"penalty"`` or ``"dp_barker"`` (mcmc/barker.py).
       config: the method's constants (a frozen dataclass).
       model: the :class:`~dpposterior.mcmc.EnergyModel` it samples.
     """
@@ -130,7 +131,7 @@ def _tuna_log_ratio(key: Array, energy_fn: Callable, data: Any, c: Array, big_c:
     c_max = jnp.max(c)
     rate = lam + big_c * m
     k_b, k_loop = jax.random.split(key)
-    candidates = jax.random.poisson(k_b, rate * (n * c_max / big_c)).astype(jnp.int32)
+    candidates = poisson(k_b, rate * (n * c_max / big_c))   # threefry or OS-CSPRNG key (secure mode)
     offsets = jnp.arange(chunk, dtype=jnp.int32)
 
     def cond(carry):
@@ -188,6 +189,12 @@ def _decide(key: Array, state: MHState, p: _Proposed, log_r: Array, noise_std: A
     z = noise_std * jax.random.normal(k_noise, ())
     log_a = p.base_log_ratio + log_r + z - 0.5 * noise_std**2
     accept = p.in_box & (jnp.log(jax.random.uniform(k_u, ())) < log_a)
+    return _decide_with(state, p, accept, noise_std, batch, full, viol)
+
+
+def _decide_with(state: MHState, p: _Proposed, accept: Array, noise_std: Array, batch: Array, full: Array,
+                 viol: Array) -> tuple[MHState, MHInfo]:
+    """The new state and the step's info, given the accept decision."""
     new = MHState(position=jnp.where(accept, p.theta_new, state.position),
                   log_prior=jnp.where(accept, p.log_prior_new, state.log_prior))
     info = MHInfo(accepted=accept, proposal_in_box=p.in_box, batch_size=jnp.asarray(batch, jnp.int32),

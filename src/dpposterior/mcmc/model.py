@@ -178,3 +178,127 @@ def random_walk(scale: Any) -> Proposal:
         return theta + s_j * jax.random.normal(key, jnp.shape(theta), jnp.result_type(theta))
 
     return Proposal(sample=sample, log_ratio=None)
+
+
+# --------------------------------------------------------------------------------------------
+# NumPyro models
+
+
+def logistic_bound_constants(features: Any, temperature: float = 1.0) -> np.ndarray:
+    """c_i = ||x_i||_2 / temperature: the bound for logistic regression (NOTES.md section 4).
+
+    With U_i(w) = -log sigmoid(y_i w.x_i) / T and labels y_i in {-1, +1}:
+    |U_i(w) - U_i(w')| <= |w.x_i - w'.x_i| / T <= ||x_i|| ||w - w'|| / T, since log sigmoid is
+    1-Lipschitz. (A bias column, if the features carry one, is part of x_i.) Privacy note: c_i read
+    from the private features make C and c_max data-dependent; clip the features to a public norm R
+    and use c_i = R / T to keep them public.
+    """
+    f = np.asarray(features, np.float64)
+    if f.ndim != 2:
+        raise ValueError(f"features must have shape (num_records, num_features), got {f.shape}")
+    t = check_positive(temperature, "temperature")
+    return np.linalg.norm(f, axis=1) / t
+
+
+def _site_log_prob(site: dict) -> Array:
+    lp = jnp.sum(site["fn"].log_prob(site["value"]))
+    if site.get("scale") is not None:
+        lp = site["scale"] * lp
+    return lp
+
+
+def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants: Any,
+                         box: tuple[Any, Any] | None = None, temperature: float = 1.0,
+                         distance_fn: Callable[[Array, Array], Array] | None = None,
+                         model_kwargs: dict | None = None) -> EnergyModel:
+    """An :class:`EnergyModel` from a NumPyro model with a plate over records.
+
+    The model is called as ``model(*data, **model_kwargs)``; every positional argument must be an
+    array whose leading axis indexes the N records, and the model must draw its observed sites
+    inside a ``numpyro.plate`` of size N (the plate's size must follow the data, e.g.
+    ``numpyro.plate("data", x.shape[0])``, because each record is evaluated alone, as a batch of one).
+    The latent (global) sample sites, flattened in the order the model draws them, form theta; the
+    log prior is the sum of their log densities, and U_i(theta) is minus the log likelihood of
+    record i's observed sites divided by ``temperature``.
+
+    What the user must still declare (the library cannot derive it from a NumPyro model):
+      - ``bound_constants``: the c_i of |U_i(theta) - U_i(theta')| <= c_i M(theta, theta') on the box
+        (for logistic regression :func:`logistic_bound_constants`; for the tempered Gaussian mixture
+        NOTES.md section 4), with C and c_max public for the DP samplers;
+      - ``box``: the parameter box on which that bound holds (proposals outside are rejected);
+        required when a latent site's support is not the whole real line, and then it must lie
+        inside that support (theta lives in the sites' own, constrained space);
+      - ``distance_fn`` M, if not the Euclidean distance.
+    Local latent sites (inside the record plate) are not supported (the samplers need per-record
+    energies that depend on theta only).
+
+    Raises:
+      TypeError: a model that is not callable, data that are not arrays.
+      ValueError: no plate of size N over the records, observed sites outside it, latent sites
+        inside it, no latent site, a constrained latent site without a box, and what
+        :func:`energy_model` rejects.
+    """
+    from numpyro import handlers
+    from numpyro.distributions import constraints
+
+    if not callable(model):
+        raise TypeError(f"model must be a callable NumPyro model, got {model!r}")
+    if not data:
+        raise ValueError("give the model's data as positional arguments (arrays with a leading record axis)")
+    kwargs = dict(model_kwargs or {})
+    arrays = tuple(jnp.asarray(_check_array("data", a)) for a in data)
+    lengths = {a.shape[0] if a.ndim else None for a in arrays}
+    if None in lengths or len(lengths) != 1:
+        raise ValueError(f"every data argument must share a leading record axis; got shapes {[a.shape for a in arrays]}")
+    n = lengths.pop()
+    t = check_positive(temperature, "temperature")
+    tr = handlers.trace(handlers.seed(model, 0)).get_trace(*arrays, **kwargs)
+    record_plates = {name for name, s in tr.items() if s["type"] == "plate" and s["args"][0] == n}
+    if not record_plates:
+        raise ValueError(f"the model has no numpyro.plate of size N = {n} over the records")
+    latent, observed = [], []
+    for name, s in tr.items():
+        if s["type"] != "sample":
+            continue
+        in_plate = any(f.name in record_plates for f in s["cond_indep_stack"])
+        if s["is_observed"]:
+            if not in_plate:
+                raise ValueError(f"observed site {name!r} is outside the plate over records {sorted(record_plates)}")
+            observed.append(name)
+        else:
+            if in_plate:
+                raise ValueError(f"latent site {name!r} is inside the plate over records: local latent variables "
+                                 "are not supported")
+            support = s["fn"].support
+            while isinstance(support, constraints.independent):
+                support = support.base_constraint
+            if support is not constraints.real and box is None:
+                raise ValueError(f"latent site {name!r} has support {s['fn'].support}: give a box inside it")
+            latent.append(name)
+    if not observed:
+        raise ValueError("the model has no observed site inside the plate over records")
+    if not latent:
+        raise ValueError("the model has no latent sample site (theta)")
+    shapes = [tuple(jnp.shape(tr[name]["value"])) for name in latent]
+    sizes = [int(np.prod(sh)) for sh in shapes]
+    offsets = np.cumsum([0] + sizes)
+
+    def unflatten(theta: Array) -> dict:
+        return {name: jnp.reshape(theta[offsets[k]:offsets[k + 1]], shapes[k]) for k, name in enumerate(latent)}
+
+    def _trace(theta: Array, args: tuple) -> dict:
+        sub = handlers.substitute(handlers.seed(model, 0), data=unflatten(theta))
+        return handlers.trace(sub).get_trace(*args, **kwargs)
+
+    def log_prior_fn(theta: Array) -> Array:
+        # the latent sites do not depend on the records: evaluate on the first record only
+        trace = _trace(theta, tuple(a[:1] for a in arrays))
+        return sum(_site_log_prob(trace[name]) for name in latent)
+
+    def energy_fn(theta: Array, record: Any) -> Array:
+        args = tuple(jnp.expand_dims(r, 0) for r in record)
+        trace = _trace(theta, args)
+        return -sum(_site_log_prob(trace[name]) for name in observed) / t
+
+    return energy_model(energy_fn, arrays, log_prior_fn=log_prior_fn, bound_constants=bound_constants, box=box,
+                        distance_fn=distance_fn)

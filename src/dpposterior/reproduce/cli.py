@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import argparse
 
-EXPERIMENTS = ("na-dpvi", "pacbayes")
+EXPERIMENTS = ("na-dpvi", "pacbayes", "dp-dropout", "dp-fast-mh")
+
+
+#: the experiments that run in one go and write one report: (module, run function, report writer).
+#: ``run(quick=, verbose=)`` returns the report writer's leading arguments (one value or a tuple).
+_SINGLE_RUN = {
+    "pacbayes": (".pacbayes", "run_pacbayes", "write_pacbayes_report"),
+    "dp-dropout": (".dp_dropout", "run_dp_dropout", "write_dp_dropout_report"),
+    "dp-fast-mh": (".dp_fast_mh", "run_dp_fast_mh", "write_dp_fast_mh_report"),
+}
 
 
 def _reproduce(args: argparse.Namespace) -> int:
@@ -20,16 +29,18 @@ def _reproduce(args: argparse.Namespace) -> int:
         run(work=args.work, out=args.out, quick=args.quick, backend=args.backend, address=args.address,
             seed=args.seed, parts=parts, progress=not args.no_progress)
         return 0
-    if args.experiment == "pacbayes":
+    if args.experiment in _SINGLE_RUN:
+        import importlib
         import time
 
-        from .pacbayes import run_pacbayes, write_pacbayes_report
-
+        module, run_name, write_name = _SINGLE_RUN[args.experiment]
+        mod = importlib.import_module(module, __package__)
         t0 = time.perf_counter()
-        rows = run_pacbayes(quick=args.quick, verbose=not args.no_progress)
-        cmd = "dpposterior reproduce pacbayes" + (" --quick" if args.quick else "") + f" --out {args.out}"
-        path = write_pacbayes_report(rows, args.out, quick=args.quick, wall_seconds=time.perf_counter() - t0,
-                                     command=cmd)
+        results = getattr(mod, run_name)(quick=args.quick, verbose=not args.no_progress)
+        results = results if isinstance(results, tuple) else (results,)
+        cmd = f"dpposterior reproduce {args.experiment}" + (" --quick" if args.quick else "") + f" --out {args.out}"
+        path = getattr(mod, write_name)(*results, args.out, quick=args.quick, wall_seconds=time.perf_counter() - t0,
+                                        command=cmd)
         print(f"wrote {path}")
         return 0
     raise ValueError(f"unknown experiment {args.experiment!r}; available: {', '.join(EXPERIMENTS)}")
@@ -45,6 +56,8 @@ def add_reproduce_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentPa
                 "  dpposterior reproduce na-dpvi --backend ray --address auto\n"
                 "  dpposterior reproduce na-dpvi --parts adult        # only the UCI Adult calibration\n"
                 "  dpposterior reproduce pacbayes                     # DP PAC-Bayes on MNIST 7 vs 9 (minutes)\n"
+                "  dpposterior reproduce dp-dropout                   # DP dropout / DP-SGLD, MNIST 7v9 + Adult\n"
+                "  dpposterior reproduce dp-fast-mh                   # DP MCMC: mixture + MNIST 7v9 (minutes)\n"
                 "A re-run resumes: finished cells and releases under --work are not recomputed."))
     p.add_argument("experiment", choices=EXPERIMENTS, help="which paper's experiments")
     p.add_argument("--quick", action="store_true", help="toy sizes: a smoke test of the pipeline, not results")

@@ -1,0 +1,243 @@
+"""DP Barker: the minibatch Barker test with Gaussian noise (Heikkila, Jalko, Dikmen & Honkela 2019).
+
+Barker's test accepts theta' with probability 1 / (1 + exp(-Delta)), Delta the log ratio of the
+targets (plus the proposal ratio): equivalently, accept iff Delta + V > 0 with V ~ Logistic(0, 1).
+Seita et al. (2017) replace Delta by a minibatch estimate Delta* ~ N(Delta, s2) (central limit),
+add N(0, C - s2) so that the total Gaussian part is N(0, C), and add a correction variable V_corr
+whose sum with N(0, C) is Logistic(0, 1). Heikkila et al. clip the per-record log ratios so that
+s2 < C always holds and the added Gaussian makes the test differentially private
+(papers/dp-fast-mh.txt, the Barker baseline; NOTES.md section 4).
+
+The correction V_corr has no closed form; :func:`barker_correction` fits it once as a symmetric
+Gaussian mixture (non-negative least squares on the CDF) and caches the fit. The fit is the one
+approximation that remains with exact log ratios: its largest CDF error (``max_cdf_error``, about
+6e-4 for C = 2) bounds the error of every acceptance probability. The minibatch test adds the
+central-limit approximation on top; the private version also clips (biased when the clip binds).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy import optimize, special, stats
+
+from .._checks import check_delta, check_positive, check_positive_int
+from .accounting import BARKER_NORMAL_VARIANCE
+from .kernels import Kernel, _check_model, _check_proposal, _decide_with, _energies, _make_init
+from .kernels import _propose, _take, _violations
+from .model import EnergyModel, Proposal
+
+Array = Any
+
+#: the clip bound on each per-record log ratio is CLIP_FACTOR sqrt(b) / N (energy units), NOTES 4.
+CLIP_FACTOR = 0.99
+
+
+@dataclasses.dataclass(frozen=True)
+class BarkerCorrection:
+    """A fitted correction distribution: V_corr = sum_k weights[k] N(means[k], std^2), symmetric.
+
+    N(0, normal_variance) + V_corr approximates Logistic(0, 1); ``max_cdf_error`` is the largest
+    |CDF(N(0, C) + V_corr) - CDF(Logistic)| measured on a fine grid of [-40, 40] (it bounds the
+    error of the acceptance probability of every test). Frozen: built once by
+    :func:`barker_correction` and cached.
+    """
+
+    normal_variance: float
+    means: tuple[float, ...]
+    weights: tuple[float, ...]
+    std: float
+    max_cdf_error: float
+
+
+def _mixture_cdf(x: np.ndarray, means: np.ndarray, weights: np.ndarray, total_std: float) -> np.ndarray:
+    return stats.norm.cdf((x[:, None] - means[None, :]) / total_std) @ weights
+
+
+@functools.lru_cache(maxsize=8)
+def barker_correction(normal_variance: float = BARKER_NORMAL_VARIANCE, spacing: float = 0.1,
+                      span: float = 8.0) -> BarkerCorrection:
+    """Fits (once; cached) the correction distribution of the minibatch Barker test.
+
+    V_corr is a symmetric mixture of pairs N(+-m_k, h^2) with m_k = h k on [0, span], h =
+    ``spacing``; the weights minimise the largest error between the CDF of N(0, C) + V_corr and the
+    logistic CDF on a grid of [0, 30] (a linear programme, exact by symmetry on the negative side),
+    under non-negativity and total weight one. For C = 2 the error is about 6e-4: the logistic
+    density's part with variance below C cannot be represented (the deconvolution is ill-posed),
+    so no correction reaches 0; ``max_cdf_error`` records the measured error on [-40, 40].
+
+    Raises:
+      ValueError: C >= pi^2 / 3 (the logistic variance) or non-positive; non-positive spacing/span.
+    """
+    c = check_positive(normal_variance, "normal_variance")
+    if not c < math.pi**2 / 3.0:
+        raise ValueError(f"normal_variance must be < pi^2/3 = {math.pi**2 / 3:.4f} (the logistic variance), got {c!r}")
+    h = check_positive(spacing, "spacing")
+    top = check_positive(span, "span")
+    pair_means = h * np.arange(0, int(round(top / h)) + 1, dtype=np.float64)
+    total_std = math.sqrt(c + h * h)
+
+    def pair_cdf(x):
+        return 0.5 * (stats.norm.cdf((x[:, None] - pair_means) / total_std)
+                      + stats.norm.cdf((x[:, None] + pair_means) / total_std))
+
+    x = np.linspace(0.0, 30.0, 1201)
+    a = pair_cdf(x)
+    y = special.expit(x)
+    k = pair_means.size
+    cost = np.r_[np.zeros(k), 1.0]
+    a_ub = np.block([[a, -np.ones((x.size, 1))], [-a, -np.ones((x.size, 1))]])
+    res = optimize.linprog(cost, A_ub=a_ub, b_ub=np.r_[y, -y], A_eq=np.r_[np.ones(k), 0.0][None, :], b_eq=[1.0],
+                           bounds=[(0.0, None)] * (k + 1), method="highs")
+    if not res.success:  # pragma: no cover - the programme is feasible and bounded
+        raise RuntimeError(f"the Barker correction fit failed: {res.message}")
+    w = np.clip(res.x[:k], 0.0, None)
+    w = w / w.sum()
+    keep = w > 1e-10
+    pair_means, w = pair_means[keep], w[keep]
+    means = np.concatenate([-pair_means[::-1], pair_means])
+    weights = 0.5 * np.concatenate([w[::-1], w])
+    grid = np.linspace(-40.0, 40.0, 16001)
+    err = float(np.max(np.abs(_mixture_cdf(grid, means, weights, total_std) - special.expit(grid))))
+    return BarkerCorrection(normal_variance=c, means=tuple(float(v) for v in means),
+                            weights=tuple(float(v) for v in weights), std=h, max_cdf_error=err)
+
+
+def sample_correction(key: Array, correction: BarkerCorrection, shape: tuple[int, ...] = ()) -> Array:
+    """Draws V_corr (float32) from a fitted :class:`BarkerCorrection` (uniform, then normal)."""
+    cum = jnp.asarray(np.cumsum(correction.weights), jnp.float32)
+    means = jnp.asarray(correction.means, jnp.float32)
+    k_comp, k_norm = jax.random.split(key)
+    u = jax.random.uniform(k_comp, shape) * cum[-1]
+    comp = jnp.minimum(jnp.searchsorted(cum, u, side="right"), means.shape[0] - 1)
+    return means[comp] + jnp.float32(correction.std) * jax.random.normal(k_norm, shape)
+
+
+@dataclasses.dataclass(frozen=True)
+class BarkerConfig:
+    """DP Barker's settings.
+
+    Attributes:
+      private: whether the test clips and adds the Gaussian (False: NOT PRIVATE).
+      batch_size: b, records per test, drawn uniformly without replacement (b = N: full data).
+      normal_variance: C, the Gaussian variance of the test.
+      clip: the bound on each per-record log ratio, CLIP_FACTOR sqrt(b)/N (None when not private).
+      correction: the fitted correction (None for the exact full-data test, which draws Logistic).
+      delta: the default total delta at which a chain is accounted.
+    """
+
+    private: bool
+    batch_size: int
+    normal_variance: float
+    clip: float | None
+    correction: BarkerCorrection | None
+    delta: float
+
+
+def dp_barker_kernel(model: EnergyModel, proposal: Proposal, *, batch_size: int | None = None,
+                     private: bool = True, normal_variance: float = BARKER_NORMAL_VARIANCE,
+                     delta: float = 1e-5) -> Kernel:
+    """DP Barker (Heikkila et al. 2019), the minibatch DP MH baseline of papers/dp-fast-mh.txt.
+
+    Each step proposes theta' and draws b records uniformly without replacement. With
+    d_i = U_i(theta) - U_i(theta') (the tempered log-likelihood ratio; clipped to
+    [-B, B], B = 0.99 sqrt(b)/N, when private): Delta* = N mean(d) + log prior ratio + proposal
+    log ratio, s2 = (1 - b/N) N^2 var(d) / b (the variance of Delta*, sample variance with the
+    finite-population factor of sampling without replacement; < C by the clip), and theta' is
+    accepted iff Delta* + N(0, C - s2) + V_corr > 0, V_corr from :func:`barker_correction`. A
+    proposal outside the box is rejected.
+
+    Deviation from NOTES.md (which writes s2 = var(r)(N tau)^2 / b): the factor (1 - b/N). Without
+    it, a batch of all N records (Delta* exact) would still subtract s2 from C and the test would
+    be wrong by up to the whole of s2. Privacy is unaffected: the factor is public and <= 1, so the
+    Gaussian variance C - s2 still lies in [C - 0.98, C] and its change between neighbouring
+    batches only shrinks; the RDP bound, a supremum over that set, still holds.
+
+    Privacy (``private=True``): each step is an RDP mechanism on the batch
+    (:func:`dpposterior.mcmc.accounting.barker_rdp`), amplified by sampling b of N records without
+    replacement and composed over the chain (:func:`dpposterior.mcmc.barker_epsilon`);
+    :func:`dpposterior.mcmc.barker_batch_size` picks b for a target. Replace-one adjacency. N is
+    public. The clip is the privacy: records whose ratio exceeds it are biased, not leaked.
+
+    Exactness: the private test is approximate (central limit for b < N, the clip, and the
+    correction fit, whose CDF error ``config.correction.max_cdf_error`` bounds the error of every
+    acceptance probability). ``private=False`` with b = N (the default) is Barker's exact test on
+    the full data (V ~ Logistic(0, 1), no clip, no correction): it samples the exact posterior.
+    ``private=False`` with b < N is Seita et al.'s non-private minibatch test (no clip; approximate).
+
+    Randomness: all from the given key through ``jax.random`` (split, uniform, normal). A batch
+    b < N is the top b of N uniforms (exactly uniform without replacement): N uniforms a step, which
+    in secure mode means N values read from the OS per step.
+
+    Args:
+      model, proposal: as :func:`dpposterior.mcmc.tuna_mh_kernel`.
+      batch_size: b in [2, N] (default N).
+      private: False: no clip and no privacy (NOT PRIVATE).
+      normal_variance: C (default 2, NOTES.md section 4), in (0, pi^2/3). The privacy analysis
+        (:func:`dpposterior.mcmc.barker_rdp`) is for C = 2 only: other values need ``private=False``.
+      delta: the total delta at which :func:`dpposterior.mcmc.run_chain` accounts the chain by
+        default (its ``total_delta`` overrides it).
+    """
+    model = _check_model(model)
+    proposal = _check_proposal(proposal)
+    if not isinstance(private, (bool, np.bool_)):
+        raise TypeError(f"private must be True or False, got {private!r}")
+    n = model.num_records
+    b = n if batch_size is None else check_positive_int(batch_size, "batch_size", minimum=2)
+    if b > n:
+        raise ValueError(f"batch_size must be <= the number of records {n}, got {b}")
+    c_var = check_positive(normal_variance, "normal_variance")
+    if private and c_var != BARKER_NORMAL_VARIANCE:
+        raise ValueError(f"the DP Barker privacy analysis holds for normal_variance = {BARKER_NORMAL_VARIANCE} only, "
+                         f"got {normal_variance!r}; use private=False for other values")
+    if private and b < 15:
+        raise ValueError(f"a private DP Barker test needs batch_size >= 15 (an RDP order below b/5), got {b}")
+    dlt = check_delta(delta)
+    exact = (not private) and b == n
+    correction = None if exact else barker_correction(c_var)
+    clip = CLIP_FACTOR * math.sqrt(b) / n if private else None
+    config = BarkerConfig(private=bool(private), batch_size=b, normal_variance=c_var, clip=clip,
+                          correction=correction, delta=dlt)
+
+    def step_on_data(key, state, data, c):
+        k_prop, k_batch, k_acc = jax.random.split(key, 3)
+        p = _propose(k_prop, state, model, proposal)
+        if b == n:
+            records, ci = data, c
+        else:
+            _, idx = jax.lax.top_k(jax.random.uniform(k_batch, (n,)), b)  # b of N without replacement
+            records, ci = _take(data, idx), c[idx]
+        du = _energies(model.energy_fn, p.theta_new, records) - _energies(model.energy_fn, state.position, records)
+        viol = _violations(du, ci * p.m, jnp.ones(du.shape, bool))
+        d = -du
+        if private:
+            d = jnp.clip(d, -clip, clip)
+        delta_star = n * jnp.mean(d) + p.base_log_ratio
+        k_gauss, k_corr = jax.random.split(k_acc)
+        if exact:
+            u = jax.random.uniform(k_gauss, (), minval=1e-7, maxval=1.0 - 1e-7)
+            noise = jnp.log(u) - jnp.log1p(-u)  # Logistic(0, 1)
+            sd = jnp.float32(0.0)
+        else:
+            s2 = (1.0 - b / n) * n * n * jnp.var(d, ddof=1) / b
+            if not private and b < n:
+                s2 = jnp.minimum(s2, c_var)  # Seita et al.: the test is invalid when s2 > C (non-private only)
+            sd = jnp.sqrt(jnp.maximum(c_var - s2, 0.0)).astype(jnp.float32)
+            noise = sd * jax.random.normal(k_gauss, ()) + sample_correction(k_corr, correction)
+        accept = p.in_box & (delta_star + noise > 0)
+        return _decide_with(state, p, accept, sd, b, b == n, viol)
+
+    def step(key, state):
+        return step_on_data(key, state, model.data, model.bound_constants)
+
+    return Kernel(init=_make_init(model), step=step, step_on_data=step_on_data, method="dp_barker", config=config,
+                  model=model)
+
+
+__all__ = ["BarkerConfig", "BarkerCorrection", "barker_correction", "dp_barker_kernel", "sample_correction"]

@@ -1,0 +1,672 @@
+"""DP-SGLD / DP dropout: stochastic gradient Langevin dynamics whose noise is the privacy mechanism.
+
+Reference: papers/dp-dropout.txt (Ermis & Cemgil, "Differentially private dropout"), NOTES.md
+section 5; SGLD as in Welling & Teh (2011). One step t, from theta_t with step size eta_t:
+
+    B_t      Poisson sample: every record independently with probability q
+    g~_t     = sum_{i in B_t} clip(grad log p(x_i | theta_t), C) + 2 C sigma xi_t,  xi_t ~ N(0, I)
+    theta'   = theta_t + (eta_t / 2) (grad log p(theta_t) + g~_t / q) + sqrt(v_t) zeta_t
+
+with clip(v, C) = v min(1, C / ||v||). The sum is divided by the EXPECTED batch size fraction q,
+never by the realised batch size (a data-dependent count). The privacy noise enters the parameters
+with variance v_dp = (eta_t C sigma / q)^2 per coordinate. The Langevin noise v_t is
+
+- ``langevin="top_up"`` (default, the paper's idea): v_t = max(eta_t - v_dp, 0), so the privacy
+  noise doubles as SGLD's injected noise and the total injected variance is max(eta_t, v_dp);
+- ``langevin="add"``: v_t = eta_t on top of the privacy noise.
+
+With sigma = 0 both are SGLD (clipped per-example gradients, Poisson minibatches) exactly. When
+v_dp > eta_t the injected noise exceeds SGLD's, so the chain explores a flatter (tempered, by about
+v_dp / eta_t) version of the posterior: the price of privacy at that step size, which a smaller
+eta_t lowers (v_dp falls as eta_t^2, SGLD's noise as eta_t). Clipping also biases the likelihood
+gradient whenever a record's gradient norm exceeds C. A record whose gradient is not finite
+contributes zero (as in the DP-SGD engine, whose step this reuses).
+
+Dropout reading (papers/dp-dropout.txt): additive noise N(0, alpha diag(theta^2)) on the weights is
+Gaussian dropout with rate alpha; matching it to the noise actually injected gives the per-weight
+dropout variance alpha_t = (v_dp + v_t) / theta_t^2, reported in :class:`DPSGLDInfo`. alpha is not a
+free parameter: the privacy level (sigma) and the step size fix it.
+
+Privacy: the released chain theta_1..theta_T is a post-processing of g~_1..g~_T (the Langevin noise
+is data-independent and is not counted). Replace-one adjacency: clipping bounds the L2 sensitivity of
+the gradient sum by 2C, and the noise std is 2 C sigma, so sigma is the noise multiplier (as the
+paper states it). Poisson sampling with rate q; accounted over T steps by
+:func:`dpposterior.privacy.dpd_epsilon` with the accountant of the user's choice: ``"ac"`` (DPD-AC,
+advanced composition), ``"zcdp"`` (DPD-zCDP), ``"pld"`` (tight; default) or, under add/remove-one
+adjacency, ``"rdp"``. The paper's experiments used fixed-size batches; this sampler uses Poisson
+sampling, which is what the accountants assume (NOTES.md section 7).
+
+Randomness: each step splits its key four ways, ``k_samp, k_lik, k_noise, k_lang =
+jax.random.split(key, 4)`` (Poisson sample, the model's own dropout noise, privacy noise, Langevin
+noise). :func:`run` seeds from the operating system by default; ``secure=True`` gives every step
+keys of :func:`dpposterior.privacy.secure.os_key`, so every draw reads the OS CSPRNG.
+
+Public: :func:`init`, :func:`step` (pure, jit from outside), :func:`run` (scan + accounting),
+:func:`make_run` (the pure core for audits), :func:`config`, :func:`noise_multiplier_for`
+(sigma for a total (epsilon, delta) under the chosen accountant), :func:`epsilons_for` (what each
+accountant certifies for a sigma), the models :func:`logistic_regression` and :func:`mlp`, the
+step-size schedules :func:`polynomial_step_size` and :func:`constant_step_size`, and the posterior
+predictive :func:`posterior_predictive` / :func:`predictive_scores` (averages over the chain's
+samples, papers/dp-dropout.txt first paragraph).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import Any, Callable, Literal, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._checks import check_delta, check_positive, check_positive_int, check_real, check_sampling_rate
+from ..dpsgd.core import EngineConfig, check_data_shapes, noisy_gradient
+from ..dpsgd.engine import _check_data
+from ..dpsgd.sampling import default_capacity
+from ..privacy import PrivacySpent, not_private
+from ..privacy.dp_dropout import DPD_ACCOUNTANTS, calibrate_dpd_noise_multiplier, dpd_epsilon
+from ..privacy.secure import os_key, resolve_noise_source
+from ..privacy.spent import NEIGHBOURING_RELATIONS
+
+Array = Any
+
+__all__ = [
+    "DPSGLDConfig",
+    "DPSGLDInfo",
+    "DPSGLDModel",
+    "DPSGLDResult",
+    "DPSGLDState",
+    "LANGEVIN_MODES",
+    "StepSize",
+    "config",
+    "constant_step_size",
+    "epsilons_for",
+    "init",
+    "logistic_regression",
+    "make_run",
+    "mlp",
+    "noise_multiplier_for",
+    "polynomial_step_size",
+    "posterior_predictive",
+    "predictive_scores",
+    "run",
+    "step",
+]
+
+LANGEVIN_MODES = ("top_up", "add")
+MECHANISM = "dp_sgld"
+
+
+# ------------------------------------------------------------------------------------------------
+# models
+
+
+class DPSGLDModel(NamedTuple):
+    """A Bayesian binary classifier given as JAX functions of a flat parameter vector theta (d,).
+
+    Attributes:
+      log_likelihood: ``log_likelihood(theta, record)`` -> scalar log p(y | x, theta) for one record
+        ``(x, y)``, or ``log_likelihood(theta, record, key)`` when ``needs_key`` (the key, one per
+        step shared by the step's records, drives the model's own dropout noise).
+      log_prior: ``log_prior(theta)`` -> scalar.
+      logit: ``logit(theta, x)`` -> (n,) logits of P(y = 1 | x) for a batch x (n, p), no dropout.
+      init: ``init(key)`` -> (d,) a data-independent starting point.
+      num_params: d.
+      needs_key: whether ``log_likelihood`` takes a key.
+      name: a short description.
+    """
+
+    log_likelihood: Callable[..., Array]
+    log_prior: Callable[[Array], Array]
+    logit: Callable[[Array, Array], Array]
+    init: Callable[[Any], Array]
+    num_params: int
+    needs_key: bool
+    name: str
+
+
+def _gaussian_log_prior(scale: float) -> Callable[[Array], Array]:
+    inv_var = 1.0 / (scale * scale)
+
+    def log_prior(theta):
+        return -0.5 * inv_var * jnp.sum(jnp.square(theta))
+
+    return log_prior
+
+
+def _bernoulli_logit_loglik(z, y):
+    # log p(y | z) = y z - log(1 + e^z), stable for large |z|
+    return y * z - jax.nn.softplus(z)
+
+
+def logistic_regression(num_features: int, prior_scale: float = 1.0) -> DPSGLDModel:
+    """Bayesian logistic regression: y ~ Bernoulli(sigmoid(x . theta)), theta ~ N(0, prior_scale^2 I).
+
+    Records are ``(x, y)`` with x (num_features,) (include a column of ones for a bias) and y in {0, 1}.
+    Starts at theta = 0.
+    """
+    p = check_positive_int(num_features, "num_features")
+    s = check_positive(prior_scale, "prior_scale")
+
+    def log_likelihood(theta, record):
+        x, y = record
+        return _bernoulli_logit_loglik(jnp.dot(x, theta), y)
+
+    def logit(theta, x):
+        return x @ theta
+
+    def init(key):
+        return jnp.zeros((p,), jnp.float32)
+
+    return DPSGLDModel(log_likelihood=log_likelihood, log_prior=_gaussian_log_prior(s), logit=logit,
+                       init=init, num_params=p, needs_key=False,
+                       name=f"logistic regression (d={p}, prior N(0, {s:g}^2))")
+
+
+def mlp(num_features: int, hidden: int = 16, prior_scale: float = 1.0, dropout_alpha: float = 0.0
+        ) -> DPSGLDModel:
+    """A one-hidden-layer tanh network for binary classification, with optional Gaussian dropout.
+
+    theta = (W1 (p, h), b1 (h,), w2 (h,), b2) flattened in that order; logit = w2 . (u * tanh(x W1 + b1))
+    + b2 with u = 1 at prediction and, in training when ``dropout_alpha > 0``, u ~ N(1, alpha I)
+    (Gaussian dropout of the hidden units, Srivastava et al. 2014; one draw per step, shared by the
+    step's records, so each record's clipped gradient is still a function of that record alone).
+    Prior N(0, prior_scale^2 I) on every weight. Starts at small random weights (scale 1/sqrt(fan-in))
+    drawn from the given key (data-independent).
+
+    Args:
+      num_features: p.
+      hidden: h >= 1 hidden units.
+      prior_scale: the prior standard deviation, > 0.
+      dropout_alpha: alpha >= 0, the variance of the multiplicative dropout noise (0: none).
+    """
+    p = check_positive_int(num_features, "num_features")
+    h = check_positive_int(hidden, "hidden")
+    s = check_positive(prior_scale, "prior_scale")
+    alpha = check_positive(dropout_alpha, "dropout_alpha", allow_zero=True)
+    d = p * h + h + h + 1
+
+    def unpack(theta):
+        w1 = theta[: p * h].reshape(p, h)
+        b1 = theta[p * h: p * h + h]
+        w2 = theta[p * h + h: p * h + 2 * h]
+        return w1, b1, w2, theta[-1]
+
+    def forward(theta, x, u):
+        w1, b1, w2, b2 = unpack(theta)
+        return (jnp.tanh(x @ w1 + b1) * u) @ w2 + b2
+
+    def logit(theta, x):
+        return forward(theta, x, 1.0)
+
+    if alpha > 0:
+        def log_likelihood(theta, record, key):
+            x, y = record
+            u = 1.0 + math.sqrt(alpha) * jax.random.normal(key, (h,), jnp.float32)
+            return _bernoulli_logit_loglik(forward(theta, x, u), y)
+    else:
+        def log_likelihood(theta, record):
+            x, y = record
+            return _bernoulli_logit_loglik(forward(theta, x, 1.0), y)
+
+    @jax.jit
+    def init(key):
+        k1, k2 = jax.random.split(key)
+        w1 = jax.random.normal(k1, (p * h,), jnp.float32) / math.sqrt(p)
+        w2 = jax.random.normal(k2, (h,), jnp.float32) / math.sqrt(h)
+        return jnp.concatenate([w1, jnp.zeros((h,), jnp.float32), w2, jnp.zeros((1,), jnp.float32)])
+
+    return DPSGLDModel(log_likelihood=log_likelihood, log_prior=_gaussian_log_prior(s), logit=logit,
+                       init=init, num_params=d, needs_key=alpha > 0,
+                       name=f"MLP {p}-{h}-1 tanh (d={d}, prior N(0, {s:g}^2), dropout alpha {alpha:g})")
+
+
+# ------------------------------------------------------------------------------------------------
+# step sizes
+
+
+class StepSize(NamedTuple):
+    """SGLD's polynomial step-size schedule eta_t = a (b + t)^(-gamma), t = 0, 1, ...
+
+    gamma in (0.5, 1] satisfies Welling & Teh's conditions (sum eta_t = inf, sum eta_t^2 < inf);
+    gamma = 0 is a constant step size a b^0 = a.
+    """
+
+    a: float
+    b: float
+    gamma: float
+
+    def __call__(self, t: Any) -> Array:
+        t = jnp.asarray(t, jnp.float32)
+        if self.gamma == 0.0:
+            return jnp.full(jnp.shape(t), self.a, jnp.float32)
+        return jnp.float32(self.a) * (jnp.float32(self.b) + t) ** jnp.float32(-self.gamma)
+
+
+def polynomial_step_size(a: float, b: float = 1.0, gamma: float = 0.55) -> StepSize:
+    """eta_t = a (b + t)^(-gamma) with a > 0, b >= 1 and gamma in [0, 1] (Welling & Teh 2011).
+
+    Raises:
+      ValueError: a <= 0, b < 1 or gamma outside [0, 1].
+    """
+    a = check_positive(a, "a")
+    b = check_real("b", b)
+    g = check_real("gamma", gamma)
+    if not (math.isfinite(b) and b >= 1.0):
+        raise ValueError(f"b must be a finite number >= 1 (eta_0 = a b^-gamma), got {b!r}")
+    if not (0.0 <= g <= 1.0):
+        raise ValueError(f"gamma must lie in [0, 1] (0: constant; (0.5, 1]: Welling & Teh's decay), got {gamma!r}")
+    return StepSize(a, b, g)
+
+
+def constant_step_size(eta: float) -> StepSize:
+    """A constant step size eta > 0."""
+    return StepSize(check_positive(eta, "step_size"), 1.0, 0.0)
+
+
+def _check_step_size(step_size: Any) -> StepSize:
+    if isinstance(step_size, StepSize):
+        return polynomial_step_size(*step_size)   # re-checked: a StepSize may be built directly
+    if isinstance(step_size, bool):
+        raise TypeError(f"step_size must be a number > 0 or a StepSize, got {step_size!r}")
+    try:
+        return constant_step_size(step_size)
+    except TypeError:
+        raise TypeError("step_size must be a number > 0 or a StepSize (polynomial_step_size / "
+                        f"constant_step_size), got {type(step_size).__name__}") from None
+
+
+# ------------------------------------------------------------------------------------------------
+# the kernel
+
+
+class DPSGLDConfig(NamedTuple):
+    """The settings of a DP-SGLD chain (build it with :func:`config`, which checks them).
+
+    Attributes:
+      num_records: N, the number of records (public).
+      sampling_rate: q in (0, 1], the Poisson sampling rate.
+      clip: C > 0, the L2 bound on each per-example log-likelihood gradient.
+      noise_multiplier: sigma >= 0; the noise std on the gradient sum is 2 C sigma (0: not private).
+      step_size: the :class:`StepSize` schedule.
+      langevin: ``"top_up"`` or ``"add"`` (module docstring).
+      capacity: records per packed Poisson buffer chunk (exactness does not depend on it).
+    """
+
+    num_records: int
+    sampling_rate: float
+    clip: float
+    noise_multiplier: Any
+    step_size: StepSize
+    langevin: str = "top_up"
+    capacity: int = 16
+
+
+def config(*, num_records: int, sampling_rate: float, clip: float, noise_multiplier: float,
+           step_size: Any, langevin: Literal["top_up", "add"] = "top_up",
+           capacity: int | None = None) -> DPSGLDConfig:
+    """A checked :class:`DPSGLDConfig`.
+
+    Raises:
+      ValueError / TypeError: an argument outside its range (the message says which and the range).
+    """
+    n = check_positive_int(num_records, "num_records")
+    q = check_sampling_rate(sampling_rate)
+    c = check_positive(clip, "clip")
+    sigma = check_positive(noise_multiplier, "noise_multiplier", allow_zero=True)
+    if langevin not in LANGEVIN_MODES:
+        raise ValueError(f"langevin must be one of {LANGEVIN_MODES}, got {langevin!r}")
+    cap = default_capacity(n, q) if capacity is None else check_positive_int(capacity, "capacity")
+    return DPSGLDConfig(n, q, c, sigma, _check_step_size(step_size), langevin, cap)
+
+
+class DPSGLDState(NamedTuple):
+    """The chain's state: the position theta (d,) float32 and the step counter t (int32)."""
+
+    position: Array
+    step: Array
+
+
+class DPSGLDInfo(NamedTuple):
+    """What one step did (every field is a function of the privatised release; none is private data).
+
+    Attributes:
+      step_size: eta_t.
+      noisy_gradient_sum: g~_t (d,), the privatised sum of clipped log-likelihood gradients.
+      dp_noise_variance: (eta_t C sigma / q)^2, the privacy noise's variance per coordinate of theta.
+      langevin_variance: v_t, the variance of the extra Langevin noise per coordinate.
+      dropout_alpha: (d,) (dp_noise_variance + langevin_variance) / theta_t^2, the Gaussian dropout
+        variance that the injected noise amounts to (inf where theta_t = 0).
+    """
+
+    step_size: Array
+    noisy_gradient_sum: Array
+    dp_noise_variance: Array
+    langevin_variance: Array
+    dropout_alpha: Array
+
+
+def init(position: Any) -> DPSGLDState:
+    """The state at ``position`` (d,) (data-independent: it is not accounted), with t = 0."""
+    pos = jnp.asarray(position, jnp.float32)
+    if pos.ndim != 1:
+        raise ValueError(f"position must be a 1-D parameter vector (d,), got shape {pos.shape}")
+    return DPSGLDState(pos, jnp.int32(0))
+
+
+def _engine_config(model: DPSGLDModel, cfg: DPSGLDConfig) -> EngineConfig:
+    # The DP-SGD engine's step computes sum_i clip(grad f(theta, x_i), C) + s C xi over an exact
+    # Poisson sample; here f is the log-likelihood and s = 2 sigma (noise std 2 C sigma).
+    return EngineConfig(loss=model.log_likelihood, loss_needs_key=model.needs_key,
+                        num_records=cfg.num_records, num_params=model.num_params,
+                        sampling_rate=cfg.sampling_rate, capacity=cfg.capacity, sampling="packed")
+
+
+def step(key: Any, state: DPSGLDState, data: Any, model: DPSGLDModel, cfg: DPSGLDConfig
+         ) -> tuple[DPSGLDState, DPSGLDInfo]:
+    """One DP-SGLD step (pure; jit, scan or vmap it from outside).
+
+    Privacy: Poisson sampling with rate ``cfg.sampling_rate``; per-example log-likelihood gradients
+    clipped to L2 norm ``cfg.clip``; Gaussian noise N(0, 4 C^2 sigma^2 I) added to their sum
+    (replace-one adjacency, sensitivity 2C; papers/dp-dropout.txt). One step is one use of that
+    mechanism; account T steps with :func:`dpposterior.privacy.dpd_epsilon`.
+
+    Args:
+      key: this step's key (split into sampling, model-dropout, privacy-noise and Langevin keys).
+      state: the current :class:`DPSGLDState`.
+      data: the records, a tuple of arrays with leading axis ``cfg.num_records`` (e.g. ``(X, y)``).
+      model: the :class:`DPSGLDModel`.
+      cfg: the :class:`DPSGLDConfig` (``noise_multiplier`` may be a traced scalar).
+
+    Returns:
+      ``(new_state, info)``.
+    """
+    check_data_shapes(data, cfg.num_records)
+    k_samp, k_lik, k_noise, k_lang = jax.random.split(key, 4)
+    theta = state.position
+    d = model.num_params
+    eta = cfg.step_size(state.step)
+    sigma = jnp.asarray(cfg.noise_multiplier, jnp.float32)
+    q = jnp.float32(cfg.sampling_rate)
+    g_sum = noisy_gradient(_engine_config(model, cfg), (k_samp, k_lik, k_noise), theta, data,
+                           2.0 * sigma, jnp.float32(cfg.clip), jnp.ones((d,), jnp.float32))
+    drift = jax.grad(model.log_prior)(theta) + g_sum / q
+    v_dp = jnp.square(eta * jnp.float32(cfg.clip) * sigma / q)
+    v_lang = eta if cfg.langevin == "add" else jnp.maximum(eta - v_dp, 0.0)
+    zeta = jax.random.normal(k_lang, (d,), jnp.float32)
+    new = theta + 0.5 * eta * drift + jnp.sqrt(v_lang) * zeta
+    alpha = (v_dp + v_lang) / jnp.square(theta)
+    info = DPSGLDInfo(step_size=eta, noisy_gradient_sum=g_sum, dp_noise_variance=v_dp,
+                      langevin_variance=v_lang, dropout_alpha=alpha)
+    return DPSGLDState(new, state.step + 1), info
+
+
+def make_run(model: DPSGLDModel, cfg: DPSGLDConfig, num_steps: int) -> Callable[..., tuple[Array, DPSGLDInfo]]:
+    """The pure core of :func:`run`: ``run_fn(key, position0, data, noise_multiplier) -> (samples, info)``.
+
+    T = ``num_steps`` steps from ``init(position0)``, one key per step (``jax.random.split(key, T)``);
+    ``samples`` (T, d) are the positions after every step. ``noise_multiplier`` is traced (one
+    compilation serves every sigma) and overrides ``cfg.noise_multiplier``. No accounting: the
+    privacy of the output is :func:`dpposterior.privacy.dpd_epsilon` of (sigma, q, T). jit/vmap it.
+    """
+    t = check_positive_int(num_steps, "num_steps")
+
+    def run_fn(key, position0, data, noise_multiplier):
+        c = cfg._replace(noise_multiplier=noise_multiplier)
+
+        def body(state, k):
+            new, info = step(k, state, data, model, c)
+            return new, (new.position, info)
+
+        _, (samples, info) = jax.lax.scan(body, init(position0), jax.random.split(key, t))
+        return samples, info
+
+    return run_fn
+
+
+@functools.lru_cache(maxsize=32)
+def _jitted_run(model: DPSGLDModel, cfg: DPSGLDConfig, num_steps: int):
+    return jax.jit(make_run(model, cfg, num_steps))
+
+
+# ------------------------------------------------------------------------------------------------
+# accounting
+
+
+def noise_multiplier_for(epsilon: float, delta: float, sampling_rate: float, num_steps: int,
+                         accountant: Literal["ac", "zcdp", "pld", "rdp"] = "pld", *,
+                         neighbouring: Literal["replace_one", "add_remove"] = "replace_one") -> float:
+    """The smallest sigma (noise std / 2C) whose T-step DP-SGLD run is (epsilon, delta)-DP.
+
+    Under the accountant of the user's choice: ``"ac"`` (DPD-AC), ``"zcdp"`` (DPD-zCDP),
+    ``"pld"`` (tight, default), ``"rdp"`` (add/remove-one only). Conservative (never less noise than
+    the target needs): :func:`dpposterior.privacy.calibrate_dpd_noise_multiplier`.
+    """
+    return calibrate_dpd_noise_multiplier(epsilon, delta, sampling_rate, num_steps, accountant,
+                                          neighbouring=neighbouring)
+
+
+def epsilons_for(noise_multiplier: float, delta: float, sampling_rate: float, num_steps: int, *,
+                 neighbouring: Literal["replace_one", "add_remove"] = "replace_one") -> dict[str, float | None]:
+    """The epsilon each accountant certifies for the same sigma: {"ac", "zcdp", "pld"[, "rdp"]}.
+
+    None where an accountant gives no bound (DPD-AC when the per-iteration epsilon reaches 1;
+    RDP under replace-one adjacency is left out).
+    """
+    out: dict[str, float | None] = {}
+    for acc in DPD_ACCOUNTANTS:
+        if acc == "rdp" and neighbouring != "add_remove":
+            continue
+        try:
+            out[acc] = dpd_epsilon(noise_multiplier, delta, sampling_rate, num_steps, acc,
+                                   neighbouring=neighbouring).epsilon
+        except ValueError:
+            if acc != "ac":
+                raise
+            out[acc] = None
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# a whole run
+
+
+@dataclasses.dataclass(frozen=True)
+class DPSGLDResult:
+    """The release of a DP-SGLD run, with its privacy.
+
+    Attributes:
+      samples: (T, d) float32, theta after every step (the release).
+      info: :class:`DPSGLDInfo` of numpy arrays with a leading (T,) axis.
+      privacy: the :class:`~dpposterior.privacy.PrivacySpent` of releasing every sample.
+      noise_multiplier: sigma (noise std / 2C).
+      config: the :class:`DPSGLDConfig` used.
+      model_name: the model's description.
+    """
+
+    samples: np.ndarray
+    info: DPSGLDInfo
+    privacy: PrivacySpent
+    noise_multiplier: float
+    config: DPSGLDConfig
+    model_name: str
+
+
+def _check_model(model: Any) -> DPSGLDModel:
+    if not isinstance(model, DPSGLDModel):
+        raise TypeError(f"model must be a DPSGLDModel (logistic_regression, mlp or your own), got "
+                        f"{type(model).__name__}")
+    return model
+
+
+def run(model: DPSGLDModel, data: Any, *, num_steps: int, sampling_rate: float, clip: float,
+        step_size: Any, delta: float, noise_multiplier: float | None = None, epsilon: float | None = None,
+        accountant: Literal["ac", "zcdp", "pld", "rdp"] = "pld",
+        neighbouring: Literal["replace_one", "add_remove"] = "replace_one",
+        langevin: Literal["top_up", "add"] = "top_up", initial_position: Any = None,
+        rng_key: Any = None, secure: bool = False) -> DPSGLDResult:
+    """Runs a DP-SGLD / DP dropout chain for ``num_steps`` steps and accounts the release.
+
+    Privacy: each step includes every record independently with probability ``sampling_rate``
+    (Poisson sampling), clips each record's log-likelihood gradient to L2 norm ``clip`` and adds
+    Gaussian noise N(0, 4 C^2 sigma^2 I) to their sum; sensitivity 2C under replace-one adjacency
+    (the paper's relation; C under add/remove-one). All T samples are released and accounted by
+    :func:`dpposterior.privacy.dpd_epsilon` under ``accountant``. Reference: papers/dp-dropout.txt
+    (Ermis & Cemgil), NOTES.md section 5; SGLD: Welling & Teh 2011.
+
+    Give exactly one of ``noise_multiplier`` (sigma) and ``epsilon`` (the total target: sigma is then
+    the smallest that reaches it under ``accountant``, :func:`noise_multiplier_for`).
+
+    Args:
+      model: a :class:`DPSGLDModel`.
+      data: a tuple of arrays with a shared leading record axis N >= 1 (e.g. ``(X, y)``), finite.
+      num_steps: T >= 1.
+      sampling_rate: q in (0, 1].
+      clip: C > 0.
+      step_size: a number > 0 (constant) or a :class:`StepSize`.
+      delta: the total delta in (0, 1).
+      noise_multiplier: sigma >= 0 (0: SGLD, not private; the record says so).
+      epsilon: the total epsilon, > 0.
+      accountant: ``"pld"`` (default), ``"ac"``, ``"zcdp"`` or ``"rdp"`` (add/remove only).
+      neighbouring: ``"replace_one"`` (default) or ``"add_remove"``.
+      langevin: ``"top_up"`` (default) or ``"add"`` (module docstring).
+      initial_position: (d,), data-independent; default ``model.init(jax.random.key(0))``.
+      rng_key: None (seed from the operating system, recorded ``seeded_by="os"``) or an int / JAX key
+        (reproduction only: whoever knows it can remove the noise).
+      secure: every draw from the OS CSPRNG (:func:`dpposterior.privacy.secure.os_key`); ``rng_key``
+        must then be None.
+
+    Returns:
+      A :class:`DPSGLDResult`; ``privacy.details`` also lists the epsilon of every accountant for the
+      same sigma (``epsilon_by_accountant``).
+
+    Raises:
+      ValueError / TypeError: invalid arguments (the message says what is allowed), both or neither
+        of ``noise_multiplier`` and ``epsilon``, a key with ``secure=True``.
+    """
+    model = _check_model(model)
+    if not isinstance(data, (tuple, list)):
+        raise TypeError(f"data must be a tuple of arrays sharing the record axis, e.g. (X, y), got "
+                        f"{type(data).__name__}")
+    data_j, n = _check_data(tuple(data))
+    t = check_positive_int(num_steps, "num_steps")
+    q = check_sampling_rate(sampling_rate)
+    d = check_delta(delta)
+    if accountant not in DPD_ACCOUNTANTS:
+        raise ValueError(f"accountant must be one of {DPD_ACCOUNTANTS}, got {accountant!r}")
+    if neighbouring not in NEIGHBOURING_RELATIONS:
+        raise ValueError(f"neighbouring must be one of {NEIGHBOURING_RELATIONS}, got {neighbouring!r}")
+    if (noise_multiplier is None) == (epsilon is None):
+        raise ValueError("give exactly one of noise_multiplier (sigma) and epsilon (the total target), got "
+                         f"noise_multiplier={noise_multiplier!r}, epsilon={epsilon!r}")
+    sigma = (noise_multiplier_for(epsilon, d, q, t, accountant, neighbouring=neighbouring) if epsilon is not None
+             else check_positive(noise_multiplier, "noise_multiplier", allow_zero=True))
+    cfg = config(num_records=n, sampling_rate=q, clip=clip, noise_multiplier=0.0, step_size=step_size,
+                 langevin=langevin)
+    pos0 = model.init(jax.random.key(0)) if initial_position is None else initial_position
+    pos0 = np.asarray(pos0, np.float32)
+    if pos0.shape != (model.num_params,):
+        raise ValueError(f"initial_position must have shape ({model.num_params},) for this model, got {pos0.shape}")
+    if not np.all(np.isfinite(pos0)):
+        raise ValueError("initial_position must be finite")
+    raw_key, seeded_by = resolve_noise_source(rng_key, secure)
+    key = os_key() if seeded_by == "secure" else jax.random.wrap_key_data(raw_key)
+
+    if sigma == 0.0:
+        privacy = not_private(MECHANISM, reason="noise_multiplier=0: SGLD without privacy noise")
+    else:
+        rec = dpd_epsilon(sigma, d, q, t, accountant, neighbouring=neighbouring, seeded_by=seeded_by)
+        extra = (("clip", cfg.clip), ("step_size", tuple(cfg.step_size)), ("langevin", cfg.langevin),
+                 ("epsilon_by_accountant", tuple(epsilons_for(sigma, d, q, t, neighbouring=neighbouring).items())),
+                 ("reference", "papers/dp-dropout.txt (Ermis & Cemgil); NOTES.md section 5"))
+        privacy = dataclasses.replace(rec, mechanism=MECHANISM, details=rec.details + extra)
+
+    samples, info = _jitted_run(model, cfg, t)(key, jnp.asarray(pos0), data_j, jnp.float32(sigma))
+    samples = np.asarray(samples)
+    info = DPSGLDInfo(*(np.asarray(x) for x in info))
+    if not np.all(np.isfinite(samples)):
+        raise ValueError("the chain left the float32 range (non-finite samples): lower step_size, or raise the "
+                         "prior precision; nothing was released")
+    return DPSGLDResult(samples=samples, info=info, privacy=privacy, noise_multiplier=float(sigma),
+                        config=cfg._replace(noise_multiplier=float(sigma)), model_name=model.name)
+
+
+# ------------------------------------------------------------------------------------------------
+# posterior predictive (post-processing of the released samples)
+
+
+def _kept_samples(samples: Any, burn_in: int, thin: int) -> np.ndarray:
+    s = np.asarray(samples, np.float32)
+    if s.ndim != 2:
+        raise ValueError(f"samples must have shape (T, d), got {s.shape}")
+    b = check_positive_int(burn_in, "burn_in", minimum=0)
+    th = check_positive_int(thin, "thin")
+    if b >= s.shape[0]:
+        raise ValueError(f"burn_in must be smaller than the number of samples {s.shape[0]}, got {b}")
+    return s[b::th]
+
+
+@functools.lru_cache(maxsize=32)
+def _logits_fn(model: DPSGLDModel):
+    return jax.jit(jax.vmap(model.logit, in_axes=(0, None)))
+
+
+def _log_predictive(model: DPSGLDModel, samples: np.ndarray, x: Any, chunk: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    """(log p(y=1|x), log p(y=0|x)) averaged over ``samples`` (float64, stable)."""
+    x = jnp.asarray(x, jnp.float32)
+    if x.ndim != 2:
+        raise ValueError(f"x must have shape (n, num_features), got {x.shape}")
+    logits_of = _logits_fn(model)
+    lse1 = lse0 = None
+    for i in range(0, samples.shape[0], chunk):
+        z = np.asarray(logits_of(jnp.asarray(samples[i:i + chunk]), x), np.float64)  # (s, n)
+        l1 = np.logaddexp.reduce(-np.logaddexp(0.0, -z), axis=0)   # log sigmoid(z)
+        l0 = np.logaddexp.reduce(-np.logaddexp(0.0, z), axis=0)    # log sigmoid(-z)
+        lse1 = l1 if lse1 is None else np.logaddexp(lse1, l1)
+        lse0 = l0 if lse0 is None else np.logaddexp(lse0, l0)
+    log_s = math.log(samples.shape[0])
+    return lse1 - log_s, lse0 - log_s
+
+
+def posterior_predictive(model: DPSGLDModel, samples: Any, x: Any, *, burn_in: int = 0, thin: int = 1
+                         ) -> np.ndarray:
+    """P(y = 1 | x, D) ~ (1/S) sum_s sigmoid(logit(theta_s, x)) over the kept samples.
+
+    The Monte Carlo posterior predictive of papers/dp-dropout.txt (first paragraph). Post-processing
+    of the released samples: no privacy cost. Keeps ``samples[burn_in::thin]``.
+
+    Args:
+      model: the model the chain ran.
+      samples: (T, d) from :class:`DPSGLDResult`.
+      x: (n, num_features) inputs.
+      burn_in: samples dropped from the start, 0 <= burn_in < T.
+      thin: keep every ``thin``-th sample after burn-in, >= 1.
+
+    Returns:
+      (n,) float64 probabilities.
+    """
+    kept = _kept_samples(samples, burn_in, thin)
+    lp1, _ = _log_predictive(_check_model(model), kept, x)
+    return np.exp(lp1)
+
+
+def predictive_scores(model: DPSGLDModel, samples: Any, x: Any, y: Any, *, burn_in: int = 0, thin: int = 1
+                      ) -> dict[str, float]:
+    """Accuracy and mean log predictive likelihood of the posterior predictive on labelled data.
+
+    Returns:
+      ``{"accuracy": share of argmax predictions equal to y, "log_likelihood": mean_i log p(y_i | x_i, D),
+      "num_samples": S kept}``.
+    """
+    kept = _kept_samples(samples, burn_in, thin)
+    lp1, lp0 = _log_predictive(_check_model(model), kept, x)
+    y = np.asarray(y)
+    if y.shape != lp1.shape:
+        raise ValueError(f"y must have shape {lp1.shape} (one label per row of x), got {y.shape}")
+    if not np.all((y == 0) | (y == 1)):
+        raise ValueError("y must hold labels 0 or 1")
+    ll = np.where(y == 1, lp1, lp0)
+    acc = np.mean((lp1 > lp0) == (y == 1))
+    return {"accuracy": float(acc), "log_likelihood": float(np.mean(ll)), "num_samples": int(kept.shape[0])}

@@ -1,0 +1,303 @@
+"""DP-SGLD / DP dropout (issue 8): the step against a hand-written SGLD step, SGLD on a conjugate
+Gaussian model against its exact posterior (with power twins), accounting, predictive, errors."""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dpposterior.dpsgd import poisson_sample_indices
+from dpposterior.mcmc import dp_sgld as S
+from dpposterior.privacy import calibrate_dpd_noise_multiplier, dpd_epsilon
+
+# ------------------------------------------------------------------------------------------------
+# a small logistic-regression data set
+
+
+def _logistic_data(n=40, p=3, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, p)).astype(np.float32) * 2.0
+    y = (rng.random(n) < 0.5).astype(np.int32)
+    return x, y
+
+
+def _hand_sgld_step(key, theta, x, y, *, q, clip, eta, sigma, prior_scale, langevin, capacity):
+    """SGLD written out by hand: Poisson batch, clipped per-example gradients, noise 2 C sigma."""
+    k_samp, _, k_noise, k_lang = jax.random.split(key, 4)
+    idx = poisson_sample_indices(k_samp, x.shape[0], q, capacity) if q < 1 else np.arange(x.shape[0])
+    th = np.asarray(theta, np.float64)
+    total = np.zeros_like(th)
+    for i in idx:
+        z = x[i] @ th
+        g = (y[i] - 1.0 / (1.0 + math.exp(-z))) * x[i]      # d/dtheta log p(y_i | x_i, theta)
+        total += g * min(1.0, clip / np.linalg.norm(g))
+    total += 2.0 * clip * sigma * np.asarray(jax.random.normal(k_noise, th.shape, jnp.float32), np.float64)
+    prior_grad = -th / prior_scale**2
+    v_dp = (eta * clip * sigma / q) ** 2
+    v = eta if langevin == "add" else max(eta - v_dp, 0.0)
+    zeta = np.asarray(jax.random.normal(k_lang, th.shape, jnp.float32), np.float64)
+    return th + 0.5 * eta * (prior_grad + total / q) + math.sqrt(v) * zeta, v_dp, v
+
+
+STEP_MODEL = S.logistic_regression(3, prior_scale=2.0)
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled_step(q, clip, langevin, eta):
+    """The jitted step with sigma traced: the parametrised cases below share compilations."""
+    x, y = _logistic_data()
+    cfg = S.config(num_records=40, sampling_rate=q, clip=clip, noise_multiplier=0.0, step_size=eta,
+                   langevin=langevin)
+    fn = jax.jit(lambda k, s, sig: S.step(k, s, (x, y), STEP_MODEL, cfg._replace(noise_multiplier=sig)))
+    return fn, cfg
+
+
+@pytest.mark.parametrize("q, clip, sigma, langevin", [
+    (1.0, 1e6, 0.0, "add"),      # sigma = 0, full batch, no clipping: plain SGLD
+    (0.3, 0.5, 0.0, "top_up"),   # sigma = 0, Poisson minibatch, clipping active: SGLD on clipped grads
+    (0.3, 0.5, 12.0, "top_up"),  # privacy noise larger than eta: no Langevin top-up
+])
+def test_step_equals_hand_written_sgld(q, clip, sigma, langevin):
+    x, y = _logistic_data()
+    eta = 0.01
+    step, cfg = _compiled_step(q, clip, langevin, eta)
+    theta0 = jnp.array([0.3, -0.2, 0.1], jnp.float32)
+    key = jax.random.key(7)
+    new, info = step(key, S.init(theta0), jnp.float32(sigma))
+    hand = dict(q=q, clip=clip, eta=eta, prior_scale=2.0, langevin=langevin, capacity=cfg.capacity)
+    want, v_dp, v = _hand_sgld_step(key, theta0, x, y, sigma=sigma, **hand)
+    np.testing.assert_allclose(np.asarray(new.position), want, rtol=2e-5, atol=2e-6)
+    assert int(new.step) == 1
+    assert float(info.dp_noise_variance) == pytest.approx(v_dp, rel=1e-5)
+    assert float(info.langevin_variance) == pytest.approx(v, rel=1e-5, abs=1e-12)
+    np.testing.assert_allclose(np.asarray(info.dropout_alpha), (v_dp + v) / np.asarray(theta0) ** 2, rtol=1e-5)
+    if sigma > 0:
+        assert v_dp > eta and float(info.langevin_variance) == 0.0   # the privacy noise is the Langevin noise
+        # power twin: privacy noise of std C sigma (sensitivity C, not 2C) does not match the step
+        wrong, _, _ = _hand_sgld_step(key, theta0, x, y, sigma=sigma / 2, **hand)
+        assert not np.allclose(np.asarray(new.position), wrong, rtol=2e-5, atol=2e-6)
+    # the "add" mode's Langevin noise is eta on top of the privacy noise
+    if langevin == "add":
+        assert float(info.langevin_variance) == pytest.approx(eta)
+
+
+def test_polynomial_step_size_schedule():
+    s = S.polynomial_step_size(0.1, 10.0, 0.55)
+    t = np.arange(5)
+    np.testing.assert_allclose(np.asarray(s(t)), 0.1 * (10.0 + t) ** -0.55, rtol=1e-6)
+    assert float(S.constant_step_size(0.02)(123)) == pytest.approx(0.02)
+
+
+# ------------------------------------------------------------------------------------------------
+# SGLD on a conjugate Gaussian model: the exact posterior mean and variance
+
+N_CONJ, TAU, CHAINS, STEPS = 50, 0.5, 2000, 200
+
+
+def _conjugate():
+    rng = np.random.default_rng(3)
+    x = (0.7 + rng.normal(size=N_CONJ)).astype(np.float32)
+    precision = N_CONJ + 1.0 / TAU**2
+    mean, var = float(np.sum(x, dtype=np.float64)) / precision, 1.0 / precision
+
+    def log_lik(theta, record):
+        (xi,) = record
+        return -0.5 * (xi - theta[0]) ** 2
+
+    model = S.DPSGLDModel(log_likelihood=log_lik, log_prior=lambda th: -0.5 * jnp.sum(th**2) / TAU**2,
+                          logit=lambda th, xx: xx[:, 0] * th[0], init=lambda k: jnp.zeros(1),
+                          num_params=1, needs_key=False, name="gaussian mean")
+    return model, (x,), mean, var, precision
+
+
+@pytest.fixture(scope="module")
+def conjugate_draws():
+    """Final states of CHAINS independent SGLD chains (sigma = 0, full batch, no clipping, constant
+    eta = 0.02 / precision) started from exact posterior draws: independent draws from the chain's
+    stationary law if SGLD targets the posterior."""
+    model, data, mean, var, precision = _conjugate()
+    eta = 0.02 / precision
+    cfg = S.config(num_records=N_CONJ, sampling_rate=1.0, clip=1e6, noise_multiplier=0.0, step_size=eta)
+    run = S.make_run(model, cfg, STEPS)
+    k0, k1 = jax.random.split(jax.random.key(11))
+    starts = mean + math.sqrt(var) * jax.random.normal(k0, (CHAINS, 1))
+    samples, _ = jax.jit(jax.vmap(lambda k, p: run(k, p, data, 0.0)))(jax.random.split(k1, CHAINS), starts)
+    return np.asarray(samples[:, -1, 0], np.float64), mean, var, eta * precision
+
+
+def _moments_agree(draws, mean, var, eta_p):
+    """Mean and variance of n independent draws against (mean, var), with 4-standard-error
+    tolerances from n plus the known O(eta) bias of the discretised chain: its stationary variance
+    is var / (1 - eta P / 4) for the Gaussian target (an AR(1) with coefficient 1 - eta P / 2)."""
+    n = draws.size
+    tol_mean = 4.0 * math.sqrt(var / n)
+    bias_var = var * (1.0 / (1.0 - eta_p / 4.0) - 1.0)
+    tol_var = 4.0 * var * math.sqrt(2.0 / (n - 1)) + bias_var
+    return abs(draws.mean() - mean) <= tol_mean and abs(draws.var(ddof=1) - var) <= tol_var
+
+
+def test_sgld_conjugate_gaussian_exact_posterior(conjugate_draws):
+    draws, mean, var, eta_p = conjugate_draws
+    assert _moments_agree(draws, mean, var, eta_p)
+
+
+def test_sgld_conjugate_power_twins(conjugate_draws):
+    draws, mean, var, eta_p = conjugate_draws
+    assert not _moments_agree(draws, mean, 1.3 * var, eta_p)               # a variance 30% too large
+    assert not _moments_agree(draws, mean, 0.75 * var, eta_p)              # and 25% too small
+    no_prior_mean = mean * (N_CONJ + 1.0 / TAU**2) / N_CONJ                  # the prior dropped
+    assert not _moments_agree(draws, no_prior_mean, 1.0 / N_CONJ, eta_p)
+    assert not _moments_agree(draws, mean + 0.2 * math.sqrt(var), var, eta_p)   # the mean 0.2 sd off
+
+
+# ------------------------------------------------------------------------------------------------
+# accounting of a run (the runs below share one model and one configuration: one compilation)
+
+MODEL = S.logistic_regression(3)
+SCHEDULE = S.polynomial_step_size(0.01, 10.0, 0.55)
+RUN = dict(num_steps=20, sampling_rate=0.5, clip=1.0, step_size=SCHEDULE, delta=1e-5)
+
+
+def test_run_accounting_and_calibration():
+    x, y = _logistic_data()
+    r = S.run(MODEL, (x, y), noise_multiplier=10.0, accountant="zcdp", rng_key=0, **RUN)
+    # DPD-zCDP by hand: rho = T / (2 sigma^2) = 20 / 200 = 0.1; eps = 0.1 + 2 sqrt(0.1 ln 1e5) = 2.2459...
+    assert r.privacy.epsilon == pytest.approx(0.1 + 2 * math.sqrt(0.1 * math.log(1e5)), rel=1e-12)
+    assert (r.privacy.neighbouring, r.privacy.mechanism, r.privacy.seeded_by) == ("replace_one", "dp_sgld", "user")
+    assert r.privacy.noise_multiplier == 10.0 and r.privacy.sampling_rate == 0.5 and r.privacy.num_steps == 20
+    eps = dict(r.privacy.detail("epsilon_by_accountant"))
+    assert eps["pld"] <= eps["ac"] and eps["pld"] <= eps["zcdp"]
+    assert eps["ac"] == dpd_epsilon(10.0, 1e-5, 0.5, 20, "ac").epsilon
+    assert r.samples.shape == (20, 3) and r.info.dropout_alpha.shape == (20, 3)
+    # the chain used eta_t = a (b + t)^-gamma at step t
+    np.testing.assert_allclose(r.info.step_size, 0.01 * (10.0 + np.arange(20)) ** -0.55, rtol=1e-6)
+    # a total (epsilon, delta) -> sigma under each accountant, conservative
+    for acc in ("ac", "zcdp", "pld"):
+        sigma = S.noise_multiplier_for(3.0, 1e-5, 0.5, 20, acc)
+        assert sigma == calibrate_dpd_noise_multiplier(3.0, 1e-5, 0.5, 20, acc)
+        r = S.run(MODEL, (x, y), epsilon=3.0, accountant=acc, **RUN)
+        assert r.noise_multiplier == sigma and r.privacy.epsilon <= 3.0
+        assert r.privacy.seeded_by == "os"
+
+
+def test_run_sigma_zero_is_not_private_and_keys_reproduce():
+    x, y = _logistic_data()
+    assert not S.run(MODEL, (x, y), noise_multiplier=0.0, rng_key=0, **RUN).privacy.is_private
+    a = S.run(MODEL, (x, y), noise_multiplier=1.0, rng_key=5, **RUN).samples
+    assert np.array_equal(a, S.run(MODEL, (x, y), noise_multiplier=1.0, rng_key=5, **RUN).samples)
+    fresh = [S.run(MODEL, (x, y), noise_multiplier=1.0, **RUN).samples for _ in range(2)]
+    assert not np.array_equal(*fresh)
+
+
+def test_secure_mode_draws_from_the_os():
+    x, y = _logistic_data()
+    kw = dict(RUN, noise_multiplier=1.0)
+    a, b = S.run(MODEL, (x, y), secure=True, **kw), S.run(MODEL, (x, y), secure=True, **kw)
+    assert a.privacy.seeded_by == "secure" and not np.array_equal(a.samples, b.samples)
+    with pytest.raises(ValueError, match="rng_key must be None when secure=True"):
+        S.run(MODEL, (x, y), secure=True, rng_key=1, **kw)
+
+
+def _bernoulli_loglik(z, y):
+    return y * z - jnp.logaddexp(0.0, z)
+
+
+def test_mlp_with_gaussian_dropout_runs_and_uses_its_key():
+    x, y = _logistic_data()
+    model = S.mlp(3, hidden=4, dropout_alpha=0.5)
+    assert model.needs_key and model.num_params == 3 * 4 + 4 + 4 + 1 and not S.mlp(3, 4).needs_key
+    theta = model.init(jax.random.key(1))
+    rec = (x[0], y[0])
+    # the dropout noise (one key per step) moves the likelihood; alpha = 0 is the plain network
+    l1, l2 = (float(model.log_likelihood(theta, rec, jax.random.key(k))) for k in (2, 3))
+    plain = float(S.mlp(3, hidden=4).log_likelihood(theta, rec))
+    assert l1 != l2
+    assert plain == pytest.approx(float(_bernoulli_loglik(model.logit(theta, x[:1])[0], y[0])), rel=1e-6)
+    cfg = S.config(num_records=40, sampling_rate=1.0, clip=1e6, noise_multiplier=0.0, step_size=0.01)
+    new, _ = jax.jit(lambda k, s: S.step(k, s, (x, y), model, cfg))(jax.random.key(2), S.init(theta))
+    assert np.all(np.isfinite(np.asarray(new.position)))
+    assert not np.allclose(np.asarray(new.position), np.asarray(theta))
+
+
+# ------------------------------------------------------------------------------------------------
+# posterior predictive
+
+
+def test_posterior_predictive_averages_kept_samples():
+    x, y = _logistic_data()
+    model = S.logistic_regression(3)
+    rng = np.random.default_rng(0)
+    samples = rng.normal(size=(10, 3)).astype(np.float32)
+    p = S.posterior_predictive(model, samples, x, burn_in=4, thin=3)    # samples 4 and 7
+    kept = samples[[4, 7]].astype(np.float64)
+    want = np.mean(1.0 / (1.0 + np.exp(-(x.astype(np.float64) @ kept.T))), axis=1)
+    np.testing.assert_allclose(p, want, rtol=1e-5)
+    sc = S.predictive_scores(model, samples, x, y, burn_in=4, thin=3)
+    assert sc["num_samples"] == 2
+    assert sc["log_likelihood"] == pytest.approx(np.mean(np.log(np.where(y == 1, want, 1 - want))), rel=1e-5)
+    assert sc["accuracy"] == pytest.approx(np.mean((want > 0.5) == (y == 1)))
+
+
+# ------------------------------------------------------------------------------------------------
+# errors say what was wrong and what is allowed
+
+
+def test_errors():
+    x, y = _logistic_data()
+    model = S.logistic_regression(3)
+    kw = dict(num_steps=5, sampling_rate=0.5, clip=1.0, step_size=0.01, delta=1e-5)
+    with pytest.raises(ValueError, match="give exactly one of noise_multiplier"):
+        S.run(model, (x, y), **kw)
+    with pytest.raises(ValueError, match="give exactly one of noise_multiplier"):
+        S.run(model, (x, y), noise_multiplier=1.0, epsilon=1.0, **kw)
+    with pytest.raises(ValueError, match=r"langevin must be one of \('top_up', 'add'\)"):
+        S.run(model, (x, y), noise_multiplier=1.0, langevin="none", **kw)
+    with pytest.raises(ValueError, match=r"accountant must be one of \('ac', 'zcdp', 'pld', 'rdp'\)"):
+        S.run(model, (x, y), noise_multiplier=1.0, accountant="prv", **kw)
+    with pytest.raises(ValueError, match="no replace-one analysis of Poisson subsampling"):
+        S.run(model, (x, y), noise_multiplier=1.0, accountant="rdp", **kw)
+    with pytest.raises(ValueError, match="noise_multiplier must be a finite number >= 0"):
+        S.run(model, (x, y), noise_multiplier=-1.0, **kw)
+    with pytest.raises(ValueError, match="must not contain NaN or inf"):
+        S.run(model, (np.full((4, 3), np.nan, np.float32), y[:4]), noise_multiplier=1.0, **kw)
+    with pytest.raises(ValueError, match="share their first axis"):
+        S.run(model, (x, y[:5]), noise_multiplier=1.0, **kw)
+    with pytest.raises(ValueError, match="at least one record"):
+        S.run(model, (x[:0], y[:0]), noise_multiplier=1.0, **kw)
+    with pytest.raises(TypeError, match=r"data must be a tuple of arrays"):
+        S.run(model, x, noise_multiplier=1.0, **kw)
+    with pytest.raises(TypeError, match="model must be a DPSGLDModel"):
+        S.run(lambda th: th, (x, y), noise_multiplier=1.0, **kw)
+    with pytest.raises(ValueError, match=r"initial_position must have shape \(3,\)"):
+        S.run(model, (x, y), noise_multiplier=1.0, initial_position=np.zeros(2), **kw)
+    with pytest.raises(ValueError, match=r"sampling_rate must lie in \(0, 1\]"):
+        S.run(model, (x, y), noise_multiplier=1.0, **{**kw, "sampling_rate": 0.0})
+    with pytest.raises(ValueError, match="clip must be a finite number > 0"):
+        S.run(model, (x, y), noise_multiplier=1.0, **{**kw, "clip": 0.0})
+    with pytest.raises(ValueError, match=r"gamma must lie in \[0, 1\]"):
+        S.polynomial_step_size(0.1, 1.0, 1.5)
+    with pytest.raises(ValueError, match="a must be a finite number > 0"):
+        S.run(model, (x, y), noise_multiplier=1.0, **{**kw, "step_size": S.StepSize(-1.0, 1.0, 0.5)})
+    with pytest.raises(ValueError, match="neighbouring must be one of"):
+        S.run(model, (x, y), noise_multiplier=0.0, neighbouring="swap", **kw)
+    with pytest.raises(ValueError, match="b must be a finite number >= 1"):
+        S.polynomial_step_size(0.1, 0.5)
+    with pytest.raises(ValueError, match="step_size must be a finite number > 0"):
+        S.run(model, (x, y), noise_multiplier=1.0, **{**kw, "step_size": -0.1})
+    with pytest.raises(TypeError, match="step_size must be a number > 0 or a StepSize"):
+        S.run(model, (x, y), noise_multiplier=1.0, **{**kw, "step_size": "0.1"})
+    with pytest.raises(ValueError, match="burn_in must be smaller than the number of samples 10"):
+        S.posterior_predictive(model, np.zeros((10, 3)), x, burn_in=10)
+    with pytest.raises(TypeError, match="thin must be an integer >= 1"):
+        S.posterior_predictive(model, np.zeros((10, 3)), x, thin=0.5)
+    with pytest.raises(ValueError, match=r"y must have shape \(40,\)"):
+        S.predictive_scores(model, np.zeros((10, 3)), x, y[:3])
+    with pytest.raises(ValueError, match="dropout_alpha must be a finite number >= 0"):
+        S.mlp(3, dropout_alpha=-0.1)
+    with pytest.raises(ValueError, match=r"position must be a 1-D parameter vector"):
+        S.init(np.zeros((2, 3)))

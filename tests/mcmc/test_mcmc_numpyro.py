@@ -1,0 +1,102 @@
+"""A NumPyro model with a plate over records, turned into per-record energies, against the same model
+written by hand (same energies, same log prior, same kernel steps)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pytest
+
+from dpposterior import mcmc
+
+N, D, T = 40, 3, 2.0
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(N, D)).astype(np.float32)
+    y = np.where(rng.random(N) < 0.5, -1.0, 1.0).astype(np.float32)
+    return x, y
+
+
+def logistic_numpyro(x, y):
+    w = numpyro.sample("w", dist.Normal(0.0, 2.0).expand([D]).to_event(1))
+    with numpyro.plate("records", x.shape[0]):
+        numpyro.sample("y", dist.Bernoulli(logits=x @ w), obs=(y + 1.0) / 2.0)
+
+
+def _hand_written(x, y):
+    def energy(w, rec):
+        xi, yi = rec
+        return jax.nn.softplus(-yi * jnp.dot(xi, w)) / T
+
+    def log_prior(w):
+        return jnp.sum(-0.5 * (w / 2.0) ** 2 - jnp.log(2.0) - 0.5 * jnp.log(2 * jnp.pi))
+
+    return mcmc.energy_model(energy, (x, y), log_prior_fn=log_prior,
+                             bound_constants=mcmc.logistic_bound_constants(x, T))
+
+
+def test_numpyro_model_gives_the_hand_written_energies_and_chain():
+    x, y = _data()
+    c = mcmc.logistic_bound_constants(x, T)
+    assert np.allclose(c, np.linalg.norm(x, axis=1) / T)
+    ours = mcmc.numpyro_energy_model(logistic_numpyro, x, y, bound_constants=c, temperature=T)
+    hand = _hand_written(x, y)
+    thetas = jnp.asarray(np.random.default_rng(1).normal(size=(5, D)), jnp.float32)
+    def energies(mdl):
+        return jax.jit(jax.vmap(lambda th: jax.vmap(mdl.energy_fn, (None, 0))(th, mdl.data)))(thetas)
+
+    e_ours, e_hand = energies(ours), energies(hand)
+    np.testing.assert_allclose(np.asarray(e_ours), np.asarray(e_hand), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(jax.jit(jax.vmap(ours.log_prior_fn))(thetas)),
+                               np.asarray(jax.jit(jax.vmap(hand.log_prior_fn))(thetas)), rtol=1e-5)
+    # the declared bound holds at these points
+    du = np.abs(np.asarray(e_ours[1:] - e_ours[:1]))
+    m = np.linalg.norm(np.asarray(thetas[1:] - thetas[:1]), axis=1)
+    assert np.all(du <= c[None, :] * m[:, None] * (1 + 1e-5))
+    # one step of a kernel on each, from the same key: the same move
+    steps = [jax.jit(mcmc.penalty_kernel(mdl, mcmc.random_walk(0.2), private=False).step) for mdl in (ours, hand)]
+    states = [mcmc.MHState(jnp.zeros(D), jax.jit(mdl.log_prior_fn)(jnp.zeros(D))) for mdl in (ours, hand)]
+    for k in range(3):
+        outs = [st(jax.random.key(k), s0) for st, s0 in zip(steps, states)]
+        np.testing.assert_allclose(np.asarray(outs[0][0].position), np.asarray(outs[1][0].position), atol=1e-6)
+        assert bool(outs[0][1].accepted) == bool(outs[1][1].accepted)
+
+
+def _no_plate(x, y):
+    w = numpyro.sample("w", dist.Normal(0.0, 1.0).expand([D]).to_event(1))
+    numpyro.sample("y", dist.Bernoulli(logits=x @ w).to_event(1), obs=(y + 1.0) / 2.0)
+
+
+def _local_latent(x, y):
+    w = numpyro.sample("w", dist.Normal(0.0, 1.0).expand([D]).to_event(1))
+    with numpyro.plate("records", x.shape[0]):
+        z = numpyro.sample("z", dist.Normal(0.0, 1.0))
+        numpyro.sample("y", dist.Bernoulli(logits=x @ w + z), obs=(y + 1.0) / 2.0)
+
+
+def _positive_latent(x, y):
+    s = numpyro.sample("s", dist.HalfNormal(1.0))
+    with numpyro.plate("records", x.shape[0]):
+        numpyro.sample("y", dist.Normal(0.0, s), obs=y)
+
+
+def test_numpyro_model_errors_say_what_is_wrong():
+    x, y = _data()
+    c = np.ones(N)
+    with pytest.raises(ValueError, match="no numpyro.plate of size N = 40"):
+        mcmc.numpyro_energy_model(_no_plate, x, y, bound_constants=c)
+    with pytest.raises(ValueError, match="local latent"):
+        mcmc.numpyro_energy_model(_local_latent, x, y, bound_constants=c)
+    with pytest.raises(ValueError, match="give a box"):
+        mcmc.numpyro_energy_model(_positive_latent, x, y, bound_constants=c)
+    model = mcmc.numpyro_energy_model(_positive_latent, x, y, bound_constants=c, box=(0.1, 5.0))
+    assert model.num_records == N and model.lower.shape == (1,)
+    with pytest.raises(ValueError, match="leading record axis"):
+        mcmc.numpyro_energy_model(logistic_numpyro, x, y[:5], bound_constants=c)
+    with pytest.raises(TypeError, match="callable"):
+        mcmc.numpyro_energy_model("model", x, y, bound_constants=c)

@@ -1,0 +1,45 @@
+"""``dpposterior reproduce dp-dropout --quick`` (issue 8): the pipeline at toy sizes, and the report's
+tables from rows whose numbers are known."""
+
+from __future__ import annotations
+
+from dpposterior.cli import main
+from dpposterior.reproduce.dp_dropout import METHODS, format_tables
+
+
+def test_quick_cli_writes_the_report(tmp_path, capsys):
+    assert main(["reproduce", "dp-dropout", "--quick", "--out", str(tmp_path), "--no-progress"]) == 0
+    md = (tmp_path / "dp-dropout-quick.md").read_text()
+    assert (tmp_path / "dp-dropout-quick.png").stat().st_size > 1000
+    assert f"Command: `dpposterior reproduce dp-dropout --quick --out {tmp_path}`" in md
+    assert "wall time" in md and "NOT results" in md
+    for m in METHODS:
+        assert f"| adult | 2 | {m} |" in md or f"| 2 | {m} |" in md
+    # the least-noise row names the PLD accountant (it is never looser than AC or zCDP)
+    row = next(line for line in md.splitlines() if line.startswith("| adult | 2 |") and "DPD-" in line
+               and line.count("|") == 9)
+    assert row.split("|")[6].strip() == "DPD-PLD"
+
+
+def _rows():
+    rows, sigma_rows = [], []
+    sig = {"DPD-AC": 20.0, "DPD-zCDP": 50.0, "DPD-PLD": 2.0, "DP-SGD": 2.0}
+    acc = {"DPD-AC": 0.7, "DPD-zCDP": 0.6, "DPD-PLD": 0.8, "DP-SGD": 0.75}
+    for seed, bump in ((0, 0.0), (1, 0.02)):
+        for m in METHODS:
+            rows.append(dict(dataset="adult", n_train=10, n_test=5, epsilon=1.0, method=m, seed=seed, sigma=sig[m],
+                             epsilon_spent=1.0, accuracy=acc[m] + bump, log_likelihood=-0.5, seconds=1.0))
+    for m in ("DPD-AC", "DPD-zCDP", "DPD-PLD"):
+        sigma_rows.append(dict(dataset="adult", epsilon=1.0, method=m, sigma=sig[m],
+                               certified={"ac": None if m == "DPD-PLD" else 1.0, "zcdp": 3.0, "pld": 0.1}))
+    return rows, sigma_rows
+
+
+def test_tables_pick_the_least_noise_and_average_seeds():
+    text = format_tables(*_rows())
+    assert "| adult | 1 | 20 | 50 | 2 | DPD-PLD | 0.7100 / 0.6100 / **0.8100** | 0.7600 |" in text
+    assert "| adult | 1 | DPD-PLD | 2 | no bound (eps_iter >= 1) | 3 | 0.1 |" in text
+    assert "needs 10.0 to 10.0 times the PLD sigma" in text and "zCDP accountant" in text and "25.0 to 25.0" in text
+    assert "in 1 of 1 (data set, epsilon) cells" in text
+    assert "adult accuracy +0.0500 to +0.0500" in text
+    assert "| 1 | DPD-AC | 20 | 1 | 0.7100 (0.0141) | -0.5000 (0.0000) | 2 |" in text
