@@ -12,6 +12,7 @@ from . import privacy
 from . import validation
 from .noise_aware import Posterior
 from .noise_aware import noise_aware_posterior
+from .privacy import Ledger
 from .privacy import PrivacySpent
 from .vi import DPVITrace
 from .vi import ParamLayout
@@ -21,6 +22,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DPVITrace",
+    "Ledger",
     "ParamLayout",
     "Posterior",
     "PrivacySpent",

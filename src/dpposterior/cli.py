@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_demo)
     __import__("dpposterior.experiments.cli_coverage", fromlist=["_"]).add_coverage_parser(sub)
     __import__("dpposterior.reproduce.cli", fromlist=["_"]).add_reproduce_parser(sub)
+    __import__("dpposterior.tabular.cli", fromlist=["_"]).add_fit_parsers(sub)
     return parser
 
 

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..noise_aware.posterior import _check_num, _key
+from ..noise_aware.posterior import _check_num, _key, _summary_table
 from ..privacy.spent import PrivacySpent
 from ..vi.layout import ParamLayout
 
@@ -122,4 +122,8 @@ class DrawsPosterior:
         attrs = {"method": self.method, "privacy": self.privacy.summary()}
         attrs.update({f"privacy_{k}": str(v) for k, v in self.privacy.to_dict().items()})
         return az.from_dict(posterior=posterior, attrs=attrs)
+
+    def summary_table(self, key: Any = None, num_samples: int | None = None, prob: float = 0.9):
+        """ArviZ's summary table (mean, sd, HDI at ``prob``) of the stored draws, privacy in ``.attrs``."""
+        return _summary_table(self.to_arviz(), self.privacy, prob)
 

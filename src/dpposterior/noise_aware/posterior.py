@@ -133,6 +133,21 @@ class Posterior:
         attrs.update({f"privacy_{k}": str(v) for k, v in self.privacy.to_dict().items()})
         return az.from_dict(posterior=posterior, attrs=attrs)
 
+    def summary_table(self, key: jax.Array | None = None, num_samples: int = 4000, prob: float = 0.9):
+        """ArviZ's summary table (``arviz.summary(kind="stats")``: mean, sd, HDI at ``prob``) of
+        :meth:`to_arviz`, as a pandas DataFrame with the privacy record in ``.attrs["privacy"]``."""
+        return _summary_table(self.to_arviz(key, num_samples), self.privacy, prob)
+
+
+def _summary_table(idata: Any, privacy: PrivacySpent, prob: float):
+    import arviz as az
+
+    if not 0 < prob < 1:
+        raise ValueError(f"prob must lie in (0, 1), got {prob!r}")
+    table = az.summary(idata, kind="stats", hdi_prob=prob)
+    table.attrs["privacy"] = privacy.summary()
+    return table
+
 
 def point_posterior(layout: ParamLayout, phi: jax.Array, privacy: PrivacySpent,
                     method: str = "last_iterate") -> Posterior:

@@ -10,6 +10,7 @@
   :func:`calibrate_dpd_noise_multiplier`.
 - Empirical audits (lower bounds on epsilon): :func:`audit_many_runs`,
   :func:`epsilon_lower_bound_from_scores`, :func:`audit_one_run`, :class:`AuditResult`.
+- Several releases from one data set, composed (PLD): :class:`Ledger`.
 - The record of a release: :class:`PrivacySpent`, :func:`not_private`; noise seeds:
   :func:`os_seeded_key`, :func:`resolve_key`; secure mode (OS CSPRNG, no seed):
   :func:`secure_bits`, :func:`secure_uniform`, :func:`secure_normal`, :func:`secure_laplace`.
@@ -38,6 +39,8 @@ from .gaussian import GaussianRelease
 from .gaussian import analytic_gaussian_sigma
 from .gaussian import gaussian_mechanism
 from .gaussian import gaussian_sigma
+from .ledger import Ledger
+from .ledger import LedgerEntry
 from .randomness import os_seeded_key
 from .randomness import resolve_key
 from .secure import secure_bits
@@ -50,6 +53,8 @@ from .spent import not_private
 __all__ = [
     "AuditResult",
     "GaussianRelease",
+    "Ledger",
+    "LedgerEntry",
     "PrivacySpent",
     "advanced_composition",
     "amplify_by_poisson_subsampling",

@@ -1,0 +1,233 @@
+"""A privacy ledger: several releases from the same data, composed into one total.
+
+A user who fits three settings on one table has spent the composition of the three releases, not
+the epsilon of any one of them. :class:`Ledger` collects the releases' :class:`PrivacySpent` records
+and composes them under the privacy loss distribution (PLD) accountant of dp-accounting:
+
+- Gaussian releases, composed **exactly** (up to the PLD discretisation, which is always
+  pessimistic): DP-SGD (mechanism ``"poisson_subsampled_gaussian"``: ``num_steps`` Poisson-sampled
+  Gaussian steps at ``sampling_rate`` with ``noise_multiplier``, as in
+  :func:`~dpposterior.privacy.dpsgd_epsilon`), the Gaussian mechanism (``"gaussian"``) and the
+  penalty MH chain (``"penalty_mh"``: ``num_steps`` Gaussian mechanisms of noise multiplier
+  ``noise_multiplier``, no subsampling).
+- Any other release, **conservatively**, from its (epsilon, delta) alone: its PLD is the
+  worst case that any (epsilon, delta)-DP mechanism can have (dp-accounting's
+  ``from_privacy_parameters``, the dominating pair of Kairouz, Oh & Viswanath 2015), which is no
+  worse than basic composition (epsilons and deltas added; up to the PLD discretisation) and often
+  tighter. This covers the
+  Laplace sufficient-statistic releases of the baselines and the DP-Fast MH chains (whose own
+  record is already a composition).
+
+Neighbouring relations: when every release shares one relation, that relation is used. When they
+mix (DP-SGD is analysed under add/remove-one, the DP MCMC chains under replace-one), the total is
+given for replace-one adjacency (a replacement is a removal and an addition): DP-SGD steps are
+re-accounted by dp-accounting under ``REPLACE_ONE``, a Gaussian mechanism's sensitivity is doubled,
+and any other add/remove (epsilon, delta) release becomes (2 epsilon, (1 + e^epsilon) delta) by
+group privacy. A release that is not private (epsilon = inf) makes the total not private.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from .._checks import check_delta, check_positive
+from .spent import PrivacySpent
+
+#: mechanisms the ledger composes exactly as Gaussian events.
+DPSGD_MECHANISMS = ("poisson_subsampled_gaussian",)
+GAUSSIAN_MECHANISMS = ("gaussian", "penalty_mh")
+
+#: PLD discretisation: start here, refine by 4x until two values agree to _RTOL (or _MIN reached).
+_START_DVI = 1e-2
+_MIN_DVI = 1e-5
+_RTOL = 1e-3
+
+
+@dataclasses.dataclass(frozen=True)
+class LedgerEntry:
+    """One release in a :class:`Ledger`: its privacy record and a label."""
+
+    privacy: PrivacySpent
+    label: str
+
+
+def _as_privacy(release: Any) -> PrivacySpent:
+    if isinstance(release, PrivacySpent):
+        return release
+    privacy = getattr(release, "privacy", None)
+    if isinstance(privacy, PrivacySpent):
+        return privacy
+    raise TypeError("Ledger.add takes a release with a .privacy record (a DPVITrace, a chain result, a "
+                    f"GaussianRelease, ...) or a PrivacySpent, got {type(release).__name__}")
+
+
+class Ledger:
+    """The releases made from one data set, and what they cost together.
+
+    Example::
+
+        ledger = dpp.privacy.Ledger()
+        ledger.add(trace_a)            # a DPVITrace (or any release with .privacy, or a PrivacySpent)
+        ledger.add(trace_b.privacy)
+        print(ledger.total(delta=1e-5).epsilon)
+        ledger.save("ledger.json")     # Ledger.load("ledger.json") later, to keep counting
+
+    Args:
+      value_discretization_interval: a fixed PLD discretisation interval, or None (default) to
+        refine it until the total has converged to about 0.1% (every value is a valid upper bound;
+        the smallest is reported).
+    """
+
+    def __init__(self, value_discretization_interval: float | None = None) -> None:
+        if value_discretization_interval is not None:
+            value_discretization_interval = check_positive(value_discretization_interval,
+                                                           "value_discretization_interval")
+        self._dvi = value_discretization_interval
+        self._entries: list[LedgerEntry] = []
+
+    @property
+    def entries(self) -> tuple[LedgerEntry, ...]:
+        """The releases added so far, in order."""
+        return tuple(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def add(self, release: Any, label: str = "") -> PrivacySpent:
+        """Records one release (an object with a ``.privacy`` record, or a PrivacySpent); returns its record."""
+        if not isinstance(label, str):
+            raise TypeError(f"label must be a string, got {type(label).__name__}")
+        privacy = _as_privacy(release)
+        self._entries.append(LedgerEntry(privacy=privacy, label=label or privacy.mechanism))
+        return privacy
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-friendly record of the entries (see :meth:`save`)."""
+        return {"format": "dpposterior-ledger", "version": 1,
+                "entries": [{"label": e.label, "privacy": e.privacy.to_dict()} for e in self._entries]}
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Writes the entries as JSON (atomically), so later runs on the same data can add to them."""
+        from .._io import write_bytes_atomic
+
+        return write_bytes_atomic(path, (json.dumps(self.to_dict(), indent=1) + "\n").encode("utf-8"))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, value_discretization_interval: float | None = None) -> "Ledger":
+        """Reads a ledger written by :meth:`save`; a ValueError says what is wrong with a bad file."""
+        path = Path(path)
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise FileNotFoundError(f"ledger file {str(path)!r} does not exist") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ValueError(f"cannot read ledger file {str(path)!r}: {e}") from None
+        if not isinstance(doc, dict) or doc.get("format") != "dpposterior-ledger" or doc.get("version") != 1:
+            raise ValueError(f"{str(path)!r} is not a dpposterior ledger (version 1) file")
+        ledger = cls(value_discretization_interval)
+        for item in doc.get("entries", []):
+            if not isinstance(item, dict) or "privacy" not in item:
+                raise ValueError(f"ledger file {str(path)!r} has a malformed entry: {item!r}")
+            ledger.add(PrivacySpent.from_dict(item["privacy"]), str(item.get("label", "")))
+        return ledger
+
+    def neighbouring(self) -> str:
+        """The relation the total holds for: the shared one, or ``"replace_one"`` when they mix."""
+        relations = {e.privacy.neighbouring for e in self._entries}
+        return relations.pop() if len(relations) == 1 else "replace_one"
+
+    def total(self, delta: float) -> PrivacySpent:
+        """The (epsilon, delta) of all the releases together, at the given total ``delta``.
+
+        Returns:
+          A PrivacySpent with ``accountant="pld(ledger)"`` (or ``"none"`` if a release is not
+          private) whose ``details`` list the parts.
+
+        Raises:
+          ValueError: an empty ledger, an invalid delta, or a delta below what the releases'
+            own deltas already use (no finite epsilon exists then).
+        """
+        delta = check_delta(delta)
+        if not self._entries:
+            raise ValueError("the ledger is empty: add releases before asking for their total")
+        parts = tuple((e.label, e.privacy.summary()) for e in self._entries)
+        relation = self.neighbouring()
+        if any(not e.privacy.is_private for e in self._entries):
+            return PrivacySpent(epsilon=math.inf, delta=1.0, neighbouring=relation, accountant="none",
+                                mechanism="composition", num_steps=len(self._entries), seeded_by="none",
+                                details=(("parts", parts),
+                                         ("reason", "at least one release is not private")))
+        epsilon = self._epsilon(delta, relation)
+        seeding = {e.privacy.seeded_by for e in self._entries}
+        seeded_by = seeding.pop() if len(seeding) == 1 else ("user" if "user" in seeding else "os")
+        exact = sum(1 for e in self._entries if _is_gaussian(e.privacy))
+        return PrivacySpent(epsilon=epsilon, delta=delta, neighbouring=relation, accountant="pld(ledger)",
+                            mechanism="composition", num_steps=len(self._entries), seeded_by=seeded_by,
+                            details=(("parts", parts), ("composed_exactly", exact),
+                                     ("composed_from_epsilon_delta", len(self._entries) - exact)))
+
+    # ---------------------------------------------------------------------------------------------
+
+    def _epsilon(self, delta: float, relation: str) -> float:
+        if self._dvi is not None:
+            return self._epsilon_at(delta, relation, self._dvi)
+        dvi, best, previous = _START_DVI, math.inf, None
+        while True:
+            eps = self._epsilon_at(delta, relation, dvi)
+            best = min(best, eps)
+            if previous is not None and abs(previous - eps) <= max(_RTOL * best, 1e-6):
+                return best
+            if dvi <= _MIN_DVI or best == 0.0:
+                return best
+            previous, dvi = eps, max(dvi / 4.0, _MIN_DVI)
+
+    def _epsilon_at(self, delta: float, relation: str, dvi: float) -> float:
+        pld = None
+        for e in self._entries:
+            part = _pld_of(e.privacy, relation, dvi)
+            pld = part if pld is None else pld.compose(part)
+        try:
+            eps = float(pld.get_epsilon_for_delta(delta))
+        except (ValueError, OverflowError) as err:  # pragma: no cover - dp-accounting internals
+            raise ValueError(f"the PLD accountant cannot compose these releases at delta={delta!r}: {err}") from err
+        if math.isinf(eps):
+            used = sum(e.privacy.delta for e in self._entries if not _is_gaussian(e.privacy))
+            raise ValueError(
+                f"no finite epsilon at total delta={delta!r}: the releases' own deltas (sum {used:.3g}) and the "
+                "accountant's resolution need a larger total delta")
+        return max(eps, 0.0)
+
+
+def _is_gaussian(p: PrivacySpent) -> bool:
+    return p.noise_multiplier is not None and (p.mechanism in DPSGD_MECHANISMS or
+                                               (p.mechanism in GAUSSIAN_MECHANISMS and p.sampling_rate == 1.0))
+
+
+def _pld_of(p: PrivacySpent, relation: str, dvi: float):
+    """The PLD of one release under ``relation`` (see the module docstring)."""
+    from dp_accounting.pld import common
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    from .dpsgd_accounting import _RELATIONS
+
+    convert = p.neighbouring != relation  # only add_remove -> replace_one happens
+    if p.mechanism in DPSGD_MECHANISMS and p.noise_multiplier is not None:
+        return pld_lib.from_gaussian_mechanism(
+            standard_deviation=p.noise_multiplier, value_discretization_interval=dvi,
+            sampling_prob=p.sampling_rate, neighboring_relation=_RELATIONS[relation]).self_compose(p.num_steps)
+    if _is_gaussian(p):
+        # T Gaussian mechanisms of noise multiplier sigma = one of sigma / sqrt(T); sensitivity 1
+        # in units of the release's own sensitivity (2 after add/remove -> replace-one).
+        return pld_lib.from_gaussian_mechanism(
+            standard_deviation=p.noise_multiplier / math.sqrt(p.num_steps), sensitivity=2.0 if convert else 1.0,
+            value_discretization_interval=dvi)
+    eps, dlt = float(p.epsilon), float(p.delta)
+    if convert:
+        eps, dlt = 2.0 * eps, min(dlt * (1.0 + math.exp(min(eps, 700.0))), 1.0)
+    return pld_lib.from_privacy_parameters(common.DifferentialPrivacyParameters(eps, dlt),
+                                           value_discretization_interval=dvi)

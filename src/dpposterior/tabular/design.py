@@ -1,0 +1,186 @@
+"""The design matrix of a regression model from a table and its declared schema.
+
+Every transform here is fixed by the schema alone (data-independent), so it changes nothing in the
+privacy analysis of the mechanism that later reads the matrix:
+
+- numeric features: clipped to their declared bounds [lo, hi] (``out_of_bounds = "clip"``; with
+  ``"error"`` a value outside is refused instead), then rescaled to [-1, 1] by
+  x' = (x - (lo + hi) / 2) / ((hi - lo) / 2);
+- categorical features: one 0/1 column per declared level except the first (the reference level);
+  a value that is not a declared level is an error;
+- an intercept column of ones (``intercept=True``);
+- the target: a 0/1 code for a binary target (a categorical column with two levels, the second
+  coded 1, or a numeric column with bounds [0, 1] holding only 0 and 1), or the rescaled value of a
+  numeric target (clipped to its bounds like a feature).
+
+Missing values are an error (the tool does not impute). Error messages never quote a record's value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from .schema import Column, Schema
+
+INTERCEPT = "(intercept)"
+
+
+@dataclasses.dataclass(frozen=True)
+class Design:
+    """A design matrix and target built from a table by a schema.
+
+    Attributes:
+      X: (N, p) float32 design matrix, every entry in [-1, 1].
+      y: (N,) int32 0/1 codes (``target_kind == "binary"``) or float32 rescaled values (``"numeric"``).
+      feature_names: the p column names of X (``"age"``, ``"sector=public"``, ``"(intercept)"``).
+      feature_scales: for each column of X, how many original units one unit of it is (the half-range
+        of a numeric column; None for indicator and intercept columns).
+      target: the target column's declared schema entry.
+      target_kind: ``"binary"`` or ``"numeric"``.
+      clipped_to_bounds: True when the schema's policy clips out-of-bounds values (whether any record
+        was clipped is not computed: that would be a statistic of the private data).
+    """
+
+    X: np.ndarray
+    y: np.ndarray
+    feature_names: tuple[str, ...]
+    feature_scales: tuple[float | None, ...]
+    target: Column
+    target_kind: str
+    clipped_to_bounds: bool
+
+    @property
+    def num_records(self) -> int:
+        return int(self.X.shape[0])
+
+    def transforms(self) -> list[str]:
+        """Human-readable lines describing every transform applied (all data-independent)."""
+        lines = []
+        for name, scale in zip(self.feature_names, self.feature_scales):
+            if scale is not None:
+                lines.append(f"{name}: numeric, one unit of the feature = {scale:g} original units "
+                             "(rescaled from its declared bounds to [-1, 1])")
+        if self.target_kind == "numeric":
+            lo, hi = self.target.bounds
+            lines.append(f"target {self.target.name}: rescaled from its declared bounds [{lo:g}, {hi:g}] to [-1, 1]")
+        return lines
+
+
+def _numeric(frame: Any, col: Column, policy: str, what: str) -> np.ndarray:
+    import pandas as pd
+
+    raw = frame[col.name]
+    values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64)
+    bad = np.isnan(values) & raw.notna().to_numpy()
+    if bad.any():
+        raise ValueError(f"{what} {col.name!r} is declared numeric but holds values that are not numbers")
+    if not np.all(np.isfinite(values[~np.isnan(values)])):
+        raise ValueError(f"{what} {col.name!r} holds infinite values")
+    lo, hi = col.bounds
+    outside = (values < lo) | (values > hi)
+    if outside.any():
+        if policy == "error":
+            raise ValueError(f"{what} {col.name!r} has values outside its declared bounds [{lo:g}, {hi:g}] "
+                             "(out_of_bounds = \"error\"; set out_of_bounds = \"clip\" to clip them to the bounds)")
+        values = np.clip(values, lo, hi)
+    return values
+
+
+def _check_missing(frame: Any, name: str, what: str) -> None:
+    if bool(frame[name].isna().any()):
+        raise ValueError(f"{what} {name!r} has missing values; the tool does not impute: remove or fill them "
+                         "before fitting (with a rule that does not depend on the other records)")
+
+
+def build_design(frame: Any, schema: Schema, target: str, *, features: list[str] | None = None,
+                 intercept: bool = True, target_kind: str = "binary") -> Design:
+    """Builds X and y (see the module docstring).
+
+    Args:
+      frame: a pandas DataFrame of the records (from :func:`~dpposterior.tabular.read_table`).
+      schema: the declared schema.
+      target: the target column's name.
+      features: the feature columns (default: every declared column except the target).
+      intercept: append an intercept column of ones.
+      target_kind: ``"binary"`` (logistic regression) or ``"numeric"`` (linear regression).
+
+    Raises:
+      ValueError: a missing or undeclared column, missing values, non-numeric values in a numeric
+        column, a value outside the bounds (policy ``"error"``) or outside the declared categories, a
+        target that does not fit ``target_kind``.
+    """
+    if target_kind not in ("binary", "numeric"):
+        raise ValueError(f"target_kind must be 'binary' or 'numeric', got {target_kind!r}")
+    available = list(frame.columns)
+    if target not in available:
+        raise ValueError(f"target column {target!r} is missing from the data (columns: {', '.join(available)})")
+    tcol = schema.column(target)
+    names = [c for c in schema.columns if c != target] if features is None else list(features)
+    if target in names:
+        raise ValueError(f"the target column {target!r} cannot also be a feature")
+    if not names and not intercept:
+        raise ValueError("no feature columns: declare at least one column besides the target")
+    for name in names:
+        schema.column(name)
+        if name not in available:
+            raise ValueError(f"column {name!r} (declared in {schema.source or 'the schema'}) is missing from the "
+                             f"data (columns: {', '.join(available)})")
+    policy = schema.out_of_bounds
+    blocks, fnames, scales = [], [], []
+    for name in names:
+        col = schema.columns[name]
+        _check_missing(frame, name, "column")
+        if col.type == "numeric":
+            v = _numeric(frame, col, policy, "column")
+            lo, hi = col.bounds
+            blocks.append(((v - (lo + hi) / 2.0) / col.half_range)[:, None])
+            fnames.append(name)
+            scales.append(col.half_range)
+        else:
+            codes = _codes(frame, col, "column")
+            onehot = (codes[:, None] == np.arange(1, len(col.categories))[None, :]).astype(np.float64)
+            blocks.append(onehot)
+            fnames.extend(f"{name}={lev}" for lev in col.categories[1:])
+            scales.extend([None] * (len(col.categories) - 1))
+    n = frame.shape[0]
+    if intercept:
+        blocks.append(np.ones((n, 1)))
+        fnames.append(INTERCEPT)
+        scales.append(None)
+    X = np.concatenate(blocks, axis=1).astype(np.float32)
+
+    _check_missing(frame, target, "target column")
+    if target_kind == "binary":
+        if tcol.type == "categorical":
+            if len(tcol.categories) != 2:
+                raise ValueError(f"target column {target!r} must be binary for this model: declare exactly two "
+                                 f"categories (the second is coded 1), got {len(tcol.categories)}")
+            y = _codes(frame, tcol, "target column").astype(np.int32)
+        else:
+            v = _numeric(frame, tcol, "error", "target column")
+            if not np.all((v == 0) | (v == 1)):
+                raise ValueError(f"target column {target!r} must hold only 0 and 1 for this model (or be declared "
+                                 "categorical with two levels)")
+            y = v.astype(np.int32)
+    else:
+        if tcol.type != "numeric":
+            raise ValueError(f"target column {target!r} must be numeric (with public bounds) for this model, "
+                             "but it is declared categorical")
+        v = _numeric(frame, tcol, policy, "target column")
+        lo, hi = tcol.bounds
+        y = ((v - (lo + hi) / 2.0) / tcol.half_range).astype(np.float32)
+    return Design(X=X, y=y, feature_names=tuple(fnames), feature_scales=tuple(scales), target=tcol,
+                  target_kind=target_kind, clipped_to_bounds=policy == "clip")
+
+
+def _codes(frame: Any, col: Column, what: str) -> np.ndarray:
+    values = frame[col.name].astype(str).str.strip().to_numpy()
+    lookup = {lev: i for i, lev in enumerate(col.categories)}
+    codes = np.fromiter((lookup.get(v, -1) for v in values), dtype=np.int64, count=len(values))
+    if (codes < 0).any():
+        raise ValueError(f"{what} {col.name!r} has values that are not among its declared categories "
+                         f"{list(col.categories)}; declare every level (a public list) or recode the data")
+    return codes

@@ -1,0 +1,529 @@
+"""``dpposterior fit`` and ``dpposterior compare``: a user's table in, a report folder out.
+
+The data path: the table and its schema -> the design matrix (data-independent transforms only;
+:mod:`.design`) -> the mechanisms (``dpvi``, ``dpvim``, the Laplace sufficient statistics of
+Gibbs-SS-Noisy), the only code that reads the records -> releases with their PrivacySpent, composed
+in a :class:`~dpposterior.privacy.Ledger` -> post-processing (posteriors, tables, figures) that sees
+only the releases. The report marks the one number that is read from the data without noise: the
+number of records N, treated as public (as in the papers).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .._checks import check_delta, check_epsilon, check_positive, check_positive_int, check_sampling_rate
+from .design import INTERCEPT, Design, build_design
+from .read import read_table
+from .report import Report
+from .schema import load_schema
+
+MODELS = ("logistic", "linear")
+COMPARE_METHODS = ("na-dpvi", "naive", "dpvim", "gibbs-ss-noisy", "dp-fast-mh")
+BUDGETS = ("split", "each")
+
+
+def resolve_model(spec: str) -> tuple[Callable, str, bool, str]:
+    """``"logistic"``, ``"linear"``, ``"module:function"`` or ``"path/file.py:function"`` -> (model,
+    target kind, intercept column?, label). A module is looked up from the working directory first.
+
+    A custom model is called as ``model(X, y)`` with X the design matrix (with an intercept column
+    as its last column) and y the target (0/1 codes if the target is declared binary, else rescaled
+    numbers); it needs a plate over the records.
+    """
+    from .. import models
+
+    if spec == "logistic":
+        return models.logistic_regression, "binary", True, "logistic regression"
+    if spec == "linear":
+        return models.linear_regression, "numeric", False, "linear regression"
+    if not isinstance(spec, str) or spec.count(":") != 1:
+        raise ValueError(f"model must be 'logistic', 'linear' or a NumPyro model given as 'module:function', "
+                         f"got {spec!r}")
+    mod_name, fn_name = spec.split(":")
+    try:
+        if mod_name.endswith(".py"):  # a file: path/to/models.py:function
+            if not Path(mod_name).is_file():
+                raise ImportError(f"no file {mod_name!r}")
+            from importlib import util as import_util
+
+            loader_spec = import_util.spec_from_file_location(Path(mod_name).stem, mod_name)
+            module = import_util.module_from_spec(loader_spec)
+            loader_spec.loader.exec_module(module)
+        else:  # a module importable from the working directory (as `python -m` would) or the environment
+            import sys
+
+            if "" not in sys.path and str(Path.cwd()) not in sys.path:
+                sys.path.insert(0, str(Path.cwd()))
+            module = importlib.import_module(mod_name)
+    except ImportError as e:
+        raise ValueError(f"cannot import module {mod_name!r} of model {spec!r}: {e}") from None
+    fn = getattr(module, fn_name, None)
+    if not callable(fn):
+        raise ValueError(f"module {mod_name!r} has no callable {fn_name!r} (model {spec!r})")
+    return fn, "", True, spec
+
+
+def _target_kind(schema, target: str, declared: str) -> str:
+    if declared:
+        return declared
+    col = schema.column(target)
+    binary = col.type == "categorical" and len(col.categories) == 2
+    binary = binary or (col.type == "numeric" and col.bounds == (0.0, 1.0))
+    return "binary" if binary else "numeric"
+
+
+def _load(data: str | Path, schema_path: str | Path, target: str, model: str, features: Sequence[str] | None,
+          log: Callable[[str], Any], step: str = "[1/4]") -> tuple[Design, Callable, str, Any]:
+    fn, kind, intercept, label = resolve_model(model)
+    schema = load_schema(schema_path)
+    log(f"{step} reading {data} (schema {schema_path})")
+    frame = read_table(data)
+    kind = _target_kind(schema, target, kind)
+    design = build_design(frame, schema, target, features=list(features) if features else None,
+                          intercept=intercept, target_kind=kind)
+    log(f"      {design.X.shape[1]} design columns: {', '.join(design.feature_names)}")
+    return design, fn, label, schema
+
+
+def _check_common(epsilon, delta, num_steps, sampling_rate, clip, prob):
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    num_steps = check_positive_int(num_steps, "num_steps")
+    sampling_rate = check_sampling_rate(sampling_rate)
+    if clip is not None:
+        clip = check_positive(clip, "clip")
+    if not (isinstance(prob, float) and 0 < prob < 1):
+        raise ValueError(f"prob (the interval's probability) must lie in (0, 1), got {prob!r}")
+    return epsilon, delta, num_steps, sampling_rate, clip
+
+
+#: the linear model's prior in ``fit``/``compare`` (the target is rescaled to [-1, 1], so its residual
+#: variance is at most 1): sigma2 ~ InvGamma(2, 0.5) (mean 0.5), w ~ N(0, 4 sigma2 I). The papers'
+#: InvGamma(20, 0.5) (mean 0.026) suits their simulated data, not an arbitrary table.
+LINEAR_PRIOR = {"prior_shape": 2.0, "prior_scale": 0.5, "weight_scale": 4.0}
+
+
+def model_kwargs(model: str) -> dict[str, Any]:
+    """Keyword arguments ``fit``/``compare`` pass to the model: :data:`LINEAR_PRIOR` for ``"linear"``."""
+    return dict(LINEAR_PRIOR) if model == "linear" else {}
+
+
+def default_clip(design: Design, model: str = "logistic") -> float:
+    """The default clip norm, computed from the schema alone (p design columns), never from the data.
+
+    Logistic (and custom) models: sqrt(p), a bound on ||x_i|| for a design in [-1, 1]^p, which bounds
+    a record's log-likelihood gradient. Linear: 2 sqrt(p + 1) (p features and the intercept), a
+    heuristic: the gradient (y - w.x) x / sigma2 has no a-priori bound, and clipping it too hard
+    biases sigma2 downwards (a fitted sigma2 far below the rescaled target's variance is the sign).
+    """
+    p = design.X.shape[1]
+    return float(2.0 * math.sqrt(p + 1)) if model == "linear" else float(math.sqrt(p))
+
+
+def _param_names(post, design: Design, model: str) -> dict[str, str]:
+    """Maps summary labels (``w[3]``) to design-column names where the model's weights line up."""
+    names = {}
+    sites = {s.name: s.shape for s in post.layout.sites}
+    if model == "linear":
+        cols = [c for c in design.feature_names if c != INTERCEPT] + [INTERCEPT]
+        names["sigma2"] = "sigma2 (residual variance, rescaled target)"
+    else:
+        cols = list(design.feature_names)
+    if sites.get("w") == (len(cols),):
+        names.update({f"w[{j}]": c for j, c in enumerate(cols)})
+    return names
+
+
+def _summaries(post, design: Design, model: str, prob: float, key) -> list[dict[str, Any]]:
+    rows = post.summary(key, 4000, prob=prob)
+    names = _param_names(post, design, model)
+    out = []
+    for r in rows:
+        vals = list(r.values())
+        out.append({"parameter": names.get(r["parameter"], r["parameter"]), "mean": vals[1], "sd": vals[2],
+                    "lo": vals[3], "hi": vals[4]})
+    return out
+
+
+def _interval_rows(summary: list[dict[str, Any]]) -> dict[str, tuple[float, float, float]]:
+    return {r["parameter"]: (r["lo"], r["mean"], r["hi"]) for r in summary}
+
+
+def _figure_intervals(rows, labels, path: Path, title: str) -> Path:
+    from .. import plots
+
+    return plots.interval_plot(rows, labels, path, title=title)
+
+
+def _privacy_block(report: Report, ledger, delta: float, seeded_by: set[str]) -> None:
+    report.heading("Privacy spent")
+    total = ledger.total(delta)
+    lines = [f"{e.label}: {e.privacy.summary()}" for e in ledger.entries]
+    if len(ledger) > 1:
+        lines.append(f"all releases together (PLD composition, privacy.Ledger): epsilon = {total.epsilon:.4g} at "
+                     f"delta = {total.delta:.3g} ({total.neighbouring} neighbours)")
+    report.bullets(lines)
+    if "user" in seeded_by:
+        report.paragraph("WARNING: the privacy noise was seeded with --seed (reproduction only). Anyone who knows "
+                         "the seed can remove the noise: do not publish this report as a private release.",
+                         note=True)
+
+
+def _public_block(report: Report, design: Design, schema_name: str) -> None:
+    report.heading("What is private and what is not")
+    items = [
+        "Every posterior number in this report (means, sds, intervals, figures) is a post-processing of the DP "
+        "release(s) listed above and is covered by their privacy guarantee.",
+        f"NOT PRIVATISED, treated as public: the number of records N = {design.num_records} (it sets the "
+        "scale of the likelihood, as in the papers). If N itself is sensitive, do not publish it.",
+        f"Public by declaration: the schema ({schema_name}: column types, bounds, categories) and the settings.",
+    ]
+    if design.clipped_to_bounds:
+        items.append("Numeric values outside their declared bounds were clipped to the bounds before fitting "
+                     "(out_of_bounds = \"clip\"): a fixed, data-independent transform of each record; how many "
+                     "records were clipped is private and was not computed.")
+    else:
+        items.append("NOT PRIVATE: out_of_bounds = \"error\", so that this report exists reveals that every record "
+                     "lay within its declared bounds (use \"clip\" to reveal nothing about it).")
+    items.append("NOT PRIVATE, one fact: that the run finished reveals that the data passed the schema's checks "
+                 "(no missing values, every category declared).")
+    items += design.transforms()
+    report.bullets(items)
+
+
+def dp_fast_mh_logistic(design: Design, *, epsilon: float, delta: float, num_steps: int, rng_key: Any = None,
+                        layout: Any = None, burn_in: float = 0.5) -> Any:
+    """DP-Fast MH (``dpposterior.mcmc``) for logistic regression on a design in [-1, 1]^p.
+
+    Energies U_i(w) = softplus(-(2 y_i - 1) x_i . w) with bound constants c_i = sqrt(p): softplus is
+    1-Lipschitz and ||x_i|| <= sqrt(p) on the rescaled design, so |U_i(w) - U_i(w')| <= sqrt(p) ||w - w'||
+    for every record (a bound from the schema alone). Prior N(0, I) (as ``models.logistic_regression``),
+    box [-10, 10]^p, start at 0 (data-independent). The total (epsilon, delta) is split into
+    per-iteration parameters by :func:`dpposterior.mcmc.calibrate_chain` and the chain's release
+    is accounted by :func:`dpposterior.mcmc.run_chain` (replace-one adjacency). The random-walk
+    scale makes the full-batch noise on the log ratio about 1 per step: at small N the chain then
+    barely moves (docs/user-guide.md), which ``diagnostics["moved"]`` (a function of the released
+    samples) shows.
+
+    Returns:
+      A :class:`~dpposterior.baselines.DrawsPosterior` of the draws after ``burn_in``.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    from .. import mcmc
+    from ..baselines import DrawsPosterior
+
+    if design.target_kind != "binary":
+        raise ValueError("dp-fast-mh is offered for logistic regression (a binary target) only")
+    X, y = design.X, design.y
+    n, p = X.shape
+    c = math.sqrt(p)
+    signs = (2.0 * y - 1.0).astype("float32")
+
+    def energy(w, record):
+        x, s = record
+        return jax.nn.softplus(-s * jnp.dot(x, w))
+
+    def log_prior(w):
+        return -0.5 * jnp.sum(w * w)
+
+    model = mcmc.energy_model(energy, (X, signs), log_prior_fn=log_prior, bound_constants=[c] * n,
+                              box=([-10.0] * p, [10.0] * p))
+    per = mcmc.calibrate_chain("dp_fast_mh", epsilon, delta, num_steps)
+    batch_cap = per.epsilon * model.total_bound / (6.0 * model.max_bound)
+    sigma2 = math.sqrt(2.0 * math.log(1.25 / per.delta)) / per.epsilon
+    scale = 1.0 / (sigma2 * 2.0 * c * math.sqrt(p))
+    kernel = mcmc.dp_fast_mh_kernel(model, mcmc.random_walk(scale), epsilon=per.epsilon, delta=per.delta,
+                                    batch_cap=batch_cap)
+    res = mcmc.run_chain(kernel, [0.0] * p, num_steps, rng_key=rng_key, total_delta=delta)
+    samples = np.asarray(res.samples[0], np.float32)
+    steps = np.linalg.norm(np.diff(samples, axis=0), axis=1)
+    diagnostics = {"moved": float(np.mean(steps > 0)), "mean_step": float(np.mean(steps)),
+                   "distance_from_start": float(np.linalg.norm(samples[-1])), "proposal_scale": scale,
+                   "batch_cap": batch_cap, "per_iteration_epsilon": per.epsilon}
+    draws = samples[int(burn_in * num_steps):]
+    return DrawsPosterior(layout=layout, draws=draws, privacy=res.privacy, method="dp_fast_mh",
+                          diagnostics=diagnostics)
+
+
+def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str = "logistic", epsilon: float,
+              delta: float, num_steps: int = 2000, sampling_rate: float = 0.1, clip: float | None = None,
+              beta_rho: float = 100.0, method: str = "grid", out: str | Path = "report", seed: int | None = None,
+              features: Sequence[str] | None = None, prob: float = 0.9, progress: bool = True,
+              ledger: str | Path | None = None, log: Callable[[str], Any] = print) -> dict[str, Any]:
+    """Fits a regression model to a table with NA-DPVI and writes a report folder.
+
+    Privacy: one DPVI release (``dpposterior.dpvi``; Poisson-subsampled DP-SGD, add/remove-one
+    adjacency, PLD accountant) at the target (epsilon, delta); everything else in the report is
+    post-processing, except N (marked as not privatised).
+
+    Args:
+      data: a CSV (header row) or Parquet file of records.
+      schema: the TOML schema (:mod:`dpposterior.tabular.schema`).
+      target: the target column.
+      model: ``"logistic"``, ``"linear"`` or ``"module:function"``.
+      epsilon, delta: the privacy target.
+      num_steps, sampling_rate, clip, beta_rho: DP-SGD settings (clip default: :func:`default_clip`).
+      method: the noise-aware solver, ``"grid"``, ``"nuts"`` or ``"laplace"``.
+      out: the report folder.
+      seed: None (noise from the OS) or an int (reproduction only; the report warns).
+      features: the feature columns (default: every declared column but the target).
+      prob: the probability of the reported central intervals.
+      progress: show DP-SGD's progress bar.
+      ledger: a ledger file (JSON, :meth:`dpposterior.privacy.Ledger.save`) of earlier releases from the
+        same data: this run's release is added to it and the report gives the composed total of all.
+        Created if missing.
+      log: where progress lines go.
+
+    Returns:
+      ``{"trace", "posterior", "naive", "design", "summary", "naive_summary", "report_md", "report_html"}``.
+    """
+    import jax
+
+    from ..noise_aware import METHODS, noise_aware_posterior
+    from ..privacy import Ledger
+    from ..vi import dpvi
+
+    epsilon, delta, num_steps, sampling_rate, clip = _check_common(epsilon, delta, num_steps, sampling_rate,
+                                                                    clip, prob)
+    book = None
+    if ledger is not None:
+        book = Ledger.load(ledger) if Path(ledger).exists() else Ledger()
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    t0 = time.perf_counter()
+    design, fn, label, _ = _load(data, schema, target, model, features, log)
+    clip = default_clip(design, model) if clip is None else clip
+    log(f"[2/4] DPVI: ({epsilon:g}, {delta:g})-DP, T={num_steps}, q={sampling_rate:g}, C={clip:.4g}, "
+        f"N={design.num_records}")
+    trace = dpvi(fn, design.X, design.y, epsilon=epsilon, delta=delta, num_steps=num_steps,
+                 sampling_rate=sampling_rate, clip=clip, beta_rho=beta_rho,
+                 rng_key=None if seed is None else jax.random.PRNGKey(seed), progress=progress,
+                 model_name=label, **model_kwargs(model))
+    log(f"      privacy spent: {trace.privacy.summary()}")
+    log(f"[3/4] noise-aware posterior ({method}) from the release alone")
+    naive = trace.last_iterate_posterior()
+    post = noise_aware_posterior(trace, method=method)
+    key = jax.random.PRNGKey(0)  # post-processing randomness: no privacy role
+    s_aware = _summaries(post, design, model, prob, key)
+    s_naive = _summaries(naive, design, model, prob, key)
+
+    log(f"[4/4] writing the report to {out}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    from .. import plots
+
+    pct = f"{100 * prob:g}%"
+    f_int = _figure_intervals([_interval_rows(s_aware)], [f"noise-aware ({method})"], out / "intervals.png",
+                              f"{pct} posterior intervals (noise-aware)")
+    f_cmp = _figure_intervals([_interval_rows(s_naive), _interval_rows(s_aware)],
+                              ["naive (last iterate)", f"noise-aware ({method})"], out / "naive_vs_noise_aware.png",
+                              f"{pct} intervals: naive vs noise-aware")
+    f_tr = plots.trace_plot(trace, out / "trace.png")
+    trace.save(out / "trace.npz")
+
+    report = Report(f"dpposterior fit: {label} of {target!r} on {Path(data).name}")
+    this = Ledger()
+    this.add(trace, "DPVI (DP-SGD on the ELBO)")
+    _privacy_block(report, this, delta, {trace.privacy.seeded_by})
+    if book is not None:
+        book.add(trace, f"fit {Path(data).name} -> {out.name}")
+        book.save(ledger)
+        total = book.total(delta)
+        report.bullets([f"with the {len(book) - 1} earlier release(s) recorded in {Path(ledger).name}, all {len(book)} "
+                        f"releases from this data together (PLD, privacy.Ledger): epsilon = {total.epsilon:.4g} at "
+                        f"delta = {delta:g} ({total.neighbouring} neighbours)"])
+        log(f"      ledger {ledger}: {len(book)} releases, together epsilon = {total.epsilon:.4g} at delta = {delta:g}")
+    report.heading(f"Posterior ({pct} central intervals)")
+    report.paragraph("Noise-aware intervals include the uncertainty added by the privacy noise; the naive ones "
+                     "(the last DP-SGD iterate) ignore it and are usually too narrow. Coefficients are on the "
+                     "rescaled features (see the transforms below).")
+    header = ["parameter", "mean", "sd", f"{pct} interval (noise-aware)", f"{pct} interval (naive)",
+              "width ratio"]
+    rows = []
+    for a, b in zip(s_aware, s_naive):
+        wa, wb = a["hi"] - a["lo"], b["hi"] - b["lo"]
+        rows.append([a["parameter"], a["mean"], a["sd"], f"[{a['lo']:+.4g}, {a['hi']:+.4g}]",
+                     f"[{b['lo']:+.4g}, {b['hi']:+.4g}]", wa / wb if wb > 0 else float("inf")])
+    report.table(header, rows)
+    report.heading("Figures")
+    report.figure(f_int, f"{pct} noise-aware posterior intervals of every parameter")
+    report.figure(f_cmp, "naive (last iterate) vs noise-aware intervals")
+    names = _param_names(post, design, model)
+    legend = ", ".join(f"{k} = {v}" for k, v in names.items() if k.startswith("w["))
+    report.figure(f_tr, "the released DP-SGD trace of the variational parameters (dashed: burn-in cut)"
+                  + (f"; {legend}" if legend else ""))
+    _public_block(report, design, Path(schema).name)
+    report.heading("Settings")
+    report.table(["setting", "value"], [
+        ["data", Path(data).name], ["model", label], ["target", f"{target} ({design.target_kind})"],
+        ["epsilon, delta (target)", f"{epsilon:g}, {delta:g}"], ["DP-SGD steps T", num_steps],
+        ["sampling rate q", sampling_rate], ["clip norm C", f"{clip:.4g}"], ["beta_rho", beta_rho],
+        ["noise multiplier sigma", f"{trace.noise_multiplier:.4g}"], ["noise-aware solver", method],
+        ["model options", ", ".join(f"{k}={v:g}" for k, v in model_kwargs(model).items()) or "defaults"],
+        ["noise seeded by", trace.privacy.seeded_by],
+    ])
+    report.heading("Reading this report")
+    report.paragraph("docs/user-guide.md, 'Reading the report', explains every part; trace.npz is the release "
+                     "itself (dpposterior.DPVITrace.load), from which any other post-processing can be run "
+                     "without touching the data again.")
+    md, page = report.write(out)
+    log(f"      wrote {md} and {page} ({time.perf_counter() - t0:.1f} s)")
+    return {"trace": trace, "posterior": post, "naive": naive, "design": design, "summary": s_aware,
+            "naive_summary": s_naive, "report_md": md, "report_html": page}
+
+
+def compare_table(data: str | Path, schema: str | Path, target: str, *, model: str = "logistic",
+                  methods: Sequence[str] = ("na-dpvi", "naive", "dpvim"), epsilon: float, delta: float,
+                  budget: str = "split", num_steps: int = 2000, sampling_rate: float = 0.1,
+                  clip: float | None = None, out: str | Path = "compare-report", seed: int | None = None,
+                  features: Sequence[str] | None = None, prob: float = 0.9, progress: bool = True,
+                  log: Callable[[str], Any] = print) -> dict[str, Any]:
+    """Runs several methods on one table under one privacy budget and reports them side by side.
+
+    Methods: ``"na-dpvi"`` (DPVI + noise-aware grid), ``"naive"`` (the last iterate of the SAME DPVI
+    release: no extra cost), ``"dpvim"`` (its own DP-SGD release), ``"gibbs-ss-noisy"`` (linear
+    model only: Laplace-noised sufficient statistics, pure epsilon-DP, using the declared bounds),
+    ``"dp-fast-mh"`` (logistic model only: a DP-Fast MH chain of ``num_steps`` iterations,
+    :func:`dp_fast_mh_logistic`; replace-one adjacency; mixes only at large N).
+
+    Budget: ``"split"`` (default): the k separate releases get (epsilon / k, delta / k) each, so
+    together they are (epsilon, delta)-DP by basic composition (the ledger's PLD total, reported,
+    is lower); ``"each"``: every release gets the full (epsilon, delta) (a fair method comparison;
+    the report states the larger composed total).
+
+    Returns:
+      ``{"posteriors": {method: posterior}, "ledger": Ledger, "total": PrivacySpent, "report_html", ...}``.
+    """
+    import jax
+
+    from ..baselines import gibbs_ss_noisy, release_regression_statistics
+    from ..noise_aware import noise_aware_posterior
+    from ..privacy import Ledger
+    from ..vi import dpvi
+    from ..vi.dpvim import dpvim
+
+    epsilon, delta, num_steps, sampling_rate, clip = _check_common(epsilon, delta, num_steps, sampling_rate,
+                                                                    clip, prob)
+    methods = list(dict.fromkeys(methods))
+    bad = [m for m in methods if m not in COMPARE_METHODS]
+    if bad or not methods:
+        raise ValueError(f"methods must be among {COMPARE_METHODS}, got {list(methods)}")
+    if budget not in BUDGETS:
+        raise ValueError(f"budget must be one of {BUDGETS}, got {budget!r}")
+    if "gibbs-ss-noisy" in methods and model != "linear":
+        raise ValueError("gibbs-ss-noisy is a linear-regression method: use --model linear or drop it")
+    if "dp-fast-mh" in methods and model != "logistic":
+        raise ValueError("dp-fast-mh is offered for --model logistic only (its energy bounds are derived for it)")
+    t0 = time.perf_counter()
+    releases = [m for m in methods if m != "naive"]
+    if "naive" in methods and "na-dpvi" not in methods:
+        releases.append("na-dpvi")  # naive needs the DPVI release
+    k = len(releases)
+    design, fn, label, _ = _load(data, schema, target, model, features, log, f"[1/{k + 2}]")
+    clip = default_clip(design, model) if clip is None else clip
+    eps_each, delta_each = (epsilon / k, delta / k) if budget == "split" else (epsilon, delta)
+    log(f"      {k} release(s): {', '.join(releases)}; each gets ({eps_each:.4g}, {delta_each:.3g}) "
+        f"(budget {budget!r})")
+
+    def key(i):
+        return None if seed is None else jax.random.PRNGKey(seed + i)
+
+    ledger = Ledger()
+    posts: dict[str, Any] = {}
+    trace = None
+    for i, m in enumerate(releases):
+        log(f"[{i + 2}/{k + 2}] {m}")
+        if m == "na-dpvi":
+            trace = dpvi(fn, design.X, design.y, epsilon=eps_each, delta=delta_each, num_steps=num_steps,
+                         sampling_rate=sampling_rate, clip=clip, rng_key=key(i), progress=progress, model_name=label,
+                         **model_kwargs(model))
+            ledger.add(trace, "na-dpvi (DPVI release; naive shares it)")
+            if "na-dpvi" in methods:
+                posts["na-dpvi"] = noise_aware_posterior(trace, method="grid")
+            if "naive" in methods:
+                posts["naive"] = trace.last_iterate_posterior()
+        elif m == "dpvim":
+            tr = dpvim(fn, design.X, design.y, epsilon=eps_each, delta=delta_each, num_steps=num_steps,
+                       sampling_rate=sampling_rate, clip=clip, rng_key=key(i), model_name=label, **model_kwargs(model))
+            ledger.add(tr, "dpvim (its own DP-SGD release)")
+            posts["dpvim"] = tr.noise_aware_posterior()
+        elif m == "dp-fast-mh":
+            from ..vi.model_inspect import inspect_model
+
+            layout = inspect_model(fn, (design.X, design.y), {})
+            posts[m] = dp_fast_mh_logistic(design, epsilon=eps_each, delta=delta_each, num_steps=num_steps,
+                                           rng_key=key(i), layout=layout)
+            ledger.add(posts[m], "dp-fast-mh (DP MCMC chain, replace-one)")
+            dg = posts[m].diagnostics
+            log(f"      dp-fast-mh: mean step {dg['mean_step']:.3g}, final distance from the start "
+                f"{dg['distance_from_start']:.3g}")
+        else:  # gibbs-ss-noisy: the design's numeric features and target are in [-1, 1] by construction
+            Xf = design.X[:, [j for j, c in enumerate(design.feature_names) if c != INTERCEPT]]
+            rel = release_regression_statistics(Xf, design.y, epsilon=eps_each, x_bound=1.0, y_bound=1.0,
+                                                rng_key=key(i))
+            ledger.add(rel, "gibbs-ss-noisy (Laplace sufficient statistics)")
+            posts["gibbs-ss-noisy"] = gibbs_ss_noisy(rel, num_warmup=500, num_draws=2000, prior=LINEAR_PRIOR,
+                                                     rng_key=jax.random.PRNGKey(0))
+    total = ledger.total(delta)
+    log(f"      all releases together: epsilon = {total.epsilon:.4g} at delta = {delta:g}")
+    log(f"[{k + 2}/{k + 2}] writing the report to {out}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    pkey = jax.random.PRNGKey(0)
+    sums = {m: _summaries(posts[m], design, model, prob, pkey) for m in methods}
+    pct = f"{100 * prob:g}%"
+    fig = _figure_intervals([_interval_rows(sums[m]) for m in methods], methods, out / "compare_intervals.png",
+                            f"{pct} intervals by method")
+    report = Report(f"dpposterior compare: {label} of {target!r} on {Path(data).name}")
+    report.heading("How the budget was shared")
+    share = (f"budget 'split': each of the {k} releases got (epsilon, delta) = ({eps_each:.4g}, {delta_each:.3g}), "
+             f"1/{k} of the total ({epsilon:g}, {delta:g}); by basic composition they are within it together"
+             + ("" if len({e.privacy.neighbouring for e in ledger.entries}) == 1 else
+                " under each release's own neighbouring relation (they differ here: see the replace-one total)")
+             if budget == "split" else
+             f"budget 'each': each of the {k} releases got the full ({epsilon:g}, {delta:g}) so the methods are "
+             "compared at equal cost; together they spent more (below)")
+    notes = []
+    if "dp-fast-mh" in posts:
+        dg = posts["dp-fast-mh"].diagnostics
+        notes.append(f"dp-fast-mh: over {num_steps} iterations the chain's mean step was {dg['mean_step']:.3g} and it "
+                     f"ended {dg['distance_from_start']:.3g} from its start at 0 (computed from the released samples): "
+                     "a chain that has not travelled a posterior's width has not mixed, and its interval then says "
+                     "nothing about the data (at small N it cannot: docs/user-guide.md). "
+                     "Its guarantee is for replace-one neighbours, so the composed total below is "
+                     "stated for replace-one adjacency (DP-SGD re-accounted for it), which can exceed the budget "
+                     "split for add/remove-one")
+    report.bullets([share, "'naive' is the last iterate of the na-dpvi release: it costs nothing extra", *notes,
+                    f"composed total of everything released (PLD, privacy.Ledger): epsilon = {total.epsilon:.4g} "
+                    f"at delta = {delta:g}"])
+    _privacy_block(report, ledger, delta, {e.privacy.seeded_by for e in ledger.entries})
+    report.heading(f"Posteriors side by side ({pct} central intervals)")
+    names = [r["parameter"] for r in sums[methods[0]]]
+    rows = []
+    for j, name in enumerate(names):
+        row = [name]
+        for m in methods:
+            r = sums[m][j] if j < len(sums[m]) and sums[m][j]["parameter"] == name else None
+            row.append("-" if r is None else f"{r['mean']:+.3g} [{r['lo']:+.3g}, {r['hi']:+.3g}]")
+        rows.append(row)
+    report.table(["parameter", *methods], rows)
+    report.figure(fig, f"{pct} intervals of every parameter, one colour per method")
+    _public_block(report, design, Path(schema).name)
+    report.heading("Settings")
+    report.table(["setting", "value"], [
+        ["data", Path(data).name], ["model", label], ["methods", ", ".join(methods)], ["budget", budget],
+        ["DP-SGD steps T (dpvi, dpvim)", num_steps], ["sampling rate q", sampling_rate], ["clip norm C", f"{clip:.4g}"],
+    ])
+    md, page = report.write(out)
+    log(f"      wrote {md} and {page} ({time.perf_counter() - t0:.1f} s)")
+    return {"posteriors": posts, "ledger": ledger, "total": total, "design": design, "summaries": sums,
+            "trace": trace, "report_md": md, "report_html": page}

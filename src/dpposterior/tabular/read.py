@@ -1,0 +1,53 @@
+"""Reading a table of records (CSV, or Parquet with pyarrow installed) as text columns."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
+def read_table(path: str | Path):
+    """Reads ``path`` into a pandas DataFrame; every CSV cell is kept as text (typed later by the schema).
+
+    CSV (any other suffix) is read with a header row; ``.parquet``/``.pq`` needs pyarrow
+    (``pip install 'dpposterior[parquet]'``).
+
+    Raises:
+      FileNotFoundError: no such file.
+      ValueError: a file that cannot be read or parsed, or that holds no records.
+    """
+    import pandas as pd
+
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"data file {str(path)!r} does not exist")
+    if path.is_dir():
+        raise ValueError(f"cannot read data file {str(path)!r}: it is a directory")
+    try:
+        if path.suffix.lower() in PARQUET_SUFFIXES:
+            try:
+                import pyarrow  # noqa: F401
+            except ImportError:
+                raise ValueError(f"cannot read {str(path)!r}: reading Parquet needs pyarrow, which is not installed "
+                                 "(pip install 'dpposterior[parquet]'), or save the table as CSV") from None
+            frame = pd.read_parquet(path)
+        else:
+            frame = pd.read_csv(path, dtype=str, keep_default_na=True, skipinitialspace=True)
+    except ValueError as e:
+        if str(e).startswith("cannot read"):
+            raise
+        raise ValueError(f"cannot read data file {str(path)!r}: {_first_line(e)}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"cannot read data file {str(path)!r}: {_first_line(e)}") from None
+    except Exception as e:  # pandas/pyarrow parser errors (ParserError, ArrowInvalid, ...)
+        raise ValueError(f"cannot read data file {str(path)!r}: {type(e).__name__}: {_first_line(e)}") from None
+    if frame.shape[0] == 0:
+        raise ValueError(f"data file {str(path)!r} holds no records (only a header)")
+    frame.columns = [str(c).strip() for c in frame.columns]
+    return frame
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(getattr(e, "strerror", None) or e).strip()
+    return text.splitlines()[0] if text else type(e).__name__

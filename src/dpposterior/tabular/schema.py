@@ -1,0 +1,142 @@
+"""The declared schema of a table: column types, public bounds and categories (a TOML file).
+
+Example ``bounds.toml``::
+
+    out_of_bounds = "clip"          # or "error": what to do with a value outside its bounds
+
+    [columns.age]
+    type = "numeric"
+    bounds = [18, 90]               # public knowledge, never read from the data
+
+    [columns.sector]
+    type = "categorical"
+    categories = ["private", "public", "self-employed"]   # the first is the reference level
+
+    [columns.income]
+    type = "categorical"
+    categories = ["low", "high"]    # a binary target: the second category is coded 1
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tomllib
+from pathlib import Path
+from typing import Any
+
+OUT_OF_BOUNDS = ("clip", "error")
+TYPES = ("numeric", "categorical")
+
+
+@dataclasses.dataclass(frozen=True)
+class Column:
+    """One declared column.
+
+    Attributes:
+      name: the column's name in the table.
+      type: ``"numeric"`` or ``"categorical"``.
+      bounds: (lower, upper) public bounds of a numeric column (None for a categorical one).
+      categories: the public list of levels of a categorical column (None for a numeric one).
+    """
+
+    name: str
+    type: str
+    bounds: tuple[float, float] | None = None
+    categories: tuple[str, ...] | None = None
+
+    @property
+    def half_range(self) -> float:
+        """(upper - lower) / 2: one unit of the rescaled feature in the column's own units."""
+        lo, hi = self.bounds
+        return (hi - lo) / 2.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Schema:
+    """The declared columns and the out-of-bounds policy (``"clip"`` or ``"error"``)."""
+
+    columns: dict[str, Column]
+    out_of_bounds: str = "clip"
+    source: str = ""
+
+    def column(self, name: str) -> Column:
+        """The declared column ``name``; a ValueError saying what is declared if it is not."""
+        if name not in self.columns:
+            raise ValueError(f"column {name!r} is not declared in {self.source or 'the schema'} "
+                             f"(declared: {', '.join(self.columns) or 'none'}); add a [columns.{name}] table "
+                             "with its type and public bounds or categories")
+        return self.columns[name]
+
+
+def load_schema(path: str | Path) -> Schema:
+    """Reads and validates a schema TOML file (see the module docstring)."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"schema file {str(path)!r} does not exist") from None
+    except OSError as e:
+        raise ValueError(f"cannot read schema file {str(path)!r}: {e.strerror or e}") from None
+    try:
+        doc = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise ValueError(f"schema file {str(path)!r} is not valid TOML: {e}") from None
+    return parse_schema(doc, source=path.name)
+
+
+def parse_schema(doc: dict[str, Any], source: str = "the schema") -> Schema:
+    """Validates a schema given as a dict (the parsed TOML); raises ValueError saying what is wrong."""
+    if not isinstance(doc, dict):
+        raise TypeError(f"a schema must be a table (dict), got {type(doc).__name__}")
+    unknown = set(doc) - {"columns", "out_of_bounds"}
+    if unknown:
+        raise ValueError(f"{source}: unknown top-level keys {sorted(unknown)}; allowed: 'out_of_bounds' and "
+                         "[columns.NAME] tables")
+    policy = doc.get("out_of_bounds", "clip")
+    if policy not in OUT_OF_BOUNDS:
+        raise ValueError(f"{source}: out_of_bounds must be one of {OUT_OF_BOUNDS}, got {policy!r}")
+    cols = doc.get("columns", {})
+    if not isinstance(cols, dict) or not cols:
+        raise ValueError(f"{source}: declares no columns; add a [columns.NAME] table per column you use")
+    columns = {}
+    for name, spec in cols.items():
+        columns[name] = _column(name, spec, source)
+    return Schema(columns=columns, out_of_bounds=policy, source=source)
+
+
+def _column(name: str, spec: Any, source: str) -> Column:
+    where = f"{source}: column {name!r}"
+    if not isinstance(spec, dict):
+        raise ValueError(f"{where} must be a table with a type, e.g. [columns.{name}] type = \"numeric\"")
+    kind = spec.get("type")
+    if kind not in TYPES:
+        raise ValueError(f"{where}: type must be one of {TYPES}, got {kind!r}")
+    extra = set(spec) - {"type", "bounds", "categories", "description"}
+    if extra:
+        raise ValueError(f"{where}: unknown keys {sorted(extra)}; allowed: type, bounds, categories, description")
+    if kind == "numeric":
+        if "bounds" not in spec:
+            raise ValueError(
+                f"{where} is numeric but has no public bounds: add bounds = [lower, upper] from public "
+                "knowledge (the tool never reads a bound from the data: bounds taken from the records would "
+                "leak them, and differential privacy needs them to limit what one record can change)")
+        b = spec["bounds"]
+        ok = (isinstance(b, list) and len(b) == 2 and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                          for v in b))
+        if not ok or not all(math.isfinite(float(v)) for v in b) or not float(b[0]) < float(b[1]):
+            raise ValueError(f"{where}: bounds must be two finite numbers [lower, upper] with lower < upper, got {b!r}")
+        if "categories" in spec:
+            raise ValueError(f"{where} is numeric: categories are for categorical columns")
+        return Column(name=name, type=kind, bounds=(float(b[0]), float(b[1])))
+    cats = spec.get("categories")
+    if not (isinstance(cats, list) and len(cats) >= 2 and all(isinstance(c, (str, int)) and not isinstance(c, bool)
+                                                              for c in cats)):
+        raise ValueError(f"{where} is categorical and needs categories = [...], a public list of at least two "
+                         f"levels (strings or integers), got {cats!r}")
+    levels = tuple(str(c) for c in cats)
+    if len(set(levels)) != len(levels):
+        raise ValueError(f"{where}: categories must be distinct, got {cats!r}")
+    if "bounds" in spec:
+        raise ValueError(f"{where} is categorical: bounds are for numeric columns")
+    return Column(name=name, type=kind, categories=levels)

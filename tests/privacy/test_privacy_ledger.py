@@ -1,0 +1,127 @@
+"""privacy.Ledger: the total of several releases equals dp-accounting's composition of the same events."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from dp_accounting import dp_event
+from dp_accounting.pld import pld_privacy_accountant
+from dp_accounting.privacy_accountant import NeighboringRelation
+
+import dpposterior as dpp
+from dpposterior.privacy import Ledger, PrivacySpent, dpsgd_epsilon
+
+DELTA = 1e-5
+RUNS = [(1.2, 0.05, 500), (2.0, 0.1, 300)]   # (noise multiplier, sampling rate, steps)
+
+
+def _dpsgd(sigma, q, t, neighbouring="add_remove"):
+    return PrivacySpent(epsilon=dpsgd_epsilon(sigma, DELTA, q, t), delta=DELTA, neighbouring=neighbouring,
+                        accountant="pld", mechanism="poisson_subsampled_gaussian", noise_multiplier=sigma,
+                        sampling_rate=q, num_steps=t, details=(("clip", 1.0),))
+
+
+def _accountant(runs, dvi, relation=NeighboringRelation.ADD_OR_REMOVE_ONE):
+    acc = pld_privacy_accountant.PLDAccountant(neighboring_relation=relation, value_discretization_interval=dvi)
+    acc.compose(dp_event.ComposedDpEvent([
+        dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(s)), t)
+        for s, q, t in runs]))
+    return acc.get_epsilon(DELTA)
+
+
+def test_two_dpsgd_runs_equal_the_accountants_composition():
+    ledger = Ledger(value_discretization_interval=1e-3)
+    for run in RUNS:
+        ledger.add(_dpsgd(*run))
+    total = ledger.total(DELTA)
+    assert total.epsilon == pytest.approx(_accountant(RUNS, 1e-3), rel=1e-9)
+    assert total.delta == DELTA and total.neighbouring == "add_remove" and total.accountant == "pld(ledger)"
+    # power: the same ledger differs from the composition of other events (one run counted twice)
+    assert abs(total.epsilon - _accountant([RUNS[0], RUNS[0]], 1e-3)) > 0.1
+
+
+def test_refined_total_is_a_converged_upper_bound():
+    ledger = Ledger()
+    for run in RUNS:
+        ledger.add(_dpsgd(*run))
+    eps = ledger.total(DELTA).epsilon
+    fine = _accountant(RUNS, 1e-4)
+    assert fine * (1 - 1e-6) <= eps <= fine * (1 + 2e-3)
+    singles = [_dpsgd(*r).epsilon for r in RUNS]
+    assert max(singles) < eps < sum(singles)       # composition costs more than one run, less than the sum
+
+
+def test_one_release_gives_its_own_epsilon():
+    ledger = Ledger()
+    ledger.add(_dpsgd(*RUNS[0]))
+    assert ledger.total(DELTA).epsilon == pytest.approx(_dpsgd(*RUNS[0]).epsilon, rel=2e-3)
+
+
+def test_releases_with_privacy_and_gaussian_mechanism_exact():
+    ledger = Ledger(value_discretization_interval=1e-3)
+    rel = dpp.privacy.gaussian_mechanism(np.zeros(3), epsilon=0.5, delta=1e-6, sensitivity=2.0)
+    assert ledger.add(rel, "counts") is rel.privacy
+    ledger.add(_dpsgd(*RUNS[1]))
+    acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-3)
+    acc.compose(dp_event.ComposedDpEvent([
+        dp_event.GaussianDpEvent(rel.privacy.noise_multiplier),
+        dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(RUNS[1][1], dp_event.GaussianDpEvent(RUNS[1][0])),
+                                     RUNS[1][2])]))
+    assert ledger.total(DELTA).epsilon == pytest.approx(acc.get_epsilon(DELTA), rel=1e-9)
+    assert [e.label for e in ledger.entries] == ["counts", "poisson_subsampled_gaussian"]
+
+
+def test_pure_releases_compose_no_worse_than_basic_composition():
+    ledger = Ledger()
+    for _ in range(3):
+        ledger.add(PrivacySpent(epsilon=0.4, delta=0.0, neighbouring="add_remove", accountant="pure",
+                                mechanism="laplace_sufficient_statistics"))
+    eps = ledger.total(1e-6).epsilon
+    assert 0.9 < eps <= 1.2 + 1e-9
+
+
+def test_mixed_relations_give_replace_one():
+    ledger = Ledger(value_discretization_interval=1e-3)
+    ledger.add(_dpsgd(*RUNS[1]))
+    ledger.add(PrivacySpent(epsilon=0.3, delta=1e-7, neighbouring="replace_one", accountant="optimal",
+                            mechanism="dp_fast_mh"))
+    total = ledger.total(DELTA)
+    assert total.neighbouring == "replace_one"
+    alone = _accountant([RUNS[1]], 1e-3, NeighboringRelation.REPLACE_ONE)
+    assert alone < total.epsilon < alone + 0.3 + 1e-9
+
+
+def test_non_private_and_invalid():
+    ledger = Ledger()
+    with pytest.raises(ValueError, match="the ledger is empty"):
+        ledger.total(DELTA)
+    with pytest.raises(TypeError, match="Ledger.add takes a release with a .privacy record"):
+        ledger.add(1.0)
+    ledger.add(dpp.privacy.not_private("debug"))
+    assert math.isinf(ledger.total(DELTA).epsilon)
+    with pytest.raises(ValueError, match="delta"):
+        Ledger().total(0.0)
+
+
+def test_exported_names():
+    assert dpp.Ledger is dpp.privacy.Ledger is Ledger
+
+
+def test_save_and_load(tmp_path):
+    ledger = Ledger()
+    ledger.add(_dpsgd(*RUNS[0]), "first")
+    ledger.add(PrivacySpent(epsilon=0.4, delta=0.0, neighbouring="add_remove", accountant="pure",
+                            mechanism="laplace_sufficient_statistics"), "counts")
+    again = Ledger.load(ledger.save(tmp_path / "ledger.json"))
+    assert again.entries == ledger.entries
+    assert again.total(DELTA).epsilon == ledger.total(DELTA).epsilon
+    (tmp_path / "bad.json").write_text('{"format": "something else"}')
+    with pytest.raises(ValueError, match="is not a dpposterior ledger"):
+        Ledger.load(tmp_path / "bad.json")
+    (tmp_path / "broken.json").write_text("{")
+    with pytest.raises(ValueError, match="cannot read ledger file"):
+        Ledger.load(tmp_path / "broken.json")
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        Ledger.load(tmp_path / "none.json")

@@ -1,0 +1,153 @@
+"""``dpposterior fit`` as a new user runs it from the README: a synthetic CSV with a known answer,
+the report folder, and the HTML report rendered in a headless browser."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import shlex
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+import dpposterior as dpp
+from dpposterior.cli import main
+from dpposterior.tabular import example
+from dpposterior.tabular import fit as fit_module
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _readme_fit_command() -> list[str]:
+    """The ``dpposterior fit`` command line of the README (the path a new user follows)."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("dpposterior fit docs/examples/loans.csv")]
+    assert starts, "README.md must show `dpposterior fit docs/examples/loans.csv ...`"
+    i, command = starts[0], ""
+    while True:
+        line = lines[i].rstrip()
+        command += " " + line.rstrip("\\")
+        if not line.endswith("\\"):
+            break
+        i += 1
+    return shlex.split(command)[1:]
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    """Runs the README's fit command (fewer steps, a fixed seed, a temporary report folder)."""
+    tmp = tmp_path_factory.mktemp("fit")
+    csv, toml = example.write_example(tmp)
+    argv = _readme_fit_command()
+    argv = [str(csv) if a == "docs/examples/loans.csv" else str(toml) if a == "docs/examples/loans.toml" else a
+            for a in argv]
+    out = tmp / "report"
+    i = argv.index("--out")
+    argv[i + 1] = str(out)
+    results, original = [], fit_module.fit_table
+
+    def keep(*args, **kwargs):            # the command's own call, its result kept for the checks
+        results.append(original(*args, **kwargs))
+        return results[-1]
+
+    earlier = dpp.Ledger()      # a release made earlier from the same table (e.g. another setting tried)
+    earlier.add(dpp.privacy.gaussian_mechanism(np.zeros(2), epsilon=0.5, delta=1e-6, sensitivity=1.0), "counts")
+    earlier.save(tmp / "ledger.json")
+    printed = io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(printed):
+        mp.setattr(fit_module, "fit_table", keep)
+        rc = main(argv + ["--seed", "5", "--no-progress", "--ledger", str(tmp / "ledger.json")])
+    assert rc == 0
+    results[0]["stdout"] = printed.getvalue()
+    return out, results[0]
+
+
+def test_committed_example_is_the_generator_output():
+    """docs/examples/loans.csv is exactly what the known-answer generator writes."""
+    assert (ROOT / "docs/examples/loans.csv").read_text() == example.make_table()
+    assert (ROOT / "docs/examples/loans.toml").read_text() == example.SCHEMA
+
+
+def test_noise_aware_posterior_covers_the_known_answer(fitted):
+    out, result = fitted
+    trace, post = result["trace"], result["posterior"]
+    assert trace.privacy.epsilon <= 1.0 and trace.privacy.seeded_by == "user"
+    assert post.method == "grid" and post.privacy == trace.privacy
+    saved = dpp.DPVITrace.load(out / "trace.npz")          # the report folder holds the release itself
+    assert saved.privacy == trace.privacy and np.array_equal(saved.phi, trace.phi)
+    w = np.asarray(post.sample(jax.random.PRNGKey(1), 4000)["w"])   # the size the report drew (compiled once)
+    lo, hi = np.quantile(w, 0.005, axis=0), np.quantile(w, 0.995, axis=0)
+    truth = np.array(list(example.TRUE_COEFFICIENTS.values()))
+    assert np.all((lo <= truth) & (truth <= hi)), (lo, truth, hi)
+    # power: the intervals are informative: they exclude zero, and so the sign-flipped answer, for the
+    # two strong coefficients (age -0.8, income -1.2)
+    for j in (0, 1):
+        assert hi[j] < 0 and not lo[j] <= -truth[j] <= hi[j]
+    # the ArviZ views carry the privacy record
+    table = post.summary_table(prob=0.9)
+    assert list(table.columns) == ["mean", "sd", "hdi_5%", "hdi_95%"] and len(table) == len(truth)
+    assert table.attrs["privacy"] == trace.privacy.summary()
+    idata = post.to_arviz()
+    assert idata.posterior["w"].shape == (1, 4000, len(truth))
+    assert idata.attrs["privacy_epsilon"] == str(trace.privacy.epsilon)
+    assert idata.attrs["privacy"] == trace.privacy.summary()
+
+
+def test_progress_lines(fitted):
+    lines = fitted[1]["stdout"].splitlines()
+    steps = [line.split()[0] for line in lines if line.startswith("[")]
+    assert steps == ["[1/4]", "[2/4]", "[3/4]", "[4/4]"]
+    assert any(line.strip().startswith("privacy spent: (epsilon=1, delta=1e-05)-DP") for line in lines)
+    assert any("ledger" in line and "2 releases, together epsilon = " in line for line in lines)
+
+
+def test_ledger_file_counts_every_release(fitted):
+    out, result = fitted
+    book = dpp.Ledger.load(out.parent / "ledger.json")
+    assert [e.label for e in book.entries] == ["counts", "fit loans.csv -> report"]
+    assert book.entries[1].privacy == result["trace"].privacy
+    total = book.total(1e-5).epsilon
+    assert result["trace"].privacy.epsilon < total < result["trace"].privacy.epsilon + 0.5
+    md = (out / "summary.md").read_text()
+    assert (f"with the 1 earlier release(s) recorded in ledger.json, all 2 releases from this data together (PLD, "
+            f"privacy.Ledger): epsilon = {total:.4g} at delta = 1e-05") in md
+
+
+def test_report_folder(fitted):
+    fitted = fitted[0]
+    md = (fitted / "summary.md").read_text()
+    page = (fitted / "summary.html").read_text()
+    for name in ("intervals.png", "naive_vs_noise_aware.png", "trace.png", "trace.npz"):
+        assert (fitted / name).stat().st_size > 1000
+    assert "(epsilon=1, delta=1e-05)-DP" in md
+    assert "NOT PRIVATISED, treated as public: the number of records N = 4000" in md
+    assert "clipped to the bounds" in md and "WARNING: the privacy noise was seeded" in md
+    for name in example.TRUE_COEFFICIENTS:
+        assert f"| {name} |" in md
+    assert page.count('src="data:image/png;base64,') == 3
+    assert "90% interval (noise-aware)" in page
+
+
+def test_html_report_renders_with_its_figures(fitted, tmp_path, benchmark_script):
+    fitted = fitted[0]
+    shooter = benchmark_script("report_screenshot")
+    if shooter.find_browser() is None:
+        pytest.skip("no chromium on PATH (apt-get install chromium)")
+    png = shooter.screenshot(fitted / "summary.html", tmp_path / "shot.png", height=2400)
+    import matplotlib.image
+
+    img = matplotlib.image.imread(png)[..., :3]
+    assert img.shape[0] >= 2000 and img.shape[1] >= 1000
+    # The figures are the only place with matplotlib's blue (31, 119, 180) and orange (255, 127, 14).
+    rgb = (img * 255).round()
+    blue = np.all(np.abs(rgb - [31, 119, 180]) < 40, axis=-1).sum()
+    orange = np.all(np.abs(rgb - [255, 127, 14]) < 40, axis=-1).sum()
+    assert blue > 500 and orange > 200, (blue, orange)
+    # power: the same page without its images shows none of those colours
+    bare = tmp_path / "bare.html"
+    bare.write_text(re.sub(r'<img [^>]*>', "", (fitted / "summary.html").read_text()))
+    rgb = (matplotlib.image.imread(shooter.screenshot(bare, tmp_path / "bare.png", height=2400))[..., :3] * 255).round()
+    assert np.all(np.abs(rgb - [31, 119, 180]) < 40, axis=-1).sum() < 50
