@@ -55,8 +55,13 @@ def _check_bool(value: Any, name: str) -> bool:
 _FINITE_BLOCK_ELEMENTS = 1 << 24
 
 
-def _all_finite(a: np.ndarray) -> bool:
-    """Whether every value of ``a`` is finite, checked in blocks of rows (memory bounded by the block)."""
+def _all_finite(a: Any) -> bool:
+    """Whether every value of ``a`` is finite, checked in blocks of rows (memory bounded by the block).
+
+    A JAX array is checked where it lives, by one reduction (no host copy; shards stay on their
+    devices)."""
+    if isinstance(a, jax.Array):
+        return bool(jnp.all(jnp.isfinite(a)))
     if a.ndim == 0 or a.size == 0:
         return bool(np.isfinite(a).all())
     rows = max(1, _FINITE_BLOCK_ELEMENTS // max(1, a.size // a.shape[0]))
@@ -69,7 +74,12 @@ def _check_loss(loss: Any) -> Callable[..., Any]:
     return loss
 
 
-def _as_numeric_array(x: Any, name: str) -> np.ndarray:
+def _as_numeric_array(x: Any, name: str) -> Any:
+    """``x`` as a numpy array, or ``x`` itself when it is a JAX array (checked without a host copy)."""
+    if isinstance(x, jax.Array):
+        if x.dtype.kind not in "biuf":
+            raise TypeError(f"{name} must hold real numbers (bool, int or float), got dtype {x.dtype}")
+        return x
     try:
         a = np.asarray(x)
     except Exception as e:  # noqa: BLE001 - report what could not be converted
