@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import re
 
-import pytest
 
-
-@pytest.mark.slow   # ~30 s quiet (two DP-SGD and two NUTS compilations); run with -m slow
 def test_pipeline_benchmark_quick(capsys, benchmark_script):
     module = benchmark_script("pipeline")
     assert module.main(["--quick"]) == 0
