@@ -1,4 +1,4 @@
-"""benchmarks/scaling.py: the exponent fit, and --quick runs one point per sweep kind end to end."""
+"""benchmarks/scaling.py: the exponent fit, and --quick runs a sweep end to end (subprocess points, table, PNG)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,10 @@ def test_slope_recovers_a_power_law(benchmark_script):
     assert math.isclose(m.slope(xs, [7.0, 7.0, 7.0]), 0.0, abs_tol=1e-12)
 
 
-def test_scaling_quick_point(benchmark_script):
+def test_scaling_quick_runs_a_sweep_end_to_end(capsys, benchmark_script, tmp_path):
     m = benchmark_script("scaling")
-    r = m.point("N", 1_000, quick=True)   # in this process: a tiny dpsgd sweep point
-    assert r["kind"] == "N" and r["time"] > 0 and r["peak_mib"] > 0
+    png = tmp_path / "scaling.png"
+    assert m.main(["--quick", "--sweeps", "N", "--png", str(png)]) == 0   # two points, each a fresh process
+    out = capsys.readouterr().out
+    assert out.count("     N ") >= 3 and "time exponent (upper half)" in out
+    assert png.stat().st_size > 0

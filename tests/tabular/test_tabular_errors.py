@@ -192,3 +192,22 @@ def test_help_has_examples(capsys, command):
     assert e.value.code == 0
     out = capsys.readouterr().out
     assert "examples:" in out and f"dpposterior {command} data.csv --target" in out and "--bounds" in out
+
+
+def test_secure_with_a_seed_is_refused(capsys, files):
+    msg = _one_line(*_fit(capsys, files, extra=("--secure", "--seed", "3")))
+    assert msg.startswith("--seed cannot be combined with --secure")
+
+
+def test_secure_reaches_dpvi(capsys, files, monkeypatch):
+    import dpposterior.vi as vi
+
+    seen = {}
+
+    def fake_dpvi(*args, **kwargs):
+        seen.update(kwargs)
+        raise ValueError("stop here")   # the flag is what is checked, not a run
+
+    monkeypatch.setattr(vi, "dpvi", fake_dpvi)
+    assert _one_line(*_fit(capsys, files, extra=("--secure",))) == "stop here"
+    assert seen["secure"] is True and seen["rng_key"] is None

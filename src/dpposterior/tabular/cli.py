@@ -64,7 +64,7 @@ def _fit(args: argparse.Namespace) -> int:
     fit_table(args.data, args.bounds, args.target, model=args.model, epsilon=args.epsilon, delta=args.delta,
               num_steps=args.steps, sampling_rate=args.sampling_rate, clip=args.clip, beta_rho=args.beta_rho,
               method=args.method, out=args.out, seed=args.seed, features=args.features, prob=args.prob,
-              progress=not args.no_progress, ledger=args.ledger)
+              progress=not args.no_progress, ledger=args.ledger, secure=args.secure)
     return 0
 
 
@@ -91,6 +91,8 @@ def add_fit_parsers(subparsers: Any) -> None:
     fit.add_argument("--beta-rho", type=float, default=100.0,
                      help="preconditioning of the scale gradients (default 100)")
     fit.add_argument("--out", default="report", help="report folder (default report/)")
+    fit.add_argument("--secure", action="store_true",
+                     help="privacy noise and sampling bits from the OS CSPRNG (no seed exists; not with --seed)")
     fit.add_argument("--ledger", default=None, metavar="LEDGER.json",
                      help="a ledger file of earlier releases from the same data: this release is added and the "
                           "report gives the total of all (created if missing)")

@@ -258,7 +258,8 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
               delta: float, num_steps: int = 2000, sampling_rate: float = 0.1, clip: float | None = None,
               beta_rho: float = 100.0, method: str = "grid", out: str | Path = "report", seed: int | None = None,
               features: Sequence[str] | None = None, prob: float = 0.9, progress: bool = True,
-              ledger: str | Path | None = None, log: Callable[[str], Any] = print) -> dict[str, Any]:
+              ledger: str | Path | None = None, log: Callable[[str], Any] = print,
+              secure: bool = False) -> dict[str, Any]:
     """Fits a regression model to a table with NA-DPVI and writes a report folder.
 
     Privacy: one DPVI release (``dpposterior.dpvi``; Poisson-subsampled DP-SGD, add/remove-one
@@ -282,6 +283,8 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
         same data: this run's release is added to it and the report gives the composed total of all.
         Created if missing.
       log: where progress lines go.
+      secure: draw the DP-SGD noise and sampling bits from the OS CSPRNG (``dpvi(secure=True)``);
+        ``seed`` must then be None.
 
     Returns:
       ``{"trace", "posterior", "naive", "design", "summary", "naive_summary", "report_md", "report_html"}``.
@@ -294,6 +297,9 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
 
     epsilon, delta, num_steps, sampling_rate, clip = _check_common(epsilon, delta, num_steps, sampling_rate,
                                                                     clip, prob)
+    if secure and seed is not None:
+        raise ValueError("--seed cannot be combined with --secure: secure mode draws the noise from the operating "
+                         "system's CSPRNG, with no seed to give")
     book = None
     if ledger is not None:
         book = Ledger.load(ledger) if Path(ledger).exists() else Ledger()
@@ -307,7 +313,7 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
     trace = dpvi(fn, design.X, design.y, epsilon=epsilon, delta=delta, num_steps=num_steps,
                  sampling_rate=sampling_rate, clip=clip, beta_rho=beta_rho,
                  rng_key=None if seed is None else jax.random.PRNGKey(seed), progress=progress,
-                 model_name=label, **model_kwargs(model))
+                 model_name=label, secure=secure, **model_kwargs(model))
     log(f"      privacy spent: {trace.privacy.summary()}")
     log(f"[3/4] noise-aware posterior ({method}) from the release alone")
     naive = trace.last_iterate_posterior()
