@@ -29,7 +29,7 @@ from scipy import optimize, special, stats
 
 from .._checks import check_delta, check_positive, check_positive_int
 from .accounting import BARKER_NORMAL_VARIANCE
-from .kernels import Kernel, _check_model, _check_proposal, _decide_with, _energies, _make_init
+from .kernels import Kernel, _check_model, _check_proposal, _decide_with, _energies, make_kernel
 from .kernels import _propose, _take, _violations
 from .model import EnergyModel, Proposal
 
@@ -233,11 +233,7 @@ def dp_barker_kernel(model: EnergyModel, proposal: Proposal, *, batch_size: int 
         accept = p.in_box & (delta_star + noise > 0)
         return _decide_with(state, p, accept, sd, b, b == n, viol)
 
-    def step(key, state):
-        return step_on_data(key, state, model.data, model.bound_constants)
-
-    return Kernel(init=_make_init(model), step=step, step_on_data=step_on_data, method="dp_barker", config=config,
-                  model=model)
+    return make_kernel(model, step_on_data, "dp_barker", config)
 
 
 __all__ = ["BarkerConfig", "BarkerCorrection", "barker_correction", "dp_barker_kernel", "sample_correction"]

@@ -241,6 +241,15 @@ def _make_init(model: EnergyModel) -> Callable[[Array], MHState]:
     return init
 
 
+def make_kernel(model: EnergyModel, step_on_data: Callable[..., Any], method: str, config: Any) -> Kernel:
+    """The :class:`Kernel` of ``step_on_data`` on ``model``: ``step`` closes over the model's data and bounds."""
+    def step(key, state):
+        return step_on_data(key, state, model.data, model.bound_constants)
+
+    return Kernel(init=_make_init(model), step=step, step_on_data=step_on_data, method=method, config=config,
+                  model=model)
+
+
 def _check_proposal(proposal: Any) -> Proposal:
     if not isinstance(proposal, Proposal):
         raise TypeError(f"proposal must be a dpposterior.mcmc.Proposal (e.g. random_walk(scale)), got {proposal!r}")
@@ -297,11 +306,7 @@ def tuna_mh_kernel(model: EnergyModel, proposal: Proposal, *, chi: float = DEFAU
                                              p.theta_new, p.m, chunk)
         return _decide(k_acc, state, p, log_r, jnp.float32(0.0), batch, False, viol)
 
-    def step(key, state):
-        return step_on_data(key, state, model.data, model.bound_constants)
-
-    return Kernel(init=_make_init(model), step=step, step_on_data=step_on_data, method="tuna_mh", config=config,
-                  model=model)
+    return make_kernel(model, step_on_data, "tuna_mh", config)
 
 
 # --------------------------------------------------------------------------------------------
@@ -398,11 +403,7 @@ def dp_fast_mh_kernel(model: EnergyModel, proposal: Proposal, *, epsilon: float 
         log_r, sd, batch, viol = jax.lax.cond(minibatch, mini, full, None)
         return _decide(k_acc, state, p, log_r, sd, batch, ~minibatch, viol)
 
-    def step(key, state):
-        return step_on_data(key, state, model.data, model.bound_constants)
-
-    return Kernel(init=_make_init(model), step=step, step_on_data=step_on_data, method="dp_fast_mh", config=config,
-                  model=model)
+    return make_kernel(model, step_on_data, "dp_fast_mh", config)
 
 
 # --------------------------------------------------------------------------------------------
@@ -466,8 +467,4 @@ def penalty_kernel(model: EnergyModel, proposal: Proposal, *, epsilon: float | N
         n = jax.tree.leaves(data)[0].shape[0]
         return _decide(k_acc, state, p, log_r, sd, jnp.int32(n), True, viol)
 
-    def step(key, state):
-        return step_on_data(key, state, model.data, model.bound_constants)
-
-    return Kernel(init=_make_init(model), step=step, step_on_data=step_on_data, method="penalty", config=config,
-                  model=model)
+    return make_kernel(model, step_on_data, "penalty", config)
