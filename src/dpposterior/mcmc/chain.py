@@ -212,9 +212,10 @@ def _steps_run(kernel: Kernel) -> Callable[..., tuple[Any, MHInfo]]:
 # compiled chain programs, per kernel object: a second run_chain with the same kernel (and T) reuses
 # the program instead of tracing and compiling again. Keyed by id(kernel) and checked by identity
 # (the entry holds the kernel, so its id cannot be reused while cached); the data are arguments,
-# not constants baked into the program.
+# not constants baked into the program. An entry keeps its kernel, and so the kernel's data, in
+# memory until it is evicted: the cache is kept small (the last few kernels) for that reason.
 _COMPILED: OrderedDict[tuple[int, str, int], tuple[Kernel, Callable[..., Any]]] = OrderedDict()
-_COMPILED_MAX = 16
+_COMPILED_MAX = 4
 
 
 def _compiled(kernel: Kernel, which: str, num_steps: int) -> Callable[..., Any]:
