@@ -3,10 +3,18 @@
 Each model is an ordinary NumPyro model with a plate over the records (axis 0 of ``x``). Pass
 ``x=None`` with ``num_records`` to sample synthetic data from the prior predictive.
 
-Unconstrained maps are NumPyro's ``biject_to(support)``: exp for positive parameters (the paper used
-softplus), logit for (0, 1), stick-breaking for the simplex (the paper used softmax with the last
-logit fixed at 0). Any smooth bijection gives a valid unconstrained space; calibration is checked in
-the space we use.
+Unconstrained maps are NumPyro's ``biject_to(support)``: softplus for the Gamma-Exponential rate (as
+the paper, through a Gamma prior whose support is ``softplus_positive``), logit for (0, 1),
+stick-breaking for the simplex (the paper used softmax with the last logit fixed at 0). Calibration is
+checked in the space we use.
+
+The map is not a free choice under DP-SGD: it sets the size of the per-record gradients, and the
+clipping bound C of the reference settings (NOTES.md section 1) was chosen for the paper's maps. With
+the exp map the Gamma-Exponential gradient of the unconstrained rate is 1 - theta x_i (theta x_i is
+Exponential(1) distributed), clipped at C = 2 for 5% of the records: the clipped gradients' zero moves
+away from the posterior's, and NA-DPVI's coverage RMSE was 0.29 at epsilon 0.1 (K = 500). Under
+softplus the gradient is (1 - theta x_i) sigmoid(u)/theta, about four times smaller at the prior
+mean, and clipping is rare.
 """
 
 from __future__ import annotations
@@ -14,6 +22,13 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
+from numpyro.distributions import constraints
+
+
+class SoftplusGamma(dist.Gamma):
+    """A Gamma distribution whose unconstrained map is softplus (``biject_to``), not exp."""
+
+    support = constraints.softplus_positive
 
 
 def _num(x, num_records):
@@ -26,8 +41,8 @@ def _num(x, num_records):
 
 def gamma_exponential(x=None, *, num_records: int | None = None, prior_shape: float = 8.0,
                       prior_rate: float = 2.0):
-    """theta ~ Gamma(8, rate 2); x_i | theta ~ Exponential(rate theta)."""
-    theta = numpyro.sample("theta", dist.Gamma(prior_shape, prior_rate))
+    """theta ~ Gamma(8, rate 2) (unconstrained by softplus); x_i | theta ~ Exponential(rate theta)."""
+    theta = numpyro.sample("theta", SoftplusGamma(prior_shape, prior_rate))
     with numpyro.plate("records", _num(x, num_records)):
         numpyro.sample("x", dist.Exponential(theta), obs=x)
 
