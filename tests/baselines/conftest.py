@@ -13,8 +13,9 @@ from scipy.special import digamma, polygamma
 def exact_unconstrained_moments(family: str, params) -> tuple[np.ndarray, np.ndarray]:
     """Mean and sd of the model's unconstrained coordinates under the conjugate posterior.
 
-    Beta(a, b) -> logit p: psi(a) - psi(b), psi'(a) + psi'(b). Gamma(a, rate b) -> log theta:
-    psi(a) - log b, psi'(a). Dirichlet(alpha) -> NumPyro stick-breaking y_i = logit(v_i) + log(K-1-i),
+    Beta(a, b) -> logit p: psi(a) - psi(b), psi'(a) + psi'(b). Gamma(a, rate b) -> softplus^-1 theta
+    = log(expm1(theta)): by quadrature (no closed form; the model unconstrains its rate by softplus,
+    :mod:`dpposterior.models.conjugate`). Dirichlet(alpha) -> NumPyro stick-breaking y_i = logit(v_i) + log(K-1-i),
     v_i = theta_i / (1 - theta_1 - ... - theta_{i-1}) ~ Beta(alpha_i, sum_{j>i} alpha_j) independent.
     ``params`` has a leading batch axis (K, p).
     """
@@ -23,8 +24,19 @@ def exact_unconstrained_moments(family: str, params) -> tuple[np.ndarray, np.nda
         a, b = p[:, 0], p[:, 1]
         return ((digamma(a) - digamma(b))[:, None], np.sqrt(polygamma(1, a) + polygamma(1, b))[:, None])
     if family == "gamma-exponential":
-        a, b = p[:, 0], p[:, 1]
-        return (digamma(a) - np.log(b))[:, None], np.sqrt(polygamma(1, a))[:, None]
+        from scipy import integrate, stats
+
+        moments = []
+        for a, b in p[:, :2]:
+            dens = stats.gamma(a, scale=1.0 / b)
+            lo, hi = dens.ppf(1e-13), dens.isf(1e-13)
+            inv = lambda t: t + np.log(-np.expm1(-t))  # log(expm1(t)), stable
+            m1 = integrate.quad(lambda t: inv(t) * dens.pdf(t), lo, hi, epsabs=0, epsrel=1e-12, limit=200)[0]
+            m2 = integrate.quad(lambda t: (inv(t) - m1) ** 2 * dens.pdf(t), lo, hi, epsabs=0, epsrel=1e-12,
+                                limit=200)[0]
+            moments.append((m1, math.sqrt(m2)))
+        m = np.asarray(moments)
+        return m[:, :1], m[:, 1:]
     k = p.shape[1]
     means, sds = [], []
     for i in range(k - 1):

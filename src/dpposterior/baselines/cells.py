@@ -9,7 +9,7 @@ returns a :class:`BaselineCellOutput` whose first three fields match the coverag
 draws (theta, data) from the models' simulators for tests and for callers without their own.
 
 The unconstrained spaces are the NumPyro models' (:func:`dpposterior.vi.model_inspect.inspect_model`):
-logit (Beta-Bernoulli), log (Gamma-Exponential), stick-breaking (Dirichlet), (log sigma2, w) for the
+logit (Beta-Bernoulli), softplus (Gamma-Exponential), stick-breaking (Dirichlet), (log sigma2, w) for the
 linear regression, so draws are comparable with NA-DPVI's.
 """
 

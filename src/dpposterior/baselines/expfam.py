@@ -523,14 +523,14 @@ def _typed(key: Any) -> jax.Array:
 def family_layout(family: str, num_categories: int = 3) -> ParamLayout:
     """The unconstrained layout of the model's latent site ``theta``, as NA-DPVI gets it from the
     NumPyro model (``inspect_model``; a test checks they agree): logit for Beta-Bernoulli
-    (support ``unit_interval``), log for Gamma-Exponential (``positive``), stick-breaking for the
+    (support ``unit_interval``), softplus for Gamma-Exponential (``softplus_positive``), stick-breaking for the
     Dirichlet (``simplex``, K-1 coordinates). Built directly, without tracing the model."""
     from ..vi.layout import Site
 
     if family == "beta-bernoulli":
         return ParamLayout((Site("theta", (), (), {"kind": "unit_interval"}),))
     if family == "gamma-exponential":
-        return ParamLayout((Site("theta", (), (), {"kind": "positive"}),))
+        return ParamLayout((Site("theta", (), (), {"kind": "softplus_positive"}),))
     if family == "dirichlet-categorical":
         k = int(num_categories)
         return ParamLayout((Site("theta", (k,), (k - 1,), {"kind": "simplex"}),))
