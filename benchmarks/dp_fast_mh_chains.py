@@ -7,6 +7,7 @@ computed, so its run time here says nothing about its cost). Prints each method'
 (mean and standard error over chains) and its ratio to the penalty method's.
 
     .venv/bin/python benchmarks/dp_fast_mh_chains.py --chains 64 --step 0.06 --methods penalty fast-mh:200 fast-mh:10
+    .venv/bin/python benchmarks/dp_fast_mh_chains.py --quick   # 2,000 records, 200 iterations, 2 chains, epsilon 0.5 (smoke test)
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dpposterior import mcmc
 from dpposterior.reproduce import dp_fast_mh as d
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--chains", type=int, default=64)
     ap.add_argument("--step", type=float, default=0.06, help="random-walk scale (every method)")
@@ -30,11 +31,15 @@ def main() -> None:
     ap.add_argument("--methods", nargs="+", default=["penalty", "fast-mh:200", "fast-mh:10", "barker"],
                     help="penalty, barker, exact (non-private full-batch MH), fast-mh:LAMBDA (K by the "
                          "reproduction's noise-free rule)")
-    a = ap.parse_args()
+    ap.add_argument("--quick", action="store_true", help="2,000 records, 200 iterations, 2 chains, epsilon 0.5 (smoke test)")
+    a = ap.parse_args(argv)
     s = d.FULL
-    model = d.gmm_model(d.gmm_data(s.gmm_records, s.seed), s.gmm_temperature)
+    records = s.gmm_records
+    if a.quick:   # DP Barker has no batch size meeting epsilon 0.05 on 2,000 records: 0.5 in the smoke test
+        records, a.steps, a.chains, a.epsilon = 2_000, 200, 2, 0.5
+    model = d.gmm_model(d.gmm_data(records, s.seed), s.gmm_temperature)
     edges = (np.arange(-1.2, 2.2 + 1e-9, s.bin_width), np.arange(-2.6, 2.6 + 1e-9, s.bin_width))
-    ref = d.gmm_reference(model, edges, sub=3)
+    ref = d.gmm_reference(model, edges, sub=3 if records > 10_000 else 2)
     big_c, c_max, n = model.total_bound, model.max_bound, model.num_records
     prop = mcmc.random_walk(a.step)
     print(f"C = {big_c:.1f}, c_max = {c_max:.5f}: the minibatch branch is noise-free only for moves "
@@ -74,7 +79,8 @@ def main() -> None:
               f"ratio to the first row {mean / base:.3f}  acceptance {float(np.mean(acc)):.2f}  "
               f"mean batch {float(np.mean(batch)):.0f} (NON-PRIVATE diagnostics)  [{time.perf_counter() - t0:.0f} s]",
               flush=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
