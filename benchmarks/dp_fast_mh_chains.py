@@ -6,7 +6,8 @@ vmapped program (KL only: no wall-clock figures; under vmap both branches of DP-
 computed, so its run time here says nothing about its cost). Prints each method's symmetric KL after T
 (mean and standard error over chains) and its ratio to the penalty method's.
 
-    .venv/bin/python benchmarks/dp_fast_mh_chains.py --chains 64 --step 0.06 --methods penalty fast-mh:200 fast-mh:10
+    .venv/bin/python benchmarks/dp_fast_mh_chains.py --chains 64 --step 0.06 \
+        --methods penalty fast-mh:200 fast-mh:10
     .venv/bin/python benchmarks/dp_fast_mh_chains.py --quick   # 2,000 records, 200 iterations, 2 chains, epsilon 0.5 (smoke test)
 """
 
@@ -31,7 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--methods", nargs="+", default=["penalty", "fast-mh:200", "fast-mh:10", "barker"],
                     help="penalty, barker, exact (non-private full-batch MH), fast-mh:LAMBDA (K by the "
                          "reproduction's noise-free rule)")
-    ap.add_argument("--quick", action="store_true", help="2,000 records, 200 iterations, 2 chains, epsilon 0.5 (smoke test)")
+    ap.add_argument("--quick", action="store_true",
+                    help="2,000 records, 200 iterations, 2 chains, epsilon 0.5 (smoke test)")
     a = ap.parse_args(argv)
     s = d.FULL
     records = s.gmm_records

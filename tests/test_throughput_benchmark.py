@@ -1,7 +1,6 @@
 """benchmarks/dpsgd_throughput.py --quick: every column of the table is timed and printed (smoke test;
 no timing is asserted)."""
 
-
 import numpy as np
 
 

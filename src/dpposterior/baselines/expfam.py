@@ -524,13 +524,15 @@ def family_layout(family: str, num_categories: int = 3) -> ParamLayout:
     """The unconstrained layout of the model's latent site ``theta``, as NA-DPVI gets it from the
     NumPyro model (``inspect_model``; a test checks they agree): logit for Beta-Bernoulli
     (support ``unit_interval``), softplus for Gamma-Exponential (``softplus_positive``), stick-breaking for the
-    Dirichlet (``simplex``, K-1 coordinates). Built directly, without tracing the model."""
-    from ..vi.layout import Site
+    Dirichlet (``simplex``, K-1 coordinates). Built directly, without tracing the model; the
+    Gamma-Exponential support is read from the model's prior class, so the two cannot drift apart."""
+    from ..models.conjugate import SoftplusGamma
+    from ..vi.layout import Site, support_to_spec
 
     if family == "beta-bernoulli":
         return ParamLayout((Site("theta", (), (), {"kind": "unit_interval"}),))
     if family == "gamma-exponential":
-        return ParamLayout((Site("theta", (), (), {"kind": "softplus_positive"}),))
+        return ParamLayout((Site("theta", (), (), support_to_spec(SoftplusGamma.support)),))
     if family == "dirichlet-categorical":
         k = int(num_categories)
         return ParamLayout((Site("theta", (k,), (k - 1,), {"kind": "simplex"}),))
