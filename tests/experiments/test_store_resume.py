@@ -123,3 +123,39 @@ def test_corrupted_results_file_is_a_clear_error(tiny, tmp_path):
     os.replace(ResultStore(tmp_path / "o").path(other), path)
     with pytest.raises(CorruptResultError, match="not the one its name promises"):
         ResultStore(tmp_path).load(cfg)
+
+
+def test_a_result_computed_under_other_model_settings_is_recomputed(tiny, tmp_path, monkeypatch, capsys):
+    """A cell's results depend on its model's clip, beta_rho, lr_scale and maps, which its configuration
+    does not name: changing them makes the finished result stale, and a re-run recomputes it."""
+    import dataclasses
+
+    from dpposterior.experiments import replicates
+    from dpposterior.models import registry
+
+    cell = tiny("naive")
+    spec = registry.MODELS["beta-bernoulli"]
+    first = run_coverage([cell], tmp_path, progress=False)
+    settings = first.results[0]["model_settings"]
+    assert (settings["clip"], settings["beta_rho"], settings["lr_scale"]) == (spec.clip, spec.beta_rho, spec.lr_scale)
+    assert settings["layout"]["sites"][0]["support"]  # the map is recorded
+    again = run_coverage([cell], tmp_path, progress=False)
+    assert again.skipped == [cell] and again.stale == [] and again.computed == []
+
+    monkeypatch.setitem(registry.MODELS, "beta-bernoulli", dataclasses.replace(spec, clip=2 * spec.clip))
+    replicates._model_structure.cache_clear()
+    try:
+        changed = run_coverage([cell], tmp_path, progress=False)
+        assert changed.stale == [cell] and changed.computed == [cell] and changed.skipped == []
+        assert changed.results[0]["clip"] == 2 * spec.clip
+        assert "stale (model settings changed: clip)" in capsys.readouterr().err  # names only what changed
+        # a record written before the settings were recorded: its clip and beta_rho are still checked
+        old = json.loads(ResultStore(tmp_path).path(cell).read_text())
+        del old["model_settings"]
+        assert runner.stale_reason(old, cell) is None
+        old["clip"] = spec.clip
+        assert "clip/beta_rho changed" in runner.stale_reason(old, cell)
+    finally:
+        monkeypatch.undo()
+        replicates._model_structure.cache_clear()
+    assert runner.stale_reason(old, cell) is None  # back under the original settings

@@ -36,7 +36,7 @@ from .. import validation
 from ..privacy.spent import PrivacySpent
 from .config import CellConfig, mechanism_key, postprocessing_keys, reference_key
 from .methods import CellData, CellReleases, MethodSettings, check_method_model, check_method_options, get_method
-from .replicates import DPVISetup, ReplicateSummaries, cell_data, dpvi_privacy
+from .replicates import DPVISetup, ReplicateSummaries, cell_data, dpvi_privacy, model_settings
 
 RESULT_FORMAT = "dpposterior.coverage_cell"
 RESULT_VERSION = 1
@@ -176,6 +176,7 @@ def evaluate_cell(config: CellConfig, setup: DPVISetup, summaries: ReplicateSumm
         "noise_multiplier": setup.noise_multiplier,
         "clip": setup.clip,
         "beta": setup.beta.astype(float).tolist(),
+        "model_settings": model_settings(config.model, config.num_records),
         "privacy": privacy,
         "diagnostics": out.diagnostics,
         "timing": {"replicates_seconds": float(replicates_seconds), "method_seconds": t_method,

@@ -105,6 +105,20 @@ def _model_structure(model_name: str, num_records: int):
     return spec, layout, data_shapes, mu0
 
 
+def model_settings(model: str, num_records: int) -> dict[str, Any]:
+    """What a cell's results depend on beyond its :class:`CellConfig`: the model's DP-SGD settings
+    (clip, beta_rho, lr_scale of its :class:`~dpposterior.models.registry.ModelSpec`) and its
+    unconstrained maps (the parameter layout with each site's support).
+
+    A finished cell records them (``"model_settings"``); a re-run recomputes a cell whose recorded
+    settings differ from the current ones (:func:`dpposterior.experiments.run_coverage`), so changing
+    a model's clip or map never silently keeps results computed under the old ones.
+    """
+    spec, layout, _, _ = _model_structure(model, num_records)
+    return {"clip": float(spec.clip), "beta_rho": float(spec.beta_rho), "lr_scale": float(spec.lr_scale),
+            "layout": layout.to_dict()}
+
+
 def dpvi_setup(config: CellConfig) -> DPVISetup:
     """The DPVI settings of a cell's group, computed exactly as :func:`dpposterior.vi.dpvi.dpvi` does."""
     spec, layout, data_shapes, mu0 = _model_structure(config.model, config.num_records)

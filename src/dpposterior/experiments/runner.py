@@ -26,6 +26,7 @@ Backends:
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import sys
 import time
@@ -33,6 +34,7 @@ from typing import Any, Callable, Sequence
 
 from .cell import evaluate_cell
 from .config import CellConfig
+from .replicates import model_settings
 from .store import ResultStore
 
 BACKENDS = ("local", "ray")
@@ -50,12 +52,35 @@ class RunSummary:
       computed: the cells computed by this run.
       skipped: the cells found finished on disk (not recomputed).
       wall_seconds: wall time of the run.
+      stale: the cells found on disk but computed under other model settings (:func:`stale_reason`),
+        recomputed by this run.
     """
 
     results: list[dict[str, Any]]
     computed: list[CellConfig]
     skipped: list[CellConfig]
     wall_seconds: float
+    stale: list[CellConfig] = dataclasses.field(default_factory=list)
+
+
+def stale_reason(record: dict[str, Any], config: CellConfig) -> str | None:
+    """Why a finished result no longer holds for ``config`` under the current code, or None if it holds.
+
+    A cell's results depend on its model's DP-SGD settings and unconstrained maps, which its
+    :class:`CellConfig` does not name (:func:`.replicates.model_settings`). A record that holds them is
+    stale when they differ from the current ones; an older record without them is stale when its clip
+    or beta_rho differ (its learning-rate scale and maps cannot be checked).
+    """
+    current = json.loads(json.dumps(model_settings(config.model, config.num_records)))
+    recorded = record.get("model_settings")
+    if recorded is not None:
+        changed = sorted(k for k in set(current) | set(recorded) if recorded.get(k) != current.get(k))
+        return f"model settings changed: {', '.join(changed)}" if changed else None
+    beta = record.get("beta") or []
+    if float(record.get("clip", float("nan"))) != current["clip"] or not beta or float(beta[-1]) != current["beta_rho"]:
+        return (f"clip/beta_rho changed: recorded {record.get('clip')}/{beta[-1] if beta else None}, "
+                f"now {current['clip']}/{current['beta_rho']}")
+    return None
 
 
 def _sorted_group(configs: Sequence[CellConfig]) -> list[CellConfig]:
@@ -179,10 +204,16 @@ def run_coverage(configs: Sequence[CellConfig], out: str | os.PathLike, *, backe
             unique.append(c)
     store = ResultStore(out)
     done: dict[CellConfig, dict[str, Any]] = {}
+    stale: list[CellConfig] = []
     for c in unique:  # read every existing file first: a corrupted one stops the run before any work
         rec = store.load(c)
         if rec is not None:
-            done[c] = rec
+            why = stale_reason(rec, c)
+            if why is None:
+                done[c] = rec
+            else:
+                stale.append(c)
+                print(f"recomputing {c.label()}: its result on disk is stale ({why})", file=sys.stderr)
     skipped = [c for c in unique if c in done]
     missing = [c for c in unique if c not in done]
     groups: dict[tuple, list[CellConfig]] = {}
@@ -219,7 +250,7 @@ def run_coverage(configs: Sequence[CellConfig], out: str | os.PathLike, *, backe
         if bar is not None:
             bar.close()
     return RunSummary(results=[done[c] for c in configs], computed=computed, skipped=skipped,
-                      wall_seconds=time.perf_counter() - t_start)
+                      wall_seconds=time.perf_counter() - t_start, stale=stale)
 
 
 def _import_ray():

@@ -222,6 +222,15 @@ def write_report(coverage: Sequence[dict[str, Any]], adult: Sequence[dict[str, A
         lines += ["Burn-in share of each trace before the post-processing: "
                   + ", ".join(f"{m} {b:g}" for m, b in burns)
                   + " (the paper's is 0.2; a longer one is argued in `reproduce/na_dpvi.py`, `BURN_IN`).", ""]
+        per_model: dict[str, str] = {}
+        for r in coverage:
+            lr_scale = (r.get("model_settings") or {}).get("lr_scale")
+            per_model.setdefault(r["config"]["model"], f"C = {r['clip']:g}, beta_rho = {r['beta'][-1]:g}"
+                                 + (f", learning-rate scale {lr_scale:g}" if lr_scale is not None else ""))
+        lines += ["DP-SGD settings per model: " + "; ".join(f"{m}: {v}" for m, v in sorted(per_model.items()))
+                  + " (the reference's, NOTES.md 1, except Dirichlet-Categorical's: `models/registry.py` says why).",
+                  "", "Machines the cells ran on (`platform.platform()` of each file): "
+                  + ", ".join(f"`{h}`" for h in sorted({r.get("host", "unknown") for r in coverage})) + ".", ""]
     lines += _coverage_tables(coverage)
     lines += ["## UCI Adult: posterior predictive calibration on the test split", ""]
     if adult:
