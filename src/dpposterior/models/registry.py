@@ -36,7 +36,8 @@ class ModelSpec:
     rose with epsilon (0.006, 0.038, 0.053 at epsilon 0.1, 0.3, 1; K = 500) while its width matched the
     exact posterior's. With beta_rho = 30 and C = 2, 2% are clipped (tests/vi/test_model_maps.py), and
     the same K = 500 cells give 0.0073 (grid, NUTS) at epsilon 1 and 0.019 (grid, NUTS) / 0.0065
-    (Laplace) at 0.3, each as sharp as before. The price is at epsilon 0.1: the noisier scale
+    (Laplace) at 0.3; as sharp as before at epsilon 1 (sd 0.036), a little wider at 0.3 (grid sd
+    0.065 against 0.049, Laplace 0.048 against 0.041). The larger price is at epsilon 0.1: the noisier scale
     coordinates widen the grid and NUTS posteriors (mean sd 0.20 against 0.15) and they over-cover
     (RMSE 0.037 against 0.006), while Laplace gives 0.015.
     """
