@@ -59,7 +59,8 @@ class DPVISetup:
       num_latent: n; the variational family has d = 2n parameters.
       phi0: (d,) float32 initial parameters (prior median, sd 0.1), as ``dpvi``.
       beta: (d,) float32 preconditioning (1 for mu, ``spec.beta_rho`` for rho).
-      learning_rate: (d,) float32, the heuristic with ``spec.lr_scale``.
+      learning_rate: (d,) float32, the heuristic with ``spec.lr_scale``, the means of the sites in
+        ``spec.mean_lr_factors`` scaled by their factors.
       noise_multiplier: sigma calibrated for (epsilon, delta, q, T) by the accountant.
       clip: C (``spec.clip``).
       data_shapes: shapes and dtypes of the simulated data arrays.
@@ -90,7 +91,7 @@ class DPVISetup:
         mechanism as the cell's replicates (used by the tests that check that it does)."""
         return dict(epsilon=config.epsilon, delta=config.delta, num_steps=config.num_steps,
                     sampling_rate=config.sampling_rate, clip=self.clip, beta_rho=self.spec.beta_rho,
-                    lr_scale=self.spec.lr_scale, num_mc=config.num_mc, accountant=config.accountant,
+                    learning_rate=np.asarray(self.learning_rate), num_mc=config.num_mc, accountant=config.accountant,
                     progress=False)
 
 
@@ -115,8 +116,27 @@ def model_settings(model: str, num_records: int) -> dict[str, Any]:
     a model's clip or map never silently keeps results computed under the old ones.
     """
     spec, layout, _, _ = _model_structure(model, num_records)
-    return {"clip": float(spec.clip), "beta_rho": float(spec.beta_rho), "lr_scale": float(spec.lr_scale),
-            "layout": layout.to_dict()}
+    settings = {"clip": float(spec.clip), "beta_rho": float(spec.beta_rho), "lr_scale": float(spec.lr_scale),
+                "layout": layout.to_dict()}
+    if spec.mean_lr_factors:   # only where set, so that the other models' records stay current
+        settings["mean_lr_factors"] = {site: float(f) for site, f in spec.mean_lr_factors}
+    return settings
+
+
+def mean_learning_rate_factors(layout: ParamLayout, factors: tuple[tuple[str, float], ...]) -> np.ndarray:
+    """(d,) multipliers of the learning rate: ``factor`` on the means of each named site, 1 elsewhere.
+
+    Raises:
+      ValueError: on a site the model does not have, or a factor that is not finite and > 0.
+    """
+    n = layout.num_latent
+    out = np.ones(2 * n)
+    for site, factor in factors:
+        factor = float(factor)
+        if not (np.isfinite(factor) and factor > 0):
+            raise ValueError(f"the learning-rate factor of site {site!r} must be finite and > 0, got {factor}")
+        out[layout.site_slice(site)] *= factor
+    return out
 
 
 def dpvi_setup(config: CellConfig) -> DPVISetup:
@@ -127,7 +147,8 @@ def dpvi_setup(config: CellConfig) -> DPVISetup:
     beta = jnp.concatenate([jnp.ones(n), jnp.full(n, float(spec.beta_rho))])
     sigma = calibrate_noise_multiplier(config.epsilon, config.delta, config.sampling_rate, config.num_steps,
                                        config.accountant)
-    lr = heuristic_learning_rate(config.num_steps, d, sigma, spec.clip, beta, spec.lr_scale)
+    lr = mean_learning_rate_factors(layout, spec.mean_lr_factors) * heuristic_learning_rate(
+        config.num_steps, d, sigma, spec.clip, beta, spec.lr_scale)
     phi0 = jnp.concatenate([mu0, jnp.full(n, family.inverse_scale(DEFAULT_INIT_SCALE))]).astype(jnp.float32)
     return DPVISetup(spec=spec, layout=layout, num_latent=n, phi0=np.asarray(phi0, np.float32),
                      beta=np.asarray(beta, np.float32), learning_rate=np.asarray(lr, np.float32),

@@ -224,11 +224,14 @@ def write_report(coverage: Sequence[dict[str, Any]], adult: Sequence[dict[str, A
                   + " (the paper's is 0.2; a longer one is argued in `reproduce/na_dpvi.py`, `BURN_IN`).", ""]
         per_model: dict[str, str] = {}
         for r in coverage:
-            lr_scale = (r.get("model_settings") or {}).get("lr_scale")
+            ms = r.get("model_settings") or {}
+            lr_scale = ms.get("lr_scale")
+            factors = ms.get("mean_lr_factors") or {}
             per_model.setdefault(r["config"]["model"], f"C = {r['clip']:g}, beta_rho = {r['beta'][-1]:g}"
-                                 + (f", learning-rate scale {lr_scale:g}" if lr_scale is not None else ""))
+                                 + (f", learning-rate scale {lr_scale:g}" if lr_scale is not None else "")
+                                 + "".join(f", means of {site} at {f:g} of that rate" for site, f in factors.items()))
         lines += ["DP-SGD settings per model: " + "; ".join(f"{m}: {v}" for m, v in sorted(per_model.items()))
-                  + " (the reference's, NOTES.md 1, except Dirichlet-Categorical's: `models/registry.py` says why).",
+                  + " (the reference's, NOTES.md 1, except Dirichlet-Categorical's and linear regression's: `models/registry.py` says why).",
                   "", "Machines the cells ran on (`platform.platform()` of each file): "
                   + ", ".join(f"`{h}`" for h in sorted({r.get("host", "unknown") for r in coverage})) + ".", ""]
     lines += _coverage_tables(coverage)

@@ -110,6 +110,15 @@ class ParamLayout:
                 out.extend(f"{s.name}[{','.join(map(str, idx))}]" for idx in np.ndindex(*s.unconstrained_shape))
         return out
 
+    def site_slice(self, name: str) -> slice:
+        """The coordinates of site ``name`` in the flat unconstrained vector."""
+        start = 0
+        for s in self.sites:
+            if s.name == name:
+                return slice(start, start + s.size)
+            start += s.size
+        raise ValueError(f"no latent site {name!r}; the model's latent sites are {list(self.names)}")
+
     def split(self, theta: jax.Array) -> dict[str, jax.Array]:
         """Splits a flat (..., n) unconstrained array into per-site (..., *unconstrained_shape) arrays."""
         theta = jnp.asarray(theta)
