@@ -52,7 +52,7 @@ class ModelSpec:
     gradient model cannot see this quadratic term). With the reference's settings rho is 1.2 at
     epsilon 1 and 10 at 0.1: no fixed point, the noise variance runs away unless its mean is held
     nearly still (the reference's 1/28, which leaves its posterior wider than its prior). At C = 60 and
-    a tenth of the rate rho is 0.03 at epsilon 1 and the weights still relax in about 120 steps
+    a tenth of the rate rho is 0.03 at epsilon 1 and the weights still relax in about 100 steps
     (docs/results/na-dpvi-regression-analysis.md has the measurements).
     """
 
