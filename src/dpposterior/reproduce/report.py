@@ -232,7 +232,14 @@ def write_report(coverage: Sequence[dict[str, Any]], adult: Sequence[dict[str, A
                                  + "".join(f", means of {site} at {f:g} of that rate" for site, f in factors.items()))
         lines += ["DP-SGD settings per model: " + "; ".join(f"{m}: {v}" for m, v in sorted(per_model.items()))
                   + " (the reference's, NOTES.md 1, except Dirichlet-Categorical's and linear regression's: `models/registry.py` says why).",
-                  "", "Machines the cells ran on (`platform.platform()` of each file): "
+                  ""]
+        options = sorted({(r["config"]["model"], r["config"]["method"],
+                           ", ".join(f"{k} {v}" for k, v in sorted((r["config"].get("method_options") or {}).items())))
+                          for r in coverage if r["config"].get("method_options")})
+        if options:
+            lines += ["Method options other than the defaults: " + "; ".join(f"{m} {meth}: {o}" for m, meth, o in options)
+                      + " (`reproduce/na_dpvi.py` says why).", ""]
+        lines += ["Machines the cells ran on (`platform.platform()` of each file): "
                   + ", ".join(f"`{h}`" for h in sorted({r.get("host", "unknown") for r in coverage})) + ".", ""]
     lines += _coverage_tables(coverage)
     lines += ["## UCI Adult: posterior predictive calibration on the test split", ""]
