@@ -36,6 +36,7 @@ class Replicates:
     final_phi: np.ndarray | None = None
     trace_sd: np.ndarray | None = None        # sd of phi over the trace after burn-in
     traces: list | None = None                # the DPVITraces (only when asked for)
+    burn_stats: na.TraceStats | None = None   # statistics of the burn-in steps (burn_in > 0)
 
     def stats32(self):
         return self.stats.astype(jnp.float32)
@@ -45,7 +46,8 @@ class Replicates:
 
 
 def simulate_replicates(seed: int, num_replicates: int, design: str, burn_in: float = 0.2,
-                        num_steps: int = NUM_STEPS, keep_traces: bool = False) -> Replicates:
+                        num_steps: int = NUM_STEPS, keep_traces: bool = False,
+                        adult_sigma: float = 37.36) -> Replicates:
     """Simulates ``num_replicates`` DPVI-like traces (d = 6) from the linear-Gaussian trace model.
 
     design "realistic": what a DPVI trace looks like (papers/NOTES.md 1): sigma ~ logU[1, 10], C = 2,
@@ -70,7 +72,7 @@ def simulate_replicates(seed: int, num_replicates: int, design: str, burn_in: fl
     sigma = np.exp(rng.uniform(np.log(1.0), np.log(10.0), r))
     clip, beta, lr_params, lr_scale = CLIP, BETA, d, 1.0
     if design.startswith("adult_like"):
-        sigma = np.full(r, 37.36)
+        sigma = np.full(r, adult_sigma)       # 37.36: epsilon 1 (112.45: 0.3, 307.58: 0.1)
         clip, beta, lr_params, lr_scale = 11.0, np.r_[np.ones(n), 550.0 * np.ones(n)], 114, np.sqrt(57.0)
     priors = None
     if design == "adult_like":
@@ -111,6 +113,11 @@ def simulate_replicates(seed: int, num_replicates: int, design: str, burn_in: fl
     phis, grads = np.asarray(phis), np.asarray(grads)
     parts = [na.sufficient_statistics(phis[i], grads[i], burn_in) for i in range(r)]
     stats = na.TraceStats(*(np.concatenate([p[k] for p in parts]) for k in range(6)))
+    burn_stats = None
+    start = na.burn_in_start(num_steps, burn_in)
+    if start >= 10:
+        burn = [na.sufficient_statistics(phis[i][:start], grads[i][:start], 0.0) for i in range(r)]
+        burn_stats = na.TraceStats(*(np.concatenate([p[k] for p in burn]) for k in range(6)))
     traces = None
     if keep_traces:
         traces = [DPVITrace(phi=phis[i], grads=grads[i], final_phi=np.asarray(final[i]), beta=beta, learning_rate=lr[i],
@@ -119,7 +126,7 @@ def simulate_replicates(seed: int, num_replicates: int, design: str, burn_in: fl
                             privacy=not_private("simulated_trace")) for i in range(r)]
     return Replicates(stats=stats, noise_sd=noise_sd.ravel(), truth=phi_star.ravel(), a=a.ravel(),
                       num_replicates=r, num_params=d, priors=priors, final_phi=np.asarray(final).ravel(),
-                      trace_sd=np.sqrt(stats.phi_ss / stats.count), traces=traces)
+                      trace_sd=np.sqrt(stats.phi_ss / stats.count), traces=traces, burn_stats=burn_stats)
 
 
 def coverage(lo, hi, truth) -> float:
@@ -144,6 +151,14 @@ def adult_like_exact() -> Replicates:
 @pytest.fixture(scope="session")
 def adult_like() -> Replicates:
     return simulate_replicates(seed=5, num_replicates=200, design="adult_like")
+
+
+@pytest.fixture(scope="session")
+def adult_like_at():
+    """The "adult_like" design at another noise multiplier: a factory, ``adult_like_at(sigma)``."""
+    def make(sigma: float) -> Replicates:
+        return simulate_replicates(seed=5, num_replicates=200, design="adult_like", adult_sigma=sigma)
+    return make
 
 
 @pytest.fixture(scope="session")

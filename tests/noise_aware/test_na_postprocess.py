@@ -108,6 +108,15 @@ def test_prior_readings_and_overrides(small_trace):
                             h_scale=paper.diagnostics["priors"].h_scale, s_scale=1.0)
     over = na.noise_aware_posterior(small_trace, "grid", rng_key=0, priors=custom)
     np.testing.assert_allclose(over.diagnostics["phi_star_sd"], paper.diagnostics["phi_star_sd"], rtol=1e-5)
+    # "burn_in": the h prior from the steps before T*, the phi* prior as the paper's
+    burn = na.noise_aware_posterior(small_trace, "grid", rng_key=0, priors="burn_in")
+    start = burn.diagnostics["burn_in_start"]
+    bst = na.sufficient_statistics(small_trace.phi[:start], small_trace.grads[:start], 0.0)
+    pb = burn.diagnostics["priors"]
+    np.testing.assert_allclose(np.asarray(pb.h_loc), np.abs(bst.cross_ss) / (0.1 * bst.phi_ss), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(pb.h_scale), np.asarray(ns) / np.sqrt(bst.phi_ss) / 0.1, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(pb.phi_loc), st.phi_mean, rtol=1e-12)
+    assert not np.allclose(np.asarray(pb.h_loc), np.asarray(paper.diagnostics["priors"].h_loc))
 
 
 def _replace(trace, **kw):
@@ -149,6 +158,13 @@ def test_errors(small_trace):
         na.noise_aware_posterior({"phi": t.phi})
     with pytest.raises(ValueError, match="priors must be a TracePriors or one of"):
         na.noise_aware_posterior(t, priors="flat")
+    with pytest.raises(ValueError, match=r'priors="burn_in" takes the h prior from the burn-in steps, but burn_in '
+                                         r"leaves 0 of them \(T=10000\); it needs at least 10: raise burn_in"):
+        na.noise_aware_posterior(t, burn_in=0.0, priors="burn_in")
+    still = t.phi.copy()
+    still[:2000, 1] = 0.25
+    with pytest.raises(ValueError, match=r"coordinates \['mu\[theta\[1\]\]'\] do not move during burn-in"):
+        na.noise_aware_posterior(_replace(t, phi=still), priors="burn_in")
     bad = na.TracePriors(0.0, 1.0, 1.0, -1.0, 1.0)
     with pytest.raises(ValueError, match="h_scale and s_scale > 0"):
         na.noise_aware_posterior(t, priors=bad)

@@ -13,6 +13,7 @@ from .laplace import LaplaceResult
 from .laplace import laplace_posterior
 from .laplace import laplace_sample
 from .model import TracePriors
+from .model import burn_in_priors
 from .model import conditional_phi_star
 from .model import log_joint
 from .model import log_likelihood_full
@@ -40,6 +41,7 @@ __all__ = [
     "Posterior",
     "TracePriors",
     "TraceStats",
+    "burn_in_priors",
     "burn_in_start",
     "conditional_phi_star",
     "grid_h_moments",
