@@ -51,9 +51,11 @@ BURN_IN = {"gamma-exponential": 0.5}
 
 #: method options of the regression cells. NUTS: 500 warm-up iterations and 1,000 draws (each the
 #: centre of 20 of the 20,000 theta draws) instead of 1,000 + 4,000. Measured on 2 cores, K = 20
-#: replicates at epsilon 0.1 (the weights' slopes poorly identified, so deep trees): 66 s with 1,000 +
-#: 4,000, 27 s with 500 + 1,000; at K = 500 the joint sampler ran over 50 minutes per cell (vmapped, every
-#: iteration costs the deepest tree of its chunk), the long pole of the reproduction.
+#: replicates at epsilon 0.1 (the weights' slopes poorly identified, so deep trees; vmapped, every
+#: iteration costs the deepest tree of its chunk): 66 s with 1,000 + 4,000, 27 s with 500 + 1,000
+#: (RMSE 0.090 and 0.104 at that K, within its noise); the K = 500 cell then took 534 s (shared
+#: cores). The long pole is Gibbs-SS-Noisy, not NUTS: 3,803 s for the K = 500 cell at epsilon 0.1
+#: (1,000 warm-up sweeps and 20,000 draws thinned by 5 per replicate).
 REGRESSION_METHOD_OPTIONS = {"nuts": (("num_warmup", 500), ("num_samples", 1000))}
 
 #: the paper's published figures (papers/na-dpvi.txt section 4, as quoted in issue 5) for the report.
