@@ -58,6 +58,19 @@ def test_quick_reproduction_runs_every_part_and_resumes(tmp_path):
     again = run_na_dpvi(work=tmp_path / "work", out=tmp_path / "docs", quick=True, progress=False, log=logs.append)
     assert any("0 computed" in line for line in logs)
     assert json.dumps(again["adult"], sort_keys=True) == json.dumps(out["adult"], sort_keys=True)
+
+    # --report-only: nothing computed; a removed cell and a removed release are named as missing
+    cell = next((tmp_path / "work" / "coverage" / "cells" / "linear-regression").glob("*naive*.json"))
+    cell.unlink()
+    next((tmp_path / "work" / "adult").glob("*/repeat000.json")).unlink()
+    part = run_na_dpvi(work=tmp_path / "work", out=tmp_path / "partial", quick=True, progress=False,
+                       log=logs.append, report_only=True)
+    assert part["not_computed"] == ["linear-regression eps=1 naive", "adult eps=1 repeat 0"]
+    assert len(part["coverage"]) == len(out["coverage"]) - 1 and part["adult"] == []
+    text = (tmp_path / "partial" / "na-dpvi-quick.md").read_text()
+    assert "Incomplete: 2 planned cells or releases have no result" in text and "linear-regression eps=1 naive" in text
+    assert "(no naive or DPVIm cell)" in text
+    assert not cell.exists()
     assert [r["rmse"] for r in again["coverage"]] == [r["rmse"] for r in out["coverage"]]
 
 

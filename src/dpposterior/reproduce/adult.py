@@ -206,17 +206,20 @@ def _read_record(path: Path, digest: str, repeat: int) -> dict[str, Any]:
     return rec
 
 
-def run_adult(settings: AdultSettings, work: str | Path, log=None) -> list[dict[str, Any]]:
+def run_adult(settings: AdultSettings, work: str | Path, log=None, *, compute: bool = True,
+              missing: list[str] | None = None) -> list[dict[str, Any]]:
     """Runs (or resumes) every (epsilon, repeat) and returns their records.
 
     Finished records on disk are reused (no release is computed twice); a file that is truncated,
     tampered with or of another version raises ``CorruptResultError`` saying which file to delete.
+    With ``compute=False`` nothing is computed: the records on disk are returned and the labels of the
+    absent ones appended to ``missing``.
     """
     from ..experiments.store import write_text_atomic
     from .. import datasets
 
     work = Path(work)
-    data = (*datasets.adult_design("train")[:2], *datasets.adult_design("test")[:2])
+    data = (*datasets.adult_design("train")[:2], *datasets.adult_design("test")[:2]) if compute else None
     records = []
     for eps in settings.epsilons:
         rs = settings.run_settings(eps)
@@ -225,6 +228,10 @@ def run_adult(settings: AdultSettings, work: str | Path, log=None) -> list[dict[
             path = _path(work, eps, r, digest)
             if path.exists():
                 records.append(_read_record(path, digest, r))
+                continue
+            if not compute:
+                if missing is not None:
+                    missing.append(f"adult eps={eps:g} repeat {r}")
                 continue
             t0 = time.perf_counter()
             body = run_one(settings, eps, r, data, log)

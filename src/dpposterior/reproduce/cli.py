@@ -27,7 +27,7 @@ def _reproduce(args: argparse.Namespace) -> int:
 
         configure_xla_cpu(min(2, len(os.sched_getaffinity(0))))  # before anything starts JAX's backend
         run(work=args.work, out=args.out, quick=args.quick, backend=args.backend, address=args.address,
-            seed=args.seed, parts=parts, progress=not args.no_progress)
+            seed=args.seed, parts=parts, progress=not args.no_progress, report_only=args.report_only)
         return 0
     if args.experiment in _SINGLE_RUN:
         import importlib
@@ -69,5 +69,8 @@ def add_reproduce_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentPa
                    help="run only these parts (default: all)")
     p.add_argument("--seed", type=int, default=0, help="base seed of the experiment's keys (default 0)")
     p.add_argument("--no-progress", action="store_true", help="hide progress output")
+    p.add_argument("--report-only", action="store_true",
+                   help="na-dpvi: compute nothing; write the report from the result files in --work, naming "
+                        "the planned cells that have none")
     p.set_defaults(func=_reproduce)
     return p

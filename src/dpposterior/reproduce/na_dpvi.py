@@ -113,7 +113,7 @@ def plan(quick: bool = False, seed: int = 0) -> Plan:
 def run(work: str | Path = "results/na-dpvi", out: str | Path = "docs/results", *, quick: bool = False,
         backend: str = "local", address: str | None = None, seed: int = 0,
         parts: Sequence[str] = ("coverage", "adult", "widths"),
-        progress: bool = True, log=print) -> dict[str, Any]:
+        progress: bool = True, log=print, report_only: bool = False) -> dict[str, Any]:
     """Runs (or resumes) the reproduction and writes the report.
 
     Args:
@@ -124,6 +124,8 @@ def run(work: str | Path = "results/na-dpvi", out: str | Path = "docs/results", 
       seed: base seed of every key (reproduction; the experiment's data are synthetic or public-split).
       parts: which parts to run (``"coverage"``, ``"adult"``, ``"widths"``).
       progress: progress bars.
+      report_only: compute nothing: write the report from the result files on disk, naming at its top
+        every planned cell and release that has none (a partial report of an unfinished run).
 
     Returns:
       A dict with the coverage results, the Adult records, wall times and the report path.
@@ -138,6 +140,8 @@ def run(work: str | Path = "results/na-dpvi", out: str | Path = "docs/results", 
     p = plan(quick, seed)
     work, out = Path(work), Path(out)
     timing: dict[str, float] = {}
+    if report_only:
+        return _report_from_disk(p, parts, work, out, quick, backend, log)
     coverage_results: list[dict[str, Any]] = []
     if "coverage" in parts:
         t0 = time.perf_counter()
@@ -166,6 +170,36 @@ def run(work: str | Path = "results/na-dpvi", out: str | Path = "docs/results", 
                           command=_command(quick, backend, work, out), widths=width_results)
     log(f"wrote {report}")
     return {"coverage": coverage_results, "adult": adult_records, "timing": timing, "report": report}
+
+
+def _report_from_disk(p: Plan, parts: Sequence[str], work: Path, out: Path, quick: bool, backend: str,
+                      log) -> dict[str, Any]:
+    """The report of whatever the plan's result files on disk hold; computes nothing."""
+    from ..experiments.store import ResultStore
+    from .adult import run_adult
+    from .report import write_report
+
+    missing: list[str] = []
+
+    def load(cells, folder):
+        store, found = ResultStore(folder), []
+        for c in cells:
+            r = store.load(c)
+            if r is None:
+                missing.append(c.label())
+            else:
+                found.append(r)
+        return found
+
+    coverage = load(p.cells, work / "coverage") if "coverage" in parts else []
+    adult = run_adult(p.adult, work, compute=False, missing=missing) if "adult" in parts else []
+    widths = load(p.widths, work / "widths") if "widths" in parts else []
+    name = "na-dpvi-quick" if quick else "na-dpvi"
+    report = write_report(coverage, adult, out, name=name, timing={}, quick=quick,
+                          command=_command(quick, backend, work, out), widths=widths, not_computed=missing)
+    log(f"wrote {report} from the files on disk ({len(missing)} planned cells or releases without a result)")
+    return {"coverage": coverage, "adult": adult, "widths": widths, "timing": {}, "report": report,
+            "not_computed": missing}
 
 
 def _command(quick: bool, backend: str, work: Path, out: Path) -> str:

@@ -124,12 +124,15 @@ def _coverage_tables(results: Sequence[dict[str, Any]]) -> list[str]:
         base_name = "bernstein-sheldon" if "bernstein-sheldon" in cells else "gibbs-ss-noisy"
         base = cells.get(base_name)
         bar = COVERAGE_BAR.get(model)
-        below = all(x is None or rmse < x for x in (naive, dpvim))
+        below = "yes" if all(x is None or rmse < x for x in (naive, dpvim)) else "NO"
+        missing = [n for n, x in (("naive", naive), ("DPVIm", dpvim)) if x is None]
+        if missing:
+            below += f" (no {' or '.join(missing)} cell)"
         width = (f"{solvers[best]['sharpness'] / base['sharpness']:.2f}" if base is not None else "")
         fmt = lambda x: "" if x is None else f"{x:.4f}"  # noqa: E731
         lines.append(f"| {model} | {eps:g} | {best} | {rmse:.4f} | {fmt(bar)} | {fmt(PAPER_COVERAGE_RMSE.get(model))} "
                      f"| {fmt(naive)} | {fmt(dpvim)} | {(base_name + ' ' + fmt(base['rmse'])) if base else ''} "
-                     f"| {'yes' if below else 'NO'} | {'yes' if bar is not None and rmse <= bar else 'NO'} | {width} |")
+                     f"| {below} | {'yes' if bar is not None and rmse <= bar else 'NO'} | {width} |")
     lines.append("")
     return lines
 
@@ -185,8 +188,11 @@ def _widths_table(widths: Sequence[dict[str, Any]], coverage: Sequence[dict[str,
 
 def write_report(coverage: Sequence[dict[str, Any]], adult: Sequence[dict[str, Any]], out: str | Path, *,
                  name: str, timing: dict[str, float], quick: bool, command: str,
-                 widths: Sequence[dict[str, Any]] = ()) -> Path:
-    """Writes ``<out>/<name>.md`` and its PNG figures; returns the Markdown path."""
+                 widths: Sequence[dict[str, Any]] = (), not_computed: Sequence[str] = ()) -> Path:
+    """Writes ``<out>/<name>.md`` and its PNG figures; returns the Markdown path.
+
+    ``not_computed``: labels of planned cells without a result (a partial report says so at its top).
+    """
     from ..experiments.store import write_text_atomic
 
     out = Path(out)
@@ -199,7 +205,11 @@ def write_report(coverage: Sequence[dict[str, Any]], adult: Sequence[dict[str, A
         group_wall[(c["model"], c["epsilon"])] = r.get("timing", {}).get("replicates_seconds", 0.0)
     adult_wall = sum(r.get("wall_seconds", 0.0) for r in adult)
     lines = [f"# NA-DPVI reproduction{' (--quick smoke test: toy sizes, NOT results)' if quick else ''}", "",
-             f"Command: `{command}`", "",
+             f"Command: `{command}`", ""]
+    if not_computed:
+        lines += [f"**Incomplete: {len(not_computed)} planned cells or releases have no result** (their rows are missing below): "
+                  + "; ".join(not_computed) + ".", ""]
+    lines += [
              f"Written {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')} on "
              f"{platform.platform()} ({os.cpu_count()} CPUs).", "",
              "## Wall time", "",
