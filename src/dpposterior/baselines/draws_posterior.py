@@ -116,7 +116,8 @@ class DrawsPosterior:
 
     def to_arviz(self, key: Any = None, num_samples: int | None = None):
         """An ArviZ InferenceData of the stored constrained draws (one chain), privacy record in attrs."""
-        import arviz as az
+        from .._arviz import import_arviz
+        az = import_arviz()
 
         posterior = {k: np.asarray(v)[None, ...] for k, v in self.constrained_draws().items()}
         attrs = {"method": self.method, "privacy": self.privacy.summary()}

@@ -266,7 +266,8 @@ class ChainDiagnostics:
 def diagnostics(result: ChainResult, burn_in: int = 0) -> ChainDiagnostics:
     """ESS and R-hat (ArviZ) of the released samples after ``burn_in``, and the NON-PRIVATE step
     statistics (acceptance, batch sizes, full-batch fraction, bound violations) over all steps."""
-    import arviz as az
+    from .._arviz import import_arviz
+    az = import_arviz()
 
     b = check_positive_int(burn_in, "burn_in", minimum=0)
     draws = result.samples[:, b:, :]

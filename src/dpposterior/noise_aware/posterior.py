@@ -125,7 +125,8 @@ class Posterior:
 
     def to_arviz(self, key: jax.Array | None = None, num_samples: int = 4000):
         """An ArviZ InferenceData of constrained draws (one chain), with the privacy record in attrs."""
-        import arviz as az
+        from .._arviz import import_arviz
+        az = import_arviz()
 
         draws = self.sample(jax.random.PRNGKey(0) if key is None else key, num_samples)
         posterior = {k: np.asarray(v)[None, ...] for k, v in draws.items()}
@@ -140,7 +141,8 @@ class Posterior:
 
 
 def _summary_table(idata: Any, privacy: PrivacySpent, prob: float):
-    import arviz as az
+    from .._arviz import import_arviz
+    az = import_arviz()
 
     if not 0 < prob < 1:
         raise ValueError(f"prob must lie in (0, 1), got {prob!r}")
