@@ -69,7 +69,7 @@ def test_quick_reproduction_runs_every_part_and_resumes(tmp_path):
     assert len(part["coverage"]) == len(out["coverage"]) - 1 and part["adult"] == []
     text = (tmp_path / "partial" / "na-dpvi-quick.md").read_text()
     assert "Incomplete: 2 planned cells or releases have no result" in text and "linear-regression eps=1 naive" in text
-    assert "(no naive or DPVIm cell)" in text
+    assert "(no naive or DPVIm cell)" in text and "--report-only`" in text
     assert not cell.exists()
     assert [r["rmse"] for r in again["coverage"]] == [r["rmse"] for r in out["coverage"]]
 

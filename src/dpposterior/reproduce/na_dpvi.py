@@ -196,7 +196,8 @@ def _report_from_disk(p: Plan, parts: Sequence[str], work: Path, out: Path, quic
     widths = load(p.widths, work / "widths") if "widths" in parts else []
     name = "na-dpvi-quick" if quick else "na-dpvi"
     report = write_report(coverage, adult, out, name=name, timing={}, quick=quick,
-                          command=_command(quick, backend, work, out), widths=widths, not_computed=missing)
+                          command=_command(quick, backend, work, out) + " --report-only", widths=widths,
+                          not_computed=missing)
     log(f"wrote {report} from the files on disk ({len(missing)} planned cells or releases without a result)")
     return {"coverage": coverage, "adult": adult, "widths": widths, "timing": {}, "report": report,
             "not_computed": missing}
