@@ -208,6 +208,8 @@ def test_huge_epsilon_recovers_exact_conjugate_posterior(cell, helpers):
     tol = 4.0 * math.sqrt(2.0 / e_mean.size)
     assert abs(np.mean(e_mean**2) - 1.0) < tol, np.mean(e_mean**2)
     assert abs(np.mean(e_sd**2) - 1.0) < tol + 0.1, np.mean(e_sd**2)
+    # the cell's mixing diagnostics see i.i.d. chains
+    assert out.diagnostics["ess_median"] > 0.5 * M and out.diagnostics["replicates_with_ess_below_100"] == 0
     # power: the posterior of the statistic off by two records (in the first coordinate) fails
     shift = np.zeros(s.shape[1])
     shift[0] = 2.0

@@ -144,6 +144,7 @@ def test_huge_epsilon_recovers_exact_nig_posterior(replicates, helpers):
     got_mean = np.concatenate([s2.mean(1)[:, None], d[..., 1:].mean(1)], 1)
     got_sd = np.concatenate([s2.std(1)[:, None], d[..., 1:].std(1)], 1)
     ess = helpers.ess(np.concatenate([s2[..., None], d[..., 1:]], -1).transpose(0, 2, 1))  # (K, P + 2)
+    assert out.diagnostics["ess_min"] > 0 and out.diagnostics["ess_min"] <= out.diagnostics["ess_median"] <= M * 1.5
     want_mean, want_sd, wrong_mean = [], [], []
     for i in range(K):
         xc = np.concatenate([np.clip(X[i], -3, 3), np.ones((N, 1))], 1)

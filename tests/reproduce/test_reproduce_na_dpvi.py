@@ -40,7 +40,8 @@ def test_quick_reproduction_runs_every_part_and_resumes(tmp_path):
     report = (tmp_path / "docs" / "na-dpvi-quick.md").read_text()
     assert out["report"] == tmp_path / "docs" / "na-dpvi-quick.md"
     for needle in ("## Wall time", "bernstein-sheldon", "gibbs-ss-noisy", "dpvim", "| beta-bernoulli |",
-                   "## UCI Adult", "best NA-DPVI solver", "smoke test", "## Widths", "| 0.5 | 60 | 0.1 |"):
+                   "## UCI Adult", "best NA-DPVI solver", "smoke test", "## Widths", "| 0.5 | 60 | 0.1 |",
+                   "### Solver and sampler diagnostics per cell", "ess_min", "latent_acceptance_mean"):
         assert needle in report, needle
     pngs = sorted(p.name for p in (tmp_path / "docs").glob("*.png"))
     assert "na-dpvi-quick-adult-calibration.png" in pngs

@@ -5,7 +5,8 @@ baselines' public mechanisms on them, with keys derived from ``key``), releases 
 baseline's mechanism does, runs the baseline's post-processing vectorised over the replicates, and
 returns a :class:`BaselineCellOutput` whose first three fields match the coverage engine's
 ``MethodOutput`` (``draws`` (K, M, n) float32 in the model's unconstrained space, ``posterior_sd``
-(K, n), ``diagnostics``), plus the per-replicate ``privacy`` record. :func:`simulate_replicates`
+(K, n), ``diagnostics``), plus the per-replicate ``privacy`` record. The Gibbs baselines' diagnostics
+include their chains' effective sample sizes (:func:`._mixing.ess_summary`). :func:`simulate_replicates`
 draws (theta, data) from the models' simulators for tests and for callers without their own.
 
 The unconstrained spaces are the NumPyro models' (:func:`dpposterior.vi.model_inspect.inspect_model`):
@@ -27,6 +28,7 @@ from .._checks import check_epsilon, check_positive_int
 from ..privacy.spent import PrivacySpent
 from . import expfam as EF
 from . import regression as RG
+from ._mixing import ess_summary
 
 #: default sweeps kept per draw (Gamma-Exponential mixes slowest: about 30 sweeps per effective draw
 #: at epsilon = 0.1, N = 5,000; the others about 1.5).
@@ -164,7 +166,8 @@ def bernstein_sheldon_cell(model_name: str, datasets: Any, epsilon: float, key: 
     draws = np.asarray(EF.to_unconstrained(model_name, jnp.asarray(thetas)), np.float32)
     diag = {"method": "bernstein_sheldon", "num_warmup": num_warmup, "thin": thin,
             "noise_scale": float(releases[0].noise_scale), "sensitivity": float(releases[0].sensitivity),
-            "bounds": list(bounds) if bounds is not None else None, "neighbouring": neighbouring}
+            "bounds": list(bounds) if bounds is not None else None, "neighbouring": neighbouring,
+            **ess_summary(draws)}
     return BaselineCellOutput(draws=draws, posterior_sd=np.std(draws.astype(np.float64), axis=1),
                               diagnostics=diag, privacy=releases[0].privacy)
 
@@ -228,7 +231,8 @@ def gibbs_ss_noisy_cell(datasets: Any, epsilon: float, key: Any, num_draws: int,
     diag = {"method": "gibbs_ss_noisy", "num_warmup": num_warmup, "thin": thin, "interweave": bool(interweave),
             "fourth_moments": fourth_moments if isinstance(fourth_moments, str) else "public",
             "x_bound": float(np.max(x_bound)), "y_bound": float(y_bound),
-            "latent_acceptance_min": float(np.min(acc)), "latent_acceptance_mean": float(np.mean(acc))}
+            "latent_acceptance_min": float(np.min(acc)), "latent_acceptance_mean": float(np.mean(acc)),
+            **ess_summary(draws)}
     return BaselineCellOutput(draws=draws, posterior_sd=np.std(draws.astype(np.float64), axis=1),
                               diagnostics=diag, privacy=privacy)
 

@@ -137,6 +137,32 @@ def _coverage_tables(results: Sequence[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _diagnostics_table(results: Sequence[dict[str, Any]]) -> list[str]:
+    """Each cell's solver or sampler checks as its result file holds them (NUTS divergences, Laplace
+    convergence, grid edge mass, the Gibbs baselines' acceptance and effective sample sizes, DPVIm's
+    convergence): what a reader needs to tell a method's miss from a solver's."""
+    def fmt(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        if isinstance(v, (list, tuple)):
+            return "[" + ", ".join(fmt(x) for x in v) + "]"
+        return str(v)
+
+    rows = []
+    for r in sorted(results, key=lambda r: (r["config"]["model"], r["config"]["epsilon"], r["config"]["method"])):
+        diag = {k: v for k, v in (r.get("diagnostics") or {}).items() if k != "method"}
+        if diag:
+            c = r["config"]
+            rows.append(f"| {c['model']} | {c['epsilon']:g} | {c['method']} | "
+                        + "; ".join(f"{k} {fmt(v)}" for k, v in sorted(diag.items())) + " |")
+    if not rows:
+        return []
+    return (["### Solver and sampler diagnostics per cell", "",
+             "ESS: effective draws of a replicate's least-mixed coordinate (the Gibbs baselines; `ess_min` over "
+             "the replicates, `ess_median` their median).", "",
+             "| model | epsilon | method | diagnostics |", "|---|---:|---|---|"] + rows + [""])
+
+
 def _adult_table(records: Sequence[dict[str, Any]]) -> list[str]:
     rows = summarise(records)
     if not rows:
@@ -252,6 +278,7 @@ def write_report(coverage: Sequence[dict[str, Any]], adult: Sequence[dict[str, A
         lines += ["Machines the cells ran on (`platform.platform()` of each file): "
                   + ", ".join(f"`{h}`" for h in sorted({r.get("host", "unknown") for r in coverage})) + ".", ""]
     lines += _coverage_tables(coverage)
+    lines += _diagnostics_table(coverage)
     lines += ["## UCI Adult: posterior predictive calibration on the test split", ""]
     if adult:
         s = adult[0]["settings"]
