@@ -41,3 +41,11 @@ def test_bad_shape_is_an_error():
         ess_per_replicate(np.zeros((10, 3)))
     with pytest.raises(ValueError, match="M >= 4"):
         ess_per_replicate(np.zeros((2, 3, 1)))
+
+
+def test_agrees_with_the_tests_independent_estimator(helpers):
+    rng = np.random.default_rng(2)
+    d = np.concatenate([_ar1(rng, 2, 5000, 1, 0.5), _ar1(rng, 2, 5000, 1, 0.97)], axis=2)  # (2, M, 2)
+    ours = ess_per_replicate(d)
+    theirs = helpers.ess(d.transpose(0, 2, 1))  # chains along the last axis
+    np.testing.assert_allclose(ours, theirs, rtol=0.15)
