@@ -115,9 +115,24 @@ def test_baselines_run_through_compute_group(monkeypatch):
     p = by["naive"]["privacy"]
     assert p["release"] == "dpvi" and p["noise_multiplier"] == by["naive"]["noise_multiplier"]
     assert p["epsilon"] <= 0.5 * (1 + 1e-3)
-    # the references are centred on the same DPVI trace means, so the methods differ in their draws only:
-    # a baseline's posterior is not the naive one
-    assert by["bernstein-sheldon"]["sharpness"] != by["naive"]["sharpness"]
+    assert by["bernstein-sheldon"]["sharpness"] != by["naive"]["sharpness"]  # a posterior of its own
+    assert all(r["execution"]["group_ran_dpsgd"] for r in recs)
+
+    # Alone (e.g. added to a finished run), a mechanism-only method runs no DP-SGD: its releases are not
+    # its to use and its references are centred on its own posterior, so its record is the same.
+    monkeypatch.setattr(R, "run_replicates", lambda *a, **k: pytest.fail("DP-SGD ran for a mechanism-only group"))
+    (alone,) = compute_group([c for c in cfgs if c.method == "bernstein-sheldon"])
+    assert comparable(alone) == comparable(by["bernstein-sheldon"])
+    assert alone["execution"]["group_ran_dpsgd"] is False
+
+
+def test_post_processing_without_releases_is_an_error():
+    from dpposterior.experiments import evaluate_cell
+    from dpposterior.experiments.replicates import ReplicateSummaries, dpvi_setup
+
+    cfg = CellConfig("beta-bernoulli", 0.5, "naive", **TINY)
+    with pytest.raises(ValueError, match="post-processes the group's DP-SGD releases"):
+        evaluate_cell(cfg, dpvi_setup(cfg), ReplicateSummaries(np.zeros((6, 1)), None, None))
 
 
 def _fake_cell(calls, n):

@@ -170,7 +170,7 @@ def _check_data(data: CellData, settings: MethodSettings) -> None:
         raise ValueError("a method with its own mechanism needs settings.mechanism_key (the cell's fixed key)")
 
 
-def bernstein_sheldon_method(releases: CellReleases, settings: MethodSettings, data: CellData) -> MethodOutput:
+def bernstein_sheldon_method(releases: CellReleases | None, settings: MethodSettings, data: CellData) -> MethodOutput:
     """Bernstein & Sheldon noise-aware Gibbs on each replicate's Laplace-noised sufficient statistic.
 
     Privacy: pure epsilon-DP per replicate (the cell's epsilon), Laplace mechanism on the sufficient
@@ -187,7 +187,7 @@ def bernstein_sheldon_method(releases: CellReleases, settings: MethodSettings, d
     return _output(out)
 
 
-def gibbs_ss_noisy_method(releases: CellReleases, settings: MethodSettings, data: CellData) -> MethodOutput:
+def gibbs_ss_noisy_method(releases: CellReleases | None, settings: MethodSettings, data: CellData) -> MethodOutput:
     """Gibbs-SS-Noisy on each replicate's Laplace-noised regression statistics of clipped records.
 
     Privacy: pure epsilon-DP per replicate (the cell's epsilon, split over the statistics' parts by
@@ -209,7 +209,7 @@ def gibbs_ss_noisy_method(releases: CellReleases, settings: MethodSettings, data
     return _output(out)
 
 
-def dpvim_method(releases: CellReleases, settings: MethodSettings, data: CellData) -> MethodOutput:
+def dpvim_method(releases: CellReleases | None, settings: MethodSettings, data: CellData) -> MethodOutput:
     """DPVIm: its own DP-SGD run per replicate (the cell's epsilon, delta, T, q and accountant), read as
     a Gaussian.
 

@@ -63,10 +63,13 @@ def _privacy_record(privacy: PrivacySpent, release: str) -> dict[str, Any]:
     return d
 
 
-def _finite_replicates(summaries: ReplicateSummaries, draws: np.ndarray) -> np.ndarray:
+def _finite_replicates(summaries: ReplicateSummaries, draws: np.ndarray, with_trace: bool) -> np.ndarray:
+    """Replicates with a finite theta and finite draws, and (``with_trace``: a post-processing method)
+    a finite DP-SGD release."""
     ok = np.all(np.isfinite(summaries.theta), axis=1)
-    ok &= np.all(np.isfinite(summaries.final_phi), axis=1)
-    ok &= np.all(np.stack([np.all(np.isfinite(x), axis=1) for x in summaries.stats]), axis=0)
+    if with_trace:
+        ok &= np.all(np.isfinite(summaries.final_phi), axis=1)
+        ok &= np.all(np.stack([np.all(np.isfinite(x), axis=1) for x in summaries.stats]), axis=0)
     ok &= np.all(np.isfinite(draws), axis=(1, 2))
     return ok
 
@@ -82,7 +85,8 @@ def evaluate_cell(config: CellConfig, setup: DPVISetup, summaries: ReplicateSumm
     Args:
       config: the cell.
       setup: the group's DPVI settings.
-      summaries: the group's replicates (all ``config.replicates`` of them).
+      summaries: the group's replicates (all ``config.replicates`` of them); for a method with its own
+        mechanism only their ``theta`` is read (``final_phi`` and ``stats`` may be None).
       data: the group's synthetic data sets (:func:`.replicates.cell_data`), used only by a method with
         its own mechanism (``needs_data``); simulated here when such a method needs them and None is
         given (pass them to share one simulation among the methods of a group).
@@ -115,12 +119,15 @@ def evaluate_cell(config: CellConfig, setup: DPVISetup, summaries: ReplicateSumm
         if data.model != config.model or data.num_replicates != k or data.num_records != config.num_records:
             raise ValueError(f"the data hold {data.num_replicates} data sets of {data.num_records} {data.model!r} "
                              f"records, the cell needs {k} of {config.num_records} {config.model!r} records")
-        out = method.fn(releases_of(summaries, setup, config), settings, data)
+        out = method.fn(None, settings, data)  # its own release only: the DP-SGD releases are not its to use
         if not isinstance(out.privacy, PrivacySpent):
             raise ValueError(f"method {config.method!r} runs its own mechanism but returned no PrivacySpent "
                              f"(got {out.privacy!r})")
         privacy = _privacy_record(out.privacy, "method")
     else:
+        if summaries.stats is None or summaries.final_phi is None:
+            raise ValueError(f"method {config.method!r} post-processes the group's DP-SGD releases, but the "
+                             "summaries hold none (a group of mechanism-only methods skips DP-SGD)")
         out = method.fn(releases_of(summaries, setup, config), settings)
         privacy = _privacy_record(dpvi_privacy(config, setup), "dpvi")
     draws = np.asarray(out.draws)
@@ -131,7 +138,7 @@ def evaluate_cell(config: CellConfig, setup: DPVISetup, summaries: ReplicateSumm
     t_method = time.perf_counter() - t0
 
     t1 = time.perf_counter()
-    ok = _finite_replicates(summaries, draws) & np.all(np.isfinite(post_sd) & (post_sd > 0), axis=1)
+    ok = _finite_replicates(summaries, draws, not method.needs_data) & np.all(np.isfinite(post_sd) & (post_sd > 0), axis=1)
     excluded = np.flatnonzero(~ok).tolist()
     if ok.sum() < 2:
         raise ValueError(f"{config.label()}: fewer than 2 replicates have finite traces and posteriors "

@@ -16,8 +16,11 @@ A second kind of method runs its own DP mechanism (``Method.needs_data``): a bas
 with NA-DPVI under the same budget releases the replicates' data sets by its own mechanism and
 post-processes that release:
 
-    fn(releases: CellReleases, settings: MethodSettings, data: CellData) -> MethodOutput
+    fn(releases: None, settings: MethodSettings, data: CellData) -> MethodOutput
         MethodOutput.privacy        the PrivacySpent of the method's release of each replicate
+
+``releases`` is None: the cell's privacy record is the method's own release, so the method may not
+also read the group's DP-SGD releases (and a group of such methods skips DP-SGD altogether).
 
 ``CellData`` holds the group's synthetic data sets, exactly those the group's compiled replicate
 program simulated (:func:`dpposterior.experiments.replicates.simulate_data`), and the cell's public
@@ -219,7 +222,7 @@ def register_method(name: str, fn: MethodFn, *, options: tuple[str, ...] = (), d
     Args:
       name: the method's name on the command line and in results (letters, digits, '-' and '_').
       fn: ``fn(releases, settings) -> MethodOutput`` (module docstring), or with ``needs_data``
-        ``fn(releases, settings, data) -> MethodOutput`` whose ``privacy`` is set; must be
+        ``fn(None, settings, data) -> MethodOutput`` whose ``privacy`` is set; must be
         deterministic given ``settings.keys`` and ``settings.mechanism_key``.
       options: the solver options it accepts (checked before a cell runs).
       description: one line for ``--help`` and reports.

@@ -160,16 +160,17 @@ class ReplicateSummaries(NamedTuple):
 
     Attributes:
       theta: (K, n) the true parameters in the unconstrained space (for the coverage check only).
-      final_phi: (K, d) float32, the last iterate phi_T of each trace (the naive baseline's input).
+      final_phi: (K, d) float32, the last iterate phi_T of each trace (the naive baseline's input); None
+        in a group of mechanism-only methods, which runs no DP-SGD.
       stats: :class:`~dpposterior.noise_aware.stats.TraceStats` with fields (K, d) (float32, centred,
-        after burn-in).
+        after burn-in); None where ``final_phi`` is.
       phi: (K, T, d) traces, only with ``return_traces`` (else None).
       grads: (K, T, d) noisy gradients, only with ``return_traces`` (else None).
     """
 
     theta: np.ndarray
-    final_phi: np.ndarray
-    stats: TraceStats
+    final_phi: np.ndarray | None
+    stats: TraceStats | None
     phi: np.ndarray | None = None
     grads: np.ndarray | None = None
 
@@ -348,11 +349,13 @@ def simulate_data(config: CellConfig, *, start: int = 0, count: int | None = Non
     return theta, tuple(data)
 
 
-def cell_data(config: CellConfig, setup: DPVISetup | None = None) -> CellData:
+def cell_data(config: CellConfig, setup: DPVISetup | None = None, *,
+              arrays: tuple[np.ndarray, ...] | None = None) -> CellData:
     """The :class:`~.methods.CellData` of a cell's group: its K synthetic data sets (:func:`simulate_data`,
-    the true theta left out) and its public mechanism settings."""
+    the true theta left out, or ``arrays`` that :func:`simulate_data` already returned for the group)
+    and its public mechanism settings."""
     setup = dpvi_setup(config) if setup is None else setup
-    _, data = simulate_data(config)
+    data = simulate_data(config)[1] if arrays is None else tuple(arrays)
     return CellData(model=config.model, arrays=data, epsilon=config.epsilon, delta=config.delta,
                     num_steps=config.num_steps, sampling_rate=config.sampling_rate, num_records=config.num_records,
                     accountant=config.accountant, clip=setup.clip)

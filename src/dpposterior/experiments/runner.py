@@ -92,6 +92,9 @@ def compute_group(configs: Sequence[CellConfig], *, devices: int = 1, batch_size
                   execution: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Computes the cells of one group: the replicates once, then each method on them.
 
+    The replicates' DP-SGD runs only when a post-processing method is in the group; a group of methods
+    with their own mechanism (the baselines) only simulates the data sets.
+
     Args:
       configs: cells that share :meth:`CellConfig.group_key` (the methods may differ).
       devices: XLA devices the replicate axis is split over.
@@ -104,7 +107,7 @@ def compute_group(configs: Sequence[CellConfig], *, devices: int = 1, batch_size
       The records, cheap methods first.
     """
     from .methods import get_method
-    from .replicates import cell_data, default_batch_size, dpvi_setup, run_replicates
+    from .replicates import ReplicateSummaries, cell_data, default_batch_size, dpvi_setup, run_replicates, simulate_data
 
     configs = _sorted_group(configs)
     if not configs:
@@ -118,23 +121,33 @@ def compute_group(configs: Sequence[CellConfig], *, devices: int = 1, batch_size
     setup = dpvi_setup(first)
     if batch_size is None:
         batch_size = default_batch_size(first, setup.num_latent, devices)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
+    # Only post-processing methods read the group's DP-SGD releases (a method with its own mechanism
+    # gets none, and its TARP references are centred on its own posterior): a group of mechanism-only
+    # methods simulates its data sets and skips DP-SGD.
+    dpsgd = not all(get_method(c.method).needs_data for c in configs)
+    data = None  # the group's synthetic data sets, simulated once if a method runs its own mechanism
+    if dpsgd:
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
 
-        bar = tqdm(total=first.replicates, desc=f"{first.model} eps={first.epsilon:g}: DP-SGD replicates",
-                   unit="rep", leave=False, file=sys.stderr, dynamic_ncols=True)
-    try:
-        summaries = run_replicates(first, setup, batch_size=batch_size, devices=devices, progress=bar)
-    finally:
-        if bar is not None:
-            bar.close()
+            bar = tqdm(total=first.replicates, desc=f"{first.model} eps={first.epsilon:g}: DP-SGD replicates",
+                       unit="rep", leave=False, file=sys.stderr, dynamic_ncols=True)
+        try:
+            summaries = run_replicates(first, setup, batch_size=batch_size, devices=devices, progress=bar)
+        finally:
+            if bar is not None:
+                bar.close()
+    else:
+        theta, arrays = simulate_data(first)
+        summaries = ReplicateSummaries(theta=theta, final_phi=None, stats=None)
+        data = cell_data(first, setup, arrays=arrays)
     rep_seconds = time.perf_counter() - t0
     exe = dict(execution or {})
     exe.update(devices=devices, batch_size=batch_size, xla_flags=os.environ.get("XLA_FLAGS", ""),
-               group_methods=[c.method for c in configs], pid=os.getpid(), group_started_at=started_at)
+               group_methods=[c.method for c in configs], pid=os.getpid(), group_started_at=started_at,
+               group_ran_dpsgd=dpsgd)
     records = []
-    data = None  # the group's synthetic data sets, simulated once if a method runs its own mechanism
     for cfg in configs:
         if data is None and get_method(cfg.method).needs_data:
             data = cell_data(cfg, setup)
