@@ -62,13 +62,8 @@ BURN_IN = {"gamma-exponential": 0.5}
 #: most 25 at epsilon 0.1 (ESS >= 1,600 at thin 2), at most 210 at 0.3 (ESS >= 190) and up to 1,640
 #: at 1 (log sigma2 in one replicate: ESS about 25 at thin 2, 60 at thin 5; the median replicate's
 #: about 22 sweeps). Each cell records its chains' ESS in its diagnostics (the report lists them).
-#: Epsilon 0.1 keeps the default thin 5: its cell ran so before this change, and re-running it costs about 46
-#: minutes on 2 cores (every cell of a group re-runs the group's DP-SGD, whose traces place the TARP
-#: reference points); its chains mix the fastest of the three, so thin 2 would serve there too.
 REGRESSION_METHOD_OPTIONS = {"nuts": (("num_warmup", 500), ("num_samples", 1000)),
                              "gibbs-ss-noisy": (("thin", 2),)}
-#: per-epsilon exceptions to :data:`REGRESSION_METHOD_OPTIONS`.
-REGRESSION_METHOD_OPTIONS_AT = {(0.1, "gibbs-ss-noisy"): ()}  # the defaults: thin 5
 
 #: the paper's published figures (papers/na-dpvi.txt section 4, as quoted in issue 5) for the report.
 PAPER_COVERAGE_RMSE = {"beta-bernoulli": 0.016, "gamma-exponential": 0.023, "dirichlet-categorical": 0.020,
@@ -114,8 +109,7 @@ def plan(quick: bool = False, seed: int = 0) -> Plan:
     sizes = dict(replicates=500, repeats=20, num_steps=10_000, num_records=5_000, seed=seed)
     cells = [CellConfig(model, e, meth, burn_in=BURN_IN.get(model, DEFAULT_BURN_IN), **sizes) for model in EXPFAM_MODELS
              for e in EPSILONS for meth in EXPFAM_METHODS]
-    cells += [CellConfig(REGRESSION_MODEL, e, meth, **sizes,
-                         method_options=REGRESSION_METHOD_OPTIONS_AT.get((e, meth), REGRESSION_METHOD_OPTIONS.get(meth, ())))
+    cells += [CellConfig(REGRESSION_MODEL, e, meth, method_options=REGRESSION_METHOD_OPTIONS.get(meth, ()), **sizes)
               for e in EPSILONS for meth in REGRESSION_METHODS]
     widths = tuple(CellConfig("beta-bernoulli", e, "grid", replicates=200, repeats=20, num_records=5_000,
                               num_steps=t, sampling_rate=q, seed=seed)
