@@ -21,6 +21,8 @@ def test_full_plan_is_the_papers_grid():
     assert ("dirichlet-categorical", 1.0, "dpvim") in cells
     gibbs = {c.epsilon: dict(c.method_options) for c in p.cells if c.method == "gibbs-ss-noisy"}
     assert gibbs == {0.1: {"thin": 2}, 0.3: {"thin": 2}, 1.0: {"thin": 2}}
+    bs = {(c.model, c.epsilon): dict(c.method_options) for c in p.cells if c.method == "bernstein-sheldon"}
+    assert bs[("gamma-exponential", 0.1)] == {"thin": 3} and bs[("beta-bernoulli", 0.1)] == {}
     assert p.adult.epsilons == (0.1, 0.3, 1.0) and p.adult.repeats == 20
     assert set(p.adult.methods) == {"nuts", "laplace", "naive", "dpvim"}
     settings = {(c.epsilon, c.num_steps, c.sampling_rate) for c in p.widths}
