@@ -30,11 +30,25 @@ def run_demo(epsilon: float = 1.0, delta: float = 1e-5, num_steps: int = 10_000,
 
     Settings follow the reference implementation for Adult (NOTES.md section 1): T = 10,000, q = 0.1,
     clip 11, beta_rho 550, lambda_c = sqrt(n). ``seed=None`` seeds the privacy noise from the OS.
+
+    Raises:
+      ValueError, TypeError: a setting outside its range (checked before the data are read or anything
+        is written).
     """
     from . import datasets, models, plots, validation
-    from .noise_aware import noise_aware_posterior
+    from ._checks import check_delta, check_epsilon, check_positive, check_positive_int, check_sampling_rate
+    from .noise_aware import METHODS, noise_aware_posterior
     from .vi import dpvi
 
+    # checked before anything is printed, written or released (dpvi checks them again)
+    check_epsilon(epsilon)
+    check_delta(delta)
+    check_positive_int(num_steps, "num_steps")
+    check_sampling_rate(sampling_rate)
+    check_positive(clip, "clip")
+    check_positive(beta_rho, "beta_rho")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     t0 = time.perf_counter()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

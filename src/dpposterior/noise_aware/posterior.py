@@ -95,11 +95,16 @@ class Posterior:
         ``model(*new_data, **model_kwargs)`` is run with the latent sites substituted by posterior draws;
         observed sites whose value is not passed (e.g. ``y=None``) are sampled. ``new_data`` is new,
         public input (e.g. test covariates), not the private training data.
+
+        Raises:
+          ValueError: ``model`` lacks a latent site of this posterior, or has a global latent site that
+            the posterior does not hold (not the model that was fitted).
         """
         from numpyro.infer import Predictive
 
         k1, k2 = jax.random.split(_key(key))
         samples = self.sample(k1, num_samples)
+        _check_predictive_model(model, self.layout, samples, new_data, model_kwargs)
         pred = Predictive(model, posterior_samples=samples, return_sites=None)
         out = pred(k2, *new_data, **model_kwargs)
         return {k: v for k, v in out.items() if k not in samples}
@@ -165,6 +170,29 @@ def _check_num(n: int) -> None:
 def _key(key: Any) -> jax.Array:
     if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
         return jax.random.PRNGKey(int(key))
-    if key is None:
-        raise TypeError("key must be a JAX PRNG key or an int seed, got None")
-    return key
+    dtype = getattr(key, "dtype", None)
+    if isinstance(key, (jax.Array, np.ndarray)) and (
+            dtype == np.uint32 or jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)):
+        return key
+    raise TypeError(f"key must be a JAX PRNG key (jax.random.key / jax.random.PRNGKey) or an int seed, got {key!r} "
+                    f"of type {type(key).__name__}")
+
+
+def _check_predictive_model(model: Callable, layout: ParamLayout, samples: dict[str, jax.Array],
+                            new_data: tuple[Any, ...], model_kwargs: dict[str, Any]) -> None:
+    """Refuses a model whose latent sites are not this posterior's: Predictive would silently draw the
+    missing ones from their prior and return them as if they were predictions."""
+    from numpyro import handlers
+
+    one = {k: v[0] for k, v in samples.items()}
+    tr = handlers.trace(handlers.substitute(handlers.seed(model, rng_seed=0), data=one)).get_trace(
+        *new_data, **model_kwargs)
+    sites = {name for name, s in tr.items() if s["type"] == "sample"}
+    missing = [name for name in layout.names if name not in sites]
+    extra = [name for name, s in tr.items() if s["type"] == "sample" and not s["is_observed"]
+             and name not in samples and not s["cond_indep_stack"]]
+    if missing or extra:
+        raise ValueError(f"the model does not match this posterior: it lacks the posterior's latent sites "
+                         f"{missing} and has global latent sites {extra} that the posterior does not hold (they "
+                         f"would be drawn from their prior); the posterior's latent sites are {list(layout.names)}: "
+                         "pass the model that was fitted")

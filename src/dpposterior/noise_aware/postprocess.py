@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._checks import check_positive, check_positive_int, check_real
 from ..privacy.randomness import resolve_key
 from ..vi.trace import DPVITrace
 from . import grid as G
@@ -107,10 +108,10 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
       "max_grad_norm"; nuts: split R-hat, ESS and divergences from numpyro.diagnostics).
 
     Raises:
-      TypeError: ``trace`` is not a DPVITrace, or an unknown solver option.
-      ValueError: unknown method, burn_in outside [0, 1), fewer than 10 steps after burn-in, non-finite
-        values in the trace, non-positive beta, noise multiplier, clip or sampling rate, or a
-        coordinate that does not move after burn-in.
+      TypeError: ``trace`` is not a DPVITrace, an unknown solver option, or a non-integer count option.
+      ValueError: unknown method, a solver option out of its range, burn_in outside [0, 1), fewer than
+        10 steps after burn-in, non-finite values in the trace, non-positive beta, noise multiplier, clip
+        or sampling rate, or a coordinate that does not move after burn-in.
     """
     if not isinstance(trace, DPVITrace):
         raise TypeError(f"trace must be a DPVITrace, got {type(trace).__name__}")
@@ -119,6 +120,7 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
     unknown = sorted(set(solver_options) - set(_OPTIONS[method]))
     if unknown:
         raise TypeError(f"unknown solver options {unknown} for method {method!r}; allowed: {list(_OPTIONS[method])}")
+    _check_solver_options(method, solver_options)
     stats, noise_sd, start = _checked_statistics(trace, burn_in)
     q = float(trace.sampling_rate)
     if isinstance(priors, str):
@@ -187,6 +189,30 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
     diagnostics["phi_star_sd"] = np.asarray(sd)
     return Posterior(layout=trace.layout, phi_star=jnp.asarray(phi_draws), privacy=trace.privacy, method=method,
                      phi_sampler=sampler, diagnostics=diagnostics)
+
+
+#: the smallest value of each integer solver option (grids need two cells to hold a box).
+_INT_MINIMUM = {"num_points": 2, "num_points_s": 2, "num_stages": 1, "num_draws": 1, "num_iterations": 1,
+                "num_warmup": 0, "num_samples": 1, "num_chains": 1, "thinning": 1, "max_tree_depth": 1}
+
+
+def _check_solver_options(method: str, options: dict[str, Any]) -> None:
+    """Refuses solver options that would crash deep in JAX or give NaN or empty draws."""
+    for name, value in options.items():
+        if name in _INT_MINIMUM:
+            check_positive_int(value, f"{method} option {name}", minimum=_INT_MINIMUM[name])
+    if "tail" in options:
+        tail = check_real("grid option tail", options["tail"])
+        if not 0.0 < tail < 0.5:
+            raise ValueError(f"grid option tail (the quantile each side that bounds the next stage's box) must lie "
+                             f"in (0, 0.5), got {options['tail']!r}")
+    if "tol" in options:
+        check_positive(options["tol"], "laplace option tol")
+    if "target_accept_prob" in options:
+        p = check_real("nuts option target_accept_prob", options["target_accept_prob"])
+        if not 0.0 < p < 1.0:
+            raise ValueError(f"nuts option target_accept_prob must lie in (0, 1), "
+                             f"got {options['target_accept_prob']!r}")
 
 
 _laplace_draws = jax.jit(L.laplace_sample, static_argnames=("num_samples",))

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from numpyro import handlers
+from numpyro.distributions import Unit
 from numpyro.distributions.transforms import biject_to
 
 from .._checks import check_float32_array
@@ -37,25 +38,51 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
     """Builds the latent-site layout and checks the model's structure.
 
     Raises:
-      ValueError: no plate over the records, a discrete latent site, a latent site inside the plate
-        over the records (a per-record latent variable), no observed site, or a model that fails.
+      ValueError: no plate over the records (or one with ``subsample_size``), a discrete latent site, a
+        latent site inside the plate over the records (a per-record latent variable), a latent site whose
+        support depends on other latent sites, no observed site, an observed or factor site outside the
+        plate over the records, an observed value that is not one row per record (data passed as a
+        keyword argument), or a model that fails.
     """
     try:
         tr = _trace(model, _dummy(data, _PLATE_PROBE), model_kwargs)
+        other = _trace(model, _dummy(data, _PLATE_PROBE), model_kwargs, seed=1)  # to find supports that vary
     except Exception as e:  # the user's model failed on data of the given shapes
         raise ValueError(f"the model failed when run on data of shapes {[tuple(a.shape) for a in data]}: "
                          f"{type(e).__name__}: {e}") from e
     record_plates = {name for name, s in tr.items() if s["type"] == "plate" and s["args"][0] == _PLATE_PROBE}
+    for name in record_plates:
+        if tr[name]["args"][1] not in (None, _PLATE_PROBE):
+            raise ValueError(f"the plate {name!r} over the records has subsample_size={tr[name]['args'][1]}: dpvi "
+                             "does its own Poisson subsampling (sampling_rate), on which the privacy accounting "
+                             "rests; remove subsample_size from the plate")
     observed = [name for name, s in tr.items() if s["type"] == "sample" and s["is_observed"]]
     if not observed:
         raise ValueError("the model has no observed site: condition a sample site on the data with obs=...")
     for name in observed:
-        frames = {f.name for f in tr[name]["cond_indep_stack"] if f.size == _PLATE_PROBE}
+        site = tr[name]
+        frames = {f.name for f in site["cond_indep_stack"] if f.size == _PLATE_PROBE}
         if not frames & record_plates:
+            if isinstance(site["fn"], Unit):
+                raise ValueError(
+                    f"numpyro.factor site {name!r} lies outside the plate over the records: dpvi reads every "
+                    "observed or factor site as part of a record's likelihood; put a prior term into a sample "
+                    "site's distribution instead, or move a per-record term inside the plate")
             raise ValueError(
                 f"the model has no plate over the records for observed site {name!r}: wrap the likelihood in "
                 "`with numpyro.plate('records', X.shape[0]):` so that the leading axis of every data array "
                 "indexes records (the per-record loss and the privacy unit depend on it)")
+        value_shape, fn_shape = tuple(np.shape(site["value"])), tuple(site["fn"].shape())
+        try:
+            broadcast = np.broadcast_shapes(value_shape, fn_shape)
+        except ValueError:
+            broadcast = None
+        if broadcast != fn_shape:
+            raise ValueError(
+                f"observed site {name!r} got a value of shape {value_shape} where the model, run on "
+                f"{_PLATE_PROBE} records, expects {fn_shape}: its value does not come from the data arrays "
+                "one row per record (data passed as a keyword argument, e.g. y=y, reaches every record whole "
+                "and unprotected); pass every data array positionally: dpvi(model, X, y, ...)")
     sites = []
     for name, s in tr.items():
         if s["type"] != "sample" or s["is_observed"]:
@@ -72,6 +99,11 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
         spec = support_to_spec(fn.support)
         if spec["kind"] == "unknown":
             raise ValueError(f"latent site {name!r} has a support ({fn.support}) that dpvi cannot save and restore")
+        if name in other and support_to_spec(other[name]["fn"].support) != spec:
+            raise ValueError(f"the support of latent site {name!r} ({fn.support}) depends on other latent sites "
+                             "(it changes between prior draws); dpvi needs a fixed support per site: "
+                             "reparametrise, e.g. sample u ~ Uniform(0, 1) and set b = top * u with "
+                             "numpyro.deterministic")
         sites.append(Site(name, shape, ushape, spec))
     if not sites:
         raise ValueError("the model has no latent sites to infer")
@@ -122,6 +154,9 @@ def check_data(data: tuple[Any, ...]) -> tuple[jax.Array, ...]:
     for i, a in enumerate(data):
         if a is None:
             raise ValueError(f"data argument {i} is None; every data array must hold the records")
+        if isinstance(a, dict):
+            raise TypeError(f"data argument {i} is a dict; pass the data arrays positionally, in the order the "
+                            "model takes them: dpvi(model, X, y, ...)")
         try:
             arr = np.asarray(a)
         except (ValueError, TypeError) as e:  # ragged nested lists and the like
