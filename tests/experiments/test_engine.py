@@ -9,7 +9,7 @@ import pytest
 from dpposterior.experiments import CellConfig, METHODS, dpvi_setup, run_coverage, run_replicates
 from dpposterior.experiments.config import postprocessing_keys, replicate_keys
 from dpposterior.experiments.replicates import dpvi_privacy, replicate_data
-from dpposterior.noise_aware.stats import sufficient_statistics
+from dpposterior.noise_aware.stats import burn_in_start, sufficient_statistics
 from dpposterior.vi.dpvi import dpvi
 
 
@@ -38,6 +38,10 @@ def test_replicates_equal_dpvi_traces(tiny):
         np.testing.assert_allclose(out.theta[k], np.asarray(trace.layout.unconstrain(theta)), rtol=1e-6)
         ref = sufficient_statistics(trace.phi, trace.grads, cfg.burn_in)
         for got, want in zip(out.stats, ref):
+            np.testing.assert_allclose(got[k], want, rtol=1e-3, atol=1e-6 * max(1.0, np.abs(want).max()))
+        start = burn_in_start(cfg.num_steps, cfg.burn_in)
+        ref = sufficient_statistics(trace.phi[:start], trace.grads[:start], 0.0)   # the burn-in steps
+        for got, want in zip(out.burn_stats, ref):
             np.testing.assert_allclose(got[k], want, rtol=1e-3, atol=1e-6 * max(1.0, np.abs(want).max()))
     # power: another replicate's trace is far outside that tolerance
     assert np.abs(out.grads[0] - out.grads[1]).max() > 1e-2 * np.abs(out.grads[0]).max()
@@ -86,6 +90,49 @@ def test_every_method_end_to_end(tiny, tmp_path):
     # grid and NUTS sample the same posterior: their sharpness agrees to Monte Carlo error
     assert by["nuts"]["sharpness"] == pytest.approx(by["grid"]["sharpness"], rel=0.1)
     assert by["nuts"]["diagnostics"]["divergences"] >= 0
+
+
+def test_burn_in_priors_option_reaches_every_solver(tiny, tmp_path):
+    """``priors="burn_in"`` (the h prior from the burn-in steps) runs in the engine's three solvers, on
+    the same releases as the paper's priors, and equals the public ``noise_aware_posterior`` choice."""
+    import jax
+
+    from dpposterior.experiments import methods as MM
+    from dpposterior.experiments.cell import releases_of
+    from dpposterior.noise_aware import burn_in_priors, trace_priors
+
+    burn = (("priors", "burn_in"),)
+    cells = [tiny("grid"), tiny("grid", method_options=burn), tiny("laplace", method_options=burn),
+             tiny("nuts", method_options=(("num_samples", 200), ("num_warmup", 100)) + burn)]
+    by = {(r["config"]["method"], r["config"]["method_options"].get("priors", "paper")): r
+          for r in run_coverage(cells, tmp_path, progress=False).results}
+    for cfg, rec in zip(cells, (by["grid", "paper"], by["grid", "burn_in"], by["laplace", "burn_in"],
+                                by["nuts", "burn_in"])):
+        _check_sane(rec, cfg)
+    assert {tuple(r["execution"]["group_methods"]) for r in by.values()} == {("grid", "grid", "laplace", "nuts")}
+    assert by["grid", "burn_in"]["sharpness"] != by["grid", "paper"]["sharpness"]   # the option has an effect
+    assert by["grid", "burn_in"]["sharpness"] == pytest.approx(by["nuts", "burn_in"]["sharpness"], rel=0.1)
+    # the priors the solvers use: burn_in_priors of the release's statistics, as noise_aware_posterior builds
+    cfg = tiny("grid")
+    setup = dpvi_setup(cfg)
+    rel = releases_of(run_replicates(cfg, setup, batch_size=cfg.replicates), setup, cfg)
+    st, bs = MM._stats32(rel), MM._burn32(rel, "burn_in")
+    noise_sd, q = jax.numpy.asarray(rel.noise_sd), jax.numpy.float32(rel.sampling_rate)
+    got = MM._replicate_priors(st, bs, noise_sd, q)
+    for a, b in zip(got, burn_in_priors(st, bs, noise_sd, q)):
+        np.testing.assert_array_equal(a, b)
+    assert not np.allclose(got.h_loc, trace_priors(st, noise_sd, q).h_loc)
+    assert MM._burn32(rel, "paper") is None
+
+
+def test_burn_in_priors_option_is_checked(tiny):
+    with pytest.raises(ValueError, match="priors option must be one of"):
+        tiny("grid", method_options=(("priors", "uniform"),))
+    from dpposterior.experiments import methods as MM
+
+    short = MM.CellReleases(stats=None, final_phi=None, noise_sd=None, sampling_rate=0.1, num_latent=1)
+    with pytest.raises(ValueError, match="raise burn_in"):
+        MM._burn32(short, "burn_in")
 
 
 def test_registered_method_plugs_in(tiny, tmp_path):

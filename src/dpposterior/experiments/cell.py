@@ -51,7 +51,8 @@ def _package_version() -> str:
 def releases_of(summaries: ReplicateSummaries, setup: DPVISetup, config: CellConfig) -> CellReleases:
     """The post-processing inputs of a group's replicates (statistics, last iterates, public settings)."""
     return CellReleases(stats=summaries.stats, final_phi=summaries.final_phi, noise_sd=setup.noise_sd,
-                        sampling_rate=config.sampling_rate, num_latent=setup.num_latent)
+                        sampling_rate=config.sampling_rate, num_latent=setup.num_latent,
+                        burn_stats=summaries.burn_stats)
 
 
 def _privacy_record(privacy: PrivacySpent, release: str) -> dict[str, Any]:

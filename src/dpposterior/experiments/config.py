@@ -193,8 +193,11 @@ class CellConfig:
         return tuple(sorted(d.items()))
 
     def label(self) -> str:
-        """A short human-readable label, e.g. ``beta-bernoulli eps=0.1 grid``."""
-        return f"{self.model} eps={self.epsilon:g} {self.method}"
+        """A short human-readable label, e.g. ``beta-bernoulli eps=0.1 grid`` (with the options that make
+        a different method, e.g. ``grid (priors burn_in)``: :func:`~dpposterior.experiments.methods.method_label`)."""
+        from .methods import method_label
+
+        return f"{self.model} eps={self.epsilon:g} {method_label(self.to_dict())}"
 
 
 # ---------------------------------------------------------------------------------- keys

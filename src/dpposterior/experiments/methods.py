@@ -95,6 +95,8 @@ class CellReleases(NamedTuple):
       noise_sd: (d,) sigma C / beta, the DP noise sd of each coordinate of g~.
       sampling_rate: q.
       num_latent: n (d = 2n).
+      burn_stats: the statistics of the burn-in steps, fields (K, d), for ``priors="burn_in"``; None
+        when the burn-in is too short (:data:`dpposterior.experiments.replicates.MIN_BURN_STEPS`).
     """
 
     stats: TraceStats
@@ -102,6 +104,7 @@ class CellReleases(NamedTuple):
     noise_sd: np.ndarray
     sampling_rate: float
     num_latent: int
+    burn_stats: TraceStats | None = None
 
 
 class CellData(NamedTuple):
@@ -303,6 +306,48 @@ def _stats32(releases: CellReleases) -> TraceStats:
     return TraceStats(*(jnp.asarray(x, jnp.float32) for x in releases.stats))
 
 
+#: the ``priors`` option of the NA-DPVI solvers: "paper" (:func:`dpposterior.noise_aware.trace_priors`,
+#: the default) or "burn_in" (:func:`dpposterior.noise_aware.burn_in_priors`: the h prior from the
+#: burn-in steps), as ``noise_aware_posterior(priors=...)``.
+PRIOR_CHOICES = ("paper", "burn_in")
+
+
+#: method options that change the posterior's model, not only its solver's accuracy: a cell with one of
+#: them set is a different method in tables and figures (:func:`method_label`).
+LABEL_OPTIONS = ("priors",)
+
+
+def method_label(config: dict[str, Any]) -> str:
+    """The name of a cell's method in tables and figures: the method, and its :data:`LABEL_OPTIONS`
+    when set, e.g. ``"grid (priors burn_in)"`` (``config`` as a result record holds it)."""
+    opts = config.get("method_options") or {}
+    extra = [f"{k} {opts[k]}" for k in LABEL_OPTIONS if k in opts and opts[k] != "paper"]
+    return config["method"] + (f" ({', '.join(extra)})" if extra else "")
+
+
+def _check_na_options(options: dict[str, Any], model: str | None) -> None:
+    priors = options.get("priors", "paper")
+    if not isinstance(priors, str) or priors not in PRIOR_CHOICES:
+        raise ValueError(f"the priors option must be one of {PRIOR_CHOICES}, got {priors!r}")
+
+
+def _burn32(releases: CellReleases, priors: str) -> TraceStats | None:
+    """The burn-in statistics the ``priors`` choice needs (None for "paper")."""
+    if priors == "paper":
+        return None
+    if releases.burn_stats is None:
+        raise ValueError('priors="burn_in" takes the h prior from the burn-in steps, but this cell keeps fewer '
+                         "than 10 of them: raise burn_in")
+    return TraceStats(*(jnp.asarray(x, jnp.float32) for x in releases.burn_stats))
+
+
+def _replicate_priors(stats: TraceStats, burn: TraceStats | None, noise_sd: jax.Array, q: jax.Array):
+    """One replicate's trace-based priors: the paper's, or with ``burn`` the burn-in h prior."""
+    if burn is None:
+        return M.trace_priors(stats, noise_sd, q)
+    return M.burn_in_priors(stats, burn, noise_sd, q)
+
+
 def _options(settings: MethodSettings, defaults: dict[str, Any]) -> dict[str, Any]:
     out = dict(defaults)
     out.update(settings.options)
@@ -338,19 +383,20 @@ def naive_method(releases: CellReleases, settings: MethodSettings) -> MethodOutp
 #: NUTS draws); each is the centre of num_draws / num_phi_draws draws of theta.
 DEFAULT_PHI_DRAWS = 4000
 
-GRID_DEFAULTS = {"num_points": 256, "num_stages": 3, "tail": 1e-7, "num_phi_draws": DEFAULT_PHI_DRAWS}
+GRID_DEFAULTS = {"num_points": 256, "num_stages": 3, "tail": 1e-7, "num_phi_draws": DEFAULT_PHI_DRAWS,
+                 "priors": "paper"}
 
 
 @partial(jax.jit, static_argnames=("num_draws", "num_phi_draws", "num_points", "num_stages", "tail"))
-def _grid_draws(stats, keys, noise_sd, q, num_draws, num_phi_draws, num_points, num_stages, tail):
-    def one(st, key):
-        priors = M.trace_priors(st, noise_sd, q)
+def _grid_draws(stats, burn, keys, noise_sd, q, num_draws, num_phi_draws, num_points, num_stages, tail):
+    def one(st, bs, key):
+        priors = _replicate_priors(st, bs, noise_sd, q)
         grid = G.grid_posterior(st, priors, noise_sd, q, num_points=num_points, num_stages=num_stages, tail=tail)
         k_phi, k_theta = jax.random.split(jax.random.wrap_key_data(key))
         phi = G.grid_sample(grid, k_phi, min(num_phi_draws, num_draws))["phi_star"]
         return _theta_from_phi(k_theta, phi, num_draws), grid.edge_mass, grid.max_cell_mass
 
-    return jax.vmap(one)(stats, keys)
+    return jax.vmap(one)(stats, burn, keys)
 
 
 def grid_method(releases: CellReleases, settings: MethodSettings) -> MethodOutput:
@@ -362,7 +408,8 @@ def grid_method(releases: CellReleases, settings: MethodSettings) -> MethodOutpu
                  q=jnp.float32(releases.sampling_rate), num_draws=settings.num_draws,
                  num_phi_draws=int(opts["num_phi_draws"]), num_points=int(opts["num_points"]),
                  num_stages=int(opts["num_stages"]), tail=float(opts["tail"]))
-    draws, edge, cell = map_in_chunks(fn, (_stats32(releases), np.asarray(settings.keys)), size)
+    burn = _burn32(releases, opts["priors"])
+    draws, edge, cell = map_in_chunks(fn, (_stats32(releases), burn, np.asarray(settings.keys)), size)
     diag = {"max_edge_mass": float(np.max(edge)), "max_cell_mass": float(np.max(cell)),
             "replicates_with_edge_mass_over_1e-4": int(np.sum(np.max(edge, axis=1) > 1e-4))}
     return MethodOutput(draws=draws, posterior_sd=_summarise(draws), diagnostics=diag)
@@ -370,12 +417,13 @@ def grid_method(releases: CellReleases, settings: MethodSettings) -> MethodOutpu
 
 # ------------------------------------------------------------------------------ laplace
 
-LAPLACE_DEFAULTS = {"num_iterations": 100, "num_points": 128, "tol": 1e-3, "num_phi_draws": DEFAULT_PHI_DRAWS}
+LAPLACE_DEFAULTS = {"num_iterations": 100, "num_points": 128, "tol": 1e-3, "num_phi_draws": DEFAULT_PHI_DRAWS,
+                    "priors": "paper"}
 
 
 @partial(jax.jit, static_argnames=("num_draws", "num_phi_draws", "num_iterations", "num_points"))
-def _laplace_draws(stats, keys, noise_sd, q, tol, num_draws, num_phi_draws, num_iterations, num_points):
-    priors = M.trace_priors(stats, noise_sd, q)
+def _laplace_draws(stats, burn, keys, noise_sd, q, tol, num_draws, num_phi_draws, num_iterations, num_points):
+    priors = _replicate_priors(stats, burn, noise_sd, q)
     res = L.laplace_posterior(stats, priors, jnp.broadcast_to(noise_sd, stats.phi_mean.shape), q,
                               num_iterations=num_iterations, num_points=num_points, tol=tol)
 
@@ -396,14 +444,16 @@ def laplace_method(releases: CellReleases, settings: MethodSettings) -> MethodOu
                  q=jnp.float32(releases.sampling_rate), tol=float(opts["tol"]), num_draws=settings.num_draws,
                  num_phi_draws=int(opts["num_phi_draws"]), num_iterations=int(opts["num_iterations"]),
                  num_points=int(opts["num_points"]))
-    draws, converged = map_in_chunks(fn, (_stats32(releases), np.asarray(settings.keys)), size)
+    burn = _burn32(releases, opts["priors"])
+    draws, converged = map_in_chunks(fn, (_stats32(releases), burn, np.asarray(settings.keys)), size)
     diag = {"replicates_not_converged": int(np.sum(~np.all(converged, axis=1)))}
     return MethodOutput(draws=draws, posterior_sd=_summarise(draws), diagnostics=diag)
 
 
 # ------------------------------------------------------------------------------ nuts
 
-NUTS_DEFAULTS = {"num_warmup": 1000, "num_samples": 4000, "target_accept_prob": 0.8, "max_tree_depth": 10}
+NUTS_DEFAULTS = {"num_warmup": 1000, "num_samples": 4000, "target_accept_prob": 0.8, "max_tree_depth": 10,
+                 "priors": "paper"}
 
 
 def _nuts_potential_gen(stats, priors, noise_sd, q):
@@ -422,16 +472,17 @@ def _nuts_potential_gen(stats, priors, noise_sd, q):
 
 
 @partial(jax.jit, static_argnames=("num_warmup", "num_samples", "max_tree_depth", "num_draws"))
-def _nuts_draws(stats, keys, noise_sd, q, target_accept_prob, num_warmup, num_samples, max_tree_depth, num_draws):
+def _nuts_draws(stats, burn, keys, noise_sd, q, target_accept_prob, num_warmup, num_samples, max_tree_depth,
+                num_draws):
     from numpyro.infer.hmc import hmc
 
     init_kernel, sample_kernel = hmc(potential_fn_gen=_nuts_potential_gen, algo="NUTS")
     d = stats.phi_mean.shape[-1]
 
-    def one(st, key):
+    def one(st, bs, key):
         key = jax.random.wrap_key_data(key)
         k_init, k_run, k_theta = jax.random.split(key, 3)
-        priors = M.trace_priors(st, noise_sd, q)
+        priors = _replicate_priors(st, bs, noise_sd, q)
         args = (st, priors, noise_sd, q)
         z0 = jax.random.uniform(k_init, (2, d), minval=-2.0, maxval=2.0)
         init = {"z_phi_star": z0[0], "z_h": z0[1]}
@@ -447,7 +498,7 @@ def _nuts_draws(stats, keys, noise_sd, q, target_accept_prob, num_warmup, num_sa
         phi = priors.phi_loc + priors.phi_scale * z_phi                       # (S, d)
         return _theta_from_phi(k_theta, phi, num_draws), jnp.sum(div), jnp.mean(z_phi, 0), jnp.var(z_phi, 0)
 
-    return jax.vmap(one)(stats, keys)
+    return jax.vmap(one)(stats, burn, keys)
 
 
 def nuts_method(releases: CellReleases, settings: MethodSettings) -> MethodOutput:
@@ -459,17 +510,18 @@ def nuts_method(releases: CellReleases, settings: MethodSettings) -> MethodOutpu
                  q=jnp.float32(releases.sampling_rate), target_accept_prob=float(opts["target_accept_prob"]),
                  num_warmup=int(opts["num_warmup"]), num_samples=int(opts["num_samples"]),
                  max_tree_depth=int(opts["max_tree_depth"]), num_draws=settings.num_draws)
-    draws, div, _, _ = map_in_chunks(fn, (_stats32(releases), np.asarray(settings.keys)), size)
+    burn = _burn32(releases, opts["priors"])
+    draws, div, _, _ = map_in_chunks(fn, (_stats32(releases), burn, np.asarray(settings.keys)), size)
     diag = {"divergences": int(np.sum(div)), "replicates_with_divergences": int(np.sum(div > 0))}
     return MethodOutput(draws=draws, posterior_sd=_summarise(draws), diagnostics=diag)
 
 
 register_method("naive", naive_method, description="last iterate q(theta; phi_T), ignores the DP noise")
-register_method("grid", grid_method, options=tuple(GRID_DEFAULTS),
+register_method("grid", grid_method, options=tuple(GRID_DEFAULTS), check_options=_check_na_options,
                 description="NA-DPVI, grid solver (exact in phi*, adaptive grid over h)")
-register_method("laplace", laplace_method, options=tuple(LAPLACE_DEFAULTS),
+register_method("laplace", laplace_method, options=tuple(LAPLACE_DEFAULTS), check_options=_check_na_options,
                 description="NA-DPVI, Laplace solver (joint mode, inverse Hessian)")
-register_method("nuts", nuts_method, options=tuple(NUTS_DEFAULTS),
+register_method("nuts", nuts_method, options=tuple(NUTS_DEFAULTS), check_options=_check_na_options,
                 description="NA-DPVI, NumPyro NUTS (1,000 warm-up, 4,000 draws), vmapped over replicates")
 
 # The baselines with their own mechanism register themselves (they use the names above).

@@ -31,7 +31,7 @@ from .._batching import map_in_chunks
 from ..dpsgd import make_dpsgd_run
 from ..dpsgd.engine import MECHANISM as DPSGD_MECHANISM
 from ..models.registry import ModelSpec, get_model
-from ..noise_aware.stats import TraceStats, burn_in_start, sufficient_statistics_jnp
+from ..noise_aware.stats import MIN_STEPS_AFTER_BURN_IN, TraceStats, burn_in_start, sufficient_statistics_jnp
 from ..privacy.dpsgd_accounting import calibrate_noise_multiplier, dpsgd_epsilon
 from ..privacy.spent import PrivacySpent
 from ..vi import family
@@ -45,6 +45,10 @@ from .methods import CellData
 TRACE_BYTES_PER_BATCH = 1 << 30
 #: replicates per device in one batch (more gains little vectorisation and delays the progress bar).
 REPLICATES_PER_DEVICE = 64
+
+#: the fewest burn-in steps whose statistics the replicates return (as ``noise_aware_posterior`` needs for
+#: ``priors="burn_in"``).
+MIN_BURN_STEPS = MIN_STEPS_AFTER_BURN_IN
 #: bytes of simulated data sets (theta and data arrays) one call of :func:`simulate_data` may produce.
 DATA_BYTES_PER_CHUNK = 256 * 2**20
 
@@ -166,6 +170,9 @@ class ReplicateSummaries(NamedTuple):
         after burn-in); None where ``final_phi`` is.
       phi: (K, T, d) traces, only with ``return_traces`` (else None).
       grads: (K, T, d) noisy gradients, only with ``return_traces`` (else None).
+      burn_stats: the same statistics of the burn-in steps 0 .. T*-1 (for the h prior of
+        ``priors="burn_in"``, :func:`dpposterior.noise_aware.burn_in_priors`); None where ``final_phi``
+        is, or when the burn-in is shorter than ``MIN_BURN_STEPS`` steps.
     """
 
     theta: np.ndarray
@@ -173,6 +180,7 @@ class ReplicateSummaries(NamedTuple):
     stats: TraceStats | None
     phi: np.ndarray | None = None
     grads: np.ndarray | None = None
+    burn_stats: TraceStats | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,6 +211,8 @@ def _program(static: _Static) -> Callable:
         phis, grads, final = run(k_dp, phi0, tuple(data), sigma, lr, beta)
         stats = sufficient_statistics_jnp(phis, grads, static.burn_start)
         out = (layout.unconstrain(theta), final, stats)
+        if static.burn_start >= MIN_BURN_STEPS:
+            out = out + (sufficient_statistics_jnp(phis[:static.burn_start], grads[:static.burn_start]),)
         if static.return_traces:
             out = out + (phis, grads)
         return out
@@ -273,8 +283,11 @@ def run_replicates(config: CellConfig, setup: DPVISetup | None = None, *, batch_
     keys = np.asarray(replicate_keys(config.seed, start, count))
     cat = _in_batches(program, keys, batch_size, args, progress)
     theta, final, stats = cat[0], cat[1], TraceStats(*cat[2])
-    traces = (cat[3], cat[4]) if return_traces else (None, None)
-    return ReplicateSummaries(theta=theta, final_phi=final, stats=stats, phi=traces[0], grads=traces[1])
+    rest = list(cat[3:])
+    burn = TraceStats(*rest.pop(0)) if static.burn_start >= MIN_BURN_STEPS else None
+    traces = (rest[0], rest[1]) if return_traces else (None, None)
+    return ReplicateSummaries(theta=theta, final_phi=final, stats=stats, phi=traces[0], grads=traces[1],
+                              burn_stats=burn)
 
 
 def replicate_data(config: CellConfig, index: int) -> tuple[dict[str, jax.Array], tuple[jax.Array, ...], jax.Array]:

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .._io import save_figure_atomic
+from .methods import method_label
 from .store import write_text_atomic
 
 TABLE_COLUMNS = ("model", "epsilon", "method", "replicates", "repeats", "num_steps", "num_records",
@@ -34,7 +35,7 @@ def table_rows(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     for r in results:
         c = r["config"]
         rows.append({
-            "model": c["model"], "epsilon": c["epsilon"], "method": c["method"], "replicates": c["replicates"],
+            "model": c["model"], "epsilon": c["epsilon"], "method": method_label(c), "replicates": c["replicates"],
             "repeats": c["repeats"], "num_steps": c["num_steps"], "num_records": c["num_records"],
             "sampling_rate": c["sampling_rate"], "delta": c["delta"], "seed": c["seed"], "rmse": r["rmse"],
             "single_draw_rmse_mean": r["single_draw_rmse_mean"], "single_draw_rmse_sd": r["single_draw_rmse_sd"],
@@ -80,11 +81,11 @@ def coverage_plot(results: Sequence[dict[str, Any]], path: str | os.PathLike, ti
     fig, axes = plt.subplots(1, len(eps), figsize=(4.2 * len(eps), 4.2), squeeze=False)
     for ax, e in zip(axes[0], eps):
         ax.plot([0, 1], [0, 1], color="k", lw=0.8, ls=":")
-        for r in sorted((r for r in results if r["config"]["epsilon"] == e), key=lambda r: r["config"]["method"]):
+        for r in sorted((r for r in results if r["config"]["epsilon"] == e), key=lambda r: method_label(r["config"])):
             nominal = 1.0 - np.asarray(r["alpha"])
             cov = np.asarray(r["coverage"])
             sd = np.asarray(r["coverage_sd"])
-            line, = ax.plot(nominal, cov, lw=1.2, label=f"{r['config']['method']} (RMSE {r['rmse']:.3f})")
+            line, = ax.plot(nominal, cov, lw=1.2, label=f"{method_label(r['config'])} (RMSE {r['rmse']:.3f})")
             ax.fill_between(nominal, np.clip(cov - sd, 0, 1), np.clip(cov + sd, 0, 1), color=line.get_color(),
                             alpha=0.2, lw=0)
         k = {r["config"]["replicates"] for r in results if r["config"]["epsilon"] == e}
