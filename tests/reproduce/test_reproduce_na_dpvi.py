@@ -11,8 +11,12 @@ from dpposterior.reproduce import AdultSettings, na_dpvi_plan, run_na_dpvi
 
 def test_full_plan_is_the_papers_grid():
     p = na_dpvi_plan(quick=False)
-    cells = {(c.model, c.epsilon, c.method) for c in p.cells}
-    assert len(cells) == len(p.cells) == 3 * 3 * 6 + 3 * 6
+    cells = {(c.model, c.epsilon, c.method, dict(c.method_options).get("priors", "paper")) for c in p.cells}
+    assert len(cells) == len(p.cells) == 3 * 3 * 6 + 3 * 6 + 4 * 3   # + grid with the burn-in h prior
+    assert {(m, e) for m, e, meth, pr in cells if pr == "burn_in" and meth == "grid"} == {
+        (m, e) for m in ("beta-bernoulli", "gamma-exponential", "dirichlet-categorical", "linear-regression")
+        for e in (0.1, 0.3, 1.0)}
+    cells = {(m, e, meth) for m, e, meth, _ in cells}
     for c in p.cells:
         assert (c.replicates, c.repeats, c.num_steps, c.num_records, c.sampling_rate, c.delta) == \
             (500, 20, 10_000, 5_000, 0.1, 1e-5)
@@ -104,3 +108,23 @@ def test_adult_records_that_are_corrupted_are_a_clear_error(tmp_path):
         _read_record(path, "abc", 0)
     path.write_text(json.dumps(good))
     assert _read_record(path, "abc", 0)["repeat"] == 0
+
+
+def test_default_work_folder_is_tracked_for_the_full_run_and_ignored_for_quick(monkeypatch):
+    from pathlib import Path
+
+    import dpposterior.reproduce.na_dpvi as na
+    from dpposterior.cli import main
+
+    assert na.default_work(False) == "docs/results/na-dpvi-work"
+    assert na.default_work(True) == "results/na-dpvi-quick"
+    root = Path(__file__).resolve().parents[2]
+    ignored = (root / ".gitignore").read_text().split()
+    assert "/results/" in ignored and not any(p.strip("/").startswith("docs") for p in ignored)
+    seen = []
+    monkeypatch.setattr(na, "run", lambda **kw: seen.append(kw))
+    monkeypatch.setattr("dpposterior.experiments.xla.configure_xla_cpu", lambda n: None)
+    assert main(["reproduce", "na-dpvi", "--report-only"]) == 0
+    assert seen[-1]["work"] is None and seen[-1]["quick"] is False   # run() picks DEFAULT_WORK
+    assert main(["reproduce", "na-dpvi", "--work", "elsewhere", "--quick", "--report-only"]) == 0
+    assert seen[-1]["work"] == "elsewhere" and seen[-1]["quick"] is True

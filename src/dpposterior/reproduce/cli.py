@@ -52,7 +52,7 @@ def add_reproduce_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentPa
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=("examples:\n"
                 "  dpposterior reproduce na-dpvi --quick --work /tmp/na-quick --out /tmp/na-quick\n"
-                "  dpposterior reproduce na-dpvi                      # the full run (about 2 hours on 2 cores)\n"
+                "  dpposterior reproduce na-dpvi                      # the full run (4-5 hours of compute on 2 cores)\n"
                 "  dpposterior reproduce na-dpvi --backend ray --address auto\n"
                 "  dpposterior reproduce na-dpvi --parts adult        # only the UCI Adult calibration\n"
                 "  dpposterior reproduce pacbayes                     # DP PAC-Bayes on MNIST 7 vs 9 (minutes)\n"
@@ -61,7 +61,9 @@ def add_reproduce_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentPa
                 "A re-run resumes: finished cells and releases under --work are not recomputed."))
     p.add_argument("experiment", choices=EXPERIMENTS, help="which paper's experiments")
     p.add_argument("--quick", action="store_true", help="toy sizes: a smoke test of the pipeline, not results")
-    p.add_argument("--work", default="results/na-dpvi", help="folder of the resumable result files")
+    p.add_argument("--work", default=None,
+                   help="folder of the resumable result files (default docs/results/na-dpvi-work, tracked in git "
+                        "so the report can be rewritten from a fresh clone; with --quick results/na-dpvi-quick)")
     p.add_argument("--out", default="docs/results", help="folder of the report and its figures")
     p.add_argument("--backend", choices=("local", "ray"), default="local", help="coverage-engine backend")
     p.add_argument("--address", default=None, help="Ray address (with --backend ray; 'auto' joins a cluster)")

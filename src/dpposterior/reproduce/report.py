@@ -17,6 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .._io import save_figure_atomic
+from ..experiments.methods import method_label
 from .adult import summarise
 from .na_dpvi import (ADULT_BAR, COVERAGE_BAR, NA_DPVI_SOLVERS, PAPER_ADULT_CALIBRATION_RMSE,
                       PAPER_COVERAGE_RMSE)
@@ -47,10 +48,10 @@ def coverage_figures(results: Sequence[dict[str, Any]], out: Path, prefix: str) 
             top, bottom = axes[0, j], axes[1, j]
             top.plot([0, 1], [0, 1], color="k", lw=0.8, ls=":")
             bottom.axhline(0.0, color="k", lw=0.8, ls=":")
-            for r in sorted((r for r in rs if r["config"]["epsilon"] == e), key=lambda r: r["config"]["method"]):
+            for r in sorted((r for r in rs if r["config"]["epsilon"] == e), key=lambda r: method_label(r["config"])):
                 nominal = 1.0 - np.asarray(r["alpha"])
                 cov, sd = np.asarray(r["coverage"]), np.asarray(r["coverage_sd"])
-                line, = top.plot(nominal, cov, lw=1.1, label=f"{r['config']['method']} ({r['rmse']:.3f})")
+                line, = top.plot(nominal, cov, lw=1.1, label=f"{method_label(r['config'])} ({r['rmse']:.3f})")
                 bottom.plot(nominal, cov - nominal, lw=1.1, color=line.get_color())
                 bottom.fill_between(nominal, cov - nominal - sd, cov - nominal + sd, color=line.get_color(),
                                     alpha=0.15, lw=0)
@@ -96,7 +97,7 @@ def _coverage_tables(results: Sequence[dict[str, Any]]) -> list[str]:
     by_cell: dict[tuple[str, float], dict[str, dict[str, Any]]] = {}
     for r in results:
         c = r["config"]
-        by_cell.setdefault((c["model"], c["epsilon"]), {})[c["method"]] = r
+        by_cell.setdefault((c["model"], c["epsilon"]), {})[method_label(c)] = r
     if not by_cell:
         return ["(no coverage cells on disk)", ""]
     lines += ["| model | epsilon | method | K | RMSE (averaged curve) | single-draw RMSE (mean ± sd over R) "
@@ -114,7 +115,7 @@ def _coverage_tables(results: Sequence[dict[str, Any]]) -> list[str]:
               "| below naive and DPVIm | meets bar | NA-DPVI sd / baseline sd |",
               "|---|---:|---|---:|---:|---:|---:|---:|---:|---|---|---:|"]
     for (model, eps), cells in sorted(by_cell.items()):
-        solvers = {m: cells[m] for m in NA_DPVI_SOLVERS if m in cells}
+        solvers = {m: r for m, r in cells.items() if r["config"]["method"] in NA_DPVI_SOLVERS}
         if not solvers:
             continue
         best = min(solvers, key=lambda m: solvers[m]["rmse"])
@@ -149,11 +150,11 @@ def _diagnostics_table(results: Sequence[dict[str, Any]]) -> list[str]:
         return str(v)
 
     rows = []
-    for r in sorted(results, key=lambda r: (r["config"]["model"], r["config"]["epsilon"], r["config"]["method"])):
+    for r in sorted(results, key=lambda r: (r["config"]["model"], r["config"]["epsilon"], method_label(r["config"]))):
         diag = {k: v for k, v in (r.get("diagnostics") or {}).items() if k != "method"}
         if diag:
             c = r["config"]
-            rows.append(f"| {c['model']} | {c['epsilon']:g} | {c['method']} | "
+            rows.append(f"| {c['model']} | {c['epsilon']:g} | {method_label(c)} | "
                         + "; ".join(f"{k} {fmt(v)}" for k, v in sorted(diag.items())) + " |")
     if not rows:
         return []
