@@ -92,26 +92,34 @@ def test_every_method_end_to_end(tiny, tmp_path):
     assert by["nuts"]["diagnostics"]["divergences"] >= 0
 
 
-def test_burn_in_priors_option_reaches_every_solver(tiny, tmp_path):
-    """``priors="burn_in"`` (the h prior from the burn-in steps) runs in the engine's three solvers, on
-    the same releases as the paper's priors, and equals the public ``noise_aware_posterior`` choice."""
+@pytest.mark.slow
+def test_burn_in_priors_option_reaches_laplace_and_nuts(tiny, tmp_path):
+    """``priors="burn_in"`` in the Laplace and NUTS solvers (new compilations of both: slow), on the
+    same releases as the grid's."""
+    burn = (("priors", "burn_in"),)
+    cells = [tiny("grid", method_options=burn), tiny("laplace", method_options=burn),
+             tiny("nuts", method_options=(("num_samples", 200), ("num_warmup", 100)) + burn)]
+    by = {r["config"]["method"]: r for r in run_coverage(cells, tmp_path, progress=False).results}
+    for cfg in cells:
+        _check_sane(by[cfg.method], cfg)
+    assert by["grid"]["sharpness"] == pytest.approx(by["nuts"]["sharpness"], rel=0.1)
+
+
+def test_burn_in_priors_option_in_the_grid_solver(tiny, tmp_path):
+    """``priors="burn_in"`` (the h prior from the burn-in steps) runs on the same releases as the paper's
+    priors, and its priors are ``noise_aware.burn_in_priors`` of the release's statistics."""
     import jax
 
     from dpposterior.experiments import methods as MM
     from dpposterior.experiments.cell import releases_of
     from dpposterior.noise_aware import burn_in_priors, trace_priors
 
-    burn = (("priors", "burn_in"),)
-    cells = [tiny("grid"), tiny("grid", method_options=burn), tiny("laplace", method_options=burn),
-             tiny("nuts", method_options=(("num_samples", 200), ("num_warmup", 100)) + burn)]
-    by = {(r["config"]["method"], r["config"]["method_options"].get("priors", "paper")): r
-          for r in run_coverage(cells, tmp_path, progress=False).results}
-    for cfg, rec in zip(cells, (by["grid", "paper"], by["grid", "burn_in"], by["laplace", "burn_in"],
-                                by["nuts", "burn_in"])):
+    cells = [tiny("grid"), tiny("grid", method_options=(("priors", "burn_in"),))]
+    paper, burned = run_coverage(cells, tmp_path, progress=False).results
+    for cfg, rec in zip(cells, (paper, burned)):
         _check_sane(rec, cfg)
-    assert {tuple(r["execution"]["group_methods"]) for r in by.values()} == {("grid", "grid", "laplace", "nuts")}
-    assert by["grid", "burn_in"]["sharpness"] != by["grid", "paper"]["sharpness"]   # the option has an effect
-    assert by["grid", "burn_in"]["sharpness"] == pytest.approx(by["nuts", "burn_in"]["sharpness"], rel=0.1)
+    assert {tuple(r["execution"]["group_methods"]) for r in (paper, burned)} == {("grid", "grid")}
+    assert burned["sharpness"] != paper["sharpness"]   # the option has an effect
     # the priors the solvers use: burn_in_priors of the release's statistics, as noise_aware_posterior builds
     cfg = tiny("grid")
     setup = dpvi_setup(cfg)
