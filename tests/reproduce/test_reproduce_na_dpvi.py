@@ -29,6 +29,8 @@ def test_full_plan_is_the_papers_grid():
     assert bs[("gamma-exponential", 0.1)] == {"thin": 3} and bs[("beta-bernoulli", 0.1)] == {}
     assert p.adult.epsilons == (0.1, 0.3, 1.0) and p.adult.repeats == 20
     assert set(p.adult.methods) == {"nuts", "laplace", "naive", "dpvim"}
+    assert p.adult.burn_in_prior_methods == ("nuts",)
+    assert p.adult.labels() == p.adult.methods + ("nuts (priors burn_in)",)
     settings = {(c.epsilon, c.num_steps, c.sampling_rate) for c in p.widths}
     assert len(settings) == len(p.widths) == 12 and (0.1, 10_000, 0.1) in settings
 
@@ -40,6 +42,11 @@ def test_adult_settings_reject_bad_input():
         AdultSettings(epsilons=(0.0,))
     with pytest.raises(ValueError, match="clip"):
         AdultSettings(clip=float("nan"))
+    for bad in (("naive",), ("nuts", "magic"), "nuts"):
+        with pytest.raises(ValueError, match="burn_in_prior_methods must be a tuple of NA-DPVI solvers"):
+            AdultSettings(burn_in_prior_methods=bad)
+    # the burn-in choice is part of the settings digest: records of other choices are never reused
+    assert AdultSettings().run_settings(1.0) != AdultSettings(burn_in_prior_methods=()).run_settings(1.0)
 
 
 def test_quick_reproduction_runs_every_part_and_resumes(tmp_path):
@@ -57,7 +64,10 @@ def test_quick_reproduction_runs_every_part_and_resumes(tmp_path):
     for r in out["coverage"]:
         assert r["rmse"] >= 0 and r["sharpness"] > 0
     (adult,) = out["adult"]
-    assert set(adult["methods"]) == {"nuts", "laplace", "naive", "dpvim"}
+    assert set(adult["methods"]) == {"nuts", "laplace", "naive", "dpvim", "nuts (priors burn_in)"}
+    # the burn-in prior reached the solver: the same release read with other priors gives another posterior
+    assert adult["methods"]["nuts (priors burn_in)"]["sharpness"] != adult["methods"]["nuts"]["sharpness"]
+    assert "| 1 | nuts (priors burn_in) | 1 |" in report
     for m in adult["methods"].values():
         assert 0 <= m["calibration_rmse"] < 1 and m["sharpness"] > 0
     assert adult["privacy_dpvi"]["epsilon"] <= 1.0 and adult["privacy_dpvim"]["epsilon"] <= 1.0

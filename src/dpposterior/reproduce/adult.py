@@ -3,7 +3,8 @@
 For each epsilon and repeat: one DPVI release of Bayesian logistic regression on the vendored Adult
 training set (papers/na-dpvi.txt section 4.3; the reference settings of NOTES.md section 1: T = 10,000,
 q = 0.1, C = 11, beta_rho = 550, lambda_c = sqrt(57)), the posteriors read from it (NA-DPVI with each
-requested solver and the naive last iterate), and one DPVIm release under the same budget; each
+requested solver and the naive last iterate; by default NUTS also with the burn-in h prior,
+``priors="burn_in"``, read from the same release), and one DPVIm release under the same budget; each
 posterior's predictive probabilities on the TEST split give a calibration curve (10 equal-count bins),
 its calibration RMSE and Brier score, and its sharpness (mean posterior sd of the weights).
 
@@ -35,6 +36,10 @@ from .._checks import check_delta, check_epsilon, check_positive_int, check_samp
 
 #: NA-DPVI solvers and baselines this experiment knows.
 ADULT_METHODS = ("nuts", "laplace", "grid", "naive", "dpvim")
+#: the NA-DPVI solvers among them (each can also run with the burn-in h prior).
+ADULT_SOLVERS = ("nuts", "laplace", "grid")
+#: the label suffix of a solver run with ``priors="burn_in"`` (as the coverage tables name such a cell).
+BURN_IN_SUFFIX = " (priors burn_in)"
 RESULT_FORMAT = "dpposterior.adult_calibration"
 RESULT_VERSION = 1
 
@@ -47,6 +52,9 @@ class AdultSettings:
       epsilons: privacy budgets, each a separate set of releases.
       repeats: independent releases per epsilon.
       methods: a subset of :data:`ADULT_METHODS`.
+      burn_in_prior_methods: NA-DPVI solvers (of :data:`ADULT_SOLVERS`) that also read each release
+        with ``priors="burn_in"`` (the h prior from the burn-in steps: docs/results/na-dpvi-misses.md),
+        reported as e.g. ``"nuts (priors burn_in)"``; the same release, no extra privacy cost.
       num_steps, sampling_rate, clip, beta_rho, delta: the DP-SGD settings (``lr_scale`` is sqrt(features)).
       num_warmup, num_samples: NUTS chain lengths.
       nuts_marginalize: run NUTS on h with phi* drawn exactly given h (the same posterior as the joint
@@ -59,6 +67,7 @@ class AdultSettings:
     epsilons: tuple[float, ...] = (0.1, 0.3, 1.0)
     repeats: int = 20
     methods: tuple[str, ...] = ("nuts", "laplace", "naive", "dpvim")
+    burn_in_prior_methods: tuple[str, ...] = ("nuts",)
     num_steps: int = 10_000
     sampling_rate: float = 0.1
     clip: float = 11.0
@@ -80,6 +89,11 @@ class AdultSettings:
         if unknown or not self.methods:
             raise ValueError(f"methods must be a non-empty subset of {ADULT_METHODS}, got {self.methods!r}")
         object.__setattr__(self, "methods", tuple(self.methods))
+        if isinstance(self.burn_in_prior_methods, str) or not all(
+                isinstance(m, str) and m in ADULT_SOLVERS for m in self.burn_in_prior_methods):
+            raise ValueError(f"burn_in_prior_methods must be a tuple of NA-DPVI solvers from {ADULT_SOLVERS}, "
+                             f"got {self.burn_in_prior_methods!r}")
+        object.__setattr__(self, "burn_in_prior_methods", tuple(self.burn_in_prior_methods))
         check_positive_int(self.num_steps, "num_steps", minimum=10)
         check_sampling_rate(self.sampling_rate)
         for name in ("clip", "beta_rho"):
@@ -97,7 +111,12 @@ class AdultSettings:
             d.pop(k)
         d["epsilon"] = float(epsilon)
         d["methods"] = list(self.methods)
+        d["burn_in_prior_methods"] = list(self.burn_in_prior_methods)
         return d
+
+    def labels(self) -> tuple[str, ...]:
+        """The method labels of a record, in order: ``methods``, then the burn-in-prior solvers."""
+        return self.methods + tuple(m + BURN_IN_SUFFIX for m in self.burn_in_prior_methods)
 
 
 def _digest(d: dict[str, Any]) -> str:
@@ -144,7 +163,7 @@ def run_one(settings: AdultSettings, epsilon: float, repeat: int, data: tuple | 
     p = X.shape[1]
     keys = _keys(settings.seed, epsilon, repeat)
     out: dict[str, Any] = {"methods": {}, "timing": {}}
-    need_dpvi = any(m != "dpvim" for m in settings.methods)
+    need_dpvi = any(m != "dpvim" for m in settings.methods) or bool(settings.burn_in_prior_methods)
     if need_dpvi:
         t0 = time.perf_counter()
         trace = dpvi(models.logistic_regression, X, y, epsilon=epsilon, delta=settings.delta,
@@ -154,7 +173,9 @@ def run_one(settings: AdultSettings, epsilon: float, repeat: int, data: tuple | 
         out["timing"]["dpvi"] = time.perf_counter() - t0
         out["privacy_dpvi"] = _privacy_dict(trace.privacy)
         out["noise_multiplier"] = float(trace.noise_multiplier)
-    for i, m in enumerate(settings.methods):
+    runs = [(m, "paper") for m in settings.methods] + [(m, "burn_in") for m in settings.burn_in_prior_methods]
+    for i, (m, priors) in enumerate(runs):
+        label = m + (BURN_IN_SUFFIX if priors == "burn_in" else "")
         t0 = time.perf_counter()
         if m == "dpvim":
             t1 = time.perf_counter()
@@ -169,15 +190,17 @@ def run_one(settings: AdultSettings, epsilon: float, repeat: int, data: tuple | 
         else:
             extra = ({"num_warmup": settings.num_warmup, "num_samples": settings.num_samples,
                       "marginalize_phi_star": settings.nuts_marginalize} if m == "nuts" else {})
+            if priors != "paper":
+                extra["priors"] = priors
             post = noise_aware_posterior(trace, method=m, rng_key=jax.random.fold_in(keys["post"], 100 + i), **extra)
         res = _posterior_stats(post, Xt, yt, jax.random.fold_in(keys["post"], i), settings.num_predictive,
                                settings.bins)
         res["diagnostics"] = {k: v for k, v in getattr(post, "diagnostics", {}).items()
                               if isinstance(v, (bool, int, float, str))}
-        out["methods"][m] = res
-        out["timing"][m] = time.perf_counter() - t0
+        out["methods"][label] = res
+        out["timing"][label] = time.perf_counter() - t0
         if log is not None:
-            log(f"  adult eps={epsilon:g} repeat {repeat} {m}: calibration RMSE {res['calibration_rmse']:.4f}, "
+            log(f"  adult eps={epsilon:g} repeat {repeat} {label}: calibration RMSE {res['calibration_rmse']:.4f}, "
                 f"sharpness {res['sharpness']:.4f}")
     return out
 
@@ -247,7 +270,9 @@ def summarise(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for eps in sorted({r["epsilon"] for r in records}):
         rs = [r for r in records if r["epsilon"] == eps]
-        for m in ADULT_METHODS:
+        labels = [m for m in ADULT_METHODS if any(m in r["methods"] for r in rs)]
+        labels += sorted({m for r in rs for m in r["methods"]} - set(labels))
+        for m in labels:
             vals = [r["methods"][m] for r in rs if m in r["methods"]]
             if not vals:
                 continue

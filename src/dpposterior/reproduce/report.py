@@ -180,7 +180,7 @@ def _adult_table(records: Sequence[dict[str, Any]]) -> list[str]:
               "|---:|---|---:|---:|---:|---|---|"]
     for eps in sorted({r["epsilon"] for r in rows}):
         rs = {r["method"]: r for r in rows if r["epsilon"] == eps}
-        solvers = {m: rs[m] for m in NA_DPVI_SOLVERS if m in rs}
+        solvers = {m: r for m, r in rs.items() if m.split(" (")[0] in NA_DPVI_SOLVERS}
         if not solvers:
             continue
         best = min(solvers, key=lambda m: solvers[m]["calibration_rmse"])
