@@ -302,8 +302,12 @@ def _summarise(draws: np.ndarray) -> np.ndarray:
     return np.std(np.asarray(draws, np.float64), axis=1)
 
 
+def _as32(stats) -> TraceStats:
+    return TraceStats(*(jnp.asarray(x, jnp.float32) for x in stats))
+
+
 def _stats32(releases: CellReleases) -> TraceStats:
-    return TraceStats(*(jnp.asarray(x, jnp.float32) for x in releases.stats))
+    return _as32(releases.stats)
 
 
 #: the ``priors`` option of the NA-DPVI solvers: "paper" (:func:`dpposterior.noise_aware.trace_priors`,
@@ -336,9 +340,11 @@ def _burn32(releases: CellReleases, priors: str) -> TraceStats | None:
     if priors == "paper":
         return None
     if releases.burn_stats is None:
+        from .replicates import MIN_BURN_STEPS
+
         raise ValueError('priors="burn_in" takes the h prior from the burn-in steps, but this cell keeps fewer '
-                         "than 10 of them: raise burn_in")
-    return TraceStats(*(jnp.asarray(x, jnp.float32) for x in releases.burn_stats))
+                         f"than {MIN_BURN_STEPS} of them: raise burn_in")
+    return _as32(releases.burn_stats)
 
 
 def _replicate_priors(stats: TraceStats, burn: TraceStats | None, noise_sd: jax.Array, q: jax.Array):
