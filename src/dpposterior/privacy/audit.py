@@ -63,6 +63,7 @@ import numpy as np
 from scipy import stats
 
 from .._checks import check_delta, check_positive_int, check_real
+from .randomness import resolve_key
 
 Selection = Literal["split", "grid"]
 
@@ -106,7 +107,10 @@ def _check_confidence(confidence: Any) -> float:
 
 
 def _check_scores(scores: Any, name: str, minimum: int = 1) -> np.ndarray:
-    a = np.asarray(scores)
+    try:
+        a = np.asarray(scores)
+    except ValueError as e:  # ragged nested lists
+        raise TypeError(f"{name} must be a 1-D array of real numbers, could not convert it: {e}") from e
     if a.dtype.kind not in "biuf":
         raise TypeError(f"{name} must be an array of real numbers, got dtype {a.dtype}")
     if a.ndim != 1:
@@ -123,16 +127,29 @@ def _check_scores(scores: Any, name: str, minimum: int = 1) -> np.ndarray:
 # Clopper-Pearson
 
 
+def _check_binomial(successes: Any, trials: Any, alpha: Any) -> tuple[int, int, float]:
+    """(successes, trials, alpha) checked: integers 0 <= successes <= trials, trials >= 1, alpha in (0, 1)."""
+    k = check_positive_int(successes, "successes", minimum=0)
+    n = check_positive_int(trials, "trials")
+    if k > n:
+        raise ValueError(f"successes must be <= trials, got {k} successes of {n} trials")
+    a = check_real("alpha", alpha)
+    if not 0.0 < a < 1.0:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
+    return k, n, a
+
+
 def clopper_pearson_upper(successes: int, trials: int, alpha: float) -> float:
     """One-sided Clopper-Pearson upper bound on a binomial rate: P[p > bound] <= alpha.
 
     ``Beta(1 - alpha; k + 1, n - k)`` quantile; 1 when k = n. Exact (conservative) coverage.
+
+    Raises:
+      TypeError: counts that are not integers (bools and floats such as 2.5 refused), or a
+        non-numeric alpha.
+      ValueError: successes < 0, trials < 1, successes > trials, or alpha outside (0, 1).
     """
-    k, n = int(successes), int(trials)
-    if n < 1 or not 0 <= k <= n:
-        raise ValueError(f"need 0 <= successes <= trials and trials >= 1, got {k} of {n}")
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
+    k, n, alpha = _check_binomial(successes, trials, alpha)
     if k == n:
         return 1.0
     return float(stats.beta.ppf(1.0 - alpha, k + 1, n - k))
@@ -142,12 +159,11 @@ def clopper_pearson_lower(successes: int, trials: int, alpha: float) -> float:
     """One-sided Clopper-Pearson lower bound on a binomial rate: P[p < bound] <= alpha.
 
     ``Beta(alpha; k, n - k + 1)`` quantile; 0 when k = 0.
+
+    Raises:
+      TypeError, ValueError: as :func:`clopper_pearson_upper`.
     """
-    k, n = int(successes), int(trials)
-    if n < 1 or not 0 <= k <= n:
-        raise ValueError(f"need 0 <= successes <= trials and trials >= 1, got {k} of {n}")
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
+    k, n, alpha = _check_binomial(successes, trials, alpha)
     if k == 0:
         return 0.0
     return float(stats.beta.ppf(alpha, k, n - k + 1))
@@ -184,15 +200,25 @@ def epsilon_lower_bound_from_counts(false_positives: int, num_negatives: int, fa
       delta: in [0, 1).
       confidence: in (0, 1).
       num_tests: number of tests covered by the union bound (>= 1).
+
+    Raises:
+      TypeError: counts that are not integers (bools and floats refused).
+      ValueError: negative counts, more errors than runs, delta outside [0, 1) or confidence outside
+        (0, 1).
     """
     delta = check_delta(delta, allow_zero=True)
     conf = _check_confidence(confidence)
     k = check_positive_int(num_tests, "num_tests")
     nn = check_positive_int(num_negatives, "num_negatives")
     npos = check_positive_int(num_positives, "num_positives")
+    fp = check_positive_int(false_positives, "false_positives", minimum=0)
+    fn = check_positive_int(false_negatives, "false_negatives", minimum=0)
+    if fp > nn or fn > npos:
+        raise ValueError(f"false_positives must be <= num_negatives and false_negatives <= num_positives, got "
+                         f"{fp} of {nn} and {fn} of {npos}")
     a = (1.0 - conf) / (2.0 * k)
-    fpr_u = clopper_pearson_upper(false_positives, nn, a)
-    fnr_u = clopper_pearson_upper(false_negatives, npos, a)
+    fpr_u = clopper_pearson_upper(fp, nn, a)
+    fnr_u = clopper_pearson_upper(fn, npos, a)
     return max(_eps_from_rates(fpr_u, fnr_u, delta), _eps_from_rates(fnr_u, fpr_u, delta))
 
 
@@ -349,7 +375,8 @@ def audit_many_runs(run: Callable[[Any, Any], Any], *, num_runs: int, delta: flo
       run: the mechanism-plus-score function, written with JAX (jit and vmap compatible).
       num_runs: R >= 2 runs per dataset.
       delta: the delta in [0, 1) of the bound.
-      rng_key: an int seed or JAX key for the audit's runs (the audit is a test, not a release).
+      rng_key: an int seed or JAX key for the audit's runs (the audit is a test, not a release);
+        None seeds them from the operating system.
       confidence, selection, thresholds: as :func:`epsilon_lower_bound_from_scores`.
       static_include: see above.
 
@@ -365,7 +392,7 @@ def audit_many_runs(run: Callable[[Any, Any], Any], *, num_runs: int, delta: flo
     r = check_positive_int(num_runs, "num_runs", minimum=2)
     if not isinstance(static_include, (bool, np.bool_)):
         raise TypeError(f"static_include must be True or False, got {static_include!r}")
-    key = jax.random.key(rng_key) if isinstance(rng_key, (int, np.integer)) else rng_key
+    key = jax.random.wrap_key_data(resolve_key(rng_key)[0])
     k_out, k_in = jax.random.split(key)
     keys_out, keys_in = jax.random.split(k_out, r), jax.random.split(k_in, r)
     if static_include:

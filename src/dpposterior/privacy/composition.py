@@ -8,7 +8,7 @@ work. Each function states the neighbouring relation it assumes.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Literal
 
 import numpy as np
@@ -131,9 +131,24 @@ def gaussian_zcdp_rho(noise_multiplier: float) -> float:
 
     Returns:
       rho > 0.
+
+    Raises:
+      TypeError: a noise multiplier that is not a real number.
+      ValueError: a noise multiplier that is not finite and > 0, or so small (below about 1e-154)
+        that rho overflows.
     """
     sigma = check_positive(noise_multiplier, "noise_multiplier")
-    return 1.0 / (2.0 * sigma * sigma)
+    variance = 2.0 * sigma * sigma
+    return _finite("gaussian_zcdp_rho", 1.0 / variance if variance > 0 else math.inf,
+                   f"noise_multiplier={noise_multiplier!r}")
+
+
+def _finite(what: str, value: float, args: str) -> float:
+    """``value``, or a ValueError when it overflowed or is NaN (never a silent inf or NaN)."""
+    if not math.isfinite(value):
+        raise ValueError(f"{what} is not representable as a finite float for {args} (got {value!r}); use "
+                         "arguments within a few hundred orders of magnitude of 1")
+    return value
 
 
 def zcdp_compose(rhos: Iterable[float]) -> float:
@@ -149,14 +164,21 @@ def zcdp_compose(rhos: Iterable[float]) -> float:
       The total rho.
 
     Raises:
-      ValueError: an empty input, or a rho that is negative, NaN or infinite.
-      TypeError: a rho that is not a real number.
+      ValueError: an empty input, a rho that is negative, NaN or infinite, or a total that overflows.
+      TypeError: ``rhos`` not an iterable (a single number, a string, a dict), or a rho that is not a
+        real number.
     """
+    if isinstance(rhos, (str, bytes, Mapping)) or not isinstance(rhos, (Iterable, np.ndarray)):
+        raise TypeError(f"rhos must be an iterable of real numbers (e.g. a list), got {type(rhos).__name__}")
     items = np.ravel(rhos).tolist() if isinstance(rhos, np.ndarray) else list(rhos)
     values = [check_positive(r, "rho", allow_zero=True) for r in items]
     if not values:
         raise ValueError("zcdp_compose needs at least one rho, got none")
-    return float(math.fsum(values))
+    try:
+        total = math.fsum(values)
+    except OverflowError:
+        total = math.inf
+    return _finite("the total rho", total, f"{len(values)} rhos up to {max(values)!r}")
 
 
 def zcdp_to_dp(rho: float, delta: float, method: Literal["classic", "tight"] = "classic") -> float:
@@ -191,23 +213,27 @@ def zcdp_to_dp(rho: float, delta: float, method: Literal["classic", "tight"] = "
     if method not in ("classic", "tight"):
         raise ValueError(f"method must be 'classic' or 'tight', got {method!r}")
     log_inv_delta = math.log(1.0 / d)
-    classic = r + 2.0 * math.sqrt(r * log_inv_delta)
+    classic = _finite("epsilon", r + 2.0 * math.sqrt(r * log_inv_delta), f"rho={rho!r}, delta={delta!r}")
     if method == "classic" or r == 0.0:
         return classic
 
     def eps_at(log_am1: float) -> float:
         am1 = math.exp(log_am1)  # alpha - 1
         alpha = 1.0 + am1
-        return alpha * r + (log_inv_delta + am1 * math.log1p(-1.0 / alpha) - math.log(alpha)) / am1
+        if not (alpha > 1.0 and math.isfinite(alpha)):  # alpha - 1 beyond float resolution: no bound here
+            return math.inf
+        value = alpha * r + (log_inv_delta + am1 * math.log1p(-1.0 / alpha) - math.log(alpha)) / am1
+        return value if math.isfinite(value) else math.inf
 
     # classic optimum alpha* = 1 + sqrt(ln(1/delta) / rho); search alpha - 1 over a wide log grid
-    star = 0.5 * math.log(log_inv_delta / r)
+    # (clipped for extreme rho: every alpha tried gives a valid bound, and the classic one is kept)
+    star = min(max(0.5 * (math.log(log_inv_delta) - math.log(r)), -300.0), 300.0)
     grid = np.linspace(min(star, 0.0) - 12.0, max(star, 0.0) + 12.0, 241)
     values = [eps_at(float(x)) for x in grid]
     i = int(np.argmin(values))
-    best = min(values[i], eps_at(star))
+    best = min(values[i], eps_at(star), classic)
     lo, hi = float(grid[max(i - 1, 0)]), float(grid[min(i + 1, len(grid) - 1)])
-    if hi > lo:
+    if hi > lo and math.isfinite(values[max(i - 1, 0)]) and math.isfinite(values[min(i + 1, len(grid) - 1)]):
         res = minimize_scalar(eps_at, bounds=(lo, hi), method="bounded", options={"xatol": 1e-10})
         if np.isfinite(res.fun):
             best = min(best, float(res.fun))

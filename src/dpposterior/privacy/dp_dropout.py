@@ -40,7 +40,7 @@ import math
 from typing import Literal
 
 from .._checks import check_delta, check_epsilon, check_positive, check_positive_int, check_sampling_rate
-from .composition import _amplify
+from .composition import _amplify, _finite
 from .dpsgd_accounting import MAX_NOISE_MULTIPLIER, _check_rtol, _decide, _Decision, _epsilon
 from .dpsgd_accounting import _PldLevels, _search_noise_multiplier
 from .spent import NEIGHBOURING_RELATIONS, PrivacySpent, SeededBy
@@ -101,8 +101,12 @@ def _ac(sigma: float, delta: float, q: float, t: int, delta_prime: float) -> tup
 
 
 def _zcdp(sigma: float, delta: float, t: int) -> tuple[float, dict]:
-    rho = t / (2.0 * sigma * sigma)
-    return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta)), {"rho": rho}
+    """DPD-zCDP total epsilon and rho; ValueError (never an inf epsilon) when they overflow."""
+    variance = 2.0 * sigma * sigma
+    rho = t / variance if variance > 0 else math.inf
+    eps = _finite("the DPD-zCDP epsilon", rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta)),
+                  f"noise_multiplier={sigma!r}, num_steps={t}, delta={delta!r}")
+    return eps, {"rho": rho}
 
 
 def _record(eps: float, delta: float, sigma: float, q: float, t: int, accountant: str,
@@ -193,7 +197,8 @@ def dpd_zcdp_epsilon(noise_multiplier: float, delta: float, sampling_rate: float
       The PrivacySpent record (accountant ``"dpd_zcdp"``), with the total rho in details.
 
     Raises:
-      ValueError: invalid arguments.
+      ValueError: invalid arguments, or a noise multiplier so small (below about 1e-150) that the
+        epsilon overflows.
     """
     sigma, d, q, t, rel = _validate(noise_multiplier, delta, sampling_rate, num_steps, neighbouring)
     eps, details = _zcdp(sigma, d, t)
@@ -278,7 +283,7 @@ def calibrate_dpd_noise_multiplier(epsilon: float, delta: float, sampling_rate: 
       delta_prime: the advanced-composition slack (``"ac"`` only; default delta / 2).
       neighbouring: ``"replace_one"`` (default, the paper's) or ``"add_remove"``.
       max_noise_multiplier: the largest sigma searched (default 1e6).
-      rtol: relative width of the final bracket on sigma, in (0, 1).
+      rtol: relative width of the final bracket on sigma, in [1e-12, 1).
 
     Raises:
       ValueError: invalid arguments, an unknown accountant, ``"rdp"`` with replace-one adjacency,

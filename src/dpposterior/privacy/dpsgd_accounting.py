@@ -65,6 +65,13 @@ def _epsilon_raw(noise_multiplier: float, delta: float, sampling_rate: float, nu
     the clip norm (dp-accounting's REPLACE_ONE convention); ``noise_multiplier`` is always the noise
     std divided by the clip norm."""
     relation = _RELATIONS[neighbouring]
+    if accountant == "pld" and noise_multiplier < MIN_NOISE_MULTIPLIER:
+        # Below this the PLD grid takes gigabytes and minutes (1e-4: 6 GB, still running after a
+        # minute), for an epsilon in the tens of thousands.
+        raise ValueError(
+            f"the pld accountant needs noise_multiplier >= {MIN_NOISE_MULTIPLIER:g} (below it its grid takes "
+            f"gigabytes and minutes, for a useless epsilon), got noise_multiplier={noise_multiplier!r} "
+            f"(sampling_rate={sampling_rate!r}, num_steps={num_steps}, delta={delta!r}); use accountant='rdp'")
     if accountant == "pld":
         acc = pld_privacy_accountant.PLDAccountant(neighboring_relation=relation,
                                                    value_discretization_interval=dvi)
@@ -236,7 +243,7 @@ def dpsgd_epsilon(noise_multiplier: float, delta: float, sampling_rate: float, n
     Raises:
       ValueError, TypeError: invalid arguments; also a ValueError (never an infinite epsilon) when
         the accountant cannot give a finite bound, e.g. a delta below about 1e-15 with PLD (its
-        truncated tail mass), or arguments it cannot compute (a noise multiplier far below 0.01).
+        truncated tail mass), or arguments it cannot compute (PLD: a noise multiplier below 0.01).
         PLD's cost grows with ``num_steps``: beyond about 1e6 steps it takes minutes (use "rdp").
     """
     sigma = check_positive(noise_multiplier, "noise_multiplier")
@@ -391,7 +398,7 @@ def calibrate_noise_multiplier(epsilon: float, delta: float, sampling_rate: floa
       num_steps: number of steps T >= 1 (an int).
       accountant: ``"pld"`` (default) or ``"rdp"``.
       max_noise_multiplier: the largest sigma searched (default 1e6).
-      rtol: relative width of the final bracket on sigma, in (0, 1).
+      rtol: relative width of the final bracket on sigma, in [1e-12, 1).
 
     Raises:
       ValueError: invalid arguments, or a target that no sigma up to ``max_noise_multiplier`` reaches.
@@ -413,8 +420,14 @@ def calibrate_noise_multiplier(epsilon: float, delta: float, sampling_rate: floa
             "lower num_steps or sampling_rate, or raise max_noise_multiplier"))
 
 
+#: the smallest relative tolerance of a noise calibration: a bracket on sigma cannot shrink much
+#: below float64 resolution (about 2e-16), and the search then never ends.
+MIN_RTOL = 1e-12
+
+
 def _check_rtol(rtol: float) -> float:
     r = check_positive(rtol, "rtol")
-    if r >= 1:
-        raise ValueError(f"rtol must lie in (0, 1), got {rtol!r}")
+    if not MIN_RTOL <= r < 1:
+        raise ValueError(f"rtol must lie in [{MIN_RTOL:g}, 1) (float64 cannot resolve a finer bracket on "
+                         f"sigma), got {rtol!r}")
     return r

@@ -177,7 +177,10 @@ def gaussian_mechanism(value: Any, *, epsilon: float, delta: float, sensitivity:
       ValueError: NaN/inf in ``value``, invalid epsilon, delta, sensitivity or neighbouring
         relation, or a key given with ``secure=True``.
     """
-    arr = np.asarray(value)
+    try:
+        arr = np.asarray(value)
+    except ValueError as e:  # ragged nested lists
+        raise TypeError(f"value must be a real number or array, could not convert it: {e}") from e
     if arr.dtype.kind not in "biuf":
         raise TypeError(f"value must be a real number or array, got dtype {arr.dtype}")
     arr = arr.astype(np.float64)

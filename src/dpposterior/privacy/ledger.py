@@ -130,7 +130,10 @@ class Ledger:
         if not isinstance(doc, dict) or doc.get("format") != "dpposterior-ledger" or doc.get("version") != 1:
             raise ValueError(f"{str(path)!r} is not a dpposterior ledger (version 1) file")
         ledger = cls(value_discretization_interval)
-        for item in doc.get("entries", []):
+        entries = doc.get("entries", [])
+        if not isinstance(entries, list):
+            raise ValueError(f"ledger file {str(path)!r} must hold a list of entries, got {type(entries).__name__}")
+        for item in entries:
             if not isinstance(item, dict) or "privacy" not in item:
                 raise ValueError(f"ledger file {str(path)!r} has a malformed entry: {item!r}")
             ledger.add(PrivacySpent.from_dict(item["privacy"]), str(item.get("label", "")))
@@ -149,8 +152,9 @@ class Ledger:
           private) whose ``details`` list the parts.
 
         Raises:
-          ValueError: an empty ledger, an invalid delta, or a delta below what the releases'
-            own deltas already use (no finite epsilon exists then).
+          ValueError: an empty ledger, an invalid delta, a delta below what the releases'
+            own deltas already use (no finite epsilon exists then), or a release whose epsilon is
+            too large to compose (above about 700).
         """
         delta = check_delta(delta)
         if not self._entries:
@@ -189,7 +193,14 @@ class Ledger:
     def _epsilon_at(self, delta: float, relation: str, dvi: float) -> float:
         pld = None
         for e in self._entries:
-            part = _pld_of(e.privacy, relation, dvi)
+            try:
+                part = _pld_of(e.privacy, relation, dvi)
+            except OverflowError as err:  # dp-accounting computes e^epsilon
+                raise ValueError(
+                    f"the PLD accountant cannot compose release {e.label!r} (epsilon={e.privacy.epsilon!r}, "
+                    f"{e.privacy.neighbouring}; doubled when converted to replace-one): e^epsilon overflows "
+                    "(epsilon above about 700); such a release protects nothing, record it with "
+                    "not_private() instead") from err
             pld = part if pld is None else pld.compose(part)
         try:
             eps = float(pld.get_epsilon_for_delta(delta))

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from .._checks import check_positive
 from .randomness import resolve_key
 
 #: the ``seeded_by`` value of a release whose noise came from the OS CSPRNG.
@@ -42,7 +43,17 @@ _TWO_M53 = 2.0**-53
 
 
 def _count(shape: Any) -> tuple[tuple[int, ...], int]:
-    shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
+    """``shape`` (an int or a sequence of ints >= 0; bools, floats and strings refused) and its size."""
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, (bool, np.bool_)):
+        sizes: Any = (shape,)
+    elif isinstance(shape, (tuple, list)):
+        sizes = shape
+    else:
+        raise TypeError(f"shape must be an int or a tuple of ints, got {shape!r} of type {type(shape).__name__}")
+    for s in sizes:
+        if isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer)):
+            raise TypeError(f"shape must hold integer sizes, got {s!r} of type {type(s).__name__} in {shape!r}")
+    shape = tuple(int(s) for s in sizes)
     if any(s < 0 for s in shape):
         raise ValueError(f"shape must hold non-negative sizes, got {shape}")
     return shape, math.prod(shape)
@@ -80,9 +91,7 @@ def secure_normal(shape: Any) -> np.ndarray:
 def secure_laplace(shape: Any, scale: float) -> np.ndarray:
     """Float64 Laplace(0, ``scale``) variates from the OS CSPRNG: ``scale * (E1 - E2)``, E = -log U."""
     shape, n = _count(shape)
-    scale = float(scale)
-    if not (math.isfinite(scale) and scale > 0):
-        raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
+    scale = check_positive(scale, "scale")
     u = secure_uniform((2, n))
     return (scale * (np.log(u[1]) - np.log(u[0]))).reshape(shape)
 

@@ -6,6 +6,8 @@ import dataclasses
 import math
 from typing import Any, Literal
 
+from .._checks import check_positive, check_positive_int, check_real, check_sampling_rate
+
 Neighbouring = Literal["add_remove", "replace_one"]
 SeededBy = Literal["os", "user", "secure", "none"]
 
@@ -35,6 +37,13 @@ class PrivacySpent:
         ``"none"`` (no randomness, e.g. a non-private run).
       details: extra facts (clip norm, composition of parts, ...), as a tuple of (key, value) pairs so
         the record stays hashable and immutable.
+
+    Raises:
+      TypeError: a number field that is not a real number (bools and strings included), a non-string
+        ``accountant`` or ``mechanism``, or ``details`` that is not a tuple.
+      ValueError: epsilon NaN or < 0, delta outside [0, 1], a noise multiplier that is not finite and
+        > 0, a sampling rate outside (0, 1], num_steps < 1, or an unknown neighbouring relation or
+        seeding.
     """
 
     epsilon: float
@@ -49,11 +58,14 @@ class PrivacySpent:
     details: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.epsilon, (int, float)) and (self.epsilon > 0 or self.epsilon == 0)):
+        # Numbers are checked (bools and strings refused) and stored as plain float / int, so that a
+        # record never holds a value the accountants (e.g. :class:`~dpposterior.privacy.Ledger`)
+        # would misread or fail on.
+        eps = check_real("PrivacySpent.epsilon", self.epsilon)
+        if math.isnan(eps) or eps < 0:
             raise ValueError(f"PrivacySpent.epsilon must be a number >= 0 (inf allowed), got {self.epsilon!r}")
-        if math.isnan(float(self.epsilon)):
-            raise ValueError("PrivacySpent.epsilon must not be NaN")
-        if not (0 <= float(self.delta) <= 1) or math.isnan(float(self.delta)):
+        dlt = check_real("PrivacySpent.delta", self.delta)
+        if not 0 <= dlt <= 1:
             raise ValueError(f"PrivacySpent.delta must lie in [0, 1], got {self.delta!r}")
         if self.neighbouring not in NEIGHBOURING_RELATIONS:
             raise ValueError(
@@ -61,6 +73,19 @@ class PrivacySpent:
             )
         if self.seeded_by not in SEEDING:
             raise ValueError(f"PrivacySpent.seeded_by must be one of {SEEDING}, got {self.seeded_by!r}")
+        for name in ("accountant", "mechanism"):
+            if not isinstance(getattr(self, name), str):
+                raise TypeError(f"PrivacySpent.{name} must be a string, got {getattr(self, name)!r}")
+        sigma = (None if self.noise_multiplier is None
+                 else check_positive(self.noise_multiplier, "PrivacySpent.noise_multiplier"))
+        q = check_sampling_rate(self.sampling_rate, "PrivacySpent.sampling_rate")
+        steps = check_positive_int(self.num_steps, "PrivacySpent.num_steps")
+        if not isinstance(self.details, tuple):
+            raise TypeError("PrivacySpent.details must be a tuple of (key, value) pairs (so the record stays "
+                            f"hashable), got a {type(self.details).__name__}")
+        for field, value in (("epsilon", eps), ("delta", dlt), ("noise_multiplier", sigma),
+                             ("sampling_rate", q), ("num_steps", steps)):
+            object.__setattr__(self, field, value)
 
     @property
     def is_private(self) -> bool:
@@ -84,17 +109,15 @@ class PrivacySpent:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "PrivacySpent":
         """Inverse of :meth:`to_dict`; raises ValueError on a malformed record."""
+        if not isinstance(d, dict):
+            raise ValueError(f"malformed privacy record {d!r}: expected a dict")
         try:
             kw = dict(d)
-            kw["epsilon"] = math.inf if kw["epsilon"] == "inf" else float(kw["epsilon"])
-            kw["delta"] = float(kw["delta"])
-            if kw.get("noise_multiplier") is not None:
-                kw["noise_multiplier"] = float(kw["noise_multiplier"])
-            kw["sampling_rate"] = float(kw.get("sampling_rate", 1.0))
-            kw["num_steps"] = int(kw.get("num_steps", 1))
+            if kw.get("epsilon") == "inf":
+                kw["epsilon"] = math.inf
             kw["details"] = tuple((str(k), v) for k, v in kw.get("details", ()))
             return cls(**kw)
-        except (KeyError, TypeError) as e:
+        except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"malformed privacy record {d!r}: {e}") from e
 
     def summary(self) -> str:

@@ -60,8 +60,11 @@ def _check_probabilities(probabilities: Any) -> np.ndarray:
 
 
 def _check_outcomes(outcomes: Any, length: int) -> np.ndarray:
-    y = np.asarray(outcomes)
-    if y.dtype.kind == "b":
+    try:
+        y = np.asarray(outcomes)
+    except ValueError:  # ragged nested lists: as_real_array gives the TypeError
+        y = None
+    if y is not None and y.dtype.kind == "b":
         y = y.astype(np.float64)
     else:
         y = as_real_array("outcomes", outcomes)

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._checks import FLOAT32_MAX
 from .._checks import check_positive_int
 from ..privacy.randomness import resolve_key
 from ._inputs import as_real_array
@@ -53,6 +54,20 @@ def _offsets(key: jax.Array, shape: tuple[int, ...], low: float, high: float) ->
     return np.asarray(u, dtype=np.float64)
 
 
+def _points(key: jax.Array, c: np.ndarray, s: np.ndarray, low: float, high: float) -> np.ndarray:
+    """``c + Uniform(low, high) * s``, or a ValueError instead of a NaN or infinite point."""
+    offsets = _offsets(key, c.shape, low, high) if max(-low, high) <= FLOAT32_MAX else None
+    if offsets is None or not np.isfinite(offsets).all():
+        raise ValueError(f"low and high must lie within the float32 range, with high - low too (the offsets "
+                         f"are drawn in float32, |x| <= {FLOAT32_MAX:.4g}), got low={low!r}, high={high!r}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        points = c + offsets * s
+    if not np.isfinite(points).all():
+        raise ValueError("center + offset * scale overflows float64 (values above about 1.8e308); rescale "
+                         "center and scale (the unconstrained space should be of order 1)")
+    return points
+
+
 def reference_points(
     key: Any,
     center: Any,
@@ -77,13 +92,13 @@ def reference_points(
 
     Raises:
       TypeError: if ``key`` is not a key, int or None, or an array argument is not real.
-      ValueError: on mismatched or empty shapes, non-finite values, ``scale <= 0`` or
-        ``low >= high``.
+      ValueError: on mismatched or empty shapes, non-finite values, ``scale <= 0``,
+        ``low >= high``, ``low``/``high`` beyond the float32 range, or points that overflow.
     """
     raw_key, _ = resolve_key(key)
     c, s = _check_center_scale(center, scale)
     lo, hi = check_bound_pair(low, high)
-    return c + _offsets(raw_key, c.shape, lo, hi) * s
+    return _points(raw_key, c, s, lo, hi)
 
 
 def repeated_reference_points(
@@ -120,4 +135,4 @@ def repeated_reference_points(
     lo, hi = check_bound_pair(low, high)
     num = check_positive_int(repeats, "repeats", minimum=1)
     keys = jax.random.split(raw_key, num)
-    return np.stack([c + _offsets(keys[r], c.shape, lo, hi) * s for r in range(num)])
+    return np.stack([_points(keys[r], c, s, lo, hi) for r in range(num)])
