@@ -26,7 +26,7 @@ from typing import Literal
 import numpy as np
 from scipy.special import gammaln, logsumexp
 
-from .._checks import check_delta, check_epsilon, check_positive, check_positive_int
+from .._checks import check_delta, check_epsilon, check_positive, check_positive_int, check_real
 from ..privacy import advanced_composition, analytic_gaussian_sigma, dpsgd_epsilon
 from ..privacy.dpsgd_accounting import calibrate_noise_multiplier
 from ..privacy.gaussian import _analytic_gaussian_delta
@@ -137,7 +137,20 @@ def optimal_composition_delta(epsilon: float, delta: float, num_steps: int, tota
     (epsilon, delta)-DP mechanisms under any one neighbouring relation:
     delta_g = 1 - (1 - delta)^T (1 - delta_RR), delta_RR the hockey-stick divergence of T-fold
     randomized response at total_epsilon.
+
+    Args:
+      epsilon: per-iteration epsilon, finite and > 0.
+      delta: per-iteration delta in [0, 1).
+      num_steps: T >= 1 (an int).
+      total_epsilon: the total epsilon, finite and >= 0.
+
+    Raises:
+      ValueError, TypeError: an argument outside its range.
     """
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta, allow_zero=True)
+    num_steps = check_positive_int(num_steps, "num_steps")
+    total_epsilon = check_positive(total_epsilon, "total_epsilon", allow_zero=True)
     log_rr = _optimal_log_delta_rr(epsilon, num_steps, total_epsilon)
     rr = math.exp(log_rr) if log_rr > -745 else 0.0
     keep = math.exp(num_steps * math.log1p(-delta)) if delta > 0 else 1.0
@@ -229,6 +242,8 @@ def gaussian_chain_epsilon(noise_multiplier: float, num_steps: int, total_delta:
     dg = check_delta(total_delta, "total_delta")
     if accountant not in GAUSSIAN_ACCOUNTANTS:
         raise ValueError(f"accountant must be one of {GAUSSIAN_ACCOUNTANTS}, got {accountant!r}")
+    if per_iteration_delta is not None:   # checked even where unused: a wrong value is a user error
+        check_delta(per_iteration_delta, "per_iteration_delta")
     if accountant in ("pld", "rdp"):
         return dpsgd_epsilon(sigma, dg, 1.0, t, accountant)
     if accountant == "exact":
@@ -238,6 +253,9 @@ def gaussian_chain_epsilon(noise_multiplier: float, num_steps: int, total_delta:
         lo, hi = 0.0, 1.0
         while _analytic_gaussian_delta(s, hi) > dg:
             hi *= 2.0
+            if hi > 1e300:
+                raise ValueError(f"noise_multiplier={sigma!r} over {t} steps is too small: the total epsilon exceeds "
+                                 "1e300 (no meaningful privacy); raise noise_multiplier")
         for _ in range(200):
             mid = 0.5 * (lo + hi)
             if _analytic_gaussian_delta(s, mid) <= dg:
@@ -379,7 +397,7 @@ def barker_rdp(alpha: float, batch_size: int) -> float:
       ValueError: alpha not in (1, b/5), or b not an integer >= 6.
     """
     b = check_positive_int(batch_size, "batch_size", minimum=6)
-    a = float(alpha)
+    a = check_real("alpha", alpha)
     if not (1.0 < a < b / 5.0):
         raise ValueError(f"alpha must lie in (1, batch_size/5) = (1, {b / 5:g}), got {alpha!r}")
     return 5.0 / (2.0 * b) + math.log(2.0 * b / (b - 5.0 * a)) / (2.0 * (a - 1.0)) + 2.0 * a / (b - 5.0 * a)

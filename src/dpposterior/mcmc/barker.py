@@ -193,6 +193,9 @@ def dp_barker_kernel(model: EnergyModel, proposal: Proposal, *, batch_size: int 
     if b > n:
         raise ValueError(f"batch_size must be <= the number of records {n}, got {b}")
     c_var = check_positive(normal_variance, "normal_variance")
+    if not c_var < math.pi**2 / 3.0:   # checked also for the exact test, which does not use it
+        raise ValueError(f"normal_variance must be < pi^2/3 = {math.pi**2 / 3:.4f} (the logistic variance), got "
+                         f"{normal_variance!r}")
     if private and c_var != BARKER_NORMAL_VARIANCE:
         raise ValueError(f"the DP Barker privacy analysis holds for normal_variance = {BARKER_NORMAL_VARIANCE} only, "
                          f"got {normal_variance!r}; use private=False for other values")

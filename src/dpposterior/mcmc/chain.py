@@ -41,6 +41,12 @@ def _chain_privacy(kernel: Kernel, num_iterations: int, total_delta: float | Non
                    seeded_by: str) -> PrivacySpent:
     cfg = kernel.config
     if kernel.method == "tuna_mh" or not cfg.private:
+        # nothing to account, but a mistyped accountant or an out-of-range delta is still an error
+        allowed = _ACCOUNTANTS.get(kernel.method, tuple(dict.fromkeys(sum(_ACCOUNTANTS.values(), ()))))
+        if accountant is not None and accountant not in allowed:
+            raise ValueError(f"accountant for {kernel.method} must be one of {allowed} (or None), got {accountant!r}")
+        if total_delta is not None:
+            check_delta(total_delta, "total_delta")
         return not_private(kernel.method, "non-private sampler (no noise)")
     t = num_iterations
     if kernel.method == "dp_fast_mh":
@@ -51,6 +57,10 @@ def _chain_privacy(kernel: Kernel, num_iterations: int, total_delta: float | Non
         if total_delta is None:
             floor = 1.0 - math.exp(t * math.log1p(-c.delta))
             total_delta = 2.0 * max(floor, t * c.delta)
+            if not total_delta < 1.0:
+                raise ValueError(f"the default total_delta (twice what {t} iterations with per-iteration delta "
+                                 f"{c.delta:g} force) is {total_delta:g} >= 1: no (epsilon, delta) guarantee; lower "
+                                 "the per-iteration delta or the number of steps, or give total_delta in (0, 1)")
         dg = check_delta(total_delta, "total_delta")
         eps = compose_iterations(c.epsilon, c.delta, t, dg, acc)
         # the authors' accounting (advanced composition) for comparison; None where it gives no bound
@@ -90,6 +100,17 @@ def _chain_privacy(kernel: Kernel, num_iterations: int, total_delta: float | Non
                         details=tuple(details))
 
 
+#: the accountants of each method (the first is the default).
+_ACCOUNTANTS = {"dp_fast_mh": FAST_MH_ACCOUNTANTS, "penalty": GAUSSIAN_ACCOUNTANTS, "dp_barker": ("rdp",)}
+
+
+def _check_kernel(kernel: Any) -> Kernel:
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"kernel must be a dpposterior.mcmc.Kernel (e.g. from penalty_kernel), got "
+                        f"{type(kernel).__name__}")
+    return kernel
+
+
 def _barker_privacy(kernel: Kernel, t: int, total_delta: float | None, accountant: str | None,
                     seeded_by: str) -> PrivacySpent:
     cfg = kernel.config
@@ -124,6 +145,7 @@ def chain_privacy(kernel: Kernel, num_steps: int, *, num_chains: int = 1, total_
     DP Barker: ``"rdp"`` (:func:`dpposterior.mcmc.barker_epsilon`); ``total_delta`` defaults to the
     kernel's ``delta``; the per-iteration epsilon is in ``details``.
     """
+    kernel = _check_kernel(kernel)
     t = check_positive_int(num_steps, "num_steps") * check_positive_int(num_chains, "num_chains")
     return _chain_privacy(kernel, t, total_delta, accountant, seeded_by)
 
@@ -155,12 +177,12 @@ def run_chain(kernel: Kernel, initial_position: Any, num_steps: int, *, rng_key:
     t = check_positive_int(num_steps, "num_steps")
     if not isinstance(kernel, Kernel):
         raise TypeError(f"kernel must be a dpposterior.mcmc.Kernel, got {kernel!r}")
-    pos = np.asarray(initial_position, np.float64)
+    pos = np.asarray(initial_position)
     if pos.ndim == 1:
         pos = pos[None, :]
     if pos.ndim != 2:
         raise ValueError(f"initial_position must have shape (dim,) or (num_chains, dim), got {pos.shape}")
-    check_positions(kernel.model, pos)
+    pos = check_positions(kernel.model, pos)
     raw_key, seeded_by = resolve_noise_source(rng_key, secure)
     privacy = chain_privacy(kernel, t, num_chains=pos.shape[0], total_delta=total_delta, accountant=accountant,
                             seeded_by=seeded_by)
@@ -269,6 +291,8 @@ def diagnostics(result: ChainResult, burn_in: int = 0) -> ChainDiagnostics:
     from .._arviz import import_arviz
     az = import_arviz()
 
+    if not isinstance(result, ChainResult):
+        raise TypeError(f"result must be a ChainResult (from run_chain), got {type(result).__name__}")
     b = check_positive_int(burn_in, "burn_in", minimum=0)
     draws = result.samples[:, b:, :]
     if draws.shape[1] < 4:

@@ -61,7 +61,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import check_delta, check_positive, check_positive_int, check_real, check_sampling_rate
+from .._checks import (FLOAT32_MAX, check_delta, check_float32_array, check_float32_positive, check_positive,
+                       check_positive_int, check_real, check_sampling_rate)
 from ..dpsgd.core import EngineConfig, check_data_shapes, noisy_gradient
 from ..dpsgd.engine import _check_data
 from ..dpsgd.sampling import default_capacity
@@ -116,6 +117,9 @@ class DPSGLDModel(NamedTuple):
       num_params: d.
       needs_key: whether ``log_likelihood`` takes a key.
       name: a short description.
+      num_features: p, for models whose records are ``(x (p,), y in {0, 1})`` (the built-in
+        :func:`logistic_regression` and :func:`mlp`): :func:`run` and the predictive functions then
+        check the data's shapes and labels. None (the default, for a custom model): records unchecked.
     """
 
     log_likelihood: Callable[..., Array]
@@ -125,6 +129,7 @@ class DPSGLDModel(NamedTuple):
     num_params: int
     needs_key: bool
     name: str
+    num_features: int | None = None
 
 
 def _gaussian_log_prior(scale: float) -> Callable[[Array], Array]:
@@ -162,7 +167,7 @@ def logistic_regression(num_features: int, prior_scale: float = 1.0) -> DPSGLDMo
 
     return DPSGLDModel(log_likelihood=log_likelihood, log_prior=_gaussian_log_prior(s), logit=logit,
                        init=init, num_params=p, needs_key=False,
-                       name=f"logistic regression (d={p}, prior N(0, {s:g}^2))")
+                       name=f"logistic regression (d={p}, prior N(0, {s:g}^2))", num_features=p)
 
 
 def mlp(num_features: int, hidden: int = 16, prior_scale: float = 1.0, dropout_alpha: float = 0.0
@@ -220,7 +225,8 @@ def mlp(num_features: int, hidden: int = 16, prior_scale: float = 1.0, dropout_a
 
     return DPSGLDModel(log_likelihood=log_likelihood, log_prior=_gaussian_log_prior(s), logit=logit,
                        init=init, num_params=d, needs_key=alpha > 0,
-                       name=f"MLP {p}-{h}-1 tanh (d={d}, prior N(0, {s:g}^2), dropout alpha {alpha:g})")
+                       name=f"MLP {p}-{h}-1 tanh (d={d}, prior N(0, {s:g}^2), dropout alpha {alpha:g})",
+                       num_features=p)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -251,11 +257,13 @@ def polynomial_step_size(a: float, b: float = 1.0, gamma: float = 0.55) -> StepS
     Raises:
       ValueError: a <= 0, b < 1 or gamma outside [0, 1].
     """
-    a = check_positive(a, "a")
+    a = check_float32_positive(check_positive(a, "a"), "a")
     b = check_real("b", b)
     g = check_real("gamma", gamma)
     if not (math.isfinite(b) and b >= 1.0):
         raise ValueError(f"b must be a finite number >= 1 (eta_0 = a b^-gamma), got {b!r}")
+    if b > FLOAT32_MAX:
+        raise ValueError(f"b must be <= {FLOAT32_MAX:.4g} (the step size is computed in float32), got {b!r}")
     if not (0.0 <= g <= 1.0):
         raise ValueError(f"gamma must lie in [0, 1] (0: constant; (0.5, 1]: Welling & Teh's decay), got {gamma!r}")
     return StepSize(a, b, g)
@@ -263,7 +271,7 @@ def polynomial_step_size(a: float, b: float = 1.0, gamma: float = 0.55) -> StepS
 
 def constant_step_size(eta: float) -> StepSize:
     """A constant step size eta > 0."""
-    return StepSize(check_positive(eta, "step_size"), 1.0, 0.0)
+    return StepSize(check_float32_positive(check_positive(eta, "step_size"), "step_size"), 1.0, 0.0)
 
 
 def _check_step_size(step_size: Any) -> StepSize:
@@ -313,9 +321,12 @@ def config(*, num_records: int, sampling_rate: float, clip: float, noise_multipl
       ValueError / TypeError: an argument outside its range (the message says which and the range).
     """
     n = check_positive_int(num_records, "num_records")
-    q = check_sampling_rate(sampling_rate)
-    c = check_positive(clip, "clip")
+    # the step runs in float32: values that become 0 or inf there are errors, not silent NaN chains
+    q = check_float32_positive(check_sampling_rate(sampling_rate), "sampling_rate")
+    c = check_float32_positive(check_positive(clip, "clip"), "clip")
     sigma = check_positive(noise_multiplier, "noise_multiplier", allow_zero=True)
+    if sigma > 0:
+        check_float32_positive(sigma, "noise_multiplier")
     if langevin not in LANGEVIN_MODES:
         raise ValueError(f"langevin must be one of {LANGEVIN_MODES}, got {langevin!r}")
     cap = default_capacity(n, q) if capacity is None else check_positive_int(capacity, "capacity")
@@ -501,6 +512,22 @@ def _check_model(model: Any) -> DPSGLDModel:
     return model
 
 
+def _check_classifier_data(model: DPSGLDModel, data: tuple) -> None:
+    """For a model with ``num_features`` (records ``(x (p,), y in {0, 1})``): data must be ``(X (N, p), y (N,))``."""
+    p = model.num_features
+    if p is None:
+        return
+    if len(data) != 2:
+        raise ValueError(f"data for {model.name} must be a pair (X, y), got {len(data)} arrays")
+    x, y = (np.asarray(a) for a in data)
+    if x.ndim != 2 or x.shape[1] != p:
+        raise ValueError(f"X must have shape (num_records, {p}) for {model.name}, got {x.shape}")
+    if y.ndim != 1:
+        raise ValueError(f"y must have shape (num_records,) (one label per record), got {y.shape}")
+    if not np.all((y == 0) | (y == 1)):
+        raise ValueError("y must hold labels 0 or 1 (e.g. not -1/+1: the likelihood is y z - log(1 + e^z))")
+
+
 def run(model: DPSGLDModel, data: Any, *, num_steps: int, sampling_rate: float, clip: float,
         step_size: Any, delta: float, noise_multiplier: float | None = None, epsilon: float | None = None,
         accountant: Literal["ac", "zcdp", "pld", "rdp"] = "pld",
@@ -544,13 +571,15 @@ def run(model: DPSGLDModel, data: Any, *, num_steps: int, sampling_rate: float, 
 
     Raises:
       ValueError / TypeError: invalid arguments (the message says what is allowed), both or neither
-        of ``noise_multiplier`` and ``epsilon``, a key with ``secure=True``.
+        of ``noise_multiplier`` and ``epsilon``, a key with ``secure=True``; for a model with
+        ``num_features`` (the built-in ones), data other than ``(X (N, p), y (N,))`` with labels 0/1.
     """
     model = _check_model(model)
     if not isinstance(data, (tuple, list)):
         raise TypeError(f"data must be a tuple of arrays sharing the record axis, e.g. (X, y), got "
                         f"{type(data).__name__}")
     data_j, n = _check_data(tuple(data))
+    _check_classifier_data(model, tuple(data))
     t = check_positive_int(num_steps, "num_steps")
     q = check_sampling_rate(sampling_rate)
     d = check_delta(delta)
@@ -563,10 +592,15 @@ def run(model: DPSGLDModel, data: Any, *, num_steps: int, sampling_rate: float, 
                          f"noise_multiplier={noise_multiplier!r}, epsilon={epsilon!r}")
     sigma = (noise_multiplier_for(epsilon, d, q, t, accountant, neighbouring=neighbouring) if epsilon is not None
              else check_positive(noise_multiplier, "noise_multiplier", allow_zero=True))
+    if sigma > 0:
+        check_float32_positive(sigma, "noise_multiplier")
     cfg = config(num_records=n, sampling_rate=q, clip=clip, noise_multiplier=0.0, step_size=step_size,
                  langevin=langevin)
-    pos0 = model.init(jax.random.key(0)) if initial_position is None else initial_position
-    pos0 = np.asarray(pos0, np.float32)
+    pos0 = np.asarray(model.init(jax.random.key(0)) if initial_position is None else initial_position)
+    if pos0.dtype.kind not in "iuf":
+        raise TypeError(f"initial_position must hold real numbers (not strings or bools), got dtype {pos0.dtype}")
+    check_float32_array("initial_position", pos0)
+    pos0 = pos0.astype(np.float32)
     if pos0.shape != (model.num_params,):
         raise ValueError(f"initial_position must have shape ({model.num_params},) for this model, got {pos0.shape}")
     if not np.all(np.isfinite(pos0)):
@@ -597,10 +631,16 @@ def run(model: DPSGLDModel, data: Any, *, num_steps: int, sampling_rate: float, 
 # posterior predictive (post-processing of the released samples)
 
 
-def _kept_samples(samples: Any, burn_in: int, thin: int) -> np.ndarray:
-    s = np.asarray(samples, np.float32)
-    if s.ndim != 2:
-        raise ValueError(f"samples must have shape (T, d), got {s.shape}")
+def _kept_samples(samples: Any, burn_in: int, thin: int, model: DPSGLDModel) -> np.ndarray:
+    s = np.asarray(samples)
+    if s.dtype.kind not in "iuf":
+        raise TypeError(f"samples must hold real numbers, got dtype {s.dtype}")
+    if s.ndim != 2 or s.shape[1] != model.num_params:
+        raise ValueError(f"samples must have shape (T, {model.num_params}) for this model, got {s.shape}")
+    check_float32_array("samples", s)
+    s = s.astype(np.float32)
+    if not np.all(np.isfinite(s)):
+        raise ValueError("samples must be finite: they contain NaN or inf")
     b = check_positive_int(burn_in, "burn_in", minimum=0)
     th = check_positive_int(thin, "thin")
     if b >= s.shape[0]:
@@ -615,9 +655,16 @@ def _logits_fn(model: DPSGLDModel):
 
 def _log_predictive(model: DPSGLDModel, samples: np.ndarray, x: Any, chunk: int = 256) -> tuple[np.ndarray, np.ndarray]:
     """(log p(y=1|x), log p(y=0|x)) averaged over ``samples`` (float64, stable)."""
+    x = np.asarray(x)
+    if x.dtype.kind not in "iuf":
+        raise TypeError(f"x must hold real numbers, got dtype {x.dtype}")
+    if x.ndim != 2 or (model.num_features is not None and x.shape[1] != model.num_features):
+        p = "num_features" if model.num_features is None else model.num_features
+        raise ValueError(f"x must have shape (n, {p}), got {x.shape}")
+    check_float32_array("x", x)
+    if not np.all(np.isfinite(x)):
+        raise ValueError("x must be finite: it contains NaN or inf")
     x = jnp.asarray(x, jnp.float32)
-    if x.ndim != 2:
-        raise ValueError(f"x must have shape (n, num_features), got {x.shape}")
     logits_of = _logits_fn(model)
     lse1 = lse0 = None
     for i in range(0, samples.shape[0], chunk):
@@ -646,9 +693,14 @@ def posterior_predictive(model: DPSGLDModel, samples: Any, x: Any, *, burn_in: i
 
     Returns:
       (n,) float64 probabilities.
+
+    Raises:
+      ValueError / TypeError: samples not of shape (T, num_params) or not finite, x not a finite
+        (n, num_features) array (its width is checked for the built-in models), a bad burn_in/thin.
     """
-    kept = _kept_samples(samples, burn_in, thin)
-    lp1, _ = _log_predictive(_check_model(model), kept, x)
+    model = _check_model(model)
+    kept = _kept_samples(samples, burn_in, thin, model)
+    lp1, _ = _log_predictive(model, kept, x)
     return np.exp(lp1)
 
 
@@ -660,8 +712,11 @@ def predictive_scores(model: DPSGLDModel, samples: Any, x: Any, y: Any, *, burn_
       ``{"accuracy": share of argmax predictions equal to y, "log_likelihood": mean_i log p(y_i | x_i, D),
       "num_samples": S kept}``.
     """
-    kept = _kept_samples(samples, burn_in, thin)
-    lp1, lp0 = _log_predictive(_check_model(model), kept, x)
+    model = _check_model(model)
+    kept = _kept_samples(samples, burn_in, thin, model)
+    if np.ndim(x) >= 1 and np.shape(x)[0] == 0:
+        raise ValueError("x must hold at least one row to score (the scores of no data are undefined)")
+    lp1, lp0 = _log_predictive(model, kept, x)
     y = np.asarray(y)
     if y.shape != lp1.shape:
         raise ValueError(f"y must have shape {lp1.shape} (one label per row of x), got {y.shape}")

@@ -204,8 +204,11 @@ def _decide_with(state: MHState, p: _Proposed, accept: Array, noise_std: Array, 
 
 
 def check_positions(model: EnergyModel, positions: Any) -> np.ndarray:
-    """Validates initial positions of shape (num_chains, dim): finite and inside the box."""
-    pos = np.asarray(positions, np.float64)
+    """Validates initial positions of shape (num_chains, dim): real numbers, finite and inside the box."""
+    raw = np.asarray(positions)
+    if raw.dtype.kind not in "iuf":
+        raise TypeError(f"positions must hold real numbers (not strings or bools), got dtype {raw.dtype}")
+    pos = raw.astype(np.float64)
     if pos.ndim != 2 or pos.shape[0] == 0 or pos.shape[1] == 0:
         raise ValueError(f"positions must be non-empty, of shape (dim,) or (num_chains, dim), got {pos.shape}")
     if not np.all(np.isfinite(pos)):
@@ -229,7 +232,7 @@ def init_states(model: EnergyModel, positions: Any) -> MHState:
 
 def _make_init(model: EnergyModel) -> Callable[[Array], MHState]:
     def init(position: Array) -> MHState:
-        pos = np.asarray(position, np.float64)
+        pos = np.asarray(position)
         if pos.ndim != 1:
             raise ValueError(f"position must be a non-empty 1-D array, got shape {pos.shape}")
         theta = jnp.asarray(check_positions(model, pos[None, :])[0], jnp.float32)
@@ -254,6 +257,15 @@ def _check_proposal(proposal: Any) -> Proposal:
     if not isinstance(proposal, Proposal):
         raise TypeError(f"proposal must be a dpposterior.mcmc.Proposal (e.g. random_walk(scale)), got {proposal!r}")
     return proposal
+
+
+def _refuse_unused_privacy(private: bool, **given: Any) -> None:
+    """private=False adds no noise: privacy parameters given with it would be silently ignored."""
+    if not private:
+        named = [k for k, v in given.items() if v is not None]
+        if named:
+            raise ValueError(f"private=False adds no noise, so {', '.join(named)} would be ignored: pass None (or "
+                             "private=True)")
 
 
 def _check_model(model: Any) -> EnergyModel:
@@ -351,7 +363,8 @@ def dp_fast_mh_kernel(model: EnergyModel, proposal: Proposal, *, epsilon: float 
         with ``private=False``); :func:`dpposterior.mcmc.calibrate_chain` turns a total into these.
       batch_cap: K > 0 (the paper recommends about epsilon C / (6 c_max)).
       lam: lambda > 0 (default 10, as in the authors' runs).
-      private: False switches the noise off (the non-private version; NOT PRIVATE).
+      private: False switches the noise off (the non-private version; NOT PRIVATE); epsilon and
+        delta must then be None.
       chunk: minibatch draws per pass of the loop (speed only).
 
     Raises:
@@ -361,6 +374,7 @@ def dp_fast_mh_kernel(model: EnergyModel, proposal: Proposal, *, epsilon: float 
     proposal = _check_proposal(proposal)
     if not isinstance(private, (bool, np.bool_)):
         raise TypeError(f"private must be True or False, got {private!r}")
+    _refuse_unused_privacy(bool(private), epsilon=epsilon, delta=delta)
     k = check_positive(batch_cap, "batch_cap")
     lam = check_positive(lam, "lam")
     chunk = check_positive_int(chunk, "chunk")
@@ -439,12 +453,17 @@ def penalty_kernel(model: EnergyModel, proposal: Proposal, *, epsilon: float | N
       model, proposal: as :func:`tuna_mh_kernel`.
       epsilon, delta: per-iteration guarantee (classic calibration); or
       noise_multiplier: sigma > 0 directly (then epsilon and delta must be None).
-      private: False: plain full-batch MH without noise (NOT PRIVATE).
+      private: False: plain full-batch MH without noise (NOT PRIVATE); epsilon, delta and
+        noise_multiplier must then be None.
+
+    Raises:
+      ValueError, TypeError: invalid arguments, or privacy parameters given with ``private=False``.
     """
     model = _check_model(model)
     proposal = _check_proposal(proposal)
     if not isinstance(private, (bool, np.bool_)):
         raise TypeError(f"private must be True or False, got {private!r}")
+    _refuse_unused_privacy(bool(private), epsilon=epsilon, delta=delta, noise_multiplier=noise_multiplier)
     sigma = 0.0
     if private:
         if noise_multiplier is not None:

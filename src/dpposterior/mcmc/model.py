@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import check_float32_array, check_positive
+from .._checks import FLOAT32_MAX, check_float32_array, check_float32_positive, check_positive
 
 Array = Any
 
@@ -118,7 +118,10 @@ def energy_model(energy_fn: Callable[[Array, Any], Array], data: Any, *,
     n = lengths.pop()
     if n < 1:
         raise ValueError("data must hold at least one record, got 0")
-    c = _check_array("bound_constants", bound_constants).astype(np.float64)
+    c = _check_array("bound_constants", bound_constants)
+    if c.dtype.kind == "b":
+        raise TypeError("bound_constants must hold real numbers, got booleans")
+    c = c.astype(np.float64)
     if c.shape != (n,):
         raise ValueError(f"bound_constants must have shape (num_records,) = ({n},), got {c.shape}")
     if np.any(c < 0) or not np.sum(c) > 0:
@@ -130,14 +133,22 @@ def energy_model(energy_fn: Callable[[Array, Any], Array], data: Any, *,
             lo_raw, hi_raw = box
         except (TypeError, ValueError) as e:
             raise ValueError(f"box must be a pair (lower, upper), got {box!r}") from e
-        lower = np.atleast_1d(np.asarray(lo_raw, np.float64))
-        upper = np.atleast_1d(np.asarray(hi_raw, np.float64))
+        lower, upper = (np.atleast_1d(np.asarray(v)) for v in (lo_raw, hi_raw))
+        for name, v in (("lower", lower), ("upper", upper)):
+            if v.dtype.kind not in "iuf":
+                raise TypeError(f"box {name} bound must hold real numbers (not strings or bools), got dtype {v.dtype}")
+        lower, upper = lower.astype(np.float64), upper.astype(np.float64)
         if lower.ndim != 1 or upper.shape != lower.shape:
             raise ValueError(f"box bounds must be 1-D arrays of one shape, got {lower.shape} and {upper.shape}")
         if np.any(np.isnan(lower)) or np.any(np.isnan(upper)):
             raise ValueError("box bounds must not be NaN")
         if not np.all(lower < upper):
             raise ValueError(f"box must have lower < upper in every coordinate, got lower={lower}, upper={upper}")
+        for name, v in (("lower", lower), ("upper", upper)):
+            big = np.isfinite(v) & (np.abs(v) > FLOAT32_MAX)
+            if big.any():
+                raise ValueError(f"box {name} bound must be +-inf or lie within the float32 range |x| <= "
+                                 f"{FLOAT32_MAX:.4g} (the samplers run in float32), got {v[big][0]!r}")
         lower, upper = jnp.asarray(lower, jnp.float32), jnp.asarray(upper, jnp.float32)
     data_j = jax.tree.map(jnp.asarray, data)
     return EnergyModel(energy_fn=energy_fn, log_prior_fn=log_prior_fn, data=data_j,
@@ -165,16 +176,27 @@ def random_walk(scale: Any) -> Proposal:
       scale: a finite number > 0, or a 1-D array of them (one per coordinate).
 
     Raises:
-      ValueError, TypeError: a scale that is not finite and > 0.
+      ValueError, TypeError: a scale that is not a real number (bools and strings are refused),
+        not finite and > 0, outside the float32 range, or an empty array. A 1-D scale whose length
+        differs from the position's dimension is a ValueError when the chain first runs.
     """
-    s = np.asarray(scale, np.float64)
+    s = np.asarray(scale)
+    if s.dtype.kind not in "iuf":
+        raise TypeError(f"scale must be a real number > 0 or a 1-D array of them, got {scale!r}")
+    s = s.astype(np.float64)
     if s.ndim == 0:
-        check_positive(float(s), "scale")
-    elif s.ndim != 1 or not (np.all(np.isfinite(s)) and np.all(s > 0)):
-        raise ValueError(f"scale must be a finite number > 0 or a 1-D array of them, got {scale!r}")
+        check_float32_positive(check_positive(float(s), "scale"), "scale")
+    elif s.ndim != 1 or s.size == 0 or not (np.all(np.isfinite(s)) and np.all(s > 0)):
+        raise ValueError(f"scale must be a finite number > 0 or a non-empty 1-D array of them, got {scale!r}")
+    else:
+        for v in s:
+            check_float32_positive(float(v), "scale")
     s_j = jnp.asarray(s, jnp.float32)
 
     def sample(key: Array, theta: Array) -> Array:
+        if s_j.ndim == 1 and jnp.shape(theta) != s_j.shape:   # static shapes: checked when traced
+            raise ValueError(f"random_walk scale has {s_j.shape[0]} entries but the position has shape "
+                             f"{jnp.shape(theta)}: give one scale per coordinate, or a single number")
         return theta + s_j * jax.random.normal(key, jnp.shape(theta), jnp.result_type(theta))
 
     return Proposal(sample=sample, log_ratio=None)
@@ -196,6 +218,8 @@ def logistic_bound_constants(features: Any, temperature: float = 1.0) -> np.ndar
     f = np.asarray(features, np.float64)
     if f.ndim != 2:
         raise ValueError(f"features must have shape (num_records, num_features), got {f.shape}")
+    if not np.all(np.isfinite(f)):
+        raise ValueError("features must be finite: they contain NaN or inf")
     t = check_positive(temperature, "temperature")
     return np.linalg.norm(f, axis=1) / t
 

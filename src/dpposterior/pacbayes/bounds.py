@@ -31,12 +31,23 @@ __all__ = [
 ]
 
 
+#: the largest m accepted: integers up to 2**53 are exact in float64, where the bounds are computed.
+MAX_M = 2**53
+
+
 def _check_m(m) -> int:
     if isinstance(m, bool) or not isinstance(m, (int, np.integer)):
         raise TypeError(f"m (the number of training records) must be an integer, got {m!r}")
-    if m < 1:
-        raise ValueError(f"m (the number of training records) must be >= 1, got {m!r}")
+    if not 1 <= m <= MAX_M:
+        raise ValueError(f"m (the number of training records) must lie in [1, 2**53], got {m!r}")
     return int(m)
+
+
+def _finite_rhs(value: float, what: str) -> float:
+    if not math.isfinite(value):
+        raise ValueError(f"{what} overflows the float range (got {value}); the arguments are far outside any "
+                         "meaningful bound")
+    return value
 
 
 def _check_nonneg(name: str, value) -> float:
@@ -107,8 +118,9 @@ def dp_prior_kl_rhs(kl_divergence: float, m: int, delta: float, epsilon: float) 
     m = _check_m(m)
     delta = check_delta(delta)
     epsilon = _check_nonneg("epsilon", epsilon)
-    privacy = 2.0 * max(math.log(3.0 / delta), m * epsilon**2)
-    return (kl_divergence + math.log(2.0 * math.sqrt(m)) + privacy) / m
+    privacy = 2.0 * max(math.log(3.0 / delta), m * epsilon * epsilon)   # inf, not OverflowError, if huge
+    return _finite_rhs((kl_divergence + math.log(2.0 * math.sqrt(m)) + privacy) / m,
+                       "the DP-prior kl bound (KL + ln(2 sqrt m) + 2 max{ln(3/delta), m epsilon^2}) / m")
 
 
 def dp_prior_pacbayes_bound(empirical_risk: float, kl_divergence: float, m: int, delta: float,
@@ -144,7 +156,7 @@ def local_entropy_gibbs_epsilon(beta: float, loss_range: float, tau: float, m: i
     loss_range = _check_pos("loss_range", loss_range)
     tau = _check_pos("tau", tau)
     m = _check_m(m)
-    return 2.0 * beta * loss_range * tau / m
+    return _finite_rhs(2.0 * beta * loss_range * tau / m, "epsilon = 2 beta loss_range tau / m")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -153,7 +165,9 @@ def local_entropy_gibbs_epsilon(beta: float, loss_range: float, tau: float, m: i
 
 def mc_kl_rhs(n_samples: int, delta_mc: float) -> float:
     """ln(2 / delta') / n: the kl radius around a Monte Carlo estimate from n hypotheses h ~ Q."""
-    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
+    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)):
+        raise TypeError(f"n_samples must be an integer >= 1, got {n_samples!r}")
+    if n_samples < 1:
         raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}")
     delta_mc = check_delta(delta_mc, name="delta_mc")
     return math.log(2.0 / delta_mc) / int(n_samples)
@@ -225,26 +239,49 @@ def gaussian_kl(mean_q, var_q, mean_p, var_p) -> float:
     Returns:
       0.5 * sum(var_q/var_p + (mean_p - mean_q)^2/var_p - 1 - ln(var_q/var_p)), accurate (log1p
       form) when the variance ratio is near 1.
+
+    Raises:
+      ValueError / TypeError: means of different sizes, empty or not finite; variances not > 0 and
+        finite or of the wrong size; non-numeric inputs; a KL that overflows the float range.
     """
-    mq = np.asarray(mean_q, dtype=np.float64).ravel()
-    mp = np.asarray(mean_p, dtype=np.float64).ravel()
+    def real(name: str, value) -> np.ndarray:
+        a = np.asarray(value)
+        if a.dtype.kind not in "iuf":
+            raise TypeError(f"{name} must hold real numbers (not bools or strings), got dtype {a.dtype}")
+        return a.astype(np.float64).ravel()
+
+    mq, mp = real("mean_q", mean_q), real("mean_p", mean_p)
     if mq.shape != mp.shape:
         raise ValueError(f"mean_q and mean_p must have the same size, got {mq.size} and {mp.size}")
+    if mq.size == 0:
+        raise ValueError("mean_q and mean_p must hold at least one weight, got empty arrays")
     if not (np.all(np.isfinite(mq)) and np.all(np.isfinite(mp))):
         raise ValueError("mean_q and mean_p must be finite")
-    vq = np.broadcast_to(np.asarray(var_q, dtype=np.float64).ravel() if np.ndim(var_q) else
-                         np.asarray(var_q, dtype=np.float64), mq.shape)
-    vp = np.broadcast_to(np.asarray(var_p, dtype=np.float64).ravel() if np.ndim(var_p) else
-                         np.asarray(var_p, dtype=np.float64), mq.shape)
-    for name, v in (("var_q", vq), ("var_p", vp)):
+    variances = []
+    for name, var in (("var_q", var_q), ("var_p", var_p)):
+        v = real(name, var)
+        if v.size not in (1, mq.size):
+            raise ValueError(f"{name} must be a scalar or have one entry per weight ({mq.size}), got {v.size}")
+        v = np.broadcast_to(v, mq.shape)
         if not np.all(np.isfinite(v) & (v > 0)):
             raise ValueError(f"{name} must be finite and > 0")
+        variances.append(v)
+    vq, vp = variances
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        out = _gaussian_kl(mq, vq, mp, vp)
+    if not math.isfinite(out):
+        raise ValueError("KL(Q || P) overflows the float range: the variances or means differ by too many orders "
+                         "of magnitude for a meaningful bound")
+    return out
+
+
+def _gaussian_kl(mq: np.ndarray, vq: np.ndarray, mp: np.ndarray, vp: np.ndarray) -> float:
     r = vq / vp
     # r - 1 - ln r = -(log1p(r - 1) - (r - 1)), accurate for r near 1
     t = r - 1.0
     small = np.abs(t) < 1e-3
     ts = np.where(small, t, 0.0)
     series = ts * ts * (1 / 2 - ts * (1 / 3 - ts * (1 / 4 - ts / 5)))
-    direct = t - np.log(np.where(small, 1.0, r))
+    direct = t - (np.log(vq) - np.log(vp))   # ln r from the logs: r itself may underflow to 0
     trace_log = np.where(small, series, direct)
     return float(0.5 * np.sum(trace_log + (mp - mq) ** 2 / vp))

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import check_delta
+from .._checks import check_positive_int
 from ..privacy.spent import PrivacySpent
 from .bounds import _check_m
 from .bounds import _check_nonneg
@@ -97,12 +98,17 @@ def certify(empirical_errors, kl_divergence: float, m: int, *, delta: float, del
         finite epsilon). None for a prior chosen without the data.
 
     Raises:
-      ValueError: invalid numbers, or a prior_privacy that is not pure and finite epsilon-DP.
+      ValueError: invalid numbers, delta + delta_mc >= 1, or a prior_privacy that is not pure and
+        finite epsilon-DP.
+      TypeError: non-numeric errors (bools, strings), or a prior_privacy that is not a PrivacySpent.
     """
     kl_divergence = _check_nonneg("kl_divergence", kl_divergence)
     m = _check_m(m)
     delta = check_delta(delta)
-    errs = np.asarray(empirical_errors, dtype=np.float64)
+    errs = np.asarray(empirical_errors)
+    if errs.dtype.kind not in "iuf":
+        raise TypeError(f"empirical_errors must hold real numbers (not bools or strings), got dtype {errs.dtype}")
+    errs = errs.astype(np.float64)
     if errs.size == 0 or np.any(np.isnan(errs)) or np.any((errs < 0) | (errs > 1)):
         raise ValueError("empirical_errors must be a non-empty array of 0-1 errors in [0, 1]")
     if errs.ndim == 0:
@@ -114,6 +120,9 @@ def certify(empirical_errors, kl_divergence: float, m: int, *, delta: float, del
         if delta_mc is None:
             raise ValueError("delta_mc (in (0, 1)) is required when the errors are sampled from Q")
         dmc = check_delta(delta_mc, name="delta_mc")
+        if not delta + dmc < 1.0:
+            raise ValueError(f"delta + delta_mc must be < 1 (the certificate holds with probability >= 1 - delta - "
+                             f"delta_mc), got delta={delta!r}, delta_mc={delta_mc!r}")
         n = int(errs.size)
         estimate = float(np.mean(errs))
         mc_term = mc_kl_rhs(n, dmc)
@@ -147,6 +156,31 @@ def certify(empirical_errors, kl_divergence: float, m: int, *, delta: float, del
     )
 
 
+def _check_key(key: Any) -> None:
+    typed = isinstance(key, jax.Array) and jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
+    raw = isinstance(key, (jax.Array, np.ndarray)) and key.ndim == 1 and key.dtype == np.uint32
+    if not (typed or raw):
+        raise TypeError(f"key must be a JAX PRNG key (jax.random.key(seed) or jax.random.PRNGKey(seed)), got "
+                        f"{key!r}")
+
+
+def _check_xy(data: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``data`` as a pair (X, y) of numeric arrays with one shared, non-empty leading record axis."""
+    if not isinstance(data, (tuple, list)) or len(data) != 2:
+        raise TypeError(f"data must be a pair (X, y), got {type(data).__name__}"
+                        + (f" of length {len(data)}" if isinstance(data, (tuple, list)) else ""))
+    x, y = (np.asarray(a) for a in data)
+    for name, a in (("X", x), ("y", y)):
+        if a.dtype.kind not in "biuf" or a.ndim < 1:
+            raise ValueError(f"data {name} must be a numeric array with a leading record axis, got dtype {a.dtype} "
+                             f"and shape {a.shape}")
+    if x.shape[0] != y.shape[0]:
+        raise ValueError(f"X and y must have one entry per record: got {x.shape[0]} and {y.shape[0]} records")
+    if x.shape[0] == 0:
+        raise ValueError("data must hold at least one record, got 0")
+    return x, y
+
+
 @functools.partial(jax.jit, static_argnames=("error_fn", "chunk"))
 def _gaussian_errors(key, mean, std, x, y, *, error_fn, chunk):
     # data and weights are arguments (not closed-over constants), so one compilation serves every
@@ -161,12 +195,17 @@ def sample_gaussian_errors(key: jax.Array, mean, std, error_fn: Callable, data, 
 
     ``error_fn(w, X, y)`` returns the mean 0-1 error of the network with flat weights w. Evaluated
     ``chunk`` hypotheses at a time (vmap) to bound memory.
+
+    Raises:
+      ValueError / TypeError: n_samples or chunk not an integer >= 1, a key that is not a JAX PRNG
+        key, data that is not a pair (X, y) of arrays with one shared, non-empty record axis.
     """
-    if not (isinstance(n_samples, int) and n_samples >= 1):
-        raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}")
+    n_samples = check_positive_int(n_samples, "n_samples")
+    chunk = check_positive_int(chunk, "chunk")
+    _check_key(key)
     mean = jnp.asarray(mean)
     std = jnp.broadcast_to(jnp.asarray(std, mean.dtype), mean.shape)
-    x, y = (jnp.asarray(a) for a in data)
+    x, y = (jnp.asarray(a) for a in _check_xy(data))
     out = []
     for k in jax.random.split(key, -(-n_samples // chunk)):
         out.append(np.asarray(_gaussian_errors(k, mean, std, x, y, error_fn=error_fn, chunk=chunk)))
@@ -190,7 +229,7 @@ def certify_gaussian(key: jax.Array, *, prior_mean, prior_var, posterior_mean, p
       delta, delta_mc, n_samples, prior_privacy: as in ``certify``.
     """
     kl_div = gaussian_kl(posterior_mean, posterior_var, prior_mean, prior_var)
-    m = int(np.shape(data[0])[0])
+    m = int(_check_xy(data)[0].shape[0])
     std = np.sqrt(np.asarray(posterior_var, dtype=np.float64)).astype(np.float32)
     errs = sample_gaussian_errors(key, jnp.asarray(posterior_mean, jnp.float32), std, error_fn, data,
                                   n_samples, chunk=chunk)

@@ -36,10 +36,16 @@ from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from .._checks import check_epsilon
+from .._checks import check_float32_array
+from .._checks import check_positive
+from .._checks import check_positive_int
 from ..privacy.spent import PrivacySpent
 from ..privacy.spent import not_private
 from .bounds import local_entropy_gibbs_epsilon
+from .certificate import _check_key
 
 __all__ = [
     "EntropySGLDInfo",
@@ -77,8 +83,9 @@ def init_mlp(key: Array, sizes: tuple[int, ...]) -> list[tuple[Array, Array]]:
     Weights ~ N(0, 1/fan_in) (He-style scaled by 1/sqrt(2)), biases 0; ``sizes`` = (inputs, hidden...,
     classes).
     """
-    if len(sizes) < 2 or any((not isinstance(s, int)) or s < 1 for s in sizes):
+    if not isinstance(sizes, (tuple, list)) or len(sizes) < 2:
         raise ValueError(f"sizes must be >= 2 positive integers (inputs, ..., classes), got {sizes!r}")
+    sizes = tuple(check_positive_int(s, "each of sizes") for s in sizes)
     params = []
     keys = jax.random.split(key, len(sizes) - 1)
     for k, (n_in, n_out) in zip(keys, zip(sizes[:-1], sizes[1:])):
@@ -114,11 +121,21 @@ def zero_one_error(logits: Array, labels: Array) -> Array:
 
 
 def classifier_loss(apply_fn: Callable, unravel: Callable, loss_max: float = 4.0) -> Callable:
-    """loss(w, X, y): the mean bounded cross-entropy of the network with flat weights w."""
+    """loss(w, X, y): the mean bounded cross-entropy of the network with flat weights w.
+
+    The returned function carries its range as ``loss.loss_max``; :func:`step` and :func:`run`
+    refuse it with an ``EntropySGLDParams.loss_max`` smaller than that (the privacy of the release
+    is computed from ``params.loss_max``, so a wider loss would be under-accounted).
+
+    Raises:
+      ValueError / TypeError: loss_max not a finite number > 0.
+    """
+    loss_max = check_positive(loss_max, "loss_max")
 
     def loss(w, x, y):
         return jnp.mean(bounded_cross_entropy(apply_fn(unravel(w), x), y, loss_max))
 
+    loss.loss_max = loss_max
     return loss
 
 
@@ -171,18 +188,49 @@ def init(position: Array) -> EntropySGLDState:
 
 
 def _check_params(params: EntropySGLDParams) -> None:
+    """Every field in range (bools and strings refused: TypeError); raises ValueError otherwise."""
+    if not isinstance(params, EntropySGLDParams):
+        raise TypeError(f"params must be an EntropySGLDParams, got {type(params).__name__}")
     for name in ("tau", "gamma", "eta", "eta_inner", "loss_max"):
-        v = getattr(params, name)
-        if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-            raise ValueError(f"EntropySGLDParams.{name} must be a finite number > 0, got {v!r}")
-    if params.beta is not None and not (math.isfinite(params.beta) and params.beta > 0):
-        raise ValueError(f"EntropySGLDParams.beta must be a finite number > 0 or None, got {params.beta!r}")
-    if not (0 < params.alpha <= 1):
+        check_positive(getattr(params, name), f"EntropySGLDParams.{name}")
+    if params.beta is not None:
+        check_positive(params.beta, "EntropySGLDParams.beta (or None)")
+    alpha = check_positive(params.alpha, "EntropySGLDParams.alpha")
+    if alpha > 1:
         raise ValueError(f"EntropySGLDParams.alpha must lie in (0, 1], got {params.alpha!r}")
     for name in ("inner_steps", "batch_size"):
-        v = getattr(params, name)
-        if not (isinstance(v, int) and v >= 1):
-            raise ValueError(f"EntropySGLDParams.{name} must be an integer >= 1, got {v!r}")
+        check_positive_int(getattr(params, name), f"EntropySGLDParams.{name}")
+
+
+def _check_loss(loss_fn: Callable, params: EntropySGLDParams) -> None:
+    if not callable(loss_fn):
+        raise TypeError(f"loss_fn must be callable, got {loss_fn!r}")
+    own = getattr(loss_fn, "loss_max", None)
+    if own is not None and own > params.loss_max:
+        raise ValueError(f"loss_fn has range loss_max={own!r} but EntropySGLDParams.loss_max={params.loss_max!r}: "
+                         "the privacy (epsilon = 2 beta L_max tau / m) would be computed from the smaller range; "
+                         "give params the loss's loss_max")
+
+
+def _check_data(data, concrete: bool) -> tuple:
+    """(X, y) with one shared, non-empty record axis; finite X when ``concrete`` (not traced)."""
+    if not isinstance(data, (tuple, list)) or len(data) != 2:
+        raise TypeError("data must be a pair (X, y) of arrays sharing the record axis, got "
+                        f"{type(data).__name__}" + (f" of length {len(data)}" if isinstance(data, (tuple, list)) else ""))
+    x, y = data
+    if jnp.ndim(x) < 1 or jnp.ndim(y) < 1 or jnp.shape(x)[0] != jnp.shape(y)[0]:
+        raise ValueError(f"X and y must share their first axis (records): got shapes {jnp.shape(x)} and "
+                         f"{jnp.shape(y)}")
+    if jnp.shape(x)[0] == 0:
+        raise ValueError("data must hold at least one record, got 0")
+    if concrete:
+        xa = np.asarray(x)
+        if xa.dtype.kind not in "biuf" or np.asarray(y).dtype.kind not in "biuf":
+            raise TypeError("X and y must hold numbers")
+        if xa.dtype.kind == "f" and not np.all(np.isfinite(xa)):
+            raise ValueError("X must be finite: it contains NaN or inf")
+        check_float32_array("X", xa)
+    return jnp.asarray(x), jnp.asarray(y)
 
 
 def step(key: Array, state: EntropySGLDState, *, data: tuple[Array, Array], params: EntropySGLDParams,
@@ -205,7 +253,8 @@ def step(key: Array, state: EntropySGLDState, *, data: tuple[Array, Array], para
       (new state, info). Jit it from outside, closing over ``data``, ``params`` and ``loss_fn``.
     """
     _check_params(params)
-    x, y = data
+    _check_loss(loss_fn, params)
+    x, y = _check_data(data, concrete=False)
     m = x.shape[0]
     w = state.position
     grad = jax.grad(loss_fn)
@@ -242,9 +291,12 @@ def run(key: Array | None, state: EntropySGLDState, num_steps: int, *, data, par
     """
     from ..privacy.secure import check_secure, os_key
 
-    if not (isinstance(num_steps, int) and num_steps >= 1):
-        raise ValueError(f"num_steps must be an integer >= 1, got {num_steps!r}")
+    num_steps = check_positive_int(num_steps, "num_steps")
     _check_params(params)
+    _check_loss(loss_fn, params)
+    if not isinstance(state, EntropySGLDState):
+        raise TypeError(f"state must be an EntropySGLDState (from init(position)), got {type(state).__name__}")
+    x, y = _check_data(data, concrete=True)
     if check_secure(secure):
         if key is not None:
             raise ValueError("key must be None when secure=True: every step's key comes from the OS CSPRNG")
@@ -252,13 +304,14 @@ def run(key: Array | None, state: EntropySGLDState, num_steps: int, *, data, par
     else:
         if key is None:
             raise ValueError("key must be a JAX key (or pass secure=True to draw the keys from the OS CSPRNG)")
+        _check_key(key)
         step_keys = jax.random.split(key, num_steps)
 
     try:
         program = _compiled_run(params, loss_fn)
     except TypeError:   # unhashable params or loss: compile for this call only
         program = _compiled_run.__wrapped__(params, loss_fn)
-    return program(step_keys, state, jnp.asarray(data[0]), jnp.asarray(data[1]))
+    return program(step_keys, state, x, y)
 
 
 @functools.lru_cache(maxsize=16)
@@ -281,9 +334,10 @@ def beta_for_epsilon(epsilon: float, loss_range: float, tau: float, m: int) -> f
     """The outer inverse temperature beta = epsilon m / (2 L_max tau) that gives ``epsilon``."""
     # local_entropy_gibbs_epsilon validates loss_range, tau and m
     unit = local_entropy_gibbs_epsilon(1.0, loss_range, tau, m)
-    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
-        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
-    return float(epsilon) / unit
+    beta = check_epsilon(epsilon) / unit
+    if not math.isfinite(beta):
+        raise ValueError(f"beta = epsilon m / (2 L_max tau) overflows for epsilon={epsilon!r}, m={m!r}")
+    return beta
 
 
 def entropy_sgld_privacy(params: EntropySGLDParams, m: int, *, num_steps: int = 1,
@@ -295,6 +349,7 @@ def entropy_sgld_privacy(params: EntropySGLDParams, m: int, *, num_steps: int = 
     (``GIBBS_SAMPLE_CAVEAT``). Entropy-SGD (``beta is None``) returns a not-private record.
     """
     _check_params(params)
+    num_steps = check_positive_int(num_steps, "num_steps")
     if params.beta is None:
         return not_private("entropy_sgd", reason="Entropy-SGD has no outer noise")
     eps = local_entropy_gibbs_epsilon(params.beta, params.loss_max, params.tau, m)

@@ -29,9 +29,13 @@ _MAX_ITER = 200
 
 def _as_float_array(name: str, value, *, low: float, high: float | None, what: str) -> np.ndarray:
     try:
-        arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError) as e:
+        raw = np.asarray(value)
+    except (TypeError, ValueError) as e:   # e.g. a ragged list
         raise TypeError(f"{name} must be a real number or an array of real numbers, got {value!r}") from e
+    if raw.dtype.kind not in "iuf":   # bools, strings, None, objects are not silently cast to numbers
+        raise TypeError(f"{name} must be a real number or an array of real numbers (not bools or strings), got "
+                        f"{value!r}")
+    arr = raw.astype(np.float64)
     if np.any(np.isnan(arr)):
         raise ValueError(f"{name} must not contain NaN, got {value!r}")
     bad = arr < low if high is None else (arr < low) | (arr > high)
