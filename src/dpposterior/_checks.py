@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -109,3 +111,70 @@ def check_float32_positive(value: float, name: str) -> float:
         raise ValueError(f"{name} must lie in [{FLOAT32_TINY:.4g}, {FLOAT32_MAX:.4g}] (the positive normal float32 "
                          f"range: the computation runs in float32), got {value!r}")
     return value
+
+
+#: seeds are kept below 2**32: JAX (x64 off) keeps only 32 bits of an int seed, so a larger seed, or a
+#: negative one, would silently give the same noise as another seed.
+SEED_LIMIT = 2**32
+
+
+def check_seed(seed: Any, name: str = "seed") -> int | None:
+    """None, or an integer seed in [0, 2**32) (larger or negative ones would alias other seeds in JAX)."""
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"{name} must be None or an integer in [0, 2**32), got {seed!r} of type {type(seed).__name__}")
+    if not 0 <= int(seed) < SEED_LIMIT:
+        raise ValueError(f"{name} must be an integer in [0, 2**32) (JAX keeps only 32 bits of a seed, so another "
+                         f"one would silently repeat the noise of a seed in that range), got {seed!r}")
+    return int(seed)
+
+
+def _check_creatable(p: Path, name: str) -> None:
+    """Raises ValueError unless ``p``'s nearest existing ancestor (or itself) is a writable folder."""
+    existing = p
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ValueError(f"{name} {str(p)!r} cannot be created: {str(existing)!r} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"{name} {str(p)!r} cannot be written: the folder {str(existing)!r} is not writable")
+
+
+def check_output_dir(path: Any, name: str = "out") -> Path:
+    """A folder that exists or can be created, checked before any computation so that no result is lost.
+
+    Nothing is created here.
+
+    Raises:
+      TypeError: ``path`` is not a str or os.PathLike.
+      ValueError: ``path`` is a file, a parent of it is a file, or the nearest existing folder is not
+        writable.
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a folder path (str or os.PathLike), got {type(path).__name__}")
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise ValueError(f"{name} {str(p)!r} is a file, not a folder: give a folder (it is created if missing)")
+    _check_creatable(p, name)
+    return p
+
+
+def check_output_file(path: Any, name: str) -> Path:
+    """A file that can be written: not a folder, and its folder exists or can be created.
+
+    Raises:
+      TypeError: ``path`` is not a str or os.PathLike.
+      ValueError: ``path`` is a folder, a parent of it is a file, or the nearest existing folder is not
+        writable.
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a file path (str or os.PathLike), got {type(path).__name__}")
+    p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"{name} {str(p)!r} is a folder, not a file")
+    if not p.exists():
+        _check_creatable(p, name)
+    elif not os.access(p, os.W_OK):
+        raise ValueError(f"{name} {str(p)!r} cannot be written: the file is not writable")
+    return p

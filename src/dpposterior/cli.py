@@ -35,7 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="noise-aware solver (default grid)")
     demo.add_argument("--out", default="demo-output", help="output folder for figures and the trace")
     demo.add_argument("--seed", type=int, default=None,
-                      help="seed for the privacy noise (reproduction only; default: from the OS)")
+                      help="seed for the privacy noise, an integer in [0, 2^32) (reproduction only; "
+                           "default: from the OS)")
     demo.add_argument("--no-progress", action="store_true", help="hide progress bars")
     demo.set_defaults(func=_demo)
     __import__("dpposterior.experiments.cli_coverage", fromlist=["_"]).add_coverage_parser(sub)
@@ -45,11 +46,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the command line ``argv`` (default: ``sys.argv[1:]``) and returns the exit code.
+
+    Bad input, and a file that cannot be read or written, end in one line on stderr,
+    ``dpposterior COMMAND: error: ...``, and exit code 2 (argparse's own errors exit with 2 too).
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, TypeError, FileNotFoundError) as e:
+    except (ValueError, TypeError, OSError) as e:  # OSError: a file that cannot be read or written
         print(f"dpposterior {args.command}: error: {e}", file=sys.stderr)
         return 2
 

@@ -29,14 +29,16 @@ def run_demo(epsilon: float = 1.0, delta: float = 1e-5, num_steps: int = 10_000,
     """Runs the Adult demo and writes figures to ``out``; returns the figures it printed.
 
     Settings follow the reference implementation for Adult (NOTES.md section 1): T = 10,000, q = 0.1,
-    clip 11, beta_rho 550, lambda_c = sqrt(n). ``seed=None`` seeds the privacy noise from the OS.
+    clip 11, beta_rho 550, lambda_c = sqrt(n). ``seed=None`` seeds the privacy noise from the OS; an int
+    seed in [0, 2**32) is for reproduction only.
 
     Raises:
-      ValueError, TypeError: a setting outside its range (checked before the data are read or anything
-        is written).
+      ValueError, TypeError: a setting outside its range, a seed outside [0, 2**32), or an ``out`` that is
+        a file or cannot be written (checked before the data are read or anything is written).
     """
     from . import datasets, models, plots, validation
-    from ._checks import check_delta, check_epsilon, check_positive, check_positive_int, check_sampling_rate
+    from ._checks import (check_delta, check_epsilon, check_output_dir, check_positive, check_positive_int,
+                          check_sampling_rate, check_seed)
     from .noise_aware import METHODS, noise_aware_posterior
     from .vi import dpvi
 
@@ -49,8 +51,9 @@ def run_demo(epsilon: float = 1.0, delta: float = 1e-5, num_steps: int = 10_000,
     check_positive(beta_rho, "beta_rho")
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    seed = check_seed(seed)
+    out = check_output_dir(out, "out")
     t0 = time.perf_counter()
-    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     X, y, names = datasets.adult_design("train")
     Xt, yt, _ = datasets.adult_design("test")

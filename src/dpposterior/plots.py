@@ -1,11 +1,18 @@
-"""Figures from releases and posteriors (post-processing only: no data arrays of records)."""
+"""Figures from releases and posteriors (post-processing only: no data arrays of records).
+
+Each function checks its arguments and its ``path`` before drawing, and writes the figure exactly to
+``path``, in the format its suffix names (``.png``, ``.pdf``, ``.svg``, ...).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+
+from ._checks import check_positive_int, check_real
 
 
 def _plt():
@@ -17,8 +24,55 @@ def _plt():
     return plt
 
 
+def _figure_path(path: Any) -> Path:
+    """``path`` as a Path whose suffix names a format Matplotlib writes; refuses a folder."""
+    if not isinstance(path, (str, Path)):
+        raise TypeError(f"path must be a file path (str or Path), got {type(path).__name__}")
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"path {str(path)!r} is a folder: give a file path such as {str(path / 'figure.png')!r}")
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    fmt = path.suffix.lstrip(".").lower()
+    if fmt not in formats:
+        raise ValueError(f"path {str(path)!r} must end in the suffix of an image format, one of "
+                         f"{', '.join('.' + f for f in sorted(formats))}; got {path.suffix or 'no suffix'!r}")
+    return path
+
+
+def _save(fig, path: Path) -> Path:
+    try:
+        fig.savefig(path, dpi=110)
+    finally:
+        _plt().close(fig)
+    return path
+
+
 def trace_plot(trace, path: str | Path, max_coords: int = 6, burn_in: float = 0.2) -> Path:
-    """Plots the first coordinates of the released DP-SGD trace (mu and rho blocks) and the burn-in cut."""
+    """Plots the first coordinates of the released DP-SGD trace (mu and rho blocks) and the burn-in cut.
+
+    Args:
+      trace: a DP-SGD release with ``phi`` (T, 2 d), ``layout`` and ``privacy`` (e.g. a ``DPVITrace``).
+      path: the image file to write (its suffix names the format).
+      max_coords: how many coordinates of each block to draw (>= 1).
+      burn_in: where to draw the burn-in cut, as a share of the trace in [0, 1).
+
+    Returns:
+      ``path`` as a Path.
+
+    Raises:
+      TypeError, ValueError: an argument of the wrong type or outside its range, or a path that is a
+        folder or lacks an image suffix.
+    """
+    if not all(hasattr(trace, a) for a in ("phi", "layout", "privacy")):
+        raise TypeError(f"trace must be a DP-SGD release with phi, layout and privacy (e.g. a DPVITrace), got "
+                        f"{type(trace).__name__}")
+    check_positive_int(max_coords, "max_coords")
+    b = check_real("burn_in", burn_in)
+    if not 0.0 <= b < 1.0:
+        raise ValueError(f"burn_in must be a share of the trace in [0, 1), got {burn_in!r}")
+    path = _figure_path(path)
     plt = _plt()
     phi = np.asarray(trace.phi)
     T, d = phi.shape
@@ -30,20 +84,42 @@ def trace_plot(trace, path: str | Path, max_coords: int = 6, burn_in: float = 0.
         axes[0].plot(phi[:, j], lw=0.6, label=names[j])
         axes[1].plot(phi[:, n + j], lw=0.6)
     for ax, lab in zip(axes, ("mu (variational mean)", "rho (softplus^-1 of sd)")):
-        ax.axvline(burn_in * T, color="k", ls="--", lw=0.8)
+        ax.axvline(b * T, color="k", ls="--", lw=0.8)
         ax.set_ylabel(lab)
     axes[0].legend(fontsize=7, ncol=3)
     axes[1].set_xlabel("DP-SGD step")
     fig.suptitle(f"Released DP-SGD trace ({trace.privacy.summary().split(';')[0]})", fontsize=9)
     fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
-def calibration_plot(curves: dict[str, Any], path: str | Path, title: str = "") -> Path:
-    """Reliability diagram: one line per method from ``validation.calibration_curve`` results."""
+def calibration_plot(curves: Mapping[str, Any], path: str | Path, title: str = "") -> Path:
+    """Reliability diagram: one line per method from ``validation.calibration_curve`` results.
+
+    Args:
+      curves: a non-empty mapping from method name to a ``CalibrationResult``.
+      path: the image file to write (its suffix names the format).
+      title: the figure's title.
+
+    Returns:
+      ``path`` as a Path.
+
+    Raises:
+      TypeError, ValueError: ``curves`` not a non-empty mapping of calibration results, or a path that is
+        a folder or lacks an image suffix.
+    """
+    if not isinstance(curves, Mapping):
+        raise TypeError(f"curves must be a mapping from method name to a calibration_curve result, got "
+                        f"{type(curves).__name__}")
+    if not curves:
+        raise ValueError("curves is empty: give at least one calibration_curve result")
+    for name, c in curves.items():
+        if not all(hasattr(c, a) for a in ("mean_predicted", "observed_frequency", "rmse")):
+            raise TypeError(f"curves[{name!r}] must be a validation.calibration_curve result, got {type(c).__name__}")
+        if np.shape(c.mean_predicted) != np.shape(c.observed_frequency):
+            raise ValueError(f"curves[{name!r}]: mean_predicted and observed_frequency must have the same shape, got "
+                             f"{np.shape(c.mean_predicted)} and {np.shape(c.observed_frequency)}")
+    path = _figure_path(path)
     plt = _plt()
     fig, ax = plt.subplots(figsize=(5, 5))
     ax.plot([0, 1], [0, 1], color="k", lw=0.8, ls=":", label="perfect")
@@ -55,31 +131,63 @@ def calibration_plot(curves: dict[str, Any], path: str | Path, title: str = "") 
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
-def interval_plot(rows: Sequence[dict[str, Any]], labels: Sequence[str], path: str | Path,
+def interval_plot(rows: Sequence[Mapping[str, Any]], labels: Sequence[str], path: str | Path,
                   title: str = "") -> Path:
-    """Side-by-side posterior intervals: ``rows[m][param] = (lo, mean, hi)`` for each method ``labels[m]``."""
+    """Side-by-side posterior intervals: ``rows[m][param] = (lo, mean, hi)`` for each method ``labels[m]``.
+
+    The parameters are those of every row, in order of first appearance; a method without a parameter
+    has no interval on its line. The mean is a dot and may lie outside [lo, hi] (a skewed posterior's
+    mean can lie outside a narrow central interval).
+
+    Args:
+      rows: one mapping per method from parameter name to ``(lo, mean, hi)``.
+      labels: one name per row.
+      path: the image file to write (its suffix names the format).
+      title: the figure's title.
+
+    Returns:
+      ``path`` as a Path.
+
+    Raises:
+      TypeError, ValueError: no rows, a number of labels other than the number of rows, an entry that is
+        not three numbers with lo <= hi, or a path that is a folder or lacks an image suffix.
+    """
+    if isinstance(labels, str) or not isinstance(labels, Sequence) or not isinstance(rows, Sequence):
+        raise TypeError("rows and labels must be sequences (one mapping and one name per method), got "
+                        f"{type(rows).__name__} and {type(labels).__name__}")
+    if not rows:
+        raise ValueError("rows is empty: give one mapping {parameter: (lo, mean, hi)} per method")
+    if len(labels) != len(rows):
+        raise ValueError(f"labels must name each row: got {len(rows)} row(s) and {len(labels)} label(s)")
+    params: list[str] = []
+    for m, r in enumerate(rows):
+        if not isinstance(r, Mapping):
+            raise TypeError(f"rows[{m}] must be a mapping {{parameter: (lo, mean, hi)}}, got {type(r).__name__}")
+        for p, v in r.items():
+            if np.shape(v) != (3,):
+                raise ValueError(f"rows[{m}][{p!r}] must be three numbers (lo, mean, hi), got {v!r}")
+            lo, _, hi = (float(x) for x in v)
+            if lo > hi:
+                raise ValueError(f"rows[{m}][{p!r}] must have lo <= hi, got {v!r}")
+            if p not in params:
+                params.append(p)
+    if not params:
+        raise ValueError("rows hold no parameters")
+    path = _figure_path(path)
     plt = _plt()
-    params = list(rows[0].keys())
     fig, ax = plt.subplots(figsize=(7, max(3, 0.22 * len(params))))
-    y = np.arange(len(params))
     for m, (r, lab) in enumerate(zip(rows, labels)):
         off = (m - (len(rows) - 1) / 2) * 0.25
-        lo = np.array([r[p][0] for p in params])
-        mid = np.array([r[p][1] for p in params])
-        hi = np.array([r[p][2] for p in params])
-        ax.errorbar(mid, y + off, xerr=[mid - lo, hi - mid], fmt="o", ms=2, lw=1, label=lab)
-    ax.set_yticks(y, params, fontsize=6)
+        y = np.array([j for j, p in enumerate(params) if p in r], dtype=float) + off
+        lo, mid, hi = (np.array([float(r[p][i]) for p in params if p in r]) for i in range(3))
+        (dots,) = ax.plot(mid, y, "o", ms=2, label=lab)
+        ax.hlines(y, lo, hi, color=dots.get_color(), lw=1)
+    ax.set_yticks(np.arange(len(params)), params, fontsize=6)
     ax.invert_yaxis()
     ax.legend(fontsize=8)
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)

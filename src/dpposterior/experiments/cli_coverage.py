@@ -8,6 +8,7 @@ import os
 import sys
 from typing import Any
 
+from .._checks import check_output_dir
 from . import config as C
 
 EPILOG = """\
@@ -78,8 +79,8 @@ def add_coverage_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="XLA CPU devices to split the replicates over (default: min(2, CPU cores)); set before "
                         "JAX starts, ignored if XLA_FLAGS already sets a device count")
     p.add_argument("--batch-size", type=int, default=None,
-                   help="replicates per compiled batch (default: equal batches of at most 64 per device and 1 GiB "
-                        "of traces)")
+                   help="replicates per compiled batch, >= 1 (default: equal batches of at most 64 per device and "
+                        "1 GiB of traces)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.set_defaults(func=coverage_command)
     return p
@@ -112,6 +113,8 @@ def coverage_command(args: argparse.Namespace) -> int:
 
     if args.devices is not None and args.devices < 1:
         raise ValueError(f"--devices must be >= 1, got {args.devices}")
+    if args.batch_size is not None and args.batch_size < 1:
+        raise ValueError(f"--batch-size must be >= 1 (replicates per compiled batch), got {args.batch_size}")
     devices_wanted = args.devices if args.devices is not None else min(2, _cpu_count())
     xla = configure_xla_cpu(devices_wanted)  # before anything starts JAX's backend
 
@@ -131,6 +134,7 @@ def coverage_command(args: argparse.Namespace) -> int:
         raise ValueError(f"unknown backend {args.backend!r}; available: local, ray")
     if args.address is not None and args.backend != "ray":
         raise ValueError("--address needs --backend ray")
+    check_output_dir(args.out, "--out")  # before hours of computation, not after
     configs = [C.CellConfig(model=m, epsilon=e, method=meth, replicates=args.replicates, repeats=args.repeats,
                             num_steps=args.num_steps, num_records=args.num_records, sampling_rate=args.sampling_rate,
                             delta=args.delta, seed=args.seed, num_draws=args.num_draws, burn_in=args.burn_in)

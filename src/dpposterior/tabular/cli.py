@@ -54,7 +54,8 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="clip norm C (default sqrt(number of design columns), from the schema alone)")
     p.add_argument("--prob", type=float, default=0.9, help="probability of the reported intervals (default 0.9)")
     p.add_argument("--seed", type=int, default=None,
-                   help="seed for the privacy noise (reproduction only; default: from the OS)")
+                   help="seed for the privacy noise, an integer in [0, 2^32) (reproduction only; default: from the OS; "
+                        "compare seeds release i with seed + i)")
     p.add_argument("--no-progress", action="store_true", help="hide the DP-SGD progress bar")
 
 

@@ -18,6 +18,7 @@ Missing values are an error (the tool does not impute). Error messages never quo
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from typing import Any
 
@@ -108,19 +109,41 @@ def build_design(frame: Any, schema: Schema, target: str, *, features: list[str]
       target_kind: ``"binary"`` (logistic regression) or ``"numeric"`` (linear regression).
 
     Raises:
-      ValueError: a missing or undeclared column, missing values, non-numeric values in a numeric
-        column, a value outside the bounds (policy ``"error"``) or outside the declared categories, a
-        target that does not fit ``target_kind``.
+      TypeError: ``frame`` is not a pandas DataFrame, ``schema`` not a :class:`Schema`, or ``features``
+        a single string instead of a list of column names.
+      ValueError: no records, a missing, undeclared or repeated column, missing values, non-numeric
+        values in a numeric column, a value outside the bounds (policy ``"error"``) or outside the
+        declared categories, a target that does not fit ``target_kind``.
     """
+    import pandas as pd
+
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"frame must be a pandas DataFrame of the records (e.g. from read_table), got "
+                        f"{type(frame).__name__}")
+    if not isinstance(schema, Schema):
+        raise TypeError(f"schema must be a Schema (from load_schema or parse_schema), got {type(schema).__name__}")
     if target_kind not in ("binary", "numeric"):
         raise ValueError(f"target_kind must be 'binary' or 'numeric', got {target_kind!r}")
+    if isinstance(features, str):
+        raise TypeError(f"features must be a list of column names, got the single string {features!r}; "
+                        f"write [{features!r}]")
     available = list(frame.columns)
+    repeated = sorted({str(c) for c in frame.columns[frame.columns.duplicated()]})
+    if repeated:
+        raise ValueError(f"the data has more than one column named {', '.join(map(repr, repeated))}; column names "
+                         "must be unique")
+    if frame.shape[0] == 0:
+        raise ValueError("the data holds no records (0 rows); at least one record is required")
     if target not in available:
         raise ValueError(f"target column {target!r} is missing from the data (columns: {', '.join(available)})")
     tcol = schema.column(target)
     names = [c for c in schema.columns if c != target] if features is None else list(features)
     if target in names:
         raise ValueError(f"the target column {target!r} cannot also be a feature")
+    twice = sorted({str(c) for c, count in collections.Counter(names).items() if count > 1})
+    if twice:
+        raise ValueError(f"features must not repeat a column (each would add the same design columns twice), "
+                         f"got {', '.join(map(repr, twice))} more than once")
     if not names and not intercept:
         raise ValueError("no feature columns: declare at least one column besides the target")
     for name in names:

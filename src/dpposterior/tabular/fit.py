@@ -18,7 +18,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .._checks import check_delta, check_epsilon, check_positive, check_positive_int, check_sampling_rate
+from .._checks import (check_delta, check_epsilon, check_output_dir, check_output_file, check_positive,
+                       check_positive_int, check_sampling_rate, check_seed)
 from .design import INTERCEPT, Design, build_design
 from .read import read_table
 from .report import Report
@@ -86,7 +87,7 @@ def _load(data: str | Path, schema_path: str | Path, target: str, model: str, fe
     log(f"{step} reading {data} (schema {schema_path})")
     frame = read_table(data)
     kind = _target_kind(schema, target, kind)
-    design = build_design(frame, schema, target, features=list(features) if features else None,
+    design = build_design(frame, schema, target, features=None if features is None else features,
                           intercept=intercept, target_kind=kind)
     log(f"      {design.X.shape[1]} design columns: {', '.join(design.feature_names)}")
     return design, fn, label, schema
@@ -274,8 +275,8 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
       epsilon, delta: the privacy target.
       num_steps, sampling_rate, clip, beta_rho: DP-SGD settings (clip default: :func:`default_clip`).
       method: the noise-aware solver, ``"grid"``, ``"nuts"`` or ``"laplace"``.
-      out: the report folder.
-      seed: None (noise from the OS) or an int (reproduction only; the report warns).
+      out: the report folder (created if missing; a file there is refused before any release).
+      seed: None (noise from the OS) or an int in [0, 2**32) (reproduction only; the report warns).
       features: the feature columns (default: every declared column but the target).
       prob: the probability of the reported central intervals.
       progress: show DP-SGD's progress bar.
@@ -288,6 +289,11 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
 
     Returns:
       ``{"trace", "posterior", "naive", "design", "summary", "naive_summary", "report_md", "report_html"}``.
+
+    Raises:
+      ValueError, TypeError: a setting outside its range, a table or schema that does not fit, or an
+        ``out`` or ``ledger`` that cannot be written; all checked before the release.
+      FileNotFoundError: no data or schema file.
     """
     import jax
 
@@ -297,14 +303,18 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
 
     epsilon, delta, num_steps, sampling_rate, clip = _check_common(epsilon, delta, num_steps, sampling_rate,
                                                                     clip, prob)
+    beta_rho = check_positive(beta_rho, "beta_rho")
     if secure and seed is not None:
         raise ValueError("--seed cannot be combined with --secure: secure mode draws the noise from the operating "
                          "system's CSPRNG, with no seed to give")
-    book = None
-    if ledger is not None:
-        book = Ledger.load(ledger) if Path(ledger).exists() else Ledger()
+    seed = check_seed(seed)
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    out = check_output_dir(out, "out")  # before the release, so that no result is lost
+    book = None
+    if ledger is not None:
+        check_output_file(ledger, "ledger")
+        book = Ledger.load(ledger) if Path(ledger).exists() else Ledger()
     t0 = time.perf_counter()
     design, fn, label, _ = _load(data, schema, target, model, features, log)
     clip = default_clip(design, model) if clip is None else clip
@@ -323,7 +333,6 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
     s_naive = _summaries(naive, design, model, prob, key)
 
     log(f"[4/4] writing the report to {out}")
-    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     from .. import plots
 
@@ -406,8 +415,15 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
     is lower); ``"each"``: every release gets the full (epsilon, delta) (a fair method comparison;
     the report states the larger composed total).
 
+    Settings as :func:`fit_table`; release i of the k is seeded with ``seed + i`` when ``seed`` is given.
+
     Returns:
       ``{"posteriors": {method: posterior}, "ledger": Ledger, "total": PrivacySpent, "report_html", ...}``.
+
+    Raises:
+      ValueError, TypeError: a setting outside its range, a table or schema that does not fit, or an
+        ``out`` that cannot be written; all checked before any release.
+      FileNotFoundError: no data or schema file.
     """
     import jax
 
@@ -434,6 +450,11 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
     if "naive" in methods and "na-dpvi" not in methods:
         releases.append("na-dpvi")  # naive needs the DPVI release
     k = len(releases)
+    seed = check_seed(seed)
+    if seed is not None and seed + k - 1 >= 2**32:
+        raise ValueError(f"seed must be an integer in [0, 2**32 - {k - 1}) here: release i of the {k} is seeded "
+                         f"with seed + i, and JAX keeps only 32 bits of a seed; got {seed}")
+    out = check_output_dir(out, "out")  # before the releases, so that no result is lost
     design, fn, label, _ = _load(data, schema, target, model, features, log, f"[1/{k + 2}]")
     clip = default_clip(design, model) if clip is None else clip
     eps_each, delta_each = (epsilon / k, delta / k) if budget == "split" else (epsilon, delta)
@@ -482,7 +503,6 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
     total = ledger.total(delta)
     log(f"      all releases together: epsilon = {total.epsilon:.4g} at delta = {delta:g}")
     log(f"[{k + 2}/{k + 2}] writing the report to {out}")
-    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     pkey = jax.random.PRNGKey(0)
     sums = {m: _summaries(posts[m], design, model, prob, pkey) for m in methods}

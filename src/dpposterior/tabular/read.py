@@ -15,7 +15,8 @@ def read_table(path: str | Path):
 
     Raises:
       FileNotFoundError: no such file.
-      ValueError: a file that cannot be read or parsed, or that holds no records.
+      ValueError: a file that cannot be read or parsed, that holds no records, or whose header names a
+        column twice.
     """
     import pandas as pd
 
@@ -34,8 +35,12 @@ def read_table(path: str | Path):
             frame = pd.read_parquet(path)
         else:
             frame = pd.read_csv(path, dtype=str, keep_default_na=True, skipinitialspace=True)
+            # pandas renames a repeated header name ("age", "age.1"): read the header as written
+            header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False,
+                                 skipinitialspace=True).iloc[0].tolist()
+            _check_unique_names([str(c).strip() for c in header], path)
     except ValueError as e:
-        if str(e).startswith("cannot read"):
+        if str(e).startswith(("cannot read", "data file")):
             raise
         raise ValueError(f"cannot read data file {str(path)!r}: {_first_line(e)}") from None
     except (OSError, UnicodeDecodeError) as e:
@@ -45,7 +50,15 @@ def read_table(path: str | Path):
     if frame.shape[0] == 0:
         raise ValueError(f"data file {str(path)!r} holds no records (only a header)")
     frame.columns = [str(c).strip() for c in frame.columns]
+    _check_unique_names(list(frame.columns), path)
     return frame
+
+
+def _check_unique_names(names: list[str], path: Path) -> None:
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"data file {str(path)!r} has more than one column named "
+                         f"{', '.join(map(repr, repeated))}; column names must be unique")
 
 
 def _first_line(e: BaseException) -> str:
