@@ -101,6 +101,22 @@ def test_reproduce_cli_rejects_unknown_parts(capsys):
     assert "invalid choice" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("flag", ["--out", "--work"])
+def test_reproduce_cli_refuses_a_file_as_folder_before_computing(tmp_path, capsys, flag):
+    from dpposterior.cli import main
+
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    argv = ["reproduce", "na-dpvi", "--quick", "--work", str(tmp_path / "w"), "--out", str(tmp_path / "o")]
+    argv[argv.index(flag) + 1] = str(afile)
+    assert main(argv) == 2
+    assert f"{flag} '{afile}' is a file, not a folder" in capsys.readouterr().err
+    assert not (tmp_path / "w").exists() and not (tmp_path / "o").exists()  # nothing was computed
+    for seed in ("-1", str(2**32)):
+        assert main(["reproduce", "pacbayes", "--quick", "--out", str(tmp_path / "o"), "--seed", seed]) == 2
+        assert "--seed must be an integer in [0, 2**32)" in capsys.readouterr().err
+
+
 def test_adult_records_that_are_corrupted_are_a_clear_error(tmp_path):
     from dpposterior.experiments import CorruptResultError
     from dpposterior.reproduce.adult import RESULT_FORMAT, RESULT_VERSION, _read_record

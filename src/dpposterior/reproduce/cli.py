@@ -17,6 +17,13 @@ _SINGLE_RUN = {
 
 
 def _reproduce(args: argparse.Namespace) -> int:
+    from .._checks import check_output_dir, check_seed
+
+    # checked before hours of computation, so that no result is lost to a bad path at the end
+    check_output_dir(args.out, "--out")
+    if getattr(args, "work", None) is not None:
+        check_output_dir(args.work, "--work")
+    check_seed(args.seed, "--seed")
     if args.experiment == "na-dpvi":
         from .na_dpvi import PARTS, run
 
