@@ -318,3 +318,28 @@ def test_layouts_match_the_models():
     assert EF.family_layout("dirichlet-categorical") == inspect_model(conjugate.dirichlet_categorical,
                                                                       (jnp.zeros(3, jnp.int32),), {})
     assert regression_layout(10) == inspect_model(linear_regression, (jnp.zeros((3, 10)), jnp.zeros(3)), {})
+
+
+def test_clipping_outside_the_bounds_is_reported_and_warned():
+    # the conjugate step ignores clipping: with hi = 1 and rate 1, 37% of the records are clipped and
+    # the posterior is biased; the sampler says so (warning + diagnostic) instead of staying silent
+    x = np.random.default_rng(3).exponential(1.0, 2000)
+    narrow = release_sufficient_statistics("gamma-exponential", x, epsilon=1e3, bounds=(0.0, 1.0), rng_key=1)
+    with pytest.warns(UserWarning, match=r"outside the clipping bounds \(0.0, 1.0\).*biased"):
+        post = bernstein_sheldon_gibbs(narrow, num_warmup=50, num_draws=200, rng_key=2)
+    assert post.diagnostics["clipped_fraction_max"] > 0.1  # exp(-theta) at the biased theta (about 1.5)
+    wide = release_sufficient_statistics("gamma-exponential", x, epsilon=1e3, bounds=(0.0, 40.0), rng_key=1)
+    post = bernstein_sheldon_gibbs(wide, num_warmup=50, num_draws=200, rng_key=2)  # no warning (errors here)
+    assert post.diagnostics["clipped_fraction_max"] < 1e-12
+    # the coverage cell records it per replicate, without a warning per cell
+    th = np.array([[0.5, 1.0], [10.0, 12.0], [8.0, 9.0]])
+    d = EF.clipping_check(th, (0.0, 5.0), None)
+    assert d["replicates_clipped_over_warn"] == 1 and d["clipped_fraction_max"] == pytest.approx(math.exp(-2.5))
+    assert EF.clipping_check(th, None, "x") == {}
+
+
+def test_epsilon_so_large_that_the_chain_underflows_is_a_clear_error():
+    x = (np.random.default_rng(0).random(5000) < 0.4).astype(np.int32)
+    rel = release_sufficient_statistics("beta-bernoulli", x, epsilon=1e30, rng_key=5)
+    with pytest.raises(ValueError, match="too small for float32.*smaller epsilon"):
+        bernstein_sheldon_gibbs(rel, num_warmup=10, num_draws=20, rng_key=1)

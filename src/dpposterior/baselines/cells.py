@@ -163,8 +163,10 @@ def bernstein_sheldon_cell(model_name: str, datasets: Any, epsilon: float, key: 
     scale = jnp.float32(releases[0].noise_scale)
     thetas = map_in_chunks(lambda kk, zz: prog(kk, zz, scale), (np.asarray(jax.random.split(k_chain, k)), z),
                            chunk_size)
+    EF.check_finite_draws(thetas, float(releases[0].noise_scale), "bernstein_sheldon_cell")
     draws = np.asarray(EF.to_unconstrained(model_name, jnp.asarray(thetas)), np.float32)
     diag = {"method": "bernstein_sheldon", "num_warmup": num_warmup, "thin": thin,
+            **EF.clipping_check(np.asarray(thetas)[..., 0] if model.bounds else thetas, model.bounds, None),
             "noise_scale": float(releases[0].noise_scale), "sensitivity": float(releases[0].sensitivity),
             "bounds": list(bounds) if bounds is not None else None, "neighbouring": neighbouring,
             **ess_summary(draws)}

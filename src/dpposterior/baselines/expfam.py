@@ -414,7 +414,8 @@ def gibbs_step(key: jax.Array, state: GibbsState, z: jax.Array, noise_scale: jax
     Gamma(shape + N, rate + s) is the exact posterior given s only when no record was clipped; with
     c clipped records the exact clipped-data posterior would be Gamma(shape + N - c, rate + s). Choose
     ``hi`` so that clipping is rare under the prior (for the papers' Gamma(8, 2) prior and hi = 5 the
-    expected clipped fraction is E[exp(-5 theta)] = (2/7)^8 = 4.5e-5).
+    expected clipped fraction is E[exp(-5 theta)] = (2/7)^8 = 4.5e-5). :func:`clipping_check` reports the
+    share under the posterior draws (and :func:`bernstein_sheldon_gibbs` warns when it is not small).
     """
     k_s, k_w, k_t = jax.random.split(key, 3)
     z = jnp.asarray(z, jnp.float32)
@@ -546,6 +547,51 @@ def to_unconstrained(family: str, thetas: jax.Array) -> jax.Array:
     return layout.unconstrain({"theta": value})
 
 
+#: the largest expected share of clipped Exponential records (under any posterior draw) for which the
+#: conjugate theta step is trusted; above it a warning says to widen the bounds (:func:`gibbs_step`).
+CLIP_WARN_FRACTION = 1e-3
+
+
+def clipping_check(thetas: Any, bounds: tuple[float, float] | None, where: str | None) -> dict[str, float]:
+    """Gamma-Exponential: the largest expected share of clipped records over the posterior draws.
+
+    The conjugate step Gamma(shape + N, rate + s) ignores clipping (:func:`gibbs_step`), so it is right
+    only while P(x < lo) + P(x > hi) = 1 - exp(-theta lo) + exp(-theta hi) is small under the posterior.
+    Returns ``{"clipped_fraction_max": ...}`` (empty for the other families) and, with ``where`` given,
+    warns (UserWarning) when that share exceeds :data:`CLIP_WARN_FRACTION`; ``thetas`` of shape (K, M)
+    (K replicates) also give ``replicates_clipped_over_warn``. Computed from the draws only
+    (post-processing).
+    """
+    if bounds is None:
+        return {}
+    import warnings
+
+    th = np.asarray(thetas, np.float64)
+    lo, hi = bounds
+    share = -np.expm1(-th * lo) + np.exp(-th * hi)
+    frac = float(np.max(share)) if th.size else 0.0
+    out = {"clipped_fraction_max": frac}
+    if th.ndim >= 2:
+        per_rep = share.reshape(th.shape[0], -1).max(axis=1)
+        out["replicates_clipped_over_warn"] = int(np.sum(per_rep > CLIP_WARN_FRACTION))
+    if where is not None and frac > CLIP_WARN_FRACTION:
+        warnings.warn(f"{where}: under some posterior draws {frac:.3g} of the Exponential records lie outside the "
+                      f"clipping bounds {tuple(bounds)} (more than {CLIP_WARN_FRACTION:g}); the conjugate step "
+                      "ignores clipping, so this posterior is biased: release with a wider (lo, hi) fixed in "
+                      "advance (lo = 0 and hi well above the largest plausible 1/rate)", UserWarning, stacklevel=3)
+    return out
+
+
+def check_finite_draws(thetas: Any, noise_scale: float, where: str) -> None:
+    """A clear error when the chain left the float32 range (a Laplace scale so small that its mixture
+    variance 2 b^2 underflows: epsilon far beyond any useful privacy level)."""
+    if not np.all(np.isfinite(np.asarray(thetas))):
+        raise ValueError(f"{where}: the Gibbs chain produced non-finite draws: the Laplace noise scale "
+                         f"b = {noise_scale:.3g} is too small for float32 (its mixture variance 2 b^2 underflows); "
+                         "release with a smaller epsilon (at such an epsilon the noise is negligible: the exact "
+                         "conjugate posterior, conjugate_posterior_params, is the answer)")
+
+
 def bernstein_sheldon_gibbs(release: SufficientStatisticsRelease, *, num_warmup: int = 1000,
                             num_draws: int = 4000, thin: int = 1, prior: Any = None,
                             rng_key: Any = None) -> DrawsPosterior:
@@ -564,7 +610,11 @@ def bernstein_sheldon_gibbs(release: SufficientStatisticsRelease, *, num_warmup:
 
     Returns:
       A :class:`DrawsPosterior` with the release's PrivacySpent; draws in the model's unconstrained
-      space (same maps as NA-DPVI).
+      space (same maps as NA-DPVI). Gamma-Exponential: ``diagnostics["clipped_fraction_max"]``, with a
+      UserWarning when it exceeds :data:`CLIP_WARN_FRACTION` (:func:`clipping_check`).
+
+    Raises:
+      ValueError: a chain that left the float32 range (epsilon so large that the noise scale underflows).
     """
     if not isinstance(release, SufficientStatisticsRelease):
         raise TypeError(f"release must be a SufficientStatisticsRelease, got {type(release).__name__}")
@@ -578,10 +628,13 @@ def bernstein_sheldon_gibbs(release: SufficientStatisticsRelease, *, num_warmup:
     raw, _ = resolve_key(rng_key)
     thetas = sample_chain(raw, jnp.asarray(release.noisy_statistic, jnp.float32), jnp.float32(release.noise_scale),
                           model=model, num_warmup=num_warmup, num_draws=num_draws, thin=thin)
+    check_finite_draws(thetas, release.noise_scale, "bernstein_sheldon_gibbs")
     layout = family_layout(release.family, release.num_categories or 3)
     draws = to_unconstrained(release.family, thetas)
     diag = {"num_warmup": num_warmup, "num_draws": num_draws, "thin": thin, "prior": model.prior,
-            "noise_scale": release.noise_scale}
+            "noise_scale": release.noise_scale,
+            **clipping_check(np.asarray(thetas)[:, 0] if model.bounds else thetas, model.bounds,
+                             "bernstein_sheldon_gibbs")}
     return DrawsPosterior(layout=layout, draws=draws, privacy=release.privacy, method="bernstein_sheldon_gibbs",
                           diagnostics=diag)
 
