@@ -320,6 +320,7 @@ def test_layouts_match_the_models():
     assert regression_layout(10) == inspect_model(linear_regression, (jnp.zeros((3, 10)), jnp.zeros(3)), {})
 
 
+@pytest.mark.slow  # CI time: the default run must stay under 15 minutes on 2 cores
 def test_clipping_outside_the_bounds_is_reported_and_warned():
     # the conjugate step ignores clipping: with hi = 1 and rate 1, 37% of the records are clipped and
     # the posterior is biased; the sampler says so (warning + diagnostic) instead of staying silent
@@ -338,8 +339,20 @@ def test_clipping_outside_the_bounds_is_reported_and_warned():
     assert EF.clipping_check(th, None, "x") == {}
 
 
+@pytest.mark.slow  # CI time: the default run must stay under 15 minutes on 2 cores
 def test_epsilon_so_large_that_the_chain_underflows_is_a_clear_error():
     x = (np.random.default_rng(0).random(5000) < 0.4).astype(np.int32)
     rel = release_sufficient_statistics("beta-bernoulli", x, epsilon=1e30, rng_key=5)
     with pytest.raises(ValueError, match="too small for float32.*smaller epsilon"):
         bernstein_sheldon_gibbs(rel, num_warmup=10, num_draws=20, rng_key=1)
+
+
+def test_non_finite_draws_are_a_clear_error_and_clipping_is_measured():
+    # the default run's guard of the two checks (the chain-based tests above are slow)
+    EF.check_finite_draws(np.ones((3, 2)), 0.5, "x")
+    with pytest.raises(ValueError, match="x: the Gibbs chain produced non-finite draws.*smaller epsilon"):
+        EF.check_finite_draws(np.array([[1.0], [np.nan]]), 1e-30, "x")
+    d = EF.clipping_check(np.array([[0.5, 1.0], [10.0, 12.0]]), (0.0, 5.0), None)
+    assert d["replicates_clipped_over_warn"] == 1 and d["clipped_fraction_max"] == pytest.approx(math.exp(-2.5))
+    with pytest.warns(UserWarning, match="outside the clipping bounds"):
+        EF.clipping_check(np.array([0.5]), (0.0, 5.0), "one release")

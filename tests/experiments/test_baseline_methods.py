@@ -60,6 +60,7 @@ def test_bad_options_fail_when_the_cell_is_configured(model, method, options, me
     assert message in str(e.value)
 
 
+@pytest.mark.slow  # CI time: the default run must stay under 15 minutes on 2 cores
 def test_regenerated_data_are_the_programs_data():
     """The data sets a baseline releases are those the compiled replicate program simulated: the same theta
     bit for bit (whatever the chunking), and replicate k's data equal :func:`replicate_data`'s."""

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 import re
 
 
+@pytest.mark.slow  # CI time: the default run must stay under 15 minutes on 2 cores
 def test_pipeline_benchmark_quick(capsys, benchmark_script):
     module = benchmark_script("pipeline")
     assert module.main(["--quick"]) == 0

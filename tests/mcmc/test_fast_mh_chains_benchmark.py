@@ -1,6 +1,9 @@
 """benchmarks/dp_fast_mh_chains.py --quick runs every method end to end and prints its rows."""
 
+import pytest
 
+
+@pytest.mark.slow  # CI time: the default run must stay under 15 minutes on 2 cores
 def test_fast_mh_chains_quick(capsys, benchmark_script):
     m = benchmark_script("dp_fast_mh_chains")
     assert m.main(["--quick", "--methods", "penalty", "fast-mh:200", "barker"]) == 0

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 
+
+@pytest.mark.slow  # CI time: the default run must stay under 15 minutes on 2 cores
 def test_postprocess_benchmark_quick(capsys, benchmark_script):
     module = benchmark_script("postprocess")
     assert module.main(["--quick"]) == 0

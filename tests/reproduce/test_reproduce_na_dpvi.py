@@ -64,10 +64,10 @@ def test_quick_reproduction_runs_every_part_and_resumes(tmp_path):
     for r in out["coverage"]:
         assert r["rmse"] >= 0 and r["sharpness"] > 0
     (adult,) = out["adult"]
-    assert set(adult["methods"]) == {"nuts", "laplace", "naive", "dpvim", "nuts (priors burn_in)"}
+    assert set(adult["methods"]) == {"nuts", "laplace", "naive", "dpvim", "grid (priors burn_in)"}
     # the burn-in prior reached the solver: the same release read with other priors gives another posterior
-    assert adult["methods"]["nuts (priors burn_in)"]["sharpness"] != adult["methods"]["nuts"]["sharpness"]
-    assert "| 1 | nuts (priors burn_in) | 1 |" in report
+    assert adult["methods"]["grid (priors burn_in)"]["sharpness"] != adult["methods"]["nuts"]["sharpness"]
+    assert "| 1 | grid (priors burn_in) | 1 |" in report
     for m in adult["methods"].values():
         assert 0 <= m["calibration_rmse"] < 1 and m["sharpness"] > 0
     assert adult["privacy_dpvi"]["epsilon"] <= 1.0 and adult["privacy_dpvim"]["epsilon"] <= 1.0

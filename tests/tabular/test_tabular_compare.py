@@ -46,6 +46,7 @@ def test_compare_split_budget_linear(loans, tmp_path, capsys):
     assert "[1/4] reading" in out_text and "[4/4] writing the report" in out_text
 
 
+@pytest.mark.slow  # CI time: the default run must stay under 15 minutes on 2 cores
 def test_compare_each_budget_cli(tmp_path):
     """The README example (N = 4000, T = 2000: the fit test's compiled DPVI program is reused)."""
     csv, toml = example.write_example(tmp_path)

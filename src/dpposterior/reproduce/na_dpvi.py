@@ -121,7 +121,9 @@ def plan(quick: bool = False, seed: int = 0) -> Plan:
         for meth in ("grid", "naive", "gibbs-ss-noisy"):
             opts = (("num_warmup", 50),) if meth == "gibbs-ss-noisy" else ()
             cells.append(CellConfig(REGRESSION_MODEL, 1.0, meth, method_options=opts, **sizes))
+        # the burn-in prior through the grid (NUTS with it would be one more compilation in the tests)
         adult = AdultSettings(epsilons=(1.0,), repeats=1, methods=("nuts", "laplace", "naive", "dpvim"),
+                              burn_in_prior_methods=("grid",),
                               num_steps=60, num_warmup=50, num_samples=100, num_predictive=200, seed=seed)
         widths = (CellConfig("beta-bernoulli", 0.5, "grid", **sizes),)
         return Plan(tuple(cells), adult, True, widths)
