@@ -1,9 +1,12 @@
 """benchmarks/dpsgd_throughput.py --quick: every column of the table is timed and printed (smoke test;
 no timing is asserted)."""
 
+import pytest
+
 import numpy as np
 
 
+@pytest.mark.slow  # CI time: the default run must stay under 15 minutes on 2 cores
 def test_dpsgd_throughput_quick(capsys, benchmark_script):
     m = benchmark_script("dpsgd_throughput")
     assert m.main(["--quick"]) == 0

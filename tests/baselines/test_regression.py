@@ -136,6 +136,7 @@ def replicates():
     return theta, X, y
 
 
+@pytest.mark.slow  # CI time: the default run must stay under 15 minutes on 2 cores
 def test_huge_epsilon_recovers_exact_nig_posterior(replicates, helpers):
     _, X, y = replicates
     out = gibbs_ss_noisy_cell((X, y), 1e9, 4, M, **CELL)

@@ -91,6 +91,7 @@ def _check_record(rec, cfg):
     json.dumps(rec, allow_nan=False)  # what the store writes
 
 
+@pytest.mark.slow  # CI time: the default run must stay under 15 minutes on 2 cores
 def test_baselines_run_through_compute_group(monkeypatch):
     """Bernstein-Sheldon and DPVIm in one group with naive: ordered by cost, the data simulated once, each
     record with its own release's privacy (and naive with the group's DP-SGD release's)."""
