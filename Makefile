@@ -3,6 +3,10 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# the test suite runs on pytest-xdist workers, one file per worker at a time (module fixtures and JAX
+# compilations stay shared within a file); TEST_WORKERS=0 runs it in one process
+TEST_WORKERS ?= 2
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 
 .PHONY: demo test test-slow benchmarks clean
 
@@ -22,10 +26,10 @@ demo: $(VENV)/.core
 	$(BIN)/dpposterior demo
 
 test: $(VENV)/.dev
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(PYTEST_PARALLEL)
 
 test-slow: $(VENV)/.dev
-	$(BIN)/python -m pytest -m slow
+	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m slow
 
 clean:
 	rm -rf $(VENV) demo-output .pytest_cache .hypothesis
