@@ -4,9 +4,10 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 # the test suite runs on pytest-xdist workers, one file per worker at a time (module fixtures and JAX
-# compilations stay shared within a file); TEST_WORKERS=0 runs it in one process
+# compilations stay shared within a file), in collection order (tests/conftest.py puts the longest files
+# first); TEST_WORKERS=0 runs it in one process
 TEST_WORKERS ?= 2
-PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 .PHONY: demo test test-slow benchmarks clean
 

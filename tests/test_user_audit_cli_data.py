@@ -13,33 +13,17 @@ import pytest
 
 from dpposterior import plots
 from dpposterior.cli import main
-from dpposterior.tabular import build_design, parse_schema, read_table
+from dpposterior.tabular import build_design, load_schema, read_table
 from dpposterior.validation import calibration_curve
 
-SCHEMA = """\
-[columns.age]
-type = "numeric"
-bounds = [18, 90]
-
-[columns.region]
-type = "categorical"
-categories = ["north", "south"]
-
-[columns.y]
-type = "categorical"
-categories = ["no", "yes"]
-"""
-CSV = "age,region,y\n30,north,no\n45,south,yes\n60,north,yes\n"
 COVERAGE = ["coverage", "--model", "beta-bernoulli", "--epsilon", "1", "--replicates", "2", "--repeats", "1",
             "--num-steps", "20", "--num-records", "10", "--num-draws", "2", "--no-progress"]
 
 
 @pytest.fixture
-def files(tmp_path):
-    (tmp_path / "d.csv").write_text(CSV)
-    (tmp_path / "s.toml").write_text(SCHEMA)
-    (tmp_path / "a_file").write_text("not a folder")
-    return tmp_path
+def files(tiny_table):
+    (tiny_table / "a_file").write_text("not a folder")
+    return tiny_table
 
 
 def _error(capsys, argv, command):
@@ -151,26 +135,26 @@ def test_repeated_header_in_a_csv_is_refused(tmp_path):
         read_table(tmp_path / "d.csv")
 
 
-def test_repeated_feature_is_refused():
+def test_repeated_feature_is_refused(schema):
     frame = pd.DataFrame({"age": ["30", "40"], "region": ["north", "south"], "y": ["no", "yes"]})
     with pytest.raises(ValueError, match="features must not repeat a column.*'age'"):
-        build_design(frame, parse_schema_text(), "y", features=["age", "age"])
+        build_design(frame, schema, "y", features=["age", "age"])
 
 
-def test_features_as_one_string_is_a_type_error():
+def test_features_as_one_string_is_a_type_error(schema):
     frame = pd.DataFrame({"age": ["30"], "y": ["no"]})
     with pytest.raises(TypeError, match=r"single string 'age'; write \['age'\]"):
-        build_design(frame, parse_schema_text(), "y", features="age")
+        build_design(frame, schema, "y", features="age")
 
 
-def test_build_design_names_wrong_argument_types_and_empty_tables():
+def test_build_design_names_wrong_argument_types_and_empty_tables(schema):
     frame = pd.DataFrame({"age": ["30"], "region": ["north"], "y": ["no"]})
     with pytest.raises(TypeError, match="frame must be a pandas DataFrame"):
-        build_design({"age": ["30"]}, parse_schema_text(), "y")
+        build_design({"age": ["30"]}, schema, "y")
     with pytest.raises(TypeError, match="schema must be a Schema"):
         build_design(frame, {"columns": {}}, "y")
     with pytest.raises(ValueError, match="no records"):
-        build_design(frame.iloc[:0], parse_schema_text(), "y")
+        build_design(frame.iloc[:0], schema, "y")
 
 
 def test_empty_features_list_is_not_replaced_by_every_column(files):
@@ -180,10 +164,9 @@ def test_empty_features_list_is_not_replaced_by_every_column(files):
     assert design.feature_names == ("(intercept)",)
 
 
-def parse_schema_text():
-    import tomllib
-
-    return parse_schema(tomllib.loads(SCHEMA))
+@pytest.fixture
+def schema(tiny_table):
+    return load_schema(tiny_table / "s.toml")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,27 +9,9 @@ from dpposterior.cli import main
 from dpposterior.tabular import load_schema, parse_schema, read_table
 from dpposterior.tabular.design import build_design
 
-SCHEMA = """\
-[columns.age]
-type = "numeric"
-bounds = [18, 90]
-
-[columns.region]
-type = "categorical"
-categories = ["north", "south"]
-
-[columns.y]
-type = "categorical"
-categories = ["no", "yes"]
-"""
-CSV = "age,region,y\n30,north,no\n45,south,yes\n60,north,yes\n"
-
-
 @pytest.fixture
-def files(tmp_path):
-    (tmp_path / "d.csv").write_text(CSV)
-    (tmp_path / "s.toml").write_text(SCHEMA)
-    return tmp_path
+def files(tiny_table):
+    return tiny_table
 
 
 def _run(capsys, *argv, command="fit"):
@@ -68,7 +50,7 @@ def test_undeclared_feature_column(capsys, files):
 
 
 def test_unbounded_numeric_column(capsys, files):
-    (files / "s.toml").write_text(SCHEMA.replace("bounds = [18, 90]\n", ""))
+    (files / "s.toml").write_text((files / "s.toml").read_text().replace("bounds = [18, 90]\n", ""))
     msg = _one_line(*_fit(capsys, files))
     assert msg.startswith("s.toml: column 'age' is numeric but has no public bounds: add bounds = [lower, upper] "
                           "from public knowledge (the tool never reads a bound from the data")
@@ -154,19 +136,20 @@ def test_values_outside_bounds_clip_or_error(files):
     clipped = build_design(frame, load_schema(files / "s.toml"), "y")
     assert clipped.clipped_to_bounds and clipped.X[0, 0] == 1.0       # 150 -> 90 -> +1
     assert clipped.X[1, 0] == pytest.approx((45 - 54) / 36)
-    (files / "e.toml").write_text('out_of_bounds = "error"\n' + SCHEMA)
+    (files / "e.toml").write_text('out_of_bounds = "error"\n' + (files / "s.toml").read_text())
     with pytest.raises(ValueError, match=r"column 'age' has values outside its declared bounds \[18, 90\]"):
         build_design(frame, load_schema(files / "e.toml"), "y")
 
 
 def test_undeclared_category_non_numeric_and_missing_values(capsys, files):
-    (files / "d.csv").write_text(CSV + "50,west,no\n")
+    base = (files / "d.csv").read_text()
+    (files / "d.csv").write_text(base + "50,west,no\n")
     assert "column 'region' has values that are not among its declared categories ['north', 'south']" in \
         _one_line(*_fit(capsys, files))
-    (files / "d.csv").write_text(CSV + "old,north,no\n")
+    (files / "d.csv").write_text(base + "old,north,no\n")
     assert _one_line(*_fit(capsys, files)) == \
         "column 'age' is declared numeric but holds values that are not numbers"
-    (files / "d.csv").write_text(CSV + ",north,no\n")
+    (files / "d.csv").write_text(base + ",north,no\n")
     assert _one_line(*_fit(capsys, files)).startswith("column 'age' has missing values; the tool does not impute")
 
 
