@@ -9,6 +9,7 @@ from dpposterior.cli import main
 from dpposterior.tabular import load_schema, parse_schema, read_table
 from dpposterior.tabular.design import build_design
 
+
 @pytest.fixture
 def files(tiny_table):
     return tiny_table
