@@ -12,16 +12,14 @@ docs/results/na-dpvi-misses.md:
 keys): never use fixed keys for a real release.
 """
 
-import math
 import sys
 import time
 
 import jax
 
-from dpposterior import datasets, models
+from dpposterior import datasets
 from dpposterior.noise_aware import noise_aware_posterior
-from dpposterior.reproduce.adult import AdultSettings, _keys, _posterior_stats
-from dpposterior.vi import dpvi
+from dpposterior.reproduce.adult import AdultSettings, _keys, _posterior_stats, dpvi_release
 
 
 def main(epsilons: list[float], multipliers: list[float], first: int, stop: int) -> None:
@@ -33,10 +31,7 @@ def main(epsilons: list[float], multipliers: list[float], first: int, stop: int)
             for r in range(first, stop):
                 t0 = time.time()
                 keys = _keys(s.seed, eps, r)
-                tr = dpvi(models.logistic_regression, X, y, epsilon=eps, delta=s.delta, num_steps=s.num_steps,
-                          sampling_rate=s.sampling_rate, clip=s.clip, beta_rho=s.beta_rho,
-                          lr_scale=m * math.sqrt(X.shape[1]), rng_key=keys["dpvi"], progress=False,
-                          model_name="adult-logistic-regression")
+                tr = dpvi_release(s, eps, r, X, y, lr_multiplier=m)
                 out = []
                 for priors in ("paper", "burn_in"):
                     post = noise_aware_posterior(tr, method="grid", rng_key=keys["post"], priors=priors)

@@ -10,16 +10,14 @@ the paper's, its sd x2 and x3, and ``priors="burn_in"``. Used in docs/results/na
 Non-private analysis of a reproduction (fixed keys): never use fixed keys for a real release.
 """
 
-import math
 import sys
 
 import jax
 import numpy as np
 
-from dpposterior import datasets, models
+from dpposterior import datasets
 from dpposterior.noise_aware import TracePriors, noise_aware_posterior
-from dpposterior.reproduce.adult import AdultSettings, _keys, _posterior_stats
-from dpposterior.vi import dpvi
+from dpposterior.reproduce.adult import AdultSettings, _posterior_stats, dpvi_release
 
 
 def main(eps: float, first: int, stop: int) -> None:
@@ -28,10 +26,7 @@ def main(eps: float, first: int, stop: int) -> None:
     Xt, yt = datasets.adult_design("test")[:2]
     res: dict[str, list] = {}
     for r in range(first, stop):
-        keys = _keys(s.seed, eps, r)
-        tr = dpvi(models.logistic_regression, X, y, epsilon=eps, delta=s.delta, num_steps=s.num_steps,
-                  sampling_rate=s.sampling_rate, clip=s.clip, beta_rho=s.beta_rho, lr_scale=math.sqrt(X.shape[1]),
-                  rng_key=keys["dpvi"], progress=False, model_name="adult-logistic-regression")
+        tr = dpvi_release(s, eps, r, X, y)
         pr = noise_aware_posterior(tr, method="grid", rng_key=1).diagnostics["priors"]
         variants = {"paper": pr, "sd x2": pr._replace(h_scale=pr.h_scale * 2),
                     "sd x3": pr._replace(h_scale=pr.h_scale * 3), "burn_in": "burn_in"}
