@@ -69,7 +69,9 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
     the slope the likelihood also holds), and Laplace is too narrow there even with exact priors
     (0.83 / 0.44): its Gaussian misses the heavy tails of phi* that a poorly identified A causes.
     ``priors="burn_in"`` takes the h prior from the burn-in steps instead (grid 0.87 / 0.45 there, the
-    same as the paper's elsewhere).
+    same as the paper's on the simulated DPVI-like traces). It needs burn-in steps that have settled
+    near the fixed point: on the reproduction's 10-D linear regression, whose weights still relax in
+    the burn-in, it is far worse than the default (docs/results/na-dpvi-misses.md).
     Prefer "grid" (exact, fast) or "nuts"; check ``diagnostics["phi_star_sd"]`` against the trace.
 
     Args:
