@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 
+import jax
 import numpy as np
 import pytest
 
+from dpposterior import datasets
 from dpposterior.reproduce import AdultSettings, na_dpvi_plan, run_na_dpvi
+from dpposterior.reproduce.adult import _keys, _posterior_stats, dpvi_release
 
 
 def test_full_plan_is_the_papers_grid():
@@ -73,11 +76,6 @@ def test_quick_reproduction_runs_every_part_and_resumes(tmp_path):
         assert 0 <= m["calibration_rmse"] < 1 and m["sharpness"] > 0
     assert adult["privacy_dpvi"]["epsilon"] <= 1.0 and adult["privacy_dpvim"]["epsilon"] <= 1.0
     # the analysis scripts' helper re-makes the very release behind the record (docs/results/scripts)
-    import jax
-
-    from dpposterior import datasets
-    from dpposterior.reproduce.adult import _keys, _posterior_stats, dpvi_release
-
     settings = na_dpvi_plan(quick=True).adult
     (X, y), (Xt, yt) = datasets.adult_design("train")[:2], datasets.adult_design("test")[:2]
     trace = dpvi_release(settings, 1.0, 0, X, y)
