@@ -123,6 +123,9 @@ def test_secure_mode_refuses_a_key_and_two_runs_differ(name):
     a, b = release(secure=True), release(secure=True)
     assert a.privacy.seeded_by == b.privacy.seeded_by == "secure"
     ra, rb = np.asarray(_released(name, a)), np.asarray(_released(name, b))
+    if name in ("expfam", "regression"):  # snapped to a grid: one pair agrees with probability ~1/4
+        more = [np.asarray(_released(name, release(secure=True))) for _ in range(12)]
+        ra, rb = np.concatenate([ra] + more[:6]), np.concatenate([rb] + more[6:])
     assert np.all(np.isfinite(ra)) and not np.array_equal(ra, rb)
     # the default mode is unchanged: a user key reproduces and is recorded as such
     if name not in ("dpvi", "dpvim"):  # (compile time; their key path is covered in tests/vi, tests/baselines)
@@ -231,7 +234,8 @@ def test_secure_laplace_releases_have_the_stated_scale():
     x = np.zeros(50, np.int64)  # counts (50, 0, ..., 0)
     noise = []
     for _ in range(10):
-        r = release_sufficient_statistics("dirichlet-categorical", x, epsilon=eps, num_categories=k, secure=True)
+        r = release_sufficient_statistics("dirichlet-categorical", x, epsilon=eps, num_categories=k, secure=True,
+                                          snapping=False)  # the plain float64 Laplace noise (snapping: test_snapping)
         assert r.privacy.seeded_by == "secure" and r.noise_scale == 1.0 / eps
         noise.append(r.noisy_statistic - np.bincount(x, minlength=k))
     noise = np.concatenate(noise)  # 4000 draws of Laplace(1 / eps)
@@ -244,7 +248,7 @@ def test_secure_laplace_releases_have_the_stated_scale():
     truth = _statistics(X, y, False)
     z = []
     for _ in range(150):
-        r = release_regression_statistics(X, y, epsilon=1.0, x_bound=1.0, y_bound=1.0, secure=True)
+        r = release_regression_statistics(X, y, epsilon=1.0, x_bound=1.0, y_bound=1.0, secure=True, snapping=False)
         z.append(np.concatenate([(r.noisy[p] - truth[p]) / r.noise_scales[p] for p in sorted(truth)]))
     z = np.concatenate(z)  # 150 x 35 draws standardised to Laplace(1)
     assert _fits(z, "laplace") > P_OK

@@ -22,6 +22,12 @@ releases z = s + Laplace(Delta / epsilon) per coordinate: pure epsilon-DP. The s
 2. 1 / omega_k ~ InverseGaussian(mean 1 / (b |z_k - s_k|), shape 1 / b^2), b = Delta / epsilon.
 3. theta | s from the conjugate posterior.
 
+A release made with the snapping mechanism (``snapping=True``, the default in secure mode) rounds
+z to a grid after the noise: z is then the rounding of y = s + Laplace, and the chain carries y as
+one more latent variable (``GibbsState.obs``): y_k | s_k, omega_k, z ~ N(s_k, omega_k) truncated
+to the interval of values that round to z_k, and steps 1 and 2 use y in place of z. The joint
+posterior of (theta, s, omega, y) given z is the target, so the noise-aware posterior stays exact.
+
 The chain starts at the prior mean of theta with omega_k ~ Exponential(mean 2 b^2) (both
 data-independent). Defects of the public implementation that this code avoids (NOTES.md section 3):
 the truncation bounds of s are the support of the statistic (never the true parameter); the CLT
@@ -50,7 +56,8 @@ import numpy as np
 
 from .._checks import check_epsilon, check_positive_int, check_real
 from ..privacy.randomness import resolve_key
-from ..privacy.secure import resolve_noise_source, secure_laplace
+from ..privacy.secure import check_secure, resolve_noise_source, secure_laplace
+from ..privacy.snapping import snap
 from ..privacy.spent import PrivacySpent
 from ..vi.layout import ParamLayout
 from . import _sampling as S
@@ -178,6 +185,9 @@ class SufficientStatisticsRelease:
       bounds: (lo, hi) clipping bounds of Exponential records (None otherwise).
       num_categories: K for the Categorical family (None otherwise).
       privacy: the PrivacySpent record (pure epsilon-DP, delta = 0).
+      snapped: the :class:`~dpposterior.privacy.snapping.SnappedRelease` when the release used the
+        snapping mechanism (then z is also rounded to its grid, and ``noise_scale`` is the snapping
+        scale); None for the plain Laplace mechanism.
     """
 
     family: str
@@ -190,10 +200,15 @@ class SufficientStatisticsRelease:
     bounds: tuple[float, float] | None
     num_categories: int | None
     privacy: PrivacySpent
+    snapped: Any = None
 
     def __post_init__(self) -> None:
         z = np.asarray(self.noisy_statistic, np.float64).reshape(-1)
         object.__setattr__(self, "noisy_statistic", z)
+
+    def observation_interval(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(lo, hi) of the latent noisy statistic s + Laplace behind a snapped z (None when not snapped)."""
+        return None if self.snapped is None else self.snapped.intervals()
 
     def model(self, prior: Any = None) -> ExpFamModel:
         """The :class:`ExpFamModel` of this release, with the default prior of the family unless given."""
@@ -248,7 +263,8 @@ def _check_records(family: str, x: Any, num_categories: int | None) -> np.ndarra
 
 def release_sufficient_statistics(family: str, x: Any, *, epsilon: float, bounds: Any = None,
                                   num_categories: int | None = None, neighbouring: str = "add_remove",
-                                  rng_key: Any = None, secure: bool = False) -> SufficientStatisticsRelease:
+                                  rng_key: Any = None, secure: bool = False,
+                                  snapping: bool | None = None) -> SufficientStatisticsRelease:
     """Releases the sufficient statistic of an exponential-family sample with Laplace noise.
 
     Privacy: pure epsilon-DP by the Laplace mechanism (Dwork et al. 2006): z = s + Laplace(Delta /
@@ -271,10 +287,14 @@ def release_sufficient_statistics(family: str, x: Any, *, epsilon: float, bounds
 
     Randomness: with ``rng_key=None`` the noise is seeded from the operating system and the seed is not
     stored; a given key is recorded as ``seeded_by="user"`` (whoever knows it can remove the noise).
-    Noise is drawn in float32 by JAX's threefry generator; the floating-point attack of Mironov
-    (2012) is not mitigated. With ``secure=True`` the Laplace noise is computed in float64 from the
-    operating system's CSPRNG (:func:`dpposterior.privacy.secure.secure_laplace`; ``seeded_by="secure"``;
-    still floating-point noise, see the threat model in docs/user-guide.md).
+    Without snapping, noise is drawn in float32 by JAX's threefry generator (or, with ``secure=True``,
+    in float64 from the OS CSPRNG) and added in floating point: the floating-point attack of Mironov
+    (2012) is not mitigated. With ``snapping`` (the default when ``secure=True``) the release uses
+    Mironov's snapping mechanism (:mod:`dpposterior.privacy.snapping`): each count is clamped to its
+    public range [0, N] (the sum of clipped records to [N lo, N hi]), noised with correctly rounded
+    float64 Laplace noise of a scale slightly above Delta / epsilon (the mechanism's slack is taken out
+    of the budget) and rounded to a power-of-two grid; z then carries rounding as well as noise, and
+    :func:`bernstein_sheldon_gibbs` conditions on the rounding interval exactly.
 
     Reference: Bernstein & Sheldon, "Differentially private Bayesian inference for exponential
     families", NeurIPS 2018.
@@ -289,6 +309,8 @@ def release_sufficient_statistics(family: str, x: Any, *, epsilon: float, bounds
       neighbouring: "add_remove" (default) or "replace_one".
       rng_key: None (OS seed) or an int / JAX key (reproduction only).
       secure: draw the noise from the OS CSPRNG; ``rng_key`` must then be None (ValueError).
+      snapping: use the snapping mechanism (default: the value of ``secure``). With a key it is
+        reproducible (tests); secure mode with ``snapping=False`` keeps the plain float64 Laplace noise.
 
     Returns:
       A frozen :class:`SufficientStatisticsRelease` with its PrivacySpent.
@@ -322,14 +344,24 @@ def release_sufficient_statistics(family: str, x: Any, *, epsilon: float, bounds
         s = np.array([np.sum(np.clip(arr.astype(np.float64), bounds[0], bounds[1]))])
     scale = delta_l1 / epsilon
     S.check_laplace_scale(scale, f"sensitivity/epsilon = {delta_l1!r}/{epsilon!r}")
-    if raw_key is None:  # secure mode
-        noise = secure_laplace(s.shape, scale)
+    snapping = check_secure(secure) if snapping is None else check_secure(snapping)
+    snapped = None
+    if snapping:
+        n = float(arr.shape[0])
+        lo_s, hi_s = (0.0, n) if bounds is None else (n * bounds[0], n * bounds[1])
+        snapped = snap(s, centre=0.5 * (lo_s + hi_s), half_width=0.5 * (hi_s - lo_s), sensitivity=delta_l1,
+                       epsilon=epsilon, raw_key=raw_key)
+        z, scale = snapped.value, snapped.scale
+    elif raw_key is None:  # secure mode
+        z = s + secure_laplace(s.shape, scale)
     else:
-        noise = np.asarray(S.laplace_noise(jax.random.wrap_key_data(raw_key), s.shape, scale), np.float64)
-    z = s + noise
+        z = s + np.asarray(S.laplace_noise(jax.random.wrap_key_data(raw_key), s.shape, scale), np.float64)
     details = [("statistic", {"beta-bernoulli": "count of ones", "dirichlet-categorical": "category counts",
                               "gamma-exponential": "sum of clipped records"}[family]),
                ("sensitivity_l1", delta_l1), ("noise_scale", scale), ("num_records", "public")]
+    if snapped is not None:
+        details += [("snapping", "Mironov 2012: clamp to the public range, float64 Laplace, round to the grid"),
+                    ("snapping_grid", snapped.grid), ("snapping_slack", snapped.slack)]
     if bounds is not None:
         details += [("bounds", tuple(bounds)), ("records_outside_bounds", "clipped")]
     privacy = PrivacySpent(epsilon=epsilon, delta=0.0, neighbouring=neighbouring, accountant="pure",
@@ -338,7 +370,7 @@ def release_sufficient_statistics(family: str, x: Any, *, epsilon: float, bounds
     return SufficientStatisticsRelease(family=family, noisy_statistic=z, num_records=int(arr.shape[0]),
                                        epsilon=epsilon, sensitivity=delta_l1, noise_scale=scale,
                                        neighbouring=neighbouring, bounds=bounds, num_categories=num_categories,
-                                       privacy=privacy)
+                                       privacy=privacy, snapped=snapped)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -353,11 +385,14 @@ class GibbsState(NamedTuple):
         probabilities).
       stat: (m,) the latent sufficient statistic s (for Categorical all K counts, summing to N).
       omega: (m,) the variances of the Laplace noise's normal scale mixture.
+      obs: (m,) the latent pre-rounding noisy statistic y of a snapped release (None otherwise: the
+        released z itself is the noisy statistic).
     """
 
     theta: jax.Array
     stat: jax.Array
     omega: jax.Array
+    obs: Any = None
 
 
 class GibbsInfo(NamedTuple):
@@ -389,10 +424,27 @@ def clipped_exponential_moments(rate: jax.Array, lo: float, hi: float) -> tuple[
     return mean, var
 
 
-def gibbs_init(key: jax.Array, model: ExpFamModel, noise_scale: jax.Array) -> GibbsState:
-    """The chain's start: theta at the prior mean, s at N E[t | theta], omega ~ Exponential(mean 2 b^2).
+def _interval_start(interval: tuple[jax.Array, jax.Array]) -> jax.Array:
+    """A point of each rounding interval: its midpoint, or its finite end when the other is infinite."""
+    lo, hi = (jnp.asarray(v, jnp.float32) for v in interval)
+    mid = 0.5 * (lo + hi)
+    return jnp.where(jnp.isfinite(mid), mid, jnp.where(jnp.isfinite(lo), lo, hi))
 
-    Data-independent (and release-independent except for the public noise scale).
+
+def truncated_obs(key: jax.Array, stat: jax.Array, omega: jax.Array,
+                  interval: tuple[jax.Array, jax.Array]) -> jax.Array:
+    """y | s, omega, z for a snapped release: N(s, omega) truncated to the rounding interval [lo, hi]."""
+    lo, hi = (jnp.asarray(v, jnp.float32) for v in interval)
+    y = S.truncated_normal(key, stat, jnp.sqrt(omega), lo, hi)
+    return jnp.clip(y, lo, hi)
+
+
+def gibbs_init(key: jax.Array, model: ExpFamModel, noise_scale: jax.Array,
+               interval: tuple[jax.Array, jax.Array] | None = None) -> GibbsState:
+    """The chain's start: theta at the prior mean, s at N E[t | theta], omega ~ Exponential(mean 2 b^2),
+    and for a snapped release (``interval`` = its rounding intervals) y at each interval's midpoint.
+
+    Data-independent (and release-independent except for the public noise scale and grid).
     """
     theta = jnp.asarray(model.prior_mean(), jnp.float32)
     n = float(model.num_records)
@@ -402,12 +454,17 @@ def gibbs_init(key: jax.Array, model: ExpFamModel, noise_scale: jax.Array) -> Gi
     else:
         stat = n * theta
     omega = S.initial_mixture_variance(key, noise_scale, (model.num_stats,))
-    return GibbsState(theta=theta, stat=stat.astype(jnp.float32), omega=omega)
+    obs = None if interval is None else _interval_start(interval)
+    return GibbsState(theta=theta, stat=stat.astype(jnp.float32), omega=omega, obs=obs)
 
 
 def gibbs_step(key: jax.Array, state: GibbsState, z: jax.Array, noise_scale: jax.Array,
-               model: ExpFamModel) -> tuple[GibbsState, GibbsInfo]:
+               model: ExpFamModel, interval: tuple[jax.Array, jax.Array] | None = None
+               ) -> tuple[GibbsState, GibbsInfo]:
     """One sweep: s | theta, omega, z (truncated CLT Gaussian); omega | s, z; theta | s (conjugate).
+
+    With ``interval`` (a snapped release's rounding intervals; ``state.obs`` then holds y), the sweep
+    is s | theta, omega, y; y | s, omega (truncated to the interval); omega | s, y; theta | s.
 
     Gamma-Exponential: the CLT step uses the exact mean and variance of a CLIPPED Exponential record
     (:func:`clipped_exponential_moments`), and s is truncated to [N lo, N hi]. The conjugate step
@@ -418,7 +475,7 @@ def gibbs_step(key: jax.Array, state: GibbsState, z: jax.Array, noise_scale: jax
     share under the posterior draws (and :func:`bernstein_sheldon_gibbs` warns when it is not small).
     """
     k_s, k_w, k_t = jax.random.split(key, 3)
-    z = jnp.asarray(z, jnp.float32)
+    z = jnp.asarray(z, jnp.float32) if interval is None else state.obs
     b = jnp.asarray(noise_scale, jnp.float32)
     n = float(model.num_records)
     theta, omega = state.theta, state.omega
@@ -457,6 +514,11 @@ def gibbs_step(key: jax.Array, state: GibbsState, z: jax.Array, noise_scale: jax
         stat = jnp.reshape(jnp.clip(s0, lo, hi), (1,))
         stat_mean = jnp.reshape(mean, (1,))
 
+    obs = None
+    if interval is not None:
+        k_w, k_y = jax.random.split(k_w)
+        obs = truncated_obs(k_y, stat, omega, interval)
+        z = obs
     omega = S.laplace_mixture_variance(k_w, z - stat, b)
 
     if model.family == "beta-bernoulli":
@@ -467,23 +529,25 @@ def gibbs_step(key: jax.Array, state: GibbsState, z: jax.Array, noise_scale: jax
         theta = jnp.reshape(g / (prior[1] + stat[0]), (1,))
     else:
         theta = jax.random.dirichlet(k_t, prior + stat)
-    return GibbsState(theta=theta, stat=stat, omega=omega), GibbsInfo(stat_mean=stat_mean)
+    return GibbsState(theta=theta, stat=stat, omega=omega, obs=obs), GibbsInfo(stat_mean=stat_mean)
 
 
 @functools.partial(jax.jit, static_argnames=("model", "num_warmup", "num_draws", "thin"))
 def sample_chain(key: jax.Array, z: jax.Array, noise_scale: jax.Array, *, model: ExpFamModel,
-                 num_warmup: int, num_draws: int, thin: int = 1) -> jax.Array:
+                 num_warmup: int, num_draws: int, thin: int = 1,
+                 interval: tuple[jax.Array, jax.Array] | None = None) -> jax.Array:
     """``num_draws`` draws (num_draws, k) of the constrained theta after ``num_warmup`` sweeps, keeping
     every ``thin``-th sweep. Pure and jitted; vmap over (key, z, noise_scale) for many releases.
     ``key`` is a typed JAX key or a raw uint32 (2,) key. Mixing: the latent statistic and theta are
     coupled, so the chain is slow when the noise dominates the statistic's sampling spread
     (Gamma-Exponential, epsilon = 0.1, N = 5,000, hi = 5: about 30 sweeps per effective draw; the
-    Beta-Bernoulli and Dirichlet cells about 1.5); thin accordingly.
+    Beta-Bernoulli and Dirichlet cells about 1.5); thin accordingly. ``interval``: the rounding
+    intervals (lo, hi) of a snapped release (:meth:`SufficientStatisticsRelease.observation_interval`).
     """
     key = _typed(key)
     k0, k_run = jax.random.split(key)
-    state = gibbs_init(k0, model, noise_scale)
-    return run_sweeps(k_run, state, lambda k, st: gibbs_step(k, st, z, noise_scale, model)[0],
+    state = gibbs_init(k0, model, noise_scale, interval)
+    return run_sweeps(k_run, state, lambda k, st: gibbs_step(k, st, z, noise_scale, model, interval)[0],
                       lambda st: st.theta, num_warmup=num_warmup, num_draws=num_draws, thin=thin)
 
 
@@ -626,13 +690,16 @@ def bernstein_sheldon_gibbs(release: SufficientStatisticsRelease, *, num_warmup:
         raise ValueError(f"prior {model.prior} does not match the release's {release.noisy_statistic.shape[0]} "
                          "statistic coordinates")
     raw, _ = resolve_key(rng_key)
+    interval = release.observation_interval()
+    if interval is not None:
+        interval = tuple(jnp.asarray(v, jnp.float32) for v in interval)
     thetas = sample_chain(raw, jnp.asarray(release.noisy_statistic, jnp.float32), jnp.float32(release.noise_scale),
-                          model=model, num_warmup=num_warmup, num_draws=num_draws, thin=thin)
+                          model=model, num_warmup=num_warmup, num_draws=num_draws, thin=thin, interval=interval)
     check_finite_draws(thetas, release.noise_scale, "bernstein_sheldon_gibbs")
     layout = family_layout(release.family, release.num_categories or 3)
     draws = to_unconstrained(release.family, thetas)
     diag = {"num_warmup": num_warmup, "num_draws": num_draws, "thin": thin, "prior": model.prior,
-            "noise_scale": release.noise_scale,
+            "noise_scale": release.noise_scale, "snapped": release.snapped is not None,
             **clipping_check(np.asarray(thetas)[:, 0] if model.bounds else thetas, model.bounds,
                              "bernstein_sheldon_gibbs")}
     return DrawsPosterior(layout=layout, draws=draws, privacy=release.privacy, method="bernstein_sheldon_gibbs",

@@ -79,6 +79,13 @@ Other approximations: the CLT for S (N records); clipping is a per-record map, b
 assumes y was generated from the clipped x and was not clipped itself (choose bounds so clipping is
 rare); the truncation to the Gram cone is exact (by rejection), no other constraint (e.g. |S_x| <= N B)
 is imposed.
+
+Snapping (``snapping=True``, the default in secure mode): each part is released by Mironov's snapping
+mechanism (:mod:`dpposterior.privacy.snapping`; each coordinate clamped to its public range, e.g.
+|sum x_j x_k| <= N B_j B_k, and rounded to a grid after the noise). The chain then carries the
+pre-rounding noisy statistics y as a latent variable (``RegressionGibbsState.obs``; y | S, omega is
+a normal truncated to the rounding interval) and every step conditions on y instead of z, so the
+target stays the exact posterior given the snapped release.
 """
 
 from __future__ import annotations
@@ -95,7 +102,8 @@ import numpy as np
 
 from .._checks import check_epsilon, check_positive, check_positive_int
 from ..privacy.randomness import resolve_key
-from ..privacy.secure import resolve_noise_source, secure_laplace
+from ..privacy.secure import check_secure, resolve_noise_source, secure_laplace
+from ..privacy.snapping import snap
 from ..privacy.spent import PrivacySpent
 from ..vi.layout import ParamLayout, Site
 from . import _sampling as S
@@ -163,6 +171,8 @@ class RegressionStatisticsRelease:
       epsilon_parts, sensitivities, noise_scales: dicts part -> value.
       neighbouring: "add_remove" or "replace_one".
       privacy: the PrivacySpent record.
+      snapped: dict part -> :class:`~dpposterior.privacy.snapping.SnappedRelease` when the release used
+        the snapping mechanism (None otherwise).
     """
 
     noisy: dict[str, np.ndarray]
@@ -176,6 +186,15 @@ class RegressionStatisticsRelease:
     noise_scales: dict[str, float]
     neighbouring: str
     privacy: PrivacySpent
+    snapped: dict[str, Any] | None = None
+
+    def observation_interval(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(lo, hi): the rounding intervals of the latent noisy statistics behind a snapped release, in
+        the order of :meth:`latent_observation` (None when not snapped)."""
+        if self.snapped is None:
+            return None
+        ivs = [self.snapped[k].intervals() for k in PARTS]
+        return np.concatenate([iv[0] for iv in ivs]), np.concatenate([iv[1] for iv in ivs])
 
     @property
     def has_fourth_moments(self) -> bool:
@@ -239,6 +258,22 @@ def _statistics(x: np.ndarray, y: np.ndarray, fourth_moments: bool) -> dict[str,
     return out
 
 
+def _public_ranges(bx: np.ndarray, by: float, n: int, with_x4: bool) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """(centre, half-width) of every released coordinate, from the bounds and N only (public)."""
+    p = bx.shape[0]
+    ix = _index(p)
+    pairs = ix["pairs"]
+    xx_c = np.array([0.5 * n * bx[j] ** 2 if j == k else 0.0 for j, k in pairs] + [0.0] * p)
+    xx_h = np.array([(0.5 if j == k else 1.0) * n * bx[j] * bx[k] for j, k in pairs] + list(n * bx))
+    out = {"xx": (xx_c, xx_h),
+           "xy": (np.zeros(p + 1), np.concatenate([n * bx * by, [n * by]])),
+           "yy": (np.array([0.5 * n * by * by]), np.array([0.5 * n * by * by]))}
+    if with_x4:
+        monos = ix["deg3"] + ix["deg4"]
+        out["x4"] = (np.zeros(len(monos)), np.array([n * float(np.prod(bx[list(m)])) for m in monos]))
+    return out
+
+
 def _check_split(budget_split: Any, parts: tuple[str, ...]) -> dict[str, float]:
     if budget_split is None:
         return {k: 1.0 / len(parts) for k in parts}
@@ -274,7 +309,8 @@ def _check_bound_vector(x_bound: Any, p: int) -> np.ndarray:
 def release_regression_statistics(X: Any, y: Any, *, epsilon: float, x_bound: Any, y_bound: float,
                                   budget_split: dict[str, float] | None = None,
                                   fourth_moments: str = "normal", neighbouring: str = "add_remove",
-                                  rng_key: Any = None, secure: bool = False) -> RegressionStatisticsRelease:
+                                  rng_key: Any = None, secure: bool = False,
+                                  snapping: bool | None = None) -> RegressionStatisticsRelease:
     """Releases Laplace-noised sufficient statistics of clipped linear-regression data.
 
     Privacy: pure epsilon-DP. Records are clipped into the box |x_j| <= x_bound_j, |y| <= y_bound
@@ -286,9 +322,12 @@ def release_regression_statistics(X: Any, y: Any, *, epsilon: float, x_bound: An
     sensitivity and epsilon_k = budget_split[k] * epsilon; by sequential composition the release is
     epsilon-DP. Symmetric entries of X'X are released once. N is treated as public (as in the papers).
     Neighbouring relation "add_remove" (default) or "replace_one". Noise seeded from the OS unless
-    ``rng_key`` is given (then ``seeded_by="user"``); float32 noise, Mironov's floating-point attack
-    not mitigated. With ``secure=True`` the Laplace noise is computed in float64 from the operating
-    system's CSPRNG (``seeded_by="secure"``; threat model in docs/user-guide.md).
+    ``rng_key`` is given (then ``seeded_by="user"``); without snapping, float32 noise added in floating
+    point (Mironov's floating-point attack not mitigated; with ``secure=True`` float64 noise from the
+    operating system's CSPRNG, ``seeded_by="secure"``). With ``snapping`` (the default when
+    ``secure=True``) every part goes through Mironov's snapping mechanism (module docstring; threat
+    model in docs/user-guide.md): each coordinate clamped to its public range, noise of a scale slightly
+    above Delta_k / epsilon_k (the slack comes out of the part's budget), output rounded to a grid.
 
     Reference: Bernstein & Sheldon, NeurIPS 2019 (Gibbs-SS-Noisy).
 
@@ -303,6 +342,7 @@ def release_regression_statistics(X: Any, y: Any, *, epsilon: float, x_bound: An
       neighbouring: "add_remove" or "replace_one".
       rng_key: None (OS seed) or an int / JAX key (reproduction only).
       secure: draw the noise from the OS CSPRNG; ``rng_key`` must then be None (ValueError).
+      snapping: use the snapping mechanism (default: the value of ``secure``).
 
     Raises:
       ValueError, TypeError: invalid epsilon, bounds, split, shapes, NaN/inf or empty data, or a key
@@ -343,7 +383,17 @@ def release_regression_statistics(X: Any, y: Any, *, epsilon: float, x_bound: An
                              f"y_bound={y_bound!r}; use bounds of a realistic size (rescale the data)")
         S.check_laplace_scale(scales[k], f"of part {k!r} (sensitivity/epsilon = {sens[k]:.4g}/{eps_parts[k]:.4g}, "
                                          "from x_bound, y_bound and epsilon)")
-    if raw_key is None:  # secure mode
+    snapping = check_secure(secure) if snapping is None else check_secure(snapping)
+    snapped = None
+    if snapping:
+        ranges = _public_ranges(bx, by, int(xa.shape[0]), with_x4)
+        keys = (None,) * len(parts) if raw_key is None else \
+            [np.asarray(jax.random.key_data(k)) for k in jax.random.split(jax.random.wrap_key_data(raw_key), len(parts))]
+        snapped = {k: snap(stats[k], centre=ranges[k][0], half_width=ranges[k][1], sensitivity=sens[k],
+                           epsilon=eps_parts[k], raw_key=keys[i]) for i, k in enumerate(parts)}
+        noisy = {k: snapped[k].value for k in parts}
+        scales = {k: snapped[k].scale for k in parts}
+    elif raw_key is None:  # secure mode
         noisy = {k: stats[k] + secure_laplace(stats[k].shape, scales[k]) for k in parts}
     else:
         keys = jax.random.split(jax.random.wrap_key_data(raw_key), len(parts))
@@ -353,12 +403,17 @@ def release_regression_statistics(X: Any, y: Any, *, epsilon: float, x_bound: An
                ("sensitivity_l1", tuple(sens[k] for k in parts)), ("noise_scale", tuple(scales[k] for k in parts)),
                ("composition", "sequential (sum of the parts' epsilons)"), ("x_bound", tuple(bx.tolist())),
                ("y_bound", by), ("records_outside_bounds", "clipped"), ("num_records", "public"))
+    if snapped is not None:
+        details += (("snapping", "Mironov 2012: clamp to the public range, float64 Laplace, round to the grid"),
+                    ("snapping_grid", tuple(snapped[k].grid for k in parts)),
+                    ("snapping_slack", sum(snapped[k].slack for k in parts)))
     privacy = PrivacySpent(epsilon=epsilon, delta=0.0, neighbouring=neighbouring, accountant="pure",
                            mechanism=MECHANISM, noise_multiplier=None, sampling_rate=1.0, num_steps=len(parts),
                            seeded_by=seeded_by, details=details)
     return RegressionStatisticsRelease(noisy=noisy, num_records=int(xa.shape[0]), num_features=p, x_bound=bx,
                                        y_bound=by, epsilon=epsilon, epsilon_parts=eps_parts, sensitivities=sens,
-                                       noise_scales=scales, neighbouring=neighbouring, privacy=privacy)
+                                       noise_scales=scales, neighbouring=neighbouring, privacy=privacy,
+                                       snapped=snapped)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -440,6 +495,8 @@ class RegressionGibbsParams(NamedTuple):
       chol_u: (n_u, n_u) its Cholesky factor.
       prior_precision: (P, P) Lambda0 (w | sigma2 ~ N(0, sigma2 Lambda0^-1)).
       prior_shape, prior_scale: a0, b0 of sigma2 ~ InvGamma(a0, b0).
+      obs_lo, obs_hi: (m,) the rounding intervals of a snapped release (used only when
+        ``RegressionDims.rounded``; equal to z otherwise).
     """
 
     z: jax.Array
@@ -450,6 +507,8 @@ class RegressionGibbsParams(NamedTuple):
     prior_precision: jax.Array
     prior_shape: jax.Array
     prior_scale: jax.Array
+    obs_lo: jax.Array
+    obs_hi: jax.Array
 
 
 def sampler_params(release: RegressionStatisticsRelease, *, fourth_moments: Any = None,
@@ -494,11 +553,14 @@ def sampler_params(release: RegressionStatisticsRelease, *, fourth_moments: Any 
     c_u = c_u + jitter * np.eye(c_u.shape[0])
     chol = np.linalg.cholesky(c_u)
     z, b = release.latent_observation()
+    interval = release.observation_interval()
+    lo, hi = (z, z) if interval is None else interval
     f32 = jnp.float32
     return RegressionGibbsParams(z=jnp.asarray(z, f32), noise_scale=jnp.asarray(b, f32), m_u=jnp.asarray(m_u, f32),
                                  cov_u=jnp.asarray(c_u, f32), chol_u=jnp.asarray(chol, f32),
                                  prior_precision=jnp.eye(p + 1, dtype=f32) / pr["weight_scale"],
-                                 prior_shape=jnp.float32(pr["prior_shape"]), prior_scale=jnp.float32(pr["prior_scale"]))
+                                 prior_shape=jnp.float32(pr["prior_shape"]), prior_scale=jnp.float32(pr["prior_scale"]),
+                                 obs_lo=jnp.asarray(lo, f32), obs_hi=jnp.asarray(hi, f32))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -507,10 +569,12 @@ def sampler_params(release: RegressionStatisticsRelease, *, fourth_moments: Any 
 
 @dataclasses.dataclass(frozen=True)
 class RegressionDims:
-    """Static sizes (hashable): p features and N records."""
+    """Static settings (hashable): p features, N records, and whether the release was snapped (rounded:
+    the chain then samples the pre-rounding statistics, ``RegressionGibbsState.obs``)."""
 
     num_features: int
     num_records: int
+    rounded: bool = False
 
 
 class RegressionGibbsState(NamedTuple):
@@ -521,12 +585,15 @@ class RegressionGibbsState(NamedTuple):
       sigma2: () noise variance.
       stat: (m,) latent statistic (S_u, S_b, S_c).
       omega: (m,) Laplace mixture variances.
+      obs: (m,) the noisy statistics the chain conditions on: z itself, or for a snapped release the
+        latent pre-rounding values y (resampled every sweep within the rounding intervals).
     """
 
     w: jax.Array
     sigma2: jax.Array
     stat: jax.Array
     omega: jax.Array
+    obs: jax.Array
 
 
 class RegressionGibbsInfo(NamedTuple):
@@ -602,7 +669,12 @@ def gibbs_init(key: jax.Array, params: RegressionGibbsParams, dims: RegressionDi
     sigma2 = params.prior_scale / jnp.where(params.prior_shape > 1, params.prior_shape - 1.0, params.prior_shape)
     mean, _, _, _ = _clt(w, sigma2, params, dims)
     omega = S.initial_mixture_variance(key, params.noise_scale, params.z.shape)
-    return RegressionGibbsState(w=w, sigma2=sigma2, stat=mean, omega=omega)
+    obs = params.z
+    if dims.rounded:
+        from .expfam import _interval_start
+
+        obs = _interval_start((params.obs_lo, params.obs_hi))
+    return RegressionGibbsState(w=w, sigma2=sigma2, stat=mean, omega=omega, obs=obs)
 
 
 def _latent_parts(stat: jax.Array, dims: RegressionDims):
@@ -643,7 +715,7 @@ def _shift_step(key: jax.Array, state: RegressionGibbsState, params: RegressionG
     r_b = sb - a @ w
     r_c0 = sc - w @ a @ w - 2.0 * w @ r_b
     om_b, om_c = state.omega[n_u:n_u + big_p], state.omega[-1]
-    z_b, z_c = params.z[n_u:n_u + big_p], params.z[-1]
+    z_b, z_c = state.obs[n_u:n_u + big_p], state.obs[-1]
     prec = params.prior_precision / s2 + (a.T / om_b[None, :]) @ a
     h = a.T @ ((z_b - r_b) / om_b)
     d = jnp.sqrt(jnp.diag(prec))
@@ -687,7 +759,7 @@ def _scale_step(key: jax.Array, state: RegressionGibbsState, params: RegressionG
     rt_b = (sb - a @ w) / sd
     q = (sc - w @ a @ w - 2.0 * sd * (w @ rt_b)) / s2
     om_b, om_c = state.omega[n_u:n_u + big_p], state.omega[-1]
-    z_b, z_c = params.z[n_u:n_u + big_p], params.z[-1]
+    z_b, z_c = state.obs[n_u:n_u + big_p], state.obs[-1]
     wlw = w @ params.prior_precision @ w
     a0, b0 = params.prior_shape, params.prior_scale
 
@@ -738,13 +810,19 @@ def gibbs_step(key: jax.Array, state: RegressionGibbsState, params: RegressionGi
     cov_obs = sig0 + jnp.diag(state.omega)
     scale = jnp.sqrt(jnp.diag(cov_obs))
     chol = jnp.linalg.cholesky(cov_obs / scale[:, None] / scale[None, :])
-    v = jax.scipy.linalg.cho_solve((chol, True), (params.z - draw - noise) / scale) / scale
+    v = jax.scipy.linalg.cho_solve((chol, True), (state.obs - draw - noise) / scale) / scale
     proposal = draw + sig0 @ v
     ok = _gram_ok(proposal, dims) & jnp.all(jnp.isfinite(proposal))
     stat = jnp.where(ok, proposal, state.stat)
-    omega = S.laplace_mixture_variance(k_omega, params.z - stat, params.noise_scale)
+    obs = state.obs
+    if dims.rounded:  # y | S, omega: N(S, omega) truncated to the rounding intervals
+        from .expfam import truncated_obs
+
+        k_omega, k_obs = jax.random.split(k_omega)
+        obs = truncated_obs(k_obs, stat, state.omega, (params.obs_lo, params.obs_hi))
+    omega = S.laplace_mixture_variance(k_omega, obs - stat, params.noise_scale)
     w, sigma2 = _conjugate(k_theta, stat, params, dims)
-    state = RegressionGibbsState(w=w, sigma2=sigma2, stat=stat, omega=omega)
+    state = RegressionGibbsState(w=w, sigma2=sigma2, stat=stat, omega=omega, obs=obs)
     if interweave:
         state = jax.lax.fori_loop(
             0, _SHIFT_MOVES, lambda i, st: _shift_step(jax.random.fold_in(k_shift, i), st, params, dims)[0], state)
@@ -820,7 +898,7 @@ def gibbs_ss_noisy(release: RegressionStatisticsRelease, *, num_warmup: int = 10
     num_draws = check_positive_int(num_draws, "num_draws")
     thin = check_positive_int(thin, "thin")
     params = sampler_params(release, fourth_moments=fourth_moments, prior=prior)
-    dims = RegressionDims(release.num_features, release.num_records)
+    dims = RegressionDims(release.num_features, release.num_records, rounded=release.snapped is not None)
     raw, _ = resolve_key(rng_key)
     if not isinstance(interweave, bool):
         raise TypeError(f"interweave must be True or False, got {interweave!r}")
@@ -828,6 +906,7 @@ def gibbs_ss_noisy(release: RegressionStatisticsRelease, *, num_warmup: int = 10
                                 interweave=interweave)
     draws = to_unconstrained(ws, s2s)
     diag = {"acceptance": float(acc), "num_warmup": num_warmup, "num_draws": num_draws, "thin": thin,
+            "snapped": release.snapped is not None,
             "fourth_moments": fourth_moments if isinstance(fourth_moments, str) or fourth_moments is None
             else "public"}
     return DrawsPosterior(layout=regression_layout(release.num_features), draws=draws, privacy=release.privacy,

@@ -14,6 +14,8 @@
 - The record of a release: :class:`PrivacySpent`, :func:`not_private`; noise seeds:
   :func:`os_seeded_key`, :func:`resolve_key`; secure mode (OS CSPRNG, no seed):
   :func:`secure_bits`, :func:`secure_uniform`, :func:`secure_normal`, :func:`secure_laplace`.
+- Mironov's snapping mechanism (floating-point-safe Laplace releases): :func:`snap`,
+  :class:`SnappedRelease`.
 """
 
 from .audit import AuditResult
@@ -47,6 +49,8 @@ from .secure import secure_bits
 from .secure import secure_laplace
 from .secure import secure_normal
 from .secure import secure_uniform
+from .snapping import SnappedRelease
+from .snapping import snap
 from .spent import PrivacySpent
 from .spent import not_private
 
@@ -56,6 +60,7 @@ __all__ = [
     "Ledger",
     "LedgerEntry",
     "PrivacySpent",
+    "SnappedRelease",
     "advanced_composition",
     "amplify_by_poisson_subsampling",
     "analytic_gaussian_sigma",
@@ -82,6 +87,7 @@ __all__ = [
     "secure_laplace",
     "secure_normal",
     "secure_uniform",
+    "snap",
     "zcdp_compose",
     "zcdp_to_dp",
 ]
