@@ -120,9 +120,19 @@ def _bs_program(model: EF.ExpFamModel, num_warmup: int, num_draws: int, thin: in
     return jax.jit(jax.vmap(one, in_axes=(0, 0, None)))
 
 
+@functools.lru_cache(maxsize=32)
+def _bs_snapped_program(model: EF.ExpFamModel, num_warmup: int, num_draws: int, thin: int):
+    def one(key, z, lo, hi, scale):
+        return EF.sample_chain(key, z, scale, model=model, num_warmup=num_warmup, num_draws=num_draws, thin=thin,
+                               interval=(lo, hi))
+
+    return jax.jit(jax.vmap(one, in_axes=(0, 0, 0, 0, None)))
+
+
 def bernstein_sheldon_cell(model_name: str, datasets: Any, epsilon: float, key: Any, num_draws: int, *,
                            bounds: Any = None, num_warmup: int = 1000, thin: int | None = None,
-                           neighbouring: str = "add_remove", chunk_size: int = 100) -> BaselineCellOutput:
+                           neighbouring: str = "add_remove", snapping: bool = False,
+                           chunk_size: int = 100) -> BaselineCellOutput:
     """Bernstein & Sheldon noise-aware Gibbs on K replicates of an exponential-family cell.
 
     Each replicate's data set is released by :func:`~dpposterior.baselines.expfam.release_sufficient_statistics`
@@ -139,6 +149,8 @@ def bernstein_sheldon_cell(model_name: str, datasets: Any, epsilon: float, key: 
       num_warmup: sweeps discarded.
       thin: sweeps per kept draw (default :data:`DEFAULT_THIN`).
       neighbouring: "add_remove" (default) or "replace_one".
+      snapping: release by Mironov's snapping mechanism (the chain then conditions on the rounding
+        intervals); default False, the plain Laplace mechanism of the papers.
       chunk_size: replicates per compiled call.
     """
     if model_name not in EF.FAMILIES:
@@ -156,19 +168,27 @@ def bernstein_sheldon_cell(model_name: str, datasets: Any, epsilon: float, key: 
     k_rel, k_chain = jax.random.split(_key(key))
     rel_keys = np.asarray(jax.random.split(k_rel, k))
     releases = [EF.release_sufficient_statistics(model_name, x[i], epsilon=epsilon, bounds=bounds,
-                                                 neighbouring=neighbouring, rng_key=rel_keys[i]) for i in range(k)]
+                                                 neighbouring=neighbouring, rng_key=rel_keys[i],
+                                                 snapping=snapping) for i in range(k)]
     z = np.stack([r.noisy_statistic for r in releases]).astype(np.float32)
     model = releases[0].model()
-    prog = _bs_program(model, num_warmup, num_draws, thin)
     scale = jnp.float32(releases[0].noise_scale)
-    thetas = map_in_chunks(lambda kk, zz: prog(kk, zz, scale), (np.asarray(jax.random.split(k_chain, k)), z),
-                           chunk_size)
+    chain_keys = np.asarray(jax.random.split(k_chain, k))
+    if snapping:
+        lo, hi = (np.stack([r.observation_interval()[j] for r in releases]).astype(np.float32) for j in (0, 1))
+        prog_s = _bs_snapped_program(model, num_warmup, num_draws, thin)
+        thetas = map_in_chunks(lambda kk, zz, ll, hh: prog_s(kk, zz, ll, hh, scale), (chain_keys, z, lo, hi),
+                               chunk_size)
+    else:
+        prog = _bs_program(model, num_warmup, num_draws, thin)
+        thetas = map_in_chunks(lambda kk, zz: prog(kk, zz, scale), (chain_keys, z), chunk_size)
     EF.check_finite_draws(thetas, float(releases[0].noise_scale), "bernstein_sheldon_cell")
     draws = np.asarray(EF.to_unconstrained(model_name, jnp.asarray(thetas)), np.float32)
     diag = {"method": "bernstein_sheldon", "num_warmup": num_warmup, "thin": thin,
             **EF.clipping_check(np.asarray(thetas)[..., 0] if model.bounds else thetas, model.bounds, None),
             "noise_scale": float(releases[0].noise_scale), "sensitivity": float(releases[0].sensitivity),
             "bounds": list(bounds) if bounds is not None else None, "neighbouring": neighbouring,
+            "snapping": bool(snapping),
             **ess_summary(draws)}
     return BaselineCellOutput(draws=draws, posterior_sd=np.std(draws.astype(np.float64), axis=1),
                               diagnostics=diag, privacy=releases[0].privacy)
@@ -191,7 +211,8 @@ def gibbs_ss_noisy_cell(datasets: Any, epsilon: float, key: Any, num_draws: int,
                         x_bound: Any = DEFAULT_X_BOUND, y_bound: float = DEFAULT_Y_BOUND,
                         fourth_moments: Any = "normal", budget_split: dict[str, float] | None = None,
                         num_warmup: int = 1000, thin: int = 5, interweave: bool = True,
-                        neighbouring: str = "add_remove", chunk_size: int = 50) -> BaselineCellOutput:
+                        neighbouring: str = "add_remove", snapping: bool = False,
+                        chunk_size: int = 50) -> BaselineCellOutput:
     """Gibbs-SS-Noisy on K replicates of the linear-regression cell.
 
     Args:
@@ -205,6 +226,7 @@ def gibbs_ss_noisy_cell(datasets: Any, epsilon: float, key: Any, num_draws: int,
         :func:`~dpposterior.baselines.regression.sampler_params`.
       budget_split, neighbouring: as :func:`~dpposterior.baselines.regression.release_regression_statistics`.
       num_warmup, thin, interweave: chain settings.
+      snapping: release by Mironov's snapping mechanism (default False, the papers' plain Laplace).
       chunk_size: replicates per compiled call.
     """
     epsilon = check_epsilon(epsilon)
@@ -221,16 +243,17 @@ def gibbs_ss_noisy_cell(datasets: Any, epsilon: float, key: Any, num_draws: int,
     for i in range(k):
         rel = RG.release_regression_statistics(X[i], y[i], epsilon=epsilon, x_bound=x_bound, y_bound=y_bound,
                                                budget_split=budget_split, fourth_moments=release_mode,
-                                               neighbouring=neighbouring, rng_key=rel_keys[i])
+                                               neighbouring=neighbouring, rng_key=rel_keys[i], snapping=snapping)
         privacy = rel.privacy
         params.append(RG.sampler_params(rel, fourth_moments=fourth_moments))
     stacked = RG.RegressionGibbsParams(*(np.stack([np.asarray(getattr(p, f)) for p in params])
                                          for f in RG.RegressionGibbsParams._fields))
-    dims = RG.RegressionDims(X.shape[2], X.shape[1])
+    dims = RG.RegressionDims(X.shape[2], X.shape[1], rounded=bool(snapping))
     prog = _ss_program(dims, num_warmup, num_draws, thin, bool(interweave))
     ws, s2s, acc = map_in_chunks(prog, (np.asarray(jax.random.split(k_chain, k)), stacked), chunk_size)
     draws = np.asarray(RG.to_unconstrained(jnp.asarray(ws), jnp.asarray(s2s)), np.float32)
     diag = {"method": "gibbs_ss_noisy", "num_warmup": num_warmup, "thin": thin, "interweave": bool(interweave),
+            "snapping": bool(snapping),
             "fourth_moments": fourth_moments if isinstance(fourth_moments, str) else "public",
             "x_bound": float(np.max(x_bound)), "y_bound": float(y_bound),
             "latent_acceptance_min": float(np.min(acc)), "latent_acceptance_mean": float(np.mean(acc)),

@@ -25,11 +25,12 @@ configuration stays hashable and JSON-ready; pairs are written as strings):
 * ``bernstein-sheldon``: ``num_warmup`` (sweeps discarded, default 1,000), ``thin`` (sweeps per kept
   draw, default :data:`dpposterior.baselines.cells.DEFAULT_THIN`), ``bounds`` (gamma-exponential
   only: ``"lo,hi"``, the clipping interval fixed in advance, default ``"0,5"``), ``neighbouring``
-  (``"add_remove"``, default, or ``"replace_one"``).
+  (``"add_remove"``, default, or ``"replace_one"``), ``snapping`` (False, default: the papers' plain
+  Laplace release; True: Mironov's snapping mechanism, :mod:`dpposterior.privacy.snapping`).
 * ``gibbs-ss-noisy``: ``num_warmup`` (1,000), ``thin`` (5), ``interweave`` (True), ``x_bound`` (3),
   ``y_bound`` (5), ``fourth_moments`` (``"normal"``, default, or ``"released"``), ``budget_split``
   (e.g. ``"xx=0.4,xy=0.4,yy=0.2"``, with ``x4`` too when the fourth moments are released; default
-  equal shares), ``neighbouring``.
+  equal shares), ``neighbouring``, ``snapping`` (as for bernstein-sheldon).
 * ``dpvim``: ``clip`` (default the model's DPVI clip), ``natural_gradient`` (False), ``reading``
   (``"noise_aware"``, default, or ``"averaged"``), ``lr_mu`` and ``lr_rho`` (both or neither;
   default :func:`dpposterior.vi.dpvim.default_learning_rates`).
@@ -105,6 +106,7 @@ def _check_bernstein_sheldon(options: dict[str, Any], model: str | None = None) 
     _int_option(options, "num_warmup", 0)
     _int_option(options, "thin", 1)
     _choice_option(options, "neighbouring", NEIGHBOURING)
+    _choice_option(options, "snapping", (True, False))
     if options.get("bounds") is not None:
         if model is not None and model != "gamma-exponential":
             raise ValueError(f"option bounds applies only to gamma-exponential records, not to {model!r}")
@@ -115,6 +117,7 @@ def _check_gibbs_ss_noisy(options: dict[str, Any], model: str | None = None) -> 
     _int_option(options, "num_warmup", 0)
     _int_option(options, "thin", 1)
     _choice_option(options, "interweave", (True, False))
+    _choice_option(options, "snapping", (True, False))
     _positive_option(options, "x_bound")
     _positive_option(options, "y_bound")
     _choice_option(options, "fourth_moments", ("normal", "released"))
@@ -183,7 +186,8 @@ def bernstein_sheldon_method(releases: CellReleases | None, settings: MethodSett
     bounds = parse_bounds(opts["bounds"]) if opts.get("bounds") is not None else None
     out = BC.bernstein_sheldon_cell(data.model, data.arrays, data.epsilon, settings.mechanism_key,
                                     settings.num_draws, bounds=bounds, num_warmup=_get(opts, "num_warmup", 1000),
-                                    thin=opts.get("thin"), neighbouring=_get(opts, "neighbouring", "add_remove"))
+                                    thin=opts.get("thin"), neighbouring=_get(opts, "neighbouring", "add_remove"),
+                                    snapping=_get(opts, "snapping", False))
     return _output(out)
 
 
@@ -205,7 +209,8 @@ def gibbs_ss_noisy_method(releases: CellReleases | None, settings: MethodSetting
                                  fourth_moments=_get(opts, "fourth_moments", "normal"), budget_split=split,
                                  num_warmup=_get(opts, "num_warmup", 1000), thin=_get(opts, "thin", 5),
                                  interweave=_get(opts, "interweave", True),
-                                 neighbouring=_get(opts, "neighbouring", "add_remove"))
+                                 neighbouring=_get(opts, "neighbouring", "add_remove"),
+                                 snapping=_get(opts, "snapping", False))
     return _output(out)
 
 
@@ -230,13 +235,13 @@ def dpvim_method(releases: CellReleases | None, settings: MethodSettings, data: 
 
 
 register_method("bernstein-sheldon", bernstein_sheldon_method,
-                options=("num_warmup", "thin", "bounds", "neighbouring"),
+                options=("num_warmup", "thin", "bounds", "neighbouring", "snapping"),
                 description="Bernstein-Sheldon noise-aware Gibbs on Laplace-noised sufficient statistics (own "
                             "pure epsilon-DP release)",
                 needs_data=True, models=FAMILIES, check_options=_check_bernstein_sheldon)
 register_method("gibbs-ss-noisy", gibbs_ss_noisy_method,
                 options=("num_warmup", "thin", "interweave", "x_bound", "y_bound", "fourth_moments", "budget_split",
-                         "neighbouring"),
+                         "neighbouring", "snapping"),
                 description="Gibbs-SS-Noisy on Laplace-noised regression statistics (own pure epsilon-DP release)",
                 needs_data=True, models=("linear-regression",), check_options=_check_gibbs_ss_noisy)
 register_method("dpvim", dpvim_method, options=("clip", "natural_gradient", "reading", "lr_mu", "lr_rho"),
