@@ -165,7 +165,7 @@ def test_bernstein_sheldon_on_a_snapped_release_matches_the_exact_posterior():
     assert r.snapped.grid == 16.0  # lam = 11.1, Lam = 16: rounding is a sizeable part of the error
     lo, hi = (v[0] for v in r.observation_interval())
     mean, sd = _exact_snapped_bb_posterior((lo, hi), n, r.noise_scale, EF.DEFAULT_PRIORS["beta-bernoulli"])
-    post = EF.bernstein_sheldon_gibbs(r, num_warmup=500, num_draws=20_000, thin=2, rng_key=0)
+    post = EF.bernstein_sheldon_gibbs(r, num_warmup=300, num_draws=8_000, thin=2, rng_key=0)
     d = np.asarray(post.draws)[:, 0]
     assert post.diagnostics["snapped"]
     assert abs(d.mean() - mean) < 0.1 * sd and abs(d.std() / sd - 1) < 0.06
@@ -184,15 +184,13 @@ def test_gibbs_ss_noisy_reads_a_snapped_release():
     lo, hi = snapped.observation_interval()
     z, _ = snapped.latent_observation()
     assert lo.shape == z.shape and np.all((lo <= z) & (z <= hi)) and np.all(hi > lo)
-    a = RG.gibbs_ss_noisy(snapped, num_warmup=300, num_draws=1500, rng_key=0)
-    b = RG.gibbs_ss_noisy(RG.release_regression_statistics(X, y, snapping=False, **kw), num_warmup=300,
-                          num_draws=1500, rng_key=0)
-    assert a.diagnostics["snapped"] and not b.diagnostics["snapped"]
-    da, db = np.asarray(a.draws), np.asarray(b.draws)
-    # at a large epsilon both posteriors sit on the truth (w, intercept) within a few posterior sd
+    a = RG.gibbs_ss_noisy(snapped, num_warmup=300, num_draws=1000, rng_key=0)
+    assert a.diagnostics["snapped"]
+    d = np.asarray(a.draws)
+    # at a large epsilon the posterior sits on the truth (w, intercept) within a few posterior sd (the
+    # unsnapped chain's arithmetic is unchanged: tests/baselines/test_regression.py)
     truth = np.array([0.5, -0.3, 0.2, 0.1])
-    for d in (da, db):
-        assert np.all(np.abs(d[:, 1:].mean(0) - truth) < 5 * d[:, 1:].std(0) + 0.02)
+    assert np.all(np.abs(d[:, 1:].mean(0) - truth) < 5 * d[:, 1:].std(0) + 0.02)
 
 
 def test_snapped_cells_run_vectorised():
@@ -201,10 +199,10 @@ def test_snapped_cells_run_vectorised():
     rng = np.random.default_rng(5)
     x = (rng.random((4, 300)) < 0.4).astype(np.int32)
     out = BC.bernstein_sheldon_cell("beta-bernoulli", x, 0.5, 3, 200, num_warmup=50, thin=1, snapping=True)
-    plain = BC.bernstein_sheldon_cell("beta-bernoulli", x, 0.5, 3, 200, num_warmup=50, thin=1)
-    assert out.diagnostics["snapping"] and not plain.diagnostics["snapping"]
-    assert out.draws.shape == plain.draws.shape == (4, 200, 1) and np.all(np.isfinite(out.draws))
-    # both read the same data: posterior means agree within a few posterior sd
-    assert np.all(np.abs(out.draws.mean(1) - plain.draws.mean(1)) < 4 * plain.draws.std(1) + 0.05)
+    assert out.diagnostics["snapping"]
+    assert out.draws.shape == (4, 200, 1) and np.all(np.isfinite(out.draws))
+    # each replicate's posterior of logit p sits on its data's empirical logit within a few posterior sd
+    emp = np.log(x.mean(1) / (1 - x.mean(1)))
+    assert np.all(np.abs(out.draws[:, :, 0].mean(1) - emp) < 4 * out.draws[:, :, 0].std(1) + 0.05)
     # lam = 1 / 0.5 plus the slack, just above 2, so the grid is the next power of two (never over budget)
     assert dict(out.privacy.details)["snapping_grid"] == 4.0

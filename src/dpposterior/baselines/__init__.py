@@ -1,7 +1,9 @@
 """Baselines of the papers' experiments: Bernstein-Sheldon noise-aware Gibbs for exponential families,
 Gibbs-SS-Noisy for linear regression, and their (and DPVIm's) coverage-cell functions.
 
-Mechanisms (read records): ``release_sufficient_statistics``, ``release_regression_statistics``.
+Mechanisms (read records): ``release_sufficient_statistics``, ``release_regression_statistics`` (pure
+epsilon-DP Laplace; with ``snapping=True``, the default in secure mode, Mironov's snapping mechanism,
+whose rounding the samplers condition on).
 Post-processing (read releases only): ``bernstein_sheldon_gibbs``, ``gibbs_ss_noisy``, the pure
 ``expfam_*`` / ``regression_*`` init/step functions and ``DrawsPosterior``.
 Coverage cells (synthetic data): ``bernstein_sheldon_cell``, ``gibbs_ss_noisy_cell``, ``dpvim_cell``.
