@@ -2,6 +2,10 @@
 
     .venv/bin/python docs/results/scripts/snapping_coverage.py expfam       # three families, epsilon 0.1, K = 500
     .venv/bin/python docs/results/scripts/snapping_coverage.py regression   # linear regression, epsilon 1, K = 100
+    .venv/bin/python docs/results/scripts/snapping_coverage.py regression500  # the snapped K = 500 cell only
+
+``regression500`` runs only the snapped cell: its plain twin is the reproduction's stored cell
+(docs/results/na-dpvi-work/coverage/cells/linear-regression/, the same seed, settings and data sets).
 
 Each pair of cells reads the same simulated data sets (same seed); the snapped release
 (``method_options`` ``snapping=True``) clamps, noises and rounds each statistic, and the Gibbs sampler
@@ -21,13 +25,14 @@ def main(kind: str) -> None:
         plan = [("beta-bernoulli", 0.1, (), 500), ("gamma-exponential", 0.1, (("thin", 3),), 500),
                 ("dirichlet-categorical", 0.1, (), 500)]
         method = "bernstein-sheldon"
-    elif kind == "regression":
-        plan = [("linear-regression", 1.0, (("thin", 2),), 100)]
+    elif kind in ("regression", "regression500"):
+        plan = [("linear-regression", 1.0, (("thin", 2),), 100 if kind == "regression" else 500)]
         method = "gibbs-ss-noisy"
     else:
-        sys.exit("usage: snapping_coverage.py expfam | regression")
+        sys.exit("usage: snapping_coverage.py expfam | regression | regression500")
+    snaps = (True,) if kind == "regression500" else (False, True)
     cells = [CellConfig(model, eps, method, replicates=k, method_options=tuple(sorted(opts + (("snapping", s),))))
-             for model, eps, opts, k in plan for s in (False, True)]
+             for model, eps, opts, k in plan for s in snaps]
     t0 = time.time()
     summary = run_coverage(cells, f"/tmp/snapping-coverage-{kind}")
     print(f"wall {time.time() - t0:.0f} s")
