@@ -9,6 +9,8 @@
   Sampled with the transformation-with-rejection method of Michael, Schucany & Haas (1976), rewritten
   in terms of omega so that r = 0 and tiny b stay finite (see the function).
 * :func:`laplace_noise`: Laplace(0, scale) noise by inversion of 32-bit uniforms.
+* :func:`interval_start`, :func:`truncated_obs`: the latent pre-rounding value of a snapped release
+  (:mod:`dpposterior.privacy.snapping`): a start inside its rounding interval, and its conditional.
 """
 
 from __future__ import annotations
@@ -52,6 +54,22 @@ def truncated_normal(key: jax.Array, mean: jax.Array, sd: jax.Array, lo: jax.Arr
     x = jnp.clip(x, a2, b2)
     x = jnp.where(flip, -x, x)
     return mean + sd * x
+
+
+def interval_start(interval: tuple[jax.Array, jax.Array]) -> jax.Array:
+    """A point of each rounding interval of a snapped release: its midpoint, or its finite end when the
+    other is infinite (a clamped coordinate)."""
+    lo, hi = (jnp.asarray(v, jnp.float32) for v in interval)
+    mid = 0.5 * (lo + hi)
+    return jnp.where(jnp.isfinite(mid), mid, jnp.where(jnp.isfinite(lo), lo, hi))
+
+
+def truncated_obs(key: jax.Array, stat: jax.Array, omega: jax.Array,
+                  interval: tuple[jax.Array, jax.Array]) -> jax.Array:
+    """y | s, omega, z for a snapped release: N(s, omega) truncated to the rounding interval [lo, hi]."""
+    lo, hi = (jnp.asarray(v, jnp.float32) for v in interval)
+    y = truncated_normal(key, stat, jnp.sqrt(omega), lo, hi)
+    return jnp.clip(y, lo, hi)
 
 
 def laplace_mixture_variance(key: jax.Array, residual: jax.Array, scale: jax.Array) -> jax.Array:

@@ -114,19 +114,12 @@ def _as_tuple(datasets: Any) -> tuple[np.ndarray, ...]:
 
 @functools.lru_cache(maxsize=32)
 def _bs_program(model: EF.ExpFamModel, num_warmup: int, num_draws: int, thin: int):
-    def one(key, z, scale):
-        return EF.sample_chain(key, z, scale, model=model, num_warmup=num_warmup, num_draws=num_draws, thin=thin)
-
-    return jax.jit(jax.vmap(one, in_axes=(0, 0, None)))
-
-
-@functools.lru_cache(maxsize=32)
-def _bs_snapped_program(model: EF.ExpFamModel, num_warmup: int, num_draws: int, thin: int):
-    def one(key, z, lo, hi, scale):
+    """The vmapped chain; ``interval`` is None (plain release) or the (lo, hi) rounding intervals."""
+    def one(key, z, interval, scale):
         return EF.sample_chain(key, z, scale, model=model, num_warmup=num_warmup, num_draws=num_draws, thin=thin,
-                               interval=(lo, hi))
+                               interval=interval)
 
-    return jax.jit(jax.vmap(one, in_axes=(0, 0, 0, 0, None)))
+    return jax.jit(jax.vmap(one, in_axes=(0, 0, 0, None)))
 
 
 def bernstein_sheldon_cell(model_name: str, datasets: Any, epsilon: float, key: Any, num_draws: int, *,
@@ -173,15 +166,12 @@ def bernstein_sheldon_cell(model_name: str, datasets: Any, epsilon: float, key: 
     z = np.stack([r.noisy_statistic for r in releases]).astype(np.float32)
     model = releases[0].model()
     scale = jnp.float32(releases[0].noise_scale)
-    chain_keys = np.asarray(jax.random.split(k_chain, k))
+    interval = None
     if snapping:
-        lo, hi = (np.stack([r.observation_interval()[j] for r in releases]).astype(np.float32) for j in (0, 1))
-        prog_s = _bs_snapped_program(model, num_warmup, num_draws, thin)
-        thetas = map_in_chunks(lambda kk, zz, ll, hh: prog_s(kk, zz, ll, hh, scale), (chain_keys, z, lo, hi),
-                               chunk_size)
-    else:
-        prog = _bs_program(model, num_warmup, num_draws, thin)
-        thetas = map_in_chunks(lambda kk, zz: prog(kk, zz, scale), (chain_keys, z), chunk_size)
+        interval = tuple(np.stack([r.observation_interval()[j] for r in releases]).astype(np.float32) for j in (0, 1))
+    prog = _bs_program(model, num_warmup, num_draws, thin)
+    thetas = map_in_chunks(lambda kk, zz, iv: prog(kk, zz, iv, scale),
+                           (np.asarray(jax.random.split(k_chain, k)), z, interval), chunk_size)
     EF.check_finite_draws(thetas, float(releases[0].noise_scale), "bernstein_sheldon_cell")
     draws = np.asarray(EF.to_unconstrained(model_name, jnp.asarray(thetas)), np.float32)
     diag = {"method": "bernstein_sheldon", "num_warmup": num_warmup, "thin": thin,

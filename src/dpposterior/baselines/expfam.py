@@ -424,21 +424,6 @@ def clipped_exponential_moments(rate: jax.Array, lo: float, hi: float) -> tuple[
     return mean, var
 
 
-def _interval_start(interval: tuple[jax.Array, jax.Array]) -> jax.Array:
-    """A point of each rounding interval: its midpoint, or its finite end when the other is infinite."""
-    lo, hi = (jnp.asarray(v, jnp.float32) for v in interval)
-    mid = 0.5 * (lo + hi)
-    return jnp.where(jnp.isfinite(mid), mid, jnp.where(jnp.isfinite(lo), lo, hi))
-
-
-def truncated_obs(key: jax.Array, stat: jax.Array, omega: jax.Array,
-                  interval: tuple[jax.Array, jax.Array]) -> jax.Array:
-    """y | s, omega, z for a snapped release: N(s, omega) truncated to the rounding interval [lo, hi]."""
-    lo, hi = (jnp.asarray(v, jnp.float32) for v in interval)
-    y = S.truncated_normal(key, stat, jnp.sqrt(omega), lo, hi)
-    return jnp.clip(y, lo, hi)
-
-
 def gibbs_init(key: jax.Array, model: ExpFamModel, noise_scale: jax.Array,
                interval: tuple[jax.Array, jax.Array] | None = None) -> GibbsState:
     """The chain's start: theta at the prior mean, s at N E[t | theta], omega ~ Exponential(mean 2 b^2),
@@ -454,7 +439,7 @@ def gibbs_init(key: jax.Array, model: ExpFamModel, noise_scale: jax.Array,
     else:
         stat = n * theta
     omega = S.initial_mixture_variance(key, noise_scale, (model.num_stats,))
-    obs = None if interval is None else _interval_start(interval)
+    obs = None if interval is None else S.interval_start(interval)
     return GibbsState(theta=theta, stat=stat.astype(jnp.float32), omega=omega, obs=obs)
 
 
@@ -517,7 +502,7 @@ def gibbs_step(key: jax.Array, state: GibbsState, z: jax.Array, noise_scale: jax
     obs = None
     if interval is not None:
         k_w, k_y = jax.random.split(k_w)
-        obs = truncated_obs(k_y, stat, omega, interval)
+        obs = S.truncated_obs(k_y, stat, omega, interval)
         z = obs
     omega = S.laplace_mixture_variance(k_w, z - stat, b)
 

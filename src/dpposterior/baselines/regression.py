@@ -669,11 +669,7 @@ def gibbs_init(key: jax.Array, params: RegressionGibbsParams, dims: RegressionDi
     sigma2 = params.prior_scale / jnp.where(params.prior_shape > 1, params.prior_shape - 1.0, params.prior_shape)
     mean, _, _, _ = _clt(w, sigma2, params, dims)
     omega = S.initial_mixture_variance(key, params.noise_scale, params.z.shape)
-    obs = params.z
-    if dims.rounded:
-        from .expfam import _interval_start
-
-        obs = _interval_start((params.obs_lo, params.obs_hi))
+    obs = S.interval_start((params.obs_lo, params.obs_hi)) if dims.rounded else params.z
     return RegressionGibbsState(w=w, sigma2=sigma2, stat=mean, omega=omega, obs=obs)
 
 
@@ -816,10 +812,8 @@ def gibbs_step(key: jax.Array, state: RegressionGibbsState, params: RegressionGi
     stat = jnp.where(ok, proposal, state.stat)
     obs = state.obs
     if dims.rounded:  # y | S, omega: N(S, omega) truncated to the rounding intervals
-        from .expfam import truncated_obs
-
         k_omega, k_obs = jax.random.split(k_omega)
-        obs = truncated_obs(k_obs, stat, state.omega, (params.obs_lo, params.obs_hi))
+        obs = S.truncated_obs(k_obs, stat, state.omega, (params.obs_lo, params.obs_hi))
     omega = S.laplace_mixture_variance(k_omega, obs - stat, params.noise_scale)
     w, sigma2 = _conjugate(k_theta, stat, params, dims)
     state = RegressionGibbsState(w=w, sigma2=sigma2, stat=stat, omega=omega, obs=obs)

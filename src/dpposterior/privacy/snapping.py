@@ -216,11 +216,8 @@ def snap(values: Any, *, centre: Any, half_width: Any, sensitivity: float, epsil
     eps_noise = noise_epsilon(epsilon, hw, d)
     lam = 1.0 / eps_noise                      # in sensitivity units
     big_lam = power_of_two_at_least(lam)
-    b = np.array([clamp_ratio(h, d * lam) * lam for h in hw])  # B in sensitivity units, >= 2 lam
-    if np.any(b >= MAX_CLAMP_RATIO * lam):
-        raise ValueError(f"a public range of half-width {float(np.max(hw)):.4g} is too wide for Laplace noise of "
-                         f"scale {d * lam:.4g}: the snapping mechanism needs half-width / scale < 2^46; raise "
-                         "epsilon or narrow the bounds")
+    # B in sensitivity units, >= 2 lam; B / lam < 2^46 (noise_epsilon refused larger ratios at epsilon >= eps_noise)
+    b = np.array([clamp_ratio(h, d * lam) * lam for h in hw])
     u, signs = _uniform_star(_Bits(raw_key), m)
     out = np.empty(m)
     for i in range(m):
