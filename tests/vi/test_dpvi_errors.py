@@ -53,6 +53,33 @@ def test_per_record_latent_site():
         dpvi(local_latent_model, *_data(), **KW)
 
 
+def feature_plate_model(X, y):
+    with numpyro.plate("features", X.shape[1]):
+        w = numpyro.sample("w", dist.Normal(0, 1))
+    with numpyro.plate("groups", 3):
+        a = numpyro.sample("a", dist.Normal(0, 1))
+    with numpyro.plate("records", X.shape[0]):
+        numpyro.sample("y", dist.Bernoulli(logits=X @ w + a[0]), obs=y)
+
+
+def test_a_global_plate_as_large_as_the_probe_batch_is_not_the_plate_over_the_records():
+    # 3 features and 3 groups: the size of inspect_model's first dummy batch; they were refused as
+    # per-record latents, so a 3-feature regression with a feature plate could not be fitted
+    from dpposterior.vi.model_inspect import inspect_model
+
+    X, y = _data(p=3)
+    layout = inspect_model(feature_plate_model, (X, y), {})
+    assert [(s.name, s.shape) for s in layout.sites] == [("w", (3,)), ("a", (3,))]
+
+    def column_plate(X, y):  # a plate over the 3 columns is not a plate over the records
+        w = numpyro.sample("w", dist.Normal(0, 1))
+        with numpyro.plate("columns", X.shape[1]):
+            numpyro.sample("X", dist.Normal(w, 1).expand([X.shape[0], X.shape[1]]), obs=X)
+
+    with pytest.raises(ValueError, match="no plate over the records"):
+        inspect_model(column_plate, (X, y), {})
+
+
 def test_arrays_of_different_lengths():
     X, y = _data()
     with pytest.raises(ValueError, match=r"share their first axis \(records\): got lengths \[50, 49\]"):

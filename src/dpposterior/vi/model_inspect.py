@@ -1,7 +1,7 @@
 """Reading a NumPyro model's structure: its latent sites, the plate over the records, and the
 per-record split of the log joint into prior and likelihood.
 
-``inspect_model`` runs the model once on a zero-filled dummy record batch with the shapes and dtypes
+``inspect_model`` runs the model on zero-filled dummy record batches with the shapes and dtypes
 of the data (never the data values), so the layout and the initial parameters cannot depend on the
 private data.
 """
@@ -21,6 +21,9 @@ from .._checks import check_float32_array
 from .layout import ParamLayout, Site, support_to_spec
 
 _PLATE_PROBE = 3  # records in the dummy batch used to find the plate over the records
+#: a second, different record count: a plate is over the records only if its size follows the batch in
+#: both runs (a plate over 3 features or 3 groups has size 3 in the first run too)
+_PLATE_PROBE_OTHER = 5
 
 
 def _dummy(data: tuple[Any, ...], n: int) -> tuple[jax.Array, ...]:
@@ -47,10 +50,12 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
     try:
         tr = _trace(model, _dummy(data, _PLATE_PROBE), model_kwargs)
         other = _trace(model, _dummy(data, _PLATE_PROBE), model_kwargs, seed=1)  # to find supports that vary
+        resized = _trace(model, _dummy(data, _PLATE_PROBE_OTHER), model_kwargs)
     except Exception as e:  # the user's model failed on data of the given shapes
         raise ValueError(f"the model failed when run on data of shapes {[tuple(a.shape) for a in data]}: "
                          f"{type(e).__name__}: {e}") from e
-    record_plates = {name for name, s in tr.items() if s["type"] == "plate" and s["args"][0] == _PLATE_PROBE}
+    record_plates = {name for name, s in tr.items() if s["type"] == "plate" and s["args"][0] == _PLATE_PROBE
+                     and name in resized and resized[name]["args"][0] == _PLATE_PROBE_OTHER}
     for name in record_plates:
         if tr[name]["args"][1] not in (None, _PLATE_PROBE):
             raise ValueError(f"the plate {name!r} over the records has subsample_size={tr[name]['args'][1]}: dpvi "
