@@ -245,6 +245,17 @@ def test_calibration_extreme_targets(target):
     assert dpsgd_epsilon(sigma, 1e-5, 0.01, 100) <= target
 
 
+@pytest.mark.parametrize("delta", [1e-15, 1e-16, 1e-300])
+def test_calibration_refuses_a_delta_that_pld_cannot_resolve(delta):
+    # PLD's epsilon is inf below some sigma for such deltas (its truncated tail mass); calibration
+    # silently returned that edge instead: 166.8 at 1e-15 and the 1e6 search limit below, where the
+    # rdp accountant needs about 8 (and dpsgd_epsilon already refuses these deltas)
+    with pytest.raises(ValueError, match=rf"pld accountant cannot resolve delta={delta!r}.*accountant='rdp'"):
+        calibrate_noise_multiplier(1.0, delta, 0.1, 100)
+    assert calibrate_noise_multiplier(1.0, delta, 0.1, 100, "rdp") < 50.0  # 8.1, 8.4, 40
+    assert calibrate_noise_multiplier(1.0, 1e-14, 0.1, 100) < 8.0  # power: a resolvable delta still calibrates
+
+
 # ---------------------------------------------------------------- errors
 
 @pytest.mark.parametrize("bad", [0.0, -1.0, math.nan, math.inf])

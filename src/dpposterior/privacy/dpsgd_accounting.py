@@ -344,10 +344,30 @@ def _search_noise_multiplier(decide: Callable[[float], _Decision], target: float
     step = rtol
     for _ in range(200):
         if hi >= max_sigma or decide(hi).meets:
+            if pld is not None:
+                _check_pld_resolves(pld, min(hi, max_sigma), target)
             return min(hi, max_sigma)
         hi *= 1.0 + step
         step *= 2.0
     raise ArithmeticError(f"noise calibration did not converge near sigma={hi:g}")
+
+
+def _check_pld_resolves(pld: _PldLevels, sigma: float, target: float) -> None:
+    """Raises if PLD's epsilon just below the calibrated ``sigma``, or at ``sigma`` at some interval of
+    its refinement, is unbounded: then ``sigma`` is where the accountant starts to resolve ``delta``
+    (its truncated tail mass), not where epsilon reaches the target, and it can be orders of magnitude
+    more noise than the target needs."""
+    below = sigma / 1.01
+    unbounded = below >= MIN_NOISE_MULTIPLIER and math.isinf(pld.epsilon_at(below, _PLD_START_DVI))
+    if not unbounded:  # near the edge PLD's epsilon jumps between finite and inf as its interval is refined
+        unbounded = any(math.isinf(e) for _, e in _pld_epsilons(sigma, pld.delta, pld.sampling_rate, pld.num_steps,
+                                                                pld.neighbouring))
+    if unbounded:
+        raise ValueError(
+            f"the pld accountant cannot resolve delta={pld.delta!r} (sampling_rate={pld.sampling_rate!r}, "
+            f"num_steps={pld.num_steps}): its epsilon is unbounded for noise multipliers up to about "
+            f"{sigma:.4g} (it truncates tail mass near 1e-15), so calibration would return {sigma:.4g}, far "
+            f"more noise than epsilon={target:g} needs; use a larger delta (>= 1e-12) or accountant='rdp'")
 
 
 def _narrow(h: Callable[[float], tuple[bool, float]], lo: float, hi: float, g_lo: float,
@@ -401,7 +421,9 @@ def calibrate_noise_multiplier(epsilon: float, delta: float, sampling_rate: floa
       rtol: relative width of the final bracket on sigma, in [1e-12, 1).
 
     Raises:
-      ValueError: invalid arguments, or a target that no sigma up to ``max_noise_multiplier`` reaches.
+      ValueError: invalid arguments, a target that no sigma up to ``max_noise_multiplier`` reaches, or
+        (PLD) a delta too small for the accountant to resolve (below about 1e-15: its epsilon is
+        unbounded up to an arbitrarily large sigma; use "rdp").
     """
     target = check_epsilon(epsilon)
     delta = check_delta(delta)
