@@ -306,6 +306,7 @@ def test_wrong_data_types_shapes_and_lengths(fn, case):
     (dict(capacity=True), "capacity"),
     (dict(rng_key=2**70), "rng_key"),                            # was: OverflowError inside JAX
     (dict(rng_key=2**40), "rng_key"),                            # was: silently the same key as 2**40 mod 2**32
+    (dict(rng_key=-1), "rng_key"),                               # was: silently the same key as 2**32 - 1
     (dict(rng_key="0"), "rng_key"),
     (dict(rng_key=1.5), "rng_key"),
     (dict(sampling="poisson"), "sampling"),

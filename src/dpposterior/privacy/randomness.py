@@ -30,7 +30,8 @@ def resolve_key(rng_key: Any) -> tuple[jax.Array, str]:
 
     Raises:
       TypeError: if ``rng_key`` is none of these.
-      ValueError: an int seed outside [-2**31, 2**32) (JAX would keep only its low 32 bits).
+      ValueError: an int seed outside [0, 2**32) (JAX would keep only its low 32 bits, and a negative
+        seed gives the key of a seed in that range).
     """
     if rng_key is None:
         return jax.random.key_data(os_seeded_key()), "os"
@@ -38,9 +39,10 @@ def resolve_key(rng_key: Any) -> tuple[jax.Array, str]:
         raise TypeError(f"rng_key must be None, an int seed or a JAX PRNG key, got {rng_key!r}")
     if isinstance(rng_key, (int, np.integer)):
         seed = int(rng_key)
-        if not -(2**31) <= seed < 2**32:
-            # JAX keeps only 32 bits of an int seed (x64 off): larger seeds would silently share keys.
-            raise ValueError(f"rng_key as an int seed must lie in [-2**31, 2**32), got {seed}; pass a JAX key "
+        if not 0 <= seed < 2**32:
+            # JAX keeps only 32 bits of an int seed (x64 off): larger seeds would silently share keys, and
+            # so would negative ones (-1 gives the key of 2**32 - 1).
+            raise ValueError(f"rng_key as an int seed must lie in [0, 2**32), got {seed}; pass a JAX key "
                              "(jax.random.key) for other seeds")
         return jax.random.PRNGKey(seed), "user"
     if isinstance(rng_key, jax.Array) or isinstance(rng_key, np.ndarray):
