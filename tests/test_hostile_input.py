@@ -308,6 +308,7 @@ def test_wrong_data_types_shapes_and_lengths(fn, case):
     (dict(rng_key=2**40), "rng_key"),                            # was: silently the same key as 2**40 mod 2**32
     (dict(rng_key=-1), "rng_key"),                               # was: silently the same key as 2**32 - 1
     (dict(rng_key="0"), "rng_key"),
+    (dict(data=np.ma.masked_array(X20, mask=X20 > 1)), "masked"),   # was: the values under the mask used
     (dict(rng_key=1.5), "rng_key"),
     (dict(sampling="poisson"), "sampling"),
     (dict(accountant="gdp"), "accountant"),
@@ -317,7 +318,8 @@ def test_wrong_data_types_shapes_and_lengths(fn, case):
 def test_dpsgd_hostile_arguments(kw, names):
     kw = dict(kw)
     params = kw.pop("params", np.zeros(2, np.float32))
-    raises_clear(lambda: dpsgd(_linear, params, X20, **{**DPSGD_KW, **kw}), names)
+    data = kw.pop("data", X20)
+    raises_clear(lambda: dpsgd(_linear, params, data, **{**DPSGD_KW, **kw}), names)
 
 
 @pytest.mark.parametrize("loss,names", [

@@ -94,6 +94,15 @@ def test_non_finite_data(bad):
         dpvi(logistic_regression, X, y, **KW)
 
 
+def test_masked_data_is_refused_not_used_under_its_mask():
+    # np.asarray drops the mask: the masked (missing) values were fitted as if observed
+    X, y = _data()
+    X = np.ma.masked_array(X, mask=np.zeros_like(X, bool))
+    X[3, 1] = np.ma.masked
+    with pytest.raises(ValueError, match="data argument 0 is a masked array with 1 masked value"):
+        dpvi(logistic_regression, X, y, **KW)
+
+
 def test_empty_data():
     X, y = _data()
     with pytest.raises(ValueError, match="no records"):

@@ -80,6 +80,9 @@ def _as_numeric_array(x: Any, name: str) -> Any:
         if x.dtype.kind not in "biuf":
             raise TypeError(f"{name} must hold real numbers (bool, int or float), got dtype {x.dtype}")
         return x
+    if np.ma.is_masked(x):
+        raise ValueError(f"{name} is a masked array with {int(np.ma.count_masked(x))} masked value(s); the mask "
+                         "would be ignored and the values under it used: remove or impute them first")
     try:
         a = np.asarray(x)
     except Exception as e:  # noqa: BLE001 - report what could not be converted

@@ -162,6 +162,10 @@ def check_data(data: tuple[Any, ...]) -> tuple[jax.Array, ...]:
         if isinstance(a, dict):
             raise TypeError(f"data argument {i} is a dict; pass the data arrays positionally, in the order the "
                             "model takes them: dpvi(model, X, y, ...)")
+        if np.ma.is_masked(a):
+            raise ValueError(f"data argument {i} is a masked array with {int(np.ma.count_masked(a))} masked value(s); "
+                             "the mask would be ignored and the values under it used: remove or impute them "
+                             "before fitting (nothing is silently dropped)")
         try:
             arr = np.asarray(a)
         except (ValueError, TypeError) as e:  # ragged nested lists and the like
