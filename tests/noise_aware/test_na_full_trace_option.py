@@ -26,3 +26,15 @@ def test_full_trace_option_is_checked(small_trace):
         na.noise_aware_posterior(small_trace, method="nuts", full_trace="yes")
     with pytest.raises(TypeError, match="unknown solver options"):
         na.noise_aware_posterior(small_trace, method="grid", full_trace=True)
+
+
+@pytest.mark.parametrize("option", ["dense_mass", "progress_bar", "marginalize_phi_star"])
+def test_nuts_flags_and_subsampling_noise_must_be_bools(small_trace, option):
+    # "no" was read as True (subsampling_noise, marginalize_phi_star) and dense_mass="yes" was a bare
+    # AssertionError from inside NumPyro
+    with pytest.raises(TypeError, match=f"nuts option {option} must be True or False, got 'no'"):
+        na.noise_aware_posterior(small_trace, method="nuts", **{option: "no"})
+    with pytest.raises(TypeError, match="subsampling_noise must be True or False, got 'no'"):
+        na.noise_aware_posterior(small_trace, subsampling_noise="no")
+    with pytest.raises(ValueError, match=r"chain_method must be one of \('sequential', 'parallel', 'vectorized'\)"):
+        na.noise_aware_posterior(small_trace, method="nuts", chain_method="threads")

@@ -110,7 +110,8 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
       "max_grad_norm"; nuts: split R-hat, ESS and divergences from numpyro.diagnostics).
 
     Raises:
-      TypeError: ``trace`` is not a DPVITrace, an unknown solver option, or a non-integer count option.
+      TypeError: ``trace`` is not a DPVITrace, an unknown solver option, a non-integer count option, or a
+        flag (``subsampling_noise``, a NUTS flag) that is not True or False.
       ValueError: unknown method, a solver option out of its range, burn_in outside [0, 1), fewer than
         10 steps after burn-in, non-finite values in the trace, non-positive beta, noise multiplier, clip
         or sampling rate, or a coordinate that does not move after burn-in.
@@ -123,6 +124,8 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
     if unknown:
         raise TypeError(f"unknown solver options {unknown} for method {method!r}; allowed: {list(_OPTIONS[method])}")
     _check_solver_options(method, solver_options)
+    if not isinstance(subsampling_noise, (bool, np.bool_)):
+        raise TypeError(f"subsampling_noise must be True or False, got {subsampling_noise!r}")
     stats, noise_sd, start = _checked_statistics(trace, burn_in)
     q = float(trace.sampling_rate)
     if isinstance(priors, str):
@@ -193,6 +196,8 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
                      phi_sampler=sampler, diagnostics=diagnostics)
 
 
+#: NumPyro's ways of running several chains.
+_CHAIN_METHODS = ("sequential", "parallel", "vectorized")
 #: the smallest value of each integer solver option (grids need two cells to hold a box).
 _INT_MINIMUM = {"num_points": 2, "num_points_s": 2, "num_stages": 1, "num_draws": 1, "num_iterations": 1,
                 "num_warmup": 0, "num_samples": 1, "num_chains": 1, "thinning": 1, "max_tree_depth": 1}
@@ -210,6 +215,11 @@ def _check_solver_options(method: str, options: dict[str, Any]) -> None:
                              f"in (0, 0.5), got {options['tail']!r}")
     if "tol" in options:
         check_positive(options["tol"], "laplace option tol")
+    for name in ("dense_mass", "progress_bar", "marginalize_phi_star"):
+        if name in options and not isinstance(options[name], (bool, np.bool_)):
+            raise TypeError(f"nuts option {name} must be True or False, got {options[name]!r}")
+    if "chain_method" in options and options["chain_method"] not in _CHAIN_METHODS:
+        raise ValueError(f"nuts option chain_method must be one of {_CHAIN_METHODS}, got {options['chain_method']!r}")
     if "target_accept_prob" in options:
         p = check_real("nuts option target_accept_prob", options["target_accept_prob"])
         if not 0.0 < p < 1.0:
