@@ -161,3 +161,20 @@ def test_last_iterate_posterior_is_the_gaussian_at_phi_T():
     np.testing.assert_allclose(draws.mean(0), mu, atol=4 * float(family.scale(rho).max()) / np.sqrt(20000))
     np.testing.assert_allclose(draws.std(0), family.scale(rho), rtol=0.03)
     assert post.privacy is tr.privacy
+
+
+def test_posterior_sample_phi_and_summary_refuse_bad_counts_keys_and_probs():
+    # sample_phi(key, 0) returned an empty array and -1 a JAX broadcast error; summary(prob="0.9")
+    # was "'<' not supported between instances of 'int' and 'str'"
+    post = _trace().last_iterate_posterior()
+    assert post.sample_phi(jax.random.PRNGKey(0), 3).shape == (3, 12)
+    assert post.sample_phi(5, 2).shape == (2, 12)  # an int seed, as sample() takes
+    for bad in (0, -1, 2.0):
+        with pytest.raises(ValueError, match="num_samples must be an integer >= 1"):
+            post.sample_phi(jax.random.PRNGKey(0), bad)
+    with pytest.raises(TypeError, match="key must be a JAX PRNG key"):
+        post.sample_phi("k", 3)
+    with pytest.raises(TypeError, match="prob must be a real number"):
+        post.summary(num_samples=10, prob="0.9")
+    with pytest.raises(ValueError, match="prob must lie in"):
+        post.summary(num_samples=10, prob=float("nan"))

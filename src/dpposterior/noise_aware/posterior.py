@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._checks import check_real
 from ..privacy.spent import PrivacySpent
 from ..vi import family
 from ..vi.layout import ParamLayout
@@ -57,6 +58,8 @@ class Posterior:
 
     def sample_phi(self, key: jax.Array, num_samples: int) -> jax.Array:
         """(num_samples, 2n) draws of phi* from its posterior."""
+        _check_num(num_samples)
+        key = _key(key)
         if self.phi_sampler is not None:
             return self.phi_sampler(key, num_samples)
         idx = jax.random.randint(key, (num_samples,), 0, self.phi_star.shape[0])
@@ -112,7 +115,7 @@ class Posterior:
     def summary(self, key: jax.Array | None = None, num_samples: int = 4000,
                 prob: float = 0.9) -> list[dict[str, Any]]:
         """Rows (one per constrained scalar) with mean, sd and the central ``prob`` interval."""
-        if not 0 < prob < 1:
+        if not 0 < check_real("prob", prob) < 1:
             raise ValueError(f"prob must lie in (0, 1), got {prob!r}")
         draws = self.sample(jax.random.PRNGKey(0) if key is None else key, num_samples)
         lo_q, hi_q = (1 - prob) / 2, 1 - (1 - prob) / 2
@@ -149,7 +152,7 @@ def _summary_table(idata: Any, privacy: PrivacySpent, prob: float):
     from .._arviz import import_arviz
     az = import_arviz()
 
-    if not 0 < prob < 1:
+    if not 0 < check_real("prob", prob) < 1:
         raise ValueError(f"prob must lie in (0, 1), got {prob!r}")
     table = az.summary(idata, kind="stats", hdi_prob=prob)
     table.attrs["privacy"] = privacy.summary()
