@@ -178,3 +178,16 @@ def test_posterior_sample_phi_and_summary_refuse_bad_counts_keys_and_probs():
         post.summary(num_samples=10, prob="0.9")
     with pytest.raises(ValueError, match="prob must lie in"):
         post.summary(num_samples=10, prob=float("nan"))
+
+
+def test_trace_save_to_a_folder_or_an_unwritable_place_is_a_clear_error(tmp_path):
+    # were IsADirectoryError / FileNotFoundError naming the hidden temporary file
+    t = _trace()
+    with pytest.raises(ValueError, match="is a folder, not a file"):
+        t.save(tmp_path)
+    (tmp_path / "f").write_text("")
+    with pytest.raises(ValueError, match="is a file, not a folder"):
+        t.save(tmp_path / "f" / "trace.npz")
+    with pytest.raises(TypeError, match="path must be a file path"):
+        t.save(3)
+    assert DPVITrace.load(t.save(tmp_path / "new" / "trace.npz")).num_steps == t.num_steps

@@ -12,6 +12,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
+from .._checks import check_output_file
 from .._io import read_checked_npz, write_checked_npz
 from ..privacy.spent import PrivacySpent
 from .layout import ParamLayout
@@ -109,8 +110,13 @@ class DPVITrace:
         }
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Writes the trace to one ``.npz`` file (arrays + JSON metadata + SHA-256 checksum), atomically."""
-        path = Path(path)
+        """Writes the trace to one ``.npz`` file (arrays + JSON metadata + SHA-256 checksum), atomically.
+
+        Raises:
+          TypeError: ``path`` is not a str or os.PathLike.
+          ValueError: ``path`` is a folder, or its folder cannot be created or written.
+        """
+        path = check_output_file(path, "path")
         arrays = {"phi": self.phi, "grads": self.grads, "final_phi": self.final_phi, "beta": self.beta,
                   "learning_rate": self.learning_rate}
         meta = json.dumps(self._metadata(), sort_keys=True)
