@@ -545,6 +545,15 @@ def test_release_sufficient_statistics_bad_settings(kw, names):
     raises_clear(lambda: release_sufficient_statistics("gamma-exponential", np.array([1.0, 2.0]), **kw), names)
 
 
+def test_release_sufficient_statistics_with_the_records_first_is_a_clear_error():
+    # was numpy's "truth value of an array ... is ambiguous" from `family not in FAMILIES`
+    x = np.array([0.0, 1.0, 1.0, 0.0])
+    with pytest.raises(TypeError, match=r"family must be one of .* \(a string\), got a ndarray; the records come "
+                                        "second") as info:
+        release_sufficient_statistics(x, "beta-bernoulli", epsilon=1.0, rng_key=0)
+    assert "[0." not in str(info.value)  # the records are not echoed
+
+
 def test_release_sufficient_statistics_huge_records_are_clipped_as_documented():
     r = release_sufficient_statistics("gamma-exponential", np.array([1e300, 1.0]), epsilon=1.0, bounds=(0.0, 5.0),
                                       rng_key=0)

@@ -320,6 +320,9 @@ def release_sufficient_statistics(family: str, x: Any, *, epsilon: float, bounds
         outside the family's support type (NaN, non-binary Bernoulli values, categories outside
         0..K-1, negative Exponential values).
     """
+    if not isinstance(family, str):  # e.g. the records first: never echo them in the message
+        raise TypeError(f"family must be one of {FAMILIES} (a string), got a {type(family).__name__}; the records "
+                        "come second: release_sufficient_statistics(family, x, epsilon=...)")
     if family not in FAMILIES:
         raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
     epsilon = check_epsilon(epsilon)
