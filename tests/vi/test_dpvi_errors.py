@@ -48,6 +48,18 @@ def test_discrete_latent_site():
         dpvi(discrete_latent_model, *_data(), **KW)
 
 
+def test_param_site_is_refused_not_left_at_its_initial_value():
+    # a numpyro.param was ignored: the fit ran with the noise scale fixed at its initial 1.0
+    def with_param(X, y):
+        w = numpyro.sample("w", dist.Normal(0, 1).expand([X.shape[1]]).to_event(1))
+        b = numpyro.param("b", 0.0)
+        with numpyro.plate("records", X.shape[0]):
+            numpyro.sample("y", dist.Bernoulli(logits=X @ w + b), obs=y)
+
+    with pytest.raises(ValueError, match=r"numpyro.param sites \['b'\]: dpvi fits only latent sample sites"):
+        dpvi(with_param, *_data(), **KW)
+
+
 def test_per_record_latent_site():
     with pytest.raises(ValueError, match="inside the plate over the records"):
         dpvi(local_latent_model, *_data(), **KW)

@@ -41,11 +41,12 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
     """Builds the latent-site layout and checks the model's structure.
 
     Raises:
-      ValueError: no plate over the records (or one with ``subsample_size``), a discrete latent site, a
-        latent site inside the plate over the records (a per-record latent variable), a latent site whose
-        support depends on other latent sites, no observed site, an observed or factor site outside the
-        plate over the records, an observed value that is not one row per record (data passed as a
-        keyword argument), or a model that fails.
+      ValueError: no plate over the records (or one with ``subsample_size``), a ``numpyro.param`` site
+        (it would stay at its initial value), a discrete latent site, a latent site inside the plate over
+        the records (a per-record latent variable), a latent site whose support depends on other latent
+        sites, no observed site, an observed or factor site outside the plate over the records, an
+        observed value that is not one row per record (data passed as a keyword argument), or a model
+        that fails.
     """
     try:
         tr = _trace(model, _dummy(data, _PLATE_PROBE), model_kwargs)
@@ -61,6 +62,11 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
             raise ValueError(f"the plate {name!r} over the records has subsample_size={tr[name]['args'][1]}: dpvi "
                              "does its own Poisson subsampling (sampling_rate), on which the privacy accounting "
                              "rests; remove subsample_size from the plate")
+    params = [name for name, s in tr.items() if s["type"] == "param"]
+    if params:
+        raise ValueError(f"the model has numpyro.param sites {params}: dpvi fits only latent sample sites, so a param "
+                         "would silently stay at its initial value; give it a prior and make it a sample site, e.g. "
+                         "numpyro.sample('s', dist.HalfNormal(1.0))")
     observed = [name for name, s in tr.items() if s["type"] == "sample" and s["is_observed"]]
     if not observed:
         raise ValueError("the model has no observed site: condition a sample site on the data with obs=...")
