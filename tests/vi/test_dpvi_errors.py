@@ -167,3 +167,15 @@ def test_model_that_fails_on_the_data_shapes():
 
     with pytest.raises(ValueError, match="the model failed .*RuntimeError: boom"):
         dpvi(broken, *_data(), **KW)
+
+
+def test_improper_prior_gets_a_hint_not_a_bare_not_implemented_error():
+    # the message was "the model failed ...: NotImplementedError: " with nothing after it
+    def improper(X, y):
+        w = numpyro.sample("w", dist.ImproperUniform(dist.constraints.real_vector, (), (X.shape[1],)))
+        with numpyro.plate("records", X.shape[0]):
+            numpyro.sample("y", dist.Bernoulli(logits=X @ w), obs=y)
+
+    with pytest.raises(ValueError, match="NotImplementedError; a latent site whose distribution cannot be sampled "
+                                         r"\(an improper prior such as ImproperUniform\)"):
+        dpvi(improper, *_data(), **KW)

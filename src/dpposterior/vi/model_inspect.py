@@ -53,8 +53,12 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
         other = _trace(model, _dummy(data, _PLATE_PROBE), model_kwargs, seed=1)  # to find supports that vary
         resized = _trace(model, _dummy(data, _PLATE_PROBE_OTHER), model_kwargs)
     except Exception as e:  # the user's model failed on data of the given shapes
+        hint = ("; a latent site whose distribution cannot be sampled (an improper prior such as ImproperUniform) "
+                "is not supported: dpvi draws its initial value from the prior, give it a proper one"
+                if isinstance(e, NotImplementedError) else "")
+        what = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
         raise ValueError(f"the model failed when run on data of shapes {[tuple(a.shape) for a in data]}: "
-                         f"{type(e).__name__}: {e}") from e
+                         f"{what}{hint}") from e
     record_plates = {name for name, s in tr.items() if s["type"] == "plate" and s["args"][0] == _PLATE_PROBE
                      and name in resized and resized[name]["args"][0] == _PLATE_PROBE_OTHER}
     for name in record_plates:
