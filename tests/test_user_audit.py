@@ -133,6 +133,28 @@ def test_predictive_with_a_model_lacking_the_posterior_sites_is_refused():
     _raises(lambda: _posterior().predictive(0, other, X[:3, 0], num_samples=5), ValueError, "'theta'", "'mu'")
 
 
+def test_predictive_refuses_an_extra_global_latent_inside_a_non_record_plate():
+    def with_groups(x):
+        theta = numpyro.sample("theta", dist.Normal(0.0, 1.0).expand([2]).to_event(1))
+        with numpyro.plate("groups", 2):
+            b = numpyro.sample("b", dist.Normal(0.0, 100.0))
+        with numpyro.plate("records", x.shape[0]):
+            z = numpyro.sample("z", dist.Normal(0.0, 0.1))  # a per-record latent: predicted, allowed
+            numpyro.sample("x", dist.Normal(theta[0] + b[0] + z, 1.0))
+
+    # before: only latents outside every plate counted as global, so 'b' was drawn from its prior
+    _raises(lambda: _posterior().predictive(0, with_groups, X[:3, 0], num_samples=5), ValueError, "['b']")
+
+    def with_local(x):
+        theta = numpyro.sample("theta", dist.Normal(0.0, 1.0).expand([2]).to_event(1))
+        with numpyro.plate("records", x.shape[0]):
+            z = numpyro.sample("z", dist.Normal(0.0, 0.1))
+            numpyro.sample("x", dist.Normal(theta[0] + z, 1.0))
+
+    out = _posterior().predictive(0, with_local, X[:3, 0], num_samples=5)
+    assert set(out) == {"x", "z"} and out["x"].shape == (5, 3)
+
+
 def test_predictive_with_the_fitted_model_still_works():
     def model(x):
         theta = numpyro.sample("theta", dist.Normal(0.0, 1.0).expand([2]).to_event(1))

@@ -188,12 +188,28 @@ def _check_predictive_model(model: Callable, layout: ParamLayout, samples: dict[
     from numpyro import handlers
 
     one = {k: v[0] for k, v in samples.items()}
-    tr = handlers.trace(handlers.substitute(handlers.seed(model, rng_seed=0), data=one)).get_trace(
-        *new_data, **model_kwargs)
+
+    def trace(*args):
+        return handlers.trace(handlers.substitute(handlers.seed(model, rng_seed=0), data=one)).get_trace(
+            *args, **model_kwargs)
+
+    tr = trace(*new_data)
+    # The plates over the new records are those whose size doubles with the records (new_data is public
+    # input); a latent site in another plate (features, groups) is global, not a per-record latent.
+    doubled = tuple(jnp.concatenate([a, a]) if np.ndim(a) >= 1 else a for a in new_data)
+    try:
+        tr2 = trace(*doubled) if any(np.ndim(a) >= 1 for a in new_data) else None
+    except Exception:  # noqa: BLE001 - a model that cannot take twice the records: fall back below
+        tr2 = None
+    if tr2 is None:  # cannot tell: every plate counts as a plate over the records (the old rule)
+        record_plates = {name for name, s in tr.items() if s["type"] == "plate"}
+    else:
+        record_plates = {name for name, s in tr.items() if s["type"] == "plate" and name in tr2
+                         and tr2[name]["args"][0] == 2 * s["args"][0]}
     sites = {name for name, s in tr.items() if s["type"] == "sample"}
     missing = [name for name in layout.names if name not in sites]
     extra = [name for name, s in tr.items() if s["type"] == "sample" and not s["is_observed"]
-             and name not in samples and not s["cond_indep_stack"]]
+             and name not in samples and not any(f.name in record_plates for f in s["cond_indep_stack"])]
     if missing or extra:
         raise ValueError(f"the model does not match this posterior: it lacks the posterior's latent sites "
                          f"{missing} and has global latent sites {extra} that the posterior does not hold (they "
