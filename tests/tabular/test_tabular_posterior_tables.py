@@ -27,3 +27,28 @@ def test_draws_posterior_table_matches_its_draws():
     with pytest.raises(ValueError, match="prob must lie in"):
         post.summary_table(prob=1.0)
 
+
+
+def test_draws_posterior_predictive_checks_the_model_like_posterior():
+    # DrawsPosterior.predictive had no model check: a model with other latent names had them drawn
+    # from their prior and returned as "predictions"
+    import numpyro
+    import numpyro.distributions as dist
+
+    from dpposterior.models import linear_regression
+
+    rng = np.random.default_rng(0)
+    draws = np.c_[rng.normal(-1.0, 0.1, 200), rng.normal([0.5, -2.0, 1.0], 0.2, (200, 3))]
+    post = DrawsPosterior(layout=regression_layout(2), draws=draws, privacy=PRIVACY, method="gibbs_ss_noisy")
+    X_new = rng.normal(size=(4, 2)).astype(np.float32)
+    out = post.predictive(0, linear_regression, X_new, num_samples=7)
+    assert set(out) == {"y"} and out["y"].shape == (7, 4)
+
+    def other(X, y=None):
+        beta = numpyro.sample("beta", dist.Normal(0.0, 10.0).expand([3]).to_event(1))
+        with numpyro.plate("records", X.shape[0]):
+            numpyro.sample("y", dist.Normal(X @ beta[:2], 1.0), obs=y)
+
+    with pytest.raises(ValueError, match=r"lacks the posterior's latent sites \['sigma2', 'w'\] and has global "
+                                         r"latent sites \['beta'\]"):
+        post.predictive(0, other, X_new, num_samples=7)

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..noise_aware.posterior import _check_num, _key, _summary_table
+from ..noise_aware.posterior import _check_num, _check_predictive_model, _key, _summary_table
 from ..privacy.spent import PrivacySpent
 from ..vi.layout import ParamLayout
 
@@ -106,11 +106,17 @@ class DrawsPosterior:
 
     def predictive(self, key: Any, model: Callable, *new_data: Any, num_samples: int = 1000,
                    **model_kwargs: Any) -> dict[str, jax.Array]:
-        """Posterior predictive draws of the model's observed sites at public ``new_data``."""
+        """Posterior predictive draws of the model's observed sites at public ``new_data``.
+
+        Raises:
+          ValueError: ``model`` lacks a latent site of this posterior, or has a global latent site that
+            the posterior does not hold (not the model that was fitted), as :meth:`Posterior.predictive`.
+        """
         from numpyro.infer import Predictive
 
         k1, k2 = jax.random.split(_key(key))
         samples = self.sample(k1, num_samples)
+        _check_predictive_model(model, self.layout, samples, new_data, model_kwargs)
         out = Predictive(model, posterior_samples=samples, return_sites=None)(k2, *new_data, **model_kwargs)
         return {k: v for k, v in out.items() if k not in samples}
 
