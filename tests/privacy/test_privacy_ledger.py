@@ -125,3 +125,8 @@ def test_save_and_load(tmp_path):
         Ledger.load(tmp_path / "broken.json")
     with pytest.raises(FileNotFoundError, match="does not exist"):
         Ledger.load(tmp_path / "none.json")
+    # saving to a folder was an IsADirectoryError about a hidden temporary file
+    with pytest.raises(ValueError, match="is a folder, not a file"):
+        ledger.save(tmp_path)
+    with pytest.raises(ValueError, match="is a file, not a folder"):
+        ledger.save(tmp_path / "ledger.json" / "inner.json")

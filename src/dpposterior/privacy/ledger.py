@@ -35,7 +35,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .._checks import check_delta, check_positive
+from .._checks import check_delta, check_output_file, check_positive
 from .spent import PrivacySpent
 
 #: mechanisms the ledger composes exactly as Gaussian events.
@@ -112,9 +112,15 @@ class Ledger:
                 "entries": [{"label": e.label, "privacy": e.privacy.to_dict()} for e in self._entries]}
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Writes the entries as JSON (atomically), so later runs on the same data can add to them."""
+        """Writes the entries as JSON (atomically), so later runs on the same data can add to them.
+
+        Raises:
+          TypeError: ``path`` is not a str or os.PathLike.
+          ValueError: ``path`` is a folder, or its folder cannot be created or written.
+        """
         from .._io import write_bytes_atomic
 
+        path = check_output_file(path, "path")
         return write_bytes_atomic(path, (json.dumps(self.to_dict(), indent=1) + "\n").encode("utf-8"))
 
     @classmethod
