@@ -3,12 +3,38 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = ROOT / "benchmarks"
+
+#: JAX's persistent compilation cache for the test run. Most of the suite's time is XLA compilation of
+#: tiny programs, and many are compiled again and again: the same cell program by the two xdist workers,
+#: NumPyro's NUTS on every call, the CLI tests' subprocesses. The cache is keyed by the program, the JAX
+#: version and the XLA flags, so a hit is the same executable; ``make clean`` removes it. The size cap
+#: turns on JAX's file lock, so the workers never read an entry another is still writing. Set before JAX
+#: is imported (and in the environment, for subprocesses); a caller's own settings win.
+JAX_CACHE_SETTINGS = {
+    "JAX_COMPILATION_CACHE_DIR": str(ROOT / ".pytest_cache" / "jax-compilation-cache"),
+    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0.2",
+    "JAX_COMPILATION_CACHE_MAX_SIZE": str(2 * 2**30),
+}
+if importlib.util.find_spec("filelock") is None:  # JAX's lock needs it (a dev dependency): no cache without it
+    JAX_CACHE_SETTINGS["JAX_COMPILATION_CACHE_DIR"] = ""
+for _name, _value in JAX_CACHE_SETTINGS.items():
+    os.environ.setdefault(_name, _value)
+if "jax" in sys.modules and os.environ["JAX_COMPILATION_CACHE_DIR"]:  # JAX imported first: flags already read
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
+    jax.config.update("jax_persistent_cache_min_compile_time_secs",
+                      float(os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]))
+    jax.config.update("jax_compilation_cache_max_size", int(os.environ["JAX_COMPILATION_CACHE_MAX_SIZE"]))
 
 
 def load_benchmark(name: str) -> ModuleType:

@@ -7,6 +7,7 @@ deliberately wrong input and asserts that the check fails.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 
 import jax
@@ -378,6 +379,43 @@ def test_release_contents_privacy_and_round_trip(tmp_path):
     back = DPSGDTrace.load(path, unravel=tr.unravel)
     assert back == tr and back.privacy == tr.privacy
     assert DPSGDTrace.load(path) == tr  # unravel is not part of equality
+
+    # the file is checked: truncated, modified, or rewritten with wrong fields, it is an error naming it
+    raw = path.read_bytes()
+    (tmp_path / "cut.npz").write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(ValueError, match="cut.npz is not a readable DP-SGD trace file"):
+        DPSGDTrace.load(tmp_path / "cut.npz")
+    flipped = bytearray(raw)
+    flipped[raw.index(tr.grads.tobytes()[:16]) + 5] ^= 0xFF  # a byte inside the grads array
+    (tmp_path / "flip.npz").write_bytes(bytes(flipped))
+    with pytest.raises(ValueError, match="flip.npz is not a readable DP-SGD trace file.*CRC"):
+        DPSGDTrace.load(tmp_path / "flip.npz")  # the zip's CRC; the checksum catches a consistent rewrite
+    from dpposterior._io import write_checked_npz
+
+    arrays = {n: getattr(tr, n) for n in ("params", "grads", "final_params", "learning_rate", "beta")}
+    with np.load(path) as z:
+        meta, checksum = json.loads(z["metadata"].tobytes()), z["checksum"]
+    write_checked_npz(tmp_path / "swap.npz", {**arrays, "grads": tr.grads[::-1].copy()}, json.dumps(meta))
+    with np.load(tmp_path / "swap.npz") as z:
+        swapped = {**z, "checksum": checksum}
+    np.savez(tmp_path / "swap.npz", **swapped)  # an edit that kept the old checksum
+    with pytest.raises(ValueError, match="checksum mismatch"):
+        DPSGDTrace.load(tmp_path / "swap.npz")
+    for change, match in [({"num_steps": 11}, r"params must have shape \(num_steps=11"),
+                          ({"clip": -1.0}, "need clip > 0"), ({"version": 2}, "format version 2"),
+                          ({"privacy": None}, "invalid DP-SGD trace contents")]:
+        write_checked_npz(tmp_path / "bad.npz", arrays, json.dumps({**meta, **change}))
+        with pytest.raises(ValueError, match=match):
+            DPSGDTrace.load(tmp_path / "bad.npz")
+    write_checked_npz(tmp_path / "nan.npz", {**arrays, "grads": np.full_like(tr.grads, np.nan)}, json.dumps(meta))
+    with pytest.raises(ValueError, match="'grads' contains NaN"):
+        DPSGDTrace.load(tmp_path / "nan.npz")
+    with pytest.raises(ValueError, match="is a folder"):
+        tr.save(tmp_path)
+    # a file of the first format (no checksum, a "meta" entry) still loads
+    legacy = {k: v for k, v in meta.items() if k not in ("format", "version")}
+    np.savez(tmp_path / "old.npz", **arrays, meta=np.array(json.dumps(legacy)))
+    assert DPSGDTrace.load(tmp_path / "old.npz") == tr
 
 
 def test_progress_bar_runs(capsys):

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
+from .._checks import check_output_file
+from .._io import read_checked_npz, write_checked_npz
 from ..privacy import PrivacySpent
 
 _ARRAYS = ("params", "grads", "final_params", "learning_rate", "beta")
 _SCALARS = ("clip", "noise_multiplier", "sampling_rate", "num_steps", "num_records")
+FORMAT = "dpposterior.DPSGDTrace"
+FORMAT_VERSION = 1
 
 
 def _frozen(x: Any) -> np.ndarray:
@@ -86,20 +92,103 @@ class DPSGDTrace:
 
         return self.unravel(jnp.asarray(flat))
 
-    def save(self, path: str | os.PathLike) -> None:
-        """Writes the release to an ``.npz`` file (arrays, scalars and the privacy record)."""
-        meta = {n: getattr(self, n) for n in _SCALARS}
-        meta["privacy"] = self.privacy.to_dict()
-        with open(path, "wb") as f:
-            np.savez(f, **{n: getattr(self, n) for n in _ARRAYS}, meta=np.array(json.dumps(meta)))
+    def save(self, path: str | os.PathLike) -> Path:
+        """Writes the release to one ``.npz`` file (arrays, scalars, the privacy record and a SHA-256
+        checksum), atomically: a reader never sees a partial file.
+
+        Raises:
+          TypeError: ``path`` is not a str or os.PathLike.
+          ValueError: ``path`` is a folder, or its folder cannot be created or written.
+        """
+        path = check_output_file(path, "path")
+        meta = {"format": FORMAT, "version": FORMAT_VERSION, **{n: getattr(self, n) for n in _SCALARS},
+                "privacy": self.privacy.to_dict()}
+        write_checked_npz(path, {n: getattr(self, n) for n in _ARRAYS}, json.dumps(meta, sort_keys=True),
+                          compress=False)
+        return path
 
     @classmethod
     def load(cls, path: str | os.PathLike, unravel: Callable[[Any], Any] | None = None) -> "DPSGDTrace":
-        """Reads a release written by :meth:`save`; ``unravel`` may be supplied again."""
-        with np.load(path, allow_pickle=False) as z:
-            arrays = {n: z[n] for n in _ARRAYS}
-            meta = json.loads(str(z["meta"]))
-        privacy = PrivacySpent.from_dict(meta.pop("privacy"))
-        return cls(**arrays, clip=float(meta["clip"]), noise_multiplier=float(meta["noise_multiplier"]),
-                   sampling_rate=float(meta["sampling_rate"]), num_steps=int(meta["num_steps"]),
-                   num_records=int(meta["num_records"]), privacy=privacy, unravel=unravel)
+        """Reads a release written by :meth:`save`; ``unravel`` may be supplied again.
+
+        Files of dpposterior before 2026-12-01 (no checksum, a ``meta`` entry) are read too, with the
+        same field checks.
+
+        Raises:
+          FileNotFoundError: no such file.
+          ValueError: the file is truncated, corrupted or tampered with (checksum or field checks), or of
+            an unknown format version.
+        """
+        path = Path(path)
+        legacy = _is_legacy(path)
+        if legacy:
+            with np.load(path, allow_pickle=False) as z:
+                arrays = {n: z[n] for n in _ARRAYS if n in z.files}
+                meta_text = str(z["meta"])
+        else:
+            meta_text, arrays = read_checked_npz(path, _ARRAYS, "DP-SGD trace")
+        try:
+            meta = json.loads(meta_text)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: unreadable metadata: {e}") from e
+        if not isinstance(meta, dict):
+            raise ValueError(f"{path}: unreadable metadata: expected a JSON object, got {type(meta).__name__}")
+        if not legacy:
+            if meta.get("format") != FORMAT:
+                raise ValueError(f"{path}: not a DP-SGD trace (format {meta.get('format')!r})")
+            if meta.get("version") != FORMAT_VERSION:
+                raise ValueError(f"{path}: DP-SGD trace format version {meta.get('version')!r} is not "
+                                 f"supported by this dpposterior (reads version {FORMAT_VERSION})")
+        try:
+            _check_loaded(meta, arrays)
+            return cls(**arrays, clip=float(meta["clip"]), noise_multiplier=float(meta["noise_multiplier"]),
+                       sampling_rate=float(meta["sampling_rate"]), num_steps=int(meta["num_steps"]),
+                       num_records=int(meta["num_records"]), privacy=PrivacySpent.from_dict(meta["privacy"]),
+                       unravel=unravel)
+        except (KeyError, TypeError, ValueError) as e:
+            what = f"missing field {e}" if isinstance(e, KeyError) else str(e)
+            raise ValueError(f"{path}: invalid DP-SGD trace contents: {what}") from e
+
+
+def _is_legacy(path: Path) -> bool:
+    """Whether ``path`` is a trace file of the first format (a ``meta`` entry, no checksum)."""
+    if not path.exists():
+        raise FileNotFoundError(f"no such DP-SGD trace file: {path}")
+    try:
+        with open(path, "rb") as f, np.load(f, allow_pickle=False) as z:  # reads the zip directory only
+            return "meta" in z.files and "checksum" not in z.files
+    except Exception:  # noqa: BLE001 - unreadable: read_checked_npz names the problem
+        return False
+
+
+def _check_loaded(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+    """Checks a loaded trace's fields: all present, real finite arrays of consistent shapes, valid scalars."""
+    missing = [k for k in _ARRAYS if k not in arrays] + [k for k in _SCALARS + ("privacy",) if k not in meta]
+    if missing:
+        raise ValueError(f"the file lacks {missing}")
+    for name, a in arrays.items():
+        if a.dtype.kind not in "fiu":
+            raise ValueError(f"array {name!r} must hold real numbers, got dtype {a.dtype}")
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f"array {name!r} contains NaN or inf")
+    for name, low in (("num_steps", 1), ("num_records", 1)):
+        v = meta[name]
+        if isinstance(v, bool) or not isinstance(v, int) or v < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
+    for name in ("clip", "noise_multiplier", "sampling_rate"):
+        v = meta[name]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ValueError(f"{name} must be a finite number, got {v!r}")
+    if meta["clip"] <= 0 or meta["noise_multiplier"] < 0 or not 0 < meta["sampling_rate"] <= 1:
+        raise ValueError(f"need clip > 0, noise_multiplier >= 0 and sampling_rate in (0, 1], got "
+                         f"{meta['clip']!r}, {meta['noise_multiplier']!r}, {meta['sampling_rate']!r}")
+    d = arrays["final_params"].shape
+    if len(d) != 1:
+        raise ValueError(f"final_params must be a vector (d,), got shape {d}")
+    for name in ("params", "grads"):
+        if arrays[name].shape != (meta["num_steps"],) + d:
+            raise ValueError(f"{name} must have shape (num_steps={meta['num_steps']}, d={d[0]}), got "
+                             f"{arrays[name].shape}")
+    for name in ("learning_rate", "beta"):
+        if arrays[name].shape != d:
+            raise ValueError(f"{name} must have shape (d={d[0]},), got {arrays[name].shape}")
