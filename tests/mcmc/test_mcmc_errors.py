@@ -133,3 +133,18 @@ def test_bad_accounting_arguments():
         mcmc.run_chain(kernel, np.zeros(1), 5, rng_key=0, total_delta=1.5)
     with pytest.raises(ValueError, match="accountant"):
         mcmc.run_chain(kernel, np.zeros(1), 5, rng_key=0, accountant="optimal")
+
+
+def test_non_scalar_energy_or_log_prior_is_refused():
+    # a log prior of shape (dim,) used to accept each coordinate separately, and an energy of shape (1,)
+    # broadcast a minibatch's records against each other (TunaMH): both ran silently
+    for kw, match in ((dict(log_prior_fn=lambda th: -0.5 * th**2), "log_prior_fn must return a scalar"),
+                      (dict(energy_fn=lambda th, r: 0.5 * (r - th[:1]) ** 2), "energy_fn must return a scalar")):
+        args = dict(energy_fn=energy, log_prior_fn=log_prior)
+        args.update(kw)
+        m = mcmc.energy_model(args["energy_fn"], X, log_prior_fn=args["log_prior_fn"], bound_constants=np.abs(X) + 2.0)
+        kernel = mcmc.tuna_mh_kernel(m, mcmc.random_walk(0.1))
+        with pytest.raises(ValueError, match=match + r".*shape \(2,\)"):
+            mcmc.run_chain(kernel, np.zeros(2), 3, rng_key=0)
+        with pytest.raises(ValueError, match=match):
+            kernel.init(np.zeros(2))
