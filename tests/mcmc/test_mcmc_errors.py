@@ -148,3 +148,23 @@ def test_non_scalar_energy_or_log_prior_is_refused():
             mcmc.run_chain(kernel, np.zeros(2), 3, rng_key=0)
         with pytest.raises(ValueError, match=match):
             kernel.init(np.zeros(2))
+
+
+@pytest.mark.parametrize("epsilon,delta,match", [
+    (5e-324, 1e-5, "overflows"), (0.5, 5e-324, "overflows"),        # were ZeroDivisionError / an inf sigma
+    (1e-300, 1e-5, "sigma2"), (0.5, 1e-300, "delta"),                # beyond float32: inf or 0 in the step
+])
+def test_subnormal_or_tiny_privacy_parameters_are_refused(epsilon, delta, match):
+    with pytest.raises(ValueError, match=match):
+        mcmc.dp_fast_mh_constants(epsilon, delta, total_bound=10.0, max_bound=1.0, batch_cap=100.0)
+    with pytest.raises(ValueError, match=match if match == "overflows" else "float32"):
+        mcmc.dp_fast_mh_kernel(model(), mcmc.random_walk(0.1), epsilon=epsilon, delta=delta, batch_cap=100.0)
+
+
+def test_penalty_noise_beyond_float32_is_refused():
+    # the penalty kernel computed in float32 with an inf noise multiplier (numpy overflow warning), and
+    # a subnormal epsilon failed only at run_chain, blaming a noise_multiplier the user never gave
+    with pytest.raises(ValueError, match="noise_multiplier.*float32"):
+        mcmc.penalty_kernel(model(), mcmc.random_walk(0.1), noise_multiplier=1e40)
+    with pytest.raises(ValueError, match="epsilon=5e-324"):
+        mcmc.penalty_kernel(model(), mcmc.random_walk(0.1), epsilon=5e-324, delta=1e-5)

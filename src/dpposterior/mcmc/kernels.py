@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import check_positive, check_positive_int
+from .._checks import check_float32_positive, check_positive, check_positive_int
 from ..privacy.secure import poisson
 from .accounting import FastMHConstants, classic_noise_multiplier, dp_fast_mh_constants
 from .model import EnergyModel, Proposal
@@ -493,6 +493,7 @@ def penalty_kernel(model: EnergyModel, proposal: Proposal, *, epsilon: float | N
             raise ValueError("private=True needs per-iteration epsilon and delta, or a noise_multiplier")
         else:
             sigma = classic_noise_multiplier(epsilon, delta)
+        check_float32_positive(sigma, "noise_multiplier")   # the step computes in float32
     config = PenaltyConfig(private=bool(private), noise_multiplier=sigma if private else None,
                            epsilon=None if epsilon is None else float(epsilon),
                            delta=None if delta is None else float(delta))
