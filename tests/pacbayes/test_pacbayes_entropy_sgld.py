@@ -96,6 +96,8 @@ def test_invalid_params_raise():
         es.init(jnp.zeros((2, 2)))
     with pytest.raises(ValueError, match="epsilon"):
         es.beta_for_epsilon(0.0, 4.0, 10.0, 100)
+    with pytest.raises(ValueError, match="underflows"):   # was beta = 0.0, which EntropySGLDParams refuses
+        es.beta_for_epsilon(1e-300, 4.0, 1e300, 1)
 
 
 # ------------------------------------------------------------------------------------------------
