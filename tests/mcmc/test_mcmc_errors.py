@@ -133,3 +133,38 @@ def test_bad_accounting_arguments():
         mcmc.run_chain(kernel, np.zeros(1), 5, rng_key=0, total_delta=1.5)
     with pytest.raises(ValueError, match="accountant"):
         mcmc.run_chain(kernel, np.zeros(1), 5, rng_key=0, accountant="optimal")
+
+
+def test_non_scalar_energy_or_log_prior_is_refused():
+    # a log prior of shape (dim,) used to accept each coordinate separately, and an energy of shape (1,)
+    # broadcast a minibatch's records against each other (TunaMH): both ran silently
+    for kw, match in ((dict(log_prior_fn=lambda th: -0.5 * th**2), "log_prior_fn must return a scalar"),
+                      (dict(energy_fn=lambda th, r: 0.5 * (r - th[:1]) ** 2), "energy_fn must return a scalar")):
+        args = dict(energy_fn=energy, log_prior_fn=log_prior)
+        args.update(kw)
+        m = mcmc.energy_model(args["energy_fn"], X, log_prior_fn=args["log_prior_fn"], bound_constants=np.abs(X) + 2.0)
+        kernel = mcmc.tuna_mh_kernel(m, mcmc.random_walk(0.1))
+        with pytest.raises(ValueError, match=match + r".*shape \(2,\)"):
+            mcmc.run_chain(kernel, np.zeros(2), 3, rng_key=0)
+        with pytest.raises(ValueError, match=match):
+            kernel.init(np.zeros(2))
+
+
+@pytest.mark.parametrize("epsilon,delta,match", [
+    (5e-324, 1e-5, "overflows"), (0.5, 5e-324, "overflows"),        # were ZeroDivisionError / an inf sigma
+    (1e-300, 1e-5, "sigma2"), (0.5, 1e-300, "delta"),                # beyond float32: inf or 0 in the step
+])
+def test_subnormal_or_tiny_privacy_parameters_are_refused(epsilon, delta, match):
+    with pytest.raises(ValueError, match=match):
+        mcmc.dp_fast_mh_constants(epsilon, delta, total_bound=10.0, max_bound=1.0, batch_cap=100.0)
+    with pytest.raises(ValueError, match=match if match == "overflows" else "float32"):
+        mcmc.dp_fast_mh_kernel(model(), mcmc.random_walk(0.1), epsilon=epsilon, delta=delta, batch_cap=100.0)
+
+
+def test_penalty_noise_beyond_float32_is_refused():
+    # the penalty kernel computed in float32 with an inf noise multiplier (numpy overflow warning), and
+    # a subnormal epsilon failed only at run_chain, blaming a noise_multiplier the user never gave
+    with pytest.raises(ValueError, match="noise_multiplier.*float32"):
+        mcmc.penalty_kernel(model(), mcmc.random_walk(0.1), noise_multiplier=1e40)
+    with pytest.raises(ValueError, match="epsilon=5e-324"):
+        mcmc.penalty_kernel(model(), mcmc.random_walk(0.1), epsilon=5e-324, delta=1e-5)

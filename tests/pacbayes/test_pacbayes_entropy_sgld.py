@@ -96,6 +96,8 @@ def test_invalid_params_raise():
         es.init(jnp.zeros((2, 2)))
     with pytest.raises(ValueError, match="epsilon"):
         es.beta_for_epsilon(0.0, 4.0, 10.0, 100)
+    with pytest.raises(ValueError, match="underflows"):   # was beta = 0.0, which EntropySGLDParams refuses
+        es.beta_for_epsilon(1e-300, 4.0, 1e300, 1)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -190,3 +192,14 @@ def test_secure_run_reads_its_noise_from_os_urandom(monkeypatch):
     # each a fresh OS read of at least 4 bytes per value
     n_params = flat.size
     assert len(calls) >= 3 * 5 and sum(calls) >= 3 * 4 * (3 * n_params)
+
+
+def test_certify_with_a_huge_prior_epsilon_is_a_value_error():
+    # eps**2 raised a bare OverflowError for a (pure, finite) prior epsilon of 1e200
+    from dpposterior.privacy.spent import PrivacySpent
+    rec = PrivacySpent(epsilon=1e200, delta=0.0, neighbouring="replace_one", accountant="exponential_mechanism",
+                       mechanism="test", noise_multiplier=None, sampling_rate=1.0, num_steps=1, seeded_by="os")
+    with pytest.raises(ValueError, match="overflows the float range"):
+        pb.certify(np.full(10, 0.1), 1.0, 100, delta=0.05, delta_mc=0.01, prior_privacy=rec)
+    with pytest.raises(ValueError, match="overflows the float range"):   # the same as the bound function says
+        pb.dp_prior_pacbayes_bound(0.1, 1.0, 100, 0.05, 1e200)

@@ -130,8 +130,21 @@ def test_reproduce_cli_refuses_a_file_as_folder_before_computing(tmp_path, capsy
     assert f"{flag} '{afile}' is a file, not a folder" in capsys.readouterr().err
     assert not (tmp_path / "w").exists() and not (tmp_path / "o").exists()  # nothing was computed
     for seed in ("-1", str(2**32)):
-        assert main(["reproduce", "pacbayes", "--quick", "--out", str(tmp_path / "o"), "--seed", seed]) == 2
+        assert main(["reproduce", "na-dpvi", "--quick", "--work", str(tmp_path / "w"), "--out", str(tmp_path / "o"),
+                     "--seed", seed]) == 2
         assert "--seed must be an integer in [0, 2**32)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra", [["--report-only"], ["--parts", "adult"], ["--seed", "5"], ["--work", "w"],
+                                   ["--backend", "ray"], ["--address", "auto"]])
+def test_reproduce_cli_refuses_na_dpvi_options_for_the_other_experiments(tmp_path, capsys, extra):
+    # were silently ignored: pacbayes --report-only computed everything, --seed changed no key
+    from dpposterior.cli import main
+
+    for experiment in ("pacbayes", "dp-dropout", "dp-fast-mh"):
+        assert main(["reproduce", experiment, "--quick", "--out", str(tmp_path / "o"), *extra]) == 2
+        assert f"{extra[0]} applies to na-dpvi only" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()   # nothing was computed
 
 
 def test_adult_records_that_are_corrupted_are_a_clear_error(tmp_path):

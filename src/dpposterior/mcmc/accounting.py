@@ -26,7 +26,8 @@ from typing import Literal
 import numpy as np
 from scipy.special import gammaln, logsumexp
 
-from .._checks import check_delta, check_epsilon, check_positive, check_positive_int, check_real
+from .._checks import (check_delta, check_epsilon, check_float32_positive, check_positive, check_positive_int,
+                       check_real)
 from ..privacy import advanced_composition, analytic_gaussian_sigma, dpsgd_epsilon
 from ..privacy.dpsgd_accounting import calibrate_noise_multiplier
 from ..privacy.gaussian import _analytic_gaussian_delta
@@ -46,7 +47,11 @@ def classic_noise_multiplier(epsilon: float, delta: float) -> float:
     if eps >= 1.0:
         raise ValueError(f"per-iteration epsilon must be < 1 (the classic Gaussian mechanism calibration the DP MH "
                          f"papers use holds only for epsilon < 1), got {epsilon!r}")
-    return math.sqrt(2.0 * math.log(1.25 / d)) / eps
+    sigma = math.sqrt(2.0 * math.log(1.25 / d)) / eps
+    if not math.isfinite(sigma):
+        raise ValueError(f"sigma = sqrt(2 ln(1.25/delta)) / epsilon overflows the float range for epsilon={epsilon!r}, "
+                         f"delta={delta!r}: epsilon or delta is far too small for any useful chain")
+    return sigma
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,21 +96,27 @@ def dp_fast_mh_constants(epsilon: float, delta: float, *, total_bound: float, ma
       lam: lambda > 0 (10 in the authors' runs).
 
     Raises:
-      ValueError: invalid arguments, or delta' = delta C / (2 K c_max) >= 1 (the minibatch branch's
-        Gaussian mechanism is then undefined: raise K or lower delta).
+      ValueError: invalid arguments, delta' = delta C / (2 K c_max) >= 1 (the minibatch branch's
+        Gaussian mechanism is then undefined: raise K or lower delta), or epsilon, delta, epsilon',
+        delta', sigma1 or sigma2 outside the positive normal float32 range (the kernel computes in
+        float32, where they would become 0 or inf).
     """
-    sigma2 = classic_noise_multiplier(epsilon, delta)
+    sigma2 = check_float32_positive(classic_noise_multiplier(epsilon, delta), "sigma2 = sqrt(2 ln(1.25/delta)) / epsilon")
     big_c = check_positive(total_bound, "total_bound")
     c_max = check_positive(max_bound, "max_bound")
     k = check_positive(batch_cap, "batch_cap")
     lam = check_positive(lam, "lam")
-    eps_p = epsilon * big_c / (6.0 * k * c_max)
+    check_float32_positive(float(epsilon), "epsilon")
+    check_float32_positive(float(delta), "delta")
+    eps_p = check_float32_positive(epsilon * big_c / (6.0 * k * c_max), "epsilon' = epsilon C / (6 K c_max)")
     delta_p = delta * big_c / (2.0 * k * c_max)
     if not delta_p < 1.0:
         raise ValueError(f"delta' = delta C / (2 K c_max) = {delta_p:.4g} must be < 1 for the minibatch branch's "
                          f"Gaussian mechanism (delta={delta}, C={big_c:.4g}, K={k}, c_max={c_max:.4g}); raise "
                          "batch_cap or lower delta")
-    sigma1 = math.sqrt(2.0 * math.log(1.25 / delta_p)) / eps_p
+    check_float32_positive(delta_p, "delta' = delta C / (2 K c_max)")
+    sigma1 = check_float32_positive(math.sqrt(2.0 * math.log(1.25 / delta_p)) / eps_p,
+                                    "sigma1 = sqrt(2 ln(1.25/delta')) / epsilon'")
     return FastMHConstants(epsilon=float(epsilon), delta=float(delta), epsilon_prime=eps_p, delta_prime=delta_p,
                            sigma1=sigma1, sigma2=sigma2, batch_cap=k, lam=lam, total_bound=big_c, max_bound=c_max)
 

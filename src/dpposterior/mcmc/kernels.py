@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import check_positive, check_positive_int
+from .._checks import check_float32_positive, check_positive, check_positive_int
 from ..privacy.secure import poisson
 from .accounting import FastMHConstants, classic_noise_multiplier, dp_fast_mh_constants
 from .model import EnergyModel, Proposal
@@ -221,9 +221,27 @@ def check_positions(model: EnergyModel, positions: Any) -> np.ndarray:
     return pos
 
 
+def check_model_outputs(model: EnergyModel, dim: int) -> None:
+    """Refuses an ``energy_fn`` or ``log_prior_fn`` that does not return a scalar at a position of shape (dim,).
+
+    A non-scalar result would broadcast silently in the acceptance test (a log prior of shape (dim,)
+    accepts each coordinate separately; an energy of shape (1,) mixes the records of a minibatch).
+    Only shapes are traced (``jax.eval_shape``): nothing is evaluated on the data.
+    """
+    theta = jax.ShapeDtypeStruct((dim,), jnp.float32)
+    record = jax.tree.map(lambda a: jax.ShapeDtypeStruct(jnp.shape(a)[1:], jnp.result_type(a)), model.data)
+    for name, out in (("log_prior_fn", jax.eval_shape(model.log_prior_fn, theta)),
+                      ("energy_fn", jax.eval_shape(model.energy_fn, theta, record))):
+        shape = getattr(out, "shape", None)
+        if shape != ():
+            raise ValueError(f"{name} must return a scalar for a position of shape ({dim},), got "
+                             f"{'shape ' + str(shape) if shape is not None else type(out).__name__}")
+
+
 def init_states(model: EnergyModel, positions: Any) -> MHState:
     """Batched :class:`MHState` (leading chain axis) for positions of shape (num_chains, dim)."""
     theta = jnp.asarray(check_positions(model, positions), jnp.float32)
+    check_model_outputs(model, theta.shape[1])
     lp = jax.jit(jax.vmap(model.log_prior_fn))(theta)
     if not np.all(np.isfinite(np.asarray(lp))):
         raise ValueError("log prior at every initial position must be finite")
@@ -236,6 +254,7 @@ def _make_init(model: EnergyModel) -> Callable[[Array], MHState]:
         if pos.ndim != 1:
             raise ValueError(f"position must be a non-empty 1-D array, got shape {pos.shape}")
         theta = jnp.asarray(check_positions(model, pos[None, :])[0], jnp.float32)
+        check_model_outputs(model, theta.shape[0])
         lp = model.log_prior_fn(theta)
         if not np.isfinite(float(lp)):
             raise ValueError(f"log prior at the initial position must be finite, got {float(lp)}")
@@ -474,6 +493,7 @@ def penalty_kernel(model: EnergyModel, proposal: Proposal, *, epsilon: float | N
             raise ValueError("private=True needs per-iteration epsilon and delta, or a noise_multiplier")
         else:
             sigma = classic_noise_multiplier(epsilon, delta)
+        check_float32_positive(sigma, "noise_multiplier")   # the step computes in float32
     config = PenaltyConfig(private=bool(private), noise_multiplier=sigma if private else None,
                            epsilon=None if epsilon is None else float(epsilon),
                            delta=None if delta is None else float(delta))

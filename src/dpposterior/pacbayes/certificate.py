@@ -28,6 +28,7 @@ from .._checks import check_positive_int
 from ..privacy.spent import PrivacySpent
 from .bounds import _check_m
 from .bounds import _check_nonneg
+from .bounds import _finite_rhs
 from .bounds import gaussian_kl
 from .bounds import mc_kl_rhs
 from .kl import kl_inv_upper
@@ -98,8 +99,8 @@ def certify(empirical_errors, kl_divergence: float, m: int, *, delta: float, del
         finite epsilon). None for a prior chosen without the data.
 
     Raises:
-      ValueError: invalid numbers, delta + delta_mc >= 1, or a prior_privacy that is not pure and
-        finite epsilon-DP.
+      ValueError: invalid numbers, delta + delta_mc >= 1, a prior_privacy that is not pure and
+        finite epsilon-DP, or a kl bound that overflows the float range (e.g. epsilon 1e200).
       TypeError: non-numeric errors (bools, strings), or a prior_privacy that is not a PrivacySpent.
     """
     kl_divergence = _check_nonneg("kl_divergence", kl_divergence)
@@ -144,9 +145,11 @@ def certify(empirical_errors, kl_divergence: float, m: int, *, delta: float, del
             )
         eps = float(prior_privacy.epsilon)
         confidence = 2.0 * math.log(3.0 / delta) / m
-        privacy = 2.0 * max(math.log(3.0 / delta), m * eps**2) / m - confidence
+        # eps * eps (inf if huge), not eps**2 (OverflowError); an infinite bound is refused as dp_prior_kl_rhs does
+        privacy = 2.0 * max(math.log(3.0 / delta), m * eps * eps) / m - confidence
         caveat = str(prior_privacy.detail("caveat", "")) or "prior is epsilon-DP as recorded"
-    rhs = complexity + confidence + privacy
+    rhs = _finite_rhs(complexity + confidence + privacy,
+                      "the kl bound (KL + ln(2 sqrt m) + the confidence and privacy terms) / m")
     bound = float(kl_inv_upper(upper, rhs))
     return PacBayesCertificate(
         bound=bound, empirical_error=estimate, empirical_error_upper=upper, kl_divergence=kl_divergence,

@@ -337,6 +337,9 @@ def beta_for_epsilon(epsilon: float, loss_range: float, tau: float, m: int) -> f
     beta = check_epsilon(epsilon) / unit
     if not math.isfinite(beta):
         raise ValueError(f"beta = epsilon m / (2 L_max tau) overflows for epsilon={epsilon!r}, m={m!r}")
+    if not beta > 0:   # EntropySGLDParams needs beta > 0: an underflow is not returned as 0
+        raise ValueError(f"beta = epsilon m / (2 L_max tau) underflows to 0 for epsilon={epsilon!r}, "
+                         f"loss_range={loss_range!r}, tau={tau!r}, m={m!r}")
     return beta
 
 

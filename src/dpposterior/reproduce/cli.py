@@ -19,11 +19,23 @@ _SINGLE_RUN = {
 def _reproduce(args: argparse.Namespace) -> int:
     from .._checks import check_output_dir, check_seed
 
+    if args.experiment in _SINGLE_RUN:
+        # these options drive the na-dpvi run only; the other experiments would silently ignore them
+        # (--report-only would compute everything, --seed would not change a key)
+        given = [flag for flag, used in (("--work", args.work is not None), ("--backend", args.backend != "local"),
+                                         ("--address", args.address is not None), ("--parts", args.parts is not None),
+                                         ("--report-only", args.report_only), ("--seed", args.seed is not None))
+                 if used]
+        if given:
+            raise ValueError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to na-dpvi only; "
+                             f"reproduce {args.experiment} takes --quick, --out and --no-progress (its seeds are fixed)")
     # checked before hours of computation, so that no result is lost to a bad path at the end
     check_output_dir(args.out, "--out")
     if getattr(args, "work", None) is not None:
         check_output_dir(args.work, "--work")
     check_seed(args.seed, "--seed")
+    if args.seed is None:
+        args.seed = 0
     if args.experiment == "na-dpvi":
         from .na_dpvi import PARTS, run
 
@@ -69,14 +81,14 @@ def add_reproduce_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentPa
     p.add_argument("experiment", choices=EXPERIMENTS, help="which paper's experiments")
     p.add_argument("--quick", action="store_true", help="toy sizes: a smoke test of the pipeline, not results")
     p.add_argument("--work", default=None,
-                   help="folder of the resumable result files (default docs/results/na-dpvi-work, tracked in git "
+                   help="na-dpvi: folder of the resumable result files (default docs/results/na-dpvi-work, tracked in git "
                         "so the report can be rewritten from a fresh clone; with --quick results/na-dpvi-quick)")
     p.add_argument("--out", default="docs/results", help="folder of the report and its figures")
-    p.add_argument("--backend", choices=("local", "ray"), default="local", help="coverage-engine backend")
-    p.add_argument("--address", default=None, help="Ray address (with --backend ray; 'auto' joins a cluster)")
+    p.add_argument("--backend", choices=("local", "ray"), default="local", help="na-dpvi: coverage-engine backend")
+    p.add_argument("--address", default=None, help="na-dpvi: Ray address (with --backend ray; 'auto' joins a cluster)")
     p.add_argument("--parts", nargs="+", choices=("coverage", "adult", "widths"), default=None,
-                   help="run only these parts (default: all)")
-    p.add_argument("--seed", type=int, default=0, help="base seed of the experiment's keys (default 0)")
+                   help="na-dpvi: run only these parts (default: all)")
+    p.add_argument("--seed", type=int, default=None, help="na-dpvi: base seed of the experiment's keys (default 0)")
     p.add_argument("--no-progress", action="store_true", help="hide progress output")
     p.add_argument("--report-only", action="store_true",
                    help="na-dpvi: compute nothing; write the report from the result files in --work, naming "
