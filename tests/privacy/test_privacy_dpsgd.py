@@ -198,7 +198,7 @@ def test_calibration_is_tight_as_well_as_conservative():
     assert dpsgd_epsilon(sigma * 0.995, 1e-5, 0.05, 1000) > 2.0
 
 
-@settings(max_examples=25, deadline=None, derandomize=True, database=None,
+@settings(max_examples=15, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(
     log_eps=st.floats(math.log(0.05), math.log(20.0)),

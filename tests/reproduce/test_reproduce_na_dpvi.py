@@ -75,19 +75,6 @@ def test_quick_reproduction_runs_every_part_and_resumes(tmp_path):
     for m in adult["methods"].values():
         assert 0 <= m["calibration_rmse"] < 1 and m["sharpness"] > 0
     assert adult["privacy_dpvi"]["epsilon"] <= 1.0 and adult["privacy_dpvim"]["epsilon"] <= 1.0
-    # the analysis scripts' helper re-makes the very release behind the record (docs/results/scripts)
-    settings = na_dpvi_plan(quick=True).adult
-    (X, y), (Xt, yt) = datasets.adult_design("train")[:2], datasets.adult_design("test")[:2]
-    trace = dpvi_release(settings, 1.0, 0, X, y)
-    i_naive = settings.methods.index("naive")
-    again_naive = _posterior_stats(trace.last_iterate_posterior(), Xt, yt,
-                                   jax.random.fold_in(_keys(settings.seed, 1.0, 0)["post"], i_naive),
-                                   settings.num_predictive, settings.bins)
-    assert again_naive["calibration_rmse"] == adult["methods"]["naive"]["calibration_rmse"]
-    assert trace.privacy.summary() == adult["privacy_dpvi"]["summary"]
-    faster = dpvi_release(settings, 1.0, 0, X, y, lr_multiplier=2.0)
-    np.testing.assert_allclose(faster.learning_rate, 2.0 * np.asarray(trace.learning_rate), rtol=1e-6)
-    assert not np.array_equal(faster.final_phi, trace.final_phi)
 
     # a re-run computes nothing and reproduces the same numbers
     logs.clear()
@@ -108,6 +95,27 @@ def test_quick_reproduction_runs_every_part_and_resumes(tmp_path):
     assert "(no naive or DPVIm cell)" in text and "--report-only`" in text
     assert not cell.exists()
     assert [r["rmse"] for r in again["coverage"]] == [r["rmse"] for r in out["coverage"]]
+
+
+@pytest.mark.slow
+def test_analysis_scripts_helper_remakes_the_adult_release(tmp_path):
+    """The analysis scripts' helper (docs/results/scripts) re-makes the very release behind an Adult
+    record; slow: two more DPVI runs on Adult beside the quick reproduction's Adult part."""
+    out = run_na_dpvi(work=tmp_path / "work", out=tmp_path / "docs", quick=True, progress=False,
+                      parts=("adult",), log=lambda _: None)
+    (adult,) = out["adult"]
+    settings = na_dpvi_plan(quick=True).adult
+    (X, y), (Xt, yt) = datasets.adult_design("train")[:2], datasets.adult_design("test")[:2]
+    trace = dpvi_release(settings, 1.0, 0, X, y)
+    i_naive = settings.methods.index("naive")
+    again_naive = _posterior_stats(trace.last_iterate_posterior(), Xt, yt,
+                                   jax.random.fold_in(_keys(settings.seed, 1.0, 0)["post"], i_naive),
+                                   settings.num_predictive, settings.bins)
+    assert again_naive["calibration_rmse"] == adult["methods"]["naive"]["calibration_rmse"]
+    assert trace.privacy.summary() == adult["privacy_dpvi"]["summary"]
+    faster = dpvi_release(settings, 1.0, 0, X, y, lr_multiplier=2.0)
+    np.testing.assert_allclose(faster.learning_rate, 2.0 * np.asarray(trace.learning_rate), rtol=1e-6)
+    assert not np.array_equal(faster.final_phi, trace.final_phi)
 
 
 def test_reproduce_cli_rejects_unknown_parts(capsys):
