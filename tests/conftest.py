@@ -79,11 +79,15 @@ def tiny_table(tmp_path):
 
 
 #: test files that take minutes: collected first, so that with ``make test`` (pytest-xdist, one file per
-#: worker at a time) they start at once instead of running alone at the end while the other worker idles
+#: worker at a time) they start at once instead of running alone at the end while the other worker idles.
+#: xdist hands the first two files to the two workers and the third to the first worker next: the engine
+#: tests compile the tiny cell programs (and the Ray test compiles them again, from the cache) before the
+#: quick reproduction, which reuses them from JAX's compilation cache (above) instead of compiling them
+#: side by side with the engine tests
 LONG_FILES_FIRST = (
-    "reproduce/test_reproduce_na_dpvi.py",
-    "experiments/test_ray_backend.py",
     "experiments/test_engine.py",
+    "experiments/test_ray_backend.py",
+    "reproduce/test_reproduce_na_dpvi.py",
 )
 
 
