@@ -1,12 +1,15 @@
-"""Atomic file writes: write to a temporary file beside the target, fsync, then rename."""
+"""Atomic file writes (a temporary file beside the target, fsync, then rename), checksummed
+``.npz`` release files, and the field checks the loaded DP-SGD releases share."""
 
 from __future__ import annotations
 
 import hashlib
 import io
+import math
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -81,3 +84,29 @@ def read_checked_npz(path: str | os.PathLike, names: tuple[str, ...], what: str)
     if contents["checksum"].tobytes().decode(errors="replace") != array_digest(arrays, meta_text):
         raise ValueError(f"{path}: checksum mismatch — the {what} file was modified or corrupted")
     return meta_text, arrays
+
+
+def check_dpsgd_fields(meta: dict[str, Any], arrays: dict[str, np.ndarray],
+                       counts: tuple[tuple[str, int], ...]) -> None:
+    """Checks the fields every loaded DP-SGD release shares: real finite arrays, the integer ``counts``
+    (name, lowest allowed value), and the finite clip > 0, noise multiplier >= 0, sampling rate in (0, 1].
+
+    Raises:
+      ValueError: naming the first field that fails.
+    """
+    for name, a in arrays.items():
+        if a.dtype.kind not in "fiu":
+            raise ValueError(f"array {name!r} must hold real numbers, got dtype {a.dtype}")
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f"array {name!r} contains NaN or inf")
+    for name, low in counts:
+        v = meta[name]
+        if isinstance(v, bool) or not isinstance(v, int) or v < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
+    for name in ("clip", "noise_multiplier", "sampling_rate"):
+        v = meta[name]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ValueError(f"{name} must be a finite number, got {v!r}")
+    if meta["clip"] <= 0 or meta["noise_multiplier"] < 0 or not 0 < meta["sampling_rate"] <= 1:
+        raise ValueError(f"need clip > 0, noise_multiplier >= 0 and sampling_rate in (0, 1], got "
+                         f"{meta['clip']!r}, {meta['noise_multiplier']!r}, {meta['sampling_rate']!r}")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 from pathlib import Path
 from typing import Any, Callable
@@ -12,7 +11,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .._checks import check_output_file
-from .._io import read_checked_npz, write_checked_npz
+from .._io import check_dpsgd_fields, read_checked_npz, write_checked_npz
 from ..privacy import PrivacySpent
 
 _ARRAYS = ("params", "grads", "final_params", "learning_rate", "beta")
@@ -166,22 +165,7 @@ def _check_loaded(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
     missing = [k for k in _ARRAYS if k not in arrays] + [k for k in _SCALARS + ("privacy",) if k not in meta]
     if missing:
         raise ValueError(f"the file lacks {missing}")
-    for name, a in arrays.items():
-        if a.dtype.kind not in "fiu":
-            raise ValueError(f"array {name!r} must hold real numbers, got dtype {a.dtype}")
-        if not np.all(np.isfinite(a)):
-            raise ValueError(f"array {name!r} contains NaN or inf")
-    for name, low in (("num_steps", 1), ("num_records", 1)):
-        v = meta[name]
-        if isinstance(v, bool) or not isinstance(v, int) or v < low:
-            raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
-    for name in ("clip", "noise_multiplier", "sampling_rate"):
-        v = meta[name]
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise ValueError(f"{name} must be a finite number, got {v!r}")
-    if meta["clip"] <= 0 or meta["noise_multiplier"] < 0 or not 0 < meta["sampling_rate"] <= 1:
-        raise ValueError(f"need clip > 0, noise_multiplier >= 0 and sampling_rate in (0, 1], got "
-                         f"{meta['clip']!r}, {meta['noise_multiplier']!r}, {meta['sampling_rate']!r}")
+    check_dpsgd_fields(meta, arrays, (("num_steps", 1), ("num_records", 1)))
     d = arrays["final_params"].shape
     if len(d) != 1:
         raise ValueError(f"final_params must be a vector (d,), got shape {d}")

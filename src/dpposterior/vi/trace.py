@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import check_output_file
-from .._io import read_checked_npz, write_checked_npz
+from .._io import check_dpsgd_fields, read_checked_npz, write_checked_npz
 from ..privacy.spent import PrivacySpent
 from .layout import ParamLayout
 
@@ -165,22 +165,8 @@ def _check_loaded(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
     missing = [k for k in _META_FIELDS if k not in meta]
     if missing:
         raise ValueError(f"metadata lacks {missing}")
-    for name, a in arrays.items():
-        if a.dtype.kind not in "fiu":
-            raise ValueError(f"array {name!r} must hold real numbers, got dtype {a.dtype}")
-        if not np.all(np.isfinite(a)):
-            raise ValueError(f"array {name!r} contains NaN or inf")
-    for name, low in (("num_steps", 1), ("dataset_size", 0), ("num_mc", 0)):  # 0: a simulated trace
-        v = meta[name]
-        if isinstance(v, bool) or not isinstance(v, int) or v < low:
-            raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
-    for name in ("clip", "noise_multiplier", "sampling_rate"):
-        v = meta[name]
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise ValueError(f"{name} must be a finite number, got {v!r}")
-    if meta["clip"] <= 0 or meta["noise_multiplier"] < 0 or not 0 < meta["sampling_rate"] <= 1:
-        raise ValueError(f"need clip > 0, noise_multiplier >= 0 and sampling_rate in (0, 1], got "
-                         f"{meta['clip']!r}, {meta['noise_multiplier']!r}, {meta['sampling_rate']!r}")
+    # dataset_size and num_mc are 0 for a simulated trace
+    check_dpsgd_fields(meta, arrays, (("num_steps", 1), ("dataset_size", 0), ("num_mc", 0)))
     phi = arrays["phi"]
     if phi.ndim != 2 or phi.shape[0] != meta["num_steps"]:
         raise ValueError(f"phi must have shape (num_steps={meta['num_steps']}, d), got {phi.shape}")
