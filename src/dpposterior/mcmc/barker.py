@@ -155,9 +155,12 @@ def dp_barker_kernel(model: EnergyModel, proposal: Proposal, *, batch_size: int 
 
     Deviation from NOTES.md (which writes s2 = var(r)(N tau)^2 / b): the factor (1 - b/N). Without
     it, a batch of all N records (Delta* exact) would still subtract s2 from C and the test would
-    be wrong by up to the whole of s2. Privacy is unaffected: the factor is public and <= 1, so the
-    Gaussian variance C - s2 still lies in [C - 0.98, C] and its change between neighbouring
-    batches only shrinks; the RDP bound, a supremum over that set, still holds.
+    be wrong by up to the whole of s2. Privacy is unaffected: the factor is public and <= 1, and
+    when private s2 is capped at 0.99^2 = 0.9801 (the clip bounds the population variance of the
+    d_i so that N^2 B^2 / b = 0.9801, but the unbiased sample variance can exceed that bound by the
+    factor b/(b - 1)), so the Gaussian variance C - s2 always lies in [C - 0.9801, C] and its
+    change between neighbouring batches only shrinks; the RDP bound, a supremum over that set,
+    still holds. (The cap binds only when the clip binds for most of the batch.)
 
     Privacy (``private=True``): each step is an RDP mechanism on the batch
     (:func:`dpposterior.mcmc.accounting.barker_rdp`), amplified by sampling b of N records without
@@ -229,7 +232,12 @@ def dp_barker_kernel(model: EnergyModel, proposal: Proposal, *, batch_size: int 
             sd = jnp.float32(0.0)
         else:
             s2 = (1.0 - b / n) * n * n * jnp.var(d, ddof=1) / b
-            if not private and b < n:
+            if private:
+                # The clip bounds the population variance of d by B^2, so N^2 B^2 / b = CLIP_FACTOR^2; the
+                # unbiased (ddof=1) estimate can exceed it by b/(b - 1) (up to 1.07 B^2 at b = 15), which
+                # would push C - s2 below C - 1, outside the range the RDP bound assumes. Capped there.
+                s2 = jnp.minimum(s2, CLIP_FACTOR**2)
+            elif b < n:
                 s2 = jnp.minimum(s2, c_var)  # Seita et al.: the test is invalid when s2 > C (non-private only)
             sd = jnp.sqrt(jnp.maximum(c_var - s2, 0.0)).astype(jnp.float32)
             noise = sd * jax.random.normal(k_gauss, ()) + sample_correction(k_corr, correction)

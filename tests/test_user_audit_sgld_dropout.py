@@ -1,0 +1,44 @@
+"""A fresh user's mistakes with DP-SGLD / DP dropout, the DP Barker kernel, the NumPyro energy models,
+logistic_bound_constants and calibrate_chain.
+
+Each case was a silent wrong result (a privacy analysis whose assumption a run could break, an
+energy scaled by N, a string taken as a number, a setting silently ignored), an internal traceback
+(a JAX error about a user's function), or a valid request refused because of an accountant the user
+did not choose, before it was fixed; the fix makes it a correct result or a ValueError/TypeError
+that names what was wrong and what is allowed. Tiny sizes: the file runs in seconds.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dpposterior import mcmc
+from dpposterior.mcmc import barker
+
+
+def _raises(fn, exc, *words):
+    with pytest.raises(exc) as info:
+        fn()
+    for w in words:
+        assert w in str(info.value), (w, str(info.value))
+
+
+# ---------------------------------------------------------------------------------------------
+# DP Barker
+
+
+def test_private_barker_noise_variance_stays_in_the_range_of_its_privacy_analysis():
+    # Every log ratio clipped, half at +B and half at -B: the unbiased sample variance of a batch of
+    # 15 is up to 15/14 of the clip's bound, so s2 reached 1.006 and the Gaussian variance C - s2 fell
+    # to 0.994, below the [C - 1, C] the RDP bound assumes (and the [C - 0.98, C] the docstring said).
+    n = 400
+    x = np.where(np.arange(n) % 2 == 0, 1.0, -1.0).astype(np.float32)
+    model = mcmc.energy_model(lambda th, r: 1e3 * r * th[0], x, log_prior_fn=lambda th: -0.5 * jnp.sum(th**2),
+                              bound_constants=np.full(n, 1e3))
+    kernel = mcmc.dp_barker_kernel(model, mcmc.random_walk(1.0), batch_size=15)
+    var = mcmc.run_chain(kernel, [0.0], 40, rng_key=0).nonprivate_info.noise_std.astype(np.float64) ** 2
+    c = mcmc.accounting.BARKER_NORMAL_VARIANCE
+    assert var.min() >= c - barker.CLIP_FACTOR**2 - 1e-5, var.min()
+    assert np.any(var < c - 0.9), var.min()   # the clip binds: the cap is what holds the bound here
