@@ -42,3 +42,36 @@ def test_private_barker_noise_variance_stays_in_the_range_of_its_privacy_analysi
     c = mcmc.accounting.BARKER_NORMAL_VARIANCE
     assert var.min() >= c - barker.CLIP_FACTOR**2 - 1e-5, var.min()
     assert np.any(var < c - 0.9), var.min()   # the clip binds: the cap is what holds the bound here
+
+
+# ---------------------------------------------------------------------------------------------
+# numpyro_energy_model
+
+_XN = np.linspace(-1.0, 1.0, 6).astype(np.float32)
+_YN = (_XN > 0).astype(np.float32)
+_CN = np.abs(_XN) + 0.1
+
+
+def _logistic(x, y=None, plate_size=None):
+    import numpyro
+    import numpyro.distributions as dist
+
+    w = numpyro.sample("w", dist.Normal(0.0, 1.0))
+    with numpyro.plate("data", x.shape[0] if plate_size is None else plate_size):
+        numpyro.sample("y", dist.Bernoulli(logits=w * x), obs=y)
+
+
+def test_numpyro_energy_model_refuses_a_record_plate_fixed_at_n():
+    # numpyro.plate("data", N) instead of x.shape[0]: each energy was N times the record's own (6x here)
+    _raises(lambda: mcmc.numpyro_energy_model(_logistic, _XN, _YN, bound_constants=_CN, model_kwargs={"plate_size": 6}),
+            ValueError, "plate", "from the data")
+    ok = mcmc.numpyro_energy_model(_logistic, _XN, _YN, bound_constants=_CN)
+    w = 0.7
+    want = -(_YN[1] * w * _XN[1] - np.logaddexp(0.0, w * _XN[1]))
+    assert float(ok.energy_fn(jnp.array([w]), (_XN[1], _YN[1]))) == pytest.approx(want, rel=1e-5)
+
+
+def test_numpyro_energy_model_refuses_observations_passed_outside_the_positional_data():
+    # y in model_kwargs: each record's energy was the sum over all N labels with that record's x
+    _raises(lambda: mcmc.numpyro_energy_model(_logistic, _XN, bound_constants=_CN, model_kwargs={"y": _YN}),
+            ValueError, "observed site 'y'", "positional")

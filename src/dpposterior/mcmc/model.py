@@ -258,9 +258,10 @@ def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants:
 
     Raises:
       TypeError: a model that is not callable, data that are not arrays.
-      ValueError: no plate of size N over the records, observed sites outside it, latent sites
-        inside it, no latent site, a constrained latent site without a box, and what
-        :func:`energy_model` rejects.
+      ValueError: no plate of size N over the records (or one fixed at N rather than following the
+        data), observed sites outside it, observed values that do not follow the positional data
+        (e.g. passed in ``model_kwargs``), latent sites inside it, no latent site, a constrained
+        latent site without a box, and what :func:`energy_model` rejects.
     """
     from numpyro import handlers
     from numpyro.distributions import constraints
@@ -277,9 +278,19 @@ def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants:
     n = lengths.pop()
     t = check_positive(temperature, "temperature")
     tr = handlers.trace(handlers.seed(model, 0)).get_trace(*arrays, **kwargs)
-    record_plates = {name for name, s in tr.items() if s["type"] == "plate" and s["args"][0] == n}
-    if not record_plates:
+    sized_n = {name for name, s in tr.items() if s["type"] == "plate" and s["args"][0] == n}
+    if not sized_n:
         raise ValueError(f"the model has no numpyro.plate of size N = {n} over the records")
+    # Each energy evaluates the model on a batch of one record: the plate over the records must follow
+    # the data to size 1 there (a plate fixed at N would broadcast the record N times).
+    tr1 = handlers.trace(handlers.seed(model, 0)).get_trace(*(a[:1] for a in arrays), **kwargs)
+    record_plates = sized_n if n == 1 else {
+        name for name in sized_n if name in tr1 and tr1[name]["type"] == "plate" and tr1[name]["args"][0] == 1}
+    if not record_plates:
+        raise ValueError(f"the model's plate(s) {sorted(sized_n)} of size N = {n} keep that size when the model is "
+                         "given one record: the plate over the records must take its size from the data (e.g. "
+                         "numpyro.plate('data', x.shape[0])), because each record's energy is evaluated on a "
+                         "batch of one record (a plate fixed at N counts that record N times)")
     latent, observed = [], []
     for name, s in tr.items():
         if s["type"] != "sample":
@@ -301,6 +312,18 @@ def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants:
             latent.append(name)
     if not observed:
         raise ValueError("the model has no observed site inside the plate over records")
+    for name in observed:   # on one record, each observed site must hold that record's values only
+        site = tr1.get(name)
+        if site is None or site["type"] != "sample":
+            raise ValueError(f"observed site {name!r} is missing when the model is given one record")
+        lp_shape = jnp.shape(site["fn"].log_prob(site["value"]))
+        for f in site["cond_indep_stack"]:
+            if f.name in record_plates and len(lp_shape) >= -f.dim and lp_shape[f.dim] != 1:
+                raise ValueError(
+                    f"observed site {name!r} has {lp_shape[f.dim]} values along the plate over records when the "
+                    "model is given one record: its observations do not come from the positional data arguments "
+                    "(e.g. they were passed through model_kwargs or a global); pass every per-record array as a "
+                    "positional argument, so that each record's energy uses that record's values only")
     if not latent:
         raise ValueError("the model has no latent sample site (theta)")
     shapes = [tuple(jnp.shape(tr[name]["value"])) for name in latent]
