@@ -75,3 +75,38 @@ def test_numpyro_energy_model_refuses_observations_passed_outside_the_positional
     # y in model_kwargs: each record's energy was the sum over all N labels with that record's x
     _raises(lambda: mcmc.numpyro_energy_model(_logistic, _XN, bound_constants=_CN, model_kwargs={"y": _YN}),
             ValueError, "observed site 'y'", "positional")
+
+
+# ---------------------------------------------------------------------------------------------
+# DP-SGLD: custom models
+
+_RNG = np.random.default_rng(0)
+_X = _RNG.normal(size=(12, 2)).astype(np.float32)
+_Y = (_X[:, 0] > 0).astype(np.float32)
+_RUN = dict(num_steps=2, sampling_rate=0.5, clip=1.0, step_size=1e-3, delta=1e-5, noise_multiplier=1.0,
+            rng_key=0)
+
+
+def _custom(**kw):
+    from dpposterior.mcmc import dp_sgld as sg
+
+    return sg.logistic_regression(2)._replace(num_features=None, name="custom", **kw)
+
+
+@pytest.mark.parametrize("kw,exc,words", [
+    # forgot the sum: was JAX's "Gradient only defined for scalar-output functions" from inside the chain
+    (dict(log_prior=lambda th: -0.5 * th**2), ValueError, ("model.log_prior", "scalar", "(2,)")),
+    # a per-record log-likelihood of shape (d,): was "loss must return a scalar" (the engine's word)
+    (dict(log_likelihood=lambda th, r: r[1] * r[0] * th - jnp.logaddexp(0.0, r[0] * th)), ValueError,
+     ("model.log_likelihood", "scalar")),
+    (dict(log_likelihood=lambda th, r: jnp.dot(r[0], th) + jnp.dot(r[0], jnp.ones(3))), ValueError, ("model.log_likelihood", "failed")),
+    # was "initial_position must have shape (True,)"
+    (dict(num_params=True), TypeError, ("model.num_params",)),
+    # was a TypeError from calling log_likelihood with a key it does not take
+    (dict(needs_key="no"), TypeError, ("model.needs_key",)),
+    (dict(log_prior=None), TypeError, ("model.log_prior", "callable")),
+])
+def test_dp_sgld_custom_model_mistakes_are_named_before_the_run(kw, exc, words):
+    from dpposterior.mcmc import dp_sgld as sg
+
+    _raises(lambda: sg.run(_custom(**kw), (_X, _Y), **_RUN), exc, *words)

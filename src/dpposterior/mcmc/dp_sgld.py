@@ -395,6 +395,7 @@ def step(key: Any, state: DPSGLDState, data: Any, model: DPSGLDModel, cfg: DPSGL
       ``(new_state, info)``.
     """
     check_data_shapes(data, cfg.num_records)
+    _check_model_functions(_check_model(model), data)
     k_samp, k_lik, k_noise, k_lang = jax.random.split(key, 4)
     theta = state.position
     d = model.num_params
@@ -506,10 +507,44 @@ class DPSGLDResult:
 
 
 def _check_model(model: Any) -> DPSGLDModel:
+    """A :class:`DPSGLDModel` whose fields have the documented types (a model may be built directly)."""
     if not isinstance(model, DPSGLDModel):
         raise TypeError(f"model must be a DPSGLDModel (logistic_regression, mlp or your own), got "
                         f"{type(model).__name__}")
+    for name in ("log_likelihood", "log_prior", "logit", "init"):
+        if not callable(getattr(model, name)):
+            raise TypeError(f"model.{name} must be callable, got {getattr(model, name)!r}")
+    check_positive_int(model.num_params, "model.num_params")
+    if not isinstance(model.needs_key, (bool, np.bool_)):
+        raise TypeError(f"model.needs_key must be True or False (whether log_likelihood takes a key), got "
+                        f"{model.needs_key!r}")
+    if model.num_features is not None:
+        check_positive_int(model.num_features, "model.num_features")
     return model
+
+
+def _check_model_functions(model: DPSGLDModel, data: Any) -> None:
+    """Refuses a ``log_prior`` or ``log_likelihood`` that fails on, or does not return a real scalar for, a
+    position (d,) and one record of ``data``. Only shapes are traced (``jax.eval_shape``): a vector
+    would otherwise be a JAX error from inside the compiled chain (``grad`` of a non-scalar) or a
+    message about the DP-SGD engine's "loss"."""
+    theta = jax.ShapeDtypeStruct((model.num_params,), jnp.float32)
+    record = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(jnp.shape(a)[1:], jnp.result_type(a)), data)
+    calls = (("log_prior(theta)", model.log_prior, (theta,)),
+             ("log_likelihood(theta, record, key)" if model.needs_key else "log_likelihood(theta, record)",
+              model.log_likelihood, (theta, record) + ((jax.random.key(0),) if model.needs_key else ())))
+    for what, fn, args in calls:
+        try:
+            out = jax.eval_shape(fn, *args)
+        except Exception as e:  # noqa: BLE001 - the user's function failed on arguments of these shapes
+            shapes = jax.tree_util.tree_map(lambda a: tuple(a.shape), args[:2])
+            raise ValueError(f"model.{what} failed for theta and one record of shapes {shapes}: "
+                             f"{type(e).__name__}: {e}") from e
+        shape, dtype = getattr(out, "shape", None), getattr(out, "dtype", None)
+        if shape != () or not jnp.issubdtype(dtype, jnp.floating):
+            raise ValueError(f"model.{what} must return a real scalar (one value for the position"
+                             f"{'' if fn is model.log_prior else ' and the record'}; e.g. sum a per-coordinate log "
+                             f"density), got shape {shape} and dtype {dtype}")
 
 
 def _check_classifier_data(model: DPSGLDModel, data: tuple) -> None:
@@ -571,8 +606,11 @@ def run(model: DPSGLDModel, data: Any, *, num_steps: int, sampling_rate: float, 
 
     Raises:
       ValueError / TypeError: invalid arguments (the message says what is allowed), both or neither
-        of ``noise_multiplier`` and ``epsilon``, a key with ``secure=True``; for a model with
-        ``num_features`` (the built-in ones), data other than ``(X (N, p), y (N,))`` with labels 0/1.
+        of ``noise_multiplier`` and ``epsilon``, a key with ``secure=True``; a model whose fields are
+        not of the documented types, or whose ``log_prior`` / ``log_likelihood`` fails on, or does
+        not return a real scalar for, a position (d,) and one record (checked before the run); for
+        a model with ``num_features`` (the built-in ones), data other than ``(X (N, p), y (N,))``
+        with labels 0/1.
     """
     model = _check_model(model)
     if not isinstance(data, (tuple, list)):
@@ -580,6 +618,7 @@ def run(model: DPSGLDModel, data: Any, *, num_steps: int, sampling_rate: float, 
                         f"{type(data).__name__}")
     data_j, n = _check_data(tuple(data))
     _check_classifier_data(model, tuple(data))
+    _check_model_functions(model, data_j)
     t = check_positive_int(num_steps, "num_steps")
     q = check_sampling_rate(sampling_rate)
     d = check_delta(delta)
