@@ -110,3 +110,22 @@ def test_dp_sgld_custom_model_mistakes_are_named_before_the_run(kw, exc, words):
     from dpposterior.mcmc import dp_sgld as sg
 
     _raises(lambda: sg.run(_custom(**kw), (_X, _Y), **_RUN), exc, *words)
+
+
+# ---------------------------------------------------------------------------------------------
+# DP-SGLD: the accountant the user chose decides
+
+
+@pytest.mark.parametrize("accountant,sigma,delta", [("zcdp", 1.0, 1e-16),     # below PLD's delta resolution
+                                                    ("zcdp", 1e-3, 1e-5)])    # below PLD's noise range
+def test_dp_sgld_run_is_not_refused_by_an_accountant_it_only_reports(accountant, sigma, delta):
+    # was the PLD accountant's ValueError (from the details' epsilon_by_accountant), for a run accounted by zCDP
+    from dpposterior.mcmc import dp_sgld as sg
+    from dpposterior.privacy import dpd_epsilon
+
+    r = sg.run(sg.logistic_regression(2), (_X, _Y), **{**_RUN, "noise_multiplier": sigma, "delta": delta,
+                                                         "accountant": accountant})
+    assert r.privacy.epsilon == dpd_epsilon(sigma, delta, 0.5, 2, accountant).epsilon
+    by = dict(dict(r.privacy.details)["epsilon_by_accountant"])
+    assert by["zcdp"] == r.privacy.epsilon and by["pld"] is None
+    _raises(lambda: sg.epsilons_for(1.0, 1e-5, 0.5, 0), ValueError, "num_steps")   # bad input still refused

@@ -464,19 +464,36 @@ def epsilons_for(noise_multiplier: float, delta: float, sampling_rate: float, nu
                  neighbouring: Literal["replace_one", "add_remove"] = "replace_one") -> dict[str, float | None]:
     """The epsilon each accountant certifies for the same sigma: {"ac", "zcdp", "pld"[, "rdp"]}.
 
-    None where an accountant gives no bound (DPD-AC when the per-iteration epsilon reaches 1;
-    RDP under replace-one adjacency is left out).
+    None where an accountant gives no bound for these (valid) arguments: DPD-AC when the
+    per-iteration epsilon reaches 1, PLD below its noise or delta resolution (e.g. delta < 1e-15),
+    zCDP when its epsilon overflows. RDP under replace-one adjacency is left out.
+
+    Raises:
+      ValueError / TypeError: an argument outside its range (checked before any accountant runs).
     """
+    return _epsilons_by_accountant(noise_multiplier, delta, sampling_rate, num_steps, neighbouring, {})
+
+
+def _epsilons_by_accountant(noise_multiplier: float, delta: float, sampling_rate: float, num_steps: int,
+                            neighbouring: str, known: dict[str, float]) -> dict[str, float | None]:
+    """:func:`epsilons_for`, taking the accountants in ``known`` as already computed."""
+    check_positive(noise_multiplier, "noise_multiplier")
+    check_delta(delta)
+    check_sampling_rate(sampling_rate)
+    check_positive_int(num_steps, "num_steps")
+    if neighbouring not in NEIGHBOURING_RELATIONS:
+        raise ValueError(f"neighbouring must be one of {NEIGHBOURING_RELATIONS}, got {neighbouring!r}")
     out: dict[str, float | None] = {}
     for acc in DPD_ACCOUNTANTS:
         if acc == "rdp" and neighbouring != "add_remove":
             continue
+        if acc in known:
+            out[acc] = known[acc]
+            continue
         try:
             out[acc] = dpd_epsilon(noise_multiplier, delta, sampling_rate, num_steps, acc,
                                    neighbouring=neighbouring).epsilon
-        except ValueError:
-            if acc != "ac":
-                raise
+        except ValueError:   # the arguments are valid (checked above): this accountant gives no bound
             out[acc] = None
     return out
 
@@ -602,7 +619,8 @@ def run(model: DPSGLDModel, data: Any, *, num_steps: int, sampling_rate: float, 
 
     Returns:
       A :class:`DPSGLDResult`; ``privacy.details`` also lists the epsilon of every accountant for the
-      same sigma (``epsilon_by_accountant``).
+      same sigma (``epsilon_by_accountant``, :func:`epsilons_for`; None where one gives no bound: only
+      ``accountant`` decides whether the run is allowed).
 
     Raises:
       ValueError / TypeError: invalid arguments (the message says what is allowed), both or neither
@@ -652,7 +670,8 @@ def run(model: DPSGLDModel, data: Any, *, num_steps: int, sampling_rate: float, 
     else:
         rec = dpd_epsilon(sigma, d, q, t, accountant, neighbouring=neighbouring, seeded_by=seeded_by)
         extra = (("clip", cfg.clip), ("step_size", tuple(cfg.step_size)), ("langevin", cfg.langevin),
-                 ("epsilon_by_accountant", tuple(epsilons_for(sigma, d, q, t, neighbouring=neighbouring).items())),
+                 ("epsilon_by_accountant", tuple(_epsilons_by_accountant(
+                     sigma, d, q, t, neighbouring, {accountant: rec.epsilon}).items())),
                  ("reference", "papers/dp-dropout.txt (Ermis & Cemgil); NOTES.md section 5"))
         privacy = dataclasses.replace(rec, mechanism=MECHANISM, details=rec.details + extra)
 
