@@ -129,3 +129,18 @@ def test_dp_sgld_run_is_not_refused_by_an_accountant_it_only_reports(accountant,
     by = dict(dict(r.privacy.details)["epsilon_by_accountant"])
     assert by["zcdp"] == r.privacy.epsilon and by["pld"] is None
     _raises(lambda: sg.epsilons_for(1.0, 1e-5, 0.5, 0), ValueError, "num_steps")   # bad input still refused
+
+
+# ---------------------------------------------------------------------------------------------
+# logistic_bound_constants
+
+
+@pytest.mark.parametrize("features,kw,exc,words", [
+    ([["1.5", "2"]], {}, TypeError, ("features", "real numbers")),           # was silently [2.5]
+    (np.ones((2, 2), complex), {}, TypeError, ("features", "real numbers")),  # was a ComplexWarning, imag dropped
+    (np.full((2, 2), 1e200), {}, ValueError, ("features", "float32")),       # was inf with an overflow warning
+    (np.ones((2, 2)), dict(temperature=1e-320), ValueError, ("temperature", "float32")),  # was inf
+])
+def test_logistic_bound_constants_refuse_strings_complex_and_overflow(features, kw, exc, words):
+    _raises(lambda: mcmc.logistic_bound_constants(features, **kw), exc, *words)
+    assert mcmc.logistic_bound_constants([[3.0, 4.0]], temperature=2.0) == pytest.approx([2.5])

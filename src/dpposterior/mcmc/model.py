@@ -214,14 +214,24 @@ def logistic_bound_constants(features: Any, temperature: float = 1.0) -> np.ndar
     1-Lipschitz. (A bias column, if the features carry one, is part of x_i.) Privacy note: c_i read
     from the private features make C and c_max data-dependent; clip the features to a public norm R
     and use c_i = R / T to keep them public.
+
+    Raises:
+      TypeError: features that are not real numbers (strings, complex, objects), a temperature that
+        is not a real number.
+      ValueError: features not of shape (num_records, num_features), not finite or beyond the
+        float32 range; a temperature <= 0; bounds that overflow float32.
     """
-    f = np.asarray(features, np.float64)
+    f = _check_array("features", features).astype(np.float64)   # real, finite, within float32
     if f.ndim != 2:
         raise ValueError(f"features must have shape (num_records, num_features), got {f.shape}")
-    if not np.all(np.isfinite(f)):
-        raise ValueError("features must be finite: they contain NaN or inf")
     t = check_positive(temperature, "temperature")
-    return np.linalg.norm(f, axis=1) / t
+    with np.errstate(over="ignore"):   # an overflow is reported below, naming temperature
+        c = np.linalg.norm(f, axis=1) / t if f.size else np.zeros(f.shape[0])
+    if not np.all(c <= FLOAT32_MAX):
+        raise ValueError(f"the bounds ||x_i|| / temperature leave the float32 range the samplers run in (largest "
+                         f"||x_i|| = {float(np.max(np.linalg.norm(f, axis=1))):.4g}, temperature={temperature!r}): "
+                         "raise temperature or rescale the features")
+    return c
 
 
 def _site_log_prob(site: dict) -> Array:
