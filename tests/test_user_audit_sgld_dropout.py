@@ -144,3 +144,14 @@ def test_dp_sgld_run_is_not_refused_by_an_accountant_it_only_reports(accountant,
 def test_logistic_bound_constants_refuse_strings_complex_and_overflow(features, kw, exc, words):
     _raises(lambda: mcmc.logistic_bound_constants(features, **kw), exc, *words)
     assert mcmc.logistic_bound_constants([[3.0, 4.0]], temperature=2.0) == pytest.approx([2.5])
+
+
+def test_masked_arrays_are_refused_naming_the_argument():
+    # logistic_bound_constants used the value under the mask (c = 5 here); energy_model and
+    # numpyro_energy_model failed in JAX ("numpy masked arrays are not supported") without naming the data
+    x = np.ma.masked_array([[1.0, 2.0], [3.0, 4.0]], mask=[[0, 0], [0, 1]])
+    _raises(lambda: mcmc.logistic_bound_constants(x), ValueError, "features", "1 masked")
+    _raises(lambda: mcmc.energy_model(lambda th, r: r[0] * th[0], x, log_prior_fn=lambda th: -jnp.sum(th**2),
+                                      bound_constants=np.ones(2)), ValueError, "data", "masked")
+    _raises(lambda: mcmc.numpyro_energy_model(_logistic, x[:, 1], _YN[:2], bound_constants=np.ones(2)),
+            ValueError, "data", "masked")

@@ -66,6 +66,9 @@ class EnergyModel:
 
 
 def _check_array(name: str, a: Any) -> np.ndarray:
+    if np.ma.is_masked(a):   # np.asarray would drop the mask and use the values under it
+        raise ValueError(f"{name} is a masked array with {int(np.ma.count_masked(a))} masked value(s); the mask "
+                         "would be ignored and the values under it used: remove or impute them first")
     arr = np.asarray(a)
     if arr.dtype.kind not in "biuf":
         raise TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}")
