@@ -155,3 +155,18 @@ def test_masked_arrays_are_refused_naming_the_argument():
                                       bound_constants=np.ones(2)), ValueError, "data", "masked")
     _raises(lambda: mcmc.numpyro_energy_model(_logistic, x[:, 1], _YN[:2], bound_constants=np.ones(2)),
             ValueError, "data", "masked")
+
+
+# ---------------------------------------------------------------------------------------------
+# calibrate_chain
+
+
+@pytest.mark.parametrize("method,kw,word", [
+    ("penalty", dict(delta_fraction=0.1), "delta_fraction"),      # was ignored: the same sigma as 0.5
+    ("dp_barker", dict(delta_fraction=0.1, num_records=1000), "delta_fraction"),
+    ("dp_fast_mh", dict(num_records=1000), "num_records"),        # was ignored
+    ("penalty", dict(num_records=1000), "num_records"),
+])
+def test_calibrate_chain_refuses_settings_its_method_ignores(method, kw, word):
+    _raises(lambda: mcmc.calibrate_chain(method, 1.0, 1e-5, 10, **kw), ValueError, word, "only")
+    assert mcmc.calibrate_chain("dp_fast_mh", 1.0, 1e-5, 10, delta_fraction=0.2).delta == pytest.approx(2e-7)

@@ -315,10 +315,11 @@ class PerIteration:
 
 def calibrate_chain(method: Literal["dp_fast_mh", "penalty", "dp_barker"], total_epsilon: float,
                     total_delta: float, num_steps: int, *, accountant: str | None = None,
-                    delta_fraction: float = 0.5, num_records: int | None = None) -> PerIteration:
+                    delta_fraction: float | None = None, num_records: int | None = None) -> PerIteration:
     """Per-iteration parameters that make a chain of ``num_steps`` iterations (total_epsilon, total_delta)-DP.
 
-    ``"dp_fast_mh"``: the per-iteration delta is ``delta_fraction * total_delta / num_steps`` and the
+    ``"dp_fast_mh"``: the per-iteration delta is ``delta_fraction * total_delta / num_steps``
+    (``delta_fraction`` in (0, 1), default 0.5; the other methods take none) and the
     per-iteration epsilon is the largest (to 1e-6 relative) whose T-fold composition (``accountant``,
     default ``"optimal"``) is at most ``total_epsilon``; it must come out < 1 (the paper's constants
     use the classic Gaussian calibration). ``"penalty"``: the smallest noise multiplier whose T-fold
@@ -328,12 +329,20 @@ def calibrate_chain(method: Literal["dp_fast_mh", "penalty", "dp_barker"], total
     size (:func:`barker_batch_size`, RDP) for ``num_records`` N (required). Replace-one adjacency.
 
     Raises:
-      ValueError: invalid arguments, or a target whose per-iteration epsilon would be >= 1.
+      ValueError: invalid arguments, ``delta_fraction`` given for a method other than
+        ``"dp_fast_mh"`` or ``num_records`` for one other than ``"dp_barker"`` (they would be
+        ignored), or a target whose per-iteration epsilon would be >= 1.
     """
     eps_t = check_epsilon(total_epsilon, "total_epsilon")
     dg = check_delta(total_delta, "total_delta")
     t = check_positive_int(num_steps, "num_steps")
-    frac = check_positive(delta_fraction, "delta_fraction")
+    if method in ("penalty", "dp_barker") and delta_fraction is not None:
+        raise ValueError(f"delta_fraction applies to method 'dp_fast_mh' only (the {method} calibration uses the "
+                         f"whole total_delta), got delta_fraction={delta_fraction!r}; leave it None")
+    if method in ("penalty", "dp_fast_mh") and num_records is not None:
+        raise ValueError(f"num_records applies to method 'dp_barker' only (it picks the batch size), got "
+                         f"num_records={num_records!r} for method {method!r}; leave it None")
+    frac = 0.5 if delta_fraction is None else check_positive(delta_fraction, "delta_fraction")
     if frac >= 1:
         raise ValueError(f"delta_fraction must lie in (0, 1), got {delta_fraction!r}")
     if method == "penalty":
