@@ -166,7 +166,8 @@ def dp_barker_kernel(model: EnergyModel, proposal: Proposal, *, batch_size: int 
     (:func:`dpposterior.mcmc.accounting.barker_rdp`), amplified by sampling b of N records without
     replacement and composed over the chain (:func:`dpposterior.mcmc.barker_epsilon`);
     :func:`dpposterior.mcmc.barker_batch_size` picks b for a target. Replace-one adjacency. N is
-    public. The clip is the privacy: records whose ratio exceeds it are biased, not leaked.
+    public. The clip is the privacy: records whose ratio exceeds it are biased, not leaked; a record
+    whose ratio is NaN (its energy NaN, or inf at both positions) counts as a ratio of 0.
 
     Exactness: the private test is approximate (central limit for b < N, the clip, and the
     correction fit, whose CDF error ``config.correction.max_cdf_error`` bounds the error of every
@@ -223,7 +224,9 @@ def dp_barker_kernel(model: EnergyModel, proposal: Proposal, *, batch_size: int 
         viol = _violations(du, ci * p.m, jnp.ones(du.shape, bool))
         d = -du
         if private:
-            d = jnp.clip(d, -clip, clip)
+            # the clip is the privacy: a NaN ratio (a record whose energy is NaN or inf - inf there) would pass
+            # through it and decide the test alone (always reject), so it counts as 0, as an absent record would
+            d = jnp.clip(jnp.where(jnp.isnan(d), 0.0, d), -clip, clip)
         delta_star = n * jnp.mean(d) + p.base_log_ratio
         k_gauss, k_corr = jax.random.split(k_acc)
         if exact:
