@@ -10,6 +10,8 @@ that names what was wrong and what is allowed. Tiny sizes: the file runs in seco
 
 from __future__ import annotations
 
+import functools
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -172,15 +174,27 @@ def test_calibrate_chain_refuses_settings_its_method_ignores(method, kw, word):
     assert mcmc.calibrate_chain("dp_fast_mh", 1.0, 1e-5, 10, delta_fraction=0.2).delta == pytest.approx(2e-7)
 
 
-def test_private_barker_a_record_with_a_nan_energy_does_not_decide_the_test():
-    # log(r + 1) of the record r = -2 is NaN: its log ratio passed through the clip as NaN, so the private
-    # test rejected every proposal (acceptance 0, noise std NaN): a record that decides the outcome alone,
-    # an unbounded privacy loss. Now a NaN ratio counts as 0 (in [-B, B], like an absent record's).
+@functools.lru_cache(maxsize=1)
+def _barker_with_a_nan_record():
+    """A private DP Barker chain (b = N = 30) whose record r = -2 has a NaN energy (log(r + 1))."""
     n = 30
     x = np.full(n, 0.5, np.float32)
     x[0] = -2.0
     model = mcmc.energy_model(lambda th, r: 0.5 * (r - th[0]) ** 2 + 0.0 * jnp.log(r + 1.0), x,
                               log_prior_fn=lambda th: -0.5 * jnp.sum(th**2), bound_constants=np.full(n, 3.0),
                               box=(-1.0, 1.0))
-    info = mcmc.run_chain(mcmc.dp_barker_kernel(model, mcmc.random_walk(0.01)), [0.0], 30, rng_key=0).nonprivate_info
+    return mcmc.run_chain(mcmc.dp_barker_kernel(model, mcmc.random_walk(0.01)), [0.0], 30, rng_key=0).nonprivate_info
+
+
+def test_private_barker_a_record_with_a_nan_energy_does_not_decide_the_test():
+    # The record's log ratio passed through the clip as NaN, so the private test rejected every proposal
+    # (acceptance 0, noise std NaN): a record that decides the outcome alone, an unbounded privacy loss.
+    # Now a NaN ratio counts as 0 (in [-B, B], like an absent record's).
+    info = _barker_with_a_nan_record()
     assert np.all(np.isfinite(info.noise_std)) and info.accepted.mean() > 0.2, info.accepted.mean()
+
+
+def test_a_nan_energy_counts_as_a_bound_violation():
+    # bound_violations (where the user's bound |U_i(theta') - U_i(theta)| <= c_i M fails) missed NaN: 0 here
+    # (and 0 for a penalty chain that never moved because its log ratio was NaN)
+    assert _barker_with_a_nan_record().bound_violations.tolist() == [[1] * 30]

@@ -55,7 +55,7 @@ class MHInfo(NamedTuple):
       used_full_batch: whether the full-batch test ran.
       noise_std: the std s of the Gaussian noise added to the log ratio (0 without noise).
       bound_violations: evaluated records with |U_i(theta') - U_i(theta)| > c_i M (beyond float
-        tolerance): the bound the kernel relies on is wrong there, and so is the chain.
+        tolerance) or NaN: the bound the kernel relies on is wrong there, and so is the chain.
     """
 
     accepted: Array
@@ -100,8 +100,10 @@ def _energies(energy_fn: Callable, theta: Array, records: Any) -> Array:
 
 
 def _violations(du: Array, cm: Array, mask: Array) -> Array:
+    """How many masked records break |du| <= c M (beyond float tolerance); a NaN du (an energy that is NaN,
+    or inf at both positions) breaks it too, so it is written as "not within the bound"."""
     tol = 1e-4 * cm + 1e-5 * (1.0 + jnp.abs(du))
-    return jnp.sum(mask & (jnp.abs(du) > cm + tol)).astype(jnp.int32)
+    return jnp.sum(mask & ~(jnp.abs(du) <= cm + tol)).astype(jnp.int32)
 
 
 def _full_log_ratio(energy_fn: Callable, data: Any, c: Array, theta: Array, theta_new: Array,
