@@ -198,3 +198,15 @@ def test_a_nan_energy_counts_as_a_bound_violation():
     # bound_violations (where the user's bound |U_i(theta') - U_i(theta)| <= c_i M fails) missed NaN: 0 here
     # (and 0 for a penalty chain that never moved because its log ratio was NaN)
     assert _barker_with_a_nan_record().bound_violations.tolist() == [[1] * 30]
+
+
+@pytest.mark.parametrize("logit", [lambda th, x: (x @ th)[:, None],       # was a (n, 1) "predictive"
+                                   lambda th, x: jnp.sum(x @ th),          # was one number for all rows
+                                   lambda th, x: x[:, 0] * th[0] > 0])     # was 0/1 taken as logits
+def test_dp_sgld_predictive_checks_a_custom_logit(logit):
+    from dpposterior.mcmc import dp_sgld as sg
+
+    model = _custom(logit=logit)
+    s = np.zeros((3, 2), np.float32)
+    _raises(lambda: sg.posterior_predictive(model, s, _X), ValueError, "model.logit", "(12,)")
+    _raises(lambda: sg.predictive_scores(model, s, _X, _Y), ValueError, "model.logit")

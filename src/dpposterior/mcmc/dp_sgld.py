@@ -723,6 +723,15 @@ def _log_predictive(model: DPSGLDModel, samples: np.ndarray, x: Any, chunk: int 
     if not np.all(np.isfinite(x)):
         raise ValueError("x must be finite: it contains NaN or inf")
     x = jnp.asarray(x, jnp.float32)
+    try:
+        out = jax.eval_shape(model.logit, jax.ShapeDtypeStruct((model.num_params,), jnp.float32),
+                             jax.ShapeDtypeStruct(x.shape, jnp.float32))
+    except Exception as e:  # noqa: BLE001 - the user's function failed on arguments of these shapes
+        raise ValueError(f"model.logit(theta, x) failed for theta of shape ({model.num_params},) and x of shape "
+                         f"{x.shape}: {type(e).__name__}: {e}") from e
+    if getattr(out, "shape", None) != (x.shape[0],) or not jnp.issubdtype(out.dtype, jnp.floating):
+        raise ValueError(f"model.logit(theta, x) must return the ({x.shape[0]},) real logits of the rows of x, got "
+                         f"shape {getattr(out, 'shape', None)} and dtype {getattr(out, 'dtype', None)}")
     logits_of = _logits_fn(model)
     lse1 = lse0 = None
     for i in range(0, samples.shape[0], chunk):
@@ -754,7 +763,8 @@ def posterior_predictive(model: DPSGLDModel, samples: Any, x: Any, *, burn_in: i
 
     Raises:
       ValueError / TypeError: samples not of shape (T, num_params) or not finite, x not a finite
-        (n, num_features) array (its width is checked for the built-in models), a bad burn_in/thin.
+        (n, num_features) array (its width is checked for the built-in models), a bad burn_in/thin,
+        a ``model.logit`` that fails on x or does not return (n,) real logits.
     """
     model = _check_model(model)
     kept = _kept_samples(samples, burn_in, thin, model)
