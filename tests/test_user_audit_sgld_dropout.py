@@ -210,3 +210,22 @@ def test_dp_sgld_predictive_checks_a_custom_logit(logit):
     s = np.zeros((3, 2), np.float32)
     _raises(lambda: sg.posterior_predictive(model, s, _X), ValueError, "model.logit", "(12,)")
     _raises(lambda: sg.predictive_scores(model, s, _X, _Y), ValueError, "model.logit")
+
+
+def test_barker_kernel_refuses_settings_its_test_ignores():
+    n = 20
+    x = np.linspace(-1.0, 1.0, n).astype(np.float32)
+    model = mcmc.energy_model(lambda th, r: 0.5 * (r - th[0]) ** 2, x, log_prior_fn=lambda th: -0.5 * jnp.sum(th**2),
+                              bound_constants=np.full(n, 3.0))
+    rw = mcmc.random_walk(0.1)
+    # was stored and never used (a non-private chain is not accounted)
+    _raises(lambda: mcmc.dp_barker_kernel(model, rw, private=False, delta=1e-7), ValueError, "delta", "ignored")
+    # the exact test draws Logistic(0, 1): C = 1.0 changed nothing
+    _raises(lambda: mcmc.dp_barker_kernel(model, rw, private=False, normal_variance=1.0), ValueError,
+            "normal_variance", "ignored")
+    assert mcmc.dp_barker_kernel(model, rw, private=False, batch_size=10, normal_variance=1.0).config.normal_variance == 1.0
+    assert mcmc.dp_barker_kernel(model, rw).config.delta == 1e-5
+    # the default batch is all N = 10 records: the message said "got 10" for a batch_size never given
+    small = mcmc.energy_model(lambda th, r: 0.5 * (r - th[0]) ** 2, x[:10], log_prior_fn=lambda th: -0.5 * jnp.sum(th**2),
+                              bound_constants=np.full(10, 3.0))
+    _raises(lambda: mcmc.dp_barker_kernel(small, rw), ValueError, "defaults to N", "N = 10")

@@ -30,7 +30,7 @@ from scipy import optimize, special, stats
 from .._checks import check_delta, check_positive, check_positive_int
 from .accounting import BARKER_NORMAL_VARIANCE
 from .kernels import Kernel, _check_model, _check_proposal, _decide_with, _energies, make_kernel
-from .kernels import _propose, _take, _violations
+from .kernels import _propose, _refuse_unused_privacy, _take, _violations
 from .model import EnergyModel, Proposal
 
 Array = Any
@@ -141,8 +141,8 @@ class BarkerConfig:
 
 
 def dp_barker_kernel(model: EnergyModel, proposal: Proposal, *, batch_size: int | None = None,
-                     private: bool = True, normal_variance: float = BARKER_NORMAL_VARIANCE,
-                     delta: float = 1e-5) -> Kernel:
+                     private: bool = True, normal_variance: float | None = None,
+                     delta: float | None = None) -> Kernel:
     """DP Barker (Heikkila et al. 2019), the minibatch DP MH baseline of papers/dp-fast-mh.txt.
 
     Each step proposes theta' and draws b records uniformly without replacement. With
@@ -183,20 +183,32 @@ def dp_barker_kernel(model: EnergyModel, proposal: Proposal, *, batch_size: int 
       model, proposal: as :func:`dpposterior.mcmc.tuna_mh_kernel`.
       batch_size: b in [2, N] (default N).
       private: False: no clip and no privacy (NOT PRIVATE).
-      normal_variance: C (default 2, NOTES.md section 4), in (0, pi^2/3). The privacy analysis
-        (:func:`dpposterior.mcmc.barker_rdp`) is for C = 2 only: other values need ``private=False``.
+      normal_variance: C (None: 2, NOTES.md section 4), in (0, pi^2/3). The privacy analysis
+        (:func:`dpposterior.mcmc.barker_rdp`) is for C = 2 only: other values need ``private=False``
+        with b < N (the exact full-data test draws Logistic(0, 1) noise and uses no C: giving one
+        there is an error, not ignored).
       delta: the total delta at which :func:`dpposterior.mcmc.run_chain` accounts the chain by
-        default (its ``total_delta`` overrides it).
+        default (its ``total_delta`` overrides it); None: 1e-5. With ``private=False`` nothing is
+        accounted, and giving a delta is an error.
+
+    Raises:
+      ValueError / TypeError: an argument outside its range, a private test on fewer than 15
+        records, or a setting that the chosen test would ignore (see ``normal_variance``, ``delta``).
     """
     model = _check_model(model)
     proposal = _check_proposal(proposal)
     if not isinstance(private, (bool, np.bool_)):
         raise TypeError(f"private must be True or False, got {private!r}")
+    _refuse_unused_privacy(private, delta=delta)
     n = model.num_records
     b = n if batch_size is None else check_positive_int(batch_size, "batch_size", minimum=2)
     if b > n:
         raise ValueError(f"batch_size must be <= the number of records {n}, got {b}")
-    c_var = check_positive(normal_variance, "normal_variance")
+    if not private and b == n and normal_variance is not None:
+        raise ValueError(f"normal_variance={normal_variance!r} would be ignored: the exact full-data test "
+                         "(private=False, batch_size = N) draws Logistic(0, 1) noise and has no Gaussian part; pass "
+                         "None, or a batch_size < N for the minibatch test")
+    c_var = BARKER_NORMAL_VARIANCE if normal_variance is None else check_positive(normal_variance, "normal_variance")
     if not c_var < math.pi**2 / 3.0:   # checked also for the exact test, which does not use it
         raise ValueError(f"normal_variance must be < pi^2/3 = {math.pi**2 / 3:.4f} (the logistic variance), got "
                          f"{normal_variance!r}")
@@ -204,8 +216,9 @@ def dp_barker_kernel(model: EnergyModel, proposal: Proposal, *, batch_size: int 
         raise ValueError(f"the DP Barker privacy analysis holds for normal_variance = {BARKER_NORMAL_VARIANCE} only, "
                          f"got {normal_variance!r}; use private=False for other values")
     if private and b < 15:
-        raise ValueError(f"a private DP Barker test needs batch_size >= 15 (an RDP order below b/5), got {b}")
-    dlt = check_delta(delta)
+        given = "" if batch_size is not None else f" (batch_size defaults to N, and the data hold N = {n} records)"
+        raise ValueError(f"a private DP Barker test needs batch_size >= 15 (an RDP order below b/5), got {b}{given}")
+    dlt = 1e-5 if delta is None else check_delta(delta)
     exact = (not private) and b == n
     correction = None if exact else barker_correction(c_var)
     clip = CLIP_FACTOR * math.sqrt(b) / n if private else None
