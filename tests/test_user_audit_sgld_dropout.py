@@ -229,3 +229,9 @@ def test_barker_kernel_refuses_settings_its_test_ignores():
     small = mcmc.energy_model(lambda th, r: 0.5 * (r - th[0]) ** 2, x[:10], log_prior_fn=lambda th: -0.5 * jnp.sum(th**2),
                               bound_constants=np.full(10, 3.0))
     _raises(lambda: mcmc.dp_barker_kernel(small, rw), ValueError, "defaults to N", "N = 10")
+
+
+@pytest.mark.parametrize("kw", [dict(span=1e7), dict(spacing=1e-7)])
+def test_barker_correction_refuses_a_grid_too_fine_to_fit(kw):
+    # was numpy's MemoryError ("Unable to allocate 895. GiB") from the linear programme's matrix
+    _raises(lambda: mcmc.barker_correction(2.0, **kw), ValueError, "span / spacing", "2000")

@@ -37,6 +37,8 @@ Array = Any
 
 #: the clip bound on each per-record log ratio is CLIP_FACTOR sqrt(b) / N (energy units), NOTES 4.
 CLIP_FACTOR = 0.99
+#: the most pairs of components :func:`barker_correction` fits (the default fit has 81)
+MAX_CORRECTION_PAIRS = 2000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,13 +75,17 @@ def barker_correction(normal_variance: float = BARKER_NORMAL_VARIANCE, spacing: 
     so no correction reaches 0; ``max_cdf_error`` records the measured error on [-40, 40].
 
     Raises:
-      ValueError: C >= pi^2 / 3 (the logistic variance) or non-positive; non-positive spacing/span.
+      ValueError: C >= pi^2 / 3 (the logistic variance) or non-positive; non-positive spacing/span,
+        or span / spacing above 2000 pairs of components.
     """
     c = check_positive(normal_variance, "normal_variance")
     if not c < math.pi**2 / 3.0:
         raise ValueError(f"normal_variance must be < pi^2/3 = {math.pi**2 / 3:.4f} (the logistic variance), got {c!r}")
     h = check_positive(spacing, "spacing")
     top = check_positive(span, "span")
+    if not top / h <= MAX_CORRECTION_PAIRS:   # the linear programme has one column per pair
+        raise ValueError(f"span / spacing must be <= {MAX_CORRECTION_PAIRS} (pairs of mixture components), got "
+                         f"span={span!r}, spacing={spacing!r}")
     pair_means = h * np.arange(0, int(round(top / h)) + 1, dtype=np.float64)
     total_std = math.sqrt(c + h * h)
 
