@@ -235,3 +235,18 @@ def test_barker_kernel_refuses_settings_its_test_ignores():
 def test_barker_correction_refuses_a_grid_too_fine_to_fit(kw):
     # was numpy's MemoryError ("Unable to allocate 895. GiB") from the linear programme's matrix
     _raises(lambda: mcmc.barker_correction(2.0, **kw), ValueError, "span / spacing", "2000")
+
+
+def test_numpyro_energy_model_refuses_a_prior_that_reads_the_data():
+    # w ~ N(mean(x), 1): the log prior is evaluated on the first record, so it was silently centred at x[0]
+    # (-1.419 instead of -0.919 at w = 0), with that record's value outside any privacy guarantee
+    import numpyro
+    import numpyro.distributions as dist
+
+    def empirical_bayes(x, y):
+        w = numpyro.sample("w", dist.Normal(jnp.mean(x), 1.0))
+        with numpyro.plate("data", x.shape[0]):
+            numpyro.sample("y", dist.Bernoulli(logits=w * x), obs=y)
+
+    _raises(lambda: mcmc.numpyro_energy_model(empirical_bayes, _XN, _YN, bound_constants=_CN), ValueError,
+            "latent site 'w'", "must not read the records")

@@ -273,8 +273,8 @@ def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants:
       TypeError: a model that is not callable, data that are not arrays.
       ValueError: no plate of size N over the records (or one fixed at N rather than following the
         data), observed sites outside it, observed values that do not follow the positional data
-        (e.g. passed in ``model_kwargs``), latent sites inside it, no latent site, a constrained
-        latent site without a box, and what :func:`energy_model` rejects.
+        (e.g. passed in ``model_kwargs``), latent sites inside it or whose prior reads the data, no
+        latent site, a constrained latent site without a box, and what :func:`energy_model` rejects.
     """
     from numpyro import handlers
     from numpyro.distributions import constraints
@@ -322,6 +322,16 @@ def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants:
                 support = support.base_constraint
             if support is not constraints.real and box is None:
                 raise ValueError(f"latent site {name!r} has support {s['fn'].support}: give a box inside it")
+            # the log prior is evaluated on the first record only: a prior that reads the data (e.g. centred
+            # at x.mean()) would silently use that one record's values, outside every privacy guarantee
+            one = tr1.get(name)
+            lp_all = np.asarray(s["fn"].log_prob(s["value"]), np.float64)
+            lp_one = (None if one is None or one["type"] != "sample"
+                      else np.asarray(one["fn"].log_prob(s["value"]), np.float64))
+            if lp_one is None or lp_one.shape != lp_all.shape or not np.allclose(lp_one, lp_all, rtol=1e-5, atol=1e-6):
+                raise ValueError(f"the prior of latent site {name!r} changes with the data (its density differs when the "
+                                 "model is given one record): a prior must not read the records or their number (e.g. be "
+                                 "centred at x.mean()); give it fixed parameters (pass a public N as a number)")
             latent.append(name)
     if not observed:
         raise ValueError("the model has no observed site inside the plate over records")
