@@ -237,3 +237,10 @@ def test_numpyro_energy_model_refuses_a_prior_that_reads_the_data():
 
     _raises(lambda: mcmc.numpyro_energy_model(empirical_bayes, _XN, _YN, bound_constants=_CN), ValueError,
             "latent site 'w'", "must not read the records")
+
+
+@pytest.mark.parametrize("eps,delta,steps", [(0.1, 1e-3, 7), (0.5, 1e-5, 10), (2.0, 1e-6, 300)])
+def test_calibrate_chain_exact_penalty_never_exceeds_its_target(eps, delta, steps):
+    # the chain's epsilon (the accountant run_chain uses) was 0.10000000000002274 for a target of 0.1
+    per = mcmc.calibrate_chain("penalty", eps, delta, steps, accountant="exact")
+    assert mcmc.gaussian_chain_epsilon(per.noise_multiplier, steps, delta, "exact") <= eps

@@ -351,6 +351,14 @@ def calibrate_chain(method: Literal["dp_fast_mh", "penalty", "dp_barker"], total
             raise ValueError(f"accountant for the penalty method must be 'pld', 'rdp' or 'exact', got {acc!r}")
         if acc == "exact":
             sigma = analytic_gaussian_sigma(eps_t, dg, 1.0) * math.sqrt(t)
+            # the chain is accounted by gaussian_chain_epsilon(..., "exact"), whose bisection (and the
+            # round trip through sqrt(T)) can put the answer a few 1e-14 above the target: step sigma up
+            for _ in range(100):
+                if gaussian_chain_epsilon(sigma, t, dg, "exact") <= eps_t:
+                    break
+                sigma *= 1.0 + 1e-9
+            else:  # pragma: no cover - 100 steps of 1e-9 cover any rounding
+                raise RuntimeError(f"the exact penalty calibration did not meet epsilon={eps_t} (sigma={sigma})")
         else:
             sigma = calibrate_noise_multiplier(eps_t, dg, 1.0, t, acc)
         eps_i = math.sqrt(2.0 * math.log(1.25 / dg)) / sigma
