@@ -244,3 +244,13 @@ def test_calibrate_chain_exact_penalty_never_exceeds_its_target(eps, delta, step
     # the chain's epsilon (the accountant run_chain uses) was 0.10000000000002274 for a target of 0.1
     per = mcmc.calibrate_chain("penalty", eps, delta, steps, accountant="exact")
     assert mcmc.gaussian_chain_epsilon(per.noise_multiplier, steps, delta, "exact") <= eps
+
+
+@pytest.mark.parametrize("position,exc,word", [([True, False], TypeError, "real numbers"),   # was [1., 0.]
+                                               (["0.1"], TypeError, "real numbers"),          # was [0.1]
+                                               ([np.nan, 0.0], ValueError, "finite"),         # was a NaN state
+                                               ([1e39], ValueError, "float32")])              # was inf
+def test_dp_sgld_init_checks_the_position(position, exc, word):
+    from dpposterior.mcmc import dp_sgld as sg
+
+    _raises(lambda: sg.init(position), exc, "position", word)

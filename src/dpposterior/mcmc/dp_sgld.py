@@ -360,8 +360,24 @@ class DPSGLDInfo(NamedTuple):
 
 
 def init(position: Any) -> DPSGLDState:
-    """The state at ``position`` (d,) (data-independent: it is not accounted), with t = 0."""
-    pos = jnp.asarray(position, jnp.float32)
+    """The state at ``position`` (d,) (data-independent: it is not accounted), with t = 0.
+
+    Raises:
+      TypeError: a position that does not hold real numbers (strings, bools, complex).
+      ValueError: a position that is not 1-D, not finite or beyond the float32 range.
+    """
+    if isinstance(position, jax.Array):   # also a traced position (make_run): its values are not known here
+        if jnp.dtype(position.dtype).kind not in "iuf":
+            raise TypeError(f"position must hold real numbers (not strings or bools), got dtype {position.dtype}")
+        pos = position.astype(jnp.float32)
+    else:
+        raw = np.asarray(position)
+        if raw.dtype.kind not in "iuf":
+            raise TypeError(f"position must hold real numbers (not strings or bools), got dtype {raw.dtype}")
+        check_float32_array("position", raw)
+        if not np.all(np.isfinite(raw)):
+            raise ValueError("position must be finite: it contains NaN or inf")
+        pos = jnp.asarray(raw, jnp.float32)
     if pos.ndim != 1:
         raise ValueError(f"position must be a 1-D parameter vector (d,), got shape {pos.shape}")
     return DPSGLDState(pos, jnp.int32(0))
