@@ -254,3 +254,20 @@ def test_dp_sgld_init_checks_the_position(position, exc, word):
     from dpposterior.mcmc import dp_sgld as sg
 
     _raises(lambda: sg.init(position), exc, "position", word)
+
+
+def test_numpyro_energy_model_accepts_a_feature_plate_as_large_as_n():
+    # a plate over p = N features was taken for the plate over records, and its global weights refused as
+    # "local latent variables"; now only a plate that follows the data to one record is over the records
+    import numpyro
+    import numpyro.distributions as dist
+
+    def eight_features(x, y):
+        with numpyro.plate("features", 8):
+            w = numpyro.sample("w", dist.Normal(0.0, 1.0))
+        with numpyro.plate("data", x.shape[0]):
+            numpyro.sample("y", dist.Bernoulli(logits=x @ w), obs=y)
+
+    y = (np.arange(8) % 2).astype(np.float32)
+    model = mcmc.numpyro_energy_model(eight_features, np.eye(8, dtype=np.float32), y, bound_constants=np.ones(8))
+    assert model.num_records == 8
