@@ -271,3 +271,24 @@ def test_numpyro_energy_model_accepts_a_feature_plate_as_large_as_n():
     y = (np.arange(8) % 2).astype(np.float32)
     model = mcmc.numpyro_energy_model(eight_features, np.eye(8, dtype=np.float32), y, bound_constants=np.ones(8))
     assert model.num_records == 8
+
+
+# ---------------------------------------------------------------------------------------------
+# the DP dropout reproduction's settings
+
+
+@pytest.mark.parametrize("kw,exc,word", [
+    (dict(kept_samples=0), ValueError, "kept_samples"),     # was a ZeroDivisionError in run_dp_dropout
+    (dict(epsilons=()), TypeError, "epsilons"),             # was min() of an empty sequence in the report
+    (dict(seeds=(0, 0)), ValueError, "seeds"),              # was one run averaged as two seeds (sd 0)
+    (dict(epsilons=(-1.0,)), ValueError, "epsilon"),
+    (dict(batch_size=600), ValueError, "batch_size"),       # q = 600 / 500 > 1: was "sampling_rate" at run time
+    (dict(datasets=("mnist",)), ValueError, "datasets"),
+    (dict(seeds=(True,)), TypeError, "seeds"),
+])
+def test_dp_dropout_settings_are_checked_when_made(kw, exc, word):
+    import dataclasses
+
+    from dpposterior.reproduce.dp_dropout import QUICK
+
+    _raises(lambda: dataclasses.replace(QUICK, **kw), exc, word)

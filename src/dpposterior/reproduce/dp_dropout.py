@@ -34,6 +34,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from .._checks import check_delta, check_epsilon, check_positive, check_positive_int, check_seed
 from ..mcmc import dp_sgld as S
 
 __all__ = ["FULL", "QUICK", "DPDropoutSettings", "format_tables", "run_dp_dropout", "write_dp_dropout_report"]
@@ -61,6 +62,35 @@ class DPDropoutSettings:
     prior_scale: float = 1.0
     kept_samples: int = 200  # thinning so that at most this many samples enter the predictive
     seeds: tuple[int, ...] = (0,)
+
+    def __post_init__(self) -> None:
+        """Checks every field: a bad value is an error naming it, before any data are read."""
+        for name in ("epsilons", "datasets", "seeds"):
+            v = getattr(self, name)
+            if isinstance(v, (str, bytes)) or not isinstance(v, (tuple, list)) or len(v) == 0:
+                raise TypeError(f"{name} must be a non-empty tuple, got {v!r}")
+            if len(set(v)) != len(v):
+                raise ValueError(f"{name} must not repeat a value (rows would be averaged as if distinct), got {v!r}")
+        for e in self.epsilons:
+            check_epsilon(e, "epsilons")
+        for d in self.datasets:
+            if d not in ("mnist79", "adult"):
+                raise ValueError(f"datasets must be 'mnist79' or 'adult', got {d!r}")
+        for seed in self.seeds:
+            if check_seed(seed, "seeds") is None:
+                raise TypeError(f"seeds must be integers in [0, 2**32), got {seed!r}")
+        for name in ("num_steps", "batch_size", "hidden", "pca_dims", "kept_samples"):
+            check_positive_int(getattr(self, name), name)
+        for name in ("train_size", "test_size"):
+            if getattr(self, name) is not None:
+                check_positive_int(getattr(self, name), name)
+        if self.train_size is not None and self.batch_size > self.train_size:
+            raise ValueError(f"batch_size must be <= train_size (q = batch_size / N <= 1), got {self.batch_size} > "
+                             f"{self.train_size}")
+        for name in ("clip", "lr", "prior_scale"):
+            check_positive(getattr(self, name), name)
+        check_positive(self.dropout_alpha, "dropout_alpha", allow_zero=True)
+        check_delta(self.delta)
 
 
 QUICK = DPDropoutSettings(epsilons=(2.0,), datasets=("adult",), num_steps=40, batch_size=50,
