@@ -292,3 +292,22 @@ def test_dp_dropout_settings_are_checked_when_made(kw, exc, word):
     from dpposterior.reproduce.dp_dropout import QUICK
 
     _raises(lambda: dataclasses.replace(QUICK, **kw), exc, word)
+
+
+def test_numpyro_energy_model_box_must_lie_inside_a_constrained_support():
+    # s ~ HalfNormal with box (-1, 5): was accepted; the prior was then evaluated at s < 0 (an invalid Normal
+    # scale, unchecked inside the compiled chain); a box of the wrong length failed only when a chain ran
+    import numpyro
+    import numpyro.distributions as dist
+
+    def scale_model(x):
+        s = numpyro.sample("s", dist.HalfNormal(1.0))
+        with numpyro.plate("data", x.shape[0]):
+            numpyro.sample("x", dist.Normal(0.0, s), obs=x)
+
+    x, c = np.abs(_XN) + 0.1, np.ones(6)
+    _raises(lambda: mcmc.numpyro_energy_model(scale_model, x, bound_constants=c, box=(-1.0, 5.0)), ValueError,
+            "inside the support", "'s'")
+    _raises(lambda: mcmc.numpyro_energy_model(scale_model, x, bound_constants=c, box=([0.1, 0.1], [1.0, 1.0])),
+            ValueError, "box", "one entry per coordinate")
+    assert mcmc.numpyro_energy_model(scale_model, x, bound_constants=c, box=(0.0, 5.0)).lower is not None

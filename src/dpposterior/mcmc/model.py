@@ -264,7 +264,7 @@ def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants:
         NOTES.md section 4), with C and c_max public for the DP samplers;
       - ``box``: the parameter box on which that bound holds (proposals outside are rejected);
         required when a latent site's support is not the whole real line, and then it must lie
-        inside that support (theta lives in the sites' own, constrained space);
+        inside that support (checked; theta lives in the sites' own, constrained space);
       - ``distance_fn`` M, if not the Euclidean distance.
     Local latent sites (inside the record plate) are not supported (the samplers need per-record
     energies that depend on theta only).
@@ -274,7 +274,8 @@ def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants:
       ValueError: no plate of size N over the records (or one fixed at N rather than following the
         data), observed sites outside it, observed values that do not follow the positional data
         (e.g. passed in ``model_kwargs``), latent sites inside it or whose prior reads the data, no
-        latent site, a constrained latent site without a box, and what :func:`energy_model` rejects.
+        latent site, a constrained latent site without a box or with a box not inside its support, a
+        box whose length is not theta's, and what :func:`energy_model` rejects.
     """
     from numpyro import handlers
     from numpyro.distributions import constraints
@@ -370,5 +371,26 @@ def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants:
         trace = _trace(theta, args)
         return -sum(_site_log_prob(trace[name]) for name in observed) / t
 
-    return energy_model(energy_fn, arrays, log_prior_fn=log_prior_fn, bound_constants=bound_constants, box=box,
-                        distance_fn=distance_fn)
+    em = energy_model(energy_fn, arrays, log_prior_fn=log_prior_fn, bound_constants=bound_constants, box=box,
+                      distance_fn=distance_fn)
+    if em.lower is not None:
+        dim = int(offsets[-1])
+        if em.lower.shape != (dim,):
+            raise ValueError(f"box bounds must have one entry per coordinate of theta ({dim}: the latent sites "
+                             f"{latent} flattened), got shape {em.lower.shape}")
+        lo = np.where(np.isfinite(em.lower), np.asarray(em.lower, np.float64), -FLOAT32_MAX)
+        hi = np.where(np.isfinite(em.upper), np.asarray(em.upper, np.float64), FLOAT32_MAX)
+        inset = 1e-6 * (hi - lo)   # points just inside the box: a box may end on an open bound (0 for positive)
+        for k, name in enumerate(latent):
+            support = tr[name]["fn"].support
+            if support is constraints.real or (isinstance(support, constraints.independent)
+                                               and support.base_constraint is constraints.real):
+                continue
+            sl = slice(offsets[k], offsets[k + 1])
+            corners = [jnp.reshape(jnp.asarray(v[sl], jnp.float32), shapes[k]) for v in (lo + inset, hi - inset)]
+            if not all(bool(np.all(support.check(c))) for c in corners):
+                raise ValueError(f"the box must lie inside the support of latent site {name!r} ({support}), got lower "
+                                 f"{np.asarray(em.lower)[sl].tolist()} and upper {np.asarray(em.upper)[sl].tolist()} for "
+                                 "its coordinates: outside it the prior and likelihood are not defined (NumPyro "
+                                 "evaluates them there without checks inside the compiled chain)")
+    return em
