@@ -311,3 +311,13 @@ def test_numpyro_energy_model_box_must_lie_inside_a_constrained_support():
     _raises(lambda: mcmc.numpyro_energy_model(scale_model, x, bound_constants=c, box=([0.1, 0.1], [1.0, 1.0])),
             ValueError, "box", "one entry per coordinate")
     assert mcmc.numpyro_energy_model(scale_model, x, bound_constants=c, box=(0.0, 5.0)).lower is not None
+
+
+@pytest.mark.parametrize("scale", [1e-20, 1e25])
+def test_dp_sgld_builtin_prior_scale_must_give_a_float32_precision(scale):
+    # 1e-20: the precision 1e40 is inf in float32 and the chain NaN (inf * 0 at theta = 0); 1e25: the
+    # precision 1e-50 is 0 in float32, a flat prior instead of the N(0, 1e50) asked for
+    from dpposterior.mcmc import dp_sgld as sg
+
+    _raises(lambda: sg.logistic_regression(2, prior_scale=scale), ValueError, "prior_scale", "float32")
+    _raises(lambda: sg.mlp(2, prior_scale=scale), ValueError, "prior_scale", "float32")

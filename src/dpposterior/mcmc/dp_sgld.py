@@ -133,7 +133,10 @@ class DPSGLDModel(NamedTuple):
 
 
 def _gaussian_log_prior(scale: float) -> Callable[[Array], Array]:
-    inv_var = 1.0 / (scale * scale)
+    inv_var = 1.0 / (scale * scale) if scale * scale > 0 else math.inf   # Python floats: no overflow error
+    # the log prior runs in float32: a precision that overflows (NaN chain) or underflows (a flat prior) there
+    # is an error naming prior_scale
+    check_float32_positive(inv_var, f"the prior precision 1 / prior_scale^2 (prior_scale={scale!r})")
 
     def log_prior(theta):
         return -0.5 * inv_var * jnp.sum(jnp.square(theta))
