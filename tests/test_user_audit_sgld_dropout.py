@@ -257,20 +257,18 @@ def test_dp_sgld_init_checks_the_position(position, exc, word):
 
 
 def test_numpyro_energy_model_accepts_a_feature_plate_as_large_as_n():
-    # a plate over p = N features was taken for the plate over records, and its global weights refused as
+    # a plate over p = N = 6 features was taken for the plate over records, and its global weights refused as
     # "local latent variables"; now only a plate that follows the data to one record is over the records
     import numpyro
     import numpyro.distributions as dist
 
-    def eight_features(x, y):
-        with numpyro.plate("features", 8):
+    def six_weights(x, y):
+        with numpyro.plate("features", 6):
             w = numpyro.sample("w", dist.Normal(0.0, 1.0))
         with numpyro.plate("data", x.shape[0]):
-            numpyro.sample("y", dist.Bernoulli(logits=x @ w), obs=y)
+            numpyro.sample("y", dist.Bernoulli(logits=jnp.sum(w) * x), obs=y)
 
-    y = (np.arange(8) % 2).astype(np.float32)
-    model = mcmc.numpyro_energy_model(eight_features, np.eye(8, dtype=np.float32), y, bound_constants=np.ones(8))
-    assert model.num_records == 8
+    assert mcmc.numpyro_energy_model(six_weights, _XN, _YN, bound_constants=_CN).num_records == 6
 
 
 # ---------------------------------------------------------------------------------------------
@@ -295,22 +293,22 @@ def test_dp_dropout_settings_are_checked_when_made(kw, exc, word):
 
 
 def test_numpyro_energy_model_box_must_lie_inside_a_constrained_support():
-    # s ~ HalfNormal with box (-1, 5): was accepted; the prior was then evaluated at s < 0 (an invalid Normal
-    # scale, unchecked inside the compiled chain); a box of the wrong length failed only when a chain ran
+    # w ~ HalfNormal with box (-1, 5): was accepted, and the chain then evaluated the model at w < 0, outside
+    # the support (NumPyro does not check it inside the compiled chain); a box of the wrong length failed
+    # only when a chain ran
     import numpyro
     import numpyro.distributions as dist
 
-    def scale_model(x):
-        s = numpyro.sample("s", dist.HalfNormal(1.0))
+    def positive_weight(x, y):
+        w = numpyro.sample("w", dist.HalfNormal(1.0))
         with numpyro.plate("data", x.shape[0]):
-            numpyro.sample("x", dist.Normal(0.0, s), obs=x)
+            numpyro.sample("y", dist.Bernoulli(logits=w * x), obs=y)
 
-    x, c = np.abs(_XN) + 0.1, np.ones(6)
-    _raises(lambda: mcmc.numpyro_energy_model(scale_model, x, bound_constants=c, box=(-1.0, 5.0)), ValueError,
-            "inside the support", "'s'")
-    _raises(lambda: mcmc.numpyro_energy_model(scale_model, x, bound_constants=c, box=([0.1, 0.1], [1.0, 1.0])),
-            ValueError, "box", "one entry per coordinate")
-    assert mcmc.numpyro_energy_model(scale_model, x, bound_constants=c, box=(0.0, 5.0)).lower is not None
+    _raises(lambda: mcmc.numpyro_energy_model(positive_weight, _XN, _YN, bound_constants=_CN, box=(-1.0, 5.0)),
+            ValueError, "inside the support", "'w'")
+    _raises(lambda: mcmc.numpyro_energy_model(positive_weight, _XN, _YN, bound_constants=_CN,
+                                              box=([0.1, 0.1], [1.0, 1.0])), ValueError, "one entry per coordinate")
+    assert mcmc.numpyro_energy_model(positive_weight, _XN, _YN, bound_constants=_CN, box=(0.0, 5.0)).lower is not None
 
 
 @pytest.mark.parametrize("scale", [1e-20, 1e25])
