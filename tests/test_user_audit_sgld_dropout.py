@@ -319,3 +319,15 @@ def test_dp_sgld_builtin_prior_scale_must_give_a_float32_precision(scale):
 
     _raises(lambda: sg.logistic_regression(2, prior_scale=scale), ValueError, "prior_scale", "float32")
     _raises(lambda: sg.mlp(2, prior_scale=scale), ValueError, "prior_scale", "float32")
+
+
+@pytest.mark.parametrize("logit", [lambda th, x: (x @ th)[:, None],       # was a (n, 1) "predictive"
+                                   lambda th, x: jnp.sum(x @ th),          # was one number for all rows
+                                   lambda th, x: x[:, 0] * th[0] > 0])     # was 0/1 taken as logits
+def test_dp_sgld_predictive_checks_a_custom_logit(logit):
+    from dpposterior.mcmc import dp_sgld as sg
+
+    model = _custom(logit=logit)
+    s = np.zeros((3, 2), np.float32)
+    _raises(lambda: sg.posterior_predictive(model, s, _X), ValueError, "model.logit", "(12,)")
+    _raises(lambda: sg.predictive_scores(model, s, _X, _Y), ValueError, "model.logit")
