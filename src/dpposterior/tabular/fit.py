@@ -105,6 +105,45 @@ def _check_common(epsilon, delta, num_steps, sampling_rate, clip, prob):
     return epsilon, delta, num_steps, sampling_rate, clip
 
 
+#: the post-processing's burn-in (``noise_aware_posterior``'s default) and the DP-Fast MH chain's
+NA_DPVI_BURN_IN = 0.2
+DP_FAST_MH_BURN_IN = 0.5
+
+
+def min_steps(method: str) -> int:
+    """The fewest steps (iterations) whose release the report's post-processing of ``method`` can use.
+
+    ``"na-dpvi"``/``"naive"``: at least ``MIN_STEPS_AFTER_BURN_IN`` steps after the 20% burn-in of the
+    noise-aware model; ``"dpvim"``: two steps in each of its convergence windows; ``"dp-fast-mh"``: as
+    many draws after its 50% burn-in; ``"gibbs-ss-noisy"`` has no steps (1).
+    """
+    from ..noise_aware.stats import MIN_STEPS_AFTER_BURN_IN, burn_in_start
+    from ..vi.dpvim import DEFAULT_NUM_WINDOWS
+
+    burn_in = {"na-dpvi": NA_DPVI_BURN_IN, "naive": NA_DPVI_BURN_IN, "dp-fast-mh": DP_FAST_MH_BURN_IN}.get(method)
+    if method == "dpvim":
+        return 2 * DEFAULT_NUM_WINDOWS
+    if burn_in is None:
+        return 1
+    t = MIN_STEPS_AFTER_BURN_IN
+    while t - burn_in_start(t, burn_in) < MIN_STEPS_AFTER_BURN_IN:
+        t += 1
+    return t
+
+
+def _check_steps(num_steps: int, methods: Sequence[str]) -> None:
+    """Refuses, before any release, a ``num_steps`` too short for a method's post-processing (the
+    release would be computed, its privacy spent, and then lost)."""
+    need = {m: min_steps(m) for m in methods}
+    short = {m: t for m, t in need.items() if num_steps < t}
+    if short:
+        worst = max(short.values())
+        raise ValueError(f"steps (num_steps) must be at least {worst} here, got {num_steps}: "
+                         + ", ".join(f"{m} needs {t}" for m, t in short.items())
+                         + " for its post-processing (checked before the release, which would otherwise be "
+                           "computed and then lost)")
+
+
 #: the linear model's prior in ``fit``/``compare`` (the target is rescaled to [-1, 1], so its residual
 #: variance is at most 1): sigma2 ~ InvGamma(2, 0.5) (mean 0.5), w ~ N(0, 4 sigma2 I). The papers'
 #: InvGamma(20, 0.5) (mean 0.026) suits their simulated data, not an arbitrary table.
@@ -200,7 +239,7 @@ def _public_block(report: Report, design: Design, schema_name: str) -> None:
 
 
 def dp_fast_mh_logistic(design: Design, *, epsilon: float, delta: float, num_steps: int, rng_key: Any = None,
-                        layout: Any = None, burn_in: float = 0.5) -> Any:
+                        layout: Any = None, burn_in: float = DP_FAST_MH_BURN_IN) -> Any:
     """DP-Fast MH (``dpposterior.mcmc``) for logistic regression on a design in [-1, 1]^p.
 
     Energies U_i(w) = softplus(-(2 y_i - 1) x_i . w) with bound constants c_i = sqrt(p): softplus is
@@ -315,6 +354,7 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
     if ledger is not None:
         check_output_file(ledger, "ledger")
         book = Ledger.load(ledger) if Path(ledger).exists() else Ledger()
+    _check_steps(num_steps, ["na-dpvi"])
     t0 = time.perf_counter()
     design, fn, label, _ = _load(data, schema, target, model, features, log)
     clip = default_clip(design, model) if clip is None else clip
@@ -327,7 +367,7 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
     log(f"      privacy spent: {trace.privacy.summary()}")
     log(f"[3/4] noise-aware posterior ({method}) from the release alone")
     naive = trace.last_iterate_posterior()
-    post = noise_aware_posterior(trace, method=method)
+    post = noise_aware_posterior(trace, method=method, burn_in=NA_DPVI_BURN_IN)
     key = jax.random.PRNGKey(0)  # post-processing randomness: no privacy role
     s_aware = _summaries(post, design, model, prob, key)
     s_naive = _summaries(naive, design, model, prob, key)
@@ -455,6 +495,7 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
         raise ValueError(f"seed must be an integer in [0, 2**32 - {k - 1}) here: release i of the {k} is seeded "
                          f"with seed + i, and JAX keeps only 32 bits of a seed; got {seed}")
     out = check_output_dir(out, "out")  # before the releases, so that no result is lost
+    _check_steps(num_steps, releases)
     design, fn, label, _ = _load(data, schema, target, model, features, log, f"[1/{k + 2}]")
     clip = default_clip(design, model) if clip is None else clip
     eps_each, delta_each = (epsilon / k, delta / k) if budget == "split" else (epsilon, delta)
@@ -475,7 +516,7 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
                          **model_kwargs(model))
             ledger.add(trace, "na-dpvi (DPVI release; naive shares it)")
             if "na-dpvi" in methods:
-                posts["na-dpvi"] = noise_aware_posterior(trace, method="grid")
+                posts["na-dpvi"] = noise_aware_posterior(trace, method="grid", burn_in=NA_DPVI_BURN_IN)
             if "naive" in methods:
                 posts["naive"] = trace.last_iterate_posterior()
         elif m == "dpvim":

@@ -1,0 +1,57 @@
+"""A statistician's own table through ``dpposterior fit`` / ``compare`` and ``dpposterior.tabular``.
+
+Bugs found by a bug hunt on the user-table path (2026-12-02): settings that made a DP release and
+then lost it, files and column types that were read silently wrong, and valid data that was refused
+for the wrong reason. Each test was red before its fix. No test reaches a DP-SGD run: command-line
+cases run ``dpposterior.cli.main`` in-process and stop at checks made before any release (a release
+reached anyway fails loudly), and the readers are tested on tiny tables, so the file runs in seconds.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from dpposterior.cli import main
+
+
+def _error(capsys, argv, command):
+    """Runs the CLI and returns its one-line error (exit code 2, no traceback)."""
+    rc = main([str(a) for a in argv])
+    err = capsys.readouterr().err.strip()
+    prefix = f"dpposterior {command}: error: "
+    assert rc == 2, err
+    assert "\n" not in err and err.startswith(prefix), err
+    return err[len(prefix):]
+
+
+def _argv(tmp, command, *extra, csv="d.csv", out="out"):
+    return [command, tmp / csv, "--target", "y", "--bounds", tmp / "s.toml", "--epsilon", "1", "--delta", "1e-5",
+            "--no-progress", "--out", tmp / out, *extra]
+
+
+def _no_release(monkeypatch):
+    """Makes any DP release fail loudly: the checks under test must come first."""
+    def boom(*a, **k):
+        raise AssertionError("a release was computed before the check")
+
+    monkeypatch.setattr("dpposterior.vi.dpvi", boom)
+    monkeypatch.setattr("dpposterior.vi.dpvim.dpvim", boom)
+    monkeypatch.setattr("dpposterior.tabular.fit.dp_fast_mh_logistic", boom)
+
+
+# ---------------------------------------------------------------------------------------------
+# --steps too few for the post-processing: the release was computed (privacy spent), then the run
+# stopped with "the trace is too short" and nothing was written (nor added to --ledger)
+
+@pytest.mark.parametrize("command, steps, methods, need", [
+    ("fit", "8", (), "at least 12"),
+    ("compare", "30", ("--methods", "na-dpvi", "dpvim"), "dpvim needs 40"),
+    ("compare", "5", ("--methods", "naive"), "na-dpvi needs 12"),
+    ("compare", "3", ("--methods", "dp-fast-mh"), "dp-fast-mh needs 19"),
+])
+def test_too_few_steps_are_refused_before_the_release(capsys, tiny_table, monkeypatch, command, steps, methods,
+                                                      need):
+    _no_release(monkeypatch)
+    msg = _error(capsys, _argv(tiny_table, command, "--steps", steps, *methods), command)
+    assert msg.startswith("steps (num_steps) must be at least") and need in msg, msg
+    assert not (tiny_table / "out").exists()
