@@ -55,3 +55,49 @@ def test_too_few_steps_are_refused_before_the_release(capsys, tiny_table, monkey
     msg = _error(capsys, _argv(tiny_table, command, "--steps", steps, *methods), command)
     assert msg.startswith("steps (num_steps) must be at least") and need in msg, msg
     assert not (tiny_table / "out").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# dates in a column declared numeric (Parquet keeps their type): read as nanoseconds since 1970 or
+# period ordinals, then clipped to the bounds without a word (every record at the upper bound)
+
+SCHEMA = {"columns": {"age": {"type": "numeric", "bounds": [18, 90]},
+                      "region": {"type": "categorical", "categories": ["north", "south"]},
+                      "y": {"type": "categorical", "categories": ["no", "yes"]}}}
+
+
+def _frame(**age):
+    import pandas as pd
+
+    return pd.DataFrame({"region": ["north", "south"], "y": ["no", "yes"], **age})
+
+
+@pytest.mark.parametrize("values, kind", [
+    ("2020-01-01 2021-06-30", "dates"),
+    ("2020-01-01 2021-06-30 UTC", "dates"),
+    ("period", "dates"),
+    ("timedelta", "time spans"),
+    ("complex", "complex numbers"),
+])
+def test_dates_and_times_in_a_numeric_column_are_refused(values, kind):
+    import pandas as pd
+
+    from dpposterior.tabular import build_design, parse_schema
+
+    column = {"2020-01-01 2021-06-30": pd.to_datetime(["2020-01-01", "2021-06-30"]),
+              "2020-01-01 2021-06-30 UTC": pd.to_datetime(["2020-01-01", "2021-06-30"]).tz_localize("UTC"),
+              "period": pd.period_range("2020", periods=2, freq="Y"),
+              "timedelta": pd.to_timedelta([30, 45], unit="D"),
+              "complex": [30 + 0j, 45 + 1j]}[values]
+    with pytest.raises(ValueError, match=f"column 'age' is declared numeric but holds {kind} "):
+        build_design(_frame(age=column), parse_schema(SCHEMA), "y")
+
+
+def test_dates_in_a_parquet_file_are_refused_by_fit(capsys, tiny_table, monkeypatch):
+    pytest.importorskip("pyarrow", reason="Parquet needs pyarrow (the dev extra installs it)")
+    import pandas as pd
+
+    _no_release(monkeypatch)
+    _frame(age=pd.to_datetime(["1990-01-01", "1970-05-01"])).to_parquet(tiny_table / "d.parquet")
+    msg = _error(capsys, _argv(tiny_table, "fit", "--steps", "20", csv="d.parquet"), "fit")
+    assert msg.startswith("column 'age' is declared numeric but holds dates (dtype datetime64"), msg

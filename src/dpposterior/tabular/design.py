@@ -13,7 +13,8 @@ privacy analysis of the mechanism that later reads the matrix:
   coded 1, or a numeric column with bounds [0, 1] holding only 0 and 1), or the rescaled value of a
   numeric target (clipped to its bounds like a feature).
 
-Missing values are an error (the tool does not impute). Error messages never quote a record's value.
+Missing values are an error (the tool does not impute), and so are dates, times and complex numbers
+in a numeric column (a Parquet file keeps such types). Error messages never quote a record's value.
 """
 
 from __future__ import annotations
@@ -74,6 +75,13 @@ def _numeric(frame: Any, col: Column, policy: str, what: str) -> np.ndarray:
     import pandas as pd
 
     raw = frame[col.name]
+    kind = _not_numbers(raw.dtype)
+    if kind:
+        hint = ("a real number" if kind == "complex numbers" else
+                "a number (e.g. a year, or days since a fixed date)")
+        raise ValueError(f"{what} {col.name!r} is declared numeric but holds {kind} (dtype {raw.dtype}), which would "
+                         f"be read as the wrong numbers; convert each value to {hint} with public bounds before "
+                         "fitting")
     values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64)
     bad = np.isnan(values) & raw.notna().to_numpy()
     if bad.any():
@@ -88,6 +96,26 @@ def _numeric(frame: Any, col: Column, policy: str, what: str) -> np.ndarray:
                              "(out_of_bounds = \"error\"; set out_of_bounds = \"clip\" to clip them to the bounds)")
         values = np.clip(values, lo, hi)
     return values
+
+
+def _not_numbers(dtype: Any) -> str:
+    """What a column of ``dtype`` holds if it is not numbers pandas would convert faithfully ("" if it is).
+
+    Dates, times and periods would become nanoseconds or period ordinals, complex numbers would lose
+    their imaginary part (the values of a Parquet file or a DataFrame keep such types; CSV is text).
+    """
+    import pandas as pd
+    from pandas.api import types
+
+    if isinstance(dtype, pd.CategoricalDtype):
+        dtype = dtype.categories.dtype
+    if types.is_datetime64_any_dtype(dtype) or isinstance(dtype, pd.PeriodDtype):
+        return "dates"
+    if types.is_timedelta64_dtype(dtype):
+        return "time spans"
+    if types.is_complex_dtype(dtype):
+        return "complex numbers"
+    return ""
 
 
 def _check_missing(frame: Any, name: str, what: str) -> None:
