@@ -101,3 +101,30 @@ def test_dates_in_a_parquet_file_are_refused_by_fit(capsys, tiny_table, monkeypa
     _frame(age=pd.to_datetime(["1990-01-01", "1970-05-01"])).to_parquet(tiny_table / "d.parquet")
     msg = _error(capsys, _argv(tiny_table, "fit", "--steps", "20", csv="d.parquet"), "fit")
     assert msg.startswith("column 'age' is declared numeric but holds dates (dtype datetime64"), msg
+
+
+# ---------------------------------------------------------------------------------------------
+# CSV rows with more fields than the header: pandas took the first field as a row index and shifted
+# every value one column to the right of its name (here age <- region's values, y <- empty)
+
+@pytest.mark.parametrize("text", [
+    "age,region,y\n30,north,no,\n45,south,yes,\n",              # a separator at the end of every row
+    "age,y\n1,30,no\n2,45,yes\n",                                 # row numbers without a header name
+    "age,y\n1,30,no,x\n2,45,yes,x\n",                             # two surplus fields
+])
+def test_rows_longer_than_the_header_are_refused_not_shifted(tmp_path, text):
+    from dpposterior.tabular import read_table
+
+    (tmp_path / "d.csv").write_text(text)
+    with pytest.raises(ValueError, match=r"its rows have more fields than the header has column names"):
+        read_table(tmp_path / "d.csv")
+
+
+def test_a_shifted_table_no_longer_fits_silently(tmp_path):
+    # two numeric columns with the same bounds and a numeric 0/1 target: the shifted table passed every
+    # check (a <- b's values, b <- y's values, y <- the surplus column) and would have been fitted
+    from dpposterior.tabular import read_table
+
+    (tmp_path / "d.csv").write_text("a,b,y\n5,1,0,1\n6,0,1,0\n")
+    with pytest.raises(ValueError, match="more fields than the header"):
+        read_table(tmp_path / "d.csv")

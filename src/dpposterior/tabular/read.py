@@ -15,8 +15,8 @@ def read_table(path: str | Path):
 
     Raises:
       FileNotFoundError: no such file.
-      ValueError: a file that cannot be read or parsed, that holds no records, or whose header names a
-        column twice.
+      ValueError: a file that cannot be read or parsed, that holds no records, whose header names a
+        column twice, or whose rows have more fields than its header names.
     """
     import pandas as pd
 
@@ -35,6 +35,12 @@ def read_table(path: str | Path):
             frame = pd.read_parquet(path)
         else:
             frame = pd.read_csv(path, dtype=str, keep_default_na=True, skipinitialspace=True)
+            if not isinstance(frame.index, pd.RangeIndex):
+                # pandas takes the surplus leading fields of rows longer than the header as an index,
+                # which shifts every value one column to the right of its name
+                raise ValueError(f"cannot read data file {str(path)!r}: its rows have more fields than the header "
+                                 f"has column names ({frame.shape[1]}): a separator at the end of every row, or a "
+                                 "first column without a name in the header? Make the header name every column")
             # pandas renames a repeated header name ("age", "age.1"): read the header as written
             header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False,
                                  skipinitialspace=True).iloc[0].tolist()
