@@ -128,3 +128,35 @@ def test_a_shifted_table_no_longer_fits_silently(tmp_path):
     (tmp_path / "d.csv").write_text("a,b,y\n5,1,0,1\n6,0,1,0\n")
     with pytest.raises(ValueError, match="more fields than the header"):
         read_table(tmp_path / "d.csv")
+
+
+# ---------------------------------------------------------------------------------------------
+# a declared category that pandas reads as missing ("NA" for North America, "None" for no answer):
+# the CSV was refused with "has missing values" (a Parquet file with the same strings was accepted)
+
+NA_SCHEMA = {"columns": {"age": {"type": "numeric", "bounds": [18, 90]},
+                         "region": {"type": "categorical", "categories": ["EU", "NA", "None"]},
+                         "y": {"type": "categorical", "categories": ["no", "yes"]}}}
+
+
+def test_a_declared_category_that_looks_like_a_missing_marker_is_a_category(tmp_path):
+    from dpposterior.tabular import build_design, parse_schema, read_table
+
+    (tmp_path / "d.csv").write_text("age,region,y\n30,NA,no\n45,EU,yes\n60,None,no\n")
+    d = build_design(read_table(tmp_path / "d.csv"), parse_schema(NA_SCHEMA), "y")
+    assert d.feature_names == ("age", "region=NA", "region=None", "(intercept)")
+    assert d.X[:, 1:3].tolist() == [[1, 0], [0, 0], [0, 1]]
+
+
+@pytest.mark.parametrize("text, column", [
+    ("age,region,y\nNA,EU,no\n45,EU,yes\n", "column 'age'"),             # a marker in a numeric column
+    ("age,region,y\n30,null,no\n45,EU,yes\n", "column 'region'"),        # an undeclared marker
+    ("age,region,y\n30,EU,?\n45,EU,yes\n", "target column 'y'"),         # "?", as in the UCI Adult data
+    ("age,region,y\n,EU,no\n45,EU,yes\n", "column 'age'"),               # an empty cell
+])
+def test_undeclared_missing_markers_are_still_missing_values(tmp_path, text, column):
+    from dpposterior.tabular import build_design, parse_schema, read_table
+
+    (tmp_path / "d.csv").write_text(text)
+    with pytest.raises(ValueError, match=f"^{column} has missing values; the tool does not impute"):
+        build_design(read_table(tmp_path / "d.csv"), parse_schema(NA_SCHEMA), "y")

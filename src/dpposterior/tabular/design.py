@@ -13,8 +13,10 @@ privacy analysis of the mechanism that later reads the matrix:
   coded 1, or a numeric column with bounds [0, 1] holding only 0 and 1), or the rescaled value of a
   numeric target (clipped to its bounds like a feature).
 
-Missing values are an error (the tool does not impute), and so are dates, times and complex numbers
-in a numeric column (a Parquet file keeps such types). Error messages never quote a record's value.
+Missing values are an error (the tool does not impute): empty cells, and text markers such as ``NA``,
+``null`` or ``?`` unless the schema declares them as a category of the column. So are dates, times
+and complex numbers in a numeric column (a Parquet file keeps such types). Error messages never
+quote a record's value.
 """
 
 from __future__ import annotations
@@ -118,10 +120,24 @@ def _not_numbers(dtype: Any) -> str:
     return ""
 
 
-def _check_missing(frame: Any, name: str, what: str) -> None:
-    if bool(frame[name].isna().any()):
-        raise ValueError(f"{what} {name!r} has missing values; the tool does not impute: remove or fill them "
-                         "before fitting (with a rule that does not depend on the other records)")
+#: text that marks a missing value (pandas' default markers and "?", as in the UCI Adult data), unless
+#: the schema declares it as a category of the column
+MISSING_MARKERS = frozenset({"", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
+                             "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null", "?"})
+
+
+def _check_missing(frame: Any, col: Column, what: str) -> None:
+    values = frame[col.name]
+    missing = np.array(values.isna(), dtype=bool)
+    text = values.dtype == object or str(values.dtype) in ("string", "str", "category")
+    if text and not missing.all():
+        markers = MISSING_MARKERS - set(col.categories or ())
+        stripped = values[~missing].astype(str).str.strip()
+        missing[~missing] = stripped.isin(markers).to_numpy()
+    if bool(missing.any()):
+        raise ValueError(f"{what} {col.name!r} has missing values; the tool does not impute: remove or fill them "
+                         "before fitting (with a rule that does not depend on the other records); empty cells and "
+                         "markers such as NA, NaN, null, None and ? count as missing unless declared as a category")
 
 
 def build_design(frame: Any, schema: Schema, target: str, *, features: list[str] | None = None,
@@ -183,7 +199,7 @@ def build_design(frame: Any, schema: Schema, target: str, *, features: list[str]
     blocks, fnames, scales = [], [], []
     for name in names:
         col = schema.columns[name]
-        _check_missing(frame, name, "column")
+        _check_missing(frame, col, "column")
         if col.type == "numeric":
             v = _numeric(frame, col, policy, "column")
             lo, hi = col.bounds
@@ -203,7 +219,7 @@ def build_design(frame: Any, schema: Schema, target: str, *, features: list[str]
         scales.append(None)
     X = np.concatenate(blocks, axis=1).astype(np.float32)
 
-    _check_missing(frame, target, "target column")
+    _check_missing(frame, tcol, "target column")
     if target_kind == "binary":
         if tcol.type == "categorical":
             if len(tcol.categories) != 2:

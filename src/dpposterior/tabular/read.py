@@ -10,6 +10,10 @@ PARQUET_SUFFIXES = (".parquet", ".pq")
 def read_table(path: str | Path):
     """Reads ``path`` into a pandas DataFrame; every CSV cell is kept as text (typed later by the schema).
 
+    An empty (or blank) CSV cell is read as missing; a marker such as ``NA``, ``null`` or ``?`` is kept
+    as text, and :func:`~dpposterior.tabular.build_design` treats it as missing unless the schema
+    declares it as a category of that column.
+
     CSV (any other suffix) is read with a header row; ``.parquet``/``.pq`` needs pyarrow
     (``pip install 'dpposterior[parquet]'``).
 
@@ -34,7 +38,9 @@ def read_table(path: str | Path):
                                  "(pip install 'dpposterior[parquet]'), or save the table as CSV") from None
             frame = pd.read_parquet(path)
         else:
-            frame = pd.read_csv(path, dtype=str, keep_default_na=True, skipinitialspace=True)
+            # only empty cells are read as missing here: a marker such as "NA" or "None" may be a declared
+            # category (North America; no answer), so build_design decides, knowing the schema
+            frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""], skipinitialspace=True)
             if not isinstance(frame.index, pd.RangeIndex):
                 # pandas takes the surplus leading fields of rows longer than the header as an index,
                 # which shifts every value one column to the right of its name
