@@ -160,3 +160,24 @@ def test_undeclared_missing_markers_are_still_missing_values(tmp_path, text, col
     (tmp_path / "d.csv").write_text(text)
     with pytest.raises(ValueError, match=f"^{column} has missing values; the tool does not impute"):
         build_design(read_table(tmp_path / "d.csv"), parse_schema(NA_SCHEMA), "y")
+
+
+# ---------------------------------------------------------------------------------------------
+# a column name with dots written unquoted in the schema, [columns.capital.gain]: TOML nests it, and
+# the error blamed an undeclared type of a column 'capital' the user never named
+
+@pytest.mark.parametrize("header, name", [("capital.gain", "capital.gain"), ("hours.per.week", "hours.per.week")])
+def test_an_unquoted_dotted_column_name_gets_a_hint(tmp_path, header, name):
+    from dpposterior.tabular import load_schema
+
+    (tmp_path / "s.toml").write_text(f'[columns.{header}]\ntype = "numeric"\nbounds = [0, 100]\n')
+    with pytest.raises(ValueError, match=f'for a column named {name!r} write \\[columns."{name}"\\]'):
+        load_schema(tmp_path / "s.toml")
+
+
+def test_invalid_toml_says_how_to_quote_a_column_name(tmp_path):
+    from dpposterior.tabular import load_schema
+
+    (tmp_path / "s.toml").write_text('[columns.native country]\ntype = "categorical"\ncategories = ["a", "b"]\n')
+    with pytest.raises(ValueError, match=r"is not valid TOML: .* goes in quotes"):
+        load_schema(tmp_path / "s.toml")

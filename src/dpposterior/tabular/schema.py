@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 OUT_OF_BOUNDS = ("clip", "error")
+QUOTE_HINT = ("a column name with characters other than letters A-Z, digits, _ and - (a dot, a space, an accent) "
+              "goes in quotes: [columns.\"capital.gain\"]")
 TYPES = ("numeric", "categorical")
 
 
@@ -81,7 +83,7 @@ def load_schema(path: str | Path) -> Schema:
     try:
         doc = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise ValueError(f"schema file {str(path)!r} is not valid TOML: {e}") from None
+        raise ValueError(f"schema file {str(path)!r} is not valid TOML: {e} ({QUOTE_HINT})") from None
     return parse_schema(doc, source=path.name)
 
 
@@ -110,6 +112,16 @@ def _column(name: str, spec: Any, source: str) -> Column:
     if not isinstance(spec, dict):
         raise ValueError(f"{where} must be a table with a type, e.g. [columns.{name}] type = \"numeric\"")
     kind = spec.get("type")
+    if "type" not in spec and spec and all(isinstance(v, dict) for v in spec.values()):
+        # TOML reads [columns.capital.gain] as a table "gain" inside a column "capital"
+        parts, node = [name], spec
+        while "type" not in node and len(node) == 1 and isinstance(next(iter(node.values())), dict):
+            parts.append(next(iter(node)))
+            node = node[parts[-1]]
+        dotted = ".".join(parts)
+        raise ValueError(f"{where} has no type but holds the table(s) {sorted(spec)}: TOML reads the dots of "
+                         f"[columns.{dotted}] as nested tables; for a column named {dotted!r} write "
+                         f"[columns.\"{dotted}\"] (quotes also for a name with spaces or accents)")
     if kind not in TYPES:
         raise ValueError(f"{where}: type must be one of {TYPES}, got {kind!r}")
     extra = set(spec) - {"type", "bounds", "categories", "description"}
