@@ -181,3 +181,20 @@ def test_invalid_toml_says_how_to_quote_a_column_name(tmp_path):
     (tmp_path / "s.toml").write_text('[columns.native country]\ntype = "categorical"\ncategories = ["a", "b"]\n')
     with pytest.raises(ValueError, match=r"is not valid TOML: .* goes in quotes"):
         load_schema(tmp_path / "s.toml")
+
+
+# ---------------------------------------------------------------------------------------------
+# a 0/1 target declared numeric [0, 1] holding a 2, with the default out_of_bounds = "clip": the
+# error claimed out_of_bounds = "error" and advised setting "clip", which the schema already had
+
+def test_a_binary_numeric_target_outside_0_1_says_what_it_must_hold():
+    import pandas as pd
+
+    from dpposterior.tabular import build_design, parse_schema
+
+    doc = {"columns": {"age": {"type": "numeric", "bounds": [18, 90]}, "y": {"type": "numeric", "bounds": [0, 1]}}}
+    frame = pd.DataFrame({"age": ["30", "40"], "y": ["0", "2"]})
+    with pytest.raises(ValueError, match=r"^target column 'y' must hold only 0 and 1 for this model"):
+        build_design(frame, parse_schema(doc), "y")
+    with pytest.raises(ValueError, match=r"outside its declared bounds \[0, 1\] \(out_of_bounds = \"error\""):
+        build_design(frame, parse_schema({**doc, "out_of_bounds": "error"}), "y")

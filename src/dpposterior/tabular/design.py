@@ -74,6 +74,7 @@ class Design:
 
 
 def _numeric(frame: Any, col: Column, policy: str, what: str) -> np.ndarray:
+    """The column's values as float64; outside the bounds: ``policy`` "clip", "error" or "keep"."""
     import pandas as pd
 
     raw = frame[col.name]
@@ -92,7 +93,7 @@ def _numeric(frame: Any, col: Column, policy: str, what: str) -> np.ndarray:
         raise ValueError(f"{what} {col.name!r} holds infinite values")
     lo, hi = col.bounds
     outside = (values < lo) | (values > hi)
-    if outside.any():
+    if outside.any() and policy != "keep":
         if policy == "error":
             raise ValueError(f"{what} {col.name!r} has values outside its declared bounds [{lo:g}, {hi:g}] "
                              "(out_of_bounds = \"error\"; set out_of_bounds = \"clip\" to clip them to the bounds)")
@@ -227,7 +228,8 @@ def build_design(frame: Any, schema: Schema, target: str, *, features: list[str]
                                  f"categories (the second is coded 1), got {len(tcol.categories)}")
             y = _codes(frame, tcol, "target column").astype(np.int32)
         else:
-            v = _numeric(frame, tcol, "error", "target column")
+            # never clipped: clipping a 2 to the bound 1 would turn it into a silent 1
+            v = _numeric(frame, tcol, "error" if policy == "error" else "keep", "target column")
             if not np.all((v == 0) | (v == 1)):
                 raise ValueError(f"target column {target!r} must hold only 0 and 1 for this model (or be declared "
                                  "categorical with two levels)")
