@@ -198,3 +198,26 @@ def test_a_binary_numeric_target_outside_0_1_says_what_it_must_hold():
         build_design(frame, parse_schema(doc), "y")
     with pytest.raises(ValueError, match=r"outside its declared bounds \[0, 1\] \(out_of_bounds = \"error\""):
         build_design(frame, parse_schema({**doc, "out_of_bounds": "error"}), "y")
+
+
+# ---------------------------------------------------------------------------------------------
+# fit_table / compare_table given a DataFrame or a Schema instead of file paths, or a list as the
+# target: Python's "expected str, bytes or os.PathLike object, not DataFrame" (no argument named),
+# or "target column ['y'] is missing from the data (columns: ..., y)"
+
+@pytest.mark.parametrize("which", ["fit_table", "compare_table"])
+def test_table_pipelines_name_a_dataframe_schema_or_list_target(tiny_table, which):
+    import pandas as pd
+
+    from dpposterior import tabular
+    from dpposterior.tabular import load_schema
+
+    run = getattr(tabular, which)
+    data, schema = tiny_table / "d.csv", tiny_table / "s.toml"
+    kw = dict(epsilon=1.0, delta=1e-5, num_steps=50, out=tiny_table / "out", log=lambda line: None)
+    with pytest.raises(TypeError, match="^data must be the path of a CSV or Parquet file, got DataFrame"):
+        run(pd.read_csv(data), schema, "y", **kw)
+    with pytest.raises(TypeError, match="^schema must be the path of a TOML schema file, got Schema"):
+        run(data, load_schema(schema), "y", **kw)
+    with pytest.raises(TypeError, match=r"^target must be the name of one column \(a string\), got \['y'\]"):
+        run(data, schema, ["y"], **kw)

@@ -93,6 +93,20 @@ def _load(data: str | Path, schema_path: str | Path, target: str, model: str, fe
     return design, fn, label, schema
 
 
+def _check_inputs(data: Any, schema: Any, target: Any) -> None:
+    """The paths and the target name are what they must be (a DataFrame is a plausible mistake)."""
+    import os
+
+    if not isinstance(data, (str, os.PathLike)):
+        raise TypeError(f"data must be the path of a CSV or Parquet file, got {type(data).__name__}; save a "
+                        "DataFrame first (df.to_csv(path, index=False)), or build the design matrix in memory with "
+                        "build_design and fit it with dpposterior.dpvi")
+    if not isinstance(schema, (str, os.PathLike)):
+        raise TypeError(f"schema must be the path of a TOML schema file, got {type(schema).__name__}")
+    if not isinstance(target, str):
+        raise TypeError(f"target must be the name of one column (a string), got {target!r}")
+
+
 def _check_common(epsilon, delta, num_steps, sampling_rate, clip, prob):
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
@@ -340,6 +354,7 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
     from ..privacy import Ledger
     from ..vi import dpvi
 
+    _check_inputs(data, schema, target)
     epsilon, delta, num_steps, sampling_rate, clip = _check_common(epsilon, delta, num_steps, sampling_rate,
                                                                     clip, prob)
     beta_rho = check_positive(beta_rho, "beta_rho")
@@ -473,6 +488,7 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
     from ..vi import dpvi
     from ..vi.dpvim import dpvim
 
+    _check_inputs(data, schema, target)
     epsilon, delta, num_steps, sampling_rate, clip = _check_common(epsilon, delta, num_steps, sampling_rate,
                                                                     clip, prob)
     methods = list(dict.fromkeys(methods))
