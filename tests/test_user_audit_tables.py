@@ -221,3 +221,19 @@ def test_table_pipelines_name_a_dataframe_schema_or_list_target(tiny_table, whic
         run(data, load_schema(schema), "y", **kw)
     with pytest.raises(TypeError, match=r"^target must be the name of one column \(a string\), got \['y'\]"):
         run(data, schema, ["y"], **kw)
+
+
+# ---------------------------------------------------------------------------------------------
+# a Parquet file without the .parquet/.pq suffix (data.parq, or no suffix) was read as CSV text:
+# "cannot read data file ...: 'utf-8' codec can't decode byte ..."
+
+@pytest.mark.parametrize("name", ["d.parq", "records"])
+def test_a_parquet_file_is_recognised_by_its_magic_bytes(tiny_table, name):
+    pytest.importorskip("pyarrow", reason="Parquet needs pyarrow (the dev extra installs it)")
+    import pandas as pd
+
+    from dpposterior.tabular import read_table
+
+    pd.read_csv(tiny_table / "d.csv").to_parquet(tiny_table / name)
+    frame = read_table(tiny_table / name)
+    assert list(frame.columns) == ["age", "region", "y"] and frame["age"].tolist() == [30, 45, 60]

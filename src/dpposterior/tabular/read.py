@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
+PARQUET_MAGIC = b"PAR1"
 
 
 def read_table(path: str | Path):
@@ -14,8 +15,8 @@ def read_table(path: str | Path):
     as text, and :func:`~dpposterior.tabular.build_design` treats it as missing unless the schema
     declares it as a category of that column.
 
-    CSV (any other suffix) is read with a header row; ``.parquet``/``.pq`` needs pyarrow
-    (``pip install 'dpposterior[parquet]'``).
+    CSV (any other suffix) is read with a header row; Parquet (``.parquet``/``.pq``, or any file that
+    starts and ends with Parquet's magic bytes) needs pyarrow (``pip install 'dpposterior[parquet]'``).
 
     Raises:
       FileNotFoundError: no such file.
@@ -30,7 +31,7 @@ def read_table(path: str | Path):
     if path.is_dir():
         raise ValueError(f"cannot read data file {str(path)!r}: it is a directory")
     try:
-        if path.suffix.lower() in PARQUET_SUFFIXES:
+        if path.suffix.lower() in PARQUET_SUFFIXES or _is_parquet(path):
             try:
                 import pyarrow  # noqa: F401
             except ImportError:
@@ -64,6 +65,17 @@ def read_table(path: str | Path):
     frame.columns = [str(c).strip() for c in frame.columns]
     _check_unique_names(list(frame.columns), path)
     return frame
+
+
+def _is_parquet(path: Path) -> bool:
+    """A Parquet file under another suffix (``.parq``, none): it starts and ends with ``PAR1``."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+            f.seek(-4, 2)
+            return head == PARQUET_MAGIC and f.read(4) == PARQUET_MAGIC
+    except OSError:  # too short to seek back (or unreadable: pandas says so below)
+        return False
 
 
 def _check_unique_names(names: list[str], path: Path) -> None:
