@@ -237,3 +237,24 @@ def test_a_parquet_file_is_recognised_by_its_magic_bytes(tiny_table, name):
     pd.read_csv(tiny_table / "d.csv").to_parquet(tiny_table / name)
     frame = read_table(tiny_table / name)
     assert list(frame.columns) == ["age", "region", "y"] and frame["age"].tolist() == [30, 45, 60]
+
+
+# ---------------------------------------------------------------------------------------------
+# a file separated by semicolons or tabs: read as one column named "age;region;y", and the error was
+# "target column 'y' is missing from the data (columns: age;region;y)"; a .tsv file was not read
+
+@pytest.mark.parametrize("sep, name", [(";", "semicolons"), ("\t", "tabs"), ("|", "vertical bars")])
+def test_a_file_with_another_separator_is_named_as_such(tmp_path, sep, name):
+    from dpposterior.tabular import read_table
+
+    (tmp_path / "d.csv").write_text(sep.join(["age", "region", "y"]) + "\n" + sep.join(["30", "north", "no"]) + "\n")
+    with pytest.raises(ValueError, match=f"its header was read as one column, .*: the file seems separated by {name}"):
+        read_table(tmp_path / "d.csv")
+
+
+def test_a_tsv_file_is_read_as_tab_separated(tmp_path):
+    from dpposterior.tabular import read_table
+
+    (tmp_path / "d.tsv").write_text("age\tregion\ty\n30\tnorth, east\tno\n")
+    frame = read_table(tmp_path / "d.tsv")
+    assert frame.to_dict("list") == {"age": ["30"], "region": ["north, east"], "y": ["no"]}

@@ -6,6 +6,8 @@ from pathlib import Path
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
 PARQUET_MAGIC = b"PAR1"
+TAB_SUFFIXES = (".tsv", ".tab")
+OTHER_SEPARATORS = {";": "semicolons (;)", "\t": "tabs", "|": "vertical bars (|)"}
 
 
 def read_table(path: str | Path):
@@ -15,13 +17,15 @@ def read_table(path: str | Path):
     as text, and :func:`~dpposterior.tabular.build_design` treats it as missing unless the schema
     declares it as a category of that column.
 
-    CSV (any other suffix) is read with a header row; Parquet (``.parquet``/``.pq``, or any file that
-    starts and ends with Parquet's magic bytes) needs pyarrow (``pip install 'dpposterior[parquet]'``).
+    CSV (any other suffix; tab-separated for ``.tsv``/``.tab``) is read with a header row; Parquet
+    (``.parquet``/``.pq``, or any file that starts and ends with Parquet's magic bytes) needs pyarrow
+    (``pip install 'dpposterior[parquet]'``).
 
     Raises:
       FileNotFoundError: no such file.
       ValueError: a file that cannot be read or parsed, that holds no records, whose header names a
-        column twice, or whose rows have more fields than its header names.
+        column twice, whose rows have more fields than its header names, or whose header reads as one
+        column holding a semicolon, a tab or a vertical bar (not comma-separated).
     """
     import pandas as pd
 
@@ -41,7 +45,10 @@ def read_table(path: str | Path):
         else:
             # only empty cells are read as missing here: a marker such as "NA" or "None" may be a declared
             # category (North America; no answer), so build_design decides, knowing the schema
-            frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""], skipinitialspace=True)
+            sep = "\t" if path.suffix.lower() in TAB_SUFFIXES else ","
+            frame = pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, na_values=[""],
+                                skipinitialspace=True)
+            _check_separator(frame, path)
             if not isinstance(frame.index, pd.RangeIndex):
                 # pandas takes the surplus leading fields of rows longer than the header as an index,
                 # which shifts every value one column to the right of its name
@@ -49,7 +56,7 @@ def read_table(path: str | Path):
                                  f"has column names ({frame.shape[1]}): a separator at the end of every row, or a "
                                  "first column without a name in the header? Make the header name every column")
             # pandas renames a repeated header name ("age", "age.1"): read the header as written
-            header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False,
+            header = pd.read_csv(path, sep=sep, header=None, nrows=1, dtype=str, keep_default_na=False,
                                  skipinitialspace=True).iloc[0].tolist()
             _check_unique_names([str(c).strip() for c in header], path)
     except ValueError as e:
@@ -65,6 +72,17 @@ def read_table(path: str | Path):
     frame.columns = [str(c).strip() for c in frame.columns]
     _check_unique_names(list(frame.columns), path)
     return frame
+
+
+def _check_separator(frame, path: Path) -> None:
+    """A header read as one column that holds another separator: the file is not comma-separated."""
+    if frame.shape[1] != 1:
+        return
+    found = [name for sep, name in OTHER_SEPARATORS.items() if sep in str(frame.columns[0])]
+    if found:
+        raise ValueError(f"cannot read data file {str(path)!r}: its header was read as one column, "
+                         f"{str(frame.columns[0]).strip()!r}: the file seems separated by {found[0]}, not commas; save "
+                         "it as comma-separated CSV (a tab-separated file may also be named .tsv)")
 
 
 def _is_parquet(path: Path) -> bool:
