@@ -258,3 +258,18 @@ def test_a_tsv_file_is_read_as_tab_separated(tmp_path):
     (tmp_path / "d.tsv").write_text("age\tregion\ty\n30\tnorth, east\tno\n")
     frame = read_table(tmp_path / "d.tsv")
     assert frame.to_dict("list") == {"age": ["30"], "region": ["north, east"], "y": ["no"]}
+
+
+# ---------------------------------------------------------------------------------------------
+# a CSV saved as Latin-1 / Windows-1252 or UTF-16 (Excel's defaults in many places): the error was
+# Python's "'utf-8' codec can't decode byte 0xf6 in position 1: invalid start byte", quoting a byte
+# of a record and not saying what to do
+
+@pytest.mark.parametrize("encoding", ["latin-1", "utf-16"])
+def test_a_csv_that_is_not_utf8_says_so_without_quoting_its_bytes(tmp_path, encoding):
+    from dpposterior.tabular import read_table
+
+    (tmp_path / "d.csv").write_bytes("age,region,y\n30,Zürich,no\n".encode(encoding))
+    with pytest.raises(ValueError, match="it is not UTF-8 text .*save it as UTF-8") as e:
+        read_table(tmp_path / "d.csv")
+    assert "0x" not in str(e.value) and "position" not in str(e.value)

@@ -59,11 +59,15 @@ def read_table(path: str | Path):
             header = pd.read_csv(path, sep=sep, header=None, nrows=1, dtype=str, keep_default_na=False,
                                  skipinitialspace=True).iloc[0].tolist()
             _check_unique_names([str(c).strip() for c in header], path)
+    except UnicodeDecodeError:  # a ValueError too; its bytes (a record's) are not quoted
+        raise ValueError(f"cannot read data file {str(path)!r}: it is not UTF-8 text (it holds bytes UTF-8 does not "
+                         "allow, e.g. from a Latin-1, Windows-1252 or UTF-16 file); save it as UTF-8 (Excel: 'CSV "
+                         "UTF-8'; LibreOffice: character set 'Unicode (UTF-8)')") from None
     except ValueError as e:
         if str(e).startswith(("cannot read", "data file")):
             raise
         raise ValueError(f"cannot read data file {str(path)!r}: {_first_line(e)}") from None
-    except (OSError, UnicodeDecodeError) as e:
+    except OSError as e:
         raise ValueError(f"cannot read data file {str(path)!r}: {_first_line(e)}") from None
     except Exception as e:  # pandas/pyarrow parser errors (ParserError, ArrowInvalid, ...)
         raise ValueError(f"cannot read data file {str(path)!r}: {type(e).__name__}: {_first_line(e)}") from None
