@@ -273,3 +273,23 @@ def test_a_csv_that_is_not_utf8_says_so_without_quoting_its_bytes(tmp_path, enco
     with pytest.raises(ValueError, match="it is not UTF-8 text .*save it as UTF-8") as e:
         read_table(tmp_path / "d.csv")
     assert "0x" not in str(e.value) and "position" not in str(e.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# integer categories [0, 1] and a float column of whole numbers (an integer column that once held
+# missing values, as pandas writes it to Parquet): 1.0 was compared as the text "1.0", and the
+# error said the column "has values that are not among its declared categories ['0', '1']"
+
+def test_a_float_column_of_whole_numbers_matches_integer_categories():
+    import pandas as pd
+
+    from dpposterior.tabular import build_design, parse_schema
+
+    doc = {"columns": {"grade": {"type": "categorical", "categories": [0, 1, 2]},
+                       "y": {"type": "categorical", "categories": [0, 1]}}}
+    frame = pd.DataFrame({"grade": [2.0, 0.0, 1.0], "y": pd.array([1.0, 0.0, 1.0], dtype="Float64")})
+    d = build_design(frame, parse_schema(doc), "y")
+    assert d.X[:, :2].tolist() == [[0, 1], [0, 0], [1, 0]] and d.y.tolist() == [1, 0, 1]
+    frame["grade"] = [2.5, 0.0, 1.0]
+    with pytest.raises(ValueError, match="column 'grade' has values that are not among its declared categories"):
+        build_design(frame, parse_schema(doc), "y")

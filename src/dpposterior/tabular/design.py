@@ -7,7 +7,8 @@ privacy analysis of the mechanism that later reads the matrix:
   ``"error"`` a value outside is refused instead), then rescaled to [-1, 1] by
   x' = (x - (lo + hi) / 2) / ((hi - lo) / 2);
 - categorical features: one 0/1 column per declared level except the first (the reference level);
-  a value that is not a declared level is an error;
+  a value that is not a declared level is an error (a float column's whole numbers, 1.0, match
+  the integer level 1);
 - an intercept column of ones (``intercept=True``);
 - the target: a 0/1 code for a binary target (a categorical column with two levels, the second
   coded 1, or a numeric column with bounds [0, 1] holding only 0 and 1), or the rescaled value of a
@@ -246,7 +247,13 @@ def build_design(frame: Any, schema: Schema, target: str, *, features: list[str]
 
 
 def _codes(frame: Any, col: Column, what: str) -> np.ndarray:
-    values = frame[col.name].astype(str).str.strip().to_numpy()
+    raw = frame[col.name]
+    if raw.dtype.kind == "f":
+        # a float column of whole numbers (an integer column that held missing values, in a Parquet file
+        # or a DataFrame) matches integer categories: 1.0 is the level 1, not "1.0"
+        values = np.array([str(int(v)) if float(v).is_integer() else str(v) for v in raw.to_numpy()], dtype=object)
+    else:
+        values = raw.astype(str).str.strip().to_numpy()
     lookup = {lev: i for i, lev in enumerate(col.categories)}
     codes = np.fromiter((lookup.get(v, -1) for v in values), dtype=np.int64, count=len(values))
     if (codes < 0).any():
