@@ -293,3 +293,25 @@ def test_a_float_column_of_whole_numbers_matches_integer_categories():
     frame["grade"] = [2.5, 0.0, 1.0]
     with pytest.raises(ValueError, match="column 'grade' has values that are not among its declared categories"):
         build_design(frame, parse_schema(doc), "y")
+
+
+# ---------------------------------------------------------------------------------------------
+# data from a pipe (dpposterior fit <(zcat data.csv.gz) ..., /dev/stdin): the file was read twice
+# (the records, then the header as written), and the second read found the pipe empty: "cannot read
+# data file '/dev/fd/63': No columns to parse from file"
+
+@pytest.mark.skipif(not __import__("pathlib").Path("/dev/fd").is_dir(), reason="needs /dev/fd (Linux, macOS)")
+def test_a_csv_from_a_pipe_is_read(tiny_table):
+    import os
+
+    from dpposterior.tabular import read_table
+
+    r, w = os.pipe()
+    try:
+        os.write(w, (tiny_table / "d.csv").read_bytes())   # a few bytes: fits the pipe's buffer
+        os.close(w)
+        frame = read_table(f"/dev/fd/{r}")
+    finally:
+        os.close(r)
+    assert frame.to_dict("list") == {"age": ["30", "45", "60"], "region": ["north", "south", "north"],
+                                     "y": ["no", "yes", "yes"]}

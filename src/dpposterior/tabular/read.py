@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
@@ -35,18 +36,20 @@ def read_table(path: str | Path):
     if path.is_dir():
         raise ValueError(f"cannot read data file {str(path)!r}: it is a directory")
     try:
-        if path.suffix.lower() in PARQUET_SUFFIXES or _is_parquet(path):
+        # a pipe (<(zcat data.csv.gz), /dev/stdin) can be read only once: read it into memory
+        source = path if path.is_file() else io.BytesIO(path.read_bytes())
+        if path.suffix.lower() in PARQUET_SUFFIXES or _is_parquet(source):
             try:
                 import pyarrow  # noqa: F401
             except ImportError:
                 raise ValueError(f"cannot read {str(path)!r}: reading Parquet needs pyarrow, which is not installed "
                                  "(pip install 'dpposterior[parquet]'), or save the table as CSV") from None
-            frame = pd.read_parquet(path)
+            frame = pd.read_parquet(source)
         else:
             # only empty cells are read as missing here: a marker such as "NA" or "None" may be a declared
             # category (North America; no answer), so build_design decides, knowing the schema
             sep = "\t" if path.suffix.lower() in TAB_SUFFIXES else ","
-            frame = pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, na_values=[""],
+            frame = pd.read_csv(_rewound(source), sep=sep, dtype=str, keep_default_na=False, na_values=[""],
                                 skipinitialspace=True)
             _check_separator(frame, path)
             if not isinstance(frame.index, pd.RangeIndex):
@@ -56,7 +59,7 @@ def read_table(path: str | Path):
                                  f"has column names ({frame.shape[1]}): a separator at the end of every row, or a "
                                  "first column without a name in the header? Make the header name every column")
             # pandas renames a repeated header name ("age", "age.1"): read the header as written
-            header = pd.read_csv(path, sep=sep, header=None, nrows=1, dtype=str, keep_default_na=False,
+            header = pd.read_csv(_rewound(source), sep=sep, header=None, nrows=1, dtype=str, keep_default_na=False,
                                  skipinitialspace=True).iloc[0].tolist()
             _check_unique_names([str(c).strip() for c in header], path)
     except UnicodeDecodeError:  # a ValueError too; its bytes (a record's) are not quoted
@@ -89,10 +92,20 @@ def _check_separator(frame, path: Path) -> None:
                          "it as comma-separated CSV (a tab-separated file may also be named .tsv)")
 
 
-def _is_parquet(path: Path) -> bool:
+def _rewound(source):
+    """``source`` (a path, or the bytes of a pipe) ready to be read from its start."""
+    if isinstance(source, io.BytesIO):
+        source.seek(0)
+    return source
+
+
+def _is_parquet(source) -> bool:
     """A Parquet file under another suffix (``.parq``, none): it starts and ends with ``PAR1``."""
+    if isinstance(source, io.BytesIO):
+        data = source.getvalue()
+        return len(data) >= 8 and data[:4] == PARQUET_MAGIC and data[-4:] == PARQUET_MAGIC
     try:
-        with open(path, "rb") as f:
+        with open(source, "rb") as f:
             head = f.read(4)
             f.seek(-4, 2)
             return head == PARQUET_MAGIC and f.read(4) == PARQUET_MAGIC
