@@ -315,3 +315,15 @@ def test_a_csv_from_a_pipe_is_read(tiny_table):
         os.close(r)
     assert frame.to_dict("list") == {"age": ["30", "45", "60"], "region": ["north", "south", "north"],
                                      "y": ["no", "yes", "yes"]}
+
+
+# ---------------------------------------------------------------------------------------------
+# an empty file (0 bytes, or blank lines only): pandas' "No columns to parse from file"
+
+@pytest.mark.parametrize("content", [b"", b"\n\n", b"   \n"])
+def test_an_empty_file_is_called_empty(capsys, tiny_table, monkeypatch, content):
+    _no_release(monkeypatch)
+    (tiny_table / "empty.csv").write_bytes(content)
+    msg = _error(capsys, _argv(tiny_table, "fit", "--steps", "20", csv="empty.csv"), "fit")
+    assert msg == (f"data file {str(tiny_table / 'empty.csv')!r} is empty: it needs a header row naming the columns "
+                   "and a row per record")

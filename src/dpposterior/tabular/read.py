@@ -62,6 +62,9 @@ def read_table(path: str | Path):
             header = pd.read_csv(_rewound(source), sep=sep, header=None, nrows=1, dtype=str, keep_default_na=False,
                                  skipinitialspace=True).iloc[0].tolist()
             _check_unique_names([str(c).strip() for c in header], path)
+    except pd.errors.EmptyDataError:  # pandas: "No columns to parse from file"
+        raise ValueError(f"data file {str(path)!r} is empty: it needs a header row naming the columns and a row per "
+                         "record") from None
     except UnicodeDecodeError:  # a ValueError too; its bytes (a record's) are not quoted
         raise ValueError(f"cannot read data file {str(path)!r}: it is not UTF-8 text (it holds bytes UTF-8 does not "
                          "allow, e.g. from a Latin-1, Windows-1252 or UTF-16 file); save it as UTF-8 (Excel: 'CSV "
