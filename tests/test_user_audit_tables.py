@@ -327,3 +327,27 @@ def test_an_empty_file_is_called_empty(capsys, tiny_table, monkeypatch, content)
     msg = _error(capsys, _argv(tiny_table, "fit", "--steps", "20", csv="empty.csv"), "fit")
     assert msg == (f"data file {str(tiny_table / 'empty.csv')!r} is empty: it needs a header row naming the columns "
                    "and a row per record")
+
+
+# ---------------------------------------------------------------------------------------------
+# the same name or level in two Unicode spellings ("é" as one code point in the schema, as "e" and a
+# combining accent in the data): "column 'région' ... is missing from the data (columns: région, ...)",
+# two names that print alike
+
+def test_names_and_levels_match_whatever_their_unicode_spelling(tmp_path):
+    import unicodedata
+
+    from dpposterior.tabular import build_design, load_schema, read_table
+
+    def nfd(text):
+        return unicodedata.normalize("NFD", text)
+
+    (tmp_path / "d.csv").write_text(f"{nfd('größe')},{nfd('région')},y\n170,{nfd('Zürich')},no\n180,Genève,yes\n")
+    (tmp_path / "s.toml").write_text('[columns."größe"]\ntype = "numeric"\nbounds = [100, 220]\n'
+                                     '[columns."région"]\ntype = "categorical"\ncategories = ["Zürich", "Genève"]\n'
+                                     '[columns.y]\ntype = "categorical"\ncategories = ["no", "yes"]\n')
+    d = build_design(read_table(tmp_path / "d.csv"), load_schema(tmp_path / "s.toml"), "y")
+    assert d.feature_names == ("größe", "région=Genève", "(intercept)")
+    assert d.X[:, 1].tolist() == [0, 1]
+    d = build_design(read_table(tmp_path / "d.csv"), load_schema(tmp_path / "s.toml"), "y", features=[nfd("région")])
+    assert d.feature_names == ("région=Genève", "(intercept)")

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .schema import Column, Schema
+from .schema import Column, Schema, nfc
 
 INTERCEPT = "(intercept)"
 
@@ -173,6 +173,11 @@ def build_design(frame: Any, schema: Schema, target: str, *, features: list[str]
     if isinstance(features, str):
         raise TypeError(f"features must be a list of column names, got the single string {features!r}; "
                         f"write [{features!r}]")
+    # names and levels are compared in Unicode normal form NFC: "é" typed as one code point or as "e"
+    # and a combining accent (macOS file names, some editors) look alike and must match
+    frame = frame.rename(columns=lambda c: nfc(c) if isinstance(c, str) else c)
+    target = nfc(target) if isinstance(target, str) else target
+    features = None if features is None else [nfc(f) if isinstance(f, str) else f for f in features]
     available = list(frame.columns)
     repeated = sorted({str(c) for c in frame.columns[frame.columns.duplicated()]})
     if repeated:
@@ -253,7 +258,7 @@ def _codes(frame: Any, col: Column, what: str) -> np.ndarray:
         # or a DataFrame) matches integer categories: 1.0 is the level 1, not "1.0"
         values = np.array([str(int(v)) if float(v).is_integer() else str(v) for v in raw.to_numpy()], dtype=object)
     else:
-        values = raw.astype(str).str.strip().to_numpy()
+        values = np.array([nfc(v) for v in raw.astype(str).str.strip()], dtype=object)
     lookup = {lev: i for i, lev in enumerate(col.categories)}
     codes = np.fromiter((lookup.get(v, -1) for v in values), dtype=np.int64, count=len(values))
     if (codes < 0).any():

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+from .schema import nfc
+
 PARQUET_SUFFIXES = (".parquet", ".pq")
 PARQUET_MAGIC = b"PAR1"
 TAB_SUFFIXES = (".tsv", ".tab")
@@ -61,7 +63,7 @@ def read_table(path: str | Path):
             # pandas renames a repeated header name ("age", "age.1"): read the header as written
             header = pd.read_csv(_rewound(source), sep=sep, header=None, nrows=1, dtype=str, keep_default_na=False,
                                  skipinitialspace=True).iloc[0].tolist()
-            _check_unique_names([str(c).strip() for c in header], path)
+            _check_unique_names([nfc(str(c).strip()) for c in header], path)
     except pd.errors.EmptyDataError:  # pandas: "No columns to parse from file"
         raise ValueError(f"data file {str(path)!r} is empty: it needs a header row naming the columns and a row per "
                          "record") from None
@@ -79,7 +81,7 @@ def read_table(path: str | Path):
         raise ValueError(f"cannot read data file {str(path)!r}: {type(e).__name__}: {_first_line(e)}") from None
     if frame.shape[0] == 0:
         raise ValueError(f"data file {str(path)!r} holds no records (only a header)")
-    frame.columns = [str(c).strip() for c in frame.columns]
+    frame.columns = [nfc(str(c).strip()) for c in frame.columns]
     _check_unique_names(list(frame.columns), path)
     return frame
 

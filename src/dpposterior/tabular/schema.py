@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import tomllib
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -63,12 +64,18 @@ class Schema:
     source: str = ""
 
     def column(self, name: str) -> Column:
-        """The declared column ``name``; a ValueError saying what is declared if it is not."""
+        """The declared column ``name`` (compared in Unicode NFC); a ValueError saying what is declared if not."""
+        name = nfc(name) if isinstance(name, str) else name
         if name not in self.columns:
             raise ValueError(f"column {name!r} is not declared in {self.source or 'the schema'} "
                              f"(declared: {', '.join(self.columns) or 'none'}); add a [columns.{name}] table "
                              "with its type and public bounds or categories")
         return self.columns[name]
+
+
+def nfc(text: str) -> str:
+    """``text`` in Unicode normal form NFC (one code point for "é", not "e" and a combining accent)."""
+    return unicodedata.normalize("NFC", text)
 
 
 def load_schema(path: str | Path) -> Schema:
@@ -103,7 +110,11 @@ def parse_schema(doc: dict[str, Any], source: str = "the schema") -> Schema:
         raise ValueError(f"{source}: declares no columns; add a [columns.NAME] table per column you use")
     columns = {}
     for name, spec in cols.items():
-        columns[name] = _column(name, spec, source)
+        column = _column(nfc(name), spec, source)
+        if column.name in columns:
+            raise ValueError(f"{source}: column {column.name!r} is declared twice (the same name in two Unicode "
+                             "spellings)")
+        columns[column.name] = column
     return Schema(columns=columns, out_of_bounds=policy, source=source)
 
 
@@ -146,7 +157,7 @@ def _column(name: str, spec: Any, source: str) -> Column:
                                                               for c in cats)):
         raise ValueError(f"{where} is categorical and needs categories = [...], a public list of at least two "
                          f"levels (strings or integers), got {cats!r}")
-    levels = tuple(str(c) for c in cats)
+    levels = tuple(nfc(str(c)) for c in cats)
     if len(set(levels)) != len(levels):
         raise ValueError(f"{where}: categories must be distinct, got {cats!r}")
     if "bounds" in spec:
