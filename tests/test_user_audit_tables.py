@@ -9,6 +9,8 @@ reached anyway fails loudly), and the readers are tested on tiny tables, so the 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from dpposterior.cli import main
@@ -351,3 +353,21 @@ def test_names_and_levels_match_whatever_their_unicode_spelling(tmp_path):
     assert d.X[:, 1].tolist() == [0, 1]
     d = build_design(read_table(tmp_path / "d.csv"), load_schema(tmp_path / "s.toml"), "y", features=[nfd("région")])
     assert d.feature_names == ("région=Genève", "(intercept)")
+
+
+# ---------------------------------------------------------------------------------------------
+# a column named like another column's indicator ("region=south") or like the intercept: two design
+# columns with one name, two report rows that could not be told apart
+
+@pytest.mark.parametrize("name, clash", [("region=south", "region=south"), ("(intercept)", "(intercept)")])
+def test_design_columns_that_would_share_a_name_are_refused(name, clash):
+    import pandas as pd
+
+    from dpposterior.tabular import build_design, parse_schema
+
+    doc = {"columns": {"region": {"type": "categorical", "categories": ["north", "south"]},
+                       name: {"type": "numeric", "bounds": [0, 1]},
+                       "y": {"type": "categorical", "categories": ["no", "yes"]}}}
+    frame = pd.DataFrame({"region": ["north", "south"], name: ["0", "1"], "y": ["no", "yes"]})
+    with pytest.raises(ValueError, match=re.escape(f"two design columns would be named {clash!r}")):
+        build_design(frame, parse_schema(doc), "y")

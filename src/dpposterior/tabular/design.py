@@ -202,6 +202,13 @@ def build_design(frame: Any, schema: Schema, target: str, *, features: list[str]
         if name not in available:
             raise ValueError(f"column {name!r} (declared in {schema.source or 'the schema'}) is missing from the "
                              f"data (columns: {', '.join(available)})")
+    planned = [f"{name}={lev}" for name in names for lev in (schema.columns[name].categories or ())[1:]]
+    planned += [name for name in names if schema.columns[name].type == "numeric"] + [INTERCEPT] * intercept
+    clash = sorted({c for c, count in collections.Counter(planned).items() if count > 1})
+    if clash:
+        raise ValueError(f"two design columns would be named {', '.join(map(repr, clash))} (a column named like the "
+                         f"indicator of another column's level, 'column=level', or like the intercept {INTERCEPT!r}), "
+                         "and the report could not tell them apart; rename the column")
     policy = schema.out_of_bounds
     blocks, fnames, scales = [], [], []
     for name in names:
