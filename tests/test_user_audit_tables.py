@@ -371,3 +371,14 @@ def test_design_columns_that_would_share_a_name_are_refused(name, clash):
     frame = pd.DataFrame({"region": ["north", "south"], name: ["0", "1"], "y": ["no", "yes"]})
     with pytest.raises(ValueError, match=re.escape(f"two design columns would be named {clash!r}")):
         build_design(frame, parse_schema(doc), "y")
+
+
+# ---------------------------------------------------------------------------------------------
+# compare_table(methods="dpvim"): split into letters, "methods must be among (...), got ['d', 'p', ...]"
+
+def test_compare_methods_as_one_string_is_a_type_error(tiny_table):
+    from dpposterior.tabular import compare_table
+
+    with pytest.raises(TypeError, match=r"^methods must be a list of method names, got the single string 'dpvim'"):
+        compare_table(tiny_table / "d.csv", tiny_table / "s.toml", "y", methods="dpvim", epsilon=1.0, delta=1e-5,
+                      num_steps=50, out=tiny_table / "out", log=lambda line: None)

@@ -491,6 +491,9 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
     _check_inputs(data, schema, target)
     epsilon, delta, num_steps, sampling_rate, clip = _check_common(epsilon, delta, num_steps, sampling_rate,
                                                                     clip, prob)
+    if isinstance(methods, str):
+        raise TypeError(f"methods must be a list of method names, got the single string {methods!r}; "
+                        f"write [{methods!r}]")
     methods = list(dict.fromkeys(methods))
     bad = [m for m in methods if m not in COMPARE_METHODS]
     if bad or not methods:
