@@ -382,3 +382,39 @@ def test_compare_methods_as_one_string_is_a_type_error(tiny_table):
     with pytest.raises(TypeError, match=r"^methods must be a list of method names, got the single string 'dpvim'"):
         compare_table(tiny_table / "d.csv", tiny_table / "s.toml", "y", methods="dpvim", epsilon=1.0, delta=1e-5,
                       num_steps=50, out=tiny_table / "out", log=lambda line: None)
+
+
+# ---------------------------------------------------------------------------------------------
+# an error of the post-processing after the DPVI release (a solver failure, a figure matplotlib
+# cannot draw): the release was saved (trace.npz) and added to --ledger only at the end of the
+# report, so the error lost it, and the ledger did not count the privacy it had spent
+
+def _fake_release(T=20, d=6):
+    import numpy as np
+
+    from dpposterior.privacy import PrivacySpent
+    from dpposterior.vi.layout import ParamLayout
+    from dpposterior.vi.trace import DPVITrace
+
+    rng = np.random.default_rng(0)
+    spent = PrivacySpent(epsilon=1.0, delta=1e-5, neighbouring="add_remove", accountant="pld",
+                         mechanism="poisson_subsampled_gaussian", noise_multiplier=2.0, sampling_rate=0.1,
+                         num_steps=T)
+    return DPVITrace(phi=rng.normal(size=(T, d)), grads=rng.normal(size=(T, d)), final_phi=rng.normal(size=d),
+                     beta=np.ones(d), learning_rate=0.01, clip=1.0, noise_multiplier=2.0, sampling_rate=0.1,
+                     num_steps=T, dataset_size=3, num_mc=10, layout=ParamLayout.flat(d // 2), privacy=spent)
+
+
+def test_fit_saves_the_release_and_its_ledger_entry_before_the_post_processing(capsys, tiny_table, monkeypatch):
+    from dpposterior.privacy import Ledger
+
+    def failing_solver(*a, **k):
+        raise ValueError("the solver failed")
+
+    monkeypatch.setattr("dpposterior.vi.dpvi", lambda *a, **k: _fake_release())
+    monkeypatch.setattr("dpposterior.noise_aware.noise_aware_posterior", failing_solver)
+    ledger = tiny_table / "ledger.json"
+    msg = _error(capsys, _argv(tiny_table, "fit", "--steps", "20", "--ledger", ledger), "fit")
+    assert msg.startswith("the solver failed (this came after the DP release, which is saved in "
+                          f"{str(tiny_table / 'out' / 'trace.npz')!r} and recorded in the ledger"), msg
+    assert (tiny_table / "out" / "trace.npz").is_file() and len(Ledger.load(ledger)) == 1

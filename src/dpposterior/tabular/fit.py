@@ -10,6 +10,7 @@ number of records N, treated as public (as in the papers).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
 import time
@@ -91,6 +92,18 @@ def _load(data: str | Path, schema_path: str | Path, target: str, model: str, fe
                           intercept=intercept, target_kind=kind)
     log(f"      {design.X.shape[1]} design columns: {', '.join(design.feature_names)}")
     return design, fn, label, schema
+
+
+@contextlib.contextmanager
+def _after_release(saved: Path, ledger: str | Path | None):
+    """Adds to an error of the post-processing that the release it came after is saved (and where)."""
+    try:
+        yield
+    except (ValueError, TypeError, OSError) as e:
+        text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ValueError(f"{text} (this came after the DP release, which is saved in {str(saved)!r}"
+                         + (f" and recorded in the ledger {str(ledger)!r}" if ledger is not None else "")
+                         + "; dpposterior.DPVITrace.load reads it for other post-processing)") from e
 
 
 def _check_inputs(data: Any, schema: Any, target: Any) -> None:
@@ -318,7 +331,8 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
 
     Privacy: one DPVI release (``dpposterior.dpvi``; Poisson-subsampled DP-SGD, add/remove-one
     adjacency, PLD accountant) at the target (epsilon, delta); everything else in the report is
-    post-processing, except N (marked as not privatised).
+    post-processing, except N (marked as not privatised). The release is saved (``out/trace.npz``)
+    and added to ``ledger`` as soon as it is made, before any post-processing that could fail.
 
     Args:
       data: a CSV (header row) or Parquet file of records.
@@ -345,7 +359,8 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
 
     Raises:
       ValueError, TypeError: a setting outside its range, a table or schema that does not fit, or an
-        ``out`` or ``ledger`` that cannot be written; all checked before the release.
+        ``out`` or ``ledger`` that cannot be written; all checked before the release. An error of
+        the post-processing after the release is a ValueError that says where the release was saved.
       FileNotFoundError: no data or schema file.
     """
     import jax
@@ -380,73 +395,77 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
                  rng_key=None if seed is None else jax.random.PRNGKey(seed), progress=progress,
                  model_name=label, secure=secure, **model_kwargs(model))
     log(f"      privacy spent: {trace.privacy.summary()}")
-    log(f"[3/4] noise-aware posterior ({method}) from the release alone")
-    naive = trace.last_iterate_posterior()
-    post = noise_aware_posterior(trace, method=method, burn_in=NA_DPVI_BURN_IN)
-    key = jax.random.PRNGKey(0)  # post-processing randomness: no privacy role
-    s_aware = _summaries(post, design, model, prob, key)
-    s_naive = _summaries(naive, design, model, prob, key)
-
-    log(f"[4/4] writing the report to {out}")
+    # the release first: whatever fails in the post-processing below cannot lose it (nor its ledger entry)
     out.mkdir(parents=True, exist_ok=True)
-    from .. import plots
-
-    pct = f"{100 * prob:g}%"
-    f_int = _figure_intervals([_interval_rows(s_aware)], [f"noise-aware ({method})"], out / "intervals.png",
-                              f"{pct} posterior intervals (noise-aware)")
-    f_cmp = _figure_intervals([_interval_rows(s_naive), _interval_rows(s_aware)],
-                              ["naive (last iterate)", f"noise-aware ({method})"], out / "naive_vs_noise_aware.png",
-                              f"{pct} intervals: naive vs noise-aware")
-    f_tr = plots.trace_plot(trace, out / "trace.png")
     trace.save(out / "trace.npz")
-
-    report = Report(f"dpposterior fit: {label} of {target!r} on {Path(data).name}")
-    this = Ledger()
-    this.add(trace, "DPVI (DP-SGD on the ELBO)")
-    _privacy_block(report, this, delta, {trace.privacy.seeded_by})
     if book is not None:
         book.add(trace, f"fit {Path(data).name} -> {out.name}")
         book.save(ledger)
-        total = book.total(delta)
-        report.bullets([f"with the {len(book) - 1} earlier release(s) recorded in {Path(ledger).name}, all {len(book)} "
-                        f"releases from this data together (PLD, privacy.Ledger): epsilon = {total.epsilon:.4g} at "
-                        f"delta = {delta:g} ({total.neighbouring} neighbours)"])
-        log(f"      ledger {ledger}: {len(book)} releases, together epsilon = {total.epsilon:.4g} at delta = {delta:g}")
-    report.heading(f"Posterior ({pct} central intervals)")
-    report.paragraph("Noise-aware intervals include the uncertainty added by the privacy noise; the naive ones "
-                     "(the last DP-SGD iterate) ignore it and are usually too narrow. Coefficients are on the "
-                     "rescaled features (see the transforms below).")
-    header = ["parameter", "mean", "sd", f"{pct} interval (noise-aware)", f"{pct} interval (naive)",
-              "width ratio"]
-    rows = []
-    for a, b in zip(s_aware, s_naive):
-        wa, wb = a["hi"] - a["lo"], b["hi"] - b["lo"]
-        rows.append([a["parameter"], a["mean"], a["sd"], f"[{a['lo']:+.4g}, {a['hi']:+.4g}]",
-                     f"[{b['lo']:+.4g}, {b['hi']:+.4g}]", wa / wb if wb > 0 else float("inf")])
-    report.table(header, rows)
-    report.heading("Figures")
-    report.figure(f_int, f"{pct} noise-aware posterior intervals of every parameter")
-    report.figure(f_cmp, "naive (last iterate) vs noise-aware intervals")
-    names = _param_names(post, design, model)
-    legend = ", ".join(f"{k} = {v}" for k, v in names.items() if k.startswith("w["))
-    report.figure(f_tr, "the released DP-SGD trace of the variational parameters (dashed: burn-in cut)"
-                  + (f"; {legend}" if legend else ""))
-    _public_block(report, design, Path(schema).name)
-    report.heading("Settings")
-    report.table(["setting", "value"], [
-        ["data", Path(data).name], ["model", label], ["target", f"{target} ({design.target_kind})"],
-        ["epsilon, delta (target)", f"{epsilon:g}, {delta:g}"], ["DP-SGD steps T", num_steps],
-        ["sampling rate q", sampling_rate], ["clip norm C", f"{clip:.4g}"], ["beta_rho", beta_rho],
-        ["noise multiplier sigma", f"{trace.noise_multiplier:.4g}"], ["noise-aware solver", method],
-        ["model options", ", ".join(f"{k}={v:g}" for k, v in model_kwargs(model).items()) or "defaults"],
-        ["noise seeded by", trace.privacy.seeded_by],
-    ])
-    report.heading("Reading this report")
-    report.paragraph("docs/user-guide.md, 'Reading the report', explains every part; trace.npz is the release "
-                     "itself (dpposterior.DPVITrace.load), from which any other post-processing can be run "
-                     "without touching the data again.")
-    md, page = report.write(out)
-    log(f"      wrote {md} and {page} ({time.perf_counter() - t0:.1f} s)")
+    with _after_release(out / "trace.npz", ledger):
+        log(f"[3/4] noise-aware posterior ({method}) from the release alone")
+        naive = trace.last_iterate_posterior()
+        post = noise_aware_posterior(trace, method=method, burn_in=NA_DPVI_BURN_IN)
+        key = jax.random.PRNGKey(0)  # post-processing randomness: no privacy role
+        s_aware = _summaries(post, design, model, prob, key)
+        s_naive = _summaries(naive, design, model, prob, key)
+
+        log(f"[4/4] writing the report to {out}")
+        from .. import plots
+
+        pct = f"{100 * prob:g}%"
+        f_int = _figure_intervals([_interval_rows(s_aware)], [f"noise-aware ({method})"], out / "intervals.png",
+                                  f"{pct} posterior intervals (noise-aware)")
+        f_cmp = _figure_intervals([_interval_rows(s_naive), _interval_rows(s_aware)],
+                                  ["naive (last iterate)", f"noise-aware ({method})"], out / "naive_vs_noise_aware.png",
+                                  f"{pct} intervals: naive vs noise-aware")
+        f_tr = plots.trace_plot(trace, out / "trace.png")
+
+        report = Report(f"dpposterior fit: {label} of {target!r} on {Path(data).name}")
+        this = Ledger()
+        this.add(trace, "DPVI (DP-SGD on the ELBO)")
+        _privacy_block(report, this, delta, {trace.privacy.seeded_by})
+        if book is not None:
+            total = book.total(delta)
+            report.bullets([f"with the {len(book) - 1} earlier release(s) recorded in {Path(ledger).name}, all "
+                            f"{len(book)} releases from this data together (PLD, privacy.Ledger): epsilon = "
+                            f"{total.epsilon:.4g} at delta = {delta:g} ({total.neighbouring} neighbours)"])
+            log(f"      ledger {ledger}: {len(book)} releases, together epsilon = {total.epsilon:.4g} at "
+                f"delta = {delta:g}")
+        report.heading(f"Posterior ({pct} central intervals)")
+        report.paragraph("Noise-aware intervals include the uncertainty added by the privacy noise; the naive ones "
+                         "(the last DP-SGD iterate) ignore it and are usually too narrow. Coefficients are on the "
+                         "rescaled features (see the transforms below).")
+        header = ["parameter", "mean", "sd", f"{pct} interval (noise-aware)", f"{pct} interval (naive)",
+                  "width ratio"]
+        rows = []
+        for a, b in zip(s_aware, s_naive):
+            wa, wb = a["hi"] - a["lo"], b["hi"] - b["lo"]
+            rows.append([a["parameter"], a["mean"], a["sd"], f"[{a['lo']:+.4g}, {a['hi']:+.4g}]",
+                         f"[{b['lo']:+.4g}, {b['hi']:+.4g}]", wa / wb if wb > 0 else float("inf")])
+        report.table(header, rows)
+        report.heading("Figures")
+        report.figure(f_int, f"{pct} noise-aware posterior intervals of every parameter")
+        report.figure(f_cmp, "naive (last iterate) vs noise-aware intervals")
+        names = _param_names(post, design, model)
+        legend = ", ".join(f"{k} = {v}" for k, v in names.items() if k.startswith("w["))
+        report.figure(f_tr, "the released DP-SGD trace of the variational parameters (dashed: burn-in cut)"
+                      + (f"; {legend}" if legend else ""))
+        _public_block(report, design, Path(schema).name)
+        report.heading("Settings")
+        report.table(["setting", "value"], [
+            ["data", Path(data).name], ["model", label], ["target", f"{target} ({design.target_kind})"],
+            ["epsilon, delta (target)", f"{epsilon:g}, {delta:g}"], ["DP-SGD steps T", num_steps],
+            ["sampling rate q", sampling_rate], ["clip norm C", f"{clip:.4g}"], ["beta_rho", beta_rho],
+            ["noise multiplier sigma", f"{trace.noise_multiplier:.4g}"], ["noise-aware solver", method],
+            ["model options", ", ".join(f"{k}={v:g}" for k, v in model_kwargs(model).items()) or "defaults"],
+            ["noise seeded by", trace.privacy.seeded_by],
+        ])
+        report.heading("Reading this report")
+        report.paragraph("docs/user-guide.md, 'Reading the report', explains every part; trace.npz is the release "
+                         "itself (dpposterior.DPVITrace.load), from which any other post-processing can be run "
+                         "without touching the data again.")
+        md, page = report.write(out)
+        log(f"      wrote {md} and {page} ({time.perf_counter() - t0:.1f} s)")
     return {"trace": trace, "posterior": post, "naive": naive, "design": design, "summary": s_aware,
             "naive_summary": s_naive, "report_md": md, "report_html": page}
 
