@@ -418,3 +418,27 @@ def test_fit_saves_the_release_and_its_ledger_entry_before_the_post_processing(c
     assert msg.startswith("the solver failed (this came after the DP release, which is saved in "
                           f"{str(tiny_table / 'out' / 'trace.npz')!r} and recorded in the ledger"), msg
     assert (tiny_table / "out" / "trace.npz").is_file() and len(Ledger.load(ledger)) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# a wide table (a categorical column with thousands of declared levels): the interval figures had a row
+# per parameter, 3,000 rows took 30 s to draw and 10,000 over 4 minutes (beyond matplotlib's image
+# size), all after the release
+
+def test_interval_figures_of_a_wide_table_show_a_stated_subset(tmp_path, monkeypatch):
+    from dpposterior.tabular import fit
+
+    seen = {}
+
+    def record(rows, labels, path, title):
+        seen.update(rows=rows, title=title)
+        return path
+
+    monkeypatch.setattr("dpposterior.plots.interval_plot", record)
+    rows = [{f"w[{j}]": (-1.0, 0.0, 1.0) for j in range(3000)}] * 2
+    fit._figure_intervals(rows, ["a", "b"], tmp_path / "f.png", "90% intervals")
+    assert [len(r) for r in seen["rows"]] == [fit.MAX_FIGURE_PARAMETERS] * 2
+    assert list(seen["rows"][0]) == [f"w[{j}]" for j in range(fit.MAX_FIGURE_PARAMETERS)]
+    assert f"the first {fit.MAX_FIGURE_PARAMETERS} of 3000 parameters; the table lists all" in seen["title"]
+    assert fit._every_parameter([{}] * 3000) == (f"the first {fit.MAX_FIGURE_PARAMETERS} of the 3000 parameters "
+                                                 "(the table lists all)")

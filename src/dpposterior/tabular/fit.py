@@ -223,10 +223,27 @@ def _interval_rows(summary: list[dict[str, Any]]) -> dict[str, tuple[float, floa
     return {r["parameter"]: (r["lo"], r["mean"], r["hi"]) for r in summary}
 
 
+#: the most parameters an interval figure shows (a figure of thousands of rows, from a wide table, takes
+#: minutes to draw and exceeds matplotlib's image size); the report's table lists every parameter
+MAX_FIGURE_PARAMETERS = 60
+
+
 def _figure_intervals(rows, labels, path: Path, title: str) -> Path:
     from .. import plots
 
+    names = list(dict.fromkeys(k for r in rows for k in r))
+    if len(names) > MAX_FIGURE_PARAMETERS:
+        keep = set(names[:MAX_FIGURE_PARAMETERS])
+        rows = [{k: v for k, v in r.items() if k in keep} for r in rows]
+        title = f"{title}\n(the first {MAX_FIGURE_PARAMETERS} of {len(names)} parameters; the table lists all)"
     return plots.interval_plot(rows, labels, path, title=title)
+
+
+def _every_parameter(summary: list[dict[str, Any]]) -> str:
+    """'every parameter', or which ones an interval figure shows when there are too many."""
+    n = len(summary)
+    return ("every parameter" if n <= MAX_FIGURE_PARAMETERS else
+            f"the first {MAX_FIGURE_PARAMETERS} of the {n} parameters (the table lists all)")
 
 
 def _privacy_block(report: Report, ledger, delta: float, seeded_by: set[str]) -> None:
@@ -444,7 +461,7 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
                          f"[{b['lo']:+.4g}, {b['hi']:+.4g}]", wa / wb if wb > 0 else float("inf")])
         report.table(header, rows)
         report.heading("Figures")
-        report.figure(f_int, f"{pct} noise-aware posterior intervals of every parameter")
+        report.figure(f_int, f"{pct} noise-aware posterior intervals of {_every_parameter(s_aware)}")
         report.figure(f_cmp, "naive (last iterate) vs noise-aware intervals")
         names = _param_names(post, design, model)
         legend = ", ".join(f"{k} = {v}" for k, v in names.items() if k.startswith("w["))
@@ -621,7 +638,7 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
             row.append("-" if r is None else f"{r['mean']:+.3g} [{r['lo']:+.3g}, {r['hi']:+.3g}]")
         rows.append(row)
     report.table(["parameter", *methods], rows)
-    report.figure(fig, f"{pct} intervals of every parameter, one colour per method")
+    report.figure(fig, f"{pct} intervals of {_every_parameter(sums[methods[0]])}, one colour per method")
     _public_block(report, design, Path(schema).name)
     report.heading("Settings")
     report.table(["setting", "value"], [
