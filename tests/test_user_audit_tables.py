@@ -250,7 +250,7 @@ def test_a_file_with_another_separator_is_named_as_such(tmp_path, sep, name):
     from dpposterior.tabular import read_table
 
     (tmp_path / "d.csv").write_text(sep.join(["age", "region", "y"]) + "\n" + sep.join(["30", "north", "no"]) + "\n")
-    with pytest.raises(ValueError, match=f"its header was read as one column, .*: the file seems separated by {name}"):
+    with pytest.raises(ValueError, match=f"its header was read as one column: the file seems separated by {name}"):
         read_table(tmp_path / "d.csv")
 
 
@@ -442,3 +442,17 @@ def test_interval_figures_of_a_wide_table_show_a_stated_subset(tmp_path, monkeyp
     assert f"the first {fit.MAX_FIGURE_PARAMETERS} of 3000 parameters; the table lists all" in seen["title"]
     assert fit._every_parameter([{}] * 3000) == (f"the first {fit.MAX_FIGURE_PARAMETERS} of the 3000 parameters "
                                                  "(the table lists all)")
+
+
+# ---------------------------------------------------------------------------------------------
+# a CSV without a header row: its first record became the column names, and the error quoted them,
+# "target column 'y' is missing from the data (columns: 30, north, no)", a record's values in the
+# message (which must never show one), with no hint that the header row is missing
+
+def test_a_file_without_a_header_row_is_named_without_quoting_its_first_record(capsys, tiny_table, monkeypatch):
+    _no_release(monkeypatch)
+    (tiny_table / "nohead.csv").write_text("37,south,yes\n45,south,yes\n60,north,no\n")
+    msg = _error(capsys, _argv(tiny_table, "fit", "--steps", "20", csv="nohead.csv"), "fit")
+    assert msg.startswith("none of the 3 column names of the data matches a column declared in s.toml (age, region, "
+                          "y): does the file start with a header row"), msg
+    assert "37" not in msg and "south" not in msg

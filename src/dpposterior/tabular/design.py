@@ -185,6 +185,13 @@ def build_design(frame: Any, schema: Schema, target: str, *, features: list[str]
                          "must be unique")
     if frame.shape[0] == 0:
         raise ValueError("the data holds no records (0 rows); at least one record is required")
+    if not any(c in schema.columns for c in available):
+        # a file without a header row: its first record was read as the column names, which must not be
+        # quoted (error messages never show a record's values)
+        raise ValueError(f"none of the {len(available)} column names of the data matches a column declared in "
+                         f"{schema.source or 'the schema'} ({', '.join(schema.columns)}): does the file start with a "
+                         "header row naming the columns as the schema does? (the names are not shown: without a "
+                         "header row they would be the first record's values)")
     if target not in available:
         raise ValueError(f"target column {target!r} is missing from the data (columns: {', '.join(available)})")
     tcol = schema.column(target)

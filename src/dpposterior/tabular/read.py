@@ -92,9 +92,9 @@ def _check_separator(frame, path: Path) -> None:
         return
     found = [name for sep, name in OTHER_SEPARATORS.items() if sep in str(frame.columns[0])]
     if found:
-        raise ValueError(f"cannot read data file {str(path)!r}: its header was read as one column, "
-                         f"{str(frame.columns[0]).strip()!r}: the file seems separated by {found[0]}, not commas; save "
-                         "it as comma-separated CSV (a tab-separated file may also be named .tsv)")
+        raise ValueError(f"cannot read data file {str(path)!r}: its header was read as one column: the file seems "
+                         f"separated by {found[0]}, not commas; save it as comma-separated CSV (a tab-separated file "
+                         "may also be named .tsv)")
 
 
 def _rewound(source):
