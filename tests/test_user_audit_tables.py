@@ -456,3 +456,15 @@ def test_a_file_without_a_header_row_is_named_without_quoting_its_first_record(c
     assert msg.startswith("none of the 3 column names of the data matches a column declared in s.toml (age, region, "
                           "y): does the file start with a header row"), msg
     assert "37" not in msg and "south" not in msg
+
+
+# ---------------------------------------------------------------------------------------------
+# out_of_bounds = "error" written at the end of the schema file: TOML gives it to the last column
+# table, and the error said only "unknown keys ['out_of_bounds']; allowed: type, bounds, ..."
+
+def test_out_of_bounds_below_a_column_table_says_where_it_belongs(tmp_path):
+    from dpposterior.tabular import load_schema
+
+    (tmp_path / "s.toml").write_text('[columns.age]\ntype = "numeric"\nbounds = [18, 90]\nout_of_bounds = "error"\n')
+    with pytest.raises(ValueError, match="out_of_bounds is a top-level key .*: put it above the first"):
+        load_schema(tmp_path / "s.toml")

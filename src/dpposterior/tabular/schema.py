@@ -137,7 +137,10 @@ def _column(name: str, spec: Any, source: str) -> Column:
         raise ValueError(f"{where}: type must be one of {TYPES}, got {kind!r}")
     extra = set(spec) - {"type", "bounds", "categories", "description"}
     if extra:
-        raise ValueError(f"{where}: unknown keys {sorted(extra)}; allowed: type, bounds, categories, description")
+        hint = ("; out_of_bounds is a top-level key (for every column): put it above the first [columns.NAME] table, "
+                "since TOML gives a key below a table header to that table" if "out_of_bounds" in extra else "")
+        raise ValueError(f"{where}: unknown keys {sorted(extra)}; allowed: type, bounds, categories, description"
+                         + hint)
     if kind == "numeric":
         if "bounds" not in spec:
             raise ValueError(
