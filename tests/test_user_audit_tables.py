@@ -468,3 +468,22 @@ def test_out_of_bounds_below_a_column_table_says_where_it_belongs(tmp_path):
     (tmp_path / "s.toml").write_text('[columns.age]\ntype = "numeric"\nbounds = [18, 90]\nout_of_bounds = "error"\n')
     with pytest.raises(ValueError, match="out_of_bounds is a top-level key .*: put it above the first"):
         load_schema(tmp_path / "s.toml")
+
+
+# ---------------------------------------------------------------------------------------------
+# a DataFrame with column names that are not strings (pd.read_csv(header=None) numbers them): the
+# missing-column error failed in its own message, "TypeError: sequence item 0: expected str instance,
+# int found"
+
+@pytest.mark.parametrize("columns, missing", [([0, "y"], "column 'age' (declared in the schema)"),
+                                              (["age", 1], "target column 'y'")])
+def test_a_missing_column_beside_non_string_names_is_a_value_error(columns, missing):
+    import pandas as pd
+
+    from dpposterior.tabular import build_design, parse_schema
+
+    doc = {"columns": {"age": {"type": "numeric", "bounds": [18, 90]},
+                       "y": {"type": "categorical", "categories": ["no", "yes"]}}}
+    frame = pd.DataFrame(dict(zip(columns, [["30", "40"], ["no", "yes"]])))
+    with pytest.raises(ValueError, match=re.escape(f"{missing} is missing from the data (columns: ")):
+        build_design(frame, parse_schema(doc), "y")

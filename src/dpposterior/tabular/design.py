@@ -193,7 +193,7 @@ def build_design(frame: Any, schema: Schema, target: str, *, features: list[str]
                          "header row naming the columns as the schema does? (the names are not shown: without a "
                          "header row they would be the first record's values)")
     if target not in available:
-        raise ValueError(f"target column {target!r} is missing from the data (columns: {', '.join(available)})")
+        raise ValueError(f"target column {target!r} is missing from the data (columns: {', '.join(map(str, available))})")
     tcol = schema.column(target)
     names = [c for c in schema.columns if c != target] if features is None else list(features)
     if target in names:
@@ -208,7 +208,7 @@ def build_design(frame: Any, schema: Schema, target: str, *, features: list[str]
         schema.column(name)
         if name not in available:
             raise ValueError(f"column {name!r} (declared in {schema.source or 'the schema'}) is missing from the "
-                             f"data (columns: {', '.join(available)})")
+                             f"data (columns: {', '.join(map(str, available))})")
     planned = [f"{name}={lev}" for name in names for lev in (schema.columns[name].categories or ())[1:]]
     planned += [name for name in names if schema.columns[name].type == "numeric"] + [INTERCEPT] * intercept
     clash = sorted({c for c, count in collections.Counter(planned).items() if count > 1})
