@@ -487,3 +487,20 @@ def test_a_missing_column_beside_non_string_names_is_a_value_error(columns, miss
     frame = pd.DataFrame(dict(zip(columns, [["30", "40"], ["no", "yes"]])))
     with pytest.raises(ValueError, match=re.escape(f"{missing} is missing from the data (columns: ")):
         build_design(frame, parse_schema(doc), "y")
+
+
+# ---------------------------------------------------------------------------------------------
+# --model mymodels.py:f where the user's file has a syntax error or raises on import: a traceback
+# (only ImportError was caught)
+
+@pytest.mark.parametrize("source, words", [
+    ('def f(X, y):\n    return sum((X, y)\n', "SyntaxError: '(' was never closed"),
+    ('import math\nraise RuntimeError("not ready")\n', "importing it raised RuntimeError: not ready"),
+])
+def test_a_model_file_that_fails_to_import_is_a_one_line_error(tmp_path, source, words):
+    from dpposterior.tabular.fit import resolve_model
+
+    (tmp_path / "mymodels.py").write_text(source)
+    with pytest.raises(ValueError, match=re.escape(f"cannot import module {str(tmp_path / 'mymodels.py')!r}")) as e:
+        resolve_model(f"{tmp_path / 'mymodels.py'}:f")
+    assert words in str(e.value) and "mymodels.py, line 2)" in str(e.value)

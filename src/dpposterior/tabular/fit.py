@@ -66,6 +66,15 @@ def resolve_model(spec: str) -> tuple[Callable, str, bool, str]:
             module = importlib.import_module(mod_name)
     except ImportError as e:
         raise ValueError(f"cannot import module {mod_name!r} of model {spec!r}: {e}") from None
+    except SyntaxError as e:  # the user's file does not parse
+        raise ValueError(f"cannot import module {mod_name!r} of model {spec!r}: SyntaxError: {e.msg} "
+                         f"({e.filename}, line {e.lineno})") from e
+    except Exception as e:  # the module raised while it was imported (a NameError, its own error)
+        import traceback
+
+        where = traceback.extract_tb(e.__traceback__)[-1]
+        raise ValueError(f"cannot import module {mod_name!r} of model {spec!r}: importing it raised "
+                         f"{type(e).__name__}: {e} ({where.filename}, line {where.lineno})") from e
     fn = getattr(module, fn_name, None)
     if not callable(fn):
         raise ValueError(f"module {mod_name!r} has no callable {fn_name!r} (model {spec!r})")
