@@ -26,8 +26,8 @@ def _error(capsys, argv, command):
     return err[len(prefix):]
 
 
-def _argv(tmp, command, *extra, csv="d.csv", out="out"):
-    return [command, tmp / csv, "--target", "y", "--bounds", tmp / "s.toml", "--epsilon", "1", "--delta", "1e-5",
+def _argv(tmp, command, *extra, csv="d.csv", out="out", epsilon="1"):
+    return [command, tmp / csv, "--target", "y", "--bounds", tmp / "s.toml", "--epsilon", epsilon, "--delta", "1e-5",
             "--no-progress", "--out", tmp / out, *extra]
 
 
@@ -504,3 +504,14 @@ def test_a_model_file_that_fails_to_import_is_a_one_line_error(tmp_path, source,
     with pytest.raises(ValueError, match=re.escape(f"cannot import module {str(tmp_path / 'mymodels.py')!r}")) as e:
         resolve_model(f"{tmp_path / 'mymodels.py'}:f")
     assert words in str(e.value) and "mymodels.py, line 2)" in str(e.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# compare with dp-fast-mh at a budget its calibration refuses (per-iteration epsilon >= 1): the
+# error came after the DPVI release had been computed, which was then lost
+
+def test_compare_checks_the_dp_fast_mh_calibration_before_any_release(capsys, tiny_table, monkeypatch):
+    _no_release(monkeypatch)
+    argv = _argv(tiny_table, "compare", "--steps", "20", "--methods", "na-dpvi", "dp-fast-mh", epsilon="50")
+    msg = _error(capsys, argv, "compare")
+    assert "allows a per-iteration epsilon >= 1" in msg, msg

@@ -563,6 +563,10 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
     design, fn, label, _ = _load(data, schema, target, model, features, log, f"[1/{k + 2}]")
     clip = default_clip(design, model) if clip is None else clip
     eps_each, delta_each = (epsilon / k, delta / k) if budget == "split" else (epsilon, delta)
+    if "dp-fast-mh" in releases:  # its calibration can refuse the budget: find out before any release
+        from .. import mcmc
+
+        mcmc.calibrate_chain("dp_fast_mh", eps_each, delta_each, num_steps)
     log(f"      {k} release(s): {', '.join(releases)}; each gets ({eps_each:.4g}, {delta_each:.3g}) "
         f"(budget {budget!r})")
 
