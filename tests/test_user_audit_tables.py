@@ -515,3 +515,18 @@ def test_compare_checks_the_dp_fast_mh_calibration_before_any_release(capsys, ti
     argv = _argv(tiny_table, "compare", "--steps", "20", "--methods", "na-dpvi", "dp-fast-mh", epsilon="50")
     msg = _error(capsys, argv, "compare")
     assert "allows a per-iteration epsilon >= 1" in msg, msg
+
+
+# ---------------------------------------------------------------------------------------------
+# bounds beyond the float range: [-1e308, 1e308] made upper - lower = inf, so every value of the
+# feature was rescaled to 0 (a constant feature, silently); an integer bound of 400 digits (TOML
+# integers are unbounded) was an OverflowError traceback
+
+def test_bounds_beyond_the_float_range_are_refused(tmp_path):
+    from dpposterior.tabular import load_schema, parse_schema
+
+    with pytest.raises(ValueError, match=r"bounds \[-1e\+308, 1e\+308\] are too far apart"):
+        parse_schema({"columns": {"age": {"type": "numeric", "bounds": [-1e308, 1e308]}}})
+    (tmp_path / "s.toml").write_text('[columns.age]\ntype = "numeric"\nbounds = [0, 1' + "0" * 400 + "]\n")
+    with pytest.raises(ValueError, match="bounds must be two finite numbers"):
+        load_schema(tmp_path / "s.toml")

@@ -150,8 +150,15 @@ def _column(name: str, spec: Any, source: str) -> Column:
         b = spec["bounds"]
         ok = (isinstance(b, list) and len(b) == 2 and all(isinstance(v, (int, float)) and not isinstance(v, bool)
                                                           for v in b))
-        if not ok or not all(math.isfinite(float(v)) for v in b) or not float(b[0]) < float(b[1]):
+        try:
+            ok = ok and all(math.isfinite(float(v)) for v in b) and float(b[0]) < float(b[1])
+        except OverflowError:  # an integer beyond the float range
+            ok = False
+        if not ok:
             raise ValueError(f"{where}: bounds must be two finite numbers [lower, upper] with lower < upper, got {b!r}")
+        if not math.isfinite(float(b[1]) - float(b[0])):  # the rescaling would divide by inf: every value -> 0
+            raise ValueError(f"{where}: bounds {b!r} are too far apart (upper - lower overflows the float range); "
+                             "declare public bounds of a realistic size")
         if "categories" in spec:
             raise ValueError(f"{where} is numeric: categories are for categorical columns")
         return Column(name=name, type=kind, bounds=(float(b[0]), float(b[1])))
