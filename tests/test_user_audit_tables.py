@@ -530,3 +530,41 @@ def test_bounds_beyond_the_float_range_are_refused(tmp_path):
     (tmp_path / "s.toml").write_text('[columns.age]\ntype = "numeric"\nbounds = [0, 1' + "0" * 400 + "]\n")
     with pytest.raises(ValueError, match="bounds must be two finite numbers"):
         load_schema(tmp_path / "s.toml")
+
+
+# ---------------------------------------------------------------------------------------------
+# compare --budget each with dp-fast-mh and another method: the chain's (epsilon, delta) release
+# uses all of delta itself, so the ledger has no finite total at delta, and ledger.total(delta)
+# raised after every release had been computed; the report, and the releases, were lost
+
+def test_compare_each_with_dp_fast_mh_states_a_total_instead_of_losing_the_releases(tiny_table, monkeypatch):
+    import numpy as np
+
+    from dpposterior.baselines import DrawsPosterior
+    from dpposterior.privacy import PrivacySpent
+    from dpposterior.tabular import compare_table
+
+    release = _fake_release(T=20, d=6)
+    chain = PrivacySpent(epsilon=1.0, delta=1e-5, neighbouring="replace_one", accountant="optimal",
+                         mechanism="dp_fast_mh", noise_multiplier=400.0, sampling_rate=1.0, num_steps=20)
+
+    def fake_chain(design, **kw):
+        return DrawsPosterior(layout=release.layout, draws=np.zeros((10, 3), np.float32), privacy=chain,
+                              method="dp_fast_mh", diagnostics={"moved": 0.0, "mean_step": 0.0,
+                                                                "distance_from_start": 0.0})
+
+    def fake_figure(rows, labels, path, title):
+        path.write_bytes(b"png")
+        return path
+
+    monkeypatch.setattr("dpposterior.vi.dpvi", lambda *a, **k: release)
+    monkeypatch.setattr("dpposterior.noise_aware.noise_aware_posterior", lambda trace, **k: fake_chain(None))
+    monkeypatch.setattr("dpposterior.tabular.fit.dp_fast_mh_logistic", fake_chain)
+    monkeypatch.setattr("dpposterior.vi.model_inspect.inspect_model", lambda *a, **k: release.layout)
+    monkeypatch.setattr("dpposterior.tabular.fit._figure_intervals", fake_figure)
+    res = compare_table(tiny_table / "d.csv", tiny_table / "s.toml", "y", methods=["na-dpvi", "dp-fast-mh"],
+                        budget="each", epsilon=1.0, delta=1e-5, num_steps=20, out=tiny_table / "out",
+                        log=lambda line: None)
+    assert res["total"].delta == pytest.approx(2e-5) and 1.0 < res["total"].epsilon < 10.0
+    md = res["report_md"].read_text()
+    assert "at delta = 2e-05 (2 x delta: the releases' own deltas" in md

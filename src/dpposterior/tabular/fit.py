@@ -255,6 +255,19 @@ def _every_parameter(summary: list[dict[str, Any]]) -> str:
             f"the first {MAX_FIGURE_PARAMETERS} of the {n} parameters (the table lists all)")
 
 
+def _composed_total(ledger, delta: float, fallback: float):
+    """The ledger's total at ``delta``, or at the larger ``fallback`` delta (basic composition of the
+    releases' deltas) when their own deltas already use ``delta``: a release composed from its
+    (epsilon, delta), such as a DP-Fast MH chain given the full delta under budget "each", has no
+    finite total epsilon at that delta together with others."""
+    try:
+        return ledger.total(delta)
+    except ValueError:
+        if not delta < fallback < 1:
+            raise
+        return ledger.total(fallback)
+
+
 def _privacy_block(report: Report, ledger, delta: float, seeded_by: set[str]) -> None:
     report.heading("Privacy spent")
     total = ledger.total(delta)
@@ -609,8 +622,8 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
             ledger.add(rel, "gibbs-ss-noisy (Laplace sufficient statistics)")
             posts["gibbs-ss-noisy"] = gibbs_ss_noisy(rel, num_warmup=500, num_draws=2000, prior=LINEAR_PRIOR,
                                                      rng_key=jax.random.PRNGKey(0))
-    total = ledger.total(delta)
-    log(f"      all releases together: epsilon = {total.epsilon:.4g} at delta = {delta:g}")
+    total = _composed_total(ledger, delta, k * delta)
+    log(f"      all releases together: epsilon = {total.epsilon:.4g} at delta = {total.delta:g}")
     log(f"[{k + 2}/{k + 2}] writing the report to {out}")
     out.mkdir(parents=True, exist_ok=True)
     pkey = jax.random.PRNGKey(0)
@@ -639,8 +652,11 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
                      "split for add/remove-one")
     report.bullets([share, "'naive' is the last iterate of the na-dpvi release: it costs nothing extra", *notes,
                     f"composed total of everything released (PLD, privacy.Ledger): epsilon = {total.epsilon:.4g} "
-                    f"at delta = {delta:g}"])
-    _privacy_block(report, ledger, delta, {e.privacy.seeded_by for e in ledger.entries})
+                    f"at delta = {total.delta:g}"
+                    + ("" if total.delta == delta else
+                       f" ({k} x delta: the releases' own deltas, composed from (epsilon, delta), already use all of "
+                       f"delta = {delta:g}, so no finite epsilon exists at it)")])
+    _privacy_block(report, ledger, total.delta, {e.privacy.seeded_by for e in ledger.entries})
     report.heading(f"Posteriors side by side ({pct} central intervals)")
     names = [r["parameter"] for r in sums[methods[0]]]
     rows = []
