@@ -568,3 +568,19 @@ def test_compare_each_with_dp_fast_mh_states_a_total_instead_of_losing_the_relea
     assert res["total"].delta == pytest.approx(2e-5) and 1.0 < res["total"].epsilon < 10.0
     md = res["report_md"].read_text()
     assert "at delta = 2e-05 (2 x delta: the releases' own deltas" in md
+
+
+# ---------------------------------------------------------------------------------------------
+# an Excel or OpenDocument workbook given as the data: read as CSV text, "it is not UTF-8 text (...
+# from a Latin-1, Windows-1252 or UTF-16 file)", which does not say what the file is
+
+@pytest.mark.parametrize("name, content", [("d.xlsx", b"PK\x03\x04" + b"\x00" * 60),
+                                           ("d.ods", b"PK\x03\x04" + b"\x00" * 60),
+                                           ("d.csv", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 60)],
+                         ids=["xlsx", "ods", "xls-saved-as-csv"])
+def test_a_spreadsheet_workbook_is_named_as_such(tmp_path, name, content):
+    from dpposterior.tabular import read_table
+
+    (tmp_path / name).write_bytes(content)
+    with pytest.raises(ValueError, match="it is a spreadsheet workbook .*, not CSV; save the sheet as CSV"):
+        read_table(tmp_path / name)

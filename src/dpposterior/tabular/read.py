@@ -10,6 +10,9 @@ from .schema import nfc
 PARQUET_SUFFIXES = (".parquet", ".pq")
 PARQUET_MAGIC = b"PAR1"
 TAB_SUFFIXES = (".tsv", ".tab")
+SPREADSHEET_SUFFIXES = (".xlsx", ".xlsm", ".xls", ".ods")
+#: the first 8 bytes of an .xls (OLE2 compound file); .xlsx/.ods are zip files, told by their suffix
+SPREADSHEET_MAGIC = (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1",)
 OTHER_SEPARATORS = {";": "semicolons (;)", "\t": "tabs", "|": "vertical bars (|)"}
 
 
@@ -40,6 +43,9 @@ def read_table(path: str | Path):
     try:
         # a pipe (<(zcat data.csv.gz), /dev/stdin) can be read only once: read it into memory
         source = path if path.is_file() else io.BytesIO(path.read_bytes())
+        if path.suffix.lower() in SPREADSHEET_SUFFIXES or _head(source, 8) in SPREADSHEET_MAGIC:
+            raise ValueError(f"cannot read data file {str(path)!r}: it is a spreadsheet workbook (Excel or "
+                             "OpenDocument), not CSV; save the sheet as CSV (Excel: 'CSV UTF-8') or Parquet")
         if path.suffix.lower() in PARQUET_SUFFIXES or _is_parquet(source):
             try:
                 import pyarrow  # noqa: F401
@@ -102,6 +108,17 @@ def _rewound(source):
     if isinstance(source, io.BytesIO):
         source.seek(0)
     return source
+
+
+def _head(source, n: int) -> bytes:
+    """The first ``n`` bytes of ``source`` (a path, or the bytes of a pipe); b"" if unreadable."""
+    if isinstance(source, io.BytesIO):
+        return source.getvalue()[:n]
+    try:
+        with open(source, "rb") as f:
+            return f.read(n)
+    except OSError:  # pandas says what is wrong below
+        return b""
 
 
 def _is_parquet(source) -> bool:
