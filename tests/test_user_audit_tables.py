@@ -584,3 +584,20 @@ def test_a_spreadsheet_workbook_is_named_as_such(tmp_path, name, content):
     (tmp_path / name).write_bytes(content)
     with pytest.raises(ValueError, match="it is a spreadsheet workbook .*, not CSV; save the sheet as CSV"):
         read_table(tmp_path / name)
+
+
+# ---------------------------------------------------------------------------------------------
+# the report did not say which level of a binary target is coded 1, nor the reference level of a
+# categorical feature: with categories = ["yes", "no"] the coefficients are for P(no), and nothing
+# in the report showed it (signs read the wrong way round)
+
+def test_the_report_states_the_coding_of_the_target_and_the_reference_levels(tiny_table):
+    from dpposterior.tabular import build_design, load_schema, read_table
+
+    (tiny_table / "r.toml").write_text((tiny_table / "s.toml").read_text().replace('["no", "yes"]', '["yes", "no"]'))
+    d = build_design(read_table(tiny_table / "d.csv"), load_schema(tiny_table / "r.toml"), "y")
+    lines = d.transforms()
+    assert "target y: binary, y = 1 for 'no' and 0 for 'yes' (the second declared category is coded 1)" in lines
+    assert any(line.startswith("region: categorical, a 0/1 indicator per declared level but the first, 'north' "
+                               "(the reference level") for line in lines)
+    assert d.y.tolist() == [1, 0, 0]

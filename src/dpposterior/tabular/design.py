@@ -47,6 +47,8 @@ class Design:
       target_kind: ``"binary"`` or ``"numeric"``.
       clipped_to_bounds: True when the schema's policy clips out-of-bounds values (whether any record
         was clipped is not computed: that would be a statistic of the private data).
+      reference_levels: (column, reference level) of each categorical feature: its indicators'
+        coefficients are differences from that level.
     """
 
     X: np.ndarray
@@ -56,6 +58,7 @@ class Design:
     target: Column
     target_kind: str
     clipped_to_bounds: bool
+    reference_levels: tuple[tuple[str, str], ...] = ()
 
     @property
     def num_records(self) -> int:
@@ -68,9 +71,18 @@ class Design:
             if scale is not None:
                 lines.append(f"{name}: numeric, one unit of the feature = {scale:g} original units "
                              "(rescaled from its declared bounds to [-1, 1])")
+        for name, level in self.reference_levels:
+            lines.append(f"{name}: categorical, a 0/1 indicator per declared level but the first, {level!r} (the "
+                         "reference level: each indicator's coefficient is a difference from it)")
         if self.target_kind == "numeric":
             lo, hi = self.target.bounds
             lines.append(f"target {self.target.name}: rescaled from its declared bounds [{lo:g}, {hi:g}] to [-1, 1]")
+        elif self.target.type == "categorical":
+            no, yes = self.target.categories
+            lines.append(f"target {self.target.name}: binary, y = 1 for {yes!r} and 0 for {no!r} (the second "
+                         "declared category is coded 1)")
+        else:
+            lines.append(f"target {self.target.name}: binary, its values 0 and 1 as they are")
         return lines
 
 
@@ -193,7 +205,8 @@ def build_design(frame: Any, schema: Schema, target: str, *, features: list[str]
                          "header row naming the columns as the schema does? (the names are not shown: without a "
                          "header row they would be the first record's values)")
     if target not in available:
-        raise ValueError(f"target column {target!r} is missing from the data (columns: {', '.join(map(str, available))})")
+        raise ValueError(f"target column {target!r} is missing from the data "
+                         f"(columns: {', '.join(map(str, available))})")
     tcol = schema.column(target)
     names = [c for c in schema.columns if c != target] if features is None else list(features)
     if target in names:
@@ -261,8 +274,10 @@ def build_design(frame: Any, schema: Schema, target: str, *, features: list[str]
         v = _numeric(frame, tcol, policy, "target column")
         lo, hi = tcol.bounds
         y = ((v - (lo + hi) / 2.0) / tcol.half_range).astype(np.float32)
+    refs = tuple((name, schema.columns[name].categories[0]) for name in names
+                 if schema.columns[name].type == "categorical")
     return Design(X=X, y=y, feature_names=tuple(fnames), feature_scales=tuple(scales), target=tcol,
-                  target_kind=target_kind, clipped_to_bounds=policy == "clip")
+                  target_kind=target_kind, clipped_to_bounds=policy == "clip", reference_levels=refs)
 
 
 def _codes(frame: Any, col: Column, what: str) -> np.ndarray:
