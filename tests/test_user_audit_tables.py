@@ -601,3 +601,24 @@ def test_the_report_states_the_coding_of_the_target_and_the_reference_levels(tin
     assert any(line.startswith("region: categorical, a 0/1 indicator per declared level but the first, 'north' "
                                "(the reference level") for line in lines)
     assert d.y.tolist() == [1, 0, 0]
+
+
+# ---------------------------------------------------------------------------------------------
+# --features age,region (a comma-separated list, as many tools take it): "column 'age,region' is not
+# declared in s.toml (declared: age, region, y); add a [columns.age,region] table ..."
+
+def test_comma_separated_features_say_to_separate_them(capsys, tiny_table, monkeypatch):
+    _no_release(monkeypatch)
+    msg = _error(capsys, _argv(tiny_table, "fit", "--steps", "20", "--features", "age,region"), "fit")
+    assert msg == ("feature 'age,region' is not a column: give the features as separate names, ['age', 'region'] "
+                   "(on the command line: --features age region)")
+
+
+def test_an_undeclared_column_is_shown_with_the_toml_quotes_it_needs():
+    from dpposterior.tabular import parse_schema
+
+    schema = parse_schema({"columns": {"age": {"type": "numeric", "bounds": [0, 1]}}})
+    with pytest.raises(ValueError, match=re.escape('add a [columns."capital.gain"] table')):
+        schema.column("capital.gain")
+    with pytest.raises(ValueError, match=re.escape("add a [columns.age2] table")):
+        schema.column("age2")

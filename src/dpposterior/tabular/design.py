@@ -218,6 +218,10 @@ def build_design(frame: Any, schema: Schema, target: str, *, features: list[str]
     if not names and not intercept:
         raise ValueError("no feature columns: declare at least one column besides the target")
     for name in names:
+        parts = [p.strip() for p in name.split(",")] if isinstance(name, str) and name not in schema.columns else []
+        if len(parts) > 1 and all(p in schema.columns for p in parts):
+            raise ValueError(f"feature {name!r} is not a column: give the features as separate names, "
+                             f"{parts!r} (on the command line: --features {' '.join(parts)})")
         schema.column(name)
         if name not in available:
             raise ValueError(f"column {name!r} (declared in {schema.source or 'the schema'}) is missing from the "

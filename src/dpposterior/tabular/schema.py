@@ -20,7 +20,9 @@ Example ``bounds.toml``::
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import re
 import tomllib
 import unicodedata
 from pathlib import Path
@@ -68,14 +70,19 @@ class Schema:
         name = nfc(name) if isinstance(name, str) else name
         if name not in self.columns:
             raise ValueError(f"column {name!r} is not declared in {self.source or 'the schema'} "
-                             f"(declared: {', '.join(self.columns) or 'none'}); add a [columns.{name}] table "
-                             "with its type and public bounds or categories")
+                             f"(declared: {', '.join(self.columns) or 'none'}); add a [columns.{toml_key(str(name))}] "
+                             "table with its type and public bounds or categories")
         return self.columns[name]
 
 
 def nfc(text: str) -> str:
     """``text`` in Unicode normal form NFC (one code point for "é", not "e" and a combining accent)."""
     return unicodedata.normalize("NFC", text)
+
+
+def toml_key(name: str) -> str:
+    """``name`` as a TOML key: bare if it is only letters A-Z, digits, _ and -, else in quotes."""
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else json.dumps(name, ensure_ascii=False)
 
 
 def load_schema(path: str | Path) -> Schema:
