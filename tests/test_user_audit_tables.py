@@ -622,3 +622,20 @@ def test_an_undeclared_column_is_shown_with_the_toml_quotes_it_needs():
         schema.column("capital.gain")
     with pytest.raises(ValueError, match=re.escape("add a [columns.age2] table")):
         schema.column("age2")
+
+
+# ---------------------------------------------------------------------------------------------
+# categories that could never match the data, whose values are compared without surrounding spaces:
+# " north" (the data's "north" was refused as undeclared) and "" (an empty cell was refused as
+# missing "unless declared as a category", although it was declared)
+
+def test_categories_are_compared_without_spaces_and_cannot_be_empty(tiny_table):
+    from dpposterior.tabular import build_design, parse_schema, read_table
+
+    doc = {"columns": {"region": {"type": "categorical", "categories": [" north", "south "]},
+                       "y": {"type": "categorical", "categories": ["no", "yes"]}}}
+    d = build_design(read_table(tiny_table / "d.csv"), parse_schema(doc), "y")
+    assert d.feature_names == ("region=south", "(intercept)") and d.X[:, 0].tolist() == [0, 1, 0]
+    doc["columns"]["region"]["categories"] = ["north", "south", ""]
+    with pytest.raises(ValueError, match="a category cannot be empty"):
+        parse_schema(doc)

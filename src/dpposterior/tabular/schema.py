@@ -174,9 +174,13 @@ def _column(name: str, spec: Any, source: str) -> Column:
                                                               for c in cats)):
         raise ValueError(f"{where} is categorical and needs categories = [...], a public list of at least two "
                          f"levels (strings or integers), got {cats!r}")
-    levels = tuple(nfc(str(c)) for c in cats)
+    # the data's values are compared without surrounding spaces, so the levels are too
+    levels = tuple(nfc(str(c)).strip() for c in cats)
+    if "" in levels:
+        raise ValueError(f"{where}: a category cannot be empty (or only spaces): an empty cell is a missing value; "
+                         "recode it in the data as a named level (e.g. \"none\") and declare that")
     if len(set(levels)) != len(levels):
-        raise ValueError(f"{where}: categories must be distinct, got {cats!r}")
+        raise ValueError(f"{where}: categories must be distinct (compared without surrounding spaces), got {cats!r}")
     if "bounds" in spec:
         raise ValueError(f"{where} is categorical: bounds are for numeric columns")
     return Column(name=name, type=kind, categories=levels)
