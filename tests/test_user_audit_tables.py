@@ -639,3 +639,14 @@ def test_categories_are_compared_without_spaces_and_cannot_be_empty(tiny_table):
     doc["columns"]["region"]["categories"] = ["north", "south", ""]
     with pytest.raises(ValueError, match="a category cannot be empty"):
         parse_schema(doc)
+
+
+def test_column_names_are_compared_without_surrounding_spaces(tiny_table):
+    # [columns." age"] and --target "y " never matched the data's names, which read_table strips:
+    # "column ' age' ... is missing from the data (columns: age, region, y)"
+    from dpposterior.tabular import build_design, parse_schema, read_table
+
+    doc = {"columns": {" age": {"type": "numeric", "bounds": [18, 90]},
+                       "y": {"type": "categorical", "categories": ["no", "yes"]}}}
+    d = build_design(read_table(tiny_table / "d.csv"), parse_schema(doc), "y ")
+    assert d.feature_names == ("age", "(intercept)")

@@ -185,11 +185,11 @@ def build_design(frame: Any, schema: Schema, target: str, *, features: list[str]
     if isinstance(features, str):
         raise TypeError(f"features must be a list of column names, got the single string {features!r}; "
                         f"write [{features!r}]")
-    # names and levels are compared in Unicode normal form NFC: "é" typed as one code point or as "e"
-    # and a combining accent (macOS file names, some editors) look alike and must match
-    frame = frame.rename(columns=lambda c: nfc(c) if isinstance(c, str) else c)
-    target = nfc(target) if isinstance(target, str) else target
-    features = None if features is None else [nfc(f) if isinstance(f, str) else f for f in features]
+    # names and levels are compared in Unicode normal form NFC, without surrounding spaces: "é" typed as
+    # one code point or as "e" and a combining accent (macOS, some editors) look alike and must match
+    frame = frame.rename(columns=lambda c: nfc(c).strip() if isinstance(c, str) else c)
+    target = nfc(target).strip() if isinstance(target, str) else target
+    features = None if features is None else [nfc(f).strip() if isinstance(f, str) else f for f in features]
     available = list(frame.columns)
     repeated = sorted({str(c) for c in frame.columns[frame.columns.duplicated()]})
     if repeated:

@@ -67,7 +67,7 @@ class Schema:
 
     def column(self, name: str) -> Column:
         """The declared column ``name`` (compared in Unicode NFC); a ValueError saying what is declared if not."""
-        name = nfc(name) if isinstance(name, str) else name
+        name = nfc(name).strip() if isinstance(name, str) else name
         if name not in self.columns:
             raise ValueError(f"column {name!r} is not declared in {self.source or 'the schema'} "
                              f"(declared: {', '.join(self.columns) or 'none'}); add a [columns.{toml_key(str(name))}] "
@@ -117,10 +117,10 @@ def parse_schema(doc: dict[str, Any], source: str = "the schema") -> Schema:
         raise ValueError(f"{source}: declares no columns; add a [columns.NAME] table per column you use")
     columns = {}
     for name, spec in cols.items():
-        column = _column(nfc(name), spec, source)
+        column = _column(nfc(name).strip(), spec, source)  # the data's names are stripped too
         if column.name in columns:
             raise ValueError(f"{source}: column {column.name!r} is declared twice (the same name in two Unicode "
-                             "spellings)")
+                             "spellings, or with surrounding spaces)")
         columns[column.name] = column
     return Schema(columns=columns, out_of_bounds=policy, source=source)
 
