@@ -254,11 +254,15 @@ def test_a_file_with_another_separator_is_named_as_such(tmp_path, sep, name):
         read_table(tmp_path / "d.csv")
 
 
-def test_a_tsv_file_is_read_as_tab_separated(tmp_path):
+@pytest.mark.parametrize("name", ["d.tsv", "d.tsv.gz"])
+def test_a_tsv_file_is_read_as_tab_separated(tmp_path, name):
+    import gzip
+
     from dpposterior.tabular import read_table
 
-    (tmp_path / "d.tsv").write_text("age\tregion\ty\n30\tnorth, east\tno\n")
-    frame = read_table(tmp_path / "d.tsv")
+    text = b"age\tregion\ty\n30\tnorth, east\tno\n"
+    (tmp_path / name).write_bytes(gzip.compress(text) if name.endswith(".gz") else text)
+    frame = read_table(tmp_path / name)
     assert frame.to_dict("list") == {"age": ["30"], "region": ["north, east"], "y": ["no"]}
 
 

@@ -56,7 +56,7 @@ def read_table(path: str | Path):
         else:
             # only empty cells are read as missing here: a marker such as "NA" or "None" may be a declared
             # category (North America; no answer), so build_design decides, knowing the schema
-            sep = "\t" if path.suffix.lower() in TAB_SUFFIXES else ","
+            sep = "\t" if any(x.lower() in TAB_SUFFIXES for x in path.suffixes[-2:]) else ","  # data.tsv.gz
             frame = pd.read_csv(_rewound(source), sep=sep, dtype=str, keep_default_na=False, na_values=[""],
                                 skipinitialspace=True)
             _check_separator(frame, path)
