@@ -7,13 +7,17 @@ privacy analysis of the mechanism that later reads the matrix:
   ``"error"`` a value outside is refused instead), then rescaled to [-1, 1] by
   x' = (x - (lo + hi) / 2) / ((hi - lo) / 2);
 - categorical features: one 0/1 column per declared level except the first (the reference level);
-  a value that is not a declared level is an error;
+  a value that is not a declared level is an error (a float column's whole numbers, 1.0, match
+  the integer level 1);
 - an intercept column of ones (``intercept=True``);
 - the target: a 0/1 code for a binary target (a categorical column with two levels, the second
   coded 1, or a numeric column with bounds [0, 1] holding only 0 and 1), or the rescaled value of a
   numeric target (clipped to its bounds like a feature).
 
-Missing values are an error (the tool does not impute). Error messages never quote a record's value.
+Missing values are an error (the tool does not impute): empty cells, and text markers such as ``NA``,
+``null`` or ``?`` unless the schema declares them as a category of the column. So are dates, times
+and complex numbers in a numeric column (a Parquet file keeps such types). Error messages never
+quote a record's value.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .schema import Column, Schema
+from .schema import Column, Schema, nfc
 
 INTERCEPT = "(intercept)"
 
@@ -43,6 +47,8 @@ class Design:
       target_kind: ``"binary"`` or ``"numeric"``.
       clipped_to_bounds: True when the schema's policy clips out-of-bounds values (whether any record
         was clipped is not computed: that would be a statistic of the private data).
+      reference_levels: (column, reference level) of each categorical feature: its indicators'
+        coefficients are differences from that level.
     """
 
     X: np.ndarray
@@ -52,6 +58,7 @@ class Design:
     target: Column
     target_kind: str
     clipped_to_bounds: bool
+    reference_levels: tuple[tuple[str, str], ...] = ()
 
     @property
     def num_records(self) -> int:
@@ -64,16 +71,33 @@ class Design:
             if scale is not None:
                 lines.append(f"{name}: numeric, one unit of the feature = {scale:g} original units "
                              "(rescaled from its declared bounds to [-1, 1])")
+        for name, level in self.reference_levels:
+            lines.append(f"{name}: categorical, a 0/1 indicator per declared level but the first, {level!r} (the "
+                         "reference level: each indicator's coefficient is a difference from it)")
         if self.target_kind == "numeric":
             lo, hi = self.target.bounds
             lines.append(f"target {self.target.name}: rescaled from its declared bounds [{lo:g}, {hi:g}] to [-1, 1]")
+        elif self.target.type == "categorical":
+            no, yes = self.target.categories
+            lines.append(f"target {self.target.name}: binary, y = 1 for {yes!r} and 0 for {no!r} (the second "
+                         "declared category is coded 1)")
+        else:
+            lines.append(f"target {self.target.name}: binary, its values 0 and 1 as they are")
         return lines
 
 
 def _numeric(frame: Any, col: Column, policy: str, what: str) -> np.ndarray:
+    """The column's values as float64; outside the bounds: ``policy`` "clip", "error" or "keep"."""
     import pandas as pd
 
     raw = frame[col.name]
+    kind = _not_numbers(raw.dtype)
+    if kind:
+        hint = ("a real number" if kind == "complex numbers" else
+                "a number (e.g. a year, or days since a fixed date)")
+        raise ValueError(f"{what} {col.name!r} is declared numeric but holds {kind} (dtype {raw.dtype}), which would "
+                         f"be read as the wrong numbers; convert each value to {hint} with public bounds before "
+                         "fitting")
     values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64)
     bad = np.isnan(values) & raw.notna().to_numpy()
     if bad.any():
@@ -82,7 +106,7 @@ def _numeric(frame: Any, col: Column, policy: str, what: str) -> np.ndarray:
         raise ValueError(f"{what} {col.name!r} holds infinite values")
     lo, hi = col.bounds
     outside = (values < lo) | (values > hi)
-    if outside.any():
+    if outside.any() and policy != "keep":
         if policy == "error":
             raise ValueError(f"{what} {col.name!r} has values outside its declared bounds [{lo:g}, {hi:g}] "
                              "(out_of_bounds = \"error\"; set out_of_bounds = \"clip\" to clip them to the bounds)")
@@ -90,10 +114,44 @@ def _numeric(frame: Any, col: Column, policy: str, what: str) -> np.ndarray:
     return values
 
 
-def _check_missing(frame: Any, name: str, what: str) -> None:
-    if bool(frame[name].isna().any()):
-        raise ValueError(f"{what} {name!r} has missing values; the tool does not impute: remove or fill them "
-                         "before fitting (with a rule that does not depend on the other records)")
+def _not_numbers(dtype: Any) -> str:
+    """What a column of ``dtype`` holds if it is not numbers pandas would convert faithfully ("" if it is).
+
+    Dates, times and periods would become nanoseconds or period ordinals, complex numbers would lose
+    their imaginary part (the values of a Parquet file or a DataFrame keep such types; CSV is text).
+    """
+    import pandas as pd
+    from pandas.api import types
+
+    if isinstance(dtype, pd.CategoricalDtype):
+        dtype = dtype.categories.dtype
+    if types.is_datetime64_any_dtype(dtype) or isinstance(dtype, pd.PeriodDtype):
+        return "dates"
+    if types.is_timedelta64_dtype(dtype):
+        return "time spans"
+    if types.is_complex_dtype(dtype):
+        return "complex numbers"
+    return ""
+
+
+#: text that marks a missing value (pandas' default markers and "?", as in the UCI Adult data), unless
+#: the schema declares it as a category of the column
+MISSING_MARKERS = frozenset({"", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
+                             "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null", "?"})
+
+
+def _check_missing(frame: Any, col: Column, what: str) -> None:
+    values = frame[col.name]
+    missing = np.array(values.isna(), dtype=bool)
+    text = values.dtype == object or str(values.dtype) in ("string", "str", "category")
+    if text and not missing.all():
+        markers = MISSING_MARKERS - set(col.categories or ())
+        stripped = values[~missing].astype(str).str.strip()
+        missing[~missing] = stripped.isin(markers).to_numpy()
+    if bool(missing.any()):
+        raise ValueError(f"{what} {col.name!r} has missing values; the tool does not impute: remove or fill them "
+                         "before fitting (with a rule that does not depend on the other records); empty cells and "
+                         "markers such as NA, NaN, null, None and ? count as missing unless declared as a category")
 
 
 def build_design(frame: Any, schema: Schema, target: str, *, features: list[str] | None = None,
@@ -127,6 +185,11 @@ def build_design(frame: Any, schema: Schema, target: str, *, features: list[str]
     if isinstance(features, str):
         raise TypeError(f"features must be a list of column names, got the single string {features!r}; "
                         f"write [{features!r}]")
+    # names and levels are compared in Unicode normal form NFC, without surrounding spaces: "é" typed as
+    # one code point or as "e" and a combining accent (macOS, some editors) look alike and must match
+    frame = frame.rename(columns=lambda c: nfc(c).strip() if isinstance(c, str) else c)
+    target = nfc(target).strip() if isinstance(target, str) else target
+    features = None if features is None else [nfc(f).strip() if isinstance(f, str) else f for f in features]
     available = list(frame.columns)
     repeated = sorted({str(c) for c in frame.columns[frame.columns.duplicated()]})
     if repeated:
@@ -134,8 +197,16 @@ def build_design(frame: Any, schema: Schema, target: str, *, features: list[str]
                          "must be unique")
     if frame.shape[0] == 0:
         raise ValueError("the data holds no records (0 rows); at least one record is required")
+    if not any(c in schema.columns for c in available):
+        # a file without a header row: its first record was read as the column names, which must not be
+        # quoted (error messages never show a record's values)
+        raise ValueError(f"none of the {len(available)} column names of the data matches a column declared in "
+                         f"{schema.source or 'the schema'} ({', '.join(schema.columns)}): does the file start with a "
+                         "header row naming the columns as the schema does? (the names are not shown: without a "
+                         "header row they would be the first record's values)")
     if target not in available:
-        raise ValueError(f"target column {target!r} is missing from the data (columns: {', '.join(available)})")
+        raise ValueError(f"target column {target!r} is missing from the data "
+                         f"(columns: {', '.join(map(str, available))})")
     tcol = schema.column(target)
     names = [c for c in schema.columns if c != target] if features is None else list(features)
     if target in names:
@@ -147,15 +218,26 @@ def build_design(frame: Any, schema: Schema, target: str, *, features: list[str]
     if not names and not intercept:
         raise ValueError("no feature columns: declare at least one column besides the target")
     for name in names:
+        parts = [p.strip() for p in name.split(",")] if isinstance(name, str) and name not in schema.columns else []
+        if len(parts) > 1 and all(p in schema.columns for p in parts):
+            raise ValueError(f"feature {name!r} is not a column: give the features as separate names, "
+                             f"{parts!r} (on the command line: --features {' '.join(parts)})")
         schema.column(name)
         if name not in available:
             raise ValueError(f"column {name!r} (declared in {schema.source or 'the schema'}) is missing from the "
-                             f"data (columns: {', '.join(available)})")
+                             f"data (columns: {', '.join(map(str, available))})")
+    planned = [f"{name}={lev}" for name in names for lev in (schema.columns[name].categories or ())[1:]]
+    planned += [name for name in names if schema.columns[name].type == "numeric"] + [INTERCEPT] * intercept
+    clash = sorted({c for c, count in collections.Counter(planned).items() if count > 1})
+    if clash:
+        raise ValueError(f"two design columns would be named {', '.join(map(repr, clash))} (a column named like the "
+                         f"indicator of another column's level, 'column=level', or like the intercept {INTERCEPT!r}), "
+                         "and the report could not tell them apart; rename the column")
     policy = schema.out_of_bounds
     blocks, fnames, scales = [], [], []
     for name in names:
         col = schema.columns[name]
-        _check_missing(frame, name, "column")
+        _check_missing(frame, col, "column")
         if col.type == "numeric":
             v = _numeric(frame, col, policy, "column")
             lo, hi = col.bounds
@@ -175,7 +257,7 @@ def build_design(frame: Any, schema: Schema, target: str, *, features: list[str]
         scales.append(None)
     X = np.concatenate(blocks, axis=1).astype(np.float32)
 
-    _check_missing(frame, target, "target column")
+    _check_missing(frame, tcol, "target column")
     if target_kind == "binary":
         if tcol.type == "categorical":
             if len(tcol.categories) != 2:
@@ -183,7 +265,8 @@ def build_design(frame: Any, schema: Schema, target: str, *, features: list[str]
                                  f"categories (the second is coded 1), got {len(tcol.categories)}")
             y = _codes(frame, tcol, "target column").astype(np.int32)
         else:
-            v = _numeric(frame, tcol, "error", "target column")
+            # never clipped: clipping a 2 to the bound 1 would turn it into a silent 1
+            v = _numeric(frame, tcol, "error" if policy == "error" else "keep", "target column")
             if not np.all((v == 0) | (v == 1)):
                 raise ValueError(f"target column {target!r} must hold only 0 and 1 for this model (or be declared "
                                  "categorical with two levels)")
@@ -195,12 +278,20 @@ def build_design(frame: Any, schema: Schema, target: str, *, features: list[str]
         v = _numeric(frame, tcol, policy, "target column")
         lo, hi = tcol.bounds
         y = ((v - (lo + hi) / 2.0) / tcol.half_range).astype(np.float32)
+    refs = tuple((name, schema.columns[name].categories[0]) for name in names
+                 if schema.columns[name].type == "categorical")
     return Design(X=X, y=y, feature_names=tuple(fnames), feature_scales=tuple(scales), target=tcol,
-                  target_kind=target_kind, clipped_to_bounds=policy == "clip")
+                  target_kind=target_kind, clipped_to_bounds=policy == "clip", reference_levels=refs)
 
 
 def _codes(frame: Any, col: Column, what: str) -> np.ndarray:
-    values = frame[col.name].astype(str).str.strip().to_numpy()
+    raw = frame[col.name]
+    if raw.dtype.kind == "f":
+        # a float column of whole numbers (an integer column that held missing values, in a Parquet file
+        # or a DataFrame) matches integer categories: 1.0 is the level 1, not "1.0"
+        values = np.array([str(int(v)) if float(v).is_integer() else str(v) for v in raw.to_numpy()], dtype=object)
+    else:
+        values = np.array([nfc(v) for v in raw.astype(str).str.strip()], dtype=object)
     lookup = {lev: i for i, lev in enumerate(col.categories)}
     codes = np.fromiter((lookup.get(v, -1) for v in values), dtype=np.int64, count=len(values))
     if (codes < 0).any():

@@ -10,6 +10,7 @@ number of records N, treated as public (as in the papers).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
 import time
@@ -65,6 +66,15 @@ def resolve_model(spec: str) -> tuple[Callable, str, bool, str]:
             module = importlib.import_module(mod_name)
     except ImportError as e:
         raise ValueError(f"cannot import module {mod_name!r} of model {spec!r}: {e}") from None
+    except SyntaxError as e:  # the user's file does not parse
+        raise ValueError(f"cannot import module {mod_name!r} of model {spec!r}: SyntaxError: {e.msg} "
+                         f"({e.filename}, line {e.lineno})") from e
+    except Exception as e:  # the module raised while it was imported (a NameError, its own error)
+        import traceback
+
+        where = traceback.extract_tb(e.__traceback__)[-1]
+        raise ValueError(f"cannot import module {mod_name!r} of model {spec!r}: importing it raised "
+                         f"{type(e).__name__}: {e} ({where.filename}, line {where.lineno})") from e
     fn = getattr(module, fn_name, None)
     if not callable(fn):
         raise ValueError(f"module {mod_name!r} has no callable {fn_name!r} (model {spec!r})")
@@ -93,6 +103,32 @@ def _load(data: str | Path, schema_path: str | Path, target: str, model: str, fe
     return design, fn, label, schema
 
 
+@contextlib.contextmanager
+def _after_release(saved: Path, ledger: str | Path | None):
+    """Adds to an error of the post-processing that the release it came after is saved (and where)."""
+    try:
+        yield
+    except (ValueError, TypeError, OSError) as e:
+        text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ValueError(f"{text} (this came after the DP release, which is saved in {str(saved)!r}"
+                         + (f" and recorded in the ledger {str(ledger)!r}" if ledger is not None else "")
+                         + "; dpposterior.DPVITrace.load reads it for other post-processing)") from e
+
+
+def _check_inputs(data: Any, schema: Any, target: Any) -> None:
+    """The paths and the target name are what they must be (a DataFrame is a plausible mistake)."""
+    import os
+
+    if not isinstance(data, (str, os.PathLike)):
+        raise TypeError(f"data must be the path of a CSV or Parquet file, got {type(data).__name__}; save a "
+                        "DataFrame first (df.to_csv(path, index=False)), or build the design matrix in memory with "
+                        "build_design and fit it with dpposterior.dpvi")
+    if not isinstance(schema, (str, os.PathLike)):
+        raise TypeError(f"schema must be the path of a TOML schema file, got {type(schema).__name__}")
+    if not isinstance(target, str):
+        raise TypeError(f"target must be the name of one column (a string), got {target!r}")
+
+
 def _check_common(epsilon, delta, num_steps, sampling_rate, clip, prob):
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
@@ -103,6 +139,45 @@ def _check_common(epsilon, delta, num_steps, sampling_rate, clip, prob):
     if not (isinstance(prob, float) and 0 < prob < 1):
         raise ValueError(f"prob (the interval's probability) must lie in (0, 1), got {prob!r}")
     return epsilon, delta, num_steps, sampling_rate, clip
+
+
+#: the post-processing's burn-in (``noise_aware_posterior``'s default) and the DP-Fast MH chain's
+NA_DPVI_BURN_IN = 0.2
+DP_FAST_MH_BURN_IN = 0.5
+
+
+def min_steps(method: str) -> int:
+    """The fewest steps (iterations) whose release the report's post-processing of ``method`` can use.
+
+    ``"na-dpvi"``/``"naive"``: at least ``MIN_STEPS_AFTER_BURN_IN`` steps after the 20% burn-in of the
+    noise-aware model; ``"dpvim"``: two steps in each of its convergence windows; ``"dp-fast-mh"``: as
+    many draws after its 50% burn-in; ``"gibbs-ss-noisy"`` has no steps (1).
+    """
+    from ..noise_aware.stats import MIN_STEPS_AFTER_BURN_IN, burn_in_start
+    from ..vi.dpvim import DEFAULT_NUM_WINDOWS
+
+    burn_in = {"na-dpvi": NA_DPVI_BURN_IN, "naive": NA_DPVI_BURN_IN, "dp-fast-mh": DP_FAST_MH_BURN_IN}.get(method)
+    if method == "dpvim":
+        return 2 * DEFAULT_NUM_WINDOWS
+    if burn_in is None:
+        return 1
+    t = MIN_STEPS_AFTER_BURN_IN
+    while t - burn_in_start(t, burn_in) < MIN_STEPS_AFTER_BURN_IN:
+        t += 1
+    return t
+
+
+def _check_steps(num_steps: int, methods: Sequence[str]) -> None:
+    """Refuses, before any release, a ``num_steps`` too short for a method's post-processing (the
+    release would be computed, its privacy spent, and then lost)."""
+    need = {m: min_steps(m) for m in methods}
+    short = {m: t for m, t in need.items() if num_steps < t}
+    if short:
+        worst = max(short.values())
+        raise ValueError(f"steps (num_steps) must be at least {worst} here, got {num_steps}: "
+                         + ", ".join(f"{m} needs {t}" for m, t in short.items())
+                         + " for its post-processing (checked before the release, which would otherwise be "
+                           "computed and then lost)")
 
 
 #: the linear model's prior in ``fit``/``compare`` (the target is rescaled to [-1, 1], so its residual
@@ -157,10 +232,40 @@ def _interval_rows(summary: list[dict[str, Any]]) -> dict[str, tuple[float, floa
     return {r["parameter"]: (r["lo"], r["mean"], r["hi"]) for r in summary}
 
 
+#: the most parameters an interval figure shows (a figure of thousands of rows, from a wide table, takes
+#: minutes to draw and exceeds matplotlib's image size); the report's table lists every parameter
+MAX_FIGURE_PARAMETERS = 60
+
+
 def _figure_intervals(rows, labels, path: Path, title: str) -> Path:
     from .. import plots
 
+    names = list(dict.fromkeys(k for r in rows for k in r))
+    if len(names) > MAX_FIGURE_PARAMETERS:
+        keep = set(names[:MAX_FIGURE_PARAMETERS])
+        rows = [{k: v for k, v in r.items() if k in keep} for r in rows]
+        title = f"{title}\n(the first {MAX_FIGURE_PARAMETERS} of {len(names)} parameters; the table lists all)"
     return plots.interval_plot(rows, labels, path, title=title)
+
+
+def _every_parameter(summary: list[dict[str, Any]]) -> str:
+    """'every parameter', or which ones an interval figure shows when there are too many."""
+    n = len(summary)
+    return ("every parameter" if n <= MAX_FIGURE_PARAMETERS else
+            f"the first {MAX_FIGURE_PARAMETERS} of the {n} parameters (the table lists all)")
+
+
+def _composed_total(ledger, delta: float, fallback: float):
+    """The ledger's total at ``delta``, or at the larger ``fallback`` delta (basic composition of the
+    releases' deltas) when their own deltas already use ``delta``: a release composed from its
+    (epsilon, delta), such as a DP-Fast MH chain given the full delta under budget "each", has no
+    finite total epsilon at that delta together with others."""
+    try:
+        return ledger.total(delta)
+    except ValueError:
+        if not delta < fallback < 1:
+            raise
+        return ledger.total(fallback)
 
 
 def _privacy_block(report: Report, ledger, delta: float, seeded_by: set[str]) -> None:
@@ -200,7 +305,7 @@ def _public_block(report: Report, design: Design, schema_name: str) -> None:
 
 
 def dp_fast_mh_logistic(design: Design, *, epsilon: float, delta: float, num_steps: int, rng_key: Any = None,
-                        layout: Any = None, burn_in: float = 0.5) -> Any:
+                        layout: Any = None, burn_in: float = DP_FAST_MH_BURN_IN) -> Any:
     """DP-Fast MH (``dpposterior.mcmc``) for logistic regression on a design in [-1, 1]^p.
 
     Energies U_i(w) = softplus(-(2 y_i - 1) x_i . w) with bound constants c_i = sqrt(p): softplus is
@@ -265,7 +370,8 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
 
     Privacy: one DPVI release (``dpposterior.dpvi``; Poisson-subsampled DP-SGD, add/remove-one
     adjacency, PLD accountant) at the target (epsilon, delta); everything else in the report is
-    post-processing, except N (marked as not privatised).
+    post-processing, except N (marked as not privatised). The release is saved (``out/trace.npz``)
+    and added to ``ledger`` as soon as it is made, before any post-processing that could fail.
 
     Args:
       data: a CSV (header row) or Parquet file of records.
@@ -292,7 +398,8 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
 
     Raises:
       ValueError, TypeError: a setting outside its range, a table or schema that does not fit, or an
-        ``out`` or ``ledger`` that cannot be written; all checked before the release.
+        ``out`` or ``ledger`` that cannot be written; all checked before the release. An error of
+        the post-processing after the release is a ValueError that says where the release was saved.
       FileNotFoundError: no data or schema file.
     """
     import jax
@@ -301,6 +408,7 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
     from ..privacy import Ledger
     from ..vi import dpvi
 
+    _check_inputs(data, schema, target)
     epsilon, delta, num_steps, sampling_rate, clip = _check_common(epsilon, delta, num_steps, sampling_rate,
                                                                     clip, prob)
     beta_rho = check_positive(beta_rho, "beta_rho")
@@ -315,6 +423,7 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
     if ledger is not None:
         check_output_file(ledger, "ledger")
         book = Ledger.load(ledger) if Path(ledger).exists() else Ledger()
+    _check_steps(num_steps, ["na-dpvi"])
     t0 = time.perf_counter()
     design, fn, label, _ = _load(data, schema, target, model, features, log)
     clip = default_clip(design, model) if clip is None else clip
@@ -325,73 +434,77 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
                  rng_key=None if seed is None else jax.random.PRNGKey(seed), progress=progress,
                  model_name=label, secure=secure, **model_kwargs(model))
     log(f"      privacy spent: {trace.privacy.summary()}")
-    log(f"[3/4] noise-aware posterior ({method}) from the release alone")
-    naive = trace.last_iterate_posterior()
-    post = noise_aware_posterior(trace, method=method)
-    key = jax.random.PRNGKey(0)  # post-processing randomness: no privacy role
-    s_aware = _summaries(post, design, model, prob, key)
-    s_naive = _summaries(naive, design, model, prob, key)
-
-    log(f"[4/4] writing the report to {out}")
+    # the release first: whatever fails in the post-processing below cannot lose it (nor its ledger entry)
     out.mkdir(parents=True, exist_ok=True)
-    from .. import plots
-
-    pct = f"{100 * prob:g}%"
-    f_int = _figure_intervals([_interval_rows(s_aware)], [f"noise-aware ({method})"], out / "intervals.png",
-                              f"{pct} posterior intervals (noise-aware)")
-    f_cmp = _figure_intervals([_interval_rows(s_naive), _interval_rows(s_aware)],
-                              ["naive (last iterate)", f"noise-aware ({method})"], out / "naive_vs_noise_aware.png",
-                              f"{pct} intervals: naive vs noise-aware")
-    f_tr = plots.trace_plot(trace, out / "trace.png")
     trace.save(out / "trace.npz")
-
-    report = Report(f"dpposterior fit: {label} of {target!r} on {Path(data).name}")
-    this = Ledger()
-    this.add(trace, "DPVI (DP-SGD on the ELBO)")
-    _privacy_block(report, this, delta, {trace.privacy.seeded_by})
     if book is not None:
         book.add(trace, f"fit {Path(data).name} -> {out.name}")
         book.save(ledger)
-        total = book.total(delta)
-        report.bullets([f"with the {len(book) - 1} earlier release(s) recorded in {Path(ledger).name}, all {len(book)} "
-                        f"releases from this data together (PLD, privacy.Ledger): epsilon = {total.epsilon:.4g} at "
-                        f"delta = {delta:g} ({total.neighbouring} neighbours)"])
-        log(f"      ledger {ledger}: {len(book)} releases, together epsilon = {total.epsilon:.4g} at delta = {delta:g}")
-    report.heading(f"Posterior ({pct} central intervals)")
-    report.paragraph("Noise-aware intervals include the uncertainty added by the privacy noise; the naive ones "
-                     "(the last DP-SGD iterate) ignore it and are usually too narrow. Coefficients are on the "
-                     "rescaled features (see the transforms below).")
-    header = ["parameter", "mean", "sd", f"{pct} interval (noise-aware)", f"{pct} interval (naive)",
-              "width ratio"]
-    rows = []
-    for a, b in zip(s_aware, s_naive):
-        wa, wb = a["hi"] - a["lo"], b["hi"] - b["lo"]
-        rows.append([a["parameter"], a["mean"], a["sd"], f"[{a['lo']:+.4g}, {a['hi']:+.4g}]",
-                     f"[{b['lo']:+.4g}, {b['hi']:+.4g}]", wa / wb if wb > 0 else float("inf")])
-    report.table(header, rows)
-    report.heading("Figures")
-    report.figure(f_int, f"{pct} noise-aware posterior intervals of every parameter")
-    report.figure(f_cmp, "naive (last iterate) vs noise-aware intervals")
-    names = _param_names(post, design, model)
-    legend = ", ".join(f"{k} = {v}" for k, v in names.items() if k.startswith("w["))
-    report.figure(f_tr, "the released DP-SGD trace of the variational parameters (dashed: burn-in cut)"
-                  + (f"; {legend}" if legend else ""))
-    _public_block(report, design, Path(schema).name)
-    report.heading("Settings")
-    report.table(["setting", "value"], [
-        ["data", Path(data).name], ["model", label], ["target", f"{target} ({design.target_kind})"],
-        ["epsilon, delta (target)", f"{epsilon:g}, {delta:g}"], ["DP-SGD steps T", num_steps],
-        ["sampling rate q", sampling_rate], ["clip norm C", f"{clip:.4g}"], ["beta_rho", beta_rho],
-        ["noise multiplier sigma", f"{trace.noise_multiplier:.4g}"], ["noise-aware solver", method],
-        ["model options", ", ".join(f"{k}={v:g}" for k, v in model_kwargs(model).items()) or "defaults"],
-        ["noise seeded by", trace.privacy.seeded_by],
-    ])
-    report.heading("Reading this report")
-    report.paragraph("docs/user-guide.md, 'Reading the report', explains every part; trace.npz is the release "
-                     "itself (dpposterior.DPVITrace.load), from which any other post-processing can be run "
-                     "without touching the data again.")
-    md, page = report.write(out)
-    log(f"      wrote {md} and {page} ({time.perf_counter() - t0:.1f} s)")
+    with _after_release(out / "trace.npz", ledger):
+        log(f"[3/4] noise-aware posterior ({method}) from the release alone")
+        naive = trace.last_iterate_posterior()
+        post = noise_aware_posterior(trace, method=method, burn_in=NA_DPVI_BURN_IN)
+        key = jax.random.PRNGKey(0)  # post-processing randomness: no privacy role
+        s_aware = _summaries(post, design, model, prob, key)
+        s_naive = _summaries(naive, design, model, prob, key)
+
+        log(f"[4/4] writing the report to {out}")
+        from .. import plots
+
+        pct = f"{100 * prob:g}%"
+        f_int = _figure_intervals([_interval_rows(s_aware)], [f"noise-aware ({method})"], out / "intervals.png",
+                                  f"{pct} posterior intervals (noise-aware)")
+        f_cmp = _figure_intervals([_interval_rows(s_naive), _interval_rows(s_aware)],
+                                  ["naive (last iterate)", f"noise-aware ({method})"], out / "naive_vs_noise_aware.png",
+                                  f"{pct} intervals: naive vs noise-aware")
+        f_tr = plots.trace_plot(trace, out / "trace.png")
+
+        report = Report(f"dpposterior fit: {label} of {target!r} on {Path(data).name}")
+        this = Ledger()
+        this.add(trace, "DPVI (DP-SGD on the ELBO)")
+        _privacy_block(report, this, delta, {trace.privacy.seeded_by})
+        if book is not None:
+            total = book.total(delta)
+            report.bullets([f"with the {len(book) - 1} earlier release(s) recorded in {Path(ledger).name}, all "
+                            f"{len(book)} releases from this data together (PLD, privacy.Ledger): epsilon = "
+                            f"{total.epsilon:.4g} at delta = {delta:g} ({total.neighbouring} neighbours)"])
+            log(f"      ledger {ledger}: {len(book)} releases, together epsilon = {total.epsilon:.4g} at "
+                f"delta = {delta:g}")
+        report.heading(f"Posterior ({pct} central intervals)")
+        report.paragraph("Noise-aware intervals include the uncertainty added by the privacy noise; the naive ones "
+                         "(the last DP-SGD iterate) ignore it and are usually too narrow. Coefficients are on the "
+                         "rescaled features (see the transforms below).")
+        header = ["parameter", "mean", "sd", f"{pct} interval (noise-aware)", f"{pct} interval (naive)",
+                  "width ratio"]
+        rows = []
+        for a, b in zip(s_aware, s_naive):
+            wa, wb = a["hi"] - a["lo"], b["hi"] - b["lo"]
+            rows.append([a["parameter"], a["mean"], a["sd"], f"[{a['lo']:+.4g}, {a['hi']:+.4g}]",
+                         f"[{b['lo']:+.4g}, {b['hi']:+.4g}]", wa / wb if wb > 0 else float("inf")])
+        report.table(header, rows)
+        report.heading("Figures")
+        report.figure(f_int, f"{pct} noise-aware posterior intervals of {_every_parameter(s_aware)}")
+        report.figure(f_cmp, "naive (last iterate) vs noise-aware intervals")
+        names = _param_names(post, design, model)
+        legend = ", ".join(f"{k} = {v}" for k, v in names.items() if k.startswith("w["))
+        report.figure(f_tr, "the released DP-SGD trace of the variational parameters (dashed: burn-in cut)"
+                      + (f"; {legend}" if legend else ""))
+        _public_block(report, design, Path(schema).name)
+        report.heading("Settings")
+        report.table(["setting", "value"], [
+            ["data", Path(data).name], ["model", label], ["target", f"{target} ({design.target_kind})"],
+            ["epsilon, delta (target)", f"{epsilon:g}, {delta:g}"], ["DP-SGD steps T", num_steps],
+            ["sampling rate q", sampling_rate], ["clip norm C", f"{clip:.4g}"], ["beta_rho", beta_rho],
+            ["noise multiplier sigma", f"{trace.noise_multiplier:.4g}"], ["noise-aware solver", method],
+            ["model options", ", ".join(f"{k}={v:g}" for k, v in model_kwargs(model).items()) or "defaults"],
+            ["noise seeded by", trace.privacy.seeded_by],
+        ])
+        report.heading("Reading this report")
+        report.paragraph("docs/user-guide.md, 'Reading the report', explains every part; trace.npz is the release "
+                         "itself (dpposterior.DPVITrace.load), from which any other post-processing can be run "
+                         "without touching the data again.")
+        md, page = report.write(out)
+        log(f"      wrote {md} and {page} ({time.perf_counter() - t0:.1f} s)")
     return {"trace": trace, "posterior": post, "naive": naive, "design": design, "summary": s_aware,
             "naive_summary": s_naive, "report_md": md, "report_html": page}
 
@@ -433,8 +546,12 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
     from ..vi import dpvi
     from ..vi.dpvim import dpvim
 
+    _check_inputs(data, schema, target)
     epsilon, delta, num_steps, sampling_rate, clip = _check_common(epsilon, delta, num_steps, sampling_rate,
                                                                     clip, prob)
+    if isinstance(methods, str):
+        raise TypeError(f"methods must be a list of method names, got the single string {methods!r}; "
+                        f"write [{methods!r}]")
     methods = list(dict.fromkeys(methods))
     bad = [m for m in methods if m not in COMPARE_METHODS]
     if bad or not methods:
@@ -455,9 +572,14 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
         raise ValueError(f"seed must be an integer in [0, 2**32 - {k - 1}) here: release i of the {k} is seeded "
                          f"with seed + i, and JAX keeps only 32 bits of a seed; got {seed}")
     out = check_output_dir(out, "out")  # before the releases, so that no result is lost
+    _check_steps(num_steps, releases)
     design, fn, label, _ = _load(data, schema, target, model, features, log, f"[1/{k + 2}]")
     clip = default_clip(design, model) if clip is None else clip
     eps_each, delta_each = (epsilon / k, delta / k) if budget == "split" else (epsilon, delta)
+    if "dp-fast-mh" in releases:  # its calibration can refuse the budget: find out before any release
+        from .. import mcmc
+
+        mcmc.calibrate_chain("dp_fast_mh", eps_each, delta_each, num_steps)
     log(f"      {k} release(s): {', '.join(releases)}; each gets ({eps_each:.4g}, {delta_each:.3g}) "
         f"(budget {budget!r})")
 
@@ -475,7 +597,7 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
                          **model_kwargs(model))
             ledger.add(trace, "na-dpvi (DPVI release; naive shares it)")
             if "na-dpvi" in methods:
-                posts["na-dpvi"] = noise_aware_posterior(trace, method="grid")
+                posts["na-dpvi"] = noise_aware_posterior(trace, method="grid", burn_in=NA_DPVI_BURN_IN)
             if "naive" in methods:
                 posts["naive"] = trace.last_iterate_posterior()
         elif m == "dpvim":
@@ -500,8 +622,8 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
             ledger.add(rel, "gibbs-ss-noisy (Laplace sufficient statistics)")
             posts["gibbs-ss-noisy"] = gibbs_ss_noisy(rel, num_warmup=500, num_draws=2000, prior=LINEAR_PRIOR,
                                                      rng_key=jax.random.PRNGKey(0))
-    total = ledger.total(delta)
-    log(f"      all releases together: epsilon = {total.epsilon:.4g} at delta = {delta:g}")
+    total = _composed_total(ledger, delta, k * delta)
+    log(f"      all releases together: epsilon = {total.epsilon:.4g} at delta = {total.delta:g}")
     log(f"[{k + 2}/{k + 2}] writing the report to {out}")
     out.mkdir(parents=True, exist_ok=True)
     pkey = jax.random.PRNGKey(0)
@@ -530,8 +652,11 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
                      "split for add/remove-one")
     report.bullets([share, "'naive' is the last iterate of the na-dpvi release: it costs nothing extra", *notes,
                     f"composed total of everything released (PLD, privacy.Ledger): epsilon = {total.epsilon:.4g} "
-                    f"at delta = {delta:g}"])
-    _privacy_block(report, ledger, delta, {e.privacy.seeded_by for e in ledger.entries})
+                    f"at delta = {total.delta:g}"
+                    + ("" if total.delta == delta else
+                       f" ({k} x delta: the releases' own deltas, composed from (epsilon, delta), already use all of "
+                       f"delta = {delta:g}, so no finite epsilon exists at it)")])
+    _privacy_block(report, ledger, total.delta, {e.privacy.seeded_by for e in ledger.entries})
     report.heading(f"Posteriors side by side ({pct} central intervals)")
     names = [r["parameter"] for r in sums[methods[0]]]
     rows = []
@@ -542,7 +667,7 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
             row.append("-" if r is None else f"{r['mean']:+.3g} [{r['lo']:+.3g}, {r['hi']:+.3g}]")
         rows.append(row)
     report.table(["parameter", *methods], rows)
-    report.figure(fig, f"{pct} intervals of every parameter, one colour per method")
+    report.figure(fig, f"{pct} intervals of {_every_parameter(sums[methods[0]])}, one colour per method")
     _public_block(report, design, Path(schema).name)
     report.heading("Settings")
     report.table(["setting", "value"], [

@@ -2,21 +2,36 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
+from .schema import nfc
+
 PARQUET_SUFFIXES = (".parquet", ".pq")
+PARQUET_MAGIC = b"PAR1"
+TAB_SUFFIXES = (".tsv", ".tab")
+SPREADSHEET_SUFFIXES = (".xlsx", ".xlsm", ".xls", ".ods")
+#: the first 8 bytes of an .xls (OLE2 compound file); .xlsx/.ods are zip files, told by their suffix
+SPREADSHEET_MAGIC = (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1",)
+OTHER_SEPARATORS = {";": "semicolons (;)", "\t": "tabs", "|": "vertical bars (|)"}
 
 
 def read_table(path: str | Path):
     """Reads ``path`` into a pandas DataFrame; every CSV cell is kept as text (typed later by the schema).
 
-    CSV (any other suffix) is read with a header row; ``.parquet``/``.pq`` needs pyarrow
+    An empty (or blank) CSV cell is read as missing; a marker such as ``NA``, ``null`` or ``?`` is kept
+    as text, and :func:`~dpposterior.tabular.build_design` treats it as missing unless the schema
+    declares it as a category of that column.
+
+    CSV (any other suffix; tab-separated for ``.tsv``/``.tab``) is read with a header row; Parquet
+    (``.parquet``/``.pq``, or any file that starts and ends with Parquet's magic bytes) needs pyarrow
     (``pip install 'dpposterior[parquet]'``).
 
     Raises:
       FileNotFoundError: no such file.
-      ValueError: a file that cannot be read or parsed, that holds no records, or whose header names a
-        column twice.
+      ValueError: a file that cannot be read or parsed, that holds no records, whose header names a
+        column twice, whose rows have more fields than its header names, or whose header reads as one
+        column holding a semicolon, a tab or a vertical bar (not comma-separated).
     """
     import pandas as pd
 
@@ -26,32 +41,98 @@ def read_table(path: str | Path):
     if path.is_dir():
         raise ValueError(f"cannot read data file {str(path)!r}: it is a directory")
     try:
-        if path.suffix.lower() in PARQUET_SUFFIXES:
+        # a pipe (<(zcat data.csv.gz), /dev/stdin) can be read only once: read it into memory
+        source = path if path.is_file() else io.BytesIO(path.read_bytes())
+        if path.suffix.lower() in SPREADSHEET_SUFFIXES or _head(source, 8) in SPREADSHEET_MAGIC:
+            raise ValueError(f"cannot read data file {str(path)!r}: it is a spreadsheet workbook (Excel or "
+                             "OpenDocument), not CSV; save the sheet as CSV (Excel: 'CSV UTF-8') or Parquet")
+        if path.suffix.lower() in PARQUET_SUFFIXES or _is_parquet(source):
             try:
                 import pyarrow  # noqa: F401
             except ImportError:
                 raise ValueError(f"cannot read {str(path)!r}: reading Parquet needs pyarrow, which is not installed "
                                  "(pip install 'dpposterior[parquet]'), or save the table as CSV") from None
-            frame = pd.read_parquet(path)
+            frame = pd.read_parquet(source)
         else:
-            frame = pd.read_csv(path, dtype=str, keep_default_na=True, skipinitialspace=True)
+            # only empty cells are read as missing here: a marker such as "NA" or "None" may be a declared
+            # category (North America; no answer), so build_design decides, knowing the schema
+            sep = "\t" if any(x.lower() in TAB_SUFFIXES for x in path.suffixes[-2:]) else ","  # data.tsv.gz
+            frame = pd.read_csv(_rewound(source), sep=sep, dtype=str, keep_default_na=False, na_values=[""],
+                                skipinitialspace=True)
+            _check_separator(frame, path)
+            if not isinstance(frame.index, pd.RangeIndex):
+                # pandas takes the surplus leading fields of rows longer than the header as an index,
+                # which shifts every value one column to the right of its name
+                raise ValueError(f"cannot read data file {str(path)!r}: its rows have more fields than the header "
+                                 f"has column names ({frame.shape[1]}): a separator at the end of every row, or a "
+                                 "first column without a name in the header? Make the header name every column")
             # pandas renames a repeated header name ("age", "age.1"): read the header as written
-            header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False,
+            header = pd.read_csv(_rewound(source), sep=sep, header=None, nrows=1, dtype=str, keep_default_na=False,
                                  skipinitialspace=True).iloc[0].tolist()
-            _check_unique_names([str(c).strip() for c in header], path)
+            _check_unique_names([nfc(str(c).strip()) for c in header], path)
+    except pd.errors.EmptyDataError:  # pandas: "No columns to parse from file"
+        raise ValueError(f"data file {str(path)!r} is empty: it needs a header row naming the columns and a row per "
+                         "record") from None
+    except UnicodeDecodeError:  # a ValueError too; its bytes (a record's) are not quoted
+        raise ValueError(f"cannot read data file {str(path)!r}: it is not UTF-8 text (it holds bytes UTF-8 does not "
+                         "allow, e.g. from a Latin-1, Windows-1252 or UTF-16 file); save it as UTF-8 (Excel: 'CSV "
+                         "UTF-8'; LibreOffice: character set 'Unicode (UTF-8)')") from None
     except ValueError as e:
         if str(e).startswith(("cannot read", "data file")):
             raise
         raise ValueError(f"cannot read data file {str(path)!r}: {_first_line(e)}") from None
-    except (OSError, UnicodeDecodeError) as e:
+    except OSError as e:
         raise ValueError(f"cannot read data file {str(path)!r}: {_first_line(e)}") from None
     except Exception as e:  # pandas/pyarrow parser errors (ParserError, ArrowInvalid, ...)
         raise ValueError(f"cannot read data file {str(path)!r}: {type(e).__name__}: {_first_line(e)}") from None
     if frame.shape[0] == 0:
         raise ValueError(f"data file {str(path)!r} holds no records (only a header)")
-    frame.columns = [str(c).strip() for c in frame.columns]
+    frame.columns = [nfc(str(c).strip()) for c in frame.columns]
     _check_unique_names(list(frame.columns), path)
     return frame
+
+
+def _check_separator(frame, path: Path) -> None:
+    """A header read as one column that holds another separator: the file is not comma-separated."""
+    if frame.shape[1] != 1:
+        return
+    found = [name for sep, name in OTHER_SEPARATORS.items() if sep in str(frame.columns[0])]
+    if found:
+        raise ValueError(f"cannot read data file {str(path)!r}: its header was read as one column: the file seems "
+                         f"separated by {found[0]}, not commas; save it as comma-separated CSV (a tab-separated file "
+                         "may also be named .tsv)")
+
+
+def _rewound(source):
+    """``source`` (a path, or the bytes of a pipe) ready to be read from its start."""
+    if isinstance(source, io.BytesIO):
+        source.seek(0)
+    return source
+
+
+def _head(source, n: int) -> bytes:
+    """The first ``n`` bytes of ``source`` (a path, or the bytes of a pipe); b"" if unreadable."""
+    if isinstance(source, io.BytesIO):
+        return source.getvalue()[:n]
+    try:
+        with open(source, "rb") as f:
+            return f.read(n)
+    except OSError:  # pandas says what is wrong below
+        return b""
+
+
+def _is_parquet(source) -> bool:
+    """A Parquet file under another suffix (``.parq``, none): it starts and ends with ``PAR1``."""
+    if isinstance(source, io.BytesIO):
+        data = source.getvalue()
+        return len(data) >= 8 and data[:4] == PARQUET_MAGIC and data[-4:] == PARQUET_MAGIC
+    try:
+        with open(source, "rb") as f:
+            head = f.read(4)
+            f.seek(-4, 2)
+            return head == PARQUET_MAGIC and f.read(4) == PARQUET_MAGIC
+    except OSError:  # too short to seek back (or unreadable: pandas says so below)
+        return False
 
 
 def _check_unique_names(names: list[str], path: Path) -> None:

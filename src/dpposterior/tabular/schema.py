@@ -20,12 +20,17 @@ Example ``bounds.toml``::
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import re
 import tomllib
+import unicodedata
 from pathlib import Path
 from typing import Any
 
 OUT_OF_BOUNDS = ("clip", "error")
+QUOTE_HINT = ("a column name with characters other than letters A-Z, digits, _ and - (a dot, a space, an accent) "
+              "goes in quotes: [columns.\"capital.gain\"]")
 TYPES = ("numeric", "categorical")
 
 
@@ -61,12 +66,23 @@ class Schema:
     source: str = ""
 
     def column(self, name: str) -> Column:
-        """The declared column ``name``; a ValueError saying what is declared if it is not."""
+        """The declared column ``name`` (compared in Unicode NFC); a ValueError saying what is declared if not."""
+        name = nfc(name).strip() if isinstance(name, str) else name
         if name not in self.columns:
             raise ValueError(f"column {name!r} is not declared in {self.source or 'the schema'} "
-                             f"(declared: {', '.join(self.columns) or 'none'}); add a [columns.{name}] table "
-                             "with its type and public bounds or categories")
+                             f"(declared: {', '.join(self.columns) or 'none'}); add a [columns.{toml_key(str(name))}] "
+                             "table with its type and public bounds or categories")
         return self.columns[name]
+
+
+def nfc(text: str) -> str:
+    """``text`` in Unicode normal form NFC (one code point for "é", not "e" and a combining accent)."""
+    return unicodedata.normalize("NFC", text)
+
+
+def toml_key(name: str) -> str:
+    """``name`` as a TOML key: bare if it is only letters A-Z, digits, _ and -, else in quotes."""
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else json.dumps(name, ensure_ascii=False)
 
 
 def load_schema(path: str | Path) -> Schema:
@@ -81,7 +97,7 @@ def load_schema(path: str | Path) -> Schema:
     try:
         doc = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise ValueError(f"schema file {str(path)!r} is not valid TOML: {e}") from None
+        raise ValueError(f"schema file {str(path)!r} is not valid TOML: {e} ({QUOTE_HINT})") from None
     return parse_schema(doc, source=path.name)
 
 
@@ -101,7 +117,11 @@ def parse_schema(doc: dict[str, Any], source: str = "the schema") -> Schema:
         raise ValueError(f"{source}: declares no columns; add a [columns.NAME] table per column you use")
     columns = {}
     for name, spec in cols.items():
-        columns[name] = _column(name, spec, source)
+        column = _column(nfc(name).strip(), spec, source)  # the data's names are stripped too
+        if column.name in columns:
+            raise ValueError(f"{source}: column {column.name!r} is declared twice (the same name in two Unicode "
+                             "spellings, or with surrounding spaces)")
+        columns[column.name] = column
     return Schema(columns=columns, out_of_bounds=policy, source=source)
 
 
@@ -110,11 +130,24 @@ def _column(name: str, spec: Any, source: str) -> Column:
     if not isinstance(spec, dict):
         raise ValueError(f"{where} must be a table with a type, e.g. [columns.{name}] type = \"numeric\"")
     kind = spec.get("type")
+    if "type" not in spec and spec and all(isinstance(v, dict) for v in spec.values()):
+        # TOML reads [columns.capital.gain] as a table "gain" inside a column "capital"
+        parts, node = [name], spec
+        while "type" not in node and len(node) == 1 and isinstance(next(iter(node.values())), dict):
+            parts.append(next(iter(node)))
+            node = node[parts[-1]]
+        dotted = ".".join(parts)
+        raise ValueError(f"{where} has no type but holds the table(s) {sorted(spec)}: TOML reads the dots of "
+                         f"[columns.{dotted}] as nested tables; for a column named {dotted!r} write "
+                         f"[columns.\"{dotted}\"] (quotes also for a name with spaces or accents)")
     if kind not in TYPES:
         raise ValueError(f"{where}: type must be one of {TYPES}, got {kind!r}")
     extra = set(spec) - {"type", "bounds", "categories", "description"}
     if extra:
-        raise ValueError(f"{where}: unknown keys {sorted(extra)}; allowed: type, bounds, categories, description")
+        hint = ("; out_of_bounds is a top-level key (for every column): put it above the first [columns.NAME] table, "
+                "since TOML gives a key below a table header to that table" if "out_of_bounds" in extra else "")
+        raise ValueError(f"{where}: unknown keys {sorted(extra)}; allowed: type, bounds, categories, description"
+                         + hint)
     if kind == "numeric":
         if "bounds" not in spec:
             raise ValueError(
@@ -124,8 +157,15 @@ def _column(name: str, spec: Any, source: str) -> Column:
         b = spec["bounds"]
         ok = (isinstance(b, list) and len(b) == 2 and all(isinstance(v, (int, float)) and not isinstance(v, bool)
                                                           for v in b))
-        if not ok or not all(math.isfinite(float(v)) for v in b) or not float(b[0]) < float(b[1]):
+        try:
+            ok = ok and all(math.isfinite(float(v)) for v in b) and float(b[0]) < float(b[1])
+        except OverflowError:  # an integer beyond the float range
+            ok = False
+        if not ok:
             raise ValueError(f"{where}: bounds must be two finite numbers [lower, upper] with lower < upper, got {b!r}")
+        if not math.isfinite(float(b[1]) - float(b[0])):  # the rescaling would divide by inf: every value -> 0
+            raise ValueError(f"{where}: bounds {b!r} are too far apart (upper - lower overflows the float range); "
+                             "declare public bounds of a realistic size")
         if "categories" in spec:
             raise ValueError(f"{where} is numeric: categories are for categorical columns")
         return Column(name=name, type=kind, bounds=(float(b[0]), float(b[1])))
@@ -134,9 +174,13 @@ def _column(name: str, spec: Any, source: str) -> Column:
                                                               for c in cats)):
         raise ValueError(f"{where} is categorical and needs categories = [...], a public list of at least two "
                          f"levels (strings or integers), got {cats!r}")
-    levels = tuple(str(c) for c in cats)
+    # the data's values are compared without surrounding spaces, so the levels are too
+    levels = tuple(nfc(str(c)).strip() for c in cats)
+    if "" in levels:
+        raise ValueError(f"{where}: a category cannot be empty (or only spaces): an empty cell is a missing value; "
+                         "recode it in the data as a named level (e.g. \"none\") and declare that")
     if len(set(levels)) != len(levels):
-        raise ValueError(f"{where}: categories must be distinct, got {cats!r}")
+        raise ValueError(f"{where}: categories must be distinct (compared without surrounding spaces), got {cats!r}")
     if "bounds" in spec:
         raise ValueError(f"{where} is categorical: bounds are for numeric columns")
     return Column(name=name, type=kind, categories=levels)
