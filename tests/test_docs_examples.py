@@ -24,3 +24,17 @@ def test_doc_example_runs(code, tmp_path, monkeypatch):
 
 def test_there_are_examples():
     assert len(list(_examples())) >= 2
+
+
+def test_subpackages_the_docs_use_as_attributes_are_imported_by_the_package():
+    """``import dpposterior as dpp; dpp.baselines...`` works in a fresh interpreter (inside the test run,
+    another test has usually imported the subpackage already, which hid its absence)."""
+    import subprocess
+    import sys
+
+    used = sorted({m for path in DOCS for m in re.findall(r"\bdpp\.([a-z_]+)\.", path.read_text())})
+    assert "baselines" in used
+    code = f"import dpposterior as dpp; print([m for m in {used!r} if not hasattr(dpp, m)])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]"

@@ -4,12 +4,16 @@ The data path: private data -> mechanism (``dpsgd``, ``dpvi``) -> release with i
 post-processing (``noise_aware_posterior``, ``validation``) that never sees data.
 """
 
+from . import baselines
+from . import datasets
+from . import dpsgd
 from . import mcmc
 from . import models
 from . import noise_aware
 from . import pacbayes
 from . import privacy
 from . import validation
+from . import vi
 from .noise_aware import Posterior
 from .noise_aware import noise_aware_posterior
 from .privacy import Ledger
@@ -26,6 +30,9 @@ __all__ = [
     "ParamLayout",
     "Posterior",
     "PrivacySpent",
+    "baselines",
+    "datasets",
+    "dpsgd",
     "dpvi",
     "mcmc",
     "models",
@@ -34,4 +41,5 @@ __all__ = [
     "pacbayes",
     "privacy",
     "validation",
+    "vi",
 ]
