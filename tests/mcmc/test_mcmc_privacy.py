@@ -159,3 +159,42 @@ def test_make_chain_run_is_the_pure_core_of_run_chain():
     assert info.accepted.any()
     assert positions.shape == (12, 1) and info.accepted.shape == (12,)
     np.testing.assert_array_equal(np.asarray(positions), via_run_chain.samples[0])
+
+
+def _full_log_delta_rr(epsilon, k, eps_total):
+    """The optimal-composition sum over all T + 1 terms (the definition, O(T))."""
+    from scipy.special import gammaln, logsumexp
+
+    j = np.arange(k + 1, dtype=np.float64)
+    a, b = j * epsilon, eps_total + (k - j) * epsilon
+    pos = a > b
+    if not np.any(pos):
+        return -np.inf
+    j, a, b = j[pos], a[pos], b[pos]
+    terms = gammaln(k + 1.0) - gammaln(j + 1.0) - gammaln(k - j + 1.0) + a + np.log(-np.expm1(b - a))
+    return float(logsumexp(terms) - k * np.logaddexp(0.0, epsilon))
+
+
+@pytest.mark.parametrize("k", [1, 3, 50, 20_000, 300_000])
+@pytest.mark.parametrize("eps", [1e-3, 0.1, 5.0])
+def test_optimal_composition_window_equals_the_full_sum(k, eps):
+    """The O(sqrt(T)) window of the optimal composition gives the full sum's value (and its zeros)."""
+    from dpposterior.mcmc.accounting import _optimal_log_delta_rr
+
+    for frac in (0.0, 0.05, 0.5, 0.99, 1.1):
+        full = _full_log_delta_rr(eps, k, frac * k * eps)
+        fast = _optimal_log_delta_rr(eps, k, frac * k * eps)
+        if np.isinf(full):
+            assert fast == full
+        else:
+            assert fast == pytest.approx(full, rel=1e-10, abs=1e-10)
+
+
+def test_calibrate_chain_optimal_handles_a_million_iterations_in_seconds():
+    """Was an array of T + 1 terms in every bisection step (1e9 iterations: a hang / out of memory)."""
+    import time
+
+    t0 = time.perf_counter()
+    per = mcmc.calibrate_chain("dp_fast_mh", 0.5, 1e-5, 10**6)
+    assert time.perf_counter() - t0 < 30
+    assert mcmc.compose_iterations(per.epsilon, per.delta, 10**6, 1e-5) <= 0.5

@@ -125,20 +125,55 @@ def dp_fast_mh_constants(epsilon: float, delta: float, *, total_bound: float, ma
 # composition of T (epsilon, delta)-DP mechanisms
 
 
-def _optimal_log_delta_rr(epsilon: float, num_steps: int, eps_total: float) -> float:
-    """log of sum_i C(k,i) max(0, e^{(k-i) eps} - e^{eps_g} e^{i eps}) / (1 + e^eps)^k."""
-    k = num_steps
-    i = np.arange(k + 1, dtype=np.float64)
-    a = (k - i) * epsilon
-    b = eps_total + i * epsilon
+#: terms of the optimal-composition sum further (in log) than this plus log(T + 1) below the largest
+#: one are left out: together they are below e^-60 of the sum.
+_LOG_TERM_DROP = 60.0
+
+
+def _optimal_log_terms(epsilon: float, k: int, eps_total: float, lo: int, hi: int) -> np.ndarray:
+    """log of C(k, j) max(0, e^{j eps} - e^{eps_g} e^{(k-j) eps}) for j = lo .. hi - 1 (-inf where 0)."""
+    j = np.arange(lo, hi, dtype=np.float64)
+    a = j * epsilon
+    b = eps_total + (k - j) * epsilon
+    out = np.full(j.shape, -np.inf)
     pos = a > b
-    if not np.any(pos):
+    jp = j[pos]
+    out[pos] = (gammaln(k + 1.0) - gammaln(jp + 1.0) - gammaln(k - jp + 1.0) + a[pos]
+                + np.log(-np.expm1(b[pos] - a[pos])))
+    return out
+
+
+def _optimal_log_delta_rr(epsilon: float, num_steps: int, eps_total: float) -> float:
+    """log of sum_j C(k,j) max(0, e^{j eps} - e^{eps_g} e^{(k-j) eps}) / (1 + e^eps)^k.
+
+    The log of the terms is concave in j (a log-concave binomial coefficient, a linear term and
+    log(1 - e^-x) of a linear x), so they rise to one peak and fall away on both sides. The sum is
+    taken over a window around the peak (near the binomial mode or the first positive term), widened
+    until both its ends lie ``_LOG_TERM_DROP + log(T + 1)`` below the largest term: the at most T terms
+    left out are then together below e^-60 of the sum. So the work is O(sqrt(T)), not O(T) (a chain of
+    1e9 iterations needs no array of 1e9 terms).
+    """
+    k = num_steps
+    first = math.floor((k + eps_total / epsilon) / 2.0) + 1      # first j with j eps > eps_g + (k - j) eps
+    if first > k:
         return -math.inf
-    i, a, b = i[pos], a[pos], b[pos]
-    log_binom = gammaln(k + 1.0) - gammaln(i + 1.0) - gammaln(k - i + 1.0)
-    log_terms = log_binom + a + np.log(-np.expm1(b - a))
+    p = 1.0 / (1.0 + math.exp(-epsilon))
+    centre = min(k, max(first, math.floor((k + 1) * p)))
+    drop = _LOG_TERM_DROP + math.log(k + 1.0)
+    half = int(math.ceil(math.sqrt(2.0 * drop * k * p * (1.0 - p)))) + 64
+    while True:
+        lo, hi = max(0, centre - half), min(k + 1, centre + half + 1)
+        terms = _optimal_log_terms(epsilon, k, eps_total, lo, hi)
+        peak = float(np.max(terms))
+        if lo == 0 and hi == k + 1:
+            break
+        if np.isfinite(peak) and (lo == 0 or terms[0] < peak - drop) and (hi == k + 1 or terms[-1] < peak - drop):
+            break
+        half *= 4
+    if not np.isfinite(peak):
+        return -math.inf
     log_norm = k * (epsilon + math.log1p(math.exp(-epsilon))) if epsilon > 30 else k * math.log1p(math.exp(epsilon))
-    return float(logsumexp(log_terms) - log_norm)
+    return float(logsumexp(terms) - log_norm)
 
 
 def optimal_composition_delta(epsilon: float, delta: float, num_steps: int, total_epsilon: float) -> float:
