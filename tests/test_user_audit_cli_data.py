@@ -131,8 +131,16 @@ def test_fit_beta_rho_is_checked_before_the_data_are_read(capsys, files, monkeyp
 def test_repeated_header_in_a_csv_is_refused(tmp_path):
     # pandas renamed the second 'age' to 'age.1', and the fit silently used only the first
     (tmp_path / "d.csv").write_text("age,region,age,y\n30,north,70,no\n")
-    with pytest.raises(ValueError, match="more than one column named 'age'"):
+    with pytest.raises(ValueError, match="more than one column of the same name: columns 1 and 3 "):
         read_table(tmp_path / "d.csv")
+
+
+def test_repeated_values_of_a_headerless_file_are_not_quoted(tmp_path):
+    # no header row: the first record is read as the names, and its repeated value must not be shown
+    (tmp_path / "d.csv").write_text("73125,north,73125,1\n30,south,70,0\n")
+    with pytest.raises(ValueError, match="columns 1 and 3 .*no header row") as err:
+        read_table(tmp_path / "d.csv")
+    assert "73125" not in str(err.value)
 
 
 def test_repeated_feature_is_refused(schema):

@@ -136,10 +136,18 @@ def _is_parquet(source) -> bool:
 
 
 def _check_unique_names(names: list[str], path: Path) -> None:
-    repeated = sorted({n for n in names if names.count(n) > 1})
+    """Refuses repeated column names, naming the columns by position (1 = first), not by name: in a file
+    without a header row the "names" are the first record's values, which an error must not show."""
+    groups: dict[str, list[int]] = {}
+    for i, n in enumerate(names, start=1):
+        groups.setdefault(n, []).append(i)
+    repeated = [pos for pos in groups.values() if len(pos) > 1]
     if repeated:
-        raise ValueError(f"data file {str(path)!r} has more than one column named "
-                         f"{', '.join(map(repr, repeated))}; column names must be unique")
+        which = "; ".join(", ".join(map(str, pos[:-1])) + " and " + str(pos[-1]) for pos in repeated[:5])
+        more = f" (and {len(repeated) - 5} more groups)" if len(repeated) > 5 else ""
+        raise ValueError(f"data file {str(path)!r} has more than one column of the same name: columns {which}"
+                         f"{more} (counting from 1); column names must be unique. If the file has no header "
+                         "row, add one: the first row is read as the column names")
 
 
 def _first_line(e: BaseException) -> str:
