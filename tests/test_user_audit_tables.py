@@ -654,3 +654,31 @@ def test_column_names_are_compared_without_surrounding_spaces(tiny_table):
                        "y": {"type": "categorical", "categories": ["no", "yes"]}}}
     d = build_design(read_table(tiny_table / "d.csv"), parse_schema(doc), "y ")
     assert d.feature_names == ("age", "(intercept)")
+
+
+# ---------------------------------------------------------------------------------------------
+# a model of your own with a proportion target declared numeric [0, 1]: the schema alone made it a
+# 0/1 target ("must hold only 0 and 1"), so a Beta or binomial-proportion model could not be fitted
+
+def test_a_proportion_target_of_a_model_of_your_own_can_be_declared_numeric(tmp_path):
+    import pandas as pd
+
+    from dpposterior.tabular import build_design, load_schema
+    from dpposterior.tabular.fit import _target_kind
+
+    (tmp_path / "s.toml").write_text('[columns.age]\ntype = "numeric"\nbounds = [18, 90]\n\n'
+                                     '[columns.y]\ntype = "numeric"\nbounds = [0, 1]\n')
+    schema = load_schema(tmp_path / "s.toml")
+    assert _target_kind(schema, "y", "") == "binary"                 # the default, from the schema alone
+    kind = _target_kind(schema, "y", "", "numeric")                  # --target-kind numeric
+    d = build_design(pd.DataFrame({"age": [30.0, 60.0], "y": [0.3, 0.75]}), schema, "y", target_kind=kind)
+    assert d.target_kind == "numeric" and d.y.tolist() == pytest.approx([-0.4, 0.5])
+    with pytest.raises(ValueError, match="target_kind must be one of"):
+        _target_kind(schema, "y", "", "proportion")
+
+
+def test_target_kind_against_a_built_in_model_is_refused(capsys, tiny_table, monkeypatch):
+    _no_release(monkeypatch)
+    msg = _error(capsys, _argv(tiny_table, "fit", "--target-kind", "numeric"), "fit")
+    assert "does not fit the built-in model, whose target is binary" in msg and "--target-kind" in msg, msg
+    assert not (tiny_table / "out").exists()

@@ -58,6 +58,9 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="seed for the privacy noise, an integer in [0, 2^32) (reproduction only; default: from the OS; "
                         "compare seeds release i with seed + i)")
     p.add_argument("--no-progress", action="store_true", help="hide the DP-SGD progress bar")
+    p.add_argument("--target-kind", choices=("binary", "numeric"), default=None,
+                   help="with --model module:function: the target as 0/1 codes (binary) or rescaled by its bounds "
+                        "(numeric); default binary for two categories or numeric bounds [0, 1], else numeric")
 
 
 def _fit(args: argparse.Namespace) -> int:
@@ -66,7 +69,7 @@ def _fit(args: argparse.Namespace) -> int:
     fit_table(args.data, args.bounds, args.target, model=args.model, epsilon=args.epsilon, delta=args.delta,
               num_steps=args.steps, sampling_rate=args.sampling_rate, clip=args.clip, beta_rho=args.beta_rho,
               method=args.method, out=args.out, seed=args.seed, features=args.features, prob=args.prob,
-              progress=not args.no_progress, ledger=args.ledger, secure=args.secure)
+              progress=not args.no_progress, ledger=args.ledger, secure=args.secure, target_kind=args.target_kind)
     return 0
 
 
@@ -76,7 +79,8 @@ def _compare(args: argparse.Namespace) -> int:
     compare_table(args.data, args.bounds, args.target, model=args.model, methods=args.methods,
                   epsilon=args.epsilon, delta=args.delta, budget=args.budget, num_steps=args.steps,
                   sampling_rate=args.sampling_rate, clip=args.clip, out=args.out, seed=args.seed,
-                  features=args.features, prob=args.prob, progress=not args.no_progress)
+                  features=args.features, prob=args.prob, progress=not args.no_progress,
+                  target_kind=args.target_kind)
     return 0
 
 

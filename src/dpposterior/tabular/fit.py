@@ -81,9 +81,23 @@ def resolve_model(spec: str) -> tuple[Callable, str, bool, str]:
     return fn, "", True, spec
 
 
-def _target_kind(schema, target: str, declared: str) -> str:
+#: the target kinds a user may declare for a model of their own.
+TARGET_KINDS = ("binary", "numeric")
+
+
+def _target_kind(schema, target: str, declared: str, requested: str | None = None) -> str:
+    """The target's kind: the built-in model's (``declared``), the user's ``requested`` one for a model of
+    their own, else from the schema alone (two categories, or numeric bounds [0, 1]: binary), never
+    from the data."""
+    if requested is not None and requested not in TARGET_KINDS:
+        raise ValueError(f"target_kind must be one of {TARGET_KINDS} or None, got {requested!r}")
     if declared:
+        if requested is not None and requested != declared:
+            raise ValueError(f"target_kind={requested!r} does not fit the built-in model, whose target is {declared}; "
+                             "give target_kind (--target-kind) only with a model of your own (--model module:function)")
         return declared
+    if requested is not None:
+        return requested
     col = schema.column(target)
     binary = col.type == "categorical" and len(col.categories) == 2
     binary = binary or (col.type == "numeric" and col.bounds == (0.0, 1.0))
@@ -91,12 +105,13 @@ def _target_kind(schema, target: str, declared: str) -> str:
 
 
 def _load(data: str | Path, schema_path: str | Path, target: str, model: str, features: Sequence[str] | None,
-          log: Callable[[str], Any], step: str = "[1/4]") -> tuple[Design, Callable, str, Any]:
+          log: Callable[[str], Any], step: str = "[1/4]",
+          target_kind: str | None = None) -> tuple[Design, Callable, str, Any]:
     fn, kind, intercept, label = resolve_model(model)
     schema = load_schema(schema_path)
     log(f"{step} reading {data} (schema {schema_path})")
     frame = read_table(data)
-    kind = _target_kind(schema, target, kind)
+    kind = _target_kind(schema, target, kind, target_kind)   # from the schema and the model, never the data
     design = build_design(frame, schema, target, features=None if features is None else features,
                           intercept=intercept, target_kind=kind)
     log(f"      {design.X.shape[1]} design columns: {', '.join(design.feature_names)}")
@@ -365,7 +380,7 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
               beta_rho: float = 100.0, method: str = "grid", out: str | Path = "report", seed: int | None = None,
               features: Sequence[str] | None = None, prob: float = 0.9, progress: bool = True,
               ledger: str | Path | None = None, log: Callable[[str], Any] = print,
-              secure: bool = False) -> dict[str, Any]:
+              secure: bool = False, target_kind: str | None = None) -> dict[str, Any]:
     """Fits a regression model to a table with NA-DPVI and writes a report folder.
 
     Privacy: one DPVI release (``dpposterior.dpvi``; Poisson-subsampled DP-SGD, add/remove-one
@@ -392,6 +407,10 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
       log: where progress lines go.
       secure: draw the DP-SGD noise and sampling bits from the OS CSPRNG (``dpvi(secure=True)``);
         ``seed`` must then be None.
+      target_kind: for a model of your own, ``"binary"`` (0/1 codes) or ``"numeric"`` (the target
+        rescaled by its bounds, as a feature); None: binary for two categories or numeric bounds
+        [0, 1], else numeric (so give ``"numeric"`` for a proportion in [0, 1]). The built-in models
+        fix it (logistic: binary, linear: numeric).
 
     Returns:
       ``{"trace", "posterior", "naive", "design", "summary", "naive_summary", "report_md", "report_html"}``.
@@ -425,7 +444,7 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
         book = Ledger.load(ledger) if Path(ledger).exists() else Ledger()
     _check_steps(num_steps, ["na-dpvi"])
     t0 = time.perf_counter()
-    design, fn, label, _ = _load(data, schema, target, model, features, log)
+    design, fn, label, _ = _load(data, schema, target, model, features, log, target_kind=target_kind)
     clip = default_clip(design, model) if clip is None else clip
     log(f"[2/4] DPVI: ({epsilon:g}, {delta:g})-DP, T={num_steps}, q={sampling_rate:g}, C={clip:.4g}, "
         f"N={design.num_records}")
@@ -514,7 +533,7 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
                   budget: str = "split", num_steps: int = 2000, sampling_rate: float = 0.1,
                   clip: float | None = None, out: str | Path = "compare-report", seed: int | None = None,
                   features: Sequence[str] | None = None, prob: float = 0.9, progress: bool = True,
-                  log: Callable[[str], Any] = print) -> dict[str, Any]:
+                  log: Callable[[str], Any] = print, target_kind: str | None = None) -> dict[str, Any]:
     """Runs several methods on one table under one privacy budget and reports them side by side.
 
     Methods: ``"na-dpvi"`` (DPVI + noise-aware grid), ``"naive"`` (the last iterate of the SAME DPVI
@@ -528,7 +547,8 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
     is lower); ``"each"``: every release gets the full (epsilon, delta) (a fair method comparison;
     the report states the larger composed total).
 
-    Settings as :func:`fit_table`; release i of the k is seeded with ``seed + i`` when ``seed`` is given.
+    Settings as :func:`fit_table` (``target_kind`` included); release i of the k is seeded with ``seed + i``
+    when ``seed`` is given.
 
     Returns:
       ``{"posteriors": {method: posterior}, "ledger": Ledger, "total": PrivacySpent, "report_html", ...}``.
@@ -573,7 +593,7 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
                          f"with seed + i, and JAX keeps only 32 bits of a seed; got {seed}")
     out = check_output_dir(out, "out")  # before the releases, so that no result is lost
     _check_steps(num_steps, releases)
-    design, fn, label, _ = _load(data, schema, target, model, features, log, f"[1/{k + 2}]")
+    design, fn, label, _ = _load(data, schema, target, model, features, log, f"[1/{k + 2}]", target_kind)
     clip = default_clip(design, model) if clip is None else clip
     eps_each, delta_each = (epsilon / k, delta / k) if budget == "split" else (epsilon, delta)
     if "dp-fast-mh" in releases:  # its calibration can refuse the budget: find out before any release
