@@ -12,9 +12,10 @@ import pandas as pd
 import pytest
 
 from dpposterior import plots
-from dpposterior.cli import main
 from dpposterior.tabular import build_design, load_schema, read_table
 from dpposterior.validation import calibration_curve
+
+from cli_errors import cli_error as _error
 
 COVERAGE = ["coverage", "--model", "beta-bernoulli", "--epsilon", "1", "--replicates", "2", "--repeats", "1",
             "--num-steps", "20", "--num-records", "10", "--num-draws", "2", "--no-progress"]
@@ -24,16 +25,6 @@ COVERAGE = ["coverage", "--model", "beta-bernoulli", "--epsilon", "1", "--replic
 def files(tiny_table):
     (tiny_table / "a_file").write_text("not a folder")
     return tiny_table
-
-
-def _error(capsys, argv, command):
-    """Runs the CLI and returns its one-line error (exit code 2, no traceback)."""
-    rc = main([str(a) for a in argv])
-    err = capsys.readouterr().err.strip()
-    prefix = f"dpposterior {command}: error: "
-    assert rc == 2, err
-    assert "\n" not in err and err.startswith(prefix), err
-    return err[len(prefix):]
 
 
 def _table_argv(tmp, command, *extra, out="out"):

@@ -13,17 +13,7 @@ import re
 
 import pytest
 
-from dpposterior.cli import main
-
-
-def _error(capsys, argv, command):
-    """Runs the CLI and returns its one-line error (exit code 2, no traceback)."""
-    rc = main([str(a) for a in argv])
-    err = capsys.readouterr().err.strip()
-    prefix = f"dpposterior {command}: error: "
-    assert rc == 2, err
-    assert "\n" not in err and err.startswith(prefix), err
-    return err[len(prefix):]
+from cli_errors import cli_error as _error
 
 
 def _argv(tmp, command, *extra, csv="d.csv", out="out", epsilon="1"):

@@ -164,10 +164,8 @@ def _optimal_log_delta_rr(epsilon: float, num_steps: int, eps_total: float) -> f
     while True:
         lo, hi = max(0, centre - half), min(k + 1, centre + half + 1)
         terms = _optimal_log_terms(epsilon, k, eps_total, lo, hi)
-        peak = float(np.max(terms))
-        if lo == 0 and hi == k + 1:
-            break
-        if np.isfinite(peak) and (lo == 0 or terms[0] < peak - drop) and (hi == k + 1 or terms[-1] < peak - drop):
+        peak = float(np.max(terms))   # -inf: no positive term in the window (its ends are then never below)
+        if (lo == 0 or terms[0] < peak - drop) and (hi == k + 1 or terms[-1] < peak - drop):
             break
         half *= 4
     if not np.isfinite(peak):
