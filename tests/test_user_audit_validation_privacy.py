@@ -186,3 +186,16 @@ def test_audit_many_runs_key_is_checked():
 ])
 def test_ragged_arrays_are_a_type_error(fn):
     _raises(fn, TypeError, "could not convert")
+
+
+# PrivacySpent.from_dict(to_dict()) gave back the tuples of ``details`` as JSON lists: the record read
+# from a ledger file was unequal to the one written and unhashable (a frozen record that cannot be hashed)
+def test_privacy_record_round_trips_through_json_with_nested_details():
+    import json
+
+    from dpposterior.privacy import PrivacySpent
+
+    p = PrivacySpent(epsilon=1.0, delta=0.0, neighbouring="add_remove", accountant="pure", mechanism="laplace",
+                     details=(("parts", ("xx", "xy")), ("scales", ((1.0, 2.0), (3.0,))), ("note", "n")))
+    q = PrivacySpent.from_dict(json.loads(json.dumps(p.to_dict())))
+    assert q == p and hash(q) == hash(p)

@@ -115,7 +115,7 @@ class PrivacySpent:
             kw = dict(d)
             if kw.get("epsilon") == "inf":
                 kw["epsilon"] = math.inf
-            kw["details"] = tuple((str(k), v) for k, v in kw.get("details", ()))
+            kw["details"] = tuple((str(k), _tupled(v)) for k, v in kw.get("details", ()))
             return cls(**kw)
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"malformed privacy record {d!r}: {e}") from e
@@ -131,6 +131,14 @@ class PrivacySpent:
         parts.append(f"q={self.sampling_rate:.4g}, steps={self.num_steps}")
         parts.append(f"seeded by {self.seeded_by}")
         return "; ".join(parts)
+
+
+def _tupled(value: Any) -> Any:
+    """JSON lists back to the tuples ``details`` holds (a list would make the record unhashable and
+    unequal to the one it was written from)."""
+    if isinstance(value, list):
+        return tuple(_tupled(v) for v in value)
+    return value
 
 
 def not_private(mechanism: str, reason: str = "") -> PrivacySpent:
