@@ -34,8 +34,12 @@ def test_compare_split_budget_linear(loans, tmp_path, capsys):
     for e in r["ledger"].entries:
         again.add(e.privacy)
     assert again.total(1e-5).epsilon == pytest.approx(r["total"].epsilon, rel=1e-9)
+    # each release was written as it was made, with the ledger of both
+    assert sorted(p.name for p in (out / "releases").iterdir()) == ["gibbs-ss-noisy.npz", "na-dpvi.npz"]
+    assert [e.privacy for e in Ledger.load(out / "ledger.json").entries] == [e.privacy for e in r["ledger"].entries]
     md = (out / "summary.md").read_text()
     assert "| parameter | na-dpvi | naive | gibbs-ss-noisy |" in md
+    assert "each release is saved in releases/" in md
     assert "each of the 2 releases got (epsilon, delta) = (0.5, 5e-06)" in md
     assert "'naive' is the last iterate of the na-dpvi release" in md
     assert (out / "summary.html").read_text().count("data:image/png;base64,") == 1

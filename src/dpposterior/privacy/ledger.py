@@ -106,6 +106,12 @@ class Ledger:
         self._entries.append(LedgerEntry(privacy=privacy, label=label or privacy.mechanism))
         return privacy
 
+    def delta_used(self) -> float:
+        """The sum of the deltas of the releases that are composed from their (epsilon, delta) (all
+        but the Gaussian DP-SGD and Gaussian-mechanism releases, composed exactly): :meth:`total`
+        needs a total delta above it (plus the accountant's resolution)."""
+        return float(sum(e.privacy.delta for e in self._entries if not _is_gaussian(e.privacy)))
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-friendly record of the entries (see :meth:`save`)."""
         return {"format": "dpposterior-ledger", "version": 1,

@@ -23,6 +23,7 @@ from .._checks import (check_delta, check_epsilon, check_output_dir, check_outpu
                        check_positive_int, check_sampling_rate, check_seed)
 from .design import INTERCEPT, Design, build_design
 from .read import read_table
+from .releases import save_release
 from .report import Report
 from .schema import load_schema
 
@@ -128,6 +129,20 @@ def _after_release(saved: Path, ledger: str | Path | None):
         raise ValueError(f"{text} (this came after the DP release, which is saved in {str(saved)!r}"
                          + (f" and recorded in the ledger {str(ledger)!r}" if ledger is not None else "")
                          + "; dpposterior.DPVITrace.load reads it for other post-processing)") from e
+
+
+@contextlib.contextmanager
+def _after_releases(folder: Path, ledger: Path, made: dict[str, Any]):
+    """Adds to an error that comes after a release of ``compare`` (a later release's, or the
+    post-processing's) that the releases ``made`` so far are saved, and where."""
+    try:
+        yield
+    except (ValueError, TypeError, OSError) as e:
+        if not made:
+            raise
+        text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ValueError(f"{text} (this came after the DP releases, which are saved in {str(folder)!r} and "
+                         f"recorded in the ledger {str(ledger)!r})") from e
 
 
 def _check_inputs(data: Any, schema: Any, target: Any) -> None:
@@ -402,7 +417,9 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
       prob: the probability of the reported central intervals.
       progress: show DP-SGD's progress bar.
       ledger: a ledger file (JSON, :meth:`dpposterior.privacy.Ledger.save`) of earlier releases from the
-        same data: this run's release is added to it and the report gives the composed total of all.
+        same data: this run's release is added to it and the report gives the composed total of all (at
+        ``delta`` plus :meth:`~dpposterior.privacy.Ledger.delta_used` when the earlier releases' own
+        deltas use up ``delta``).
         Created if missing.
       log: where progress lines go.
       secure: draw the DP-SGD noise and sampling bits from the OS CSPRNG (``dpvi(secure=True)``);
@@ -442,6 +459,14 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
     if ledger is not None:
         check_output_file(ledger, "ledger")
         book = Ledger.load(ledger) if Path(ledger).exists() else Ledger()
+        # the composed total is stated at delta, or (when the earlier releases' own deltas use it up) at
+        # delta plus their deltas (basic composition); a total with no valid delta is refused here,
+        # before the release, not after it
+        fallback = delta + book.delta_used()
+        if not fallback < 1:
+            raise ValueError(f"the releases recorded in the ledger {str(ledger)!r} already use a total delta of "
+                             f"{fallback - delta:g}: with this run's delta = {delta:g} no total below 1 exists; "
+                             "use a new ledger for other data")
     _check_steps(num_steps, ["na-dpvi"])
     t0 = time.perf_counter()
     design, fn, label, _ = _load(data, schema, target, model, features, log, target_kind=target_kind)
@@ -483,12 +508,16 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
         this.add(trace, "DPVI (DP-SGD on the ELBO)")
         _privacy_block(report, this, delta, {trace.privacy.seeded_by})
         if book is not None:
-            total = book.total(delta)
+            total = _composed_total(book, delta, fallback)
             report.bullets([f"with the {len(book) - 1} earlier release(s) recorded in {Path(ledger).name}, all "
                             f"{len(book)} releases from this data together (PLD, privacy.Ledger): epsilon = "
-                            f"{total.epsilon:.4g} at delta = {delta:g} ({total.neighbouring} neighbours)"])
+                            f"{total.epsilon:.4g} at delta = {total.delta:g} ({total.neighbouring} neighbours)"
+                            + ("" if total.delta == delta else
+                               f"; stated at this larger delta (this run's {delta:g} plus the earlier releases' own "
+                               f"deltas) because the releases composed from their (epsilon, delta) already use "
+                               f"{delta:g}, so no finite epsilon exists at it")])
             log(f"      ledger {ledger}: {len(book)} releases, together epsilon = {total.epsilon:.4g} at "
-                f"delta = {delta:g}")
+                f"delta = {total.delta:g}")
         report.heading(f"Posterior ({pct} central intervals)")
         report.paragraph("Noise-aware intervals include the uncertainty added by the privacy noise; the naive ones "
                          "(the last DP-SGD iterate) ignore it and are usually too narrow. Coefficients are on the "
@@ -548,7 +577,9 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
     the report states the larger composed total).
 
     Settings as :func:`fit_table` (``target_kind`` included); release i of the k is seeded with ``seed + i``
-    when ``seed`` is given.
+    when ``seed`` is given. Each release is written as soon as it is made, before the next method runs:
+    ``out/releases/<method>.npz`` (:func:`dpposterior.tabular.releases.save_release`) and the ledger of
+    the releases so far, ``out/ledger.json``; an error after a release says where they are.
 
     Returns:
       ``{"posteriors": {method: posterior}, "ledger": Ledger, "total": PrivacySpent, "report_html", ...}``.
@@ -560,11 +591,7 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
     """
     import jax
 
-    from ..baselines import gibbs_ss_noisy, release_regression_statistics
-    from ..noise_aware import noise_aware_posterior
     from ..privacy import Ledger
-    from ..vi import dpvi
-    from ..vi.dpvim import dpvim
 
     _check_inputs(data, schema, target)
     epsilon, delta, num_steps, sampling_rate, clip = _check_common(epsilon, delta, num_steps, sampling_rate,
@@ -607,45 +634,84 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
         return None if seed is None else jax.random.PRNGKey(seed + i)
 
     ledger = Ledger()
-    posts: dict[str, Any] = {}
-    trace = None
+    # the releases first, each written to disk with the ledger as soon as it is made: a failure of a
+    # later release or of the post-processing below cannot lose the privacy already spent
+    out.mkdir(parents=True, exist_ok=True)
+    folder, ledger_path = out / "releases", out / "ledger.json"
+    folder.mkdir(exist_ok=True)
+    made: dict[str, Any] = {}
+    with _after_releases(folder, ledger_path, made):
+        _make_releases(made, releases, ledger, folder, ledger_path, design, fn, label, model, eps_each,
+                       delta_each, num_steps, sampling_rate, clip, progress, key, k, log)
+        return _compare_report(made, methods, releases, ledger, design, model, label, prob, out, data, schema,
+                               target, epsilon, delta, eps_each, delta_each, budget, num_steps, sampling_rate,
+                               clip, k, t0, log)
+
+
+def _make_releases(made, releases, ledger, folder, ledger_path, design, fn, label, model, eps_each, delta_each,
+                   num_steps, sampling_rate, clip, progress, key, k, log) -> None:
+    """The mechanisms of :func:`compare_table`, in order; each release is added to ``made`` and
+    ``ledger`` and written (with the ledger) as soon as it exists."""
+    from ..baselines import release_regression_statistics
+    from ..vi import dpvi
+    from ..vi.dpvim import dpvim
+
     for i, m in enumerate(releases):
         log(f"[{i + 2}/{k + 2}] {m}")
         if m == "na-dpvi":
-            trace = dpvi(fn, design.X, design.y, epsilon=eps_each, delta=delta_each, num_steps=num_steps,
-                         sampling_rate=sampling_rate, clip=clip, rng_key=key(i), progress=progress, model_name=label,
-                         **model_kwargs(model))
-            ledger.add(trace, "na-dpvi (DPVI release; naive shares it)")
-            if "na-dpvi" in methods:
-                posts["na-dpvi"] = noise_aware_posterior(trace, method="grid", burn_in=NA_DPVI_BURN_IN)
-            if "naive" in methods:
-                posts["naive"] = trace.last_iterate_posterior()
+            made[m] = dpvi(fn, design.X, design.y, epsilon=eps_each, delta=delta_each, num_steps=num_steps,
+                           sampling_rate=sampling_rate, clip=clip, rng_key=key(i), progress=progress,
+                           model_name=label, **model_kwargs(model))
+            what = "na-dpvi (DPVI release; naive shares it)"
         elif m == "dpvim":
-            tr = dpvim(fn, design.X, design.y, epsilon=eps_each, delta=delta_each, num_steps=num_steps,
-                       sampling_rate=sampling_rate, clip=clip, rng_key=key(i), model_name=label, **model_kwargs(model))
-            ledger.add(tr, "dpvim (its own DP-SGD release)")
-            posts["dpvim"] = tr.noise_aware_posterior()
+            made[m] = dpvim(fn, design.X, design.y, epsilon=eps_each, delta=delta_each, num_steps=num_steps,
+                            sampling_rate=sampling_rate, clip=clip, rng_key=key(i), model_name=label,
+                            **model_kwargs(model))
+            what = "dpvim (its own DP-SGD release)"
         elif m == "dp-fast-mh":
             from ..vi.model_inspect import inspect_model
 
             layout = inspect_model(fn, (design.X, design.y), {})
-            posts[m] = dp_fast_mh_logistic(design, epsilon=eps_each, delta=delta_each, num_steps=num_steps,
-                                           rng_key=key(i), layout=layout)
-            ledger.add(posts[m], "dp-fast-mh (DP MCMC chain, replace-one)")
-            dg = posts[m].diagnostics
+            made[m] = dp_fast_mh_logistic(design, epsilon=eps_each, delta=delta_each, num_steps=num_steps,
+                                          rng_key=key(i), layout=layout)
+            what = "dp-fast-mh (DP MCMC chain, replace-one)"
+            dg = made[m].diagnostics
             log(f"      dp-fast-mh: mean step {dg['mean_step']:.3g}, final distance from the start "
                 f"{dg['distance_from_start']:.3g}")
         else:  # gibbs-ss-noisy: the design's numeric features and target are in [-1, 1] by construction
             Xf = design.X[:, [j for j, c in enumerate(design.feature_names) if c != INTERCEPT]]
-            rel = release_regression_statistics(Xf, design.y, epsilon=eps_each, x_bound=1.0, y_bound=1.0,
-                                                rng_key=key(i))
-            ledger.add(rel, "gibbs-ss-noisy (Laplace sufficient statistics)")
-            posts["gibbs-ss-noisy"] = gibbs_ss_noisy(rel, num_warmup=500, num_draws=2000, prior=LINEAR_PRIOR,
-                                                     rng_key=jax.random.PRNGKey(0))
+            made[m] = release_regression_statistics(Xf, design.y, epsilon=eps_each, x_bound=1.0, y_bound=1.0,
+                                                    rng_key=key(i))
+            what = "gibbs-ss-noisy (Laplace sufficient statistics)"
+        ledger.add(made[m], what)
+        save_release(made[m], folder / f"{m}.npz")
+        ledger.save(ledger_path)
+
+
+def _compare_report(made, methods, releases, ledger, design, model, label, prob, out, data, schema, target,
+                    epsilon, delta, eps_each, delta_each, budget, num_steps, sampling_rate, clip, k, t0, log):
+    """The post-processing of :func:`compare_table`: posteriors from the releases alone, the report."""
+    import jax
+
+    from ..baselines import gibbs_ss_noisy
+    from ..noise_aware import noise_aware_posterior
+
+    posts: dict[str, Any] = {}
+    trace = made.get("na-dpvi")
+    if "na-dpvi" in methods:
+        posts["na-dpvi"] = noise_aware_posterior(trace, method="grid", burn_in=NA_DPVI_BURN_IN)
+    if "naive" in methods:
+        posts["naive"] = trace.last_iterate_posterior()
+    if "dpvim" in made:
+        posts["dpvim"] = made["dpvim"].noise_aware_posterior()
+    if "dp-fast-mh" in made:
+        posts["dp-fast-mh"] = made["dp-fast-mh"]
+    if "gibbs-ss-noisy" in made:
+        posts["gibbs-ss-noisy"] = gibbs_ss_noisy(made["gibbs-ss-noisy"], num_warmup=500, num_draws=2000,
+                                                 prior=LINEAR_PRIOR, rng_key=jax.random.PRNGKey(0))
     total = _composed_total(ledger, delta, k * delta)
     log(f"      all releases together: epsilon = {total.epsilon:.4g} at delta = {total.delta:g}")
     log(f"[{k + 2}/{k + 2}] writing the report to {out}")
-    out.mkdir(parents=True, exist_ok=True)
     pkey = jax.random.PRNGKey(0)
     sums = {m: _summaries(posts[m], design, model, prob, pkey) for m in methods}
     pct = f"{100 * prob:g}%"
@@ -675,7 +741,9 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
                     f"at delta = {total.delta:g}"
                     + ("" if total.delta == delta else
                        f" ({k} x delta: the releases' own deltas, composed from (epsilon, delta), already use all of "
-                       f"delta = {delta:g}, so no finite epsilon exists at it)")])
+                       f"delta = {delta:g}, so no finite epsilon exists at it)"),
+                    "each release is saved in releases/ (one .npz per method, with its PrivacySpent; "
+                    "dpposterior.DPVITrace.load reads na-dpvi.npz) and recorded in ledger.json"])
     _privacy_block(report, ledger, total.delta, {e.privacy.seeded_by for e in ledger.entries})
     report.heading(f"Posteriors side by side ({pct} central intervals)")
     names = [r["parameter"] for r in sums[methods[0]]]
