@@ -331,3 +331,24 @@ def test_dp_sgld_predictive_checks_a_custom_logit(logit):
     s = np.zeros((3, 2), np.float32)
     _raises(lambda: sg.posterior_predictive(model, s, _X), ValueError, "model.logit", "(12,)")
     _raises(lambda: sg.predictive_scores(model, s, _X, _Y), ValueError, "model.logit")
+
+
+# the non-private minibatch Barker test (private=False, b < N) set s2 = C whenever its variance estimate
+# exceeded C (the test is invalid there) and said nothing: the chain ran on, silently approximate
+def test_non_private_minibatch_barker_says_when_its_test_was_invalid():
+    n = 400
+    x = np.where(np.arange(n) % 2 == 0, 1.0, -1.0).astype(np.float32)
+    model = mcmc.energy_model(lambda th, r: 50.0 * r * th[0], x, log_prior_fn=lambda th: -0.5 * jnp.sum(th**2),
+                              bound_constants=np.full(n, 50.0))
+    kernel = mcmc.dp_barker_kernel(model, mcmc.random_walk(1.0), batch_size=20, private=False)
+    with pytest.warns(RuntimeWarning, match=r"of 30 minibatch Barker tests \(private=False\) had a variance"):
+        res = mcmc.run_chain(kernel, [0.0], 30, rng_key=0)
+    frac = mcmc.diagnostics(res).nonprivate_invalid_test_fraction
+    assert 0 < frac <= 1
+    # a step small enough for s2 < C: no warning, nothing counted
+    calm = mcmc.dp_barker_kernel(model, mcmc.random_walk(1e-4), batch_size=20, private=False)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        res = mcmc.run_chain(calm, [0.0], 30, rng_key=0)
+    assert mcmc.diagnostics(res).nonprivate_invalid_test_fraction == 0.0

@@ -179,7 +179,10 @@ def dp_barker_kernel(model: EnergyModel, proposal: Proposal, *, batch_size: int 
     correction fit, whose CDF error ``config.correction.max_cdf_error`` bounds the error of every
     acceptance probability). ``private=False`` with b = N (the default) is Barker's exact test on
     the full data (V ~ Logistic(0, 1), no clip, no correction): it samples the exact posterior.
-    ``private=False`` with b < N is Seita et al.'s non-private minibatch test (no clip; approximate).
+    ``private=False`` with b < N is Seita et al.'s non-private minibatch test (no clip; approximate);
+    a step whose variance estimate s2 reaches C cannot be corrected (the test is invalid there): s2 is
+    set to C, no Gaussian is added, :func:`dpposterior.mcmc.run_chain` warns with the number of such
+    steps and ``ChainDiagnostics.nonprivate_invalid_test_fraction`` gives their share (use a larger b).
 
     Randomness: all from the given key through ``jax.random`` (split, uniform, normal). A batch
     b < N is the top b of N uniforms (exactly uniform without replacement): N uniforms a step, which

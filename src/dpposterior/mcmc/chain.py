@@ -193,8 +193,24 @@ def run_chain(kernel: Kernel, initial_position: Any, num_steps: int, *, rng_key:
     else:
         keys = jax.random.split(jax.random.wrap_key_data(raw_key), pos.shape[0])
         samples, info = _run(kernel, keys, state, t)
-    return ChainResult(samples=np.asarray(samples), privacy=privacy,
-                       nonprivate_info=MHInfo(*(np.asarray(x) for x in info)), method=kernel.method)
+    info = MHInfo(*(np.asarray(x) for x in info))
+    invalid = int(np.sum(_invalid_minibatch_tests(kernel.method, info)))
+    if invalid:  # only for a non-private chain, whose whole output is outside any guarantee anyway
+        warnings.warn(f"{invalid} of {info.accepted.size} minibatch Barker tests (private=False) had a variance "
+                      f"estimate s2 of the log ratio at or above C = {kernel.config.normal_variance:g}: their test "
+                      "is invalid (Seita et al.), so s2 was set to C and no Gaussian was added; use a larger "
+                      "batch_size (ChainDiagnostics.nonprivate_invalid_test_fraction counts them)", RuntimeWarning,
+                      stacklevel=2)
+    return ChainResult(samples=np.asarray(samples), privacy=privacy, nonprivate_info=info, method=kernel.method)
+
+
+def _invalid_minibatch_tests(method: str, info: MHInfo) -> np.ndarray:
+    """Steps of a non-private minibatch Barker test whose s2 reached C (the kernel then sets s2 = C,
+    so its Gaussian sd is 0). A private test caps s2 at 0.9801 < C and the exact full-data test uses
+    no Gaussian, so neither is counted."""
+    if method != "dp_barker":
+        return np.zeros(info.accepted.shape, bool)
+    return (~np.asarray(info.used_full_batch, bool)) & (np.asarray(info.noise_std) == 0)
 
 
 def make_chain_run(kernel: Kernel, num_steps: int) -> Callable[..., tuple[Any, MHInfo]]:
@@ -275,6 +291,9 @@ class ChainDiagnostics:
       nonprivate_mean_batch_size: mean records evaluated per step. NOT PRIVATE.
       nonprivate_full_batch_fraction: fraction of steps that ran the full-batch test. NOT PRIVATE.
       nonprivate_bound_violations: total evaluated records that broke the bound. NOT PRIVATE.
+      nonprivate_invalid_test_fraction: fraction of steps of a non-private minibatch Barker test
+        (``dp_barker_kernel(private=False)``, b < N) whose variance estimate s2 reached C, where the
+        test is invalid and s2 was set to C (0 for every other kernel). NOT PRIVATE.
     """
 
     ess: np.ndarray
@@ -283,6 +302,7 @@ class ChainDiagnostics:
     nonprivate_mean_batch_size: float
     nonprivate_full_batch_fraction: float
     nonprivate_bound_violations: int
+    nonprivate_invalid_test_fraction: float = 0.0
 
 
 def diagnostics(result: ChainResult, burn_in: int = 0) -> ChainDiagnostics:
@@ -308,4 +328,6 @@ def diagnostics(result: ChainResult, burn_in: int = 0) -> ChainDiagnostics:
                             nonprivate_acceptance_rate=float(np.mean(info.accepted)),
                             nonprivate_mean_batch_size=float(np.mean(info.batch_size)),
                             nonprivate_full_batch_fraction=float(np.mean(info.used_full_batch)),
-                            nonprivate_bound_violations=int(np.sum(info.bound_violations)))
+                            nonprivate_bound_violations=int(np.sum(info.bound_violations)),
+                            nonprivate_invalid_test_fraction=float(np.mean(_invalid_minibatch_tests(result.method,
+                                                                                                    info))))
