@@ -757,3 +757,17 @@ def test_an_untouched_trace_file_loads(tmp_path):
     back = DPVITrace.load(sim.save(tmp_path / "sim.npz"))
     np.testing.assert_array_equal(back.phi, sim.phi)
     assert back.privacy == sim.privacy
+
+
+# a num_steps whose released trace cannot fit in memory: the accountant searched for minutes (PLD at
+# 1e8 steps) and then the run failed to allocate, or took the machine's memory
+@pytest.mark.parametrize("fn", ["dpvi", "dpvim", "dpsgd", "dp_sgld"])
+def test_a_trace_too_large_for_the_machine_is_refused_before_any_work(fn):
+    from dpposterior.mcmc import dp_sgld
+
+    calls = {**CALLS, "dp_sgld": lambda **k: dp_sgld.run(
+        dp_sgld.logistic_regression(2), (X20, Y20), sampling_rate=0.5, clip=1.0, step_size=1e-3, delta=1e-5,
+        noise_multiplier=1.0, rng_key=0, **k)}
+    with finishes_within(30), pytest.raises(ValueError, match=r"num_steps=1000000000000 is too many for this machine: "
+                                                        r"the (trace|chain) .* use at most \d+ steps"):
+        calls[fn](num_steps=10**12)

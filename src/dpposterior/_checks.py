@@ -113,6 +113,28 @@ def check_float32_positive(value: float, name: str) -> float:
     return value
 
 
+def machine_memory_bytes() -> int | None:
+    """This machine's physical memory in bytes (None where the OS does not say)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_trace_memory(num_steps: int, values_per_step: int, what: str, name: str = "num_steps") -> None:
+    """Refuses, before any computation, a run whose released trace (``num_steps`` x ``values_per_step``
+    float32 values) would not fit: more than half of this machine's memory (the run holds it on the
+    device and again on the host). A huge step count otherwise ran the accountant for minutes and then
+    failed to allocate, or took the machine's memory."""
+    need = 4 * int(num_steps) * int(values_per_step)
+    total = machine_memory_bytes()
+    if total is not None and need > total // 2:
+        raise ValueError(f"{name}={num_steps} is too many for this machine: {what} holds {num_steps} x "
+                         f"{values_per_step} float32 values ({need / 2**30:.3g} GiB), more than half its memory "
+                         f"({total / 2**30:.3g} GiB; the trace is held on the device and again on the host); "
+                         f"use at most {total // 2 // (4 * int(values_per_step))} steps")
+
+
 #: seeds are kept below 2**32: JAX (x64 off) keeps only 32 bits of an int seed, so a larger seed, or a
 #: negative one, would silently give the same noise as another seed.
 SEED_LIMIT = 2**32

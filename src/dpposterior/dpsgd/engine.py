@@ -14,7 +14,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from .._checks import (FLOAT32_MAX, check_delta, check_float32_array, check_float32_positive, check_positive,
-                       check_positive_int, check_sampling_rate)
+                       check_positive_int, check_sampling_rate, check_trace_memory)
 from ..privacy import PrivacySpent, dpsgd_epsilon, not_private, os_seeded_key, resolve_key
 from ..privacy.secure import check_secure, resolve_noise_source
 from .core import (EngineConfig, TreeSpec, check_data_shapes, clip_scale, host_secure_draws, params_major,
@@ -440,6 +440,7 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
                          f"the float32 noise stays finite, got noise_multiplier={noise_multiplier!r}, clip={clip!r}")
     q = check_sampling_rate(sampling_rate)
     t_steps = check_positive_int(num_steps, "num_steps")
+    check_trace_memory(t_steps, 2 * d, "the trace (phi_t and g~_t)")
     lr = _per_param(learning_rate, "learning_rate", params32, d, allow_zero=True)
     beta_flat = (jnp.ones((d,), jnp.float32) if beta is None
                  else _per_param(beta, "beta", params32, d, allow_zero=False))

@@ -62,7 +62,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import (FLOAT32_MAX, check_delta, check_float32_array, check_float32_positive, check_positive,
-                       check_positive_int, check_real, check_sampling_rate)
+                       check_positive_int, check_real, check_sampling_rate, check_trace_memory)
 from ..dpsgd.core import EngineConfig, check_data_shapes, noisy_gradient
 from ..dpsgd.engine import _check_data
 from ..dpsgd.sampling import default_capacity
@@ -657,6 +657,7 @@ def run(model: DPSGLDModel, data: Any, *, num_steps: int, sampling_rate: float, 
     _check_classifier_data(model, tuple(data))
     _check_model_functions(model, data_j)
     t = check_positive_int(num_steps, "num_steps")
+    check_trace_memory(t, model.num_params, "the chain (one position per step)")  # before the accountant
     q = check_sampling_rate(sampling_rate)
     d = check_delta(delta)
     if accountant not in DPD_ACCOUNTANTS:

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import (check_delta, check_epsilon, check_float32_array, check_float32_positive, check_positive,
-                       check_positive_int, check_sampling_rate)
+                       check_positive_int, check_sampling_rate, check_trace_memory)
 from ..privacy.dpsgd_accounting import calibrate_noise_multiplier
 from . import family
 from .layout import ParamLayout
@@ -140,6 +140,7 @@ def dpvi(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: i
         if not bool(jnp.all(beta_vec > 0)):
             raise ValueError("beta must be > 0 elementwise")
 
+    check_trace_memory(num_steps, 2 * d, "the trace (phi_t and g~_t)")  # before the accountant's search
     sigma = calibrate_noise_multiplier(epsilon, delta, sampling_rate, num_steps, accountant)
     if learning_rate is None:
         lr = heuristic_learning_rate(num_steps, d, sigma, clip, beta_vec, lr_scale)

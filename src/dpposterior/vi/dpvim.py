@@ -51,7 +51,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import (FLOAT32_MAX, check_delta, check_epsilon, check_float32_positive, check_positive,
-                       check_positive_int, check_sampling_rate)
+                       check_positive_int, check_sampling_rate, check_trace_memory)
 from ..privacy import PrivacySpent, calibrate_noise_multiplier, dpsgd_epsilon, os_seeded_key
 from ..privacy.secure import check_secure, resolve_noise_source
 from . import family
@@ -336,6 +336,7 @@ def dpvim(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: 
     dataset_size = check_positive_int(n_records if dataset_size is None else dataset_size, "dataset_size")
     layout = inspect_model(model, arrays, model_kwargs)
     n = layout.num_latent
+    check_trace_memory(num_steps, 3 * n, "the trace (mu_t, rho_t and the location gradients)")
 
     sigma = calibrate_noise_multiplier(epsilon, delta, sampling_rate, num_steps, accountant)
     if learning_rate is None:
