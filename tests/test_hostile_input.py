@@ -768,6 +768,11 @@ def test_a_trace_too_large_for_the_machine_is_refused_before_any_work(fn):
     calls = {**CALLS, "dp_sgld": lambda **k: dp_sgld.run(
         dp_sgld.logistic_regression(2), (X20, Y20), sampling_rate=0.5, clip=1.0, step_size=1e-3, delta=1e-5,
         noise_multiplier=1.0, rng_key=0, **k)}
-    with finishes_within(30), pytest.raises(ValueError, match=r"num_steps=1000000000000 is too many for this machine: "
+    with finishes_within(30), pytest.raises(ValueError, match=r"num_steps=1000000000000 is too large for this machine: "
                                                         r"the (trace|chain) .* use at most \d+ steps"):
         calls[fn](num_steps=10**12)
+    if fn == "dpvi":  # likewise the K counts of a Dirichlet-Categorical release (1e9 were allocated)
+        with finishes_within(10), pytest.raises(ValueError, match=r"num_categories=1000000000000 is too large .* "
+                                                                  r"use at most \d+ categories"):
+            release_sufficient_statistics("dirichlet-categorical", np.array([0, 1]), epsilon=1.0,
+                                          num_categories=10**12, rng_key=0)

@@ -121,7 +121,8 @@ def machine_memory_bytes() -> int | None:
         return None
 
 
-def check_trace_memory(num_steps: int, values_per_step: int, what: str, name: str = "num_steps") -> None:
+def check_trace_memory(num_steps: int, values_per_step: int, what: str, name: str = "num_steps",
+                       unit: str = "steps") -> None:
     """Refuses, before any computation, a run whose released trace (``num_steps`` x ``values_per_step``
     float32 values) would not fit: more than half of this machine's memory (the run holds it on the
     device and again on the host). A huge step count otherwise ran the accountant for minutes and then
@@ -129,10 +130,9 @@ def check_trace_memory(num_steps: int, values_per_step: int, what: str, name: st
     need = 4 * int(num_steps) * int(values_per_step)
     total = machine_memory_bytes()
     if total is not None and need > total // 2:
-        raise ValueError(f"{name}={num_steps} is too many for this machine: {what} holds {num_steps} x "
+        raise ValueError(f"{name}={num_steps} is too large for this machine: {what} would hold {num_steps} x "
                          f"{values_per_step} float32 values ({need / 2**30:.3g} GiB), more than half its memory "
-                         f"({total / 2**30:.3g} GiB; the trace is held on the device and again on the host); "
-                         f"use at most {total // 2 // (4 * int(values_per_step))} steps")
+                         f"({total / 2**30:.3g} GiB); use at most {total // 2 // (4 * int(values_per_step))} {unit}")
 
 
 #: seeds are kept below 2**32: JAX (x64 off) keeps only 32 bits of an int seed, so a larger seed, or a

@@ -54,7 +54,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import check_epsilon, check_positive_int, check_real
+from .._checks import check_epsilon, check_positive_int, check_real, check_trace_memory
 from ..privacy.randomness import resolve_key
 from ..privacy.secure import check_secure, resolve_noise_source, secure_laplace
 from ..privacy.snapping import snap
@@ -329,6 +329,9 @@ def release_sufficient_statistics(family: str, x: Any, *, epsilon: float, bounds
     if family == "dirichlet-categorical":
         num_categories = check_positive_int(3 if num_categories is None else num_categories, "num_categories",
                                             minimum=2)
+        # the release holds K noisy counts (float64, with a few copies while they are made)
+        check_trace_memory(num_categories, 8, "the release of the counts", name="num_categories",
+                           unit="categories")
     elif num_categories is not None:
         raise ValueError(f"num_categories applies only to dirichlet-categorical, got {num_categories!r}")
     if family == "gamma-exponential":
