@@ -123,12 +123,15 @@ def test_noise_without_a_key_is_seeded_from_the_os():
 
 def test_non_private_chains_say_so():
     model = _tiny_model()
-    for kernel in (mcmc.tuna_mh_kernel(model, mcmc.random_walk(0.3)),
-                   mcmc.penalty_kernel(model, mcmc.random_walk(0.3), private=False),
+    tuna = mcmc.tuna_mh_kernel(model, mcmc.random_walk(0.3))
+    res = mcmc.run_chain(tuna, np.zeros(1), 12, rng_key=0)  # 12 steps: the program of the test below
+    assert not res.privacy.is_private and math.isinf(res.privacy.epsilon)
+    # the record run_chain attaches (chain_privacy) for the other two, without compiling their chains
+    for kernel in (tuna, mcmc.penalty_kernel(model, mcmc.random_walk(0.3), private=False),
                    mcmc.dp_fast_mh_kernel(model, mcmc.random_walk(0.3), epsilon=None, delta=None, batch_cap=10.0,
                                           private=False)):
-        res = mcmc.run_chain(kernel, np.zeros(1), 5, rng_key=0)
-        assert not res.privacy.is_private and math.isinf(res.privacy.epsilon)
+        privacy = mcmc.chain_privacy(kernel, 5)
+        assert not privacy.is_private and math.isinf(privacy.epsilon) and privacy.mechanism == kernel.method
 
 
 def test_step_runs_under_jit_with_traced_data():
