@@ -498,16 +498,19 @@ def _barker_subsampled_rdp(orders: np.ndarray, b: int, n: int) -> np.ndarray:
         return base
     g = b / n
     e2 = float(_barker_rdp_vec(np.array([2.0]), b)[0])
-    a = orders.astype(np.float64)[:, None]
-    j = np.arange(3, int(orders.max()) + 1, dtype=np.float64)[None, :]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        terms_j = (math.log(2.0) + j * math.log(g) + gammaln(a + 1.0) - gammaln(j + 1.0) - gammaln(np.maximum(a - j, 0.0) + 1.0)
-                   + (j - 1.0) * _barker_rdp_vec(j, b))
-    terms_j = np.where(j <= a, terms_j, -np.inf)
-    term2 = (2.0 * math.log(g) + _log_binom_vec(a[:, 0], 2.0)
+    a_all = orders.astype(np.float64)
+    term2 = (2.0 * math.log(g) + _log_binom_vec(a_all, 2.0)
              + min(math.log(4.0) + math.log(math.expm1(e2)), math.log(2.0) + e2))
-    all_terms = np.concatenate([np.zeros((len(orders), 1)), term2[:, None], terms_j], axis=1)
-    return np.minimum(logsumexp(all_terms, axis=1) / (a[:, 0] - 1.0), base)
+    # the j-terms of order a run over j = 3..a: one row per order (a full (orders x max order) matrix
+    # made barker_batch_size take minutes at N = 1e6, most of it on masked entries)
+    j_all = np.arange(3, int(orders.max()) + 1, dtype=np.float64)
+    j_common = math.log(2.0) + j_all * math.log(g) - gammaln(j_all + 1.0) + (j_all - 1.0) * _barker_rdp_vec(j_all, b)
+    out = np.empty(len(orders))
+    for i, a in enumerate(a_all):
+        m = int(a) - 2
+        terms_j = j_common[:m] + gammaln(a + 1.0) - gammaln(a - j_all[:m] + 1.0)
+        out[i] = logsumexp(np.concatenate([[0.0, term2[i]], terms_j])) / (a - 1.0)
+    return np.minimum(out, base)
 
 
 def _log_binom_vec(n: np.ndarray, k: float) -> np.ndarray:
