@@ -329,10 +329,21 @@ def method_label(config: dict[str, Any]) -> str:
     return config["method"] + (f" ({', '.join(extra)})" if extra else "")
 
 
-def _check_na_options(options: dict[str, Any], model: str | None) -> None:
+def _check_na_options(options: dict[str, Any], model: str | None, solver: str = "") -> None:
+    """Checks the options of an NA-DPVI solver (``solver``: "grid", "laplace" or "nuts") as
+    ``noise_aware_posterior`` checks its solver options, before any DP-SGD replicate runs: an integer
+    option must be an integer (never truncated) at least its minimum, ``tail`` in (0, 0.5), ``tol`` > 0,
+    ``target_accept_prob`` in (0, 1)."""
+    from ..noise_aware.postprocess import _check_solver_options
+
     priors = options.get("priors", "paper")
     if not isinstance(priors, str) or priors not in PRIOR_CHOICES:
         raise ValueError(f"the priors option must be one of {PRIOR_CHOICES}, got {priors!r}")
+    if "num_phi_draws" in options:
+        from .._checks import check_positive_int
+
+        check_positive_int(options["num_phi_draws"], f"{solver} option num_phi_draws".strip())
+    _check_solver_options(solver or "solver", {k: v for k, v in options.items() if k not in ("priors", "num_phi_draws")})
 
 
 def _burn32(releases: CellReleases, priors: str) -> TraceStats | None:
@@ -523,11 +534,14 @@ def nuts_method(releases: CellReleases, settings: MethodSettings) -> MethodOutpu
 
 
 register_method("naive", naive_method, description="last iterate q(theta; phi_T), ignores the DP noise")
-register_method("grid", grid_method, options=tuple(GRID_DEFAULTS), check_options=_check_na_options,
+register_method("grid", grid_method, options=tuple(GRID_DEFAULTS),
+                check_options=partial(_check_na_options, solver="grid"),
                 description="NA-DPVI, grid solver (exact in phi*, adaptive grid over h)")
-register_method("laplace", laplace_method, options=tuple(LAPLACE_DEFAULTS), check_options=_check_na_options,
+register_method("laplace", laplace_method, options=tuple(LAPLACE_DEFAULTS),
+                check_options=partial(_check_na_options, solver="laplace"),
                 description="NA-DPVI, Laplace solver (joint mode, inverse Hessian)")
-register_method("nuts", nuts_method, options=tuple(NUTS_DEFAULTS), check_options=_check_na_options,
+register_method("nuts", nuts_method, options=tuple(NUTS_DEFAULTS),
+                check_options=partial(_check_na_options, solver="nuts"),
                 description="NA-DPVI, NumPyro NUTS (1,000 warm-up, 4,000 draws), vmapped over replicates")
 
 # The baselines with their own mechanism register themselves (they use the names above).
