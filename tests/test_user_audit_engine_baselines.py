@@ -55,3 +55,92 @@ def test_valid_solver_options_still_pass_and_numpy_numbers_are_numbers():
                                     **SMALL).digest()
     CellConfig("beta-bernoulli", 1.0, "nuts", method_options={"num_warmup": 0, "target_accept_prob": 0.9}, **SMALL)
     CellConfig("beta-bernoulli", 1.0, "grid", burn_in=np.float64(0.25), **SMALL)
+
+
+# ---------------------------------------------------------------------------------------------
+# A method of the user's own (register_method): its diagnostics went into the record as returned, so
+# a numpy number (np.float32) or a NaN made the finished cell unsavable (a raw TypeError / ValueError
+# from the JSON writer, after the computation: the result was lost), and a fresh record differed from
+# the one read back (tuples against lists); a posterior_sd of the wrong shape was broadcast silently
+# (shape (1, n): every replicate got the first one's scale) or failed deep inside NumPy; a release
+# that spent more than the cell's budget was reported under the cell's epsilon.
+
+def _own_privacy(epsilon, delta=0.0):
+    from dpposterior.privacy.spent import PrivacySpent
+
+    return PrivacySpent(epsilon=epsilon, delta=delta, neighbouring="add_remove", accountant="pure",
+                        mechanism="test_own_mechanism", noise_multiplier=None, sampling_rate=1.0, num_steps=1,
+                        seeded_by="user")
+
+
+@pytest.fixture(scope="module")
+def own_method_cell():
+    """Evaluates cells of a method of the test's own (its own mechanism: no DP-SGD) on a fake group
+    setup; ``run(**returned)`` overrides what the method returns."""
+    from dpposterior.baselines.expfam import family_layout
+    from dpposterior.experiments import (CellData, MethodOutput, ReplicateSummaries, evaluate_cell,
+                                         register_method)
+    from dpposterior.experiments.methods import METHODS
+    from dpposterior.experiments.replicates import DPVISetup
+    from dpposterior.models.registry import get_model
+
+    returned: dict = {}
+
+    def own(releases, settings, data):
+        k = data.num_replicates
+        rng = np.random.default_rng(0)
+        draws = rng.normal(size=(k, settings.num_draws, 1)).astype(np.float32)
+        out = dict(draws=draws, posterior_sd=draws.std(axis=1).astype(np.float64),
+                   diagnostics={"ok": 1}, privacy=_own_privacy(data.epsilon))
+        out.update(returned)
+        return MethodOutput(**out)
+
+    register_method("test-audit-own", own, needs_data=True, description="test: a user's own mechanism")
+    cfg = CellConfig("beta-bernoulli", 1.0, "test-audit-own", **SMALL)
+    k, n = cfg.replicates, cfg.num_records
+    setup = DPVISetup(spec=get_model("beta-bernoulli"), layout=family_layout("beta-bernoulli"), num_latent=1,
+                      phi0=np.zeros(2, np.float32), beta=np.ones(2, np.float32), learning_rate=np.ones(2, np.float32),
+                      noise_multiplier=1.0, clip=2.0, data_shapes=())
+    rng = np.random.default_rng(1)
+    summaries = ReplicateSummaries(theta=rng.normal(size=(k, 1)), final_phi=None, stats=None)
+    data = CellData("beta-bernoulli", (rng.integers(0, 2, (k, n)).astype(np.int32),), 1.0, cfg.delta, cfg.num_steps,
+                    cfg.sampling_rate, n, "pld", 2.0)
+
+    def run(**override):
+        returned.clear()
+        returned.update(override)
+        return evaluate_cell(cfg, setup, summaries, data=data)
+
+    yield cfg, run
+    METHODS.pop("test-audit-own", None)
+
+
+def test_own_method_diagnostics_are_stored_as_they_read_back(own_method_cell, tmp_path):
+    from dpposterior.experiments import ResultStore
+
+    cfg, run = own_method_cell
+    diag = {"spread": np.float32(1.5), "counts": np.array([1, 2]), "pair": (1, 2.5), "bad": float("nan"),
+            "worst": -np.inf, "flag": np.bool_(True), 3: "int key"}
+    rec = run(diagnostics=diag)
+    store = ResultStore(tmp_path)
+    store.save(rec)                       # was: TypeError / ValueError from json, the cell lost
+    back = store.load(cfg)
+    assert back["diagnostics"] == rec["diagnostics"] == {
+        "spread": 1.5, "counts": [1, 2], "pair": [1, 2.5], "bad": "nan", "worst": "-inf", "flag": True,
+        "3": "int key"}
+    with pytest.raises(TypeError, match=r"test-audit-own.*diagnostics\.obj is a object"):
+        run(diagnostics={"obj": object()})
+
+
+def test_own_method_output_shapes_and_budget_are_checked(own_method_cell):
+    cfg, run = own_method_cell
+    sd = np.ones((1, 1))
+    with pytest.raises(ValueError, match=r"posterior_sd of shape \(1, 1\), expected \(4, 1\)"):
+        run(posterior_sd=sd)
+    with pytest.raises(ValueError, match=r"posterior_sd of shape \(4,\)"):
+        run(posterior_sd=np.ones(4))
+    with pytest.raises(ValueError, match=r"epsilon=2.*more than the cell's budget \(epsilon=1"):
+        run(privacy=_own_privacy(2.0))
+    with pytest.raises(ValueError, match="more than the cell's budget"):
+        run(privacy=_own_privacy(1.0, delta=1e-3))
+    assert run(privacy=_own_privacy(0.5))["privacy"]["epsilon"] == 0.5   # less than the budget is fine
