@@ -144,3 +144,47 @@ def test_own_method_output_shapes_and_budget_are_checked(own_method_cell):
     with pytest.raises(ValueError, match="more than the cell's budget"):
         run(privacy=_own_privacy(1.0, delta=1e-3))
     assert run(privacy=_own_privacy(0.5))["privacy"]["epsilon"] == 0.5   # less than the budget is fine
+
+
+# ---------------------------------------------------------------------------------------------
+# Reports of cells that differ in a setting other than epsilon and method (run_coverage from Python
+# with two N, two T or two seeds): the Markdown table gave them identical-looking rows, the plot two
+# lines with the same legend, and its title named the first cell's N and T as if all cells had them.
+
+def _record(num_records, rmse, seed=0, method="grid"):
+    c = CellConfig("beta-bernoulli", 1.0, method, seed=seed, **dict(SMALL, num_records=num_records)).to_dict()
+    alpha = np.linspace(0, 1, 5)
+    return {"config": c, "alpha": alpha.tolist(), "coverage": (1 - alpha).tolist(), "coverage_sd": [0.0] * 5,
+            "rmse": rmse, "single_draw_rmse_mean": rmse, "single_draw_rmse_sd": 0.0, "sharpness": 0.3,
+            "num_replicates_used": 4}
+
+
+def test_reports_tell_apart_cells_that_differ_in_other_settings(tmp_path, monkeypatch):
+    import csv
+
+    from dpposterior.experiments import report, table_csv, table_markdown, write_reports
+
+    results = [_record(20, 0.1), _record(40, 0.2)]
+    md = table_markdown(results)
+    assert "| N |" in md
+    assert "| beta-bernoulli | 1 | grid | 4 | 2 | 20 | 0.1000 |" in md
+    assert "| beta-bernoulli | 1 | grid | 4 | 2 | 40 | 0.2000 |" in md
+    assert "| N |" not in table_markdown(results[:1])            # uniform cells: the table as before
+    rows = list(csv.DictReader(table_csv(results).splitlines()))
+    assert {r["num_draws"] for r in rows} == {"50"} and "method_options" in rows[0]
+
+    seen = {}
+
+    def capture(fig, path, dpi=110):
+        seen["title"] = fig._suptitle.get_text()
+        seen["labels"] = [t.get_text() for ax in fig.axes for t in ax.get_legend().get_texts()]
+        return path
+
+    monkeypatch.setattr(report, "save_figure_atomic", capture)
+    write_reports(results, tmp_path)
+    assert "N = " not in seen["title"] and "T = 20" in seen["title"], seen["title"]
+    assert seen["labels"] == ["grid, N = 20 (RMSE 0.100)", "grid, N = 40 (RMSE 0.200)"]
+    write_reports([_record(20, 0.1, seed=0), _record(20, 0.2, seed=1)], tmp_path)
+    assert "N = 20" in seen["title"] and seen["labels"] == ["grid, seed = 0 (RMSE 0.100)", "grid, seed = 1 (RMSE 0.200)"]
+    write_reports([_record(20, 0.1), _record(20, 0.2, method="naive")], tmp_path)
+    assert seen["labels"] == ["grid (RMSE 0.100)", "naive (RMSE 0.200)"]           # nothing to tell apart
