@@ -188,3 +188,15 @@ def test_reports_tell_apart_cells_that_differ_in_other_settings(tmp_path, monkey
     assert "N = 20" in seen["title"] and seen["labels"] == ["grid, seed = 0 (RMSE 0.100)", "grid, seed = 1 (RMSE 0.200)"]
     write_reports([_record(20, 0.1), _record(20, 0.2, method="naive")], tmp_path)
     assert seen["labels"] == ["grid (RMSE 0.100)", "naive (RMSE 0.200)"]           # nothing to tell apart
+
+
+# ---------------------------------------------------------------------------------------------
+# Bernstein-Sheldon release: Exponential bounds with three values ended in Python's own "too many
+# values to unpack (expected 2)", which names neither the argument nor what is allowed.
+
+def test_exponential_bounds_of_the_wrong_length_are_named():
+    from dpposterior.baselines import release_sufficient_statistics
+
+    for bounds, n in (((0.0, 1.0, 5.0), 3), ((5.0,), 1)):
+        with pytest.raises(ValueError, match=rf"bounds must be a pair of numbers \(lo, hi\), got {n} values"):
+            release_sufficient_statistics("gamma-exponential", [1.0, 2.0], epsilon=1.0, bounds=bounds, rng_key=0)

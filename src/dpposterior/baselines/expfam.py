@@ -138,9 +138,12 @@ def _check_bounds(bounds: Any) -> tuple[float, float]:
         raise ValueError("gamma-exponential records need bounds=(lo, hi) fixed in advance (never computed "
                          "from the data): records are clipped into [lo, hi], 0 <= lo < hi < inf")
     try:
-        lo, hi = (check_real("bounds", v) for v in bounds)
+        values = [check_real("bounds", v) for v in bounds]
     except TypeError as e:
         raise TypeError(f"bounds must be a pair of numbers (lo, hi), got {bounds!r}") from e
+    if len(values) != 2:
+        raise ValueError(f"bounds must be a pair of numbers (lo, hi), got {len(values)} values: {bounds!r}")
+    lo, hi = values
     if not (math.isfinite(lo) and math.isfinite(hi) and 0 <= lo < hi):
         raise ValueError(f"bounds must satisfy 0 <= lo < hi < inf (Exponential records are >= 0), got {bounds!r}")
     return (lo, hi)
