@@ -200,3 +200,38 @@ def test_exponential_bounds_of_the_wrong_length_are_named():
     for bounds, n in (((0.0, 1.0, 5.0), 3), ((5.0,), 1)):
         with pytest.raises(ValueError, match=rf"bounds must be a pair of numbers \(lo, hi\), got {n} values"):
             release_sufficient_statistics("gamma-exponential", [1.0, 2.0], epsilon=1.0, bounds=bounds, rng_key=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# DrawsPosterior without its PrivacySpent (privacy=None) was accepted: a posterior that could be shown
+# with no record of what its release cost; summary(prob="0.5") ended in Python's "'<' not supported";
+# bernstein_sheldon_gibbs(prior="abc") in NumPy's "could not convert string to float", and a prior of
+# strings ("10", "10") was converted silently.
+
+@pytest.fixture(scope="module")
+def dirichlet_release():
+    from dpposterior.baselines import release_sufficient_statistics
+
+    return release_sufficient_statistics("dirichlet-categorical", [0, 1, 1, 2, 2, 2], epsilon=1.0, rng_key=0)
+
+
+def test_draws_posterior_needs_its_privacy_and_a_numeric_prob(dirichlet_release):
+    from dpposterior.baselines import DrawsPosterior
+    from dpposterior.baselines.expfam import family_layout
+
+    layout = family_layout("dirichlet-categorical")
+    draws = np.zeros((5, 2), np.float32)
+    with pytest.raises(TypeError, match="privacy must be the PrivacySpent"):
+        DrawsPosterior(layout=layout, draws=draws, privacy=None, method="x")
+    post = DrawsPosterior(layout=layout, draws=draws, privacy=dirichlet_release.privacy, method="x")
+    with pytest.raises(TypeError, match="prob must be a real number"):
+        post.summary(prob="0.5")
+    assert len(post.summary(prob=0.5)) == 3
+
+
+@pytest.mark.parametrize("prior", ["abc", ("10", "10", "10"), [[1, 2], [3]]])
+def test_bernstein_sheldon_prior_must_be_numbers(dirichlet_release, prior):
+    from dpposterior.baselines import bernstein_sheldon_gibbs
+
+    with pytest.raises(TypeError, match="prior must be a sequence of numbers"):
+        bernstein_sheldon_gibbs(dirichlet_release, prior=prior, num_warmup=0, num_draws=2, rng_key=0)

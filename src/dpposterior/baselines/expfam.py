@@ -219,8 +219,15 @@ class SufficientStatisticsRelease:
             prior = DEFAULT_PRIORS[self.family]
             if self.family == "dirichlet-categorical":
                 prior = (5.0,) * int(self.num_categories)
-        return ExpFamModel(self.family, self.num_records, tuple(np.asarray(prior, np.float64).reshape(-1)),
-                           self.bounds)
+        try:
+            arr = np.asarray(prior)
+        except (TypeError, ValueError):  # ragged nested sequences
+            arr = np.asarray(None)
+        if arr.dtype.kind not in "iuf":  # strings, bools and objects are refused, not converted
+            raise TypeError(f"prior must be a sequence of numbers (Beta (a, b); Gamma (shape, rate); the Dirichlet "
+                            f"concentrations), got {prior!r}")
+        values = tuple(arr.astype(np.float64).reshape(-1))
+        return ExpFamModel(self.family, self.num_records, values, self.bounds)
 
 
 def statistic(family: str, x: jax.Array, *, bounds: tuple[float, float] | None = None,
