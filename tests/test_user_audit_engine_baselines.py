@@ -235,3 +235,23 @@ def test_bernstein_sheldon_prior_must_be_numbers(dirichlet_release, prior):
 
     with pytest.raises(TypeError, match="prior must be a sequence of numbers"):
         bernstein_sheldon_gibbs(dirichlet_release, prior=prior, num_warmup=0, num_draws=2, rng_key=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Gibbs-SS-Noisy with a public covariate model whose cov is not a covariance (negative eigenvalues,
+# asymmetric, NaN) ended in NumPy's "Matrix is not positive definite" (or ran on the NaN).
+
+@pytest.mark.parametrize("cov, words", [
+    (-np.eye(2), "positive semi-definite"),
+    (np.array([[1.0, 0.5], [0.0, 1.0]]), "symmetric"),
+    (np.array([[1.0, np.nan], [np.nan, 1.0]]), "finite"),
+])
+def test_public_covariate_model_must_be_a_covariance(cov, words):
+    from dpposterior.baselines import regression_sampler_params, release_regression_statistics
+
+    rng = np.random.default_rng(0)
+    rel = release_regression_statistics(rng.normal(size=(20, 2)), rng.normal(size=20), epsilon=1.0, x_bound=3.0,
+                                        y_bound=5.0, rng_key=0)
+    with pytest.raises(ValueError, match=words):
+        regression_sampler_params(rel, fourth_moments=(np.zeros(2), cov))
+    regression_sampler_params(rel, fourth_moments=(np.zeros(2), np.diag([1.0, 0.0])))  # a constant covariate is fine
