@@ -255,3 +255,34 @@ def test_public_covariate_model_must_be_a_covariance(cov, words):
     with pytest.raises(ValueError, match=words):
         regression_sampler_params(rel, fourth_moments=(np.zeros(2), cov))
     regression_sampler_params(rel, fourth_moments=(np.zeros(2), np.diag([1.0, 0.0])))  # a constant covariate is fine
+
+
+# ---------------------------------------------------------------------------------------------
+# `dpposterior coverage --epsilon 0.1 --epsilon 1` (a flag given twice, as with most command lines)
+# kept only the last value: the run silently dropped epsilon 0.1 (likewise --model and --method).
+
+@pytest.mark.parametrize("flags, cells", [
+    (["--model", "beta-bernoulli", "--epsilon", "0.1", "--epsilon", "1"],
+     [("beta-bernoulli", 0.1, "grid"), ("beta-bernoulli", 0.1, "naive"), ("beta-bernoulli", 1.0, "grid"),
+      ("beta-bernoulli", 1.0, "naive")]),
+    (["--model", "beta-bernoulli", "--model", "gamma-exponential", "--epsilon", "1", "--method", "naive"],
+     [("beta-bernoulli", 1.0, "naive"), ("gamma-exponential", 1.0, "naive")]),
+    (["--model", "beta-bernoulli", "--epsilon", "1", "--method", "grid", "--method", "laplace"],
+     [("beta-bernoulli", 1.0, "grid"), ("beta-bernoulli", 1.0, "laplace")]),
+    (["--model", "beta-bernoulli", "--epsilon", "1", "0.5"],                  # the default methods
+     [("beta-bernoulli", 1.0, "grid"), ("beta-bernoulli", 1.0, "naive"), ("beta-bernoulli", 0.5, "grid"),
+      ("beta-bernoulli", 0.5, "naive")]),
+])
+def test_coverage_command_keeps_every_value_of_a_repeated_flag(flags, cells, tmp_path, monkeypatch):
+    import dpposterior.experiments.runner as runner
+    from dpposterior.cli import main
+
+    seen = []
+
+    def stop(configs, out, **kw):
+        seen.extend((c.model, c.epsilon, c.method) for c in configs)
+        raise ImportError("stop before computing (test)")
+
+    monkeypatch.setattr(runner, "run_coverage", stop)
+    assert main(["coverage", *flags, "--out", str(tmp_path / "out"), "--no-progress"]) == 2
+    assert seen == cells
