@@ -286,3 +286,26 @@ def test_coverage_command_keeps_every_value_of_a_repeated_flag(flags, cells, tmp
     monkeypatch.setattr(runner, "run_coverage", stop)
     assert main(["coverage", *flags, "--out", str(tmp_path / "out"), "--no-progress"]) == 2
     assert seen == cells
+
+
+# ---------------------------------------------------------------------------------------------
+# run_coverage (Python) with an ``out`` that is a file, or whose cells/<model> is a file: the cells were
+# computed, then lost when the first save failed (NotADirectoryError / FileExistsError); the command line
+# checks --out first, the Python entry point did not.
+
+def test_run_coverage_checks_its_folder_before_computing(tmp_path, monkeypatch):
+    import dpposterior.experiments.runner as runner
+    from dpposterior.experiments import run_coverage
+
+    def must_not_run(*a, **k):
+        raise AssertionError("a cell was computed before the output folder was checked")
+
+    monkeypatch.setattr(runner, "compute_group", must_not_run)
+    cfg = CellConfig("beta-bernoulli", 1.0, "naive", **SMALL)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match="is a file, not a folder"):
+        run_coverage([cfg], tmp_path / "file", progress=False)
+    (tmp_path / "out" / "cells").mkdir(parents=True)
+    (tmp_path / "out" / "cells" / "beta-bernoulli").write_text("x")
+    with pytest.raises(ValueError, match="beta-bernoulli"):
+        run_coverage([cfg], tmp_path / "out", progress=False)

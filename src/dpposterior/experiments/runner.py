@@ -7,9 +7,9 @@ Each finished cell is written at once, atomically (:mod:`.store`). A re-run skip
 file holds the same configuration; a group with some cells missing re-runs its replicates (the same
 keys give the same traces) and computes only the missing cells. No cell is computed twice. Methods
 with their own mechanism (the baselines, ``Method.needs_data``) release the group's synthetic data
-sets, simulated once per group from the replicates' keys (:func:`.replicates.cell_data`); the group's
-DP-SGD runs are still computed, because every method's TARP references are centred on their trace
-means (:mod:`.cell`).
+sets, simulated once per group from the replicates' keys (:func:`.replicates.cell_data`). Their TARP
+references are centred on their own posterior means (:mod:`.cell`), so they never read the DP-SGD
+releases: a group of such methods alone runs no DP-SGD (:func:`compute_group`).
 
 Backends:
 
@@ -200,7 +200,8 @@ def run_coverage(configs: Sequence[CellConfig], out: str | os.PathLike, *, backe
       A :class:`RunSummary`.
 
     Raises:
-      ValueError: unknown backend, an address without the Ray backend, too many devices.
+      ValueError: unknown backend, an address without the Ray backend, too many devices, an ``out`` (or a
+        cell folder under it) that is a file or cannot be created (checked before anything is computed).
       CorruptResultError: a results file for one of the cells is unreadable or inconsistent.
       ImportError: the Ray backend without Ray installed.
     """
@@ -215,6 +216,13 @@ def run_coverage(configs: Sequence[CellConfig], out: str | os.PathLike, *, backe
             raise TypeError(f"configs must hold CellConfig objects, got {type(c).__name__}")
         if c not in unique:
             unique.append(c)
+    from pathlib import Path
+
+    from .._checks import check_output_dir
+
+    check_output_dir(out, "out")  # before any computation, so that no finished cell is lost at its save
+    for model in sorted({c.model for c in unique}):
+        check_output_dir(Path(out) / "cells" / model, "the cell folder")
     store = ResultStore(out)
     done: dict[CellConfig, dict[str, Any]] = {}
     stale: list[CellConfig] = []
