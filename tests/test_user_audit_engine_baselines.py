@@ -309,3 +309,26 @@ def test_run_coverage_checks_its_folder_before_computing(tmp_path, monkeypatch):
     (tmp_path / "out" / "cells" / "beta-bernoulli").write_text("x")
     with pytest.raises(ValueError, match="beta-bernoulli"):
         run_coverage([cfg], tmp_path / "out", progress=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# DPVIm in a cell with T < 40 steps (the cell's minimum is 10) passed the configuration, then failed
+# only after the group's DP-SGD replicates and cheaper cells, with "the trace of 20 steps is too short
+# for 20 windows"; dpvim_cell itself took learning_rate=-1 (a negative step), a learning rate of three
+# values failed in NumPy's broadcasting, natural_gradient="no" was taken as True.
+
+def test_dpvim_steps_and_learning_rates_are_checked_first():
+    from dpposterior.baselines import dpvim_cell
+
+    with pytest.raises(ValueError, match=r"method 'dpvim' needs num_steps >= 40 DP-SGD steps, got 20"):
+        CellConfig("beta-bernoulli", 1.0, "dpvim", **SMALL)
+    CellConfig("beta-bernoulli", 1.0, "dpvim", **dict(SMALL, num_steps=40))
+    data = (np.zeros((2, 20), np.int32),)
+    kw = dict(num_steps=40, sampling_rate=0.2)
+    for lr in (-1.0, [1.0, 2.0, 3.0], "a", (0.1, float("nan"))):
+        with pytest.raises(ValueError, match="learning_rate must be None, a finite number > 0 or a pair"):
+            dpvim_cell("beta-bernoulli", data, 1.0, 0, 10, learning_rate=lr, **kw)
+    with pytest.raises(TypeError, match="natural_gradient must be True or False"):
+        dpvim_cell("beta-bernoulli", data, 1.0, 0, 10, natural_gradient="no", **kw)
+    with pytest.raises(ValueError, match="num_steps must be an integer >= 40"):
+        dpvim_cell("beta-bernoulli", data, 1.0, 0, 10, num_steps=20, sampling_rate=0.2)

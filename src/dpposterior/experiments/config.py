@@ -160,10 +160,11 @@ class CellConfig:
         if self.accountant not in ("pld", "rdp"):
             raise ValueError(f"accountant must be 'pld' or 'rdp', got {self.accountant!r}")
         set_("method_options", _check_options(self.method_options))
-        from .methods import check_method_model, check_method_options
+        from .methods import check_method_model, check_method_options, check_method_steps
 
         check_method_model(self.method, self.model)
         check_method_options(self.method, dict(self.method_options), self.model)
+        check_method_steps(self.method, self.num_steps)
         if self.scheme != SCHEME:
             raise ValueError(f"scheme {self.scheme!r} is not computed by this version (scheme {SCHEME})")
 

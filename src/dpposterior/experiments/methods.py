@@ -202,6 +202,8 @@ class Method:
       models: the model names it supports, or None for every model.
       check_options: None or ``check_options(options, model)`` raising ValueError/TypeError for a bad
         option value (called when a cell is configured, before anything runs; ``model`` may be None).
+      min_steps: the fewest DP-SGD steps T of a cell the method can run (None: the cell's own minimum);
+        a cell with fewer is refused when it is configured.
     """
 
     name: str
@@ -211,6 +213,7 @@ class Method:
     needs_data: bool = False
     models: tuple[str, ...] | None = None
     check_options: Callable[[dict[str, Any], str | None], None] | None = None
+    min_steps: int | None = None
 
 
 METHODS: dict[str, Method] = {}
@@ -219,7 +222,7 @@ METHODS: dict[str, Method] = {}
 def register_method(name: str, fn: MethodFn, *, options: tuple[str, ...] = (), description: str = "",
                     needs_data: bool = False, models: tuple[str, ...] | None = None,
                     check_options: Callable[[dict[str, Any], str | None], None] | None = None,
-                    replace: bool = False) -> Method:
+                    replace: bool = False, min_steps: int | None = None) -> Method:
     """Adds a method to :data:`METHODS` (``replace=True`` to overwrite an existing name).
 
     Args:
@@ -233,6 +236,7 @@ def register_method(name: str, fn: MethodFn, *, options: tuple[str, ...] = (), d
       models: the model names it supports (None: every model).
       check_options: validates option values (None: names are checked only).
       replace: overwrite an existing method of that name.
+      min_steps: the fewest DP-SGD steps T of a cell it can run (None: no minimum of its own).
     """
     if not isinstance(name, str) or not name or not all(c.isalnum() or c in "-_" for c in name):
         raise ValueError(f"method name must be a non-empty string of letters, digits, '-' and '_', got {name!r}")
@@ -248,7 +252,11 @@ def register_method(name: str, fn: MethodFn, *, options: tuple[str, ...] = (), d
         raise TypeError(f"check_options must be None or callable, got {type(check_options).__name__}")
     if name in METHODS and not replace:
         raise ValueError(f"method {name!r} is already registered; pass replace=True to overwrite it")
-    m = Method(name, fn, tuple(options), description, needs_data, models, check_options)
+    if min_steps is not None:
+        from .._checks import check_positive_int
+
+        min_steps = check_positive_int(min_steps, "min_steps")
+    m = Method(name, fn, tuple(options), description, needs_data, models, check_options, min_steps)
     METHODS[name] = m
     return m
 
@@ -270,6 +278,13 @@ def check_method_options(name: str, options: dict[str, Any], model: str | None =
         raise ValueError(f"unknown options {unknown} for method {name!r}; allowed: {list(allowed)}")
     if method.check_options is not None:
         method.check_options(dict(options), model)
+
+
+def check_method_steps(name: str, num_steps: int) -> None:
+    """Raises ValueError if method ``name`` cannot run on ``num_steps`` DP-SGD steps (``Method.min_steps``)."""
+    need = get_method(name).min_steps
+    if need is not None and num_steps < need:
+        raise ValueError(f"method {name!r} needs num_steps >= {need} DP-SGD steps, got {num_steps}")
 
 
 def check_method_model(name: str, model: str) -> None:
