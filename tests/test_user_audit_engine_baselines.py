@@ -332,3 +332,23 @@ def test_dpvim_steps_and_learning_rates_are_checked_first():
         dpvim_cell("beta-bernoulli", data, 1.0, 0, 10, natural_gradient="no", **kw)
     with pytest.raises(ValueError, match="num_steps must be an integer >= 40"):
         dpvim_cell("beta-bernoulli", data, 1.0, 0, 10, num_steps=20, sampling_rate=0.2)
+
+
+# ---------------------------------------------------------------------------------------------
+# run_coverage / compute_group from Python: batch_size=0 or -5 was silently replaced by the device count,
+# 2.5 truncated to 2, "a" failed inside min() after the set-up (the command line checks --batch-size).
+
+@pytest.mark.parametrize("batch_size, exc", [(0, ValueError), (-5, ValueError), (2.5, TypeError), ("a", TypeError)])
+def test_batch_size_is_checked_before_computing(batch_size, exc, tmp_path, monkeypatch):
+    import dpposterior.experiments.replicates as replicates
+    from dpposterior.experiments import compute_group, run_coverage
+
+    def must_not_run(*a, **k):
+        raise AssertionError("the group was set up before batch_size was checked")
+
+    monkeypatch.setattr(replicates, "dpvi_setup", must_not_run)
+    cfg = CellConfig("beta-bernoulli", 1.0, "naive", **SMALL)
+    with pytest.raises(exc, match="batch_size"):
+        run_coverage([cfg], tmp_path, batch_size=batch_size, progress=False)
+    with pytest.raises(exc, match="batch_size"):
+        compute_group([cfg], batch_size=batch_size)
