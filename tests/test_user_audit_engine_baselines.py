@@ -125,6 +125,7 @@ def test_own_method_diagnostics_are_stored_as_they_read_back(own_method_cell, tm
     store = ResultStore(tmp_path)
     store.save(rec)                       # was: TypeError / ValueError from json, the cell lost
     back = store.load(cfg)
+    assert back == rec                    # the fresh record is the one a resumed run reads back
     assert back["diagnostics"] == rec["diagnostics"] == {
         "spread": 1.5, "counts": [1, 2], "pair": [1, 2.5], "bad": "nan", "worst": "-inf", "flag": True,
         "3": "int key"}
@@ -352,3 +353,21 @@ def test_batch_size_is_checked_before_computing(batch_size, exc, tmp_path, monke
         run_coverage([cfg], tmp_path, batch_size=batch_size, progress=False)
     with pytest.raises(exc, match="batch_size"):
         compute_group([cfg], batch_size=batch_size)
+
+
+# ---------------------------------------------------------------------------------------------
+# A baseline released under replace-one neighbours (method option neighbouring="replace_one") sat in the
+# report's table and plot as plain "bernstein-sheldon" beside the add/remove-one DP-SGD methods at the
+# same epsilon: only the cell file said that its epsilon is for another neighbouring relation.
+
+def test_report_says_when_a_baseline_used_another_neighbouring_relation():
+    from dpposterior.experiments import table_markdown
+
+    rec = _record(20, 0.1, method="bernstein-sheldon")
+    rec["config"] = CellConfig("beta-bernoulli", 1.0, "bernstein-sheldon", method_options={"neighbouring": "replace_one"},
+                               **SMALL).to_dict()
+    md = table_markdown([rec, _record(20, 0.2)])             # beside grid (DP-SGD, add/remove-one)
+    assert "| bernstein-sheldon (neighbouring replace_one) |" in md
+    assert "| bernstein-sheldon |" in table_markdown([_record(20, 0.2, method="bernstein-sheldon")])  # default
+    assert "(priors burn_in)" in table_markdown([dict(_record(20, 0.1), config=CellConfig(
+        "beta-bernoulli", 1.0, "grid", method_options={"priors": "burn_in"}, **SMALL).to_dict())])

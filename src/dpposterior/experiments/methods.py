@@ -331,16 +331,22 @@ def _stats32(releases: CellReleases) -> TraceStats:
 PRIOR_CHOICES = ("paper", "burn_in")
 
 
-#: method options that change the posterior's model, not only its solver's accuracy: a cell with one of
-#: them set is a different method in tables and figures (:func:`method_label`).
-LABEL_OPTIONS = ("priors",)
+#: method options that change the posterior's model, not only its solver's accuracy, or what the cell's
+#: epsilon means (the baselines' neighbouring relation: DP-SGD's is add/remove-one): a cell with one of
+#: them set to another value than its default is a different method in tables and figures
+#: (:func:`method_label`).
+LABEL_OPTIONS = ("priors", "neighbouring")
+#: the default value of each of :data:`LABEL_OPTIONS` (not shown in labels).
+LABEL_OPTION_DEFAULTS = {"priors": "paper", "neighbouring": "add_remove"}
 
 
 def method_label(config: dict[str, Any]) -> str:
     """The name of a cell's method in tables and figures: the method, and its :data:`LABEL_OPTIONS`
-    when set, e.g. ``"grid (priors burn_in)"`` (``config`` as a result record holds it)."""
+    when set to another value than the default, e.g. ``"grid (priors burn_in)"`` or
+    ``"bernstein-sheldon (neighbouring replace_one)"`` (``config`` as a result record holds it)."""
     opts = config.get("method_options") or {}
-    extra = [f"{k} {opts[k]}" for k in LABEL_OPTIONS if k in opts and opts[k] != "paper"]
+    extra = [f"{k} {opts[k]}" for k in LABEL_OPTIONS
+             if opts.get(k) is not None and opts[k] != LABEL_OPTION_DEFAULTS[k]]
     return config["method"] + (f" ({', '.join(extra)})" if extra else "")
 
 
