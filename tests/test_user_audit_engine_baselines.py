@@ -371,3 +371,31 @@ def test_report_says_when_a_baseline_used_another_neighbouring_relation():
     assert "| bernstein-sheldon |" in table_markdown([_record(20, 0.2, method="bernstein-sheldon")])  # default
     assert "(priors burn_in)" in table_markdown([dict(_record(20, 0.1), config=CellConfig(
         "beta-bernoulli", 1.0, "grid", method_options={"priors": "burn_in"}, **SMALL).to_dict())])
+
+
+# ---------------------------------------------------------------------------------------------
+# A cell file (hand-edited, or written by another tool) with a valid configuration but without the
+# fields the reports read, or with text where numbers belong, was trusted as finished: the run then
+# ended in a raw KeyError / TypeError while writing the reports (after computing the other cells).
+
+@pytest.mark.parametrize("edit", [
+    lambda r: r.pop("single_draw_rmse_mean"),
+    lambda r: r.pop("coverage_sd"),
+    lambda r: r.__setitem__("rmse", "0.1"),
+    lambda r: r.__setitem__("coverage", r["coverage"][:-1]),
+    lambda r: r.__setitem__("num_replicates_used", "4"),
+])
+def test_a_finished_cell_file_must_hold_what_the_reports_read(edit, own_method_cell, tmp_path):
+    import json
+
+    from dpposterior.experiments import CorruptResultError, ResultStore
+
+    cfg, run = own_method_cell
+    rec = run()
+    edit(rec)
+    store = ResultStore(tmp_path)
+    path = store.path(cfg)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(rec))
+    with pytest.raises(CorruptResultError, match="delete it to recompute the cell"):
+        store.load(cfg)
