@@ -399,3 +399,16 @@ def test_a_finished_cell_file_must_hold_what_the_reports_read(edit, own_method_c
     path.write_text(json.dumps(rec))
     with pytest.raises(CorruptResultError, match="delete it to recompute the cell"):
         store.load(cfg)
+
+
+# ---------------------------------------------------------------------------------------------
+# A Bernstein-Sheldon (or Gibbs-SS-Noisy) cell with M = 2 or 3 draws (CellConfig allows M >= 2) ran its
+# chains and then failed in the ESS diagnostic ("draws must be (K, M, n) with M >= 4"): the draws were lost.
+
+def test_baseline_cell_with_fewer_than_four_draws_keeps_its_draws():
+    from dpposterior.baselines import bernstein_sheldon_cell
+
+    x = (np.random.default_rng(0).random((2, 20)) < 0.5).astype(np.int32)
+    out = bernstein_sheldon_cell("beta-bernoulli", x, 1.0, 0, 3, num_warmup=5)
+    assert out.draws.shape == (2, 3, 1)
+    assert out.diagnostics["ess_min"] is None and out.diagnostics["replicates_with_ess_below_100"] is None
