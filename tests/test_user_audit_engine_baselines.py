@@ -412,3 +412,28 @@ def test_baseline_cell_with_fewer_than_four_draws_keeps_its_draws():
     out = bernstein_sheldon_cell("beta-bernoulli", x, 1.0, 0, 3, num_warmup=5)
     assert out.draws.shape == (2, 3, 1)
     assert out.diagnostics["ess_min"] is None and out.diagnostics["replicates_with_ess_below_100"] is None
+
+
+# ---------------------------------------------------------------------------------------------
+# register_method(options="alpha") registered the options "a", "l", "p", "h", "a" (a string is a tuple of
+# its letters), so the method's own option "alpha" was then refused as unknown; a misspelt model name in
+# models= made the method unusable with every model, found only when a cell was configured.
+
+def test_register_method_checks_its_options_and_models():
+    from dpposterior.experiments import register_method
+    from dpposterior.experiments.methods import METHODS
+
+    def fn(releases, settings):
+        raise AssertionError("not run")
+
+    try:
+        with pytest.raises(TypeError, match="options must be a tuple of option names"):
+            register_method("test-audit-opts", fn, options="alpha")
+        with pytest.raises(ValueError, match=r"unknown model\(s\) \['beta-bernouli'\]"):
+            register_method("test-audit-opts", fn, models=("beta-bernouli",))
+        assert "test-audit-opts" not in METHODS
+        register_method("test-audit-opts", fn, options=("alpha",), models=("beta-bernoulli",))
+        assert CellConfig("beta-bernoulli", 1.0, "test-audit-opts", method_options={"alpha": 0.5},
+                          **SMALL).method_options == (("alpha", 0.5),)
+    finally:
+        METHODS.pop("test-audit-opts", None)

@@ -244,10 +244,21 @@ def register_method(name: str, fn: MethodFn, *, options: tuple[str, ...] = (), d
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
     if not isinstance(needs_data, bool):
         raise TypeError(f"needs_data must be a bool, got {needs_data!r}")
+    if isinstance(options, str) or not isinstance(options, (tuple, list)) or \
+            not all(isinstance(o, str) and o for o in options):
+        # a bare string would become its letters: options="alpha" accepted "a", "l", ... and refused "alpha"
+        raise TypeError(f"options must be a tuple of option names (strings), got {options!r}")
+    if not isinstance(description, str):
+        raise TypeError(f"description must be a string, got {type(description).__name__}")
     if models is not None:
         if isinstance(models, str) or not all(isinstance(m, str) for m in models) or not tuple(models):
             raise TypeError(f"models must be None or a non-empty tuple of model names, got {models!r}")
         models = tuple(models)
+        from ..models.registry import MODELS
+
+        unknown = sorted(set(models) - set(MODELS))
+        if unknown:
+            raise ValueError(f"models names unknown model(s) {unknown}; available: {sorted(MODELS)}")
     if check_options is not None and not callable(check_options):
         raise TypeError(f"check_options must be None or callable, got {type(check_options).__name__}")
     if name in METHODS and not replace:
