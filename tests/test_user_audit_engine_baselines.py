@@ -437,3 +437,20 @@ def test_register_method_checks_its_options_and_models():
                           **SMALL).method_options == (("alpha", 0.5),)
     finally:
         METHODS.pop("test-audit-opts", None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Gibbs-SS-Noisy's budget split is accepted when it sums to 1 within 1e-9; the parts were then released
+# with epsilon times the given shares, so a split summing to 1 + 5e-10 spent more than the epsilon that
+# the release's PrivacySpent records.
+
+def test_budget_split_parts_never_add_up_to_more_than_epsilon():
+    import math
+
+    from dpposterior.baselines import release_regression_statistics
+
+    rng = np.random.default_rng(0)
+    rel = release_regression_statistics(rng.normal(size=(20, 2)), rng.normal(size=20), epsilon=1.0, x_bound=3.0,
+                                        y_bound=5.0, budget_split={"xx": 0.5, "xy": 0.3, "yy": 0.2 + 5e-10},
+                                        rng_key=0)
+    assert math.fsum(rel.epsilon_parts.values()) <= rel.privacy.epsilon * (1 + 1e-15)
