@@ -353,6 +353,8 @@ def test_batch_size_is_checked_before_computing(batch_size, exc, tmp_path, monke
         run_coverage([cfg], tmp_path, batch_size=batch_size, progress=False)
     with pytest.raises(exc, match="batch_size"):
         compute_group([cfg], batch_size=batch_size)
+    with pytest.raises(exc, match="batch_size"):
+        replicates.run_replicates(cfg, batch_size=batch_size)
 
 
 # ---------------------------------------------------------------------------------------------
