@@ -189,7 +189,8 @@ def test_reports_tell_apart_cells_that_differ_in_other_settings(tmp_path, monkey
     assert "N = " not in seen["title"] and "T = 20" in seen["title"], seen["title"]
     assert seen["labels"] == ["grid, N = 20 (RMSE 0.100)", "grid, N = 40 (RMSE 0.200)"]
     write_reports([_record(20, 0.1, seed=0), _record(20, 0.2, seed=1)], tmp_path)
-    assert "N = 20" in seen["title"] and seen["labels"] == ["grid, seed = 0 (RMSE 0.100)", "grid, seed = 1 (RMSE 0.200)"]
+    assert "N = 20" in seen["title"]
+    assert seen["labels"] == ["grid, seed = 0 (RMSE 0.100)", "grid, seed = 1 (RMSE 0.200)"]
     write_reports([_record(20, 0.1), _record(20, 0.2, method="naive")], tmp_path)
     assert seen["labels"] == ["grid (RMSE 0.100)", "naive (RMSE 0.200)"]           # nothing to tell apart
 
@@ -369,8 +370,8 @@ def test_report_says_when_a_baseline_used_another_neighbouring_relation():
     from dpposterior.experiments import table_markdown
 
     rec = _record(20, 0.1, method="bernstein-sheldon")
-    rec["config"] = CellConfig("beta-bernoulli", 1.0, "bernstein-sheldon", method_options={"neighbouring": "replace_one"},
-                               **SMALL).to_dict()
+    rec["config"] = CellConfig("beta-bernoulli", 1.0, "bernstein-sheldon",
+                               method_options={"neighbouring": "replace_one"}, **SMALL).to_dict()
     md = table_markdown([rec, _record(20, 0.2)])             # beside grid (DP-SGD, add/remove-one)
     assert "| bernstein-sheldon (neighbouring replace_one) |" in md
     assert "| bernstein-sheldon |" in table_markdown([_record(20, 0.2, method="bernstein-sheldon")])  # default

@@ -553,8 +553,8 @@ def sampler_params(release: RegressionStatisticsRelease, *, fourth_moments: Any 
             raise ValueError("a public covariate model (mean, cov) must hold finite numbers")
         if not np.allclose(cov, cov.T, rtol=1e-6, atol=1e-12) or \
                 np.min(np.linalg.eigvalsh(0.5 * (cov + cov.T))) < -1e-9 * max(1.0, float(np.max(np.abs(cov)))):
-            raise ValueError("the cov of a public covariate model (mean, cov) must be a symmetric positive semi-definite "
-                             f"covariance matrix of the clipped covariates, got eigenvalues "
+            raise ValueError("the cov of a public covariate model (mean, cov) must be a symmetric positive "
+                             f"semi-definite covariance matrix of the clipped covariates, got eigenvalues "
                              f"{np.round(np.linalg.eigvalsh(0.5 * (cov + cov.T)), 6).tolist()}")
         m_u, c_u = isserlis_moments(mean, cov)
     c_u = 0.5 * (c_u + c_u.T)

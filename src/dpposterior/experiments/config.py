@@ -149,7 +149,8 @@ class CellConfig:
         set_("seed", _check_seed(self.seed))
         set_("num_draws", check_positive_int(self.num_draws, "num_draws", minimum=2))
         b = self.burn_in
-        if isinstance(b, bool) or not isinstance(b, (int, float, np.integer, np.floating)) or not (0.0 <= float(b) < 1.0):
+        if isinstance(b, bool) or not isinstance(b, (int, float, np.integer, np.floating)) \
+                or not (0.0 <= float(b) < 1.0):
             raise ValueError(f"burn_in must be a number in [0, 1), got {b!r}")
         set_("burn_in", float(b))
         start = math.floor(self.burn_in * self.num_steps)

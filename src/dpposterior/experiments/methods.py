@@ -375,7 +375,8 @@ def _check_na_options(options: dict[str, Any], model: str | None, solver: str = 
         from .._checks import check_positive_int
 
         check_positive_int(options["num_phi_draws"], f"{solver} option num_phi_draws".strip())
-    _check_solver_options(solver or "solver", {k: v for k, v in options.items() if k not in ("priors", "num_phi_draws")})
+    rest = {k: v for k, v in options.items() if k not in ("priors", "num_phi_draws")}
+    _check_solver_options(solver or "solver", rest)
 
 
 def _burn32(releases: CellReleases, priors: str) -> TraceStats | None:

@@ -103,7 +103,8 @@ def table_markdown(results: Sequence[dict[str, Any]]) -> str:
     """
     extra = [f for f in distinguishing_fields(results) if f not in ("replicates", "repeats")]
     lines = ["| model | epsilon | method | K | R | " + "".join(f"{_SETTING_NAMES[f]} | " for f in extra)
-             + "RMSE (averaged curve) | single-draw RMSE (mean ± sd) | sharpness (mean posterior sd) | coverage at 0.95 |",
+             + "RMSE (averaged curve) | single-draw RMSE (mean ± sd) | sharpness (mean posterior sd) "
+             "| coverage at 0.95 |",
              "|---|---:|---|---:|---:|" + "---|" * len(extra) + "---:|---:|---:|---:|"]
     for r in table_rows(results):
         k = f"{r['replicates_used']}" if r["replicates_used"] == r["replicates"] else \
