@@ -38,7 +38,10 @@ def ess_per_replicate(draws: Any) -> np.ndarray:
 
 def ess_summary(draws: Any) -> dict[str, Any]:
     """JSON-ready summary of :func:`ess_per_replicate` over a cell, per replicate's least-mixed coordinate:
-    ``ess_min`` (worst replicate), ``ess_median`` (median replicate) and ``replicates_with_ess_below_100``."""
+    ``ess_min`` (worst replicate), ``ess_median`` (median replicate) and ``replicates_with_ess_below_100``;
+    all three None when the chains hold fewer than 4 draws (too few to estimate an autocorrelation)."""
+    if np.ndim(draws) == 3 and np.shape(draws)[1] < 4:
+        return {"ess_min": None, "ess_median": None, f"replicates_with_ess_below_{LOW_ESS}": None}
     worst = ess_per_replicate(draws).min(axis=1)
     return {"ess_min": float(worst.min()), "ess_median": float(np.median(worst)),
             f"replicates_with_ess_below_{LOW_ESS}": int(np.sum(worst < LOW_ESS))}

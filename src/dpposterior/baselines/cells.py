@@ -26,6 +26,7 @@ import numpy as np
 from .._batching import map_in_chunks
 from .._checks import check_epsilon, check_positive_int
 from ..privacy.spent import PrivacySpent
+from ..vi.dpvim import DEFAULT_NUM_WINDOWS
 from . import expfam as EF
 from . import regression as RG
 from ._mixing import ess_summary
@@ -40,6 +41,9 @@ DEFAULT_EXPONENTIAL_BOUNDS = (0.0, 5.0)
 #: coordinates clipped; y has sd about 1.1 under the prior).
 DEFAULT_X_BOUND = 3.0
 DEFAULT_Y_BOUND = 5.0
+#: the fewest steps of a DPVIm run: its reading averages the iterates after convergence, judged over
+#: ``dpvim.DEFAULT_NUM_WINDOWS`` windows of at least 2 steps each.
+DPVIM_MIN_STEPS = 2 * DEFAULT_NUM_WINDOWS
 
 
 class BaselineCellOutput(NamedTuple):
@@ -289,7 +293,9 @@ def dpvim_cell(model_name: str, datasets: Any, epsilon: float, key: Any, num_dra
     spec = get_model(model_name)
     epsilon = check_epsilon(epsilon)
     num_draws = check_positive_int(num_draws, "num_draws")
-    num_steps = check_positive_int(num_steps, "num_steps")
+    num_steps = check_positive_int(num_steps, "num_steps", minimum=DPVIM_MIN_STEPS)
+    if not isinstance(natural_gradient, bool):
+        raise TypeError(f"natural_gradient must be True or False, got {natural_gradient!r}")
     data = _as_tuple(datasets)
     k, n_rec = data[0].shape[:2]
     clip = float(spec.clip if clip is None else clip)
@@ -301,7 +307,11 @@ def dpvim_cell(model_name: str, datasets: Any, epsilon: float, key: Any, num_dra
         lr_mu, lr_rho = DV.default_learning_rates(num_steps, n, sigma, clip, natural_gradient=natural_gradient,
                                                   dataset_size=n_rec, sampling_rate=sampling_rate)
     else:
-        lr_mu, lr_rho = (float(v) for v in np.broadcast_to(np.asarray(learning_rate, np.float64), (2,)))
+        lr = np.asarray(learning_rate)
+        if lr.dtype.kind not in "iuf" or lr.shape not in ((), (2,)) or not np.all(np.isfinite(lr) & (lr > 0)):
+            raise ValueError(f"learning_rate must be None, a finite number > 0 or a pair (lr_mu, lr_rho) of them, "
+                             f"got {learning_rate!r}")
+        lr_mu, lr_rho = (float(v) for v in np.broadcast_to(lr.astype(np.float64), (2,)))
     mu0 = prior_median_unconstrained(spec.model, dummy, {}, layout)
     phi0 = jnp.concatenate([mu0, jnp.full(n, family.inverse_scale(DV.DEFAULT_INIT_SCALE))]).astype(jnp.float32)
     loss = DV.make_loc_loss(spec.model, layout, n_rec)

@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._checks import check_real
 from ..noise_aware.posterior import _check_num, _check_predictive_model, _key, _summary_table
 from ..privacy.spent import PrivacySpent
 from ..vi.layout import ParamLayout
@@ -43,6 +44,11 @@ class DrawsPosterior:
     diagnostics: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.privacy, PrivacySpent):  # every release carries what it cost
+            raise TypeError(f"privacy must be the PrivacySpent of the release the draws were computed from, got "
+                            f"{type(self.privacy).__name__}")
+        if not isinstance(self.layout, ParamLayout):
+            raise TypeError(f"layout must be a ParamLayout, got {type(self.layout).__name__}")
         d = jnp.asarray(self.draws, jnp.float32)
         if d.ndim != 2 or d.shape[1] != self.layout.num_latent or d.shape[0] < 1:
             raise ValueError(f"draws must have shape (M >= 1, {self.layout.num_latent}) for this layout, "
@@ -89,7 +95,7 @@ class DrawsPosterior:
     def summary(self, key: Any = None, num_samples: int | None = None, prob: float = 0.9) -> list[dict[str, Any]]:
         """Rows (one per constrained scalar) with mean, sd and the central ``prob`` interval of the
         stored draws (``key``/``num_samples`` ignored: every stored draw is used)."""
-        if not 0 < prob < 1:
+        if not 0 < check_real("prob", prob) < 1:
             raise ValueError(f"prob must lie in (0, 1), got {prob!r}")
         lo_q, hi_q = (1 - prob) / 2, 1 - (1 - prob) / 2
         rows = []

@@ -40,7 +40,9 @@ the sampler works in the first K-1 coordinates s' with s_K = N - sum(s'). The pr
 N(N theta', N (diag(theta') - theta' theta'^T)), whose precision is diag(1/(N theta')) + 11^T/(N theta_K);
 all K noisy counts are used (z_K observes N - sum(s')), and s' is drawn coordinate by coordinate from
 its truncated conditional (s'_j in [0, N - sum of the others]: the scaled simplex), a Gibbs step
-that leaves the truncated Gaussian invariant (Geweke 1991).
+that leaves the truncated Gaussian invariant (Geweke 1991). Each sweep then redraws pairs of counts
+with their sum held fixed (:func:`_pair_moves`), which lets mass move between categories: without
+these moves a chain with unused categories and little noise stayed near its start at the prior mean.
 """
 
 from __future__ import annotations
@@ -138,9 +140,12 @@ def _check_bounds(bounds: Any) -> tuple[float, float]:
         raise ValueError("gamma-exponential records need bounds=(lo, hi) fixed in advance (never computed "
                          "from the data): records are clipped into [lo, hi], 0 <= lo < hi < inf")
     try:
-        lo, hi = (check_real("bounds", v) for v in bounds)
+        values = [check_real("bounds", v) for v in bounds]
     except TypeError as e:
         raise TypeError(f"bounds must be a pair of numbers (lo, hi), got {bounds!r}") from e
+    if len(values) != 2:
+        raise ValueError(f"bounds must be a pair of numbers (lo, hi), got {len(values)} values: {bounds!r}")
+    lo, hi = values
     if not (math.isfinite(lo) and math.isfinite(hi) and 0 <= lo < hi):
         raise ValueError(f"bounds must satisfy 0 <= lo < hi < inf (Exponential records are >= 0), got {bounds!r}")
     return (lo, hi)
@@ -216,8 +221,15 @@ class SufficientStatisticsRelease:
             prior = DEFAULT_PRIORS[self.family]
             if self.family == "dirichlet-categorical":
                 prior = (5.0,) * int(self.num_categories)
-        return ExpFamModel(self.family, self.num_records, tuple(np.asarray(prior, np.float64).reshape(-1)),
-                           self.bounds)
+        try:
+            arr = np.asarray(prior)
+        except (TypeError, ValueError):  # ragged nested sequences
+            arr = np.asarray(None)
+        if arr.dtype.kind not in "iuf":  # strings, bools and objects are refused, not converted
+            raise TypeError(f"prior must be a sequence of numbers (Beta (a, b); Gamma (shape, rate); the Dirichlet "
+                            f"concentrations), got {prior!r}")
+        values = tuple(arr.astype(np.float64).reshape(-1))
+        return ExpFamModel(self.family, self.num_records, values, self.bounds)
 
 
 def statistic(family: str, x: jax.Array, *, bounds: tuple[float, float] | None = None,
@@ -449,6 +461,42 @@ def gibbs_init(key: jax.Array, model: ExpFamModel, noise_scale: jax.Array,
     return GibbsState(theta=theta, stat=stat.astype(jnp.float32), omega=omega, obs=obs)
 
 
+def _pair_moves(key: jax.Array, stat: jax.Array, theta: jax.Array, omega: jax.Array, z: jax.Array,
+                n: float) -> jax.Array:
+    """Categorical: exact Gibbs moves of the count vector s that shift mass between two categories.
+
+    The coordinate updates of :func:`gibbs_step` hold the other counts fixed, and with them (through
+    s_K = N - sum of the others) the last count; when the noise is small next to the counts that pins
+    every count to its current value, and mass moves between categories only by small steps (a chain
+    started at the prior mean with unused categories stayed there for thousands of sweeps). Here each
+    category i in turn is paired with j = (i + r) mod K (r uniform in 1..K-1, drawn once per sweep) and
+    (s_i, s_j) is redrawn from its conditional with s_i + s_j = C fixed: the full conditional of s is
+    proportional to exp(-1/2 sum_k [(s_k - N theta_k)^2 / (N theta_k) + (z_k - s_k)^2 / omega_k]) on
+    {s >= 0, sum s = N} (the CLT prior of :func:`gibbs_step` written over all K counts), so t = s_i is
+    a normal of precision p_i + p_j and mean (b_i - b_j + p_j C) / (p_i + p_j) truncated to [0, C], with
+    p_k = 1 / (N theta_k) + 1 / omega_k and b_k = 1 + z_k / omega_k. Each move leaves that conditional
+    invariant, and r does not depend on the state, so the sweep's target is unchanged.
+    """
+    kk = stat.shape[0]
+    k_r, k_t = jax.random.split(key)
+    r = jax.random.randint(k_r, (), 1, kk)
+    p = 1.0 / (n * theta) + 1.0 / omega
+    b = 1.0 + z / omega
+    keys = jax.random.split(k_t, kk)
+
+    def move(i, s):
+        j = (i + r) % kk
+        c = s[i] + s[j]
+        prec = p[i] + p[j]
+        mean = (b[i] - b[j] + p[j] * c) / prec
+        hi = jnp.maximum(c, jnp.finfo(jnp.float32).tiny)
+        t = jnp.clip(S.truncated_normal(keys[i], mean, 1.0 / jnp.sqrt(prec), 0.0, hi), 0.0, c)
+        t = jnp.where(c > 0.0, t, s[i])
+        return s.at[i].set(t).at[j].set(c - t)
+
+    return jax.lax.fori_loop(0, kk, move, stat)
+
+
 def gibbs_step(key: jax.Array, state: GibbsState, z: jax.Array, noise_scale: jax.Array,
                model: ExpFamModel, interval: tuple[jax.Array, jax.Array] | None = None
                ) -> tuple[GibbsState, GibbsInfo]:
@@ -489,6 +537,7 @@ def gibbs_step(key: jax.Array, state: GibbsState, z: jax.Array, noise_scale: jax
 
         s_part = jax.lax.fori_loop(0, kk - 1, coord, state.stat[:-1])
         stat = jnp.concatenate([s_part, jnp.reshape(jnp.maximum(n - jnp.sum(s_part), 0.0), (1,))])
+        stat = _pair_moves(jax.random.fold_in(k_s, 1), stat, th, omega, z, n)
         cond_mean = jnp.linalg.solve(jnp.diag(diag - coupling) + coupling, h)
         stat_mean = jnp.concatenate([cond_mean, jnp.reshape(n - jnp.sum(cond_mean), (1,))])
     else:

@@ -285,7 +285,9 @@ def _check_split(budget_split: Any, parts: tuple[str, ...]) -> dict[str, float]:
     total = sum(fr.values())
     if abs(total - 1.0) > 1e-9:
         raise ValueError(f"budget_split fractions must sum to 1, got {total!r}")
-    return fr
+    # rescaled to sum to 1, so that the parts' epsilons never add up to more than the epsilon recorded
+    # (a sum of 1 + 1e-10 passes the check above)
+    return {k: v / total for k, v in fr.items()}
 
 
 def _check_bound_vector(x_bound: Any, p: int) -> np.ndarray:
@@ -547,6 +549,13 @@ def sampler_params(release: RegressionStatisticsRelease, *, fourth_moments: Any 
         if mean.shape != (p,) or cov.shape != (p, p):
             raise ValueError(f"a public covariate model needs mean (p,) and cov (p, p) with p={p}, "
                              f"got {mean.shape} and {cov.shape}")
+        if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(cov))):
+            raise ValueError("a public covariate model (mean, cov) must hold finite numbers")
+        if not np.allclose(cov, cov.T, rtol=1e-6, atol=1e-12) or \
+                np.min(np.linalg.eigvalsh(0.5 * (cov + cov.T))) < -1e-9 * max(1.0, float(np.max(np.abs(cov)))):
+            raise ValueError("the cov of a public covariate model (mean, cov) must be a symmetric positive "
+                             f"semi-definite covariance matrix of the clipped covariates, got eigenvalues "
+                             f"{np.round(np.linalg.eigvalsh(0.5 * (cov + cov.T)), 6).tolist()}")
         m_u, c_u = isserlis_moments(mean, cov)
     c_u = 0.5 * (c_u + c_u.T)
     jitter = 1e-6 * float(np.mean(np.diag(c_u)))

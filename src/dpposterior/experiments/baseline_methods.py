@@ -246,4 +246,4 @@ register_method("gibbs-ss-noisy", gibbs_ss_noisy_method,
                 needs_data=True, models=("linear-regression",), check_options=_check_gibbs_ss_noisy)
 register_method("dpvim", dpvim_method, options=("clip", "natural_gradient", "reading", "lr_mu", "lr_rho"),
                 description="DPVIm, its own DP-SGD run per replicate (same epsilon, delta, T, q), Gaussian reading",
-                needs_data=True, models=None, check_options=_check_dpvim)
+                needs_data=True, models=None, check_options=_check_dpvim, min_steps=BC.DPVIM_MIN_STEPS)

@@ -64,6 +64,40 @@ def _privacy_record(privacy: PrivacySpent, release: str) -> dict[str, Any]:
     return d
 
 
+def json_ready_diagnostics(diagnostics: Any, method: str) -> dict[str, Any]:
+    """A method's diagnostics as they read back from a result file, so that a fresh record equals a
+    resumed one and a finished cell is never lost at its save: numpy and JAX numbers and arrays become
+    Python numbers and lists, tuples become lists, mapping keys strings, and NaN and infinities (which
+    JSON cannot hold) the strings ``"nan"``, ``"inf"`` and ``"-inf"``.
+
+    Raises:
+      TypeError: ``diagnostics`` is not a dict, or holds a value of another type (naming the method and key).
+    """
+    import math
+
+    def conv(x: Any, where: str) -> Any:
+        if isinstance(x, dict):
+            return {str(k): conv(v, f"{where}.{k}") for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [conv(v, f"{where}[{i}]") for i, v in enumerate(x)]
+        if isinstance(x, (jax.Array, np.ndarray, np.generic)):
+            a = np.asarray(x)
+            if a.dtype.kind in "biuf":
+                return conv(a.tolist(), where)
+            if a.dtype.kind == "U":
+                return a.tolist()
+        if x is None or isinstance(x, (bool, int, str)):
+            return x
+        if isinstance(x, float):
+            return x if math.isfinite(x) else ("nan" if math.isnan(x) else ("inf" if x > 0 else "-inf"))
+        raise TypeError(f"method {method!r} returned diagnostics that a result file cannot hold: {where} is a "
+                        f"{type(x).__name__}; diagnostics hold numbers, strings, booleans, None, lists and dicts")
+
+    if not isinstance(diagnostics, dict):
+        raise TypeError(f"method {method!r} returned diagnostics of type {type(diagnostics).__name__}, not a dict")
+    return conv(diagnostics, "diagnostics")
+
+
 def _finite_replicates(summaries: ReplicateSummaries, draws: np.ndarray, with_trace: bool) -> np.ndarray:
     """Replicates with a finite theta and finite draws, and (``with_trace``: a post-processing method)
     a finite DP-SGD release."""
@@ -99,7 +133,13 @@ def evaluate_cell(config: CellConfig, setup: DPVISetup, summaries: ReplicateSumm
     Returns:
       A JSON-ready dict (see :mod:`.store` for the file format): configuration, seed, coverage curve
       (averaged over repeats) and its sd over repeats, RMSE, single-draw RMSEs, sharpness, privacy,
-      timings, diagnostics and versions.
+      timings, diagnostics (as :func:`json_ready_diagnostics` stores them, so the record equals the one
+      read back from its file) and versions.
+
+    Raises:
+      ValueError: the method's draws or ``posterior_sd`` have the wrong shape, or a method with its own
+        mechanism returned no PrivacySpent or one above the cell's (epsilon, delta).
+      TypeError: diagnostics that a result file cannot hold (:func:`json_ready_diagnostics`).
     """
     method = get_method(config.method)
     options = dict(config.method_options)
@@ -124,6 +164,10 @@ def evaluate_cell(config: CellConfig, setup: DPVISetup, summaries: ReplicateSumm
         if not isinstance(out.privacy, PrivacySpent):
             raise ValueError(f"method {config.method!r} runs its own mechanism but returned no PrivacySpent "
                              f"(got {out.privacy!r})")
+        if out.privacy.epsilon > config.epsilon * (1 + 1e-9) or out.privacy.delta > config.delta:
+            raise ValueError(f"method {config.method!r} released each replicate at (epsilon={out.privacy.epsilon:g}, "
+                             f"delta={out.privacy.delta:g}), more than the cell's budget (epsilon={config.epsilon:g}, "
+                             f"delta={config.delta:g}) under which its result would be reported")
         privacy = _privacy_record(out.privacy, "method")
     else:
         if summaries.stats is None or summaries.final_phi is None:
@@ -136,6 +180,10 @@ def evaluate_cell(config: CellConfig, setup: DPVISetup, summaries: ReplicateSumm
         raise ValueError(f"method {config.method!r} returned draws of shape {draws.shape}, expected "
                          f"{(k, config.num_draws, n)} (replicates, draws, unconstrained parameters)")
     post_sd = np.asarray(out.posterior_sd, np.float64)
+    if post_sd.shape != (k, n):
+        raise ValueError(f"method {config.method!r} returned posterior_sd of shape {post_sd.shape}, expected {(k, n)} "
+                         "(replicates, unconstrained parameters)")
+    diagnostics = json_ready_diagnostics(out.diagnostics, config.method)
     t_method = time.perf_counter() - t0
 
     t1 = time.perf_counter()
@@ -186,7 +234,7 @@ def evaluate_cell(config: CellConfig, setup: DPVISetup, summaries: ReplicateSumm
         "beta": setup.beta.astype(float).tolist(),
         "model_settings": model_settings(config.model, config.num_records),
         "privacy": privacy,
-        "diagnostics": out.diagnostics,
+        "diagnostics": diagnostics,
         "timing": {"replicates_seconds": float(replicates_seconds), "method_seconds": t_method,
                    "coverage_seconds": t_cov, "wall_seconds": float(replicates_seconds) + t_method + t_cov},
         "execution": dict(execution or {}),

@@ -22,12 +22,17 @@ examples:
   dpposterior coverage --model beta-bernoulli --epsilon 0.1 1.0 --method grid bernstein-sheldon dpvim \\
       --replicates 100 --out baselines/
 
+--model, --epsilon and --method take several values; given twice, a flag adds its values to the first.
 Each finished cell (model, epsilon, method) is written at once to OUT/cells/; re-running the same
 command skips finished cells. OUT gets coverage_<model>.png, coverage_table.csv and coverage_table.md.
 Cells of one (model, epsilon) share their DP-SGD replicates (the same K traces for every method).
 The baselines (bernstein-sheldon, gibbs-ss-noisy, dpvim) release the same K synthetic data sets by
 their own mechanism under the same budget; each cell records the privacy of its release.
 """
+
+
+#: the methods of a run that names none.
+DEFAULT_METHODS = ("grid", "naive")
 
 
 def _cpu_count() -> int:
@@ -45,11 +50,13 @@ def add_coverage_parser(subparsers: Any) -> argparse.ArgumentParser:
                     "replicates of theta ~ prior, data ~ p(data | theta), a DP-SGD trace, the method's posterior, "
                     "and TARP coverage with data-dependent reference points re-drawn R times.",
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
-    p.add_argument("--model", nargs="+", required=True, metavar="MODEL",
+    # action="extend": a repeated flag (--epsilon 0.1 --epsilon 1) adds its values instead of replacing them
+    p.add_argument("--model", nargs="+", action="extend", required=True, metavar="MODEL",
                    help="model name(s): beta-bernoulli, gamma-exponential, dirichlet-categorical, "
                         "linear-regression, logistic-regression")
-    p.add_argument("--epsilon", nargs="+", required=True, metavar="EPS", help="privacy budget(s), each > 0")
-    p.add_argument("--method", nargs="+", default=["grid", "naive"], metavar="METHOD",
+    p.add_argument("--epsilon", nargs="+", action="extend", required=True, metavar="EPS",
+                   help="privacy budget(s), each > 0")
+    p.add_argument("--method", nargs="+", action="extend", default=None, metavar="METHOD",
                    help="posterior method(s): nuts, laplace, grid (NA-DPVI solvers), naive (last iterate); "
                         "baselines with their own DP release of the same budget: bernstein-sheldon "
                         "(beta-bernoulli, dirichlet-categorical, gamma-exponential), gibbs-ss-noisy "
@@ -125,7 +132,7 @@ def coverage_command(args: argparse.Namespace) -> int:
     for m in models:
         if m not in MODELS:
             raise ValueError(f"unknown model {m!r}; available: {', '.join(sorted(MODELS))}")
-    methods = _unique(args.method)
+    methods = _unique(args.method if args.method is not None else list(DEFAULT_METHODS))
     for m in methods:
         if m not in METHODS:
             raise ValueError(f"unknown method {m!r}; available: {', '.join(sorted(METHODS))}")

@@ -70,9 +70,17 @@ def _check_options(options: Any) -> tuple[tuple[str, Any], ...]:
         except (TypeError, ValueError) as e:
             raise TypeError(f"method_options must be a dict of solver options, got {options!r}") from e
     out = []
+    seen: set[str] = set()
     for k, v in items:
         if not isinstance(k, str):
             raise TypeError(f"method_options keys must be strings, got {k!r}")
+        if k in seen:  # (name, value) pairs: a second value would silently win or lose
+            raise ValueError(f"method_options gives the option {k!r} more than once; give each option once")
+        seen.add(k)
+        if isinstance(v, np.generic) and v.dtype.kind in "biuf":
+            v = v.item()  # a numpy number is the number it holds (and has the same digest)
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ValueError(f"method_options values must be finite (a result file holds no NaN or inf); {k}={v!r}")
         if isinstance(v, bool) or v is None or isinstance(v, (int, float, str)):
             out.append((k, v))
         else:
@@ -141,7 +149,8 @@ class CellConfig:
         set_("seed", _check_seed(self.seed))
         set_("num_draws", check_positive_int(self.num_draws, "num_draws", minimum=2))
         b = self.burn_in
-        if isinstance(b, bool) or not isinstance(b, (int, float)) or not (0.0 <= float(b) < 1.0):
+        if isinstance(b, bool) or not isinstance(b, (int, float, np.integer, np.floating)) \
+                or not (0.0 <= float(b) < 1.0):
             raise ValueError(f"burn_in must be a number in [0, 1), got {b!r}")
         set_("burn_in", float(b))
         start = math.floor(self.burn_in * self.num_steps)
@@ -152,10 +161,11 @@ class CellConfig:
         if self.accountant not in ("pld", "rdp"):
             raise ValueError(f"accountant must be 'pld' or 'rdp', got {self.accountant!r}")
         set_("method_options", _check_options(self.method_options))
-        from .methods import check_method_model, check_method_options
+        from .methods import check_method_model, check_method_options, check_method_steps
 
         check_method_model(self.method, self.model)
         check_method_options(self.method, dict(self.method_options), self.model)
+        check_method_steps(self.method, self.num_steps)
         if self.scheme != SCHEME:
             raise ValueError(f"scheme {self.scheme!r} is not computed by this version (scheme {SCHEME})")
 

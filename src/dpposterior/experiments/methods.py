@@ -202,6 +202,8 @@ class Method:
       models: the model names it supports, or None for every model.
       check_options: None or ``check_options(options, model)`` raising ValueError/TypeError for a bad
         option value (called when a cell is configured, before anything runs; ``model`` may be None).
+      min_steps: the fewest DP-SGD steps T of a cell the method can run (None: the cell's own minimum);
+        a cell with fewer is refused when it is configured.
     """
 
     name: str
@@ -211,6 +213,7 @@ class Method:
     needs_data: bool = False
     models: tuple[str, ...] | None = None
     check_options: Callable[[dict[str, Any], str | None], None] | None = None
+    min_steps: int | None = None
 
 
 METHODS: dict[str, Method] = {}
@@ -219,7 +222,7 @@ METHODS: dict[str, Method] = {}
 def register_method(name: str, fn: MethodFn, *, options: tuple[str, ...] = (), description: str = "",
                     needs_data: bool = False, models: tuple[str, ...] | None = None,
                     check_options: Callable[[dict[str, Any], str | None], None] | None = None,
-                    replace: bool = False) -> Method:
+                    replace: bool = False, min_steps: int | None = None) -> Method:
     """Adds a method to :data:`METHODS` (``replace=True`` to overwrite an existing name).
 
     Args:
@@ -233,6 +236,7 @@ def register_method(name: str, fn: MethodFn, *, options: tuple[str, ...] = (), d
       models: the model names it supports (None: every model).
       check_options: validates option values (None: names are checked only).
       replace: overwrite an existing method of that name.
+      min_steps: the fewest DP-SGD steps T of a cell it can run (None: no minimum of its own).
     """
     if not isinstance(name, str) or not name or not all(c.isalnum() or c in "-_" for c in name):
         raise ValueError(f"method name must be a non-empty string of letters, digits, '-' and '_', got {name!r}")
@@ -240,15 +244,30 @@ def register_method(name: str, fn: MethodFn, *, options: tuple[str, ...] = (), d
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
     if not isinstance(needs_data, bool):
         raise TypeError(f"needs_data must be a bool, got {needs_data!r}")
+    if isinstance(options, str) or not isinstance(options, (tuple, list)) or \
+            not all(isinstance(o, str) and o for o in options):
+        # a bare string would become its letters: options="alpha" accepted "a", "l", ... and refused "alpha"
+        raise TypeError(f"options must be a tuple of option names (strings), got {options!r}")
+    if not isinstance(description, str):
+        raise TypeError(f"description must be a string, got {type(description).__name__}")
     if models is not None:
         if isinstance(models, str) or not all(isinstance(m, str) for m in models) or not tuple(models):
             raise TypeError(f"models must be None or a non-empty tuple of model names, got {models!r}")
         models = tuple(models)
+        from ..models.registry import MODELS
+
+        unknown = sorted(set(models) - set(MODELS))
+        if unknown:
+            raise ValueError(f"models names unknown model(s) {unknown}; available: {sorted(MODELS)}")
     if check_options is not None and not callable(check_options):
         raise TypeError(f"check_options must be None or callable, got {type(check_options).__name__}")
     if name in METHODS and not replace:
         raise ValueError(f"method {name!r} is already registered; pass replace=True to overwrite it")
-    m = Method(name, fn, tuple(options), description, needs_data, models, check_options)
+    if min_steps is not None:
+        from .._checks import check_positive_int
+
+        min_steps = check_positive_int(min_steps, "min_steps")
+    m = Method(name, fn, tuple(options), description, needs_data, models, check_options, min_steps)
     METHODS[name] = m
     return m
 
@@ -270,6 +289,13 @@ def check_method_options(name: str, options: dict[str, Any], model: str | None =
         raise ValueError(f"unknown options {unknown} for method {name!r}; allowed: {list(allowed)}")
     if method.check_options is not None:
         method.check_options(dict(options), model)
+
+
+def check_method_steps(name: str, num_steps: int) -> None:
+    """Raises ValueError if method ``name`` cannot run on ``num_steps`` DP-SGD steps (``Method.min_steps``)."""
+    need = get_method(name).min_steps
+    if need is not None and num_steps < need:
+        raise ValueError(f"method {name!r} needs num_steps >= {need} DP-SGD steps, got {num_steps}")
 
 
 def check_method_model(name: str, model: str) -> None:
@@ -316,23 +342,41 @@ def _stats32(releases: CellReleases) -> TraceStats:
 PRIOR_CHOICES = ("paper", "burn_in")
 
 
-#: method options that change the posterior's model, not only its solver's accuracy: a cell with one of
-#: them set is a different method in tables and figures (:func:`method_label`).
-LABEL_OPTIONS = ("priors",)
+#: method options that change the posterior's model, not only its solver's accuracy, or what the cell's
+#: epsilon means (the baselines' neighbouring relation: DP-SGD's is add/remove-one): a cell with one of
+#: them set to another value than its default is a different method in tables and figures
+#: (:func:`method_label`).
+LABEL_OPTIONS = ("priors", "neighbouring")
+#: the default value of each of :data:`LABEL_OPTIONS` (not shown in labels).
+LABEL_OPTION_DEFAULTS = {"priors": "paper", "neighbouring": "add_remove"}
 
 
 def method_label(config: dict[str, Any]) -> str:
     """The name of a cell's method in tables and figures: the method, and its :data:`LABEL_OPTIONS`
-    when set, e.g. ``"grid (priors burn_in)"`` (``config`` as a result record holds it)."""
+    when set to another value than the default, e.g. ``"grid (priors burn_in)"`` or
+    ``"bernstein-sheldon (neighbouring replace_one)"`` (``config`` as a result record holds it)."""
     opts = config.get("method_options") or {}
-    extra = [f"{k} {opts[k]}" for k in LABEL_OPTIONS if k in opts and opts[k] != "paper"]
+    extra = [f"{k} {opts[k]}" for k in LABEL_OPTIONS
+             if opts.get(k) is not None and opts[k] != LABEL_OPTION_DEFAULTS[k]]
     return config["method"] + (f" ({', '.join(extra)})" if extra else "")
 
 
-def _check_na_options(options: dict[str, Any], model: str | None) -> None:
+def _check_na_options(options: dict[str, Any], model: str | None, solver: str = "") -> None:
+    """Checks the options of an NA-DPVI solver (``solver``: "grid", "laplace" or "nuts") as
+    ``noise_aware_posterior`` checks its solver options, before any DP-SGD replicate runs: an integer
+    option must be an integer (never truncated) at least its minimum, ``tail`` in (0, 0.5), ``tol`` > 0,
+    ``target_accept_prob`` in (0, 1)."""
+    from ..noise_aware.postprocess import _check_solver_options
+
     priors = options.get("priors", "paper")
     if not isinstance(priors, str) or priors not in PRIOR_CHOICES:
         raise ValueError(f"the priors option must be one of {PRIOR_CHOICES}, got {priors!r}")
+    if "num_phi_draws" in options:
+        from .._checks import check_positive_int
+
+        check_positive_int(options["num_phi_draws"], f"{solver} option num_phi_draws".strip())
+    rest = {k: v for k, v in options.items() if k not in ("priors", "num_phi_draws")}
+    _check_solver_options(solver or "solver", rest)
 
 
 def _burn32(releases: CellReleases, priors: str) -> TraceStats | None:
@@ -523,11 +567,14 @@ def nuts_method(releases: CellReleases, settings: MethodSettings) -> MethodOutpu
 
 
 register_method("naive", naive_method, description="last iterate q(theta; phi_T), ignores the DP noise")
-register_method("grid", grid_method, options=tuple(GRID_DEFAULTS), check_options=_check_na_options,
+register_method("grid", grid_method, options=tuple(GRID_DEFAULTS),
+                check_options=partial(_check_na_options, solver="grid"),
                 description="NA-DPVI, grid solver (exact in phi*, adaptive grid over h)")
-register_method("laplace", laplace_method, options=tuple(LAPLACE_DEFAULTS), check_options=_check_na_options,
+register_method("laplace", laplace_method, options=tuple(LAPLACE_DEFAULTS),
+                check_options=partial(_check_na_options, solver="laplace"),
                 description="NA-DPVI, Laplace solver (joint mode, inverse Hessian)")
-register_method("nuts", nuts_method, options=tuple(NUTS_DEFAULTS), check_options=_check_na_options,
+register_method("nuts", nuts_method, options=tuple(NUTS_DEFAULTS),
+                check_options=partial(_check_na_options, solver="nuts"),
                 description="NA-DPVI, NumPyro NUTS (1,000 warm-up, 4,000 draws), vmapped over replicates")
 
 # The baselines with their own mechanism register themselves (they use the names above).

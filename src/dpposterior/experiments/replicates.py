@@ -266,6 +266,10 @@ def run_replicates(config: CellConfig, setup: DPVISetup | None = None, *, batch_
     Returns:
       :class:`ReplicateSummaries` as numpy arrays.
     """
+    if batch_size is not None:  # a float or 0 is refused, never truncated or replaced
+        from .._checks import check_positive_int
+
+        batch_size = check_positive_int(batch_size, "batch_size (replicates per compiled batch)")
     setup = dpvi_setup(config) if setup is None else setup
     count = config.replicates - start if count is None else count
     if devices < 1 or devices > jax.device_count():

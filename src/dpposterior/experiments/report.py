@@ -20,7 +20,42 @@ from .store import write_text_atomic
 
 TABLE_COLUMNS = ("model", "epsilon", "method", "replicates", "repeats", "num_steps", "num_records",
                  "sampling_rate", "delta", "seed", "rmse", "single_draw_rmse_mean", "single_draw_rmse_sd",
-                 "sharpness", "coverage_at_0.95", "replicates_used")
+                 "sharpness", "coverage_at_0.95", "replicates_used", "num_draws", "burn_in", "num_mc", "accountant",
+                 "method_options")
+
+#: configuration fields that tell apart cells of one (model, epsilon, method), with their short names
+#: in the Markdown table and the plots' legends (shown only where they differ, :func:`distinguishing_fields`).
+_SETTING_NAMES = {"replicates": "K", "repeats": "R", "num_steps": "T", "num_records": "N", "sampling_rate": "q",
+                  "delta": "delta", "seed": "seed", "num_draws": "M", "burn_in": "burn_in", "num_mc": "num_mc",
+                  "accountant": "accountant", "method_options": "options"}
+
+
+#: the settings a plot's title names when all its cells share them (else each line's legend names them).
+_TITLE_FIELDS = {"num_records": "N = {}", "num_steps": "T = {}", "sampling_rate": "q = {:g}", "delta": "delta = {:g}",
+                 "repeats": "{} reference draws"}
+
+
+def _options_text(config: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted((config.get("method_options") or {}).items()))
+
+
+def _setting(config: dict[str, Any], field: str) -> Any:
+    return _options_text(config) if field == "method_options" else config[field]
+
+
+def distinguishing_fields(results: Sequence[dict[str, Any]]) -> list[str]:
+    """Configuration fields (of :data:`_SETTING_NAMES`) whose values differ between cells of the same
+    model, epsilon and method label: without them such cells would be indistinguishable rows and lines."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in results:
+        c = r["config"]
+        groups.setdefault((c["model"], c["epsilon"], method_label(c)), []).append(c)
+    return [f for f in _SETTING_NAMES
+            if any(len({repr(_setting(c, f)) for c in cs}) > 1 for cs in groups.values())]
+
+
+def _settings_text(config: dict[str, Any], fields: Sequence[str]) -> str:
+    return ", ".join(f"{_SETTING_NAMES[f]} = {_setting(config, f)}" for f in fields)
 
 
 def _coverage_at(record: dict[str, Any], nominal: float) -> float:
@@ -30,7 +65,8 @@ def _coverage_at(record: dict[str, Any], nominal: float) -> float:
 
 
 def table_rows(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per cell, sorted by model, epsilon, method (columns :data:`TABLE_COLUMNS`)."""
+    """One row per cell, sorted by model, epsilon, method (columns :data:`TABLE_COLUMNS`, and the cell's
+    configuration under ``"_config"``)."""
     rows = []
     for r in results:
         c = r["config"]
@@ -40,16 +76,19 @@ def table_rows(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             "sampling_rate": c["sampling_rate"], "delta": c["delta"], "seed": c["seed"], "rmse": r["rmse"],
             "single_draw_rmse_mean": r["single_draw_rmse_mean"], "single_draw_rmse_sd": r["single_draw_rmse_sd"],
             "sharpness": r["sharpness"], "coverage_at_0.95": _coverage_at(r, 0.95),
-            "replicates_used": r["num_replicates_used"],
+            "replicates_used": r["num_replicates_used"], "num_draws": c["num_draws"], "burn_in": c["burn_in"],
+            "num_mc": c["num_mc"], "accountant": c["accountant"], "method_options": _options_text(c),
+            "_config": c,
         })
-    rows.sort(key=lambda x: (x["model"], x["epsilon"], x["method"], x["seed"], x["replicates"]))
+    rows.sort(key=lambda x: (x["model"], x["epsilon"], x["method"], x["seed"], x["replicates"], x["num_records"],
+                             x["num_steps"], x["sampling_rate"], x["delta"], x["method_options"]))
     return rows
 
 
 def table_csv(results: Sequence[dict[str, Any]]) -> str:
     """The table as CSV text (full float precision)."""
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(TABLE_COLUMNS), lineterminator="\n")
+    w = csv.DictWriter(buf, fieldnames=list(TABLE_COLUMNS), lineterminator="\n", extrasaction="ignore")
     w.writeheader()
     for row in table_rows(results):
         w.writerow({k: repr(v) if isinstance(v, float) else v for k, v in row.items()})
@@ -57,35 +96,51 @@ def table_csv(results: Sequence[dict[str, Any]]) -> str:
 
 
 def table_markdown(results: Sequence[dict[str, Any]]) -> str:
-    """The table as Markdown: RMSE of the repeat-averaged curve, single-draw RMSE mean +- sd, sharpness."""
-    lines = ["| model | epsilon | method | K | R | RMSE (averaged curve) | single-draw RMSE (mean ± sd) "
-             "| sharpness (mean posterior sd) | coverage at 0.95 |",
-             "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    """The table as Markdown: RMSE of the repeat-averaged curve, single-draw RMSE mean +- sd, sharpness.
+
+    Cells of one model, epsilon and method that differ in another setting (N, T, q, delta, seed, options
+    ...) get one more column per such setting (:func:`distinguishing_fields`), so no two rows look alike.
+    """
+    extra = [f for f in distinguishing_fields(results) if f not in ("replicates", "repeats")]
+    lines = ["| model | epsilon | method | K | R | " + "".join(f"{_SETTING_NAMES[f]} | " for f in extra)
+             + "RMSE (averaged curve) | single-draw RMSE (mean ± sd) | sharpness (mean posterior sd) "
+             "| coverage at 0.95 |",
+             "|---|---:|---|---:|---:|" + "---|" * len(extra) + "---:|---:|---:|---:|"]
     for r in table_rows(results):
         k = f"{r['replicates_used']}" if r["replicates_used"] == r["replicates"] else \
             f"{r['replicates_used']} of {r['replicates']}"
-        lines.append(f"| {r['model']} | {r['epsilon']:g} | {r['method']} | {k} | {r['repeats']} | {r['rmse']:.4f} | "
-                     f"{r['single_draw_rmse_mean']:.4f} ± {r['single_draw_rmse_sd']:.4f} | {r['sharpness']:.4f} | "
-                     f"{r['coverage_at_0.95']:.3f} |")
+        settings = "".join(f"{_setting(r['_config'], f)} | " for f in extra)
+        lines.append(f"| {r['model']} | {r['epsilon']:g} | {r['method']} | {k} | {r['repeats']} | {settings}"
+                     f"{r['rmse']:.4f} | {r['single_draw_rmse_mean']:.4f} ± {r['single_draw_rmse_sd']:.4f} | "
+                     f"{r['sharpness']:.4f} | {r['coverage_at_0.95']:.3f} |")
     return "\n".join(lines) + "\n"
 
 
 def coverage_plot(results: Sequence[dict[str, Any]], path: str | os.PathLike, title: str = "") -> Path:
-    """Coverage curves (one panel per epsilon, one line per method, band = sd over reference re-draws)."""
+    """Coverage curves (one panel per epsilon, one line per cell, band = sd over reference re-draws).
+
+    A line is labelled by its method, and by the settings that tell it apart from other cells of the same
+    epsilon and method (:func:`distinguishing_fields`), e.g. ``grid, N = 100``."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
     eps = sorted({r["config"]["epsilon"] for r in results})
+    extra = distinguishing_fields(results)
+    extra += [f for f in _TITLE_FIELDS if f not in extra and len({r["config"][f] for r in results}) > 1]
+
+    def label(c: dict[str, Any]) -> str:
+        return method_label(c) + (f", {_settings_text(c, extra)}" if extra else "")
+
     fig, axes = plt.subplots(1, len(eps), figsize=(4.2 * len(eps), 4.2), squeeze=False)
     for ax, e in zip(axes[0], eps):
         ax.plot([0, 1], [0, 1], color="k", lw=0.8, ls=":")
-        for r in sorted((r for r in results if r["config"]["epsilon"] == e), key=lambda r: method_label(r["config"])):
+        for r in sorted((r for r in results if r["config"]["epsilon"] == e), key=lambda r: label(r["config"])):
             nominal = 1.0 - np.asarray(r["alpha"])
             cov = np.asarray(r["coverage"])
             sd = np.asarray(r["coverage_sd"])
-            line, = ax.plot(nominal, cov, lw=1.2, label=f"{method_label(r['config'])} (RMSE {r['rmse']:.3f})")
+            line, = ax.plot(nominal, cov, lw=1.2, label=f"{label(r['config'])} (RMSE {r['rmse']:.3f})")
             ax.fill_between(nominal, np.clip(cov - sd, 0, 1), np.clip(cov + sd, 0, 1), color=line.get_color(),
                             alpha=0.2, lw=0)
         k = {r["config"]["replicates"] for r in results if r["config"]["epsilon"] == e}
@@ -107,14 +162,20 @@ def coverage_plot(results: Sequence[dict[str, Any]], path: str | os.PathLike, ti
 
 
 def write_reports(results: Sequence[dict[str, Any]], out: str | os.PathLike) -> dict[str, Path]:
-    """Writes ``coverage_table.csv``, ``coverage_table.md`` and ``coverage_<model>.png`` under ``out``."""
+    """Writes ``coverage_table.csv``, ``coverage_table.md`` and ``coverage_<model>.png`` under ``out``.
+
+    A plot's title names the settings its cells share (N, T, q, delta, reference draws); a setting that
+    differs between them is named in the legend instead (:func:`coverage_plot`)."""
     out = Path(out)
     paths = {"csv": write_text_atomic(out / "coverage_table.csv", table_csv(results)),
              "markdown": write_text_atomic(out / "coverage_table.md", table_markdown(results))}
     for model in sorted({r["config"]["model"] for r in results}):
         rs = [r for r in results if r["config"]["model"] == model]
-        c = rs[0]["config"]
-        title = (f"{model}: TARP coverage, N = {c['num_records']}, T = {c['num_steps']}, q = {c['sampling_rate']:g}, "
-                 f"delta = {c['delta']:g}, {c['repeats']} reference draws")
+        shared = []
+        for field, text in _TITLE_FIELDS.items():
+            values = {r["config"][field] for r in rs}
+            if len(values) == 1:
+                shared.append(text.format(values.pop()))
+        title = f"{model}: TARP coverage" + "".join(f", {t}" for t in shared)
         paths[f"plot:{model}"] = coverage_plot(rs, out / f"coverage_{model}.png", title=title)
     return paths

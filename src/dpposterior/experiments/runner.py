@@ -7,9 +7,9 @@ Each finished cell is written at once, atomically (:mod:`.store`). A re-run skip
 file holds the same configuration; a group with some cells missing re-runs its replicates (the same
 keys give the same traces) and computes only the missing cells. No cell is computed twice. Methods
 with their own mechanism (the baselines, ``Method.needs_data``) release the group's synthetic data
-sets, simulated once per group from the replicates' keys (:func:`.replicates.cell_data`); the group's
-DP-SGD runs are still computed, because every method's TARP references are centred on their trace
-means (:mod:`.cell`).
+sets, simulated once per group from the replicates' keys (:func:`.replicates.cell_data`). Their TARP
+references are centred on their own posterior means (:mod:`.cell`), so they never read the DP-SGD
+releases: a group of such methods alone runs no DP-SGD (:func:`compute_group`).
 
 Backends:
 
@@ -109,6 +109,7 @@ def compute_group(configs: Sequence[CellConfig], *, devices: int = 1, batch_size
     from .methods import get_method
     from .replicates import ReplicateSummaries, cell_data, default_batch_size, dpvi_setup, run_replicates, simulate_data
 
+    batch_size = _check_batch_size(batch_size)
     configs = _sorted_group(configs)
     if not configs:
         return []
@@ -166,6 +167,15 @@ def _ray_compute_group(config_dicts: list[dict[str, Any]], devices: int, batch_s
     return compute_group(configs, devices=devices, batch_size=batch_size, progress=False, execution=execution)
 
 
+def _check_batch_size(batch_size: Any) -> int | None:
+    """None (the default batching) or an integer >= 1; a float or 0 is refused, never truncated."""
+    if batch_size is None:
+        return None
+    from .._checks import check_positive_int
+
+    return check_positive_int(batch_size, "batch_size (replicates per compiled batch)")
+
+
 def _resolve_devices(devices: int | None) -> int:
     import jax
 
@@ -200,7 +210,9 @@ def run_coverage(configs: Sequence[CellConfig], out: str | os.PathLike, *, backe
       A :class:`RunSummary`.
 
     Raises:
-      ValueError: unknown backend, an address without the Ray backend, too many devices.
+      ValueError: unknown backend, an address without the Ray backend, too many devices, a batch size
+        that is not an integer >= 1, an ``out`` (or a
+        cell folder under it) that is a file or cannot be created (checked before anything is computed).
       CorruptResultError: a results file for one of the cells is unreadable or inconsistent.
       ImportError: the Ray backend without Ray installed.
     """
@@ -208,6 +220,9 @@ def run_coverage(configs: Sequence[CellConfig], out: str | os.PathLike, *, backe
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if address is not None and backend != "ray":
         raise ValueError("address is only used with backend='ray'")
+    batch_size = _check_batch_size(batch_size)
+    if isinstance(ray_num_cpus, bool) or not isinstance(ray_num_cpus, (int, float)) or not ray_num_cpus > 0:
+        raise ValueError(f"ray_num_cpus must be a number > 0 (CPUs each Ray task reserves), got {ray_num_cpus!r}")
     t_start = time.perf_counter()
     unique: list[CellConfig] = []
     for c in configs:
@@ -215,6 +230,13 @@ def run_coverage(configs: Sequence[CellConfig], out: str | os.PathLike, *, backe
             raise TypeError(f"configs must hold CellConfig objects, got {type(c).__name__}")
         if c not in unique:
             unique.append(c)
+    from pathlib import Path
+
+    from .._checks import check_output_dir
+
+    check_output_dir(out, "out")  # before any computation, so that no finished cell is lost at its save
+    for model in sorted({c.model for c in unique}):
+        check_output_dir(Path(out) / "cells" / model, "the cell folder")
     store = ResultStore(out)
     done: dict[CellConfig, dict[str, Any]] = {}
     stale: list[CellConfig] = []

@@ -16,6 +16,7 @@ is not a cell result, or holds another configuration than its name promises is r
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any, Iterator
@@ -25,7 +26,11 @@ from .._io import write_bytes_atomic
 from .cell import RESULT_FORMAT, RESULT_VERSION
 from .config import CellConfig
 
-_REQUIRED = ("config", "config_digest", "coverage", "alpha", "rmse", "single_draw_rmse", "sharpness", "seed")
+_REQUIRED = ("config", "config_digest", "coverage", "alpha", "rmse", "single_draw_rmse", "sharpness", "seed",
+             "coverage_sd", "single_draw_rmse_mean", "single_draw_rmse_sd", "num_replicates_used")
+#: the numbers and curves the reports read (:mod:`.report`), checked when a file is read.
+_NUMBERS = ("rmse", "sharpness", "single_draw_rmse_mean", "single_draw_rmse_sd")
+_CURVES = ("alpha", "coverage", "coverage_sd")
 
 
 class CorruptResultError(ValueError):
@@ -109,6 +114,15 @@ def read_result(path: str | os.PathLike) -> dict[str, Any]:
     missing = [k for k in _REQUIRED if k not in record]
     if missing:
         raise CorruptResultError(f"results file {path} lacks the fields {missing}; delete it to recompute the cell")
+    bad = [k for k in _NUMBERS if isinstance(record[k], bool) or not isinstance(record[k], (int, float))
+           or not math.isfinite(record[k])]
+    curves = [record[k] for k in _CURVES]
+    if bad or not all(isinstance(c, list) and c and len(c) == len(curves[0])
+                      and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in c) for c in curves) \
+            or isinstance(record["num_replicates_used"], bool) or not isinstance(record["num_replicates_used"], int):
+        raise CorruptResultError(f"results file {path} holds values of the wrong type or length "
+                                 f"({', '.join(bad) if bad else 'alpha/coverage/coverage_sd or num_replicates_used'}); "
+                                 "delete it to recompute the cell")
     try:
         config = CellConfig.from_dict(record["config"])
     except (TypeError, ValueError) as e:
