@@ -199,3 +199,12 @@ def test_privacy_record_round_trips_through_json_with_nested_details():
                      details=(("parts", ("xx", "xy")), ("scales", ((1.0, 2.0), (3.0,))), ("note", "n")))
     q = PrivacySpent.from_dict(json.loads(json.dumps(p.to_dict())))
     assert q == p and hash(q) == hash(p)
+
+
+# a subnormal epsilon target (1e-320 passes the finite-and-positive check) made the PLD search's
+# bracketing step overflow: math.exp of about 740, an OverflowError traceback from the coverage command
+def test_a_subnormal_epsilon_target_is_calibrated_without_overflow():
+    from dpposterior.privacy import calibrate_noise_multiplier, dpsgd_epsilon
+
+    sigma = calibrate_noise_multiplier(1e-320, 1e-5, 0.1, 100)
+    assert dpsgd_epsilon(sigma, 1e-5, 0.1, 100) <= 1e-320

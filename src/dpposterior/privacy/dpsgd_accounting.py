@@ -292,7 +292,7 @@ def _search_noise_multiplier(decide: Callable[[float], _Decision], target: float
         while True:
             if hi <= MIN_NOISE_MULTIPLIER:
                 return hi  # conservative: no smaller sigma is searched
-            x = max(hi * min(max(math.exp(g_hi), 1e-2), 0.5), MIN_NOISE_MULTIPLIER)
+            x = max(hi * min(max(math.exp(min(g_hi, 0.0)), 1e-2), 0.5), MIN_NOISE_MULTIPLIER)
             d = decide(x)
             if not d.meets:
                 break
@@ -300,7 +300,7 @@ def _search_noise_multiplier(decide: Callable[[float], _Decision], target: float
     else:
         while True:
             lo_d, lo = d, x
-            x = min(lo * min(max(math.exp(g(d.epsilon)), 2.0), 100.0), max_sigma)
+            x = min(lo * min(max(math.exp(min(g(d.epsilon), 10.0)), 2.0), 100.0), max_sigma)  # capped: no overflow at a subnormal target
             if x >= max_sigma:
                 break  # hi = max_sigma meets the target
             d = decide(x)
