@@ -481,3 +481,30 @@ def test_dirichlet_gibbs_with_unused_categories_recovers_the_exact_posterior():
     # 800 draws: the Monte Carlo error of a mean is a few hundredths of a posterior sd
     assert np.max(np.abs(theta.mean(0) - mean) / sd) < 0.3, (theta.mean(0) - mean) / sd
     assert np.all(np.abs(theta.std(0) / sd - 1) < 0.15), theta.std(0) / sd
+
+
+# Gibbs-SS-Noisy on very few records (N <= p + 1) keeps almost no latent proposal (p = 2, N = 1,
+# epsilon = 1: acceptance 0.0), so its draws mostly reflect its data-independent start; only
+# diagnostics["acceptance"] showed it. The chain is replaced by its recorded outcome here (the real
+# one compiles for about 10 s): the check under test is what gibbs_ss_noisy does with it.
+def test_gibbs_ss_noisy_warns_when_its_chain_barely_moves(monkeypatch):
+    import jax.numpy as jnp
+
+    from dpposterior.baselines import regression as RG
+
+    rng = np.random.default_rng(0)
+    rel = RG.release_regression_statistics(rng.uniform(-1, 1, (1, 2)), rng.uniform(-1, 1, 1), epsilon=1.0,
+                                           x_bound=1.0, y_bound=1.0, rng_key=0)
+
+    def chain(acceptance):
+        return lambda *a, **k: (jnp.zeros((4, 3)), jnp.ones(4), jnp.float32(acceptance))
+
+    monkeypatch.setattr(RG, "sample_chain", chain(0.0))
+    with pytest.warns(RuntimeWarning, match=r"kept 0\.0% of its latent proposals .* here N = 1 for 2 features"):
+        post = RG.gibbs_ss_noisy(rel, num_warmup=1, num_draws=4, rng_key=0)
+    assert post.diagnostics["acceptance"] == 0.0
+    monkeypatch.setattr(RG, "sample_chain", chain(0.5))
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        RG.gibbs_ss_noisy(rel, num_warmup=1, num_draws=4, rng_key=0)

@@ -94,6 +94,7 @@ import dataclasses
 import functools
 import itertools
 import math
+import warnings
 from typing import Any, NamedTuple
 
 import jax
@@ -908,12 +909,22 @@ def gibbs_ss_noisy(release: RegressionStatisticsRelease, *, num_warmup: int = 10
     ws, s2s, acc = sample_chain(raw, params, dims=dims, num_warmup=num_warmup, num_draws=num_draws, thin=thin,
                                 interweave=interweave)
     draws = to_unconstrained(ws, s2s)
+    if float(acc) < LOW_ACCEPTANCE:  # a function of the release only: safe to say
+        warnings.warn(f"Gibbs-SS-Noisy kept {float(acc):.1%} of its latent proposals (below {LOW_ACCEPTANCE:.0%}): "
+                      "the chain barely moves and its draws mostly reflect its data-independent start (typical "
+                      f"with few records, here N = {release.num_records} for {release.num_features} features); "
+                      "do not read them as a posterior without checking diagnostics['acceptance'] and the mixing",
+                      RuntimeWarning, stacklevel=2)
     diag = {"acceptance": float(acc), "num_warmup": num_warmup, "num_draws": num_draws, "thin": thin,
             "snapped": release.snapped is not None,
             "fourth_moments": fourth_moments if isinstance(fourth_moments, str) or fourth_moments is None
             else "public"}
     return DrawsPosterior(layout=regression_layout(release.num_features), draws=draws, privacy=release.privacy,
                           method="gibbs_ss_noisy", diagnostics=diag)
+
+
+#: below this share of kept latent proposals :func:`gibbs_ss_noisy` warns that its chain barely moves.
+LOW_ACCEPTANCE = 0.05
 
 
 def nig_posterior(xtx: np.ndarray, xty: np.ndarray, yty: float, num_records: int,
