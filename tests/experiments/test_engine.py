@@ -164,6 +164,20 @@ def test_registered_method_plugs_in(tiny, tmp_path):
         naive = run_coverage([tiny("naive")], tmp_path, progress=False).results[0]
         assert rec["sharpness"] == pytest.approx(0.1 * naive["sharpness"], rel=1e-6)
         assert rec["rmse"] > naive["rmse"]
+        # the cell records which function computed it: another function registered under the name
+        # (replace=True, an edited notebook cell) makes it stale, so it is recomputed, not reused
+        from dpposterior.experiments.runner import stale_reason
+
+        assert rec["method_fingerprint"].startswith(f"{shrunk.__module__}.") and naive["method_fingerprint"] is None
+        assert stale_reason(rec, tiny("test-shrunk")) is None and stale_reason(naive, tiny("naive")) is None
+
+        def shrunk_more(releases, settings):
+            return shrunk(releases, settings)._replace(posterior_sd=None)
+
+        register_method("test-shrunk", shrunk_more, replace=True)
+        assert "is now another function" in stale_reason(rec, tiny("test-shrunk"))
+        register_method("test-shrunk", shrunk, replace=True)
+        assert stale_reason(rec, tiny("test-shrunk")) is None
     finally:
         REG.pop("test-shrunk", None)
     with pytest.raises(ValueError, match="unknown method 'test-shrunk'"):

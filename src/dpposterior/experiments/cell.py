@@ -35,7 +35,8 @@ import numpy as np
 from .. import validation
 from ..privacy.spent import PrivacySpent
 from .config import CellConfig, mechanism_key, postprocessing_keys, reference_key
-from .methods import CellData, CellReleases, MethodSettings, check_method_model, check_method_options, get_method
+from .methods import (CellData, CellReleases, MethodSettings, check_method_model, check_method_options, get_method,
+                      method_fingerprint)
 from .replicates import DPVISetup, ReplicateSummaries, cell_data, dpvi_privacy, model_settings
 
 RESULT_FORMAT = "dpposterior.coverage_cell"
@@ -233,6 +234,7 @@ def evaluate_cell(config: CellConfig, setup: DPVISetup, summaries: ReplicateSumm
         "clip": setup.clip,
         "beta": setup.beta.astype(float).tolist(),
         "model_settings": model_settings(config.model, config.num_records),
+        "method_fingerprint": method_fingerprint(config.method),
         "privacy": privacy,
         "diagnostics": diagnostics,
         "timing": {"replicates_seconds": float(replicates_seconds), "method_seconds": t_method,

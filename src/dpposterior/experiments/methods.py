@@ -219,6 +219,28 @@ class Method:
 METHODS: dict[str, Method] = {}
 
 
+def method_fingerprint(name: str) -> str | None:
+    """A fingerprint of a method of the user's own (None for the package's methods): its function's
+    module, qualified name and a SHA-256 of its code (bytecode, constants, names), so that a cell on disk
+    computed by an earlier function registered under the same name (``replace=True``, a notebook cell
+    run again after an edit) is recomputed, not reused. The package's methods are fingerprinted by its
+    version and model settings instead (:func:`dpposterior.experiments.runner.stale_reason`)."""
+    import hashlib
+
+    fn = get_method(name).fn
+    module = getattr(fn, "__module__", "") or ""
+    if module.startswith("dpposterior."):
+        return None
+    code = getattr(fn, "__code__", None) or getattr(getattr(fn, "__call__", None), "__code__", None)
+    h = hashlib.sha256()
+    if code is not None:
+        h.update(code.co_code)
+        h.update(repr(code.co_consts).encode())
+        h.update(repr(code.co_names).encode())
+    qual = getattr(fn, "__qualname__", type(fn).__qualname__)
+    return f"{module}.{qual}:{h.hexdigest()[:16]}"
+
+
 def register_method(name: str, fn: MethodFn, *, options: tuple[str, ...] = (), description: str = "",
                     needs_data: bool = False, models: tuple[str, ...] | None = None,
                     check_options: Callable[[dict[str, Any], str | None], None] | None = None,

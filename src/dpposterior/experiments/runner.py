@@ -34,6 +34,7 @@ from typing import Any, Callable, Sequence
 
 from .cell import evaluate_cell
 from .config import CellConfig
+from .methods import method_fingerprint
 from .replicates import model_settings
 from .store import ResultStore
 
@@ -67,10 +68,15 @@ def stale_reason(record: dict[str, Any], config: CellConfig) -> str | None:
     """Why a finished result no longer holds for ``config`` under the current code, or None if it holds.
 
     A cell's results depend on its model's DP-SGD settings and unconstrained maps, which its
-    :class:`CellConfig` does not name (:func:`.replicates.model_settings`). A record that holds them is
+    :class:`CellConfig` does not name (:func:`.replicates.model_settings`), and, for a method of the
+    user's own, on its function (:func:`.methods.method_fingerprint`). A record that holds them is
     stale when they differ from the current ones; an older record without them is stale when its clip
     or beta_rho differ (its learning-rate scale and maps cannot be checked).
     """
+    fingerprint = method_fingerprint(config.method)
+    if fingerprint is not None and record.get("method_fingerprint") != fingerprint:
+        return (f"method {config.method!r} is now another function ({fingerprint}; the cell was computed by "
+                f"{record.get('method_fingerprint')})")
     current = json.loads(json.dumps(model_settings(config.model, config.num_records)))
     recorded = record.get("model_settings")
     if recorded is not None:
