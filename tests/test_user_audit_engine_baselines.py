@@ -508,3 +508,14 @@ def test_gibbs_ss_noisy_warns_when_its_chain_barely_moves(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         RG.gibbs_ss_noisy(rel, num_warmup=1, num_draws=4, rng_key=0)
+
+
+# the coverage command's errors from CellConfig named its fields ("replicates must be ...",
+# "num_steps ..."), not the flags the user typed
+def test_coverage_command_errors_name_the_flags(capsys, tmp_path):
+    from cli_errors import cli_error
+
+    base = ["coverage", "--model", "beta-bernoulli", "--epsilon", "1", "--out", tmp_path / "o", "--no-progress"]
+    assert cli_error(capsys, base + ["--replicates", "1"], "coverage").startswith("--replicates must be")
+    msg = cli_error(capsys, base + ["--method", "dpvim", "--num-steps", "20"], "coverage")
+    assert "--num-steps" in msg and "num_steps" not in msg.replace("--num-steps", ""), msg

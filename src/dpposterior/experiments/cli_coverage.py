@@ -142,10 +142,14 @@ def coverage_command(args: argparse.Namespace) -> int:
     if args.address is not None and args.backend != "ray":
         raise ValueError("--address needs --backend ray")
     check_output_dir(args.out, "--out")  # before hours of computation, not after
-    configs = [C.CellConfig(model=m, epsilon=e, method=meth, replicates=args.replicates, repeats=args.repeats,
-                            num_steps=args.num_steps, num_records=args.num_records, sampling_rate=args.sampling_rate,
-                            delta=args.delta, seed=args.seed, num_draws=args.num_draws, burn_in=args.burn_in)
-               for m in models for e in epsilons for meth in methods]
+    try:
+        configs = [C.CellConfig(model=m, epsilon=e, method=meth, replicates=args.replicates, repeats=args.repeats,
+                                num_steps=args.num_steps, num_records=args.num_records,
+                                sampling_rate=args.sampling_rate, delta=args.delta, seed=args.seed,
+                                num_draws=args.num_draws, burn_in=args.burn_in)
+                   for m in models for e in epsilons for meth in methods]
+    except (ValueError, TypeError) as e:  # name the flags, not CellConfig's fields
+        raise type(e)(_as_flags(str(e))) from e
 
     import jax
 
@@ -167,3 +171,17 @@ def coverage_command(args: argparse.Namespace) -> int:
     for kind, p in paths.items():
         print(f"  {kind}: {p}")
     return 0
+
+
+#: CellConfig's fields that the command sets, and their flags.
+_FLAGS = {"num_steps": "--num-steps", "num_records": "--num-records", "sampling_rate": "--sampling-rate",
+          "num_draws": "--num-draws", "burn_in": "--burn-in", "replicates": "--replicates", "repeats": "--repeats",
+          "epsilon": "--epsilon", "delta": "--delta", "seed": "--seed"}
+
+
+def _as_flags(message: str) -> str:
+    """A CellConfig error with its field names written as the command's flags (``num_steps`` -> ``--num-steps``)."""
+    import re
+
+    return re.sub(r"(?<![\w-])(" + "|".join(sorted(_FLAGS, key=len, reverse=True)) + r")(?![\w-])",
+                  lambda m: _FLAGS[m.group(1)], message)
