@@ -62,10 +62,12 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
     record_plates = {name for name, s in tr.items() if s["type"] == "plate" and s["args"][0] == _PLATE_PROBE
                      and name in resized and resized[name]["args"][0] == _PLATE_PROBE_OTHER}
     for name in record_plates:
-        if tr[name]["args"][1] not in (None, _PLATE_PROBE):
-            raise ValueError(f"the plate {name!r} over the records has subsample_size={tr[name]['args'][1]}: dpvi "
-                             "does its own Poisson subsampling (sampling_rate), on which the privacy accounting "
-                             "rests; remove subsample_size from the plate")
+        # both probes: a fixed subsample_size equal to one probe's record count looks like "no subsampling" there
+        for probe, size in ((tr, _PLATE_PROBE), (resized, _PLATE_PROBE_OTHER)):
+            if probe[name]["args"][1] not in (None, size):
+                raise ValueError(f"the plate {name!r} over the records has subsample_size={probe[name]['args'][1]}: "
+                                 "dpvi does its own Poisson subsampling (sampling_rate), on which the privacy "
+                                 "accounting rests; remove subsample_size from the plate")
     params = [name for name, s in tr.items() if s["type"] == "param"]
     if params:
         raise ValueError(f"the model has numpyro.param sites {params}: dpvi fits only latent sample sites, so a param "
@@ -87,17 +89,12 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
                 f"the model has no plate over the records for observed site {name!r}: wrap the likelihood in "
                 "`with numpyro.plate('records', X.shape[0]):` so that the leading axis of every data array "
                 "indexes records (the per-record loss and the privacy unit depend on it)")
-        value_shape, fn_shape = tuple(np.shape(site["value"])), tuple(site["fn"].shape())
-        try:
-            broadcast = np.broadcast_shapes(value_shape, fn_shape)
-        except ValueError:
-            broadcast = None
-        if broadcast != fn_shape:
-            raise ValueError(
-                f"observed site {name!r} got a value of shape {value_shape} where the model, run on "
-                f"{_PLATE_PROBE} records, expects {fn_shape}: its value does not come from the data arrays "
-                "one row per record (data passed as a keyword argument, e.g. y=y, reaches every record whole "
-                "and unprotected); pass every data array positionally: dpvi(model, X, y, ...)")
+        # both probes: a keyword array of 3 (or 5) records fits the probe of that size by coincidence
+        for probe, size in ((tr, _PLATE_PROBE), (resized, _PLATE_PROBE_OTHER)):
+            if name not in probe:
+                continue
+            _check_observed_shape(name, probe[name], size)
+
     sites = []
     for name, s in tr.items():
         if s["type"] != "sample" or s["is_observed"]:
@@ -197,3 +194,18 @@ def check_data(data: tuple[Any, ...]) -> tuple[jax.Array, ...]:
     if lengths[0] == 0:
         raise ValueError("the data hold no records (length 0)")
     return tuple(jnp.asarray(a) for a in arrays)
+
+
+def _check_observed_shape(name: str, site: dict, num_records: int) -> None:
+    """Refuses an observed value that is not one row per record of the dummy batch."""
+    value_shape, fn_shape = tuple(np.shape(site["value"])), tuple(site["fn"].shape())
+    try:
+        broadcast = np.broadcast_shapes(value_shape, fn_shape)
+    except ValueError:
+        broadcast = None
+    if broadcast != fn_shape:
+        raise ValueError(
+            f"observed site {name!r} got a value of shape {value_shape} where the model, run on "
+            f"{num_records} records, expects {fn_shape}: its value does not come from the data arrays "
+            "one row per record (data passed as a keyword argument, e.g. y=y, reaches every record whole "
+            "and unprotected); pass every data array positionally: dpvi(model, X, y, ...)")

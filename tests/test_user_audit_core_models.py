@@ -1,0 +1,59 @@
+"""A statistician's own NumPyro models through ``dpvi``, ``noise_aware_posterior`` and ``Posterior``.
+
+Bugs found by a bug hunt on the NA-DPVI core with models the examples do not use (2026-12-02): model
+structures that were accepted and then fitted silently wrong, and results that were not what the
+documentation says. Each test was red before its fix. Tiny models and short traces, with compiled
+runs shared through module-scoped fixtures, so the whole file runs in well under a minute.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pytest
+
+import dpposterior as dpp
+
+RNG = np.random.default_rng(20261202)
+X20 = RNG.normal(3.0, 1.0, size=20).astype(np.float32)
+SETTINGS = dict(epsilon=10.0, delta=1e-5, num_steps=20, sampling_rate=0.5, clip=5.0, rng_key=0)
+
+
+def _no_release(monkeypatch):
+    """Makes any DP release fail loudly: the checks under test must come first."""
+    def boom(*a, **k):
+        raise AssertionError("a release was computed before the check")
+
+    monkeypatch.setattr("dpposterior.dpsgd.dpsgd", boom)
+
+
+# ------------------------------------------------------------------ structure checks on both probes
+def _subsampled(x, size=3):
+    mu = numpyro.sample("mu", dist.Normal(0.0, 5.0))
+    with numpyro.plate("records", x.shape[0], subsample_size=size) as idx:
+        numpyro.sample("x", dist.Normal(mu, 1.0), obs=x[idx])
+
+
+@pytest.mark.parametrize("size", [3, 5])
+def test_record_plate_subsample_size_equal_to_a_probe_size_is_refused(monkeypatch, size):
+    # subsample_size=3 (the size of the first dummy batch) passed the check and the model ran with
+    # NumPyro's own subsampling inside dpvi's Poisson-sampled steps
+    _no_release(monkeypatch)
+    with pytest.raises(ValueError, match="subsample_size"):
+        dpp.dpvi(_subsampled, X20, size=size, **SETTINGS)
+
+
+def _keyword_observed(x, y=None):
+    mu = numpyro.sample("mu", dist.Normal(0.0, 5.0))
+    with numpyro.plate("records", x.shape[0]):
+        numpyro.sample("x", dist.Normal(mu, 1.0), obs=x)
+        numpyro.sample("y", dist.Normal(mu, 1.0), obs=y)
+
+
+@pytest.mark.parametrize("n", [3, 5])
+def test_observed_data_as_keyword_is_refused_for_three_or_five_records(monkeypatch, n):
+    # with 3 records, y=y (all 3 rows reach every record, unclipped and unsampled) passed the check
+    _no_release(monkeypatch)
+    with pytest.raises(ValueError, match="keyword argument"):
+        dpp.dpvi(_keyword_observed, X20[:n], y=X20[:n], **SETTINGS)
