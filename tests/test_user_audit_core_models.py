@@ -57,3 +57,18 @@ def test_observed_data_as_keyword_is_refused_for_three_or_five_records(monkeypat
     _no_release(monkeypatch)
     with pytest.raises(ValueError, match="keyword argument"):
         dpp.dpvi(_keyword_observed, X20[:n], y=X20[:n], **SETTINGS)
+
+
+def _column_likelihood(x):
+    mu = numpyro.sample("mu", dist.Normal(0.0, 5.0))
+    with numpyro.plate("records", x.shape[0]):
+        numpyro.sample("x", dist.Normal(mu, 1.0), obs=x)
+
+
+def test_column_data_against_a_scalar_likelihood_names_the_shape_not_keywords(monkeypatch):
+    # an (N, 1) array passed positionally was refused as "data passed as a keyword argument"
+    _no_release(monkeypatch)
+    with pytest.raises(ValueError) as info:
+        dpp.dpvi(_column_likelihood, X20[:, None], **SETTINGS)
+    msg = str(info.value)
+    assert "keyword" not in msg and "(3, 1)" in msg and "to_event" in msg and "y[:, 0]" in msg, msg

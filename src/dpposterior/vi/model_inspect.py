@@ -90,10 +90,7 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
                 "`with numpyro.plate('records', X.shape[0]):` so that the leading axis of every data array "
                 "indexes records (the per-record loss and the privacy unit depend on it)")
         # both probes: a keyword array of 3 (or 5) records fits the probe of that size by coincidence
-        for probe, size in ((tr, _PLATE_PROBE), (resized, _PLATE_PROBE_OTHER)):
-            if name not in probe:
-                continue
-            _check_observed_shape(name, probe[name], size)
+        _check_observed_shape(name, site, resized.get(name))
 
     sites = []
     for name, s in tr.items():
@@ -196,14 +193,27 @@ def check_data(data: tuple[Any, ...]) -> tuple[jax.Array, ...]:
     return tuple(jnp.asarray(a) for a in arrays)
 
 
-def _check_observed_shape(name: str, site: dict, num_records: int) -> None:
-    """Refuses an observed value that is not one row per record of the dummy batch."""
-    value_shape, fn_shape = tuple(np.shape(site["value"])), tuple(site["fn"].shape())
-    try:
-        broadcast = np.broadcast_shapes(value_shape, fn_shape)
-    except ValueError:
-        broadcast = None
-    if broadcast != fn_shape:
+def _check_observed_shape(name: str, site: dict, resized_site: dict | None) -> None:
+    """Refuses an observed value that is not one row per record of the dummy batches (``site`` from the run
+    on ``_PLATE_PROBE`` records, ``resized_site`` from the run on ``_PLATE_PROBE_OTHER``)."""
+    runs = [(site, _PLATE_PROBE)] + ([(resized_site, _PLATE_PROBE_OTHER)] if resized_site is not None else [])
+    for s, num_records in runs:
+        value_shape, fn_shape = tuple(np.shape(s["value"])), tuple(s["fn"].shape())
+        try:
+            broadcast = np.broadcast_shapes(value_shape, fn_shape)
+        except ValueError:
+            broadcast = None
+        if broadcast == fn_shape:
+            continue
+        follows_records = resized_site is not None and np.shape(site["value"]) != np.shape(resized_site["value"])
+        if follows_records:  # the value comes from the data arrays, but its shape is not the distribution's
+            raise ValueError(
+                f"observed site {name!r} got a value of shape {value_shape} where its distribution, run on "
+                f"{num_records} records, has shape {fn_shape}"
+                + (f" (the two would broadcast to {broadcast})" if broadcast else "")
+                + ": make the data's shape per record match the distribution's, e.g. pass a column y[:, 0] or "
+                "y.ravel() for a (N, 1) array, or give the distribution an event shape (.to_event(1)) or a "
+                "plate over the columns")
         raise ValueError(
             f"observed site {name!r} got a value of shape {value_shape} where the model, run on "
             f"{num_records} records, expects {fn_shape}: its value does not come from the data arrays "
