@@ -72,3 +72,16 @@ def test_column_data_against_a_scalar_likelihood_names_the_shape_not_keywords(mo
         dpp.dpvi(_column_likelihood, X20[:, None], **SETTINGS)
     msg = str(info.value)
     assert "keyword" not in msg and "(3, 1)" in msg and "to_event" in msg and "y[:, 0]" in msg, msg
+
+
+def _direction(x):
+    u = numpyro.sample("u", dist.ProjectedNormal(np.ones(2, np.float32)))
+    with numpyro.plate("records", x.shape[0]):
+        numpyro.sample("x", dist.Normal(u[0], 1.0), obs=x)
+
+
+def test_latent_site_without_a_bijection_is_refused_with_a_value_error(monkeypatch):
+    # a ProjectedNormal (sphere) latent site raised NumPyro's bare NotImplementedError with no message
+    _no_release(monkeypatch)
+    with pytest.raises(ValueError, match=r"latent site 'u' has a support \(Sphere\(\)\).*biject_to"):
+        dpp.dpvi(_direction, X20, **SETTINGS)

@@ -104,7 +104,14 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
             raise ValueError(f"latent site {name!r} lies inside the plate over the records (a per-record latent "
                              "variable); dpvi fits only global latent variables")
         shape = tuple(np.shape(s["value"]))
-        ushape = tuple(biject_to(fn.support).inverse_shape(shape))
+        try:
+            ushape = tuple(biject_to(fn.support).inverse_shape(shape))
+        except NotImplementedError as e:  # NumPyro has no bijection for this support (e.g. the sphere)
+            raise ValueError(f"latent site {name!r} has a support ({fn.support}) that NumPyro cannot map to an "
+                             "unconstrained space (no biject_to), so dpvi cannot fit it: reparametrise it with a "
+                             "supported one (real, positive, interval, simplex, ordered, correlation "
+                             "Cholesky, ...), e.g. a direction as v / |v| of an unconstrained vector v with "
+                             "numpyro.deterministic") from e
         spec = support_to_spec(fn.support)
         if spec["kind"] == "unknown":
             raise ValueError(f"latent site {name!r} has a support ({fn.support}) that dpvi cannot save and restore")
