@@ -85,3 +85,18 @@ def test_latent_site_without_a_bijection_is_refused_with_a_value_error(monkeypat
     _no_release(monkeypatch)
     with pytest.raises(ValueError, match=r"latent site 'u' has a support \(Sphere\(\)\).*biject_to"):
         dpp.dpvi(_direction, X20, **SETTINGS)
+
+
+def _point_mass(x):
+    d = numpyro.sample("d", dist.Delta(1.0))
+    m = numpyro.sample("m", dist.Normal(0.0, 1.0))
+    with numpyro.plate("records", x.shape[0]):
+        numpyro.sample("x", dist.Normal(d + m, 1.0), obs=x)
+
+
+def test_delta_latent_site_is_refused(monkeypatch):
+    # a Delta latent site was fitted as a free parameter under a flat prior (log 1[d == 1] has zero
+    # gradient): its "posterior" wandered away from the point mass without a word
+    _no_release(monkeypatch)
+    with pytest.raises(ValueError, match="latent site 'd' is a Delta.*numpyro.deterministic"):
+        dpp.dpvi(_point_mass, X20, **SETTINGS)

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from numpyro import handlers
-from numpyro.distributions import Unit
+from numpyro.distributions import Delta, Unit
 from numpyro.distributions.transforms import biject_to
 
 from .._checks import check_float32_array
@@ -42,9 +42,9 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
 
     Raises:
       ValueError: no plate over the records (or one with ``subsample_size``), a ``numpyro.param`` site
-        (it would stay at its initial value), a discrete latent site, a latent site inside the plate over
-        the records (a per-record latent variable), a latent site whose support depends on other latent
-        sites, no observed site, an observed or factor site outside the plate over the records, an
+        (it would stay at its initial value), a discrete or Delta (point-mass) latent site, a latent site
+        inside the plate over the records (a per-record latent variable), a latent site whose support
+        depends on other latent sites or has no bijection to an unconstrained space, no observed site, an observed or factor site outside the plate over the records, an
         observed value that is not one row per record (data passed as a keyword argument), or a model
         that fails.
     """
@@ -100,6 +100,10 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
         if fn.support.is_discrete:
             raise ValueError(f"latent site {name!r} is discrete (support {fn.support}); dpvi supports only "
                              "continuous latent sites: marginalise it out of the model")
+        if isinstance(_base_distribution(fn), Delta):
+            raise ValueError(f"latent site {name!r} is a Delta (a point mass): its log density has no gradient, so "
+                             "dpvi would fit it as if its prior were flat; record a fixed or derived value with "
+                             "numpyro.deterministic instead")
         if any(f.name in record_plates for f in s["cond_indep_stack"]):
             raise ValueError(f"latent site {name!r} lies inside the plate over the records (a per-record latent "
                              "variable); dpvi fits only global latent variables")
@@ -198,6 +202,13 @@ def check_data(data: tuple[Any, ...]) -> tuple[jax.Array, ...]:
     if lengths[0] == 0:
         raise ValueError("the data hold no records (length 0)")
     return tuple(jnp.asarray(a) for a in arrays)
+
+
+def _base_distribution(fn: Any) -> Any:
+    """The distribution under NumPyro's wrappers (expand, to_event, mask)."""
+    while hasattr(fn, "base_dist") and not isinstance(fn, Delta):
+        fn = fn.base_dist
+    return fn
 
 
 def _check_observed_shape(name: str, site: dict, resized_site: dict | None) -> None:
