@@ -100,3 +100,46 @@ def test_delta_latent_site_is_refused(monkeypatch):
     _no_release(monkeypatch)
     with pytest.raises(ValueError, match="latent site 'd' is a Delta.*numpyro.deterministic"):
         dpp.dpvi(_point_mass, X20, **SETTINGS)
+
+
+X2 = RNG.normal(size=(20, 2)).astype(np.float32)
+Y20 = (X2 @ np.array([1.0, -1.0], np.float32) + RNG.normal(size=20)).astype(np.float32)
+
+
+def _centred_inside(X, y):
+    w = numpyro.sample("w", dist.Normal(0.0, 1.0).expand([2]).to_event(1))
+    with numpyro.plate("records", X.shape[0]):
+        numpyro.sample("y", dist.Normal((X - X.mean(0)) @ w, 1.0), obs=y)
+
+
+def _prior_from_n(X, y):
+    w = numpyro.sample("w", dist.Normal(0.0, 10.0 / np.sqrt(X.shape[0])).expand([2]).to_event(1))
+    with numpyro.plate("records", X.shape[0]):
+        numpyro.sample("y", dist.Normal(X @ w, 1.0), obs=y)
+
+
+@pytest.mark.parametrize("model, what", [(_centred_inside, "likelihood of a record changes with the other records"),
+                                         (_prior_from_n, "prior changes with the number of records")])
+def test_model_that_reads_the_whole_batch_is_refused(monkeypatch, model, what):
+    # dpvi evaluates each record alone: covariates centred inside the model became X_i - X_i = 0 (the
+    # weights kept their prior), a prior scaled by X.shape[0] became the N = 1 prior; both silently
+    _no_release(monkeypatch)
+    with pytest.raises(ValueError, match=what):
+        dpp.dpvi(model, X2, Y20, **SETTINGS)
+
+
+def _separate(X, y, c, b):
+    w = numpyro.sample("w", dist.Normal(0.0, 1.0).expand([2]).to_event(1))
+    lam = numpyro.sample("lam", dist.Gamma(2.0, 1.0))
+    p = numpyro.sample("p", dist.Beta(1.0, 1.0))
+    with numpyro.plate("records", X.shape[0]):
+        numpyro.sample("y", dist.Normal(X @ w, 1.0), obs=y)
+        numpyro.sample("c", dist.Poisson(lam), obs=c)
+        numpyro.sample("b", dist.Bernoulli(p), obs=b)
+
+
+def test_separate_records_with_float_count_and_bool_data_pass_the_check():
+    from dpposterior.vi.model_inspect import check_data, inspect_model
+
+    data = check_data((X2, Y20, RNG.poisson(3.0, size=20), RNG.random(20) < 0.5))
+    assert inspect_model(_separate, data, {}).names == ("w", "lam", "p")

@@ -8,6 +8,7 @@ private data.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable
 
 import jax
@@ -45,7 +46,9 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
         (it would stay at its initial value), a discrete or Delta (point-mass) latent site, a latent site
         inside the plate over the records (a per-record latent variable), a latent site whose support
         depends on other latent sites or has no bijection to an unconstrained space, no observed site, an observed or factor site outside the plate over the records, an
-        observed value that is not one row per record (data passed as a keyword argument), or a model
+        observed value that is not one row per record (data passed as a keyword argument), a model whose
+        log joint on a batch of dummy records is not the sum over the records alone (it reads the whole
+        batch: data standardised inside the model, a prior scaled by the number of records), or a model
         that fails.
     """
     try:
@@ -127,7 +130,52 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
         sites.append(Site(name, shape, ushape, spec))
     if not sites:
         raise ValueError("the model has no latent sites to infer")
+    _check_records_separate(model, data, model_kwargs, {site.name: tr[site.name]["value"] for site in sites})
     return ParamLayout(tuple(sites))
+
+
+def _ramp(data: tuple[Any, ...], n: int) -> tuple[jax.Array, ...]:
+    """Dummy records that differ from each other (record i holds i, or i mod 2 for ints and bools):
+    public values with the shapes and dtypes of the data."""
+    out = []
+    for a in data:
+        i = np.arange(n).reshape((n,) + (1,) * (np.ndim(a) - 1))
+        v = i if np.dtype(a.dtype).kind == "f" else i % 2
+        out.append(jnp.asarray(np.broadcast_to(v, (n,) + tuple(a.shape[1:])), dtype=a.dtype))
+    return tuple(out)
+
+
+def _check_records_separate(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str, Any],
+                            values: dict[str, Any]) -> None:
+    """Refuses a model whose log joint on a batch of records is not the sum of its one-record log joints.
+
+    dpvi evaluates every record alone (the per-record loss that is clipped); a model that reads the other
+    records of its batch (data standardised inside the model, a prior scaled by ``x.shape[0]``) would be
+    fitted as a different model without a word. Checked on public dummy records, never on the data.
+    """
+    batch = _ramp(data, _PLATE_PROBE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the dummy values may lie outside the support: no warning about them
+        try:
+            prior_all, lik_all = _log_joint_parts(_trace(model, batch, model_kwargs, params=values))
+            parts = [_log_joint_parts(_trace(model, tuple(a[i:i + 1] for a in batch), model_kwargs, params=values))
+                     for i in range(_PLATE_PROBE)]
+        except Exception:  # noqa: BLE001 - the model cannot take these dummy values: nothing to compare
+            return
+    lik_sum = sum(float(p[1]) for p in parts)
+    priors = [float(p[0]) for p in parts]
+    same_lik = np.allclose(float(lik_all), lik_sum, rtol=1e-4, atol=1e-3, equal_nan=True)
+    same_prior = np.allclose(priors, float(prior_all), rtol=1e-4, atol=1e-3, equal_nan=True)
+    if not (same_lik and same_prior):
+        what = ("the likelihood of a record changes with the other records of the batch" if not same_lik else
+                "the prior changes with the number of records")
+        raise ValueError(
+            f"{what} (on {_PLATE_PROBE} dummy records: log likelihood {float(lik_all):.6g} together, "
+            f"{lik_sum:.6g} one record at a time; log prior {float(prior_all):.6g} together, {priors[0]:.6g} for one "
+            "record): dpvi evaluates every record alone (the per-record loss that is clipped), so the model it "
+            "fits would not be yours. Do not compute from the whole data inside the model (x - x.mean(), "
+            "x / x.std(), x.shape[0] in a prior): standardise with public constants before the call, or pass "
+            "such constants as keyword arguments")
 
 
 def prior_median_unconstrained(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str, Any],
@@ -150,7 +198,11 @@ def record_log_joint(model: Callable, record: tuple[jax.Array, ...], model_kwarg
     ``record`` holds one record per data array (no leading axis); the model is run on a batch of one.
     """
     batch = tuple(jnp.expand_dims(r, 0) for r in record)
-    tr = _trace(model, batch, model_kwargs, params=values)
+    return _log_joint_parts(_trace(model, batch, model_kwargs, params=values))
+
+
+def _log_joint_parts(tr: dict) -> tuple[jax.Array, jax.Array]:
+    """(log prior of the latent sites, log likelihood of the observed and factor sites) of a trace."""
     log_prior = jnp.zeros(())
     log_lik = jnp.zeros(())
     for s in tr.values():
