@@ -8,6 +8,9 @@ runs shared through module-scoped fixtures, so the whole file runs in well under
 
 from __future__ import annotations
 
+import math
+from statistics import NormalDist
+
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
@@ -143,3 +146,25 @@ def test_separate_records_with_float_count_and_bool_data_pass_the_check():
 
     data = check_data((X2, Y20, RNG.poisson(3.0, size=20), RNG.random(20) < 0.5))
     assert inspect_model(_separate, data, {}).names == ("w", "lam", "p")
+
+
+# ------------------------------------------------------------------ Posterior summaries
+def _point_posterior():
+    from dpposterior.noise_aware import point_posterior
+    from dpposterior.vi.layout import ParamLayout
+
+    spent = dpp.PrivacySpent(epsilon=1.0, delta=1e-5, neighbouring="add_remove", accountant="pld",
+                             mechanism="poisson_subsampled_gaussian", noise_multiplier=1.0, sampling_rate=0.1,
+                             num_steps=100)
+    return point_posterior(ParamLayout.flat(1, "mu"), np.array([0.0, 0.5413], np.float32), spent)  # N(0, 1)
+
+
+@pytest.mark.parametrize("prob, lo, hi", [(0.9, "q0.05", "q0.95"), (0.999, "q0.0005", "q0.9995"),
+                                          (0.9999, "q5e-05", "q0.99995")])
+def test_summary_interval_keys_name_their_quantile_levels(prob, lo, hi):
+    # at prob=0.999 the upper end (the 0.9995 quantile) was keyed "q1", which names the maximum
+    row = _point_posterior().summary(prob=prob, num_samples=20_000)[0]
+    assert list(row) == ["parameter", "mean", "sd", lo, hi]
+    z = NormalDist().inv_cdf(float(hi[1:]))  # the N(0, 1) quantile that the key names
+    se = math.sqrt((1 - float(hi[1:])) / 20_000) / NormalDist().pdf(z)  # Monte Carlo error of that quantile
+    assert row[hi] == pytest.approx(z, abs=4 * se) and row[lo] == pytest.approx(-z, abs=4 * se)

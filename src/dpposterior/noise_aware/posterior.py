@@ -114,11 +114,16 @@ class Posterior:
 
     def summary(self, key: jax.Array | None = None, num_samples: int = 4000,
                 prob: float = 0.9) -> list[dict[str, Any]]:
-        """Rows (one per constrained scalar) with mean, sd and the central ``prob`` interval."""
+        """Rows (one per constrained scalar) with mean, sd and the central ``prob`` interval.
+
+        The interval's ends are keyed by their quantile levels, e.g. ``q0.05`` and ``q0.95`` for
+        ``prob=0.9`` and ``q0.0005`` and ``q0.9995`` for ``prob=0.999``.
+        """
         if not 0 < check_real("prob", prob) < 1:
             raise ValueError(f"prob must lie in (0, 1), got {prob!r}")
         draws = self.sample(jax.random.PRNGKey(0) if key is None else key, num_samples)
         lo_q, hi_q = (1 - prob) / 2, 1 - (1 - prob) / 2
+        lo_key, hi_key = interval_labels(prob)
         rows = []
         for name, v in draws.items():
             v = np.asarray(v).reshape(num_samples, -1)
@@ -127,8 +132,7 @@ class Posterior:
                 label = name if v.shape[1] == 1 else f"{name}[{','.join(map(str, np.unravel_index(j, shape)))}]"
                 col = v[:, j]
                 rows.append({"parameter": label, "mean": float(col.mean()), "sd": float(col.std()),
-                             f"q{lo_q:.3g}": float(np.quantile(col, lo_q)),
-                             f"q{hi_q:.3g}": float(np.quantile(col, hi_q))})
+                             lo_key: float(np.quantile(col, lo_q)), hi_key: float(np.quantile(col, hi_q))})
         return rows
 
     def to_arviz(self, key: jax.Array | None = None, num_samples: int = 4000):
@@ -163,6 +167,19 @@ def point_posterior(layout: ParamLayout, phi: jax.Array, privacy: PrivacySpent,
                     method: str = "last_iterate") -> Posterior:
     """q(theta; phi) at one phi: the naive baseline that ignores the DP noise."""
     return Posterior(layout=layout, phi_star=jnp.asarray(phi)[None, :], privacy=privacy, method=method)
+
+
+def interval_labels(prob: float) -> tuple[str, str]:
+    """The keys of a central ``prob`` interval's ends: ``"q"`` and each quantile level with the fewest
+    significant digits (at least 3) that name it, e.g. q0.05 / q0.95 for 0.9 and q0.0005 / q0.9995 for
+    0.999 (three digits alone print the 0.9995 quantile as q1, the maximum)."""
+    lo, hi = (1 - prob) / 2, 1 - (1 - prob) / 2
+    tol = 1e-6 * min(lo, prob)  # close on the scale of the tails and of the interval itself
+    for digits in range(3, 18):
+        lo_text, hi_text = f"{lo:.{digits}g}", f"{hi:.{digits}g}"
+        if (abs(float(lo_text) - lo) <= tol and abs(float(hi_text) - hi) <= tol and lo_text != hi_text) or digits == 17:
+            break
+    return f"q{lo_text}", f"q{hi_text}"
 
 
 def _check_num(n: int) -> None:
