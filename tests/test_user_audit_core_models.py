@@ -168,3 +168,28 @@ def test_summary_interval_keys_name_their_quantile_levels(prob, lo, hi):
     z = NormalDist().inv_cdf(float(hi[1:]))  # the N(0, 1) quantile that the key names
     se = math.sqrt((1 - float(hi[1:])) / 20_000) / NormalDist().pdf(z)  # Monte Carlo error of that quantile
     assert row[hi] == pytest.approx(z, abs=4 * se) and row[lo] == pytest.approx(-z, abs=4 * se)
+
+
+# ------------------------------------------------------------------ noise_aware_posterior options
+@pytest.fixture(scope="module")
+def simulated_trace():
+    import jax
+
+    from dpposterior.noise_aware import simulate_trace
+
+    return simulate_trace(jax.random.PRNGKey(0), np.array([0.5, -1.0], np.float32), 2.0, num_steps=40,
+                          sampling_rate=0.5, noise_multiplier=1.0, clip=1.0)
+
+
+@pytest.mark.parametrize("field, exc, words", [(np.zeros(3), ValueError, ["priors.phi_loc", "shape (3,)", "(2,)"]),
+                                               (None, TypeError, ["priors.phi_loc", "None"]),
+                                               ("0.5", TypeError, ["priors.phi_loc", "'0.5'"])])
+def test_trace_priors_of_the_wrong_shape_or_type_name_the_field(simulated_trace, field, exc, words):
+    # a TracePriors field of the wrong length raised NumPy's "operands could not be broadcast together
+    # with remapped shapes"; a string, "could not convert string to float"
+    from dpposterior.noise_aware import TracePriors
+
+    with pytest.raises(exc) as info:
+        dpp.noise_aware_posterior(simulated_trace, priors=TracePriors(field, 1.0, 1.0, 1.0, 1.0), rng_key=0)
+    for w in words:
+        assert w in str(info.value), (w, str(info.value))
