@@ -193,3 +193,17 @@ def test_trace_priors_of_the_wrong_shape_or_type_name_the_field(simulated_trace,
         dpp.noise_aware_posterior(simulated_trace, priors=TracePriors(field, 1.0, 1.0, 1.0, 1.0), rng_key=0)
     for w in words:
         assert w in str(info.value), (w, str(info.value))
+
+
+def _imputing(x, observed):
+    mu = numpyro.sample("mu", dist.Normal(0.0, 5.0))
+    with numpyro.plate("records", x.shape[0]):
+        numpyro.sample("x", dist.Normal(mu, 1.0), obs=x, obs_mask=observed)
+
+
+def test_obs_mask_is_refused_with_the_masking_that_works(monkeypatch):
+    # obs_mask was refused as "latent site 'x_unobserved' lies inside the plate over the records", a site
+    # the user never wrote, with no word on obs_mask or on the masking dpvi supports
+    _no_release(monkeypatch)
+    with pytest.raises(ValueError, match=r"obs_mask=.*'x_unobserved'.*handlers\.mask"):
+        dpp.dpvi(_imputing, X20, X20 > 3.0, **SETTINGS)

@@ -108,6 +108,13 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
                              "dpvi would fit it as if its prior were flat; record a fixed or derived value with "
                              "numpyro.deterministic instead")
         if any(f.name in record_plates for f in s["cond_indep_stack"]):
+            base = name[:-len("_unobserved")]
+            if name.endswith("_unobserved") and f"{base}_observed" in tr:
+                raise ValueError(f"numpyro.sample({base!r}, ..., obs_mask=...) makes the masked values of {base!r} "
+                                 f"per-record latent variables (site {name!r}) to impute, which dpvi cannot fit (it "
+                                 "fits only global latent variables); to leave the masked values out of the "
+                                 "likelihood, wrap the site in numpyro.handlers.mask(mask=...) or use "
+                                 "dist.Normal(...).mask(...) with obs=")
             raise ValueError(f"latent site {name!r} lies inside the plate over the records (a per-record latent "
                              "variable); dpvi fits only global latent variables")
         shape = tuple(np.shape(s["value"]))
