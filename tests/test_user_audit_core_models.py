@@ -207,3 +207,38 @@ def test_obs_mask_is_refused_with_the_masking_that_works(monkeypatch):
     _no_release(monkeypatch)
     with pytest.raises(ValueError, match=r"obs_mask=.*'x_unobserved'.*handlers\.mask"):
         dpp.dpvi(_imputing, X20, X20 > 3.0, **SETTINGS)
+
+
+# ------------------------------------------------------------------ per-record weights
+W20 = RNG.uniform(0.5, 2.0, size=20).astype(np.float32)
+
+
+def _weighted(x, weight):
+    mu = numpyro.sample("mu", dist.Normal(0.0, 5.0))
+    with numpyro.plate("records", x.shape[0]):
+        with numpyro.handlers.scale(scale=weight):
+            numpyro.sample("x", dist.Normal(mu, 1.0), obs=x)
+
+
+def test_per_record_weights_in_handlers_scale_are_accepted_and_weight_each_record():
+    # survey weights passed as a data array were refused: the model was probed on records of zeros, and
+    # handlers.scale refuses a zero scale ("the model failed ...: 'scale' argument should be positive")
+    import jax
+    import jax.numpy as jnp
+
+    from dpposterior.vi.dpvi import make_elbo_loss
+    from dpposterior.vi.model_inspect import check_data, inspect_model
+
+    data = check_data((X20, W20))
+    layout = inspect_model(_weighted, data, {})
+    assert layout.names == ("mu",)
+    per_record = jax.jit(jax.vmap(make_elbo_loss(_weighted, layout, 20, 1), in_axes=(None, 0, None)))
+
+    def total(mu):  # q a near point mass at mu (sd 1e-13): minus the log joint, plus log q (the same for any mu)
+        phi = jnp.array([mu, -30.0], jnp.float32)
+        return float(jnp.sum(per_record(phi, data, jax.random.PRNGKey(0))))
+
+    def log_joint(mu):  # the weighted log likelihood and the prior
+        return -0.5 * np.sum(W20 * (X20 - mu) ** 2) - 0.5 * (mu / 5.0) ** 2
+
+    assert total(2.0) - total(1.0) == pytest.approx(-(log_joint(2.0) - log_joint(1.0)), rel=1e-4, abs=1e-3)

@@ -1,9 +1,9 @@
 """Reading a NumPyro model's structure: its latent sites, the plate over the records, and the
 per-record split of the log joint into prior and likelihood.
 
-``inspect_model`` runs the model on zero-filled dummy record batches with the shapes and dtypes
-of the data (never the data values), so the layout and the initial parameters cannot depend on the
-private data.
+``inspect_model`` runs the model on dummy record batches (zeros, or ones for a model that cannot take
+zeros) with the shapes and dtypes of the data (never the data values), so the layout and the initial
+parameters cannot depend on the private data.
 """
 
 from __future__ import annotations
@@ -27,8 +27,13 @@ _PLATE_PROBE = 3  # records in the dummy batch used to find the plate over the r
 _PLATE_PROBE_OTHER = 5
 
 
-def _dummy(data: tuple[Any, ...], n: int) -> tuple[jax.Array, ...]:
-    return tuple(jnp.zeros((n,) + tuple(a.shape[1:]), dtype=a.dtype) for a in data)
+#: the values of the dummy records, tried in turn: zeros, then ones for a model that cannot take zeros (per-record
+#: weights in handlers.scale must be positive)
+_DUMMY_FILLS = (0, 1)
+
+
+def _dummy(data: tuple[Any, ...], n: int, fill: int = 0) -> tuple[jax.Array, ...]:
+    return tuple(jnp.full((n,) + tuple(a.shape[1:]), fill, dtype=a.dtype) for a in data)
 
 
 def _trace(model: Callable, args: tuple, kwargs: dict, seed: int = 0, params: dict | None = None):
@@ -45,17 +50,24 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
       ValueError: no plate over the records (or one with ``subsample_size``), a ``numpyro.param`` site
         (it would stay at its initial value), a discrete or Delta (point-mass) latent site, a latent site
         inside the plate over the records (a per-record latent variable), a latent site whose support
-        depends on other latent sites or has no bijection to an unconstrained space, no observed site, an observed or factor site outside the plate over the records, an
-        observed value that is not one row per record (data passed as a keyword argument), a model whose
-        log joint on a batch of dummy records is not the sum over the records alone (it reads the whole
-        batch: data standardised inside the model, a prior scaled by the number of records), or a model
-        that fails.
+        depends on other latent sites or has no bijection to an unconstrained space, no observed site, an
+        observed or factor site outside the plate over the records, an observed value that is not one row
+        per record (data passed as a keyword argument), a model whose log joint on a batch of dummy
+        records is not the sum over the records alone (it reads the whole batch: data standardised inside
+        the model, a prior scaled by the number of records), or a model that fails on dummy records of
+        zeros and of ones.
     """
-    try:
-        tr = _trace(model, _dummy(data, _PLATE_PROBE), model_kwargs)
-        other = _trace(model, _dummy(data, _PLATE_PROBE), model_kwargs, seed=1)  # to find supports that vary
-        resized = _trace(model, _dummy(data, _PLATE_PROBE_OTHER), model_kwargs)
-    except Exception as e:  # the user's model failed on data of the given shapes
+    first_error = None
+    for fill in _DUMMY_FILLS:
+        try:
+            tr = _trace(model, _dummy(data, _PLATE_PROBE, fill), model_kwargs)
+            other = _trace(model, _dummy(data, _PLATE_PROBE, fill), model_kwargs, seed=1)  # supports that vary
+            resized = _trace(model, _dummy(data, _PLATE_PROBE_OTHER, fill), model_kwargs)
+            break
+        except Exception as e:  # noqa: BLE001 - the user's model failed on these dummy records
+            first_error = first_error or e
+    else:  # the user's model failed on data of the given shapes
+        e = first_error
         hint = ("; a latent site whose distribution cannot be sampled (an improper prior such as ImproperUniform) "
                 "is not supported: dpvi draws its initial value from the prior, give it a proper one"
                 if isinstance(e, NotImplementedError) else "")
@@ -147,7 +159,7 @@ def _ramp(data: tuple[Any, ...], n: int) -> tuple[jax.Array, ...]:
     out = []
     for a in data:
         i = np.arange(n).reshape((n,) + (1,) * (np.ndim(a) - 1))
-        v = i if np.dtype(a.dtype).kind == "f" else i % 2
+        v = i + 1 if np.dtype(a.dtype).kind == "f" else i % 2  # floats from 1: positive, as weights must be
         out.append(jnp.asarray(np.broadcast_to(v, (n,) + tuple(a.shape[1:])), dtype=a.dtype))
     return tuple(out)
 
@@ -188,12 +200,15 @@ def _check_records_separate(model: Callable, data: tuple[Any, ...], model_kwargs
 def prior_median_unconstrained(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str, Any],
                                layout: ParamLayout, num_draws: int = 101) -> jax.Array:
     """The coordinate-wise median of prior draws mapped to the unconstrained space (data-independent:
-    the model runs on a zero-filled dummy record and fixed seeds)."""
-    dummy = _dummy(data, 1)
-    draws = []
-    for seed in range(num_draws):
-        tr = _trace(model, dummy, model_kwargs, seed=seed)
-        draws.append({s.name: tr[s.name]["value"] for s in layout.sites})
+    the model runs on a dummy record of zeros, or of ones if it cannot take zeros, and fixed seeds)."""
+    for fill in _DUMMY_FILLS:
+        try:
+            draws = [_trace(model, _dummy(data, 1, fill), model_kwargs, seed=seed) for seed in range(num_draws)]
+            break
+        except Exception:  # noqa: BLE001 - the model cannot take these dummy values: try the next
+            if fill == _DUMMY_FILLS[-1]:
+                raise
+    draws = [{s.name: tr[s.name]["value"] for s in layout.sites} for tr in draws]
     stacked = {k: jnp.stack([d[k] for d in draws]) for k in draws[0]}
     return jnp.median(layout.unconstrain(stacked), axis=0)
 
@@ -215,9 +230,10 @@ def _log_joint_parts(tr: dict) -> tuple[jax.Array, jax.Array]:
     for s in tr.values():
         if s["type"] != "sample":
             continue
-        lp = jnp.sum(s["fn"].log_prob(s["value"]))
-        if s.get("scale") is not None:
+        lp = s["fn"].log_prob(s["value"])
+        if s.get("scale") is not None:  # before the sum (as NumPyro does): the scale may be one weight per record
             lp = lp * s["scale"]
+        lp = jnp.sum(lp)
         if s["is_observed"]:
             log_lik = log_lik + lp
         else:
