@@ -242,3 +242,14 @@ def test_per_record_weights_in_handlers_scale_are_accepted_and_weight_each_recor
         return -0.5 * np.sum(W20 * (X20 - mu) ** 2) - 0.5 * (mu / 5.0) ** 2
 
     assert total(2.0) - total(1.0) == pytest.approx(-(log_joint(2.0) - log_joint(1.0)), rel=1e-4, abs=1e-3)
+
+
+def test_dpvim_summary_of_a_short_trace_says_how_many_windows_fit():
+    # "the trace of 30 steps is too short for 20 windows" did not say what num_windows or T would do
+    import jax.numpy as jnp
+
+    from dpposterior.vi.dpvim import trace_summary
+
+    with pytest.raises(ValueError, match=r"30 steps .* 20 windows.*at most 15 .*num_windows=.*at least 40 steps"):
+        trace_summary(jnp.zeros((30, 2)), jnp.zeros((30, 2)))
+    assert int(trace_summary(jnp.zeros((30, 2)), jnp.zeros((30, 2)), num_windows=15)["start"]) == 0

@@ -150,7 +150,10 @@ def trace_summary(mu_trace: jax.Array, rho_trace: jax.Array, num_windows: int = 
     t, n = mu_trace.shape
     w = t // num_windows
     if w < 2:
-        raise ValueError(f"the trace of {t} steps is too short for {num_windows} windows")
+        fewer = (f"num_windows may be at most {t // 2} (pass num_windows=..., default {DEFAULT_NUM_WINDOWS}), or "
+                 if t >= 2 else "")
+        raise ValueError(f"the trace of {t} steps is too short for {num_windows} windows: each window needs at least 2 "
+                         f"steps, so {fewer}run at least {2 * num_windows} steps")
     used = w * num_windows
     off = t - used  # windows cover the last `used` steps
     win = mu_trace[off:].reshape(num_windows, w, n)
