@@ -253,3 +253,35 @@ def test_dpvim_summary_of_a_short_trace_says_how_many_windows_fit():
     with pytest.raises(ValueError, match=r"30 steps .* 20 windows.*at most 15 .*num_windows=.*at least 40 steps"):
         trace_summary(jnp.zeros((30, 2)), jnp.zeros((30, 2)))
     assert int(trace_summary(jnp.zeros((30, 2)), jnp.zeros((30, 2)), num_windows=15)["start"]) == 0
+
+
+# ------------------------------------------------------------------ predictive on new data
+def _regression(X, y=None):
+    w = numpyro.sample("w", dist.Normal(0.0, 1.0).expand([2]).to_event(1))
+    with numpyro.plate("records", X.shape[0]):
+        numpyro.sample("y", dist.Normal(X @ w, 1.0), obs=y)
+
+
+def _regression_posterior():
+    import jax.numpy as jnp
+
+    from dpposterior.noise_aware import point_posterior
+    from dpposterior.vi.layout import ParamLayout, Site
+
+    layout = ParamLayout((Site("w", (2,), (2,), {"kind": "independent", "base": {"kind": "real"}, "ndims": 1}),))
+    spent = _point_posterior().privacy
+    return point_posterior(layout, jnp.array([1.0, -1.0, -30.0, -30.0]), spent)  # w = (1, -1), sd 1e-13
+
+
+def test_predictive_takes_a_dataframe_and_a_list_as_dpvi_does():
+    # dpvi accepts a DataFrame; predictive on one raised JAX's "concatenate requires ndarray or scalar
+    # arguments", and on a list "'list' object has no attribute 'shape'"
+    pd = pytest.importorskip("pandas")
+    post = _regression_posterior()
+    new = np.array([[1.0, 0.0], [0.0, 1.0], [2.0, 2.0]], np.float32)
+    expected = post.predictive(0, _regression, new, num_samples=5)["y"]
+    for given in (pd.DataFrame(new, columns=["a", "b"]), new.tolist()):
+        np.testing.assert_allclose(post.predictive(0, _regression, given, num_samples=5)["y"], expected)
+    assert expected.shape == (5, 3)
+    np.testing.assert_allclose(expected.mean(0), [1.0, -1.0, 0.0], atol=1.5)
+

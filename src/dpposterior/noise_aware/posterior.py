@@ -99,12 +99,16 @@ class Posterior:
         observed sites whose value is not passed (e.g. ``y=None``) are sampled. ``new_data`` is new,
         public input (e.g. test covariates), not the private training data.
 
+        Array-likes in ``new_data`` (pandas DataFrames and Series, lists) are converted to arrays, as
+        ``dpvi`` converts its data arrays.
+
         Raises:
           ValueError: ``model`` lacks a latent site of this posterior, or has a global latent site that
             the posterior does not hold (not the model that was fitted).
         """
         from numpyro.infer import Predictive
 
+        new_data = tuple(_as_model_input(a) for a in new_data)
         k1, k2 = jax.random.split(_key(key))
         samples = self.sample(k1, num_samples)
         _check_predictive_model(model, self.layout, samples, new_data, model_kwargs)
@@ -180,6 +184,18 @@ def interval_labels(prob: float) -> tuple[str, str]:
         if (abs(float(lo_text) - lo) <= tol and abs(float(hi_text) - hi) <= tol and lo_text != hi_text) or digits == 17:
             break
     return f"q{lo_text}", f"q{hi_text}"
+
+
+def _as_model_input(a: Any) -> Any:
+    """An array-like argument (DataFrame, Series, list) as a numeric NumPy array; anything else unchanged."""
+    if a is None or isinstance(a, (bool, int, float, complex, str, bytes, jax.Array, np.ndarray)) or not (
+            hasattr(a, "__array__") or isinstance(a, list)):
+        return a
+    try:
+        arr = np.asarray(a)
+    except (ValueError, TypeError):  # ragged and the like: left to the model
+        return a
+    return arr if arr.dtype.kind in "biuf" else a
 
 
 def _check_num(n: int) -> None:
