@@ -285,3 +285,8 @@ def test_predictive_takes_a_dataframe_and_a_list_as_dpvi_does():
     assert expected.shape == (5, 3)
     np.testing.assert_allclose(expected.mean(0), [1.0, -1.0, 0.0], atol=1.5)
 
+
+def test_predictive_on_no_records_is_a_value_error():
+    # zero new records raised NumPyro's bare AssertionError "size of plate should be positive"
+    with pytest.raises(ValueError, match="new data argument 0 has no records"):
+        _regression_posterior().predictive(0, _regression, np.zeros((0, 2), np.float32))

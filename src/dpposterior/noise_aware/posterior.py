@@ -104,11 +104,12 @@ class Posterior:
 
         Raises:
           ValueError: ``model`` lacks a latent site of this posterior, or has a global latent site that
-            the posterior does not hold (not the model that was fitted).
+            the posterior does not hold (not the model that was fitted), or an array in ``new_data`` has
+            no records (length 0).
         """
         from numpyro.infer import Predictive
 
-        new_data = tuple(_as_model_input(a) for a in new_data)
+        new_data = tuple(_as_model_input(a, i) for i, a in enumerate(new_data))
         k1, k2 = jax.random.split(_key(key))
         samples = self.sample(k1, num_samples)
         _check_predictive_model(model, self.layout, samples, new_data, model_kwargs)
@@ -186,16 +187,22 @@ def interval_labels(prob: float) -> tuple[str, str]:
     return f"q{lo_text}", f"q{hi_text}"
 
 
-def _as_model_input(a: Any) -> Any:
-    """An array-like argument (DataFrame, Series, list) as a numeric NumPy array; anything else unchanged."""
+def _as_model_input(a: Any, i: int) -> Any:
+    """An array-like argument (DataFrame, Series, list) as a numeric NumPy array; anything else unchanged.
+    An array of no records is refused (NumPyro's plate would fail with a bare AssertionError)."""
     if a is None or isinstance(a, (bool, int, float, complex, str, bytes, jax.Array, np.ndarray)) or not (
             hasattr(a, "__array__") or isinstance(a, list)):
-        return a
-    try:
-        arr = np.asarray(a)
-    except (ValueError, TypeError):  # ragged and the like: left to the model
-        return a
-    return arr if arr.dtype.kind in "biuf" else a
+        arr = a
+    else:
+        try:
+            arr = np.asarray(a)
+        except (ValueError, TypeError):  # ragged and the like: left to the model
+            return a
+        if arr.dtype.kind not in "biuf":
+            return a
+    if isinstance(arr, (np.ndarray, jax.Array)) and arr.ndim >= 1 and arr.shape[0] == 0:
+        raise ValueError(f"new data argument {i} has no records (length 0); pass at least one record to predict")
+    return arr
 
 
 def _check_num(n: int) -> None:
