@@ -290,3 +290,40 @@ def test_predictive_on_no_records_is_a_value_error():
     # zero new records raised NumPyro's bare AssertionError "size of plate should be positive"
     with pytest.raises(ValueError, match="new data argument 0 has no records"):
         _regression_posterior().predictive(0, _regression, np.zeros((0, 2), np.float32))
+
+
+# ------------------------------------------------------------------ model keywords named like a setting
+def _prior_precision(x, beta=1.0):
+    mu = numpyro.sample("mu", dist.Normal(0.0, 1.0 / beta))
+    with numpyro.plate("records", x.shape[0]):
+        numpyro.sample("x", dist.Normal(mu, 1.0), obs=x)
+
+
+def _prior_scale(x, init_scale=1.0):
+    mu = numpyro.sample("mu", dist.Normal(0.0, init_scale))
+    with numpyro.plate("records", x.shape[0]):
+        numpyro.sample("x", dist.Normal(mu, 1.0), obs=x)
+
+
+def _boom(*a, **k):
+    raise AssertionError("a release was computed before the check")
+
+
+@pytest.mark.parametrize("fitter, model, name", [("dpvi", _prior_precision, "beta"),
+                                                 ("dpvim", _prior_scale, "init_scale")])
+def test_model_keyword_named_like_a_setting_is_refused(monkeypatch, fitter, model, name):
+    # dpvi(model, x, ..., beta=0.01) meant for model(x, beta=...) became dpvi's preconditioning vector and
+    # the model kept beta=1.0, silently (dpvim: init_scale)
+    import functools
+
+    from dpposterior.vi.dpvim import dpvim
+
+    fit = dpp.dpvi if fitter == "dpvi" else dpvim
+    _no_release(monkeypatch)
+    monkeypatch.setattr("dpposterior.vi.dpvim.calibrate_noise_multiplier", _boom)
+    with pytest.raises(ValueError, match=rf"{name}= is a setting of {fitter} and also a parameter of your model.*"
+                                         rf"functools\.partial\(model, {name}=\.\.\.\)"):
+        fit(model, X20, **{name: 0.5}, **SETTINGS)
+    # bound with functools.partial, it is the model's, and the fitter's own setting stays at its default
+    with pytest.raises(AssertionError, match="a release was computed"):
+        fit(functools.partial(model, **{name: 0.5}), X20, **SETTINGS)

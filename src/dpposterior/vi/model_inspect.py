@@ -8,6 +8,9 @@ parameters cannot depend on the private data.
 
 from __future__ import annotations
 
+import functools
+import inspect
+import reprlib
 import warnings
 from typing import Any, Callable
 
@@ -243,6 +246,46 @@ def _log_joint_parts(tr: dict) -> tuple[jax.Array, jax.Array]:
         else:
             log_prior = log_prior + lp
     return log_prior, log_lik
+
+
+def check_setting_names(model: Callable, num_data: int, fitter: Callable, settings: dict[str, Any]) -> None:
+    """Refuses a model keyword that is also a setting of ``fitter`` (dpvi, dpvim) given a value there.
+
+    ``fitter(model, *data, ..., **model_kwargs)`` takes its own settings first, so ``beta=2.0`` meant for
+    ``model(x, beta=...)`` becomes the fitter's setting and the model silently keeps its default.
+    ``settings`` maps the fitter's setting names to the values of this call; one left at the fitter's
+    default, a required one (epsilon, delta, clip: the fitter's by necessity) and a model keyword bound with
+    ``functools.partial`` are not counted as clashes.
+    """
+    try:
+        params = list(inspect.signature(model).parameters.values())
+        defaults = {k: p.default for k, p in inspect.signature(fitter).parameters.items()}
+    except (TypeError, ValueError):  # a callable without a signature (a NumPyro handler, a builtin)
+        return
+    named = [p for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    named = [p.name for p in named[num_data:]] if all(p.kind == p.POSITIONAL_OR_KEYWORD for p in named[:num_data]) \
+        else [p.name for p in named]
+
+    bound = set(getattr(model, "keywords", None) or ()) if isinstance(model, functools.partial) else set()
+
+    def given(name: str) -> bool:
+        default = defaults.get(name, inspect.Parameter.empty)
+        value = settings[name]
+        # a required setting (epsilon, delta, clip) is the fitter's; a keyword bound by functools.partial, the model's
+        if value is default or default is inspect.Parameter.empty or name in bound:
+            return False
+        plain = (bool, int, float, str)
+        return not (isinstance(value, plain) and isinstance(default, plain) and value == default)
+
+    clash = [name for name in named if name in settings and given(name)]
+    if clash:
+        name = clash[0]
+        raise ValueError(
+            f"{name}= is a setting of {fitter.__name__} and also a parameter of your model: {fitter.__name__} reads "
+            f"{name}={reprlib.repr(settings[name])} as its own setting, and the model would silently keep its "
+            f"default {name}; "
+            f"pass the model's value with functools.partial(model, {name}=...) (or rename the model's parameter), "
+            f"and leave {fitter.__name__}'s {name} at its default if you did not mean to set it")
 
 
 def check_data(data: tuple[Any, ...]) -> tuple[jax.Array, ...]:
