@@ -324,3 +324,17 @@ def test_model_keyword_named_like_a_setting_is_refused(monkeypatch, fitter, mode
     # bound with functools.partial, it is the model's, and the fitter's own setting stays at its default
     with pytest.raises(AssertionError, match="a release was computed"):
         fit(functools.partial(model, **{name: 0.5}), X20, **SETTINGS)
+
+
+def _fixed_plate(x, N=20):
+    mu = numpyro.sample("mu", dist.Normal(0.0, 5.0))
+    with numpyro.plate("records", N):
+        numpyro.sample("x", dist.Normal(mu, 1.0), obs=x)
+
+
+def test_record_plate_of_a_fixed_size_is_named_with_its_size(monkeypatch):
+    # plate("records", N) with N = 20 fixed was told to "wrap the likelihood in numpyro.plate('records',
+    # X.shape[0])" as if it had no plate at all
+    _no_release(monkeypatch)
+    with pytest.raises(ValueError, match=r"plate\(s\) 'records' of size 20, whose size stays fixed"):
+        dpp.dpvi(_fixed_plate, X20, N=20, **SETTINGS)

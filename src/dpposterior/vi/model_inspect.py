@@ -103,6 +103,14 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
                     f"numpyro.factor site {name!r} lies outside the plate over the records: dpvi reads every "
                     "observed or factor site as part of a record's likelihood; put a prior term into a sample "
                     "site's distribution instead, or move a per-record term inside the plate")
+            fixed = [(f.name, f.size) for f in site["cond_indep_stack"]]
+            if fixed:  # a plate whose size does not follow the records: numpyro.plate("records", N) with N fixed
+                raise ValueError(
+                    f"the model has no plate over the records for observed site {name!r}: it lies in plate(s) "
+                    f"{', '.join(f'{n!r} of size {k}' for n, k in fixed)}, whose size stays fixed when the number "
+                    "of records changes; dpvi runs the model on batches "
+                    "of records (down to one), so the plate over the records must take its size from the data: "
+                    "`with numpyro.plate('records', X.shape[0]):`, not a fixed N or a keyword argument")
             raise ValueError(
                 f"the model has no plate over the records for observed site {name!r}: wrap the likelihood in "
                 "`with numpyro.plate('records', X.shape[0]):` so that the leading axis of every data array "
