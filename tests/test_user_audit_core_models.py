@@ -338,3 +338,21 @@ def test_record_plate_of_a_fixed_size_is_named_with_its_size(monkeypatch):
     _no_release(monkeypatch)
     with pytest.raises(ValueError, match=r"plate\(s\) 'records' of size 20, whose size stays fixed"):
         dpp.dpvi(_fixed_plate, X20, N=20, **SETTINGS)
+
+
+G20 = RNG.integers(0, 4, size=20)
+
+
+def _groups_from_data(g, y):
+    with numpyro.plate("groups", int(g.max()) + 1):
+        a = numpyro.sample("a", dist.Normal(0.0, 3.0))
+    with numpyro.plate("records", g.shape[0]):
+        numpyro.sample("y", dist.Normal(a[g], 1.0), obs=y)
+
+
+def test_model_whose_structure_comes_from_the_data_values_is_refused_before_the_run(monkeypatch):
+    # int(g.max()) + 1 groups: the layout came from the dummy records (1 group), and the run failed inside
+    # the DP-SGD engine with JAX's ConcretizationTypeError
+    _no_release(monkeypatch)
+    with pytest.raises(ValueError, match=r"concrete values of the data.*public keyword arguments"):
+        dpp.dpvi(_groups_from_data, G20, X20, **SETTINGS)

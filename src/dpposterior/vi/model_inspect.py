@@ -57,8 +57,8 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
         observed or factor site outside the plate over the records, an observed value that is not one row
         per record (data passed as a keyword argument), a model whose log joint on a batch of dummy
         records is not the sum over the records alone (it reads the whole batch: data standardised inside
-        the model, a prior scaled by the number of records), or a model that fails on dummy records of
-        zeros and of ones.
+        the model, a prior scaled by the number of records), a model that needs concrete data values (its
+        structure computed from the data), or a model that fails on dummy records of zeros and of ones.
     """
     first_error = None
     for fill in _DUMMY_FILLS:
@@ -160,8 +160,37 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
         sites.append(Site(name, shape, ushape, spec))
     if not sites:
         raise ValueError("the model has no latent sites to infer")
-    _check_records_separate(model, data, model_kwargs, {site.name: tr[site.name]["value"] for site in sites})
+    values = {site.name: tr[site.name]["value"] for site in sites}
+    _check_traceable(model, data, model_kwargs, values)
+    _check_records_separate(model, data, model_kwargs, values)
     return ParamLayout(tuple(sites))
+
+
+_VALUE_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
+                 jax.errors.TracerIntegerConversionError, jax.errors.TracerBoolConversionError)
+
+
+def _check_traceable(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str, Any],
+                     values: dict[str, Any]) -> None:
+    """Refuses a model that needs the concrete values of a record (its structure computed from the data).
+
+    The per-record loss is traced by JAX with the record abstract; ``int(g.max()) + 1`` groups or
+    ``np.unique(g)`` cannot be, and the layout found on the dummy records would not be the data's anyway.
+    Shapes only (``jax.eval_shape``): nothing is compiled or run.
+    """
+    record = tuple(a[0] for a in _dummy(data, 1))
+    try:
+        jax.eval_shape(lambda r: record_log_joint(model, r, model_kwargs, values), record)
+    except _VALUE_ERRORS as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ValueError(
+            "the model needs concrete values of the data (or of a latent site), not only their shapes (JAX: "
+            + first + "): dpvi traces the per-record loss with the record abstract, and a structure computed from "
+            "the data (a number of groups from int(g.max()) + 1 or np.unique(g), a Python if on a data value) "
+            "cannot be traced, nor kept private; pass such numbers as public keyword arguments "
+            "(dpvi(model, g, y, ..., num_groups=4)) and use jnp.where for conditions on values") from e
+    except Exception:  # noqa: BLE001 - other failures are reported by the DP-SGD engine's own check
+        return
 
 
 def _ramp(data: tuple[Any, ...], n: int) -> tuple[jax.Array, ...]:
