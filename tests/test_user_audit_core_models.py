@@ -356,3 +356,17 @@ def test_model_whose_structure_comes_from_the_data_values_is_refused_before_the_
     _no_release(monkeypatch)
     with pytest.raises(ValueError, match=r"concrete values of the data.*public keyword arguments"):
         dpp.dpvi(_groups_from_data, G20, X20, **SETTINGS)
+
+
+def _hierarchical(x):
+    tau = numpyro.sample("tau", dist.HalfNormal(1.0))
+    mu = numpyro.sample("mu", dist.Normal(0.0, tau))
+    with numpyro.plate("records", x.shape[0]):
+        numpyro.sample("x", dist.Normal(mu, 1.0), obs=x)
+
+
+def test_global_site_fixed_by_condition_gets_a_hint(monkeypatch):
+    # handlers.condition(model, {"tau": 1.0}) was told only to "wrap the likelihood in numpyro.plate(...)"
+    _no_release(monkeypatch)
+    with pytest.raises(ValueError, match=r"observed site 'tau'.*handlers\.condition.*numpyro\.deterministic"):
+        dpp.dpvi(numpyro.handlers.condition(_hierarchical, {"tau": 1.0}), X20, **SETTINGS)

@@ -108,13 +108,17 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
                 raise ValueError(
                     f"the model has no plate over the records for observed site {name!r}: it lies in plate(s) "
                     f"{', '.join(f'{n!r} of size {k}' for n, k in fixed)}, whose size stays fixed when the number "
-                    "of records changes; dpvi runs the model on batches "
-                    "of records (down to one), so the plate over the records must take its size from the data: "
-                    "`with numpyro.plate('records', X.shape[0]):`, not a fixed N or a keyword argument")
+                    "of records changes; dpvi runs the model on batches of records (down to one), so the plate "
+                    "over the records must take its size from the data: `with numpyro.plate('records', "
+                    "X.shape[0]):`, not a fixed N or a keyword argument")
+            constant = name in resized and np.shape(site["value"]) == np.shape(resized[name]["value"])
+            hint = (f"; if {name!r} is a global parameter fixed with handlers.condition (or obs= a constant), make "
+                    "it a constant or a numpyro.deterministic site instead: dpvi reads every observed site as part "
+                    "of a record's likelihood" if constant else "")
             raise ValueError(
                 f"the model has no plate over the records for observed site {name!r}: wrap the likelihood in "
                 "`with numpyro.plate('records', X.shape[0]):` so that the leading axis of every data array "
-                "indexes records (the per-record loss and the privacy unit depend on it)")
+                f"indexes records (the per-record loss and the privacy unit depend on it){hint}")
         # both probes: a keyword array of 3 (or 5) records fits the probe of that size by coincidence
         _check_observed_shape(name, site, resized.get(name))
 
