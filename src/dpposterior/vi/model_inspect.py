@@ -216,15 +216,15 @@ def _check_records_separate(model: Callable, data: tuple[Any, ...], model_kwargs
     records of its batch (data standardised inside the model, a prior scaled by ``x.shape[0]``) would be
     fitted as a different model without a word. Checked on public dummy records, never on the data.
     """
+    def both(values, batch):  # one compiled program: far faster than running the model op by op
+        together = _log_joint_parts(_trace(model, batch, model_kwargs, params=values))
+        alone = [_log_joint_parts(_trace(model, tuple(a[i:i + 1] for a in batch), model_kwargs, params=values))
+                 for i in range(_PLATE_PROBE)]
+        return together, alone
+
     batch = _ramp(data, _PLATE_PROBE)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the dummy values may lie outside the support: no warning about them
-        def both(values, batch):  # one compiled program: far faster than running the model op by op
-            together = _log_joint_parts(_trace(model, batch, model_kwargs, params=values))
-            alone = [_log_joint_parts(_trace(model, tuple(a[i:i + 1] for a in batch), model_kwargs, params=values))
-                     for i in range(_PLATE_PROBE)]
-            return together, alone
-
         try:
             (prior_all, lik_all), parts = jax.jit(both)(values, batch)
         except Exception:  # noqa: BLE001 - the model cannot take these dummy values (or jit): nothing to compare
@@ -304,9 +304,10 @@ def check_setting_names(model: Callable, num_data: int, fitter: Callable, settin
     except (TypeError, ValueError):  # a callable without a signature (a NumPyro handler, a builtin)
         return
     named = [p for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    named = [p.name for p in named[num_data:]] if all(p.kind == p.POSITIONAL_OR_KEYWORD for p in named[:num_data]) \
-        else [p.name for p in named]
-
+    positional = named[:num_data]  # the data fill the first parameters: those are not keywords
+    if all(p.kind == p.POSITIONAL_OR_KEYWORD for p in positional):
+        named = named[num_data:]
+    named = [p.name for p in named]
     bound = set(getattr(model, "keywords", None) or ()) if isinstance(model, functools.partial) else set()
 
     def given(name: str) -> bool:
@@ -324,9 +325,8 @@ def check_setting_names(model: Callable, num_data: int, fitter: Callable, settin
         raise ValueError(
             f"{name}= is a setting of {fitter.__name__} and also a parameter of your model: {fitter.__name__} reads "
             f"{name}={reprlib.repr(settings[name])} as its own setting, and the model would silently keep its "
-            f"default {name}; "
-            f"pass the model's value with functools.partial(model, {name}=...) (or rename the model's parameter), "
-            f"and leave {fitter.__name__}'s {name} at its default if you did not mean to set it")
+            f"default {name}; pass the model's value with functools.partial(model, {name}=...) (or rename the "
+            f"model's parameter), and leave {fitter.__name__}'s {name} at its default if you did not mean to set it")
 
 
 def check_data(data: tuple[Any, ...]) -> tuple[jax.Array, ...]:
