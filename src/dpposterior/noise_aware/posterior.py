@@ -99,12 +99,17 @@ class Posterior:
         observed sites whose value is not passed (e.g. ``y=None``) are sampled. ``new_data`` is new,
         public input (e.g. test covariates), not the private training data.
 
+        Array-likes in ``new_data`` (pandas DataFrames and Series, lists) are converted to arrays, as
+        ``dpvi`` converts its data arrays.
+
         Raises:
           ValueError: ``model`` lacks a latent site of this posterior, or has a global latent site that
-            the posterior does not hold (not the model that was fitted).
+            the posterior does not hold (not the model that was fitted), or an array in ``new_data`` has
+            no records (length 0).
         """
         from numpyro.infer import Predictive
 
+        new_data = tuple(_as_model_input(a, i) for i, a in enumerate(new_data))
         k1, k2 = jax.random.split(_key(key))
         samples = self.sample(k1, num_samples)
         _check_predictive_model(model, self.layout, samples, new_data, model_kwargs)
@@ -114,11 +119,16 @@ class Posterior:
 
     def summary(self, key: jax.Array | None = None, num_samples: int = 4000,
                 prob: float = 0.9) -> list[dict[str, Any]]:
-        """Rows (one per constrained scalar) with mean, sd and the central ``prob`` interval."""
+        """Rows (one per constrained scalar) with mean, sd and the central ``prob`` interval.
+
+        The interval's ends are keyed by their quantile levels, e.g. ``q0.05`` and ``q0.95`` for
+        ``prob=0.9`` and ``q0.0005`` and ``q0.9995`` for ``prob=0.999``.
+        """
         if not 0 < check_real("prob", prob) < 1:
             raise ValueError(f"prob must lie in (0, 1), got {prob!r}")
         draws = self.sample(jax.random.PRNGKey(0) if key is None else key, num_samples)
         lo_q, hi_q = (1 - prob) / 2, 1 - (1 - prob) / 2
+        lo_key, hi_key = interval_labels(prob)
         rows = []
         for name, v in draws.items():
             v = np.asarray(v).reshape(num_samples, -1)
@@ -127,8 +137,7 @@ class Posterior:
                 label = name if v.shape[1] == 1 else f"{name}[{','.join(map(str, np.unravel_index(j, shape)))}]"
                 col = v[:, j]
                 rows.append({"parameter": label, "mean": float(col.mean()), "sd": float(col.std()),
-                             f"q{lo_q:.3g}": float(np.quantile(col, lo_q)),
-                             f"q{hi_q:.3g}": float(np.quantile(col, hi_q))})
+                             lo_key: float(np.quantile(col, lo_q)), hi_key: float(np.quantile(col, hi_q))})
         return rows
 
     def to_arviz(self, key: jax.Array | None = None, num_samples: int = 4000):
@@ -163,6 +172,37 @@ def point_posterior(layout: ParamLayout, phi: jax.Array, privacy: PrivacySpent,
                     method: str = "last_iterate") -> Posterior:
     """q(theta; phi) at one phi: the naive baseline that ignores the DP noise."""
     return Posterior(layout=layout, phi_star=jnp.asarray(phi)[None, :], privacy=privacy, method=method)
+
+
+def interval_labels(prob: float) -> tuple[str, str]:
+    """The keys of a central ``prob`` interval's ends: ``"q"`` and each quantile level with the fewest
+    significant digits (at least 3) that name it, e.g. q0.05 / q0.95 for 0.9 and q0.0005 / q0.9995 for
+    0.999 (three digits alone print the 0.9995 quantile as q1, the maximum)."""
+    lo, hi = (1 - prob) / 2, 1 - (1 - prob) / 2
+    tol = 1e-6 * min(lo, prob)  # close on the scale of the tails and of the interval itself
+    for digits in range(3, 18):
+        lo_text, hi_text = f"{lo:.{digits}g}", f"{hi:.{digits}g}"
+        if (abs(float(lo_text) - lo) <= tol and abs(float(hi_text) - hi) <= tol and lo_text != hi_text) or digits == 17:
+            break
+    return f"q{lo_text}", f"q{hi_text}"
+
+
+def _as_model_input(a: Any, i: int) -> Any:
+    """An array-like argument (DataFrame, Series, list) as a numeric NumPy array; anything else unchanged.
+    An array of no records is refused (NumPyro's plate would fail with a bare AssertionError)."""
+    if a is None or isinstance(a, (bool, int, float, complex, str, bytes, jax.Array, np.ndarray)) or not (
+            hasattr(a, "__array__") or isinstance(a, list)):
+        arr = a
+    else:
+        try:
+            arr = np.asarray(a)
+        except (ValueError, TypeError):  # ragged and the like: left to the model
+            return a
+        if arr.dtype.kind not in "biuf":
+            return a
+    if isinstance(arr, (np.ndarray, jax.Array)) and arr.ndim >= 1 and arr.shape[0] == 0:
+        raise ValueError(f"new data argument {i} has no records (length 0); pass at least one record to predict")
+    return arr
 
 
 def _check_num(n: int) -> None:

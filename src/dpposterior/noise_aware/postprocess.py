@@ -110,11 +110,13 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
       "max_grad_norm"; nuts: split R-hat, ESS and divergences from numpyro.diagnostics).
 
     Raises:
-      TypeError: ``trace`` is not a DPVITrace, an unknown solver option, a non-integer count option, or a
-        flag (``subsampling_noise``, a NUTS flag) that is not True or False.
+      TypeError: ``trace`` is not a DPVITrace, an unknown solver option, a non-integer count option, a
+        flag (``subsampling_noise``, a NUTS flag) that is not True or False, or a TracePriors field that
+        is not real numbers.
       ValueError: unknown method, a solver option out of its range, burn_in outside [0, 1), fewer than
         10 steps after burn-in, non-finite values in the trace, non-positive beta, noise multiplier, clip
-        or sampling rate, or a coordinate that does not move after burn-in.
+        or sampling rate, a coordinate that does not move after burn-in, or a TracePriors field that does
+        not broadcast to (d,), is not finite, or (a scale) is not > 0.
     """
     if not isinstance(trace, DPVITrace):
         raise TypeError(f"trace must be a DPVITrace, got {type(trace).__name__}")
@@ -138,8 +140,7 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
     else:
         if not isinstance(priors, TracePriors):
             raise TypeError(f"priors must be a TracePriors or one of {PRIOR_CHOICES}, got {type(priors).__name__}")
-        d = trace.num_params
-        priors = TracePriors(*(np.broadcast_to(np.asarray(x, np.float64), (d,)) for x in priors))
+        priors = _checked_priors(priors, trace.num_params)
         if not all(np.all(np.isfinite(x)) for x in priors) or not all(
                 np.all(x > 0) for x in (priors.phi_scale, priors.h_scale, priors.s_scale)):
             raise ValueError("priors must be finite with phi_scale, h_scale and s_scale > 0")
@@ -194,6 +195,26 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
     diagnostics["phi_star_sd"] = np.asarray(sd)
     return Posterior(layout=trace.layout, phi_star=jnp.asarray(phi_draws), privacy=trace.privacy, method=method,
                      phi_sampler=sampler, diagnostics=diagnostics)
+
+
+def _checked_priors(priors: TracePriors, d: int) -> TracePriors:
+    """Each field of a user's TracePriors as a float64 (d,) array; TypeError / ValueError naming the field."""
+    fields = []
+    for name, value in zip(TracePriors._fields, priors):
+        try:
+            arr = np.asarray(value)
+        except (ValueError, TypeError):  # ragged and the like
+            arr = np.asarray(None)
+        if arr.dtype.kind not in "iuf":  # None, strings, bools, objects: refused, not converted
+            raise TypeError(f"priors.{name} must be a real number or an array of real numbers broadcastable to "
+                            f"(d,) = ({d},), got {value!r}")
+        try:
+            fields.append(np.broadcast_to(arr.astype(np.float64), (d,)))
+        except ValueError:
+            raise ValueError(f"priors.{name} has shape {arr.shape}, which does not broadcast to (d,) = ({d},): one "
+                             "value per variational parameter (2 x the model's unconstrained size), or a scalar"
+                             ) from None
+    return TracePriors(*fields)
 
 
 #: NumPyro's ways of running several chains.

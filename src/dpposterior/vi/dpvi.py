@@ -15,7 +15,8 @@ from .._checks import (check_delta, check_epsilon, check_float32_array, check_fl
 from ..privacy.dpsgd_accounting import calibrate_noise_multiplier
 from . import family
 from .layout import ParamLayout
-from .model_inspect import check_data, inspect_model, prior_median_unconstrained, record_log_joint
+from .model_inspect import (check_data, check_setting_names, inspect_model, prior_median_unconstrained,
+                            record_log_joint)
 from .trace import DPVITrace
 
 #: default preconditioning of the rho (scale) gradients; beta_mu is always 1 (NOTES.md section 1).
@@ -108,10 +109,16 @@ def dpvi(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: i
       sampling: the DP-SGD engine's sampler: ``"packed"`` (default, O(qN) per step) or ``"masked"``
         (a full-N inclusion mask, O(N) per step, the reference implementation's approach; the same
         Poisson sampling and privacy, kept for comparison: benchmarks/pipeline.py).
+      **model_kwargs: the model's keyword arguments (public values). A model keyword named like a
+        setting of dpvi (e.g. ``beta``) would be read as the setting: bind it with
+        ``functools.partial(model, name=value)`` instead (given both ways, it is refused).
 
     Returns:
       A DPVITrace with the PrivacySpent of the run.
     """
+    settings = {k: v for k, v in locals().items() if k not in ("model", "data", "model_kwargs")}
+    if callable(model):
+        check_setting_names(model, len(data), dpvi, settings)
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
     num_steps = check_positive_int(num_steps, "num_steps")

@@ -56,7 +56,8 @@ from ..privacy import PrivacySpent, calibrate_noise_multiplier, dpsgd_epsilon, o
 from ..privacy.secure import check_secure, resolve_noise_source
 from . import family
 from .layout import ParamLayout
-from .model_inspect import check_data, inspect_model, prior_median_unconstrained, record_log_joint
+from .model_inspect import (check_data, check_setting_names, inspect_model, prior_median_unconstrained,
+                            record_log_joint)
 
 MECHANISM = "poisson_subsampled_gaussian"
 DEFAULT_INIT_SCALE = 0.1
@@ -150,7 +151,10 @@ def trace_summary(mu_trace: jax.Array, rho_trace: jax.Array, num_windows: int = 
     t, n = mu_trace.shape
     w = t // num_windows
     if w < 2:
-        raise ValueError(f"the trace of {t} steps is too short for {num_windows} windows")
+        fewer = (f"num_windows may be at most {t // 2} (pass num_windows=..., default {DEFAULT_NUM_WINDOWS}), or "
+                 if t >= 2 else "")
+        raise ValueError(f"the trace of {t} steps is too short for {num_windows} windows: each window needs at least 2 "
+                         f"steps, so {fewer}run at least {2 * num_windows} steps")
     used = w * num_windows
     off = t - used  # windows cover the last `used` steps
     win = mu_trace[off:].reshape(num_windows, w, n)
@@ -312,10 +316,16 @@ def dpvim(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: 
       accountant: "pld" or "rdp".
       model_name: a label.
       secure: draw all privacy randomness from the OS CSPRNG; ``rng_key`` must then be None.
+      **model_kwargs: the model's keyword arguments (public values). A model keyword named like a
+        setting of dpvim (e.g. ``init_scale``) would be read as the setting: bind it with
+        ``functools.partial(model, name=value)`` instead (given both ways, it is refused).
 
     Returns:
       A :class:`DPVImTrace` with its PrivacySpent; ``.noise_aware_posterior()`` gives the baseline.
     """
+    settings = {k: v for k, v in locals().items() if k not in ("model", "data", "model_kwargs")}
+    if callable(model):
+        check_setting_names(model, len(data), dpvim, settings)
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
     num_steps = check_positive_int(num_steps, "num_steps")

@@ -1,20 +1,24 @@
 """Reading a NumPyro model's structure: its latent sites, the plate over the records, and the
 per-record split of the log joint into prior and likelihood.
 
-``inspect_model`` runs the model on zero-filled dummy record batches with the shapes and dtypes
-of the data (never the data values), so the layout and the initial parameters cannot depend on the
-private data.
+``inspect_model`` runs the model on dummy record batches (zeros, or ones for a model that cannot take
+zeros) with the shapes and dtypes of the data (never the data values), so the layout and the initial
+parameters cannot depend on the private data.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+import reprlib
+import warnings
 from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from numpyro import handlers
-from numpyro.distributions import Unit
+from numpyro.distributions import Delta, Unit
 from numpyro.distributions.transforms import biject_to
 
 from .._checks import check_float32_array
@@ -26,8 +30,13 @@ _PLATE_PROBE = 3  # records in the dummy batch used to find the plate over the r
 _PLATE_PROBE_OTHER = 5
 
 
-def _dummy(data: tuple[Any, ...], n: int) -> tuple[jax.Array, ...]:
-    return tuple(jnp.zeros((n,) + tuple(a.shape[1:]), dtype=a.dtype) for a in data)
+#: the values of the dummy records, tried in turn: zeros, then ones for a model that cannot take zeros (per-record
+#: weights in handlers.scale must be positive)
+_DUMMY_FILLS = (0, 1)
+
+
+def _dummy(data: tuple[Any, ...], n: int, fill: int = 0) -> tuple[jax.Array, ...]:
+    return tuple(jnp.full((n,) + tuple(a.shape[1:]), fill, dtype=a.dtype) for a in data)
 
 
 def _trace(model: Callable, args: tuple, kwargs: dict, seed: int = 0, params: dict | None = None):
@@ -42,17 +51,26 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
 
     Raises:
       ValueError: no plate over the records (or one with ``subsample_size``), a ``numpyro.param`` site
-        (it would stay at its initial value), a discrete latent site, a latent site inside the plate over
-        the records (a per-record latent variable), a latent site whose support depends on other latent
-        sites, no observed site, an observed or factor site outside the plate over the records, an
-        observed value that is not one row per record (data passed as a keyword argument), or a model
-        that fails.
+        (it would stay at its initial value), a discrete or Delta (point-mass) latent site, a latent site
+        inside the plate over the records (a per-record latent variable), a latent site whose support
+        depends on other latent sites or has no bijection to an unconstrained space, no observed site, an
+        observed or factor site outside the plate over the records, an observed value that is not one row
+        per record (data passed as a keyword argument), a model whose log joint on a batch of dummy
+        records is not the sum over the records alone (it reads the whole batch: data standardised inside
+        the model, a prior scaled by the number of records), a model that needs concrete data values (its
+        structure computed from the data), or a model that fails on dummy records of zeros and of ones.
     """
-    try:
-        tr = _trace(model, _dummy(data, _PLATE_PROBE), model_kwargs)
-        other = _trace(model, _dummy(data, _PLATE_PROBE), model_kwargs, seed=1)  # to find supports that vary
-        resized = _trace(model, _dummy(data, _PLATE_PROBE_OTHER), model_kwargs)
-    except Exception as e:  # the user's model failed on data of the given shapes
+    first_error = None
+    for fill in _DUMMY_FILLS:
+        try:
+            tr = _trace(model, _dummy(data, _PLATE_PROBE, fill), model_kwargs)
+            other = _trace(model, _dummy(data, _PLATE_PROBE, fill), model_kwargs, seed=1)  # supports that vary
+            resized = _trace(model, _dummy(data, _PLATE_PROBE_OTHER, fill), model_kwargs)
+            break
+        except Exception as e:  # noqa: BLE001 - the user's model failed on these dummy records
+            first_error = first_error or e
+    else:  # the user's model failed on data of the given shapes
+        e = first_error
         hint = ("; a latent site whose distribution cannot be sampled (an improper prior such as ImproperUniform) "
                 "is not supported: dpvi draws its initial value from the prior, give it a proper one"
                 if isinstance(e, NotImplementedError) else "")
@@ -62,10 +80,12 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
     record_plates = {name for name, s in tr.items() if s["type"] == "plate" and s["args"][0] == _PLATE_PROBE
                      and name in resized and resized[name]["args"][0] == _PLATE_PROBE_OTHER}
     for name in record_plates:
-        if tr[name]["args"][1] not in (None, _PLATE_PROBE):
-            raise ValueError(f"the plate {name!r} over the records has subsample_size={tr[name]['args'][1]}: dpvi "
-                             "does its own Poisson subsampling (sampling_rate), on which the privacy accounting "
-                             "rests; remove subsample_size from the plate")
+        # both probes: a fixed subsample_size equal to one probe's record count looks like "no subsampling" there
+        for probe, size in ((tr, _PLATE_PROBE), (resized, _PLATE_PROBE_OTHER)):
+            if probe[name]["args"][1] not in (None, size):
+                raise ValueError(f"the plate {name!r} over the records has subsample_size={probe[name]['args'][1]}: "
+                                 "dpvi does its own Poisson subsampling (sampling_rate), on which the privacy "
+                                 "accounting rests; remove subsample_size from the plate")
     params = [name for name, s in tr.items() if s["type"] == "param"]
     if params:
         raise ValueError(f"the model has numpyro.param sites {params}: dpvi fits only latent sample sites, so a param "
@@ -83,21 +103,25 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
                     f"numpyro.factor site {name!r} lies outside the plate over the records: dpvi reads every "
                     "observed or factor site as part of a record's likelihood; put a prior term into a sample "
                     "site's distribution instead, or move a per-record term inside the plate")
+            fixed = [(f.name, f.size) for f in site["cond_indep_stack"]]
+            if fixed:  # a plate whose size does not follow the records: numpyro.plate("records", N) with N fixed
+                raise ValueError(
+                    f"the model has no plate over the records for observed site {name!r}: it lies in plate(s) "
+                    f"{', '.join(f'{n!r} of size {k}' for n, k in fixed)}, whose size stays fixed when the number "
+                    "of records changes; dpvi runs the model on batches of records (down to one), so the plate "
+                    "over the records must take its size from the data: `with numpyro.plate('records', "
+                    "X.shape[0]):`, not a fixed N or a keyword argument")
+            constant = name in resized and np.shape(site["value"]) == np.shape(resized[name]["value"])
+            hint = (f"; if {name!r} is a global parameter fixed with handlers.condition (or obs= a constant), make "
+                    "it a constant or a numpyro.deterministic site instead: dpvi reads every observed site as part "
+                    "of a record's likelihood" if constant else "")
             raise ValueError(
                 f"the model has no plate over the records for observed site {name!r}: wrap the likelihood in "
                 "`with numpyro.plate('records', X.shape[0]):` so that the leading axis of every data array "
-                "indexes records (the per-record loss and the privacy unit depend on it)")
-        value_shape, fn_shape = tuple(np.shape(site["value"])), tuple(site["fn"].shape())
-        try:
-            broadcast = np.broadcast_shapes(value_shape, fn_shape)
-        except ValueError:
-            broadcast = None
-        if broadcast != fn_shape:
-            raise ValueError(
-                f"observed site {name!r} got a value of shape {value_shape} where the model, run on "
-                f"{_PLATE_PROBE} records, expects {fn_shape}: its value does not come from the data arrays "
-                "one row per record (data passed as a keyword argument, e.g. y=y, reaches every record whole "
-                "and unprotected); pass every data array positionally: dpvi(model, X, y, ...)")
+                f"indexes records (the per-record loss and the privacy unit depend on it){hint}")
+        # both probes: a keyword array of 3 (or 5) records fits the probe of that size by coincidence
+        _check_observed_shape(name, site, resized.get(name))
+
     sites = []
     for name, s in tr.items():
         if s["type"] != "sample" or s["is_observed"]:
@@ -106,11 +130,29 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
         if fn.support.is_discrete:
             raise ValueError(f"latent site {name!r} is discrete (support {fn.support}); dpvi supports only "
                              "continuous latent sites: marginalise it out of the model")
+        if isinstance(_base_distribution(fn), Delta):
+            raise ValueError(f"latent site {name!r} is a Delta (a point mass): its log density has no gradient, so "
+                             "dpvi would fit it as if its prior were flat; record a fixed or derived value with "
+                             "numpyro.deterministic instead")
         if any(f.name in record_plates for f in s["cond_indep_stack"]):
+            base = name[:-len("_unobserved")]
+            if name.endswith("_unobserved") and f"{base}_observed" in tr:
+                raise ValueError(f"numpyro.sample({base!r}, ..., obs_mask=...) makes the masked values of {base!r} "
+                                 f"per-record latent variables (site {name!r}) to impute, which dpvi cannot fit (it "
+                                 "fits only global latent variables); to leave the masked values out of the "
+                                 "likelihood, wrap the site in numpyro.handlers.mask(mask=...) or use "
+                                 "dist.Normal(...).mask(...) with obs=")
             raise ValueError(f"latent site {name!r} lies inside the plate over the records (a per-record latent "
                              "variable); dpvi fits only global latent variables")
         shape = tuple(np.shape(s["value"]))
-        ushape = tuple(biject_to(fn.support).inverse_shape(shape))
+        try:
+            ushape = tuple(biject_to(fn.support).inverse_shape(shape))
+        except NotImplementedError as e:  # NumPyro has no bijection for this support (e.g. the sphere)
+            raise ValueError(f"latent site {name!r} has a support ({fn.support}) that NumPyro cannot map to an "
+                             "unconstrained space (no biject_to), so dpvi cannot fit it: reparametrise it with a "
+                             "supported one (real, positive, interval, simplex, ordered, correlation "
+                             "Cholesky, ...), e.g. a direction as v / |v| of an unconstrained vector v with "
+                             "numpyro.deterministic") from e
         spec = support_to_spec(fn.support)
         if spec["kind"] == "unknown":
             raise ValueError(f"latent site {name!r} has a support ({fn.support}) that dpvi cannot save and restore")
@@ -122,18 +164,99 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
         sites.append(Site(name, shape, ushape, spec))
     if not sites:
         raise ValueError("the model has no latent sites to infer")
+    values = {site.name: tr[site.name]["value"] for site in sites}
+    _check_traceable(model, data, model_kwargs, values)
+    _check_records_separate(model, data, model_kwargs, values)
     return ParamLayout(tuple(sites))
+
+
+_VALUE_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
+                 jax.errors.TracerIntegerConversionError, jax.errors.TracerBoolConversionError)
+
+
+def _check_traceable(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str, Any],
+                     values: dict[str, Any]) -> None:
+    """Refuses a model that needs the concrete values of a record (its structure computed from the data).
+
+    The per-record loss is traced by JAX with the record abstract; ``int(g.max()) + 1`` groups or
+    ``np.unique(g)`` cannot be, and the layout found on the dummy records would not be the data's anyway.
+    Shapes only (``jax.eval_shape``): nothing is compiled or run.
+    """
+    record = tuple(a[0] for a in _dummy(data, 1))
+    try:
+        jax.eval_shape(lambda r: record_log_joint(model, r, model_kwargs, values), record)
+    except _VALUE_ERRORS as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ValueError(
+            "the model needs concrete values of the data (or of a latent site), not only their shapes (JAX: "
+            + first + "): dpvi traces the per-record loss with the record abstract, and a structure computed from "
+            "the data (a number of groups from int(g.max()) + 1 or np.unique(g), a Python if on a data value) "
+            "cannot be traced, nor kept private; pass such numbers as public keyword arguments "
+            "(dpvi(model, g, y, ..., num_groups=4)) and use jnp.where for conditions on values") from e
+    except Exception:  # noqa: BLE001 - other failures are reported by the DP-SGD engine's own check
+        return
+
+
+def _ramp(data: tuple[Any, ...], n: int) -> tuple[jax.Array, ...]:
+    """Dummy records that differ from each other (record i holds i, or i mod 2 for ints and bools):
+    public values with the shapes and dtypes of the data."""
+    out = []
+    for a in data:
+        i = np.arange(n).reshape((n,) + (1,) * (np.ndim(a) - 1))
+        v = i + 1 if np.dtype(a.dtype).kind == "f" else i % 2  # floats from 1: positive, as weights must be
+        out.append(jnp.asarray(np.broadcast_to(v, (n,) + tuple(a.shape[1:])), dtype=a.dtype))
+    return tuple(out)
+
+
+def _check_records_separate(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str, Any],
+                            values: dict[str, Any]) -> None:
+    """Refuses a model whose log joint on a batch of records is not the sum of its one-record log joints.
+
+    dpvi evaluates every record alone (the per-record loss that is clipped); a model that reads the other
+    records of its batch (data standardised inside the model, a prior scaled by ``x.shape[0]``) would be
+    fitted as a different model without a word. Checked on public dummy records, never on the data.
+    """
+    def both(values, batch):  # one compiled program: far faster than running the model op by op
+        together = _log_joint_parts(_trace(model, batch, model_kwargs, params=values))
+        alone = [_log_joint_parts(_trace(model, tuple(a[i:i + 1] for a in batch), model_kwargs, params=values))
+                 for i in range(_PLATE_PROBE)]
+        return together, alone
+
+    batch = _ramp(data, _PLATE_PROBE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the dummy values may lie outside the support: no warning about them
+        try:
+            (prior_all, lik_all), parts = jax.jit(both)(values, batch)
+        except Exception:  # noqa: BLE001 - the model cannot take these dummy values (or jit): nothing to compare
+            return
+    lik_sum = sum(float(p[1]) for p in parts)
+    priors = [float(p[0]) for p in parts]
+    same_lik = np.allclose(float(lik_all), lik_sum, rtol=1e-4, atol=1e-3, equal_nan=True)
+    same_prior = np.allclose(priors, float(prior_all), rtol=1e-4, atol=1e-3, equal_nan=True)
+    if not (same_lik and same_prior):
+        what = ("the likelihood of a record changes with the other records of the batch" if not same_lik else
+                "the prior changes with the number of records")
+        raise ValueError(
+            f"{what} (on {_PLATE_PROBE} dummy records: log likelihood {float(lik_all):.6g} together, "
+            f"{lik_sum:.6g} one record at a time; log prior {float(prior_all):.6g} together, {priors[0]:.6g} for one "
+            "record): dpvi evaluates every record alone (the per-record loss that is clipped), so the model it "
+            "fits would not be yours. Do not compute from the whole data inside the model (x - x.mean(), "
+            "x / x.std(), x.shape[0] in a prior): standardise with public constants before the call, or pass "
+            "such constants as keyword arguments")
 
 
 def prior_median_unconstrained(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str, Any],
                                layout: ParamLayout, num_draws: int = 101) -> jax.Array:
     """The coordinate-wise median of prior draws mapped to the unconstrained space (data-independent:
-    the model runs on a zero-filled dummy record and fixed seeds)."""
-    dummy = _dummy(data, 1)
-    draws = []
-    for seed in range(num_draws):
-        tr = _trace(model, dummy, model_kwargs, seed=seed)
-        draws.append({s.name: tr[s.name]["value"] for s in layout.sites})
+    the model runs on a dummy record of zeros, or of ones if it cannot take zeros, and fixed seeds)."""
+    for fill in _DUMMY_FILLS:
+        try:
+            draws = [_trace(model, _dummy(data, 1, fill), model_kwargs, seed=seed) for seed in range(num_draws)]
+            break
+        except Exception:  # noqa: BLE001 - the model cannot take these dummy values: try the next
+            if fill == _DUMMY_FILLS[-1]:
+                raise
+    draws = [{s.name: tr[s.name]["value"] for s in layout.sites} for tr in draws]
     stacked = {k: jnp.stack([d[k] for d in draws]) for k in draws[0]}
     return jnp.median(layout.unconstrain(stacked), axis=0)
 
@@ -145,20 +268,65 @@ def record_log_joint(model: Callable, record: tuple[jax.Array, ...], model_kwarg
     ``record`` holds one record per data array (no leading axis); the model is run on a batch of one.
     """
     batch = tuple(jnp.expand_dims(r, 0) for r in record)
-    tr = _trace(model, batch, model_kwargs, params=values)
+    return _log_joint_parts(_trace(model, batch, model_kwargs, params=values))
+
+
+def _log_joint_parts(tr: dict) -> tuple[jax.Array, jax.Array]:
+    """(log prior of the latent sites, log likelihood of the observed and factor sites) of a trace."""
     log_prior = jnp.zeros(())
     log_lik = jnp.zeros(())
     for s in tr.values():
         if s["type"] != "sample":
             continue
-        lp = jnp.sum(s["fn"].log_prob(s["value"]))
-        if s.get("scale") is not None:
+        lp = s["fn"].log_prob(s["value"])
+        if s.get("scale") is not None:  # before the sum (as NumPyro does): the scale may be one weight per record
             lp = lp * s["scale"]
+        lp = jnp.sum(lp)
         if s["is_observed"]:
             log_lik = log_lik + lp
         else:
             log_prior = log_prior + lp
     return log_prior, log_lik
+
+
+def check_setting_names(model: Callable, num_data: int, fitter: Callable, settings: dict[str, Any]) -> None:
+    """Refuses a model keyword that is also a setting of ``fitter`` (dpvi, dpvim) given a value there.
+
+    ``fitter(model, *data, ..., **model_kwargs)`` takes its own settings first, so ``beta=2.0`` meant for
+    ``model(x, beta=...)`` becomes the fitter's setting and the model silently keeps its default.
+    ``settings`` maps the fitter's setting names to the values of this call; one left at the fitter's
+    default, a required one (epsilon, delta, clip: the fitter's by necessity) and a model keyword bound with
+    ``functools.partial`` are not counted as clashes.
+    """
+    try:
+        params = list(inspect.signature(model).parameters.values())
+        defaults = {k: p.default for k, p in inspect.signature(fitter).parameters.items()}
+    except (TypeError, ValueError):  # a callable without a signature (a NumPyro handler, a builtin)
+        return
+    named = [p for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    positional = named[:num_data]  # the data fill the first parameters: those are not keywords
+    if all(p.kind == p.POSITIONAL_OR_KEYWORD for p in positional):
+        named = named[num_data:]
+    named = [p.name for p in named]
+    bound = set(getattr(model, "keywords", None) or ()) if isinstance(model, functools.partial) else set()
+
+    def given(name: str) -> bool:
+        default = defaults.get(name, inspect.Parameter.empty)
+        value = settings[name]
+        # a required setting (epsilon, delta, clip) is the fitter's; a keyword bound by functools.partial, the model's
+        if value is default or default is inspect.Parameter.empty or name in bound:
+            return False
+        plain = (bool, int, float, str)
+        return not (isinstance(value, plain) and isinstance(default, plain) and value == default)
+
+    clash = [name for name in named if name in settings and given(name)]
+    if clash:
+        name = clash[0]
+        raise ValueError(
+            f"{name}= is a setting of {fitter.__name__} and also a parameter of your model: {fitter.__name__} reads "
+            f"{name}={reprlib.repr(settings[name])} as its own setting, and the model would silently keep its "
+            f"default {name}; pass the model's value with functools.partial(model, {name}=...) (or rename the "
+            f"model's parameter), and leave {fitter.__name__}'s {name} at its default if you did not mean to set it")
 
 
 def check_data(data: tuple[Any, ...]) -> tuple[jax.Array, ...]:
@@ -197,3 +365,38 @@ def check_data(data: tuple[Any, ...]) -> tuple[jax.Array, ...]:
     if lengths[0] == 0:
         raise ValueError("the data hold no records (length 0)")
     return tuple(jnp.asarray(a) for a in arrays)
+
+
+def _base_distribution(fn: Any) -> Any:
+    """The distribution under NumPyro's wrappers (expand, to_event, mask)."""
+    while hasattr(fn, "base_dist") and not isinstance(fn, Delta):
+        fn = fn.base_dist
+    return fn
+
+
+def _check_observed_shape(name: str, site: dict, resized_site: dict | None) -> None:
+    """Refuses an observed value that is not one row per record of the dummy batches (``site`` from the run
+    on ``_PLATE_PROBE`` records, ``resized_site`` from the run on ``_PLATE_PROBE_OTHER``)."""
+    runs = [(site, _PLATE_PROBE)] + ([(resized_site, _PLATE_PROBE_OTHER)] if resized_site is not None else [])
+    for s, num_records in runs:
+        value_shape, fn_shape = tuple(np.shape(s["value"])), tuple(s["fn"].shape())
+        try:
+            broadcast = np.broadcast_shapes(value_shape, fn_shape)
+        except ValueError:
+            broadcast = None
+        if broadcast == fn_shape:
+            continue
+        follows_records = resized_site is not None and np.shape(site["value"]) != np.shape(resized_site["value"])
+        if follows_records:  # the value comes from the data arrays, but its shape is not the distribution's
+            raise ValueError(
+                f"observed site {name!r} got a value of shape {value_shape} where its distribution, run on "
+                f"{num_records} records, has shape {fn_shape}"
+                + (f" (the two would broadcast to {broadcast})" if broadcast else "")
+                + ": make the data's shape per record match the distribution's, e.g. pass a column y[:, 0] or "
+                "y.ravel() for a (N, 1) array, or give the distribution an event shape (.to_event(1)) or a "
+                "plate over the columns")
+        raise ValueError(
+            f"observed site {name!r} got a value of shape {value_shape} where the model, run on "
+            f"{num_records} records, expects {fn_shape}: its value does not come from the data arrays "
+            "one row per record (data passed as a keyword argument, e.g. y=y, reaches every record whole "
+            "and unprotected); pass every data array positionally: dpvi(model, X, y, ...)")
