@@ -519,3 +519,17 @@ def test_coverage_command_errors_name_the_flags(capsys, tmp_path):
     assert cli_error(capsys, base + ["--replicates", "1"], "coverage").startswith("--replicates must be")
     msg = cli_error(capsys, base + ["--method", "dpvim", "--num-steps", "20"], "coverage")
     assert "--num-steps" in msg and "num_steps" not in msg.replace("--num-steps", ""), msg
+
+
+# DrawsPosterior.summary keyed the ends of a 0.999 interval "q0.0005" and "q1" (three digits of 0.9995),
+# a name that reads as the maximum; Posterior.summary had the same bug (fixed by the core hunt)
+def test_draws_posterior_summary_keys_name_their_quantile_levels():
+    from dpposterior.baselines import DrawsPosterior
+    from dpposterior.baselines.expfam import family_layout
+
+    post = DrawsPosterior(layout=family_layout("beta-bernoulli"), draws=np.linspace(-1, 1, 50, dtype=np.float32)[:, None],
+                          privacy=_own_privacy(1.0), method="test")
+    (row,) = post.summary(prob=0.999)
+    assert {"q0.0005", "q0.9995"} <= set(row) and "q1" not in row
+    (row,) = post.summary(prob=0.9)
+    assert {"q0.05", "q0.95"} <= set(row)

@@ -97,7 +97,10 @@ class DrawsPosterior:
         stored draws (``key``/``num_samples`` ignored: every stored draw is used)."""
         if not 0 < check_real("prob", prob) < 1:
             raise ValueError(f"prob must lie in (0, 1), got {prob!r}")
+        from ..noise_aware.posterior import interval_labels
+
         lo_q, hi_q = (1 - prob) / 2, 1 - (1 - prob) / 2
+        lo_key, hi_key = interval_labels(prob)  # as Posterior.summary: q0.0005 / q0.9995 at 0.999, not q1
         rows = []
         for name, v in self.constrained_draws().items():
             v = np.asarray(v).reshape(self.num_draws, -1)
@@ -106,8 +109,7 @@ class DrawsPosterior:
                 label = name if v.shape[1] == 1 else f"{name}[{','.join(map(str, np.unravel_index(j, shape)))}]"
                 col = v[:, j]
                 rows.append({"parameter": label, "mean": float(col.mean()), "sd": float(col.std()),
-                             f"q{lo_q:.3g}": float(np.quantile(col, lo_q)),
-                             f"q{hi_q:.3g}": float(np.quantile(col, hi_q))})
+                             lo_key: float(np.quantile(col, lo_q)), hi_key: float(np.quantile(col, hi_q))})
         return rows
 
     def predictive(self, key: Any, model: Callable, *new_data: Any, num_samples: int = 1000,

@@ -216,6 +216,15 @@ def _check_records_separate(model: Callable, data: tuple[Any, ...], model_kwargs
     records of its batch (data standardised inside the model, a prior scaled by ``x.shape[0]``) would be
     fitted as a different model without a word. Checked on public dummy records, never on the data.
     """
+    try:  # a model that passed once with these shapes passes again: no second compilation
+        key = (model, tuple((np.shape(a)[1:], np.dtype(a.dtype).str) for a in data),
+               tuple(sorted(model_kwargs.items())), tuple((k, np.shape(v)) for k, v in sorted(values.items())))
+        hash(key)
+    except TypeError:  # unhashable model kwargs (arrays): no caching
+        key = None
+    if key is not None and key in _SEPARATE_OK:
+        return
+
     def both(values, batch):  # one compiled program: far faster than running the model op by op
         together = _log_joint_parts(_trace(model, batch, model_kwargs, params=values))
         alone = [_log_joint_parts(_trace(model, tuple(a[i:i + 1] for a in batch), model_kwargs, params=values))
@@ -231,6 +240,19 @@ def _check_records_separate(model: Callable, data: tuple[Any, ...], model_kwargs
             return
     lik_sum = sum(float(p[1]) for p in parts)
     priors = [float(p[0]) for p in parts]
+    _raise_unless_separate(lik_all, lik_sum, prior_all, priors)
+    if key is not None:
+        if len(_SEPARATE_OK) > 256:
+            _SEPARATE_OK.clear()
+        _SEPARATE_OK.add(key)
+
+
+#: models (with their data shapes and keyword arguments) that passed :func:`_check_records_separate`.
+_SEPARATE_OK: set = set()
+
+
+def _raise_unless_separate(lik_all, lik_sum, prior_all, priors) -> None:
+    """The ValueError of :func:`_check_records_separate` when the batch and one-record log joints differ."""
     same_lik = np.allclose(float(lik_all), lik_sum, rtol=1e-4, atol=1e-3, equal_nan=True)
     same_prior = np.allclose(priors, float(prior_all), rtol=1e-4, atol=1e-3, equal_nan=True)
     if not (same_lik and same_prior):
