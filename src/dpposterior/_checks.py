@@ -83,11 +83,13 @@ def check_positive(value: Any, name: str, allow_zero: bool = False) -> float:
     return v
 
 
-def check_float32_array(name: str, arr: np.ndarray) -> None:
+def check_float32_array(name: str, arr: np.ndarray, private: bool = False) -> None:
     """Refuses values that would change when JAX casts ``arr`` to 32 bits (its default precision).
 
     A float beyond the float32 range would become inf, and a 64-bit integer outside the 32-bit range
-    would wrap around; both would corrupt the computation silently, so they are errors.
+    would wrap around; both would corrupt the computation silently, so they are errors. With
+    ``private`` (the records) the message counts the offending values instead of quoting them: an
+    error message is not a release, and a value of the data must not reach logs through it.
     """
     if arr.size == 0:
         return
@@ -95,14 +97,18 @@ def check_float32_array(name: str, arr: np.ndarray) -> None:
         with np.errstate(invalid="ignore"):
             big = np.abs(arr) > FLOAT32_MAX
         if big.any():
+            got = (f"{int(big.sum())} value(s) lie beyond it (values of the data are not quoted)" if private
+                   else f"got {arr[big].flat[0]!r}")
             raise ValueError(f"{name} must lie within the float32 range |x| <= {FLOAT32_MAX:.4g} (JAX computes in "
-                             f"float32 and larger values become inf), got {arr[big].flat[0]!r}")
+                             f"float32 and larger values become inf), {got}")
     elif arr.dtype.kind in "iu" and arr.dtype.itemsize > 4:
         info = np.iinfo(np.int32 if arr.dtype.kind == "i" else np.uint32)
-        lo, hi = arr.min(), arr.max()
-        if lo < info.min or hi > info.max:
+        outside = (arr < info.min) | (arr > info.max)
+        if outside.any():
+            got = (f"{int(outside.sum())} value(s) lie outside it (values of the data are not quoted)" if private
+                   else f"got values in [{arr.min()}, {arr.max()}]")
             raise ValueError(f"{name} must lie within the 32-bit integer range [{info.min}, {info.max}] (JAX "
-                             f"computes in 32 bits and larger integers wrap around), got values in [{lo}, {hi}]")
+                             f"computes in 32 bits and larger integers wrap around), {got}")
 
 
 def check_float32_positive(value: float, name: str) -> float:

@@ -118,7 +118,7 @@ def _check_data(data: Any) -> tuple[Any, int]:
         if a.dtype.kind == "f" and not _all_finite(a):
             bad = int(np.size(a) - np.count_nonzero(np.isfinite(a)))
             raise ValueError(f"{name} must not contain NaN or inf: found {bad} non-finite values")
-        check_float32_array(name, a)
+        check_float32_array(name, a, private=True)
     # JAX arrays are used as they are; numpy arrays may be aliased instead of copied (read only).
     out = [x if isinstance(x, jax.Array) else jax.device_put(a, may_alias=True)
            for x, a in zip(data if isinstance(data, (tuple, list)) else [data], arrays)]

@@ -739,7 +739,7 @@ def _log_predictive(model: DPSGLDModel, samples: np.ndarray, x: Any, chunk: int 
     if x.ndim != 2 or (model.num_features is not None and x.shape[1] != model.num_features):
         p = "num_features" if model.num_features is None else model.num_features
         raise ValueError(f"x must have shape (n, {p}), got {x.shape}")
-    check_float32_array("x", x)
+    check_float32_array("x", x, private=True)
     if not np.all(np.isfinite(x)):
         raise ValueError("x must be finite: it contains NaN or inf")
     x = jnp.asarray(x, jnp.float32)

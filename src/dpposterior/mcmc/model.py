@@ -74,7 +74,7 @@ def _check_array(name: str, a: Any) -> np.ndarray:
         raise TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}")
     if arr.size and not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} must be finite: it contains NaN or inf")
-    check_float32_array(name, arr)
+    check_float32_array(name, arr, private=True)
     return arr
 
 

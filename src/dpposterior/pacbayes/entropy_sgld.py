@@ -229,7 +229,7 @@ def _check_data(data, concrete: bool) -> tuple:
             raise TypeError("X and y must hold numbers")
         if xa.dtype.kind == "f" and not np.all(np.isfinite(xa)):
             raise ValueError("X must be finite: it contains NaN or inf")
-        check_float32_array("X", xa)
+        check_float32_array("X", xa, private=True)
     return jnp.asarray(x), jnp.asarray(y)
 
 

@@ -379,7 +379,7 @@ def check_data(data: tuple[Any, ...]) -> tuple[jax.Array, ...]:
             bad = int(np.sum(~np.isfinite(arr)))
             raise ValueError(f"data argument {i} contains {bad} NaN or infinite value(s); remove or impute them "
                              "before fitting (nothing is silently dropped)")
-        check_float32_array(f"data argument {i}", arr)
+        check_float32_array(f"data argument {i}", arr, private=True)
         arrays.append(arr)
     lengths = [a.shape[0] for a in arrays]
     if len(set(lengths)) != 1:
