@@ -143,18 +143,6 @@ def _check_dpvim(options: dict[str, Any], model: str | None = None) -> None:
 # ------------------------------------------------------------------------------ methods
 
 
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, np.generic):
-        return x.item()
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    return x
-
-
 def _get(options: dict[str, Any], name: str, default: Any) -> Any:
     """An option's value, ``default`` when it is absent or None."""
     v = options.get(name)
@@ -162,8 +150,11 @@ def _get(options: dict[str, Any], name: str, default: Any) -> Any:
 
 
 def _output(out: BC.BaselineCellOutput) -> MethodOutput:
+    from .cell import json_ready_diagnostics  # the cell stores diagnostics this way: the same conversion
+
+    diagnostics = json_ready_diagnostics(out.diagnostics, str(out.diagnostics.get("method", "baseline")))
     return MethodOutput(draws=np.asarray(out.draws, np.float32), posterior_sd=np.asarray(out.posterior_sd, np.float64),
-                        diagnostics=_jsonable(out.diagnostics), privacy=out.privacy)
+                        diagnostics=diagnostics, privacy=out.privacy)
 
 
 def _check_data(data: CellData, settings: MethodSettings) -> None:

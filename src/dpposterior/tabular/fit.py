@@ -120,29 +120,23 @@ def _load(data: str | Path, schema_path: str | Path, target: str, model: str, fe
 
 
 @contextlib.contextmanager
-def _after_release(saved: Path, ledger: str | Path | None):
-    """Adds to an error of the post-processing that the release it came after is saved (and where)."""
+def _after_release(saved: Path, ledger: str | Path | None, made: dict[str, Any] | None = None):
+    """Adds to an error that comes after a DP release that the release is saved (and where).
+
+    ``made``: for ``compare``, the releases made so far, saved in the folder ``saved`` (no note while
+    none is made); None for ``fit``'s one release, the file ``saved``.
+    """
     try:
         yield
     except (ValueError, TypeError, OSError) as e:
-        text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ValueError(f"{text} (this came after the DP release, which is saved in {str(saved)!r}"
-                         + (f" and recorded in the ledger {str(ledger)!r}" if ledger is not None else "")
-                         + "; dpposterior.DPVITrace.load reads it for other post-processing)") from e
-
-
-@contextlib.contextmanager
-def _after_releases(folder: Path, ledger: Path, made: dict[str, Any]):
-    """Adds to an error that comes after a release of ``compare`` (a later release's, or the
-    post-processing's) that the releases ``made`` so far are saved, and where."""
-    try:
-        yield
-    except (ValueError, TypeError, OSError) as e:
-        if not made:
+        if made is not None and not made:
             raise
         text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ValueError(f"{text} (this came after the DP releases, which are saved in {str(folder)!r} and "
-                         f"recorded in the ledger {str(ledger)!r})") from e
+        what = "the DP releases, which are" if made is not None else "the DP release, which is"
+        raise ValueError(f"{text} (this came after {what} saved in {str(saved)!r}"
+                         + (f" and recorded in the ledger {str(ledger)!r}" if ledger is not None else "")
+                         + ("" if made is not None else "; dpposterior.DPVITrace.load reads it for other "
+                            "post-processing") + ")") from e
 
 
 def _check_inputs(data: Any, schema: Any, target: Any) -> None:
@@ -640,7 +634,7 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
     folder, ledger_path = out / "releases", out / "ledger.json"
     folder.mkdir(exist_ok=True)
     made: dict[str, Any] = {}
-    with _after_releases(folder, ledger_path, made):
+    with _after_release(folder, ledger_path, made):
         _make_releases(made, releases, ledger, folder, ledger_path, design, fn, label, model, eps_each,
                        delta_each, num_steps, sampling_rate, clip, progress, key, k, log)
         return _compare_report(made, methods, releases, ledger, design, model, label, prob, out, data, schema,

@@ -27,10 +27,6 @@ from .._io import write_checked_npz
 FORMAT_VERSION = 1
 
 
-def _array(value: Any) -> np.ndarray:
-    return np.asarray(value)
-
-
 def _parts(release: Any) -> tuple[str, dict[str, np.ndarray], dict[str, Any]]:
     """(kind, released arrays, scalar metadata) of a release object."""
     from ..baselines import DrawsPosterior
@@ -45,14 +41,14 @@ def _parts(release: Any) -> tuple[str, dict[str, np.ndarray], dict[str, Any]]:
                 "dataset_size": release.dataset_size, "natural_gradient": release.natural_gradient,
                 "learning_rate": np.asarray(release.learning_rate, np.float64).tolist(),
                 "model_name": release.model_name, "layout": release.layout.to_dict()}
-        return "dpvim_trace", {k: _array(v) for k, v in arrays.items()}, meta
+        return "dpvim_trace", {k: np.asarray(v) for k, v in arrays.items()}, meta
     if isinstance(release, DrawsPosterior):
         meta = {"method": release.method, "diagnostics": release.diagnostics,
                 "layout": None if release.layout is None else release.layout.to_dict()}
-        return "draws", {"draws": _array(release.draws)}, meta
+        return "draws", {"draws": np.asarray(release.draws)}, meta
     if isinstance(release, RegressionStatisticsRelease):
-        arrays = {f"noisy_{k}": _array(v) for k, v in release.noisy.items()}
-        arrays["x_bound"] = _array(release.x_bound)
+        arrays = {f"noisy_{k}": np.asarray(v) for k, v in release.noisy.items()}
+        arrays["x_bound"] = np.asarray(release.x_bound)
         meta = {"num_records": release.num_records, "num_features": release.num_features,
                 "y_bound": release.y_bound, "epsilon": release.epsilon, "epsilon_parts": release.epsilon_parts,
                 "sensitivities": release.sensitivities, "noise_scales": release.noise_scales,
