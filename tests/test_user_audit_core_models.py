@@ -370,3 +370,73 @@ def test_global_site_fixed_by_condition_gets_a_hint(monkeypatch):
     _no_release(monkeypatch)
     with pytest.raises(ValueError, match=r"observed site 'tau'.*handlers\.condition.*numpyro\.deterministic"):
         dpp.dpvi(numpyro.handlers.condition(_hierarchical, {"tau": 1.0}), X20, **SETTINGS)
+
+
+def _regression_with_draws(X, y=None, num_samples=3):
+    w = numpyro.sample("w", dist.Normal(0.0, 1.0).expand([2]).to_event(1))
+    with numpyro.plate("records", X.shape[0]):
+        numpyro.sample("y", dist.Normal(X @ w, 1.0).expand([X.shape[0]]), obs=y)
+    numpyro.deterministic("num_samples_seen", jnp.asarray(num_samples))
+
+
+def test_predictive_passes_a_model_keyword_named_num_samples_through_model_kwargs():
+    # a model keyword named num_samples was taken by predictive as its number of draws, silently; now the
+    # model's goes through model_kwargs, and num_samples= given by name warns when the model has one too
+    post = _regression_posterior()
+    new = np.array([[1.0, 0.0]], np.float32)
+    out = post.predictive(0, _regression_with_draws, new, num_samples=4, model_kwargs={"num_samples": 7})
+    assert out["y"].shape == (4, 1)
+    np.testing.assert_array_equal(out["num_samples_seen"], 7)
+    with pytest.warns(UserWarning, match="model_kwargs"):
+        out = post.predictive(0, _regression_with_draws, new, num_samples=4)
+    np.testing.assert_array_equal(out["num_samples_seen"], 3)  # the model's default, as the warning says
+    with pytest.raises(ValueError, match="both in model_kwargs and by name"):
+        post.predictive(0, _regression, new, model_kwargs={"y": None}, y=None)
+    with pytest.raises(TypeError, match="model_kwargs must be a dict"):
+        post.predictive(0, _regression, new, model_kwargs=[("y", None)])
+    assert post.predictive(0, _regression, new)["y"].shape == (1000, 1)  # the default number of draws
+
+
+def test_draws_posterior_predictive_converts_inputs_as_posterior_does():
+    # DrawsPosterior.predictive (the baselines') skipped the conversion of DataFrames and lists and the
+    # check of empty inputs that Posterior.predictive has; both now run the same code
+    pd = pytest.importorskip("pandas")
+    from dpposterior.baselines.draws_posterior import DrawsPosterior
+
+    post = _regression_posterior()
+    draws = DrawsPosterior(layout=post.layout, draws=np.tile([1.0, -1.0], (50, 1)).astype(np.float32),
+                           privacy=post.privacy, method="test")
+    new = np.array([[1.0, 2.0], [0.5, 0.5]], np.float32)
+    a = draws.predictive(0, _regression, pd.DataFrame(new, columns=["a", "b"]), num_samples=5)["y"]
+    np.testing.assert_allclose(draws.predictive(0, _regression, new.tolist(), num_samples=5)["y"], a)
+    with pytest.raises(ValueError, match="no records"):
+        draws.predictive(0, _regression, new[:0])
+
+
+def _normal_mean(X, y=None, offset=0.0):
+    w = numpyro.sample("w", dist.Normal(0.0, 1.0))
+    with numpyro.plate("records", X.shape[0]):
+        numpyro.sample("y", dist.Normal(X * w, 1.0), obs=y if y is None else y - offset)
+
+
+@pytest.mark.parametrize("num_records", [1, 2])
+def test_keyword_data_of_one_record_is_refused(num_records):
+    # y of one record passed as a keyword broadcast against every dummy record and passed the shape check:
+    # the private y went unclipped into every record's likelihood
+    X = np.ones(num_records, np.float32)
+    y = np.full(num_records, 2.0, np.float32)
+    with pytest.raises(ValueError, match="keyword argument"):  # two records: the shape check's error
+        dpp.dpvi(_normal_mean, X, y=y, epsilon=1.0, delta=1e-5, num_steps=5, sampling_rate=1.0, clip=1.0,
+                 rng_key=0)
+
+
+def test_public_keyword_arrays_that_do_not_feed_an_observation_pass():
+    # a scalar keyword (a public constant) passes; an array keyword that the observed value is computed from
+    # is refused, as data passed by keyword would be
+    X = np.ones(4, np.float32)
+    y = np.full(4, 2.0, np.float32)
+    dpp.dpvi(_normal_mean, X, y, offset=1.0, epsilon=1.0, delta=1e-5, num_steps=5, sampling_rate=1.0,
+             clip=1.0, rng_key=0)
+    with pytest.raises(ValueError, match="keyword argument 'offset'"):
+        dpp.dpvi(_normal_mean, X, y, offset=np.ones(1, np.float32), epsilon=1.0, delta=1e-5, num_steps=5,
+                 sampling_rate=1.0, clip=1.0, rng_key=0)

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import check_real
-from ..noise_aware.posterior import _check_num, _check_predictive_model, _key, _summary_table
+from ..noise_aware.posterior import _check_num, _key, _model_keywords, _summary_table, run_predictive
 from ..privacy.spent import PrivacySpent
 from ..vi.layout import ParamLayout
 
@@ -112,21 +112,19 @@ class DrawsPosterior:
                              lo_key: float(np.quantile(col, lo_q)), hi_key: float(np.quantile(col, hi_q))})
         return rows
 
-    def predictive(self, key: Any, model: Callable, *new_data: Any, num_samples: int = 1000,
-                   **model_kwargs: Any) -> dict[str, jax.Array]:
-        """Posterior predictive draws of the model's observed sites at public ``new_data``.
+    def predictive(self, key: Any, model: Callable, *new_data: Any, num_samples: int | None = None,
+                   model_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, jax.Array]:
+        """Posterior predictive draws of the model's observed (and deterministic) sites at public
+        ``new_data``; arguments as :meth:`Posterior.predictive`.
 
         Raises:
           ValueError: ``model`` lacks a latent site of this posterior, or has a global latent site that
             the posterior does not hold (not the model that was fitted), as :meth:`Posterior.predictive`.
         """
-        from numpyro.infer import Predictive
-
+        kw = _model_keywords(model, model_kwargs, kwargs, num_samples_given=num_samples is not None)
         k1, k2 = jax.random.split(_key(key))
-        samples = self.sample(k1, num_samples)
-        _check_predictive_model(model, self.layout, samples, new_data, model_kwargs)
-        out = Predictive(model, posterior_samples=samples, return_sites=None)(k2, *new_data, **model_kwargs)
-        return {k: v for k, v in out.items() if k not in samples}
+        return run_predictive(self.layout, self.sample(k1, 1000 if num_samples is None else num_samples), k2,
+                              model, new_data, kw)
 
     def to_arviz(self, key: Any = None, num_samples: int | None = None):
         """An ArviZ InferenceData of the stored constrained draws (one chain), privacy record in attrs."""

@@ -6,6 +6,8 @@ Post-processing only: a Posterior is built from a release (a trace) and never se
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import warnings
 from typing import Any, Callable
 
 import jax
@@ -91,31 +93,37 @@ class Posterior:
         draws = self.sample(jax.random.PRNGKey(0) if key is None else key, num_samples)
         return {k: jnp.mean(v, axis=0) for k, v in draws.items()}
 
-    def predictive(self, key: jax.Array, model: Callable, *new_data: Any, num_samples: int = 1000,
-                   **model_kwargs: Any) -> dict[str, jax.Array]:
+    def predictive(self, key: jax.Array, model: Callable, *new_data: Any, num_samples: int | None = None,
+                   model_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, jax.Array]:
         """Posterior predictive draws of the model's observed sites at ``new_data``.
 
-        ``model(*new_data, **model_kwargs)`` is run with the latent sites substituted by posterior draws;
-        observed sites whose value is not passed (e.g. ``y=None``) are sampled. ``new_data`` is new,
-        public input (e.g. test covariates), not the private training data.
+        ``model(*new_data, **model_kwargs, **kwargs)`` is run with the latent sites substituted by
+        posterior draws; observed sites whose value is not passed (e.g. ``y=None``) are sampled, and the
+        model's deterministic sites are returned with them. ``new_data`` is new, public input (e.g. test
+        covariates), not the private training data.
 
         Array-likes in ``new_data`` (pandas DataFrames and Series, lists) are converted to arrays, as
         ``dpvi`` converts its data arrays.
 
+        Args:
+          key: a JAX PRNG key or an int seed.
+          model: the NumPyro model that was fitted.
+          *new_data: the model's positional arguments for the new records.
+          num_samples: the number of posterior draws, the leading axis of every returned array (1000 if
+            not given).
+          model_kwargs: the model's keyword arguments; use it for a keyword whose name this method takes
+            itself (``num_samples``, ``key``, ``model``, ``model_kwargs``).
+          **kwargs: further keyword arguments of the model.
+
         Raises:
           ValueError: ``model`` lacks a latent site of this posterior, or has a global latent site that
             the posterior does not hold (not the model that was fitted), or an array in ``new_data`` has
-            no records (length 0).
+            no records (length 0), or a keyword is given both in ``model_kwargs`` and by name.
         """
-        from numpyro.infer import Predictive
-
-        new_data = tuple(_as_model_input(a, i) for i, a in enumerate(new_data))
+        kw = _model_keywords(model, model_kwargs, kwargs, num_samples_given=num_samples is not None)
         k1, k2 = jax.random.split(_key(key))
-        samples = self.sample(k1, num_samples)
-        _check_predictive_model(model, self.layout, samples, new_data, model_kwargs)
-        pred = Predictive(model, posterior_samples=samples, return_sites=None)
-        out = pred(k2, *new_data, **model_kwargs)
-        return {k: v for k, v in out.items() if k not in samples}
+        return run_predictive(self.layout, self.sample(k1, 1000 if num_samples is None else num_samples), k2,
+                              model, new_data, kw)
 
     def summary(self, key: jax.Array | None = None, num_samples: int = 4000,
                 prob: float = 0.9) -> list[dict[str, Any]]:
@@ -203,6 +211,44 @@ def _as_model_input(a: Any, i: int) -> Any:
     if isinstance(arr, (np.ndarray, jax.Array)) and arr.ndim >= 1 and arr.shape[0] == 0:
         raise ValueError(f"new data argument {i} has no records (length 0); pass at least one record to predict")
     return arr
+
+
+def run_predictive(layout: ParamLayout, samples: dict[str, jax.Array], key: jax.Array, model: Callable,
+                   new_data: tuple[Any, ...], model_kwargs: dict[str, Any]) -> dict[str, jax.Array]:
+    """NumPyro's ``Predictive`` on posterior ``samples`` (one array per latent site), after checking that
+    ``model`` is the fitted one; returns every site that is not a latent site (observed and deterministic)."""
+    from numpyro.infer import Predictive
+
+    new_data = tuple(_as_model_input(a, i) for i, a in enumerate(new_data))
+    _check_predictive_model(model, layout, samples, new_data, model_kwargs)
+    out = Predictive(model, posterior_samples=samples, return_sites=None)(key, *new_data, **model_kwargs)
+    return {k: v for k, v in out.items() if k not in samples}
+
+
+def _model_keywords(model: Callable, model_kwargs: dict[str, Any] | None, kwargs: dict[str, Any], *,
+                    num_samples_given: bool) -> dict[str, Any]:
+    """The model's keyword arguments from ``model_kwargs`` and the remaining ``**kwargs``. Warns when
+    ``num_samples`` was given and the model has a parameter of that name that ``model_kwargs`` does not
+    give: the value is read as the number of draws, not passed to the model."""
+    if model_kwargs is None:
+        model_kwargs = {}
+    elif not isinstance(model_kwargs, dict):
+        raise TypeError(f"model_kwargs must be a dict of the model's keyword arguments, got "
+                        f"{type(model_kwargs).__name__}")
+    both = sorted(set(model_kwargs) & set(kwargs))
+    if both:
+        raise ValueError(f"the model keywords {both} are given both in model_kwargs and by name; give each once")
+    if num_samples_given and "num_samples" not in model_kwargs:
+        try:
+            params = inspect.signature(model).parameters
+        except (TypeError, ValueError):  # builtins and the like: nothing to compare
+            params = {}
+        if "num_samples" in params and params["num_samples"].kind not in (
+                inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            warnings.warn("num_samples was read as the number of posterior draws, but the model also has a "
+                          "parameter named num_samples, which gets its default; to pass the model's, use "
+                          "model_kwargs={'num_samples': ...}", UserWarning, stacklevel=3)
+    return {**model_kwargs, **kwargs}
 
 
 def _check_num(n: int) -> None:

@@ -55,15 +55,17 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
         inside the plate over the records (a per-record latent variable), a latent site whose support
         depends on other latent sites or has no bijection to an unconstrained space, no observed site, an
         observed or factor site outside the plate over the records, an observed value that is not one row
-        per record (data passed as a keyword argument), a model whose log joint on a batch of dummy
-        records is not the sum over the records alone (it reads the whole batch: data standardised inside
-        the model, a prior scaled by the number of records), a model that needs concrete data values (its
-        structure computed from the data), or a model that fails on dummy records of zeros and of ones.
+        per record or that is computed from an array keyword argument (data passed as a keyword), a model
+        whose log joint on a batch of dummy records is not the sum over the records alone (it reads the
+        whole batch: data standardised inside the model, a prior scaled by the number of records), a model
+        that needs concrete data values (its structure computed from the data), or a model that fails on
+        dummy records of zeros and of ones.
     """
     first_error = None
     for fill in _DUMMY_FILLS:
         try:
-            tr = _trace(model, _dummy(data, _PLATE_PROBE, fill), model_kwargs)
+            probe_args = _dummy(data, _PLATE_PROBE, fill)
+            tr = _trace(model, probe_args, model_kwargs)
             other = _trace(model, _dummy(data, _PLATE_PROBE, fill), model_kwargs, seed=1)  # supports that vary
             resized = _trace(model, _dummy(data, _PLATE_PROBE_OTHER, fill), model_kwargs)
             break
@@ -121,6 +123,7 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
                 f"indexes records (the per-record loss and the privacy unit depend on it){hint}")
         # both probes: a keyword array of 3 (or 5) records fits the probe of that size by coincidence
         _check_observed_shape(name, site, resized.get(name))
+    _check_keyword_observations(model, probe_args, model_kwargs, tr, observed)
 
     sites = []
     for name, s in tr.items():
@@ -394,6 +397,33 @@ def _base_distribution(fn: Any) -> Any:
     while hasattr(fn, "base_dist") and not isinstance(fn, Delta):
         fn = fn.base_dist
     return fn
+
+
+def _check_keyword_observations(model: Callable, args: tuple, model_kwargs: dict[str, Any], tr: dict,
+                                observed: list[str]) -> None:
+    """Refuses an observed value computed from an array passed as a keyword argument. Such an array reaches
+    every record whole, outside the per-record clipping, so it is unprotected data; the shape check misses it
+    when it broadcasts against the records (an array of one record). Found by running the model once more
+    with every numeric keyword array shifted: an observed value that moves depends on one of them."""
+    arrays = {k: v for k, v in model_kwargs.items()
+              if isinstance(v, (np.ndarray, jax.Array)) and v.ndim >= 1 and v.size >= 1
+              and np.asarray(v).dtype.kind in "biuf"}
+    if not arrays:
+        return
+    for key in arrays:
+        shifted = dict(model_kwargs)
+        shifted[key] = arrays[key] + np.asarray(1, np.asarray(arrays[key]).dtype)
+        try:
+            tr2 = _trace(model, args, shifted)
+        except Exception:  # noqa: BLE001 - the model refuses other values there: cannot tell, leave it
+            continue
+        for name in observed:
+            if name in tr2 and not np.array_equal(np.asarray(tr[name]["value"]), np.asarray(tr2[name]["value"])):
+                raise ValueError(
+                    f"observed site {name!r} takes its value from the keyword argument {key!r} (shape "
+                    f"{tuple(np.shape(arrays[key]))}): data passed as a keyword argument reaches every record "
+                    "whole and unprotected by the per-record clipping; pass every data array positionally: "
+                    "dpvi(model, X, y, ...). A public constant observation can be a scalar (obs=1.0)")
 
 
 def _check_observed_shape(name: str, site: dict, resized_site: dict | None) -> None:
