@@ -223,6 +223,17 @@ def test_dp_fast_mh_audit_exists():
     assert "def test_dp_fast_mh_audit_never_exceeds_claimed_epsilon" in path.read_text()
 
 
+# DP Barker (issue 7) is audited in tests/mcmc/test_mcmc_barker_audit.py (honest audits of the package
+# kernel, controls with less noise or no clip); this check keeps that audit from disappearing silently.
+def test_dp_barker_audit_exists():
+    from pathlib import Path
+
+    assert _has("dpposterior.mcmc", "dp_barker_kernel")
+    text = (Path(__file__).resolve().parents[1] / "mcmc" / "test_mcmc_barker_audit.py").read_text()
+    assert "def test_dp_barker_audit_never_exceeds_claimed_epsilon" in text
+    assert "def test_control_dp_barker_with_less_noise_is_caught" in text
+
+
 def dp_sgld_mechanism(*, sigma: float, q: float, steps: int):
     """``run(key, include_canary) -> score`` of the REAL DP-SGLD sampler (mcmc.dp_sgld.make_run).
 
