@@ -292,3 +292,28 @@ def test_canonical_options_hook_is_checked(tiny):
             register("float")
     finally:
         REG.pop("test-canon", None)
+
+
+def test_method_fingerprint_is_the_same_in_every_process():
+    """A method with a nested code object (a comprehension before Python 3.12, a lambda) has the same
+    fingerprint when its code is compiled again (in a Ray worker, in the next session): the fingerprint
+    hashed the repr of the nested code object, which holds its memory address, until 2026-12-02."""
+    from dpposterior.experiments import register_method
+    from dpposterior.experiments.methods import METHODS as REG, method_fingerprint
+
+    source = "def user_method(releases, settings):\n    return [k for k in settings.keys], (lambda x: x + 1)\n"
+    prints = []
+    try:
+        for _ in range(2):
+            namespace = {"__name__": "user_methods"}
+            exec(compile(source, "user_methods.py", "exec"), namespace)
+            register_method("test-nested", namespace["user_method"], replace=True)
+            prints.append(method_fingerprint("test-nested"))
+        namespace = {"__name__": "user_methods"}
+        exec(compile(source.replace("x + 1", "x + 2"), "user_methods.py", "exec"), namespace)
+        register_method("test-nested", namespace["user_method"], replace=True)
+        prints.append(method_fingerprint("test-nested"))
+    finally:
+        REG.pop("test-nested", None)
+    assert prints[0] == prints[1] and prints[0].startswith("user_methods.user_method:")
+    assert prints[2] != prints[0]  # an edit inside the nested code is another function

@@ -249,13 +249,15 @@ def _hash_code(h: Any, code: Any) -> None:
     Python 3.12) comprehension is a code object among the constants, whose repr holds its memory address:
     it is hashed the same way in its place, so that the fingerprint is the same in every process (a Ray
     worker's, the next session's); the repr of constants without code objects is hashed as it was."""
+    import hashlib
+
     h.update(code.co_code)
     consts = code.co_consts
     if any(isinstance(c, type(code)) for c in consts):
         nested = []
         for c in consts:
             if isinstance(c, type(code)):
-                sub = type(h)()
+                sub = hashlib.sha256()
                 _hash_code(sub, c)
                 nested.append(f"<code {c.co_name} {sub.hexdigest()[:16]}>")
             else:
