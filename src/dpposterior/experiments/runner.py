@@ -16,11 +16,15 @@ Backends:
 * ``"local"``: groups run one after the other in this process, with progress bars over cells and
   over each group's replicates.
 * ``"ray"``: each group with missing cells is one Ray task (``num_cpus`` each); the driver writes
-  each cell file as its task returns. ``address`` is passed to ``ray.init`` (None starts or joins a
-  local instance; ``"auto"`` joins a running cluster). Workers receive the driver's ``XLA_FLAGS``, and
-  the driver fixes the device count and batch sizes, so a cell's numbers equal the local backend's bit
-  for bit (on the same jax/jaxlib and CPU type). Ray is an optional dependency
-  (``pip install dpposterior[distributed]``).
+  each cell file as its task returns. A method of the user's own (:func:`.methods.register_method` in
+  the driver) is sent with each task that needs it, pickled by Ray's cloudpickle (its functions by
+  value when they live in the user's own files, which the workers may not be able to import), and
+  registered in the worker for that task; the worker checks that its fingerprint is the driver's
+  (:func:`.methods.method_fingerprint`), and so does the driver for each record. ``address`` is passed
+  to ``ray.init`` (None starts or joins a local instance; ``"auto"`` joins a running cluster). Workers
+  receive the driver's ``XLA_FLAGS``, and the driver fixes the device count and batch sizes, so a
+  cell's numbers equal the local backend's bit for bit (on the same jax/jaxlib and CPU type). Ray is
+  an optional dependency (``pip install dpposterior[distributed]``).
 """
 
 from __future__ import annotations
@@ -167,10 +171,97 @@ def compute_group(configs: Sequence[CellConfig], *, devices: int = 1, batch_size
 
 
 def _ray_compute_group(config_dicts: list[dict[str, Any]], devices: int, batch_size: int | None,
-                       execution: dict[str, Any]) -> list[dict[str, Any]]:
-    """The body of a Ray task: one group, returned as records (the driver writes them)."""
-    configs = [CellConfig.from_dict(d) for d in config_dicts]
-    return compute_group(configs, devices=devices, batch_size=batch_size, progress=False, execution=execution)
+                       execution: dict[str, Any], methods: dict[str, tuple[bytes | None, str | None]] | None = None
+                       ) -> list[dict[str, Any]]:
+    """The body of a Ray task: one group, returned as records (the driver writes them).
+
+    ``methods`` maps each method of the group to (its pickled :class:`~.methods.Method` or None for the
+    package's own, the driver's fingerprint): the user's methods are registered in the worker for the
+    task only (the worker's registry is restored after it, as the worker serves other tasks), and every
+    method must have the driver's fingerprint, so a cell is computed by the function the driver named.
+    """
+    from .methods import METHODS
+
+    saved: dict[str, Any] = {}
+    try:
+        for name, (payload, expected) in (methods or {}).items():
+            if payload is not None:
+                from ray import cloudpickle
+
+                saved.setdefault(name, METHODS.get(name))
+                METHODS[name] = cloudpickle.loads(payload)
+            if name not in METHODS:
+                raise ValueError(f"method {name!r} is not registered in the Ray worker (pid {os.getpid()})")
+            got = method_fingerprint(name)
+            if got != expected:
+                raise ValueError(f"method {name!r} in the Ray worker (pid {os.getpid()}) is another function than "
+                                 f"the driver's (fingerprint {got}, the driver's {expected}); the cell is not computed")
+        configs = [CellConfig.from_dict(d) for d in config_dicts]
+        return compute_group(configs, devices=devices, batch_size=batch_size, progress=False, execution=execution)
+    finally:
+        for name, method in saved.items():
+            if method is None:
+                METHODS.pop(name, None)
+            else:
+                METHODS[name] = method
+
+
+def _installed_module(module: Any) -> bool:
+    """True for a module of an installed package or of Python itself (the Ray workers import it by name);
+    False for the user's own code (a script's folder, a notebook, a test file), shipped by value."""
+    import sysconfig
+
+    path = getattr(module, "__file__", None)
+    if path is None:
+        return True  # a built-in module
+    roots = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    real = os.path.realpath(path)
+    return any(real.startswith(os.path.realpath(r) + os.sep) for r in roots)
+
+
+def _method_payloads(groups: Sequence[Sequence[CellConfig]]) -> dict[str, tuple[bytes | None, str | None]]:
+    """What the Ray tasks need to know of the groups' methods (:func:`_ray_compute_group`): for each, its
+    :class:`~.methods.Method` pickled by Ray's cloudpickle when it is the user's (its fingerprint is not
+    None; its functions' own modules by value unless installed), None for the package's, and the
+    driver's fingerprint. Checked before Ray starts.
+
+    Raises:
+      ValueError: a user's method that cannot be pickled (naming it and why).
+    """
+    from .methods import get_method
+
+    names = sorted({c.method for g in groups for c in g})
+    out: dict[str, tuple[bytes | None, str | None]] = {}
+    user = [n for n in names if method_fingerprint(n) is not None]
+    if user:
+        from ray import cloudpickle
+    for name in names:
+        fingerprint = method_fingerprint(name)
+        if fingerprint is None:
+            out[name] = (None, None)
+            continue
+        method = get_method(name)
+        modules = []
+        registered = cloudpickle.list_registry_pickle_by_value()
+        for f in (method.fn, method.check_options, method.canonical_options):
+            module = sys.modules.get(getattr(f, "__module__", None) or "")
+            if module is None or module in modules or module.__name__ in registered or module.__name__ == "__main__" \
+                    or module.__name__.startswith("dpposterior") or _installed_module(module):
+                continue  # __main__ goes by value anyway; the package's and installed modules by name
+            modules.append(module)
+        try:
+            for module in modules:
+                cloudpickle.register_pickle_by_value(module)
+            payload = cloudpickle.dumps(method)
+        except Exception as e:  # any pickling failure: a lock, an open file, a compiled object ...
+            raise ValueError(f"method {name!r} cannot be sent to the Ray workers: pickling it failed "
+                             f"({type(e).__name__}: {e}); keep its function free of such objects (create them "
+                             "inside the function), or use the local backend") from e
+        finally:
+            for module in modules:
+                cloudpickle.unregister_pickle_by_value(module)
+        out[name] = (payload, fingerprint)
+    return out
 
 
 def _check_batch_size(batch_size: Any) -> int | None:
@@ -306,6 +397,7 @@ def _import_ray():
 def _run_ray(groups: list[list[CellConfig]], *, address: str | None, devices: int, batch_size: int | None,
              save: Callable[[dict[str, Any]], None], num_cpus: float) -> None:
     ray = _import_ray()
+    payloads = _method_payloads(groups)  # before Ray starts: a method that cannot be sent stops the run here
     started = False
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
@@ -313,10 +405,15 @@ def _run_ray(groups: list[list[CellConfig]], *, address: str | None, devices: in
     try:
         env = {"env_vars": {"XLA_FLAGS": os.environ.get("XLA_FLAGS", "")}}
         remote = ray.remote(_ray_compute_group).options(num_cpus=num_cpus, runtime_env=env, max_retries=0)
-        pending = [remote.remote([c.to_dict() for c in g], devices, batch_size, {"backend": "ray"}) for g in groups]
+        pending = [remote.remote([c.to_dict() for c in g], devices, batch_size, {"backend": "ray"},
+                                 {c.method: payloads[c.method] for c in g}) for g in groups]
         while pending:
             ready, pending = ray.wait(pending, num_returns=1)
             for rec in ray.get(ready[0]):
+                method = rec["config"]["method"]
+                if rec.get("method_fingerprint") != payloads[method][1]:  # the worker checked it; so does the driver
+                    raise ValueError(f"a Ray worker computed {rec.get('label')} with method {method!r} of fingerprint "
+                                     f"{rec.get('method_fingerprint')}, not the driver's {payloads[method][1]}")
                 save(rec)
     finally:
         if started:
