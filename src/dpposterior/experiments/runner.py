@@ -59,6 +59,9 @@ class RunSummary:
       wall_seconds: wall time of the run.
       stale: the cells found on disk but computed under other model settings (:func:`stale_reason`),
         recomputed by this run.
+      execution_differs: the cells found on disk (reused, in ``skipped``) whose DP-SGD replicates ran
+        with other devices or another batch size than this run would use (:func:`execution_difference`):
+        equal to this run's numbers up to the last bits of floating point, not bit for bit.
     """
 
     results: list[dict[str, Any]]
@@ -66,6 +69,47 @@ class RunSummary:
     skipped: list[CellConfig]
     wall_seconds: float
     stale: list[CellConfig] = dataclasses.field(default_factory=list)
+    execution_differs: list[CellConfig] = dataclasses.field(default_factory=list)
+
+
+def execution_difference(record: dict[str, Any], config: CellConfig, devices: int,
+                         batch_size: int | None) -> tuple[int, int] | None:
+    """(devices, replicates per batch) of a finished cell's DP-SGD replicates when they differ from what a
+    run with ``devices`` and ``batch_size`` (None: the default) would use for ``config``; None when they
+    are the same, when the cell's group ran no DP-SGD (a group of mechanism-only methods: the settings
+    do not enter its numbers), or when the record does not say.
+
+    Devices and batch size are not part of a cell's configuration: they change its numbers only in the
+    last bits of floating point (the order of float operations), and a configuration must name the same
+    cell on every machine, so finished cells stay reusable where another device count is the default.
+    They are recorded under ``execution`` instead, and a resumed run with other values says so.
+    """
+    from .replicates import replicate_batch_size
+
+    exe = record.get("execution") or {}
+    num_latent = len(record.get("coordinates") or ())
+    rec_devices, rec_batch = exe.get("devices"), exe.get("batch_size")
+    if exe.get("group_ran_dpsgd") is False or num_latent == 0 or not isinstance(rec_devices, int) \
+            or not isinstance(rec_batch, int) or rec_devices < 1 or rec_batch < 1:
+        return None
+    theirs = (rec_devices, replicate_batch_size(config, num_latent, rec_devices, rec_batch))
+    mine = (devices, replicate_batch_size(config, num_latent, devices, batch_size))
+    return None if theirs == mine else theirs
+
+
+def _report_execution_differs(differs: list[tuple[CellConfig, tuple[int, int]]], out: Any, devices: int,
+                              batch_size: int | None) -> None:
+    """One line per recorded (devices, batch size) of the reused cells that differ from this run's."""
+    by: dict[tuple[int, int], list[CellConfig]] = {}
+    for c, theirs in differs:
+        by.setdefault(theirs, []).append(c)
+    mine = f"devices={devices}, batch_size={'default' if batch_size is None else batch_size}"
+    for (d, b), cells in sorted(by.items()):
+        print(f"note: {len(cells)} finished cell(s) reused from {out} (e.g. {cells[0].label()}) were computed with "
+              f"devices={d}, batch_size={b} (this run: {mine}); their numbers equal this run's up to the last bits "
+              f"of floating point, not bit for bit (devices and batching change the order of float operations). "
+              f"For bit-identical results run with devices={d}, batch_size={b} (--devices {d} --batch-size {b}), "
+              "or delete those cell files to recompute them.", file=sys.stderr)
 
 
 def stale_reason(record: dict[str, Any], config: CellConfig) -> str | None:
@@ -299,7 +343,11 @@ def run_coverage(configs: Sequence[CellConfig], out: str | os.PathLike, *, backe
       backend: ``"local"`` or ``"ray"`` (module docstring).
       address: the Ray address (``ray`` backend only).
       devices: XLA devices to split replicates over (default: all devices JAX has in this process).
-      batch_size: replicates per compiled batch (default from the configuration).
+      batch_size: replicates per compiled batch (default from the configuration). Devices and batch
+        size change a cell's numbers in the last bits of floating point only and are not part of its
+        configuration: they are recorded in each cell's ``execution``, and finished cells computed with
+        other values are reused, listed in ``RunSummary.execution_differs`` and named on stderr
+        (:func:`execution_difference`).
       progress: show progress bars (cells; replicates with the local backend).
       ray_num_cpus: CPUs each Ray task reserves.
 
@@ -352,6 +400,9 @@ def run_coverage(configs: Sequence[CellConfig], out: str | os.PathLike, *, backe
     for c in missing:
         groups.setdefault(c.group_key(), []).append(c)
     devices = _resolve_devices(devices)
+    differs = [(c, d) for c in skipped if (d := execution_difference(done[c], c, devices, batch_size)) is not None]
+    if differs:
+        _report_execution_differs(differs, out, devices, batch_size)
     computed: list[CellConfig] = []
 
     bar = None
@@ -382,7 +433,8 @@ def run_coverage(configs: Sequence[CellConfig], out: str | os.PathLike, *, backe
         if bar is not None:
             bar.close()
     return RunSummary(results=[done[c] for c in configs], computed=computed, skipped=skipped,
-                      wall_seconds=time.perf_counter() - t_start, stale=stale)
+                      wall_seconds=time.perf_counter() - t_start, stale=stale,
+                      execution_differs=[c for c, _ in differs])
 
 
 def _import_ray():
