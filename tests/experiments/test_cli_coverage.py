@@ -59,3 +59,34 @@ def test_cli_reports_corrupted_results_file(tmp_path, capsys, tiny_cli_args):
     assert main(args) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(cell) in err and "corrupted" in err
+
+
+def test_a_second_run_into_the_same_folder_keeps_the_earlier_cells_in_the_tables(tmp_path, capsys, tiny_cli_args):
+    """The folder's tables and plots show every finished cell in it (a second run wrote them with its own
+    cells only until 2026-12-02); the printed table is this run's cells. A file that cannot be shown
+    (corrupted, or of a method this process does not know) is named on stderr, never dropped silently."""
+    import json
+
+    base = ["coverage", "--model", "beta-bernoulli", "--method", "naive", "--out", str(tmp_path), *tiny_cli_args]
+    assert main(base + ["--epsilon", "0.5"]) == 0
+    capsys.readouterr()
+    assert main(base + ["--epsilon", "2.0"]) == 0
+    out = capsys.readouterr().out
+    assert "| beta-bernoulli | 2 | naive |" in out and "| beta-bernoulli | 0.5 | naive |" not in out
+    assert "the tables and plots in" in out and "cover 2 finished cell(s), 1 from earlier runs" in out
+    rows = list(csv.DictReader((tmp_path / "coverage_table.csv").read_text().splitlines()))
+    assert [(r["epsilon"], r["method"]) for r in rows] == [("0.5", "naive"), ("2.0", "naive")]
+    assert (tmp_path / "coverage_table.md").read_text().count("| beta-bernoulli |") == 2
+
+    cells = sorted((tmp_path / "cells" / "beta-bernoulli").glob("*.json"))
+    gone = json.loads(cells[0].read_text())
+    gone["config"]["method"] = "a-method-not-registered-here"
+    (cells[0].parent / "eps0p5_a-method-not-registered-here_000000000000.json").write_text(json.dumps(gone))
+    (cells[0].parent / "eps9p0_naive_111111111111.json").write_text("{truncated")
+    assert main(base + ["--epsilon", "2.0"]) == 0
+    captured = capsys.readouterr()
+    assert "0 cell(s) computed, 1 found finished" in captured.out
+    assert "a-method-not-registered-here" in captured.err and "not registered in this process" in captured.err
+    assert "eps9p0_naive_111111111111.json" in captured.err and "corrupted" in captured.err
+    rows = list(csv.DictReader((tmp_path / "coverage_table.csv").read_text().splitlines()))
+    assert [(r["epsilon"], r["method"]) for r in rows] == [("0.5", "naive"), ("2.0", "naive")]

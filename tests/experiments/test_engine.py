@@ -204,3 +204,115 @@ def test_config_validation(tiny):
     assert CellConfig.from_dict(c.to_dict()) == c
     assert c.digest() != tiny("grid").digest()
     assert set(METHODS) >= {"grid", "nuts", "laplace", "naive"}
+
+
+#: the tiny cells' sizes (conftest.TINY), for cells of other models than the fixture's.
+_TINY = dict(replicates=6, repeats=4, num_steps=60, num_records=200, num_draws=400)
+
+
+@pytest.mark.parametrize("model, method, spelling, canonical", [
+    ("gamma-exponential", "bernstein-sheldon", {"bounds": "0.0,5.0"}, {"bounds": "0,5"}),
+    ("gamma-exponential", "bernstein-sheldon", {"bounds": " 0 , 5.000"}, {"bounds": "0,5"}),
+    ("gamma-exponential", "bernstein-sheldon", {"bounds": "5e-1,4"}, {"bounds": "0.5,4"}),
+    ("beta-bernoulli", "bernstein-sheldon", {"thin": None, "num_warmup": 7}, {"num_warmup": 7}),
+    ("linear-regression", "gibbs-ss-noisy", {"budget_split": "yy=.2, xx=0.40,xy=4e-1"},
+     {"budget_split": "xx=0.4,xy=0.4,yy=0.2"}),
+    ("linear-regression", "gibbs-ss-noisy", {"x_bound": 3, "y_bound": np.float32(4)}, {"x_bound": 3.0, "y_bound": 4.0}),
+    ("beta-bernoulli", "dpvim", {"clip": 2, "lr_mu": None, "lr_rho": None}, {"clip": 2.0}),
+    ("beta-bernoulli", "laplace", {"tol": 1}, {"tol": 1.0}),
+    ("beta-bernoulli", "grid", {"tail": 0.0000001}, {"tail": 1e-7}),
+])
+def test_equivalent_option_spellings_are_one_cell(model, method, spelling, canonical, tmp_path):
+    """Options that mean the same computation give one configuration, one digest and one file name (they
+    made separate cells, each computed, until 2026-12-02); the canonical spelling is what is recorded."""
+    from dpposterior.experiments import ResultStore
+
+    a = CellConfig(model, 1.0, method, method_options=spelling, **_TINY)
+    b = CellConfig(model, 1.0, method, method_options=canonical, **_TINY)
+    assert a == b and a.digest() == b.digest() and ResultStore(tmp_path).path(a) == ResultStore(tmp_path).path(b)
+    assert a.to_dict()["method_options"] == canonical
+    assert [type(v) for v in a.to_dict()["method_options"].values()] == [type(v) for v in canonical.values()]
+    assert CellConfig.from_dict(a.to_dict()) == a
+
+
+def test_options_that_differ_stay_different_cells():
+    """Canonical spellings never merge different computations: an int option stays an int (3.0 is still
+    refused), another number is another cell, an option at its default value is not dropped."""
+    a = CellConfig("gamma-exponential", 1.0, "bernstein-sheldon", method_options={"bounds": "0,5"}, **_TINY)
+    assert a != CellConfig("gamma-exponential", 1.0, "bernstein-sheldon", method_options={"bounds": "0,5.0001"},
+                           **_TINY)
+    assert a != CellConfig("gamma-exponential", 1.0, "bernstein-sheldon", **_TINY)
+    with pytest.raises(ValueError, match="thin must be an integer"):
+        CellConfig("beta-bernoulli", 1.0, "bernstein-sheldon", method_options={"thin": 3.0}, **_TINY)
+    with pytest.raises(ValueError, match="bounds must be a string 'lo,hi'"):
+        CellConfig("gamma-exponential", 1.0, "bernstein-sheldon", method_options={"bounds": "0,5,6"}, **_TINY)
+
+
+def test_tracked_cells_keep_their_digests():
+    """The canonical spellings leave every configuration of the tracked reproduction unchanged: each
+    tracked cell file's configuration and digest are its canonical ones, so the store still finds it."""
+    import json
+    from pathlib import Path
+
+    from dpposterior.experiments import ResultStore
+
+    work = Path(__file__).resolve().parents[2] / "docs" / "results" / "na-dpvi-work"
+    files = sorted(work.glob("*/cells/*/*.json"))  # the coverage and width cells
+    assert len(files) > 90
+    for path in files:
+        rec = json.loads(path.read_text())
+        cfg = CellConfig.from_dict(rec["config"])
+        assert cfg.to_dict() == rec["config"] and cfg.digest() == rec["config_digest"], path
+        assert ResultStore(path.parents[2]).path(cfg) == path
+
+
+def test_canonical_options_hook_is_checked(tiny):
+    """A method's own ``canonical_options`` must return a dict of its options, unchanged by a second pass."""
+    from dpposterior.experiments import register_method
+    from dpposterior.experiments.methods import METHODS as REG, naive_method
+
+    def register(hook):
+        register_method("test-canon", naive_method, options=("width",), canonical_options=hook, replace=True)
+
+    try:
+        register(lambda o: {**o, "width": float(o["width"])} if "width" in o else o)
+        assert tiny("test-canon", method_options={"width": 2}) == tiny("test-canon", method_options={"width": 2.0})
+        register(lambda o: [("width", 1)])
+        with pytest.raises(TypeError, match="canonical_options of method 'test-canon' must return a dict"):
+            tiny("test-canon", method_options={"width": 2})
+        register(lambda o: {"height": 1})
+        with pytest.raises(ValueError, match=r"canonical_options of method 'test-canon' returned unknown options "
+                                             r"\['height'\]"):
+            tiny("test-canon", method_options={"width": 2})
+        register(lambda o: {"width": o.get("width", 0) + 1})
+        with pytest.raises(ValueError, match="canonical_options of method 'test-canon' is not idempotent"):
+            tiny("test-canon", method_options={"width": 2})
+        with pytest.raises(TypeError, match="canonical_options must be None or callable"):
+            register("float")
+    finally:
+        REG.pop("test-canon", None)
+
+
+def test_method_fingerprint_is_the_same_in_every_process():
+    """A method with a nested code object (a comprehension before Python 3.12, a lambda) has the same
+    fingerprint when its code is compiled again (in a Ray worker, in the next session): the fingerprint
+    hashed the repr of the nested code object, which holds its memory address, until 2026-12-02."""
+    from dpposterior.experiments import register_method
+    from dpposterior.experiments.methods import METHODS as REG, method_fingerprint
+
+    source = "def user_method(releases, settings):\n    return [k for k in settings.keys], (lambda x: x + 1)\n"
+    prints = []
+    try:
+        for _ in range(2):
+            namespace = {"__name__": "user_methods"}
+            exec(compile(source, "user_methods.py", "exec"), namespace)
+            register_method("test-nested", namespace["user_method"], replace=True)
+            prints.append(method_fingerprint("test-nested"))
+        namespace = {"__name__": "user_methods"}
+        exec(compile(source.replace("x + 1", "x + 2"), "user_methods.py", "exec"), namespace)
+        register_method("test-nested", namespace["user_method"], replace=True)
+        prints.append(method_fingerprint("test-nested"))
+    finally:
+        REG.pop("test-nested", None)
+    assert prints[0] == prints[1] and prints[0].startswith("user_methods.user_method:")
+    assert prints[2] != prints[0]  # an edit inside the nested code is another function

@@ -7,6 +7,8 @@ import warnings
 
 import pytest
 
+import numpy as np
+
 from dpposterior.experiments import comparable, run_coverage
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'dpposterior[distributed]'); the Ray "
@@ -51,3 +53,65 @@ def test_ray_parallel_benchmark_quick(capsys, benchmark_script, local_cluster):
     assert "every cell identical to the in-process backend (bit for bit): True" in out
     assert "local/ray = " in out and "most groups running at the same moment: 1" in out
     assert local_cluster.is_initialized()   # the benchmark reused the cluster and left it running
+
+
+def _prior_draws(releases, settings, data):
+    """A user's method (module level, in a file the workers cannot import): draws from N(0, 1), released
+    nothing (epsilon 0). A comprehension makes a nested code object (Python < 3.12), whose repr differs
+    between processes: the method's fingerprint must not."""
+    from dpposterior.experiments import MethodOutput
+    from dpposterior.privacy.spent import PrivacySpent
+
+    rng = np.random.default_rng([int(k) for k in settings.keys[0]])
+    k, n = data.num_replicates, 1
+    draws = np.stack([rng.standard_normal((settings.num_draws, n)) for _ in range(k)]).astype(np.float32)
+    return MethodOutput(draws, np.ones((k, n)), {"source": "prior"},
+                        PrivacySpent(0.0, 0.0, "add_remove", "none", "none", seeded_by="user"))
+
+
+def test_a_user_registered_method_runs_on_ray_workers(tiny, tmp_path, local_cluster):
+    """A method registered in the driver is shipped to the Ray workers with its task (its function by
+    value, as the workers cannot import this test file) and gives the in-process backend's cell; its
+    fingerprint, computed in the worker, is the driver's. Until 2026-12-02 the workers knew only the
+    built-in methods."""
+    from dpposterior.experiments import register_method
+    from dpposterior.experiments.methods import METHODS as REG, method_fingerprint
+
+    register_method("test-prior", _prior_draws, needs_data=True, options=("scale",),
+                    canonical_options=lambda o: {k: float(v) for k, v in o.items()})
+    try:
+        cell = tiny("test-prior", method_options={"scale": 1})
+        local = run_coverage([cell], tmp_path / "local", progress=False)
+        remote = run_coverage([cell], tmp_path / "ray", backend="ray", progress=False)
+        assert remote.computed == [cell] and remote.results[0]["execution"]["backend"] == "ray"
+        assert os.getpid() != remote.results[0]["execution"]["pid"]
+        assert comparable(remote.results[0]) == comparable(local.results[0])
+        assert remote.results[0]["method_fingerprint"] == method_fingerprint("test-prior") is not None
+        assert "test-prior" in REG  # the driver's registry is as it was
+    finally:
+        REG.pop("test-prior", None)
+
+
+def test_a_method_that_cannot_be_sent_to_ray_workers_is_refused_before_anything_runs(tiny, tmp_path, monkeypatch):
+    """A user's method whose function cannot be pickled is an error naming it, before Ray starts."""
+    import threading
+
+    from dpposterior.experiments import register_method
+    from dpposterior.experiments.methods import METHODS as REG
+
+    lock = threading.Lock()
+
+    def locked(releases, settings, data):
+        with lock:
+            return _prior_draws(releases, settings, data)
+
+    monkeypatch.setattr(ray, "init", lambda *a, **k: pytest.fail("Ray started"))
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    register_method("test-locked", locked, needs_data=True)
+    try:
+        with pytest.raises(ValueError, match="method 'test-locked' cannot be sent to the Ray workers.*lock"):
+            run_coverage([tiny("test-locked")], tmp_path, backend="ray", progress=False)
+        assert not (tmp_path / "cells" / "beta-bernoulli").exists() or \
+            not list((tmp_path / "cells" / "beta-bernoulli").iterdir())
+    finally:
+        REG.pop("test-locked", None)

@@ -159,3 +159,65 @@ def test_a_result_computed_under_other_model_settings_is_recomputed(tiny, tmp_pa
         monkeypatch.undo()
         replicates._model_structure.cache_clear()
     assert runner.stale_reason(old, cell) is None  # back under the original settings
+
+
+def test_a_cell_file_under_an_older_option_spelling_is_found(tiny, tmp_path):
+    """A cell written before its options' spelling became canonical (so under another digest and file
+    name) is found and reused, not computed twice; its file still passes its own digest check."""
+    import numpy as np
+
+    from dpposterior.experiments import register_method
+    from dpposterior.experiments.methods import METHODS as REG, naive_method
+
+    def widened(releases, settings):
+        return naive_method(releases, settings)
+
+    register_method("test-width", widened, options=("width",))
+    try:
+        written = tiny("test-width", method_options={"width": 2})
+        first = run_coverage([written], tmp_path, progress=False)
+        old_path = ResultStore(tmp_path).path(written)
+        register_method("test-width", widened, options=("width",), replace=True,
+                        canonical_options=lambda o: {k: float(v) for k, v in o.items()})
+        cfg = tiny("test-width", method_options={"width": np.int64(2)})  # now spelt {"width": 2.0}
+        assert cfg.to_dict()["method_options"] == {"width": 2.0} and ResultStore(tmp_path).path(cfg) != old_path
+        again = run_coverage([cfg], tmp_path, progress=False)
+        assert again.computed == [] and again.skipped == [cfg]
+        rec = again.results[0]
+        assert rec["config"] == cfg.to_dict() and rec["config_digest"] == cfg.digest()
+        assert rec["config_as_written"] == written.to_dict() and rec["rmse"] == first.results[0]["rmse"]
+        assert ResultStore(tmp_path).load(cfg)["rmse"] == rec["rmse"]
+        assert _cell_files(tmp_path) == [old_path]
+        edited = json.loads(old_path.read_text())
+        edited["config"]["seed"] = 5
+        old_path.write_text(json.dumps(edited))
+        with pytest.raises(CorruptResultError, match="does not match its digest"):
+            store_mod.read_result(old_path)
+    finally:
+        REG.pop("test-width", None)
+
+
+def test_resume_with_other_devices_or_batch_size_says_so(tiny, tmp_path, capsys):
+    """Devices and batch size change a cell's numbers in the last bits of floating point only, so they are
+    not part of its configuration (cells stay reusable on another machine); a run that reuses cells
+    computed with other values records them in ``RunSummary.execution_differs`` and says so."""
+    cell = tiny("naive")
+    first = run_coverage([cell], tmp_path, progress=False)
+    exe = first.results[0]["execution"]
+    assert (exe["devices"], exe["batch_size"]) == (1, 6)
+    capsys.readouterr()
+    same = run_coverage([cell], tmp_path, progress=False, batch_size=6)  # the default's batches, named
+    assert same.skipped == [cell] and same.execution_differs == []
+    assert "computed with" not in capsys.readouterr().err
+    other = run_coverage([cell], tmp_path, progress=False, batch_size=3)
+    assert other.skipped == [cell] and other.computed == [] and other.execution_differs == [cell]
+    err = capsys.readouterr().err
+    assert "1 finished cell(s) reused from" in err and "computed with devices=1, batch_size=6" in err
+    assert "this run: devices=1, batch_size=3" in err and "last bits" in err
+    # a cell from a two-device run (as the tracked reproduction's): the devices differ
+    path = ResultStore(tmp_path).path(cell)
+    rec = json.loads(path.read_text())
+    rec["execution"]["devices"] = 2
+    path.write_text(json.dumps(rec))
+    moved = run_coverage([cell], tmp_path, progress=False)
+    assert moved.execution_differs == [cell] and "computed with devices=2, batch_size=6" in capsys.readouterr().err

@@ -11,7 +11,7 @@ cell is written atomically so that a re-run resumes where it stopped.
     from dpposterior.experiments import CellConfig, run_coverage, write_reports
     cells = [CellConfig("beta-bernoulli", eps, m) for eps in (0.1, 1.0) for m in ("grid", "naive")]
     summary = run_coverage(cells, "results/")
-    write_reports(summary.results, "results/")
+    write_reports(summary.results, "results/")    # or folder_results("results/")[0]: every cell there
 
 The command line is ``dpposterior coverage`` (:mod:`.cli_coverage`).
 """
@@ -32,6 +32,7 @@ from .replicates import cell_data
 from .replicates import dpvi_setup
 from .replicates import run_replicates
 from .replicates import simulate_data
+from .report import folder_results
 from .report import table_csv
 from .report import table_markdown
 from .report import write_reports
@@ -61,6 +62,7 @@ __all__ = [
     "configure_xla_cpu",
     "dpvi_setup",
     "evaluate_cell",
+    "folder_results",
     "get_method",
     "read_result",
     "register_method",

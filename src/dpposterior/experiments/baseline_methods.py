@@ -102,6 +102,27 @@ def parse_budget_split(text: Any) -> dict[str, float]:
     return out
 
 
+def _canonical_baseline(floats: tuple[str, ...]):
+    """The baselines' ``canonical_options``: None is the default (``_get``), so it is left out; the
+    real-valued options ``floats`` are floats; ``bounds`` and ``budget_split`` are written with canonical
+    numbers (``"0.0,5.0"`` -> ``"0,5"``) and ``budget_split`` in the order xx, xy, yy, x4."""
+    from .methods import canonical_number, float_options
+
+    plain = float_options(floats, drop_none=True)
+
+    def canonical(options: dict[str, Any]) -> dict[str, Any]:
+        out = plain(options)
+        if "bounds" in out:
+            out["bounds"] = ",".join(canonical_number(v) for v in parse_bounds(out["bounds"]))
+        if "budget_split" in out:
+            split = parse_budget_split(out["budget_split"])
+            out["budget_split"] = ",".join(f"{k}={canonical_number(split[k])}" for k in ("xx", "xy", "yy", "x4")
+                                           if k in split)
+        return out
+
+    return canonical
+
+
 def _check_bernstein_sheldon(options: dict[str, Any], model: str | None = None) -> None:
     _int_option(options, "num_warmup", 0)
     _int_option(options, "thin", 1)
@@ -229,12 +250,15 @@ register_method("bernstein-sheldon", bernstein_sheldon_method,
                 options=("num_warmup", "thin", "bounds", "neighbouring", "snapping"),
                 description="Bernstein-Sheldon noise-aware Gibbs on Laplace-noised sufficient statistics (own "
                             "pure epsilon-DP release)",
-                needs_data=True, models=FAMILIES, check_options=_check_bernstein_sheldon)
+                needs_data=True, models=FAMILIES, check_options=_check_bernstein_sheldon,
+                canonical_options=_canonical_baseline(()))
 register_method("gibbs-ss-noisy", gibbs_ss_noisy_method,
                 options=("num_warmup", "thin", "interweave", "x_bound", "y_bound", "fourth_moments", "budget_split",
                          "neighbouring", "snapping"),
                 description="Gibbs-SS-Noisy on Laplace-noised regression statistics (own pure epsilon-DP release)",
-                needs_data=True, models=("linear-regression",), check_options=_check_gibbs_ss_noisy)
+                needs_data=True, models=("linear-regression",), check_options=_check_gibbs_ss_noisy,
+                canonical_options=_canonical_baseline(("x_bound", "y_bound")))
 register_method("dpvim", dpvim_method, options=("clip", "natural_gradient", "reading", "lr_mu", "lr_rho"),
                 description="DPVIm, its own DP-SGD run per replicate (same epsilon, delta, T, q), Gaussian reading",
-                needs_data=True, models=None, check_options=_check_dpvim, min_steps=BC.DPVIM_MIN_STEPS)
+                needs_data=True, models=None, check_options=_check_dpvim, min_steps=BC.DPVIM_MIN_STEPS,
+                canonical_options=_canonical_baseline(("clip", "lr_mu", "lr_rho")))

@@ -24,7 +24,9 @@ examples:
 
 --model, --epsilon and --method take several values; given twice, a flag adds its values to the first.
 Each finished cell (model, epsilon, method) is written at once to OUT/cells/; re-running the same
-command skips finished cells. OUT gets coverage_<model>.png, coverage_table.csv and coverage_table.md.
+command skips finished cells. OUT gets coverage_<model>.png, coverage_table.csv and coverage_table.md,
+which show every finished cell in OUT (earlier runs' too; a run with other settings adds rows marked
+with them); the table printed is this run's cells.
 Cells of one (model, epsilon) share their DP-SGD replicates (the same K traces for every method).
 The baselines (bernstein-sheldon, gibbs-ss-noisy, dpvim) release the same K synthetic data sets by
 their own mechanism under the same budget; each cell records the privacy of its release.
@@ -153,7 +155,7 @@ def coverage_command(args: argparse.Namespace) -> int:
 
     import jax
 
-    from .report import table_markdown, write_reports
+    from .report import folder_results, table_markdown, write_reports
     from .runner import run_coverage
 
     devices = min(devices_wanted, jax.device_count())
@@ -163,11 +165,17 @@ def coverage_command(args: argparse.Namespace) -> int:
     except ImportError as e:
         print(f"dpposterior coverage: error: {e}", file=sys.stderr)
         return 2
-    paths = write_reports(summary.results, args.out)
+    # the folder's reports show every finished cell in it, earlier runs' too (not only this run's)
+    everything, notes = folder_results(args.out, summary.results)
+    for note in notes:
+        print(f"dpposterior coverage: note: {note}", file=sys.stderr)
+    paths = write_reports(everything, args.out)
     print(table_markdown(summary.results), end="")
     print(f"\n{len(summary.computed)} cell(s) computed, {len(summary.skipped)} found finished in {args.out}; "
           f"wall time {summary.wall_seconds:.1f} s on {devices} XLA device(s)"
           + ("" if xla["applied"] else f" ({xla['reason']}: XLA flags unchanged)"))
+    print(f"the tables and plots in {args.out} cover {len(everything)} finished cell(s), "
+          f"{len(everything) - len({r['config_digest'] for r in summary.results})} from earlier runs")
     for kind, p in paths.items():
         print(f"  {kind}: {p}")
     return 0

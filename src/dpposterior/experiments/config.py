@@ -88,7 +88,7 @@ def _check_options(options: Any) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted(out))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class CellConfig:
     """Everything that determines one coverage cell's results.
 
@@ -107,7 +107,9 @@ class CellConfig:
       burn_in: share of each trace dropped before the post-processing (T* = floor(burn_in T)).
       num_mc: Monte Carlo draws of the ELBO per DP-SGD step (as ``dpvi``).
       accountant: ``"pld"`` or ``"rdp"``, for calibrating sigma (as ``dpvi``).
-      method_options: solver options of the method, as sorted (name, value) pairs (empty: defaults).
+      method_options: solver options of the method, as sorted (name, value) pairs (empty: defaults), in
+        the method's canonical spelling (:func:`~dpposterior.experiments.methods.canonical_method_options`):
+        equivalent spellings (``bounds`` ``"0.0,5.0"`` and ``"0,5"``) give one configuration and digest.
       scheme: version of the computation (:data:`SCHEME`).
     """
 
@@ -161,15 +163,32 @@ class CellConfig:
         if self.accountant not in ("pld", "rdp"):
             raise ValueError(f"accountant must be 'pld' or 'rdp', got {self.accountant!r}")
         set_("method_options", _check_options(self.method_options))
-        from .methods import check_method_model, check_method_options, check_method_steps
+        from .methods import canonical_method_options, check_method_model, check_method_options, check_method_steps
 
         check_method_model(self.method, self.model)
         check_method_options(self.method, dict(self.method_options), self.model)
+        # one spelling per meaning ("0.0,5.0" and "0,5" are one cell, computed once); the canonical
+        # options are checked again, as the method will read them
+        canonical = _check_options(canonical_method_options(self.method, dict(self.method_options)))
+        if repr(canonical) != repr(self.method_options):  # 2 == 2.0, but "2" and "2.0" are two digests
+            check_method_options(self.method, dict(canonical), self.model)
+            set_("method_options", canonical)
         check_method_steps(self.method, self.num_steps)
         if self.scheme != SCHEME:
             raise ValueError(f"scheme {self.scheme!r} is not computed by this version (scheme {SCHEME})")
+        set_("_identity", self.canonical_json())
 
     # ------------------------------------------------------------------ identity
+    def __eq__(self, other: object) -> bool:
+        """Equal configurations are one cell: the same :meth:`canonical_json`, so the same digest (field
+        by field, ``{"width": 2}`` would equal ``{"width": 2.0}`` under another digest)."""
+        if not isinstance(other, CellConfig):
+            return NotImplemented
+        return self._identity == other._identity  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._identity)  # type: ignore[attr-defined]
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field (``method_options`` as a dict)."""
         d = dataclasses.asdict(self)

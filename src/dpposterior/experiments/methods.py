@@ -204,6 +204,10 @@ class Method:
         option value (called when a cell is configured, before anything runs; ``model`` may be None).
       min_steps: the fewest DP-SGD steps T of a cell the method can run (None: the cell's own minimum);
         a cell with fewer is refused when it is configured.
+      canonical_options: None or ``canonical_options(options) -> options``: the checked options in one
+        spelling per meaning (e.g. ``bounds`` ``"0.0,5.0"`` -> ``"0,5"``, a float option 2 -> 2.0, an
+        option None that means its default left out), so that equivalent spellings make one cell
+        (:func:`canonical_method_options`; applied when a cell is configured).
     """
 
     name: str
@@ -214,6 +218,7 @@ class Method:
     models: tuple[str, ...] | None = None
     check_options: Callable[[dict[str, Any], str | None], None] | None = None
     min_steps: int | None = None
+    canonical_options: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
 
 METHODS: dict[str, Method] = {}
@@ -234,17 +239,39 @@ def method_fingerprint(name: str) -> str | None:
     code = getattr(fn, "__code__", None) or getattr(getattr(fn, "__call__", None), "__code__", None)
     h = hashlib.sha256()
     if code is not None:
-        h.update(code.co_code)
-        h.update(repr(code.co_consts).encode())
-        h.update(repr(code.co_names).encode())
+        _hash_code(h, code)
     qual = getattr(fn, "__qualname__", type(fn).__qualname__)
     return f"{module}.{qual}:{h.hexdigest()[:16]}"
+
+
+def _hash_code(h: Any, code: Any) -> None:
+    """Feeds a code object's bytecode, constants and names to ``h``. A nested function, lambda or (before
+    Python 3.12) comprehension is a code object among the constants, whose repr holds its memory address:
+    it is hashed the same way in its place, so that the fingerprint is the same in every process (a Ray
+    worker's, the next session's); the repr of constants without code objects is hashed as it was."""
+    import hashlib
+
+    h.update(code.co_code)
+    consts = code.co_consts
+    if any(isinstance(c, type(code)) for c in consts):
+        nested = []
+        for c in consts:
+            if isinstance(c, type(code)):
+                sub = hashlib.sha256()
+                _hash_code(sub, c)
+                nested.append(f"<code {c.co_name} {sub.hexdigest()[:16]}>")
+            else:
+                nested.append(c)
+        consts = tuple(nested)
+    h.update(repr(consts).encode())
+    h.update(repr(code.co_names).encode())
 
 
 def register_method(name: str, fn: MethodFn, *, options: tuple[str, ...] = (), description: str = "",
                     needs_data: bool = False, models: tuple[str, ...] | None = None,
                     check_options: Callable[[dict[str, Any], str | None], None] | None = None,
-                    replace: bool = False, min_steps: int | None = None) -> Method:
+                    replace: bool = False, min_steps: int | None = None,
+                    canonical_options: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> Method:
     """Adds a method to :data:`METHODS` (``replace=True`` to overwrite an existing name).
 
     Args:
@@ -259,6 +286,10 @@ def register_method(name: str, fn: MethodFn, *, options: tuple[str, ...] = (), d
       check_options: validates option values (None: names are checked only).
       replace: overwrite an existing method of that name.
       min_steps: the fewest DP-SGD steps T of a cell it can run (None: no minimum of its own).
+      canonical_options: ``canonical_options(options) -> options`` writes checked options in one spelling
+        per meaning, so that equivalent spellings make one cell, computed once (None: options are kept as
+        given, numpy numbers as Python numbers, in sorted order). It must return a dict of accepted
+        options and be idempotent (checked when a cell is configured).
     """
     if not isinstance(name, str) or not name or not all(c.isalnum() or c in "-_" for c in name):
         raise ValueError(f"method name must be a non-empty string of letters, digits, '-' and '_', got {name!r}")
@@ -283,13 +314,16 @@ def register_method(name: str, fn: MethodFn, *, options: tuple[str, ...] = (), d
             raise ValueError(f"models names unknown model(s) {unknown}; available: {sorted(MODELS)}")
     if check_options is not None and not callable(check_options):
         raise TypeError(f"check_options must be None or callable, got {type(check_options).__name__}")
+    if canonical_options is not None and not callable(canonical_options):
+        raise TypeError(f"canonical_options must be None or callable, got {type(canonical_options).__name__}")
     if name in METHODS and not replace:
         raise ValueError(f"method {name!r} is already registered; pass replace=True to overwrite it")
     if min_steps is not None:
         from .._checks import check_positive_int
 
         min_steps = check_positive_int(min_steps, "min_steps")
-    m = Method(name, fn, tuple(options), description, needs_data, models, check_options, min_steps)
+    m = Method(name, fn, tuple(options), description, needs_data, models, check_options, min_steps,
+               canonical_options)
     METHODS[name] = m
     return m
 
@@ -311,6 +345,64 @@ def check_method_options(name: str, options: dict[str, Any], model: str | None =
         raise ValueError(f"unknown options {unknown} for method {name!r}; allowed: {list(allowed)}")
     if method.check_options is not None:
         method.check_options(dict(options), model)
+
+
+def canonical_method_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
+    """Checked options of method ``name`` in their canonical spelling (``Method.canonical_options``; the
+    options as given when the method has none).
+
+    Raises:
+      TypeError: the method's ``canonical_options`` returned something else than a dict.
+      ValueError: it returned options the method does not accept, or is not idempotent (a second pass
+        changes its result, so equal cells could still get two spellings).
+    """
+    import json
+
+    method = get_method(name)
+    if method.canonical_options is None:
+        return dict(options)
+    out = method.canonical_options(dict(options))
+    if not isinstance(out, dict):
+        raise TypeError(f"canonical_options of method {name!r} must return a dict of options, got "
+                        f"{type(out).__name__}")
+    unknown = sorted(str(k) for k in set(out) - set(method.options))
+    if unknown:
+        raise ValueError(f"canonical_options of method {name!r} returned unknown options {unknown}; allowed: "
+                         f"{list(method.options)}")
+    again = method.canonical_options(dict(out))
+
+    def spelled(o: Any) -> str:
+        return json.dumps(o, sort_keys=True, default=repr) if isinstance(o, dict) else repr(o)
+
+    if spelled(again) != spelled(out):
+        raise ValueError(f"canonical_options of method {name!r} is not idempotent: {options!r} -> {out!r} -> "
+                         f"{again!r}; it must return options that it leaves unchanged")
+    return out
+
+
+def canonical_number(x: float) -> str:
+    """A number as canonical text inside a string option: the shortest repr of the float that reads back
+    to it, without a trailing ``.0`` (``"5"``, ``"0.5"``, ``"1e-07"``); -0.0 is ``"0"``."""
+    r = repr(float(x) + 0.0)
+    return r[:-2] if r.endswith(".0") else r
+
+
+def float_options(names: tuple[str, ...], drop_none: bool = False) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A ``canonical_options`` that writes the real-valued options ``names`` as floats (2 -> 2.0: the same
+    value) and, with ``drop_none``, leaves out options given as None (for methods that read None as the
+    option's default)."""
+
+    def canonical(options: dict[str, Any]) -> dict[str, Any]:
+        out = {}
+        for k, v in options.items():
+            if v is None and drop_none:
+                continue
+            if k in names and isinstance(v, int) and not isinstance(v, bool):
+                v = float(v)
+            out[k] = v
+        return out
+
+    return canonical
 
 
 def check_method_steps(name: str, num_steps: int) -> None:
@@ -591,12 +683,15 @@ def nuts_method(releases: CellReleases, settings: MethodSettings) -> MethodOutpu
 register_method("naive", naive_method, description="last iterate q(theta; phi_T), ignores the DP noise")
 register_method("grid", grid_method, options=tuple(GRID_DEFAULTS),
                 check_options=partial(_check_na_options, solver="grid"),
+                canonical_options=float_options(("tail",)),
                 description="NA-DPVI, grid solver (exact in phi*, adaptive grid over h)")
 register_method("laplace", laplace_method, options=tuple(LAPLACE_DEFAULTS),
                 check_options=partial(_check_na_options, solver="laplace"),
+                canonical_options=float_options(("tol",)),
                 description="NA-DPVI, Laplace solver (joint mode, inverse Hessian)")
 register_method("nuts", nuts_method, options=tuple(NUTS_DEFAULTS),
                 check_options=partial(_check_na_options, solver="nuts"),
+                canonical_options=float_options(("target_accept_prob",)),
                 description="NA-DPVI, NumPyro NUTS (1,000 warm-up, 4,000 draws), vmapped over replicates")
 
 # The baselines with their own mechanism register themselves (they use the names above).

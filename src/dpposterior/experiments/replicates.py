@@ -242,6 +242,18 @@ def default_batch_size(config: CellConfig, num_latent: int, devices: int = 1) ->
     return -(-b // devices) * devices
 
 
+def replicate_batch_size(config: CellConfig, num_latent: int, devices: int, batch_size: int | None = None,
+                         count: int | None = None) -> int:
+    """The replicates per compiled batch that :func:`run_replicates` uses for ``count`` replicates (default
+    all ``config.replicates``): ``batch_size`` (default :func:`default_batch_size`) capped at the count and
+    rounded down to a multiple of ``devices`` (at least ``devices``). With ``devices``, what decides a
+    cell's numbers in the last bits of floating point beyond its configuration."""
+    count = config.replicates if count is None else count
+    if batch_size is None:
+        batch_size = default_batch_size(config, num_latent, devices)
+    return max(devices, (min(batch_size, max(count, devices)) // devices) * devices)
+
+
 def _in_batches(program: Callable, keys: np.ndarray, batch_size: int, args: tuple, progress: Any = None) -> Any:
     """``program(keys_batch, *args)`` over batches of ``batch_size`` keys (:func:`map_in_chunks`)."""
     return map_in_chunks(lambda kb: program(kb, *args), (keys,), batch_size, progress)
@@ -274,9 +286,7 @@ def run_replicates(config: CellConfig, setup: DPVISetup | None = None, *, batch_
     count = config.replicates - start if count is None else count
     if devices < 1 or devices > jax.device_count():
         raise ValueError(f"devices must lie in [1, {jax.device_count()}] (jax.device_count()), got {devices}")
-    if batch_size is None:
-        batch_size = default_batch_size(config, setup.num_latent, devices)
-    batch_size = max(devices, (min(batch_size, max(count, devices)) // devices) * devices)
+    batch_size = replicate_batch_size(config, setup.num_latent, devices, batch_size, count)
     static = _Static(model=config.model, num_records=config.num_records, num_steps=config.num_steps,
                      sampling_rate=config.sampling_rate, num_mc=config.num_mc, clip=setup.clip,
                      burn_start=burn_in_start(config.num_steps, config.burn_in), devices=devices,

@@ -2,12 +2,18 @@
 
 The table holds numbers that depend only on the cells' configurations (no wall times), so a resumed
 run writes the same table as an uninterrupted one. Wall times stay in the cell files.
+
+The reports in a results folder show every finished cell in it (:func:`folder_results`), whichever
+run computed it: a second run into the folder adds its cells to the tables and plots, beside the
+earlier runs' (each row and line marked with the settings that tell it apart), instead of replacing
+them.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 from pathlib import Path
 from typing import Any, Sequence
@@ -179,3 +185,68 @@ def write_reports(results: Sequence[dict[str, Any]], out: str | os.PathLike) -> 
         title = f"{model}: TARP coverage" + "".join(f", {t}" for t in shared)
         paths[f"plot:{model}"] = coverage_plot(rs, out / f"coverage_{model}.png", title=title)
     return paths
+
+
+def folder_results(out: str | os.PathLike, results: Sequence[dict[str, Any]] = ()) -> tuple[list[dict[str, Any]],
+                                                                                          list[str]]:
+    """Every finished cell in the results folder ``out`` that this process can show, and notes on the
+    files it leaves out.
+
+    A file is left out, with a note naming it and why, when it is corrupted (:func:`.store.read_result`),
+    when its method is not registered in this process (a method of the user's own from another
+    session: register it to show the cell), or when it is stale (computed under other model settings or
+    by another function of its method, :func:`.runner.stale_reason`: run its configuration again to
+    recompute it). A file written under an older spelling of its options is read as its canonical
+    configuration, and one record is kept per configuration (the canonical file's).
+
+    Args:
+      out: the results folder (:mod:`.store`).
+      results: records that take the place of the folder's for their configurations (e.g. the records
+        of the run that just wrote the folder); each is kept even if its file is gone.
+
+    Returns:
+      (records, notes): the records in file order, then any of ``results`` not found in the folder; one
+      sentence per file left out.
+    """
+    from .config import CellConfig
+    from .methods import METHODS
+    from .runner import stale_reason
+    from .store import CorruptResultError, canonical_view, read_result
+
+    given = {r["config_digest"]: r for r in results}
+    found: dict[str, dict[str, Any]] = {}
+    notes: list[str] = []
+    for path in sorted((Path(out) / "cells").glob("*/*.json")):
+        try:
+            rec = read_result(path)
+        except CorruptResultError as e:
+            method = _written_method(path)
+            if method is not None and method not in METHODS:
+                notes.append(f"the tables and plots leave out {path}: its method {method!r} is not registered in "
+                             "this process (register it, then write the reports again, to show the cell)")
+            else:
+                notes.append(f"the tables and plots leave out a file: {e}")
+            continue
+        rec = canonical_view(rec)
+        digest = rec["config_digest"]
+        if digest in given:
+            found[digest] = given[digest]
+            continue
+        why = stale_reason(rec, CellConfig.from_dict(rec["config"]))
+        if why is not None:
+            notes.append(f"the tables and plots leave out {path}: it is stale ({why}); run its configuration "
+                         "again to recompute it")
+            continue
+        if digest not in found or "config_as_written" in found[digest]:
+            found[digest] = rec
+    records = list(found.values()) + [r for d, r in given.items() if d not in found]
+    return records, notes
+
+
+def _written_method(path: Path) -> str | None:
+    """The method named in a cell file's configuration, or None if the file does not say."""
+    try:
+        method = json.loads(path.read_text(encoding="utf-8"))["config"]["method"]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        return None
+    return method if isinstance(method, str) else None

@@ -16,11 +16,15 @@ Backends:
 * ``"local"``: groups run one after the other in this process, with progress bars over cells and
   over each group's replicates.
 * ``"ray"``: each group with missing cells is one Ray task (``num_cpus`` each); the driver writes
-  each cell file as its task returns. ``address`` is passed to ``ray.init`` (None starts or joins a
-  local instance; ``"auto"`` joins a running cluster). Workers receive the driver's ``XLA_FLAGS``, and
-  the driver fixes the device count and batch sizes, so a cell's numbers equal the local backend's bit
-  for bit (on the same jax/jaxlib and CPU type). Ray is an optional dependency
-  (``pip install dpposterior[distributed]``).
+  each cell file as its task returns. A method of the user's own (:func:`.methods.register_method` in
+  the driver) is sent with each task that needs it, pickled by Ray's cloudpickle (its functions by
+  value when they live in the user's own files, which the workers may not be able to import), and
+  registered in the worker for that task; the worker checks that its fingerprint is the driver's
+  (:func:`.methods.method_fingerprint`), and so does the driver for each record. ``address`` is passed
+  to ``ray.init`` (None starts or joins a local instance; ``"auto"`` joins a running cluster). Workers
+  receive the driver's ``XLA_FLAGS``, and the driver fixes the device count and batch sizes, so a
+  cell's numbers equal the local backend's bit for bit (on the same jax/jaxlib and CPU type). Ray is
+  an optional dependency (``pip install dpposterior[distributed]``).
 """
 
 from __future__ import annotations
@@ -55,6 +59,9 @@ class RunSummary:
       wall_seconds: wall time of the run.
       stale: the cells found on disk but computed under other model settings (:func:`stale_reason`),
         recomputed by this run.
+      execution_differs: the cells found on disk (reused, in ``skipped``) whose DP-SGD replicates ran
+        with other devices or another batch size than this run would use (:func:`execution_difference`):
+        equal to this run's numbers up to the last bits of floating point, not bit for bit.
     """
 
     results: list[dict[str, Any]]
@@ -62,6 +69,47 @@ class RunSummary:
     skipped: list[CellConfig]
     wall_seconds: float
     stale: list[CellConfig] = dataclasses.field(default_factory=list)
+    execution_differs: list[CellConfig] = dataclasses.field(default_factory=list)
+
+
+def execution_difference(record: dict[str, Any], config: CellConfig, devices: int,
+                         batch_size: int | None) -> tuple[int, int] | None:
+    """(devices, replicates per batch) of a finished cell's DP-SGD replicates when they differ from what a
+    run with ``devices`` and ``batch_size`` (None: the default) would use for ``config``; None when they
+    are the same, when the cell's group ran no DP-SGD (a group of mechanism-only methods: the settings
+    do not enter its numbers), or when the record does not say.
+
+    Devices and batch size are not part of a cell's configuration: they change its numbers only in the
+    last bits of floating point (the order of float operations), and a configuration must name the same
+    cell on every machine, so finished cells stay reusable where another device count is the default.
+    They are recorded under ``execution`` instead, and a resumed run with other values says so.
+    """
+    from .replicates import replicate_batch_size
+
+    exe = record.get("execution") or {}
+    num_latent = len(record.get("coordinates") or ())
+    rec_devices, rec_batch = exe.get("devices"), exe.get("batch_size")
+    if exe.get("group_ran_dpsgd") is False or num_latent == 0 or not isinstance(rec_devices, int) \
+            or not isinstance(rec_batch, int) or rec_devices < 1 or rec_batch < 1:
+        return None
+    theirs = (rec_devices, replicate_batch_size(config, num_latent, rec_devices, rec_batch))
+    mine = (devices, replicate_batch_size(config, num_latent, devices, batch_size))
+    return None if theirs == mine else theirs
+
+
+def _report_execution_differs(differs: list[tuple[CellConfig, tuple[int, int]]], out: Any, devices: int,
+                              batch_size: int | None) -> None:
+    """One line per recorded (devices, batch size) of the reused cells that differ from this run's."""
+    by: dict[tuple[int, int], list[CellConfig]] = {}
+    for c, theirs in differs:
+        by.setdefault(theirs, []).append(c)
+    mine = f"devices={devices}, batch_size={'default' if batch_size is None else batch_size}"
+    for (d, b), cells in sorted(by.items()):
+        print(f"note: {len(cells)} finished cell(s) reused from {out} (e.g. {cells[0].label()}) were computed with "
+              f"devices={d}, batch_size={b} (this run: {mine}); their numbers equal this run's up to the last bits "
+              f"of floating point, not bit for bit (devices and batching change the order of float operations). "
+              f"For bit-identical results run with devices={d}, batch_size={b} (--devices {d} --batch-size {b}), "
+              "or delete those cell files to recompute them.", file=sys.stderr)
 
 
 def stale_reason(record: dict[str, Any], config: CellConfig) -> str | None:
@@ -167,10 +215,97 @@ def compute_group(configs: Sequence[CellConfig], *, devices: int = 1, batch_size
 
 
 def _ray_compute_group(config_dicts: list[dict[str, Any]], devices: int, batch_size: int | None,
-                       execution: dict[str, Any]) -> list[dict[str, Any]]:
-    """The body of a Ray task: one group, returned as records (the driver writes them)."""
-    configs = [CellConfig.from_dict(d) for d in config_dicts]
-    return compute_group(configs, devices=devices, batch_size=batch_size, progress=False, execution=execution)
+                       execution: dict[str, Any], methods: dict[str, tuple[bytes | None, str | None]] | None = None
+                       ) -> list[dict[str, Any]]:
+    """The body of a Ray task: one group, returned as records (the driver writes them).
+
+    ``methods`` maps each method of the group to (its pickled :class:`~.methods.Method` or None for the
+    package's own, the driver's fingerprint): the user's methods are registered in the worker for the
+    task only (the worker's registry is restored after it, as the worker serves other tasks), and every
+    method must have the driver's fingerprint, so a cell is computed by the function the driver named.
+    """
+    from .methods import METHODS
+
+    saved: dict[str, Any] = {}
+    try:
+        for name, (payload, expected) in (methods or {}).items():
+            if payload is not None:
+                from ray import cloudpickle
+
+                saved.setdefault(name, METHODS.get(name))
+                METHODS[name] = cloudpickle.loads(payload)
+            if name not in METHODS:
+                raise ValueError(f"method {name!r} is not registered in the Ray worker (pid {os.getpid()})")
+            got = method_fingerprint(name)
+            if got != expected:
+                raise ValueError(f"method {name!r} in the Ray worker (pid {os.getpid()}) is another function than "
+                                 f"the driver's (fingerprint {got}, the driver's {expected}); the cell is not computed")
+        configs = [CellConfig.from_dict(d) for d in config_dicts]
+        return compute_group(configs, devices=devices, batch_size=batch_size, progress=False, execution=execution)
+    finally:
+        for name, method in saved.items():
+            if method is None:
+                METHODS.pop(name, None)
+            else:
+                METHODS[name] = method
+
+
+def _installed_module(module: Any) -> bool:
+    """True for a module of an installed package or of Python itself (the Ray workers import it by name);
+    False for the user's own code (a script's folder, a notebook, a test file), shipped by value."""
+    import sysconfig
+
+    path = getattr(module, "__file__", None)
+    if path is None:
+        return True  # a built-in module
+    roots = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    real = os.path.realpath(path)
+    return any(real.startswith(os.path.realpath(r) + os.sep) for r in roots)
+
+
+def _method_payloads(groups: Sequence[Sequence[CellConfig]]) -> dict[str, tuple[bytes | None, str | None]]:
+    """What the Ray tasks need to know of the groups' methods (:func:`_ray_compute_group`): for each, its
+    :class:`~.methods.Method` pickled by Ray's cloudpickle when it is the user's (its fingerprint is not
+    None; its functions' own modules by value unless installed), None for the package's, and the
+    driver's fingerprint. Checked before Ray starts.
+
+    Raises:
+      ValueError: a user's method that cannot be pickled (naming it and why).
+    """
+    from .methods import get_method
+
+    names = sorted({c.method for g in groups for c in g})
+    out: dict[str, tuple[bytes | None, str | None]] = {}
+    user = [n for n in names if method_fingerprint(n) is not None]
+    if user:
+        from ray import cloudpickle
+    for name in names:
+        fingerprint = method_fingerprint(name)
+        if fingerprint is None:
+            out[name] = (None, None)
+            continue
+        method = get_method(name)
+        modules = []
+        registered = cloudpickle.list_registry_pickle_by_value()
+        for f in (method.fn, method.check_options, method.canonical_options):
+            module = sys.modules.get(getattr(f, "__module__", None) or "")
+            if module is None or module in modules or module.__name__ in registered or module.__name__ == "__main__" \
+                    or module.__name__.startswith("dpposterior") or _installed_module(module):
+                continue  # __main__ goes by value anyway; the package's and installed modules by name
+            modules.append(module)
+        try:
+            for module in modules:
+                cloudpickle.register_pickle_by_value(module)
+            payload = cloudpickle.dumps(method)
+        except Exception as e:  # any pickling failure: a lock, an open file, a compiled object ...
+            raise ValueError(f"method {name!r} cannot be sent to the Ray workers: pickling it failed "
+                             f"({type(e).__name__}: {e}); keep its function free of such objects (create them "
+                             "inside the function), or use the local backend") from e
+        finally:
+            for module in modules:
+                cloudpickle.unregister_pickle_by_value(module)
+        out[name] = (payload, fingerprint)
+    return out
 
 
 def _check_batch_size(batch_size: Any) -> int | None:
@@ -208,7 +343,11 @@ def run_coverage(configs: Sequence[CellConfig], out: str | os.PathLike, *, backe
       backend: ``"local"`` or ``"ray"`` (module docstring).
       address: the Ray address (``ray`` backend only).
       devices: XLA devices to split replicates over (default: all devices JAX has in this process).
-      batch_size: replicates per compiled batch (default from the configuration).
+      batch_size: replicates per compiled batch (default from the configuration). Devices and batch
+        size change a cell's numbers in the last bits of floating point only and are not part of its
+        configuration: they are recorded in each cell's ``execution``, and finished cells computed with
+        other values are reused, listed in ``RunSummary.execution_differs`` and named on stderr
+        (:func:`execution_difference`).
       progress: show progress bars (cells; replicates with the local backend).
       ray_num_cpus: CPUs each Ray task reserves.
 
@@ -261,6 +400,9 @@ def run_coverage(configs: Sequence[CellConfig], out: str | os.PathLike, *, backe
     for c in missing:
         groups.setdefault(c.group_key(), []).append(c)
     devices = _resolve_devices(devices)
+    differs = [(c, d) for c in skipped if (d := execution_difference(done[c], c, devices, batch_size)) is not None]
+    if differs:
+        _report_execution_differs(differs, out, devices, batch_size)
     computed: list[CellConfig] = []
 
     bar = None
@@ -291,7 +433,8 @@ def run_coverage(configs: Sequence[CellConfig], out: str | os.PathLike, *, backe
         if bar is not None:
             bar.close()
     return RunSummary(results=[done[c] for c in configs], computed=computed, skipped=skipped,
-                      wall_seconds=time.perf_counter() - t_start, stale=stale)
+                      wall_seconds=time.perf_counter() - t_start, stale=stale,
+                      execution_differs=[c for c, _ in differs])
 
 
 def _import_ray():
@@ -306,6 +449,7 @@ def _import_ray():
 def _run_ray(groups: list[list[CellConfig]], *, address: str | None, devices: int, batch_size: int | None,
              save: Callable[[dict[str, Any]], None], num_cpus: float) -> None:
     ray = _import_ray()
+    payloads = _method_payloads(groups)  # before Ray starts: a method that cannot be sent stops the run here
     started = False
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
@@ -313,10 +457,15 @@ def _run_ray(groups: list[list[CellConfig]], *, address: str | None, devices: in
     try:
         env = {"env_vars": {"XLA_FLAGS": os.environ.get("XLA_FLAGS", "")}}
         remote = ray.remote(_ray_compute_group).options(num_cpus=num_cpus, runtime_env=env, max_retries=0)
-        pending = [remote.remote([c.to_dict() for c in g], devices, batch_size, {"backend": "ray"}) for g in groups]
+        pending = [remote.remote([c.to_dict() for c in g], devices, batch_size, {"backend": "ray"},
+                                 {c.method: payloads[c.method] for c in g}) for g in groups]
         while pending:
             ready, pending = ray.wait(pending, num_returns=1)
             for rec in ray.get(ready[0]):
+                method = rec["config"]["method"]
+                if rec.get("method_fingerprint") != payloads[method][1]:  # the worker checked it; so does the driver
+                    raise ValueError(f"a Ray worker computed {rec.get('label')} with method {method!r} of fingerprint "
+                                     f"{rec.get('method_fingerprint')}, not the driver's {payloads[method][1]}")
                 save(rec)
     finally:
         if started:

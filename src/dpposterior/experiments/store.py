@@ -11,10 +11,18 @@ an interrupted run loses at most the cells in progress. The file holds the cell'
 re-run skips a cell only if a file holds exactly the same configuration. A file that cannot be read,
 is not a cell result, or holds another configuration than its name promises is reported as corrupted
 (with its path), never silently recomputed over or trusted.
+
+A file's digest is that of the configuration as written in it. Method options are written in their
+canonical spelling (:func:`~dpposterior.experiments.methods.canonical_method_options`) since
+2026-12-02; a file written before under another spelling of the same options (e.g. ``bounds``
+``"0.0,5.0"``, now ``"0,5"``) has another digest and file name, and :meth:`ResultStore.load` still
+finds it (its record read with the canonical configuration, the one as written kept under
+``"config_as_written"``), so the cell is not computed twice.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -72,13 +80,28 @@ class ResultStore:
         """
         path = self.path(config)
         if not path.exists():
-            return None
+            return self._load_older_spelling(config)
         record = read_result(path)
         if record["config_digest"] != config.digest() or record["config"] != config.to_dict():
             raise CorruptResultError(
                 f"results file {path} holds the configuration {record['config']!r}, not the one its name promises "
                 f"({config.to_dict()!r}); delete the file to recompute the cell")
         return record
+
+    def _load_older_spelling(self, config: CellConfig) -> dict[str, Any] | None:
+        """The record of a file of the same model, epsilon and method whose options are another spelling of
+        ``config``'s (written before the canonical spellings), read as ``config``'s; None if there is none.
+        Files that cannot be read are passed over here: they are reported when their own cell is loaded."""
+        prefix = f"eps{_fmt_eps(config.epsilon)}_{config.method}_"
+        for p in sorted((self.root / "cells" / config.model).glob(f"{prefix}*.json")):
+            try:
+                record = read_result(p)
+                if CellConfig.from_dict(record["config"]) != config:
+                    continue
+            except (CorruptResultError, TypeError, ValueError):
+                continue
+            return canonical_view(record)
+        return None
 
     def save(self, record: dict[str, Any]) -> Path:
         """Writes a result atomically to the path of its configuration."""
@@ -89,6 +112,22 @@ class ResultStore:
         """Every finished cell under the folder (corrupted files raise)."""
         for p in sorted((self.root / "cells").glob("*/*.json")):
             yield read_result(p)
+
+
+def written_digest(config: dict[str, Any]) -> str:
+    """SHA-256 of a configuration as written in a file (sorted keys, compact separators): for a
+    configuration in canonical spelling, :meth:`CellConfig.digest`."""
+    text = json.dumps(config, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def canonical_view(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with its configuration and digest in canonical spelling (a copy, the configuration as
+    written under ``"config_as_written"``), or ``record`` itself when they already are."""
+    config = CellConfig.from_dict(record["config"])
+    if config.digest() == written_digest(record["config"]):
+        return record
+    return dict(record, config=config.to_dict(), config_digest=config.digest(), config_as_written=record["config"])
 
 
 def read_result(path: str | os.PathLike) -> dict[str, Any]:
@@ -124,10 +163,10 @@ def read_result(path: str | os.PathLike) -> dict[str, Any]:
                                  f"({', '.join(bad) if bad else 'alpha/coverage/coverage_sd or num_replicates_used'}); "
                                  "delete it to recompute the cell")
     try:
-        config = CellConfig.from_dict(record["config"])
+        CellConfig.from_dict(record["config"])
     except (TypeError, ValueError) as e:
         raise CorruptResultError(f"results file {path} holds an invalid configuration: {e}") from e
-    if config.digest() != record["config_digest"]:
+    if written_digest(record["config"]) != record["config_digest"]:  # the digest of what the file says
         raise CorruptResultError(f"results file {path}: its configuration does not match its digest (edited?); "
                                  "delete it to recompute the cell")
     return record

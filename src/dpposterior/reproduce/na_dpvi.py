@@ -180,6 +180,7 @@ def run(work: str | Path | None = None, out: str | Path = "docs/results", *, qui
       A dict with the coverage results, the Adult records, wall times and the report path.
     """
     from ..experiments import run_coverage, write_reports
+    from ..experiments.report import folder_results
     from .adult import run_adult
     from .report import write_report
 
@@ -198,7 +199,10 @@ def run(work: str | Path | None = None, out: str | Path = "docs/results", *, qui
                                progress=progress)
         timing["coverage"] = time.perf_counter() - t0
         coverage_results = summary.results
-        write_reports(coverage_results, work / "coverage")
+        everything, notes = folder_results(work / "coverage", coverage_results)  # earlier runs' cells too
+        for note in notes:
+            log(f"note: {note}")
+        write_reports(everything, work / "coverage")
         log(f"coverage cells: {len(summary.computed)} computed, {len(summary.skipped)} found on disk, "
             f"{timing['coverage']:.1f} s")
     adult_records: list[dict[str, Any]] = []
