@@ -16,6 +16,7 @@ cell is written atomically so that a re-run resumes where it stopped.
 The command line is ``dpposterior coverage`` (:mod:`.cli_coverage`).
 """
 
+from ..models.registry import register_model
 from .cell import comparable
 from .cell import evaluate_cell
 from .config import CellConfig
@@ -66,6 +67,7 @@ __all__ = [
     "get_method",
     "read_result",
     "register_method",
+    "register_model",
     "run_coverage",
     "run_replicates",
     "simulate_data",

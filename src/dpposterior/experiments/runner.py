@@ -36,6 +36,7 @@ import sys
 import time
 from typing import Any, Callable, Sequence
 
+from ..models.registry import model_fingerprint
 from .cell import evaluate_cell
 from .config import CellConfig
 from .methods import method_fingerprint
@@ -117,7 +118,8 @@ def stale_reason(record: dict[str, Any], config: CellConfig) -> str | None:
 
     A cell's results depend on its model's DP-SGD settings and unconstrained maps, which its
     :class:`CellConfig` does not name (:func:`.replicates.model_settings`), and, for a method of the
-    user's own, on its function (:func:`.methods.method_fingerprint`). A record that holds them is
+    user's own, on its function (:func:`.methods.method_fingerprint`), and for a model of the user's own on
+    its functions (:func:`dpposterior.models.model_fingerprint`). A record that holds them is
     stale when they differ from the current ones; an older record without them is stale when its clip
     or beta_rho differ (its learning-rate scale and maps cannot be checked).
     """
@@ -125,6 +127,10 @@ def stale_reason(record: dict[str, Any], config: CellConfig) -> str | None:
     if fingerprint is not None and record.get("method_fingerprint") != fingerprint:
         return (f"method {config.method!r} is now another function ({fingerprint}; the cell was computed by "
                 f"{record.get('method_fingerprint')})")
+    fingerprint = model_fingerprint(config.model)
+    if fingerprint is not None and record.get("model_fingerprint") != fingerprint:
+        return (f"model {config.model!r} is now other functions ({fingerprint}; the cell was computed with "
+                f"{record.get('model_fingerprint')})")
     current = json.loads(json.dumps(model_settings(config.model, config.num_records)))
     recorded = record.get("model_settings")
     if recorded is not None:
