@@ -106,6 +106,16 @@ def test_an_unknown_model_name_points_to_register_model():
         CellConfig("no-such-model", 1.0, "grid")
 
 
+def test_the_command_line_names_register_model_for_an_unknown_model(tmp_path, capsys):
+    """``dpposterior coverage --model`` runs the papers' models; a user's model is registered from Python."""
+    from dpposterior.cli import main
+
+    assert main(["coverage", "--model", "my-model", "--epsilon", "1", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown model 'my-model'; available: beta-bernoulli" in err
+    assert "dpposterior.models.register_model" in err
+
+
 @pytest.mark.parametrize("bad, error, match", [
     (dict(name=""), ValueError, "model name must be a non-empty string of letters, digits"),
     (dict(name="a/b"), ValueError, "model name must be a non-empty string.*got 'a/b'"),
