@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import types
 from typing import Any, Callable
 
 
@@ -37,12 +38,16 @@ _PLAIN = (str, int, float, bool, complex, bytes, type(None))
 
 
 def _hash_value(h: Any, value: Any, depth: int) -> None:
-    """A closure cell's or default argument's value: a function by its code (recursively), a plain value
-    (number, string, tuple of them) by its repr, anything else by its type only (a repr may hold an
-    address)."""
+    """A closure cell's or default argument's value: a function by its code (recursively), a class or
+    module by its name, a plain value (number, string, tuple of them) by its repr, anything else (an
+    array, an object) by its type only (a repr may hold an address)."""
     if callable(value) and depth < 4 and (getattr(value, "__code__", None) is not None
                                           or isinstance(value, functools.partial)):
         hash_function(h, value, depth + 1)
+    elif isinstance(value, type):
+        h.update(f"<class {value.__module__}.{value.__qualname__}>".encode())
+    elif isinstance(value, types.ModuleType):
+        h.update(f"<module {value.__name__}>".encode())
     elif isinstance(value, _PLAIN) or (isinstance(value, tuple) and all(isinstance(v, _PLAIN) for v in value)):
         h.update(repr(value).encode())
     else:
@@ -52,7 +57,9 @@ def _hash_value(h: Any, value: Any, depth: int) -> None:
 def hash_function(h: Any, fn: Callable, depth: int = 0) -> None:
     """Feeds a function to ``h``: its code (:func:`hash_code`), default arguments and the values its
     closure captured (functions recursively, so that two models built by one factory from different
-    functions differ); a ``functools.partial`` by its function, arguments and keywords."""
+    functions differ); a ``functools.partial`` by its function, arguments and keywords. Functions it calls
+    by a global name are not followed (their names are hashed, not their code), nor the values of
+    captured arrays (their type only)."""
     if isinstance(fn, functools.partial):
         h.update(b"<partial>")
         hash_function(h, fn.func, depth + 1)

@@ -11,7 +11,7 @@ import numpyro
 import numpyro.distributions as dist
 import pytest
 
-from dpposterior.experiments import CellConfig, run_coverage
+from dpposterior.experiments import CellConfig, folder_results, run_coverage
 from dpposterior.models import MODELS, ModelSpec, model_fingerprint, register_model
 
 NAME = "test-normal"
@@ -91,6 +91,14 @@ def test_a_user_model_runs_in_coverage_cells_resumes_and_is_recomputed_when_repl
     third = run_coverage(cells, tmp_path, progress=False)
     assert third.stale == cells and sorted(c.method for c in third.computed) == ["grid", "naive"]
     assert all(r["model_fingerprint"] == model_fingerprint(NAME) for r in third.results)
+
+    records, notes = folder_results(tmp_path)   # the reports show the folder's cells ...
+    assert len(records) == 2 and notes == []
+    MODELS.pop(NAME)                            # ... and say which model to register in a new session
+    records, notes = folder_results(tmp_path)
+    assert records == [] and len(notes) == 2
+    assert all(f"its model '{NAME}' is not registered in this process (register it with "
+               "dpposterior.models.register_model" in n for n in notes)
 
 
 def test_the_papers_models_keep_no_fingerprint_and_cannot_be_replaced():

@@ -142,7 +142,9 @@ def model_fingerprint(name: str) -> str | None:
     captured), so that a coverage cell on disk computed with an earlier model registered under the same
     name (``replace=True``, a notebook cell run again after an edit) is recomputed, not reused. Its
     DP-SGD settings and unconstrained maps are checked apart
-    (:func:`dpposterior.experiments.replicates.model_settings`)."""
+    (:func:`dpposterior.experiments.replicates.model_settings`). Not seen: an edit of a helper function
+    that they call by its global name, or new values of an array their closures captured (register
+    under a new name, or delete the cells, after such an edit)."""
     import hashlib
 
     from .._fingerprint import function_name, hash_function
