@@ -13,6 +13,9 @@ cell is written atomically so that a re-run resumes where it stopped.
     summary = run_coverage(cells, "results/")
     write_reports(summary.results, "results/")    # or folder_results("results/")[0]: every cell there
 
+A model of the user's own runs in cells once registered (:func:`register_model`, from Python; the
+command line runs the papers' models), as a method of the user's own does (:func:`register_method`).
+
 The command line is ``dpposterior coverage`` (:mod:`.cli_coverage`).
 """
 
