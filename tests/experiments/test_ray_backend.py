@@ -115,3 +115,67 @@ def test_a_method_that_cannot_be_sent_to_ray_workers_is_refused_before_anything_
             not list((tmp_path / "cells" / "beta-bernoulli").iterdir())
     finally:
         REG.pop("test-locked", None)
+
+
+def _normal_model(x):
+    import numpyro
+    import numpyro.distributions as dist
+
+    mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
+    with numpyro.plate("records", x.shape[0]):
+        numpyro.sample("x", dist.Normal(mu, 1.0), obs=x)
+
+
+def _simulate_normal(key, num_records):
+    import jax
+
+    k_mu, k_x = jax.random.split(key)
+    mu = jax.random.normal(k_mu)
+    return {"mu": mu}, (mu + jax.random.normal(k_x, (num_records,)),)
+
+
+def test_a_user_registered_model_runs_on_ray_workers(tmp_path, local_cluster):
+    """A model registered in the driver (register_model) is shipped to the Ray workers with its task (its
+    functions by value, as the workers cannot import this test file) and gives the in-process backend's
+    cell; its fingerprint, computed in the worker, is the driver's. Before register_model, the workers
+    (and the driver) knew only the papers' models."""
+    from dpposterior.experiments import CellConfig
+    from dpposterior.models import MODELS, ModelSpec, model_fingerprint, register_model
+
+    register_model(ModelSpec("test-ray-normal", _normal_model, _simulate_normal, clip=3.0, beta_rho=100.0))
+    try:
+        cell = CellConfig("test-ray-normal", 1.0, "naive", replicates=4, repeats=2, num_steps=60, num_records=100,
+                          num_draws=100)
+        local = run_coverage([cell], tmp_path / "local", progress=False)
+        remote = run_coverage([cell], tmp_path / "ray", backend="ray", progress=False)
+        assert remote.computed == [cell] and remote.results[0]["execution"]["backend"] == "ray"
+        assert os.getpid() != remote.results[0]["execution"]["pid"]
+        assert comparable(remote.results[0]) == comparable(local.results[0])
+        assert remote.results[0]["model_fingerprint"] == model_fingerprint("test-ray-normal") is not None
+        assert MODELS["test-ray-normal"].simulate is _simulate_normal  # the driver's registry is as it was
+    finally:
+        MODELS.pop("test-ray-normal", None)
+
+
+def test_a_model_that_cannot_be_sent_to_ray_workers_is_refused_before_anything_runs(tmp_path, monkeypatch):
+    """A user's model whose simulator cannot be pickled is an error naming it, before Ray starts."""
+    import threading
+
+    from dpposterior.experiments import CellConfig
+    from dpposterior.models import MODELS, ModelSpec, register_model
+
+    lock = threading.Lock()
+
+    def locked(key, num_records):
+        with lock:
+            return _simulate_normal(key, num_records)
+
+    monkeypatch.setattr(ray, "init", lambda *a, **k: pytest.fail("Ray started"))
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    register_model(ModelSpec("test-locked-model", _normal_model, locked, clip=3.0, beta_rho=100.0))
+    try:
+        cell = CellConfig("test-locked-model", 1.0, "naive", replicates=4, num_steps=60, num_records=100)
+        with pytest.raises(ValueError, match="model 'test-locked-model' cannot be sent to the Ray workers.*lock"):
+            run_coverage([cell], tmp_path, backend="ray", progress=False)
+    finally:
+        MODELS.pop("test-locked-model", None)

@@ -13,9 +13,13 @@ cell is written atomically so that a re-run resumes where it stopped.
     summary = run_coverage(cells, "results/")
     write_reports(summary.results, "results/")    # or folder_results("results/")[0]: every cell there
 
+A model of the user's own runs in cells once registered (:func:`register_model`, from Python; the
+command line runs the papers' models), as a method of the user's own does (:func:`register_method`).
+
 The command line is ``dpposterior coverage`` (:mod:`.cli_coverage`).
 """
 
+from ..models.registry import register_model
 from .cell import comparable
 from .cell import evaluate_cell
 from .config import CellConfig
@@ -66,6 +70,7 @@ __all__ = [
     "get_method",
     "read_result",
     "register_method",
+    "register_model",
     "run_coverage",
     "run_replicates",
     "simulate_data",

@@ -33,6 +33,7 @@ import jax
 import numpy as np
 
 from .. import validation
+from ..models.registry import model_fingerprint
 from ..privacy.spent import PrivacySpent
 from .config import CellConfig, mechanism_key, postprocessing_keys, reference_key
 from .methods import (CellData, CellReleases, MethodSettings, check_method_model, check_method_options, get_method,
@@ -245,6 +246,9 @@ def evaluate_cell(config: CellConfig, setup: DPVISetup, summaries: ReplicateSumm
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "host": platform.platform(),
     }
+    model_print = model_fingerprint(config.model)
+    if model_print is not None:  # a model of the user's own; the package's models' records stay as they were
+        record["model_fingerprint"] = model_print
     return record
 
 

@@ -55,7 +55,7 @@ def add_coverage_parser(subparsers: Any) -> argparse.ArgumentParser:
     # action="extend": a repeated flag (--epsilon 0.1 --epsilon 1) adds its values instead of replacing them
     p.add_argument("--model", nargs="+", action="extend", required=True, metavar="MODEL",
                    help="model name(s): beta-bernoulli, gamma-exponential, dirichlet-categorical, "
-                        "linear-regression, logistic-regression")
+                        "linear-regression, logistic-regression (a model of your own: register_model in Python)")
     p.add_argument("--epsilon", nargs="+", action="extend", required=True, metavar="EPS",
                    help="privacy budget(s), each > 0")
     p.add_argument("--method", nargs="+", action="extend", default=None, metavar="METHOD",
@@ -133,7 +133,8 @@ def coverage_command(args: argparse.Namespace) -> int:
     models = _unique(args.model)
     for m in models:
         if m not in MODELS:
-            raise ValueError(f"unknown model {m!r}; available: {', '.join(sorted(MODELS))}")
+            raise ValueError(f"unknown model {m!r}; available: {', '.join(sorted(MODELS))} (a model of your own "
+                             "runs from Python: dpposterior.models.register_model, then run_coverage)")
     methods = _unique(args.method if args.method is not None else list(DEFAULT_METHODS))
     for m in methods:
         if m not in METHODS:

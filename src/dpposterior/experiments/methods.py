@@ -74,6 +74,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._batching import map_in_chunks
+from .._fingerprint import hash_code as _hash_code
 from ..noise_aware import grid as G
 from ..noise_aware import laplace as L
 from ..noise_aware import model as M
@@ -242,29 +243,6 @@ def method_fingerprint(name: str) -> str | None:
         _hash_code(h, code)
     qual = getattr(fn, "__qualname__", type(fn).__qualname__)
     return f"{module}.{qual}:{h.hexdigest()[:16]}"
-
-
-def _hash_code(h: Any, code: Any) -> None:
-    """Feeds a code object's bytecode, constants and names to ``h``. A nested function, lambda or (before
-    Python 3.12) comprehension is a code object among the constants, whose repr holds its memory address:
-    it is hashed the same way in its place, so that the fingerprint is the same in every process (a Ray
-    worker's, the next session's); the repr of constants without code objects is hashed as it was."""
-    import hashlib
-
-    h.update(code.co_code)
-    consts = code.co_consts
-    if any(isinstance(c, type(code)) for c in consts):
-        nested = []
-        for c in consts:
-            if isinstance(c, type(code)):
-                sub = hashlib.sha256()
-                _hash_code(sub, c)
-                nested.append(f"<code {c.co_name} {sub.hexdigest()[:16]}>")
-            else:
-                nested.append(c)
-        consts = tuple(nested)
-    h.update(repr(consts).encode())
-    h.update(repr(code.co_names).encode())
 
 
 def register_method(name: str, fn: MethodFn, *, options: tuple[str, ...] = (), description: str = "",

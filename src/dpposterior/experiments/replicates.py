@@ -30,6 +30,7 @@ import numpy as np
 from .._batching import map_in_chunks
 from ..dpsgd import make_dpsgd_run
 from ..dpsgd.engine import MECHANISM as DPSGD_MECHANISM
+from ..models import registry as _registry
 from ..models.registry import ModelSpec, get_model
 from ..noise_aware.stats import MIN_STEPS_AFTER_BURN_IN, TraceStats, burn_in_start, sufficient_statistics_jnp
 from ..privacy.dpsgd_accounting import calibrate_noise_multiplier, dpsgd_epsilon
@@ -386,6 +387,16 @@ def cell_data(config: CellConfig, setup: DPVISetup | None = None, *,
     return CellData(model=config.model, arrays=data, epsilon=config.epsilon, delta=config.delta,
                     num_steps=config.num_steps, sampling_rate=config.sampling_rate, num_records=config.num_records,
                     accountant=config.accountant, clip=setup.clip)
+
+
+def _clear_model_caches() -> None:
+    """Forgets the structures and compiled programs cached by model name (a model was registered)."""
+    _model_structure.cache_clear()
+    _program.cache_clear()
+    _simulator.cache_clear()
+
+
+_registry._ON_CHANGE.append(_clear_model_caches)
 
 
 def trace_bytes(config: CellConfig, num_latent: int) -> int:

@@ -193,8 +193,8 @@ def folder_results(out: str | os.PathLike, results: Sequence[dict[str, Any]] = (
     files it leaves out.
 
     A file is left out, with a note naming it and why, when it is corrupted (:func:`.store.read_result`),
-    when its method is not registered in this process (a method of the user's own from another
-    session: register it to show the cell), or when it is stale (computed under other model settings or
+    when its method or model is not registered in this process (a method or model of the user's own from
+    another session: register it to show the cell), or when it is stale (computed under other model settings or
     by another function of its method, :func:`.runner.stale_reason`: run its configuration again to
     recompute it). A file written under an older spelling of its options is read as its canonical
     configuration, and one record is kept per configuration (the canonical file's).
@@ -208,6 +208,7 @@ def folder_results(out: str | os.PathLike, results: Sequence[dict[str, Any]] = (
       (records, notes): the records in file order, then any of ``results`` not found in the folder; one
       sentence per file left out.
     """
+    from ..models.registry import MODELS
     from .config import CellConfig
     from .methods import METHODS
     from .runner import stale_reason
@@ -221,9 +222,14 @@ def folder_results(out: str | os.PathLike, results: Sequence[dict[str, Any]] = (
             rec = read_result(path)
         except CorruptResultError as e:
             method = _written_method(path)
+            model = _written_method(path, "model")
             if method is not None and method not in METHODS:
                 notes.append(f"the tables and plots leave out {path}: its method {method!r} is not registered in "
                              "this process (register it, then write the reports again, to show the cell)")
+            elif model is not None and model not in MODELS:
+                notes.append(f"the tables and plots leave out {path}: its model {model!r} is not registered in "
+                             "this process (register it with dpposterior.models.register_model, then write the "
+                             "reports again, to show the cell)")
             else:
                 notes.append(f"the tables and plots leave out a file: {e}")
             continue
@@ -243,10 +249,11 @@ def folder_results(out: str | os.PathLike, results: Sequence[dict[str, Any]] = (
     return records, notes
 
 
-def _written_method(path: Path) -> str | None:
-    """The method named in a cell file's configuration, or None if the file does not say."""
+def _written_method(path: Path, field: str = "method") -> str | None:
+    """The method (or other ``field``) named in a cell file's configuration, or None if the file does not
+    say."""
     try:
-        method = json.loads(path.read_text(encoding="utf-8"))["config"]["method"]
+        method = json.loads(path.read_text(encoding="utf-8"))["config"][field]
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
         return None
     return method if isinstance(method, str) else None

@@ -20,7 +20,9 @@ Backends:
   the driver) is sent with each task that needs it, pickled by Ray's cloudpickle (its functions by
   value when they live in the user's own files, which the workers may not be able to import), and
   registered in the worker for that task; the worker checks that its fingerprint is the driver's
-  (:func:`.methods.method_fingerprint`), and so does the driver for each record. ``address`` is passed
+  (:func:`.methods.method_fingerprint`), and so does the driver for each record. A model of the user's
+  own (:func:`dpposterior.models.register_model`) is carried and checked the same way
+  (:func:`dpposterior.models.model_fingerprint`). ``address`` is passed
   to ``ray.init`` (None starts or joins a local instance; ``"auto"`` joins a running cluster). Workers
   receive the driver's ``XLA_FLAGS``, and the driver fixes the device count and batch sizes, so a
   cell's numbers equal the local backend's bit for bit (on the same jax/jaxlib and CPU type). Ray is
@@ -30,12 +32,14 @@ Backends:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import sys
 import time
 from typing import Any, Callable, Sequence
 
+from ..models.registry import model_fingerprint
 from .cell import evaluate_cell
 from .config import CellConfig
 from .methods import method_fingerprint
@@ -117,7 +121,8 @@ def stale_reason(record: dict[str, Any], config: CellConfig) -> str | None:
 
     A cell's results depend on its model's DP-SGD settings and unconstrained maps, which its
     :class:`CellConfig` does not name (:func:`.replicates.model_settings`), and, for a method of the
-    user's own, on its function (:func:`.methods.method_fingerprint`). A record that holds them is
+    user's own, on its function (:func:`.methods.method_fingerprint`), and for a model of the user's own on
+    its functions (:func:`dpposterior.models.model_fingerprint`). A record that holds them is
     stale when they differ from the current ones; an older record without them is stale when its clip
     or beta_rho differ (its learning-rate scale and maps cannot be checked).
     """
@@ -125,6 +130,10 @@ def stale_reason(record: dict[str, Any], config: CellConfig) -> str | None:
     if fingerprint is not None and record.get("method_fingerprint") != fingerprint:
         return (f"method {config.method!r} is now another function ({fingerprint}; the cell was computed by "
                 f"{record.get('method_fingerprint')})")
+    fingerprint = model_fingerprint(config.model)
+    if fingerprint is not None and record.get("model_fingerprint") != fingerprint:
+        return (f"model {config.model!r} is now other functions ({fingerprint}; the cell was computed with "
+                f"{record.get('model_fingerprint')})")
     current = json.loads(json.dumps(model_settings(config.model, config.num_records)))
     recorded = record.get("model_settings")
     if recorded is not None:
@@ -215,19 +224,36 @@ def compute_group(configs: Sequence[CellConfig], *, devices: int = 1, batch_size
 
 
 def _ray_compute_group(config_dicts: list[dict[str, Any]], devices: int, batch_size: int | None,
-                       execution: dict[str, Any], methods: dict[str, tuple[bytes | None, str | None]] | None = None
-                       ) -> list[dict[str, Any]]:
+                       execution: dict[str, Any], methods: dict[str, tuple[bytes | None, str | None]] | None = None,
+                       models: dict[str, tuple[bytes | None, str | None]] | None = None) -> list[dict[str, Any]]:
     """The body of a Ray task: one group, returned as records (the driver writes them).
 
     ``methods`` maps each method of the group to (its pickled :class:`~.methods.Method` or None for the
     package's own, the driver's fingerprint): the user's methods are registered in the worker for the
     task only (the worker's registry is restored after it, as the worker serves other tasks), and every
     method must have the driver's fingerprint, so a cell is computed by the function the driver named.
+    ``models`` does the same for the group's model (its pickled
+    :class:`~dpposterior.models.ModelSpec` when it is the user's, :func:`~dpposterior.models.register_model`).
     """
+    from ..models.registry import MODELS, models_changed
     from .methods import METHODS
 
     saved: dict[str, Any] = {}
+    saved_models: dict[str, Any] = {}
     try:
+        for name, (payload, expected) in (models or {}).items():
+            if payload is not None:
+                from ray import cloudpickle
+
+                saved_models.setdefault(name, MODELS.get(name))
+                MODELS[name] = cloudpickle.loads(payload)
+                models_changed()
+            if name not in MODELS:
+                raise ValueError(f"model {name!r} is not registered in the Ray worker (pid {os.getpid()})")
+            got = model_fingerprint(name)
+            if got != expected:
+                raise ValueError(f"model {name!r} in the Ray worker (pid {os.getpid()}) is other functions than "
+                                 f"the driver's (fingerprint {got}, the driver's {expected}); the cell is not computed")
         for name, (payload, expected) in (methods or {}).items():
             if payload is not None:
                 from ray import cloudpickle
@@ -248,6 +274,13 @@ def _ray_compute_group(config_dicts: list[dict[str, Any]], devices: int, batch_s
                 METHODS.pop(name, None)
             else:
                 METHODS[name] = method
+        for name, spec in saved_models.items():
+            if spec is None:
+                MODELS.pop(name, None)
+            else:
+                MODELS[name] = spec
+        if saved_models:
+            models_changed()
 
 
 def _installed_module(module: Any) -> bool:
@@ -263,6 +296,39 @@ def _installed_module(module: Any) -> bool:
     return any(real.startswith(os.path.realpath(r) + os.sep) for r in roots)
 
 
+def _pickled(obj: Any, functions: Sequence[Any], what: str) -> bytes:
+    """``obj`` pickled by Ray's cloudpickle for the workers: the modules of ``functions`` by value unless
+    they are installed (or the package's, or ``__main__``, which goes by value anyway), as the workers may
+    not be able to import the user's own files.
+
+    Raises:
+      ValueError: pickling failed (naming ``what`` and why).
+    """
+    from ray import cloudpickle
+
+    modules = []
+    registered = cloudpickle.list_registry_pickle_by_value()
+    for f in functions:
+        while isinstance(f, functools.partial):
+            f = f.func
+        module = sys.modules.get(getattr(f, "__module__", None) or "")
+        if module is None or module in modules or module.__name__ in registered or module.__name__ == "__main__" \
+                or module.__name__.startswith("dpposterior") or _installed_module(module):
+            continue  # __main__ goes by value anyway; the package's and installed modules by name
+        modules.append(module)
+    try:
+        for module in modules:
+            cloudpickle.register_pickle_by_value(module)
+        return cloudpickle.dumps(obj)
+    except Exception as e:  # any pickling failure: a lock, an open file, a compiled object ...
+        raise ValueError(f"{what} cannot be sent to the Ray workers: pickling it failed "
+                         f"({type(e).__name__}: {e}); keep its functions free of such objects (create them "
+                         "inside the functions), or use the local backend") from e
+    finally:
+        for module in modules:
+            cloudpickle.unregister_pickle_by_value(module)
+
+
 def _method_payloads(groups: Sequence[Sequence[CellConfig]]) -> dict[str, tuple[bytes | None, str | None]]:
     """What the Ray tasks need to know of the groups' methods (:func:`_ray_compute_group`): for each, its
     :class:`~.methods.Method` pickled by Ray's cloudpickle when it is the user's (its fingerprint is not
@@ -274,37 +340,36 @@ def _method_payloads(groups: Sequence[Sequence[CellConfig]]) -> dict[str, tuple[
     """
     from .methods import get_method
 
-    names = sorted({c.method for g in groups for c in g})
     out: dict[str, tuple[bytes | None, str | None]] = {}
-    user = [n for n in names if method_fingerprint(n) is not None]
-    if user:
-        from ray import cloudpickle
-    for name in names:
+    for name in sorted({c.method for g in groups for c in g}):
         fingerprint = method_fingerprint(name)
         if fingerprint is None:
             out[name] = (None, None)
             continue
         method = get_method(name)
-        modules = []
-        registered = cloudpickle.list_registry_pickle_by_value()
-        for f in (method.fn, method.check_options, method.canonical_options):
-            module = sys.modules.get(getattr(f, "__module__", None) or "")
-            if module is None or module in modules or module.__name__ in registered or module.__name__ == "__main__" \
-                    or module.__name__.startswith("dpposterior") or _installed_module(module):
-                continue  # __main__ goes by value anyway; the package's and installed modules by name
-            modules.append(module)
-        try:
-            for module in modules:
-                cloudpickle.register_pickle_by_value(module)
-            payload = cloudpickle.dumps(method)
-        except Exception as e:  # any pickling failure: a lock, an open file, a compiled object ...
-            raise ValueError(f"method {name!r} cannot be sent to the Ray workers: pickling it failed "
-                             f"({type(e).__name__}: {e}); keep its function free of such objects (create them "
-                             "inside the function), or use the local backend") from e
-        finally:
-            for module in modules:
-                cloudpickle.unregister_pickle_by_value(module)
-        out[name] = (payload, fingerprint)
+        out[name] = (_pickled(method, (method.fn, method.check_options, method.canonical_options),
+                              f"method {name!r}"), fingerprint)
+    return out
+
+
+def _model_payloads(groups: Sequence[Sequence[CellConfig]]) -> dict[str, tuple[bytes | None, str | None]]:
+    """As :func:`_method_payloads`, for the groups' models: a model of the user's own
+    (:func:`dpposterior.models.register_model`) is its :class:`~dpposterior.models.ModelSpec` pickled for
+    the workers, a model of the package's None; with the driver's fingerprint. Checked before Ray starts.
+
+    Raises:
+      ValueError: a user's model that cannot be pickled (naming it and why).
+    """
+    from ..models.registry import get_model
+
+    out: dict[str, tuple[bytes | None, str | None]] = {}
+    for name in sorted({c.model for g in groups for c in g}):
+        fingerprint = model_fingerprint(name)
+        if fingerprint is None:
+            out[name] = (None, None)
+            continue
+        spec = get_model(name)
+        out[name] = (_pickled(spec, (spec.model, spec.simulate), f"model {name!r}"), fingerprint)
     return out
 
 
@@ -450,6 +515,7 @@ def _run_ray(groups: list[list[CellConfig]], *, address: str | None, devices: in
              save: Callable[[dict[str, Any]], None], num_cpus: float) -> None:
     ray = _import_ray()
     payloads = _method_payloads(groups)  # before Ray starts: a method that cannot be sent stops the run here
+    model_payloads = _model_payloads(groups)  # and so does a model
     started = False
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
@@ -458,7 +524,8 @@ def _run_ray(groups: list[list[CellConfig]], *, address: str | None, devices: in
         env = {"env_vars": {"XLA_FLAGS": os.environ.get("XLA_FLAGS", "")}}
         remote = ray.remote(_ray_compute_group).options(num_cpus=num_cpus, runtime_env=env, max_retries=0)
         pending = [remote.remote([c.to_dict() for c in g], devices, batch_size, {"backend": "ray"},
-                                 {c.method: payloads[c.method] for c in g}) for g in groups]
+                                 {c.method: payloads[c.method] for c in g},
+                                 {g[0].model: model_payloads[g[0].model]}) for g in groups]
         while pending:
             ready, pending = ray.wait(pending, num_returns=1)
             for rec in ray.get(ready[0]):
@@ -466,6 +533,10 @@ def _run_ray(groups: list[list[CellConfig]], *, address: str | None, devices: in
                 if rec.get("method_fingerprint") != payloads[method][1]:  # the worker checked it; so does the driver
                     raise ValueError(f"a Ray worker computed {rec.get('label')} with method {method!r} of fingerprint "
                                      f"{rec.get('method_fingerprint')}, not the driver's {payloads[method][1]}")
+                model = rec["config"]["model"]
+                if rec.get("model_fingerprint") != model_payloads[model][1]:
+                    raise ValueError(f"a Ray worker computed {rec.get('label')} with model {model!r} of fingerprint "
+                                     f"{rec.get('model_fingerprint')}, not the driver's {model_payloads[model][1]}")
                 save(rec)
     finally:
         if started:

@@ -6,6 +6,8 @@ from .conjugate import gamma_exponential
 from .registry import MODELS
 from .registry import ModelSpec
 from .registry import get_model
+from .registry import model_fingerprint
+from .registry import register_model
 from .regression import linear_regression
 from .regression import logistic_regression
 
@@ -18,4 +20,6 @@ __all__ = [
     "get_model",
     "linear_regression",
     "logistic_regression",
+    "model_fingerprint",
+    "register_model",
 ]

@@ -2,6 +2,8 @@
 
 A :class:`ModelSpec` bundles a NumPyro model, a simulator of (theta, data) from the prior predictive
 (pure and jittable, so the coverage engine can vmap it over replicates), and default DPVI settings.
+A model of the user's own joins them with :func:`register_model`, so that the coverage engine
+(:mod:`dpposterior.experiments`) checks NA-DPVI's calibration on it.
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ from .regression import linear_regression, logistic_regression
 
 @dataclasses.dataclass(frozen=True)
 class ModelSpec:
-    """A model of the papers' experiments.
+    """A model of the coverage experiments: one of the papers' or one of the user's own
+    (:func:`register_model`).
 
     Attributes:
-      name: the CLI name (e.g. "beta-bernoulli").
+      name: the name in cells and results (e.g. "beta-bernoulli", the CLI name of a model of the papers).
       model: the NumPyro model, called as ``model(*data)``.
       simulate: ``(key, num_records) -> (theta: dict of latent values, data: tuple of arrays)``.
       clip, beta_rho, lr_scale: the DP-SGD settings: the reference implementation's (NOTES.md 1),
@@ -106,8 +109,166 @@ MODELS: dict[str, ModelSpec] = {
 }
 
 
+#: the package's models: they cannot be replaced, and their cells carry no model fingerprint.
+BUILTIN_MODELS: tuple[str, ...] = tuple(MODELS)
+
+#: called without arguments whenever :data:`MODELS` changes (the coverage engine clears its compiled
+#: programs and model structures, which it caches by model name).
+_ON_CHANGE: list[Callable[[], None]] = []
+
+#: the number of records of the trial call of a user's simulator (:func:`register_model`).
+TRIAL_RECORDS = 5
+
+
 def get_model(name: str) -> ModelSpec:
-    """Looks up a model of the papers by its CLI name."""
+    """Looks up a model by its name: one of the papers' (:data:`BUILTIN_MODELS`) or one registered with
+    :func:`register_model`."""
     if name not in MODELS:
-        raise ValueError(f"unknown model {name!r}; available: {sorted(MODELS)}")
+        raise ValueError(f"unknown model {name!r}; available: {sorted(MODELS)} (register a model of your own "
+                         "with dpposterior.models.register_model)")
     return MODELS[name]
+
+
+def models_changed() -> None:
+    """Tells the caches keyed by model name that :data:`MODELS` changed (:data:`_ON_CHANGE`)."""
+    for hook in _ON_CHANGE:
+        hook()
+
+
+def model_fingerprint(name: str) -> str | None:
+    """A fingerprint of a model of the user's own (None for the package's, :data:`BUILTIN_MODELS`): the
+    modules and qualified names of its ``model`` and ``simulate`` functions and a SHA-256 of their code
+    (bytecode, constants, names, default arguments, the functions and plain values their closures
+    captured), so that a coverage cell on disk computed with an earlier model registered under the same
+    name (``replace=True``, a notebook cell run again after an edit) is recomputed, not reused. Its
+    DP-SGD settings and unconstrained maps are checked apart
+    (:func:`dpposterior.experiments.replicates.model_settings`). Not seen: an edit of a helper function
+    that they call by its global name, or new values of an array their closures captured (register
+    under a new name, or delete the cells, after such an edit)."""
+    import hashlib
+
+    from .._fingerprint import function_name, hash_function
+
+    if name in BUILTIN_MODELS:
+        return None
+    spec = get_model(name)
+    h = hashlib.sha256()
+    for fn in (spec.model, spec.simulate):
+        hash_function(h, fn)
+        h.update(b"|")
+    return f"{function_name(spec.model)}+{function_name(spec.simulate)}:{h.hexdigest()[:16]}"
+
+
+def register_model(spec: ModelSpec, *, replace: bool = False) -> ModelSpec:
+    """Adds a model of your own to :data:`MODELS`, so that coverage cells run on it
+    (``CellConfig(model=spec.name, ...)`` with :func:`dpposterior.experiments.run_coverage`).
+
+    ``spec.simulate(key, num_records)`` must draw theta from the model's prior and a data set of
+    ``num_records`` records from the model given theta, as pure JAX (it is traced once, vmapped over the
+    replicates' keys and compiled with DP-SGD). It is checked here by a trial call on
+    :data:`TRIAL_RECORDS` records under ``jax.eval_shape`` (nothing is computed), and the model by the
+    checks of :func:`dpposterior.vi.dpvi` (:func:`~dpposterior.vi.model_inspect.inspect_model`) on data of
+    those shapes. Each cell records the model's fingerprint (:func:`model_fingerprint`): registering
+    other functions under the same name recomputes its cells on the next run instead of reusing them.
+
+    Args:
+      spec: the :class:`ModelSpec`: ``name`` (letters, digits, '-' and '_'; not one of the papers'
+        models), ``model`` called as ``model(*data)``, ``simulate(key, num_records) -> (theta, data)``
+        with ``theta`` a dict of the model's latent sites' values and ``data`` a tuple of arrays with
+        one row per record, and the DP-SGD settings ``clip``, ``beta_rho``, ``lr_scale`` (each > 0)
+        and ``mean_lr_factors``.
+      replace: overwrite a model of your own already registered under that name.
+
+    Returns:
+      ``spec``.
+
+    Raises:
+      TypeError: ``spec`` is not a ModelSpec, ``model`` or ``simulate`` not callable, a setting not a
+        number.
+      ValueError: a bad or taken name (the papers' models cannot be replaced), a setting <= 0, a
+        simulator that fails or returns something else than (dict, tuple of arrays with a leading axis
+        of ``num_records``), a model that :func:`~dpposterior.vi.dpvi` cannot run, or theta's keys
+        (or shapes) that are not the model's latent sites'.
+    """
+    from .._checks import check_positive
+
+    if not isinstance(spec, ModelSpec):
+        raise TypeError(f"spec must be a dpposterior.models.ModelSpec, got {type(spec).__name__}")
+    name = spec.name
+    if not isinstance(name, str) or not name or not all(c.isalnum() or c in "-_" for c in name):
+        raise ValueError(f"model name must be a non-empty string of letters, digits, '-' and '_', got {name!r}")
+    if name in BUILTIN_MODELS:
+        raise ValueError(f"model name {name!r} is one of the package's models, which cannot be replaced "
+                         f"({', '.join(BUILTIN_MODELS)}); choose another name")
+    if not isinstance(replace, bool):
+        raise TypeError(f"replace must be a bool, got {replace!r}")
+    if name in MODELS and not replace:
+        raise ValueError(f"model {name!r} is already registered; pass replace=True to overwrite it")
+    for field in ("model", "simulate"):
+        if not callable(getattr(spec, field)):
+            raise TypeError(f"spec.{field} must be callable, got {type(getattr(spec, field)).__name__}")
+    for field in ("clip", "beta_rho", "lr_scale"):
+        check_positive(getattr(spec, field), f"spec.{field}")
+    factors = spec.mean_lr_factors
+    if isinstance(factors, str) or not isinstance(factors, tuple) or not all(
+            isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in factors):
+        raise TypeError(f"spec.mean_lr_factors must be a tuple of (site name, factor) pairs, got {factors!r}")
+    for site, factor in factors:
+        check_positive(factor, f"spec.mean_lr_factors factor of site {site!r}")
+    layout = _check_simulator(spec)
+    unknown = sorted({site for site, _ in factors} - set(layout.names))
+    if unknown:
+        raise ValueError(f"spec.mean_lr_factors names {unknown}, which are not latent sites of the model; its "
+                         f"latent sites are {sorted(layout.names)}")
+    MODELS[name] = spec
+    models_changed()
+    return spec
+
+
+def _check_simulator(spec: ModelSpec):
+    """The trial call of :func:`register_model`: ``spec.simulate(PRNGKey(0), TRIAL_RECORDS)`` under
+    ``jax.eval_shape`` and the model's layout on data of those shapes; returns the layout."""
+    import numpy as np
+
+    from ..vi.model_inspect import inspect_model
+
+    n = TRIAL_RECORDS
+    what = f"spec.simulate of model {spec.name!r}"
+    try:
+        out = jax.eval_shape(lambda k: spec.simulate(k, n), jax.random.PRNGKey(0))
+    except Exception as e:  # noqa: BLE001 - the user's simulator failed: say so with its error
+        raise ValueError(f"{what} failed on a trial call simulate(jax.random.PRNGKey(0), {n}) traced by "
+                         f"jax.eval_shape ({type(e).__name__}: {e}); it must be pure JAX (jittable and "
+                         "vmappable) and return (theta dict, data tuple)") from e
+    if not isinstance(out, tuple) or len(out) != 2:
+        raise ValueError(f"{what} must return a pair (theta: dict of latent values, data: tuple of arrays), got "
+                         f"{type(out).__name__}{'' if not isinstance(out, tuple) else f' of length {len(out)}'}")
+    theta, data = out
+    if not isinstance(theta, dict) or not theta:
+        raise ValueError(f"{what} must return theta as a non-empty dict of latent site values, got "
+                         f"{type(theta).__name__}")
+    if not isinstance(data, tuple) or not data:
+        raise ValueError(f"{what} must return data as a non-empty tuple of arrays (the model's positional "
+                         f"arguments), got {type(data).__name__}")
+    for i, a in enumerate(data):
+        shape = getattr(a, "shape", None)
+        if not isinstance(a, jax.ShapeDtypeStruct) or len(shape) == 0 or shape[0] != n:
+            raise ValueError(f"{what}: data[{i}] must be an array with a leading axis of num_records = {n} "
+                             f"(one row per record), got {shape if shape is not None else type(a).__name__}")
+    for k, v in theta.items():
+        if not isinstance(v, jax.ShapeDtypeStruct):
+            raise ValueError(f"{what}: theta[{k!r}] must be an array, got {type(v).__name__}")
+    dummy = tuple(np.zeros(a.shape, a.dtype) for a in data)
+    try:
+        layout = inspect_model(spec.model, dummy, {})
+    except ValueError as e:
+        raise ValueError(f"model {spec.name!r} cannot run under dpvi on the data its simulator returns: {e}") from e
+    sites = {s.name: s for s in layout.sites}
+    if set(theta) != set(sites):
+        raise ValueError(f"{what} returns theta with keys {sorted(theta)}, but the model's latent sites are "
+                         f"{sorted(sites)}: theta must hold exactly one value per latent site")
+    for k, v in theta.items():
+        if tuple(v.shape) != tuple(sites[k].shape):
+            raise ValueError(f"{what}: theta[{k!r}] has shape {tuple(v.shape)}, but the model's latent site "
+                             f"{k!r} has shape {tuple(sites[k].shape)}")
+    return layout
