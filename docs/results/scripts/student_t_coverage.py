@@ -1,6 +1,6 @@
 """Coverage cells of NA-DPVI on a Student-t model of your own (register_model), as the user guide reports.
 
-    .venv/bin/python docs/results/scripts/student_t_coverage.py   # about 1 minute on 2 cores, K = 50
+    .venv/bin/python docs/results/scripts/student_t_coverage.py   # about 3 minutes on 2 cores, K = 50
 
 Writes its cells to /tmp/stcov/out (resumable). Non-private experiment on simulated data.
 """
@@ -24,7 +24,9 @@ def simulate(key, n):
 
 register_model(ModelSpec("student-t", student, simulate, clip=5.0, beta_rho=100.0))
 t = time.time()
-cells = [CellConfig("student-t", 1.0, m, replicates=50, num_steps=2000, num_records=2000) for m in ("grid", "laplace", "naive")]
+settings = dict(replicates=50, num_steps=2000, num_records=2000)
+cells = [CellConfig("student-t", 1.0, m, **settings) for m in ("grid", "laplace", "naive", "nuts")]
+cells.append(CellConfig("student-t", 1.0, "grid", method_options=(("priors", "burn_in"),), **settings))
 summary = run_coverage(cells, "/tmp/stcov/out", progress=False)
 for r in summary.results:
     print(r["label"], "rmse", round(r["rmse"], 3), "sharpness", round(r["sharpness"], 3))
