@@ -637,7 +637,7 @@ def _clt(w: jax.Array, sigma2: jax.Array, params: RegressionGibbsParams, dims: R
     # J C_u J' by blocks (J = [I; L]): [[C_u, C_u L'], [L C_u, L C_u L' + Cov_r]].
     c_u = params.cov_u
     lmat = jm[n_u:]
-    cl = c_u @ lmat.T
+    cl = (lmat @ c_u).T  # = C_u L' (C_u symmetric), in the layout C_u is stored in
     sig = jnp.block([[c_u, cl], [cl.T, lmat @ cl + cov_r]])
     return n * mean_t, n * sig, jm, jnp.linalg.cholesky(cov_r)
 
@@ -866,7 +866,8 @@ def gibbs_step(key: jax.Array, state: RegressionGibbsState, params: RegressionGi
     var = _draw_variates(key, dims, interweave)
     mean, sig0, jm, chol_r = _clt(state.w, state.sigma2, params, dims)
     y_u = params.chol_u @ var.xi_u
-    draw = mean + math.sqrt(n) * (jm @ y_u + jnp.concatenate([jnp.zeros((n_u,), jnp.float32), chol_r @ var.xi_r]))
+    lmat = jm[n_u:]  # J = [I; L]: J y = (y, L y)
+    draw = mean + math.sqrt(n) * jnp.concatenate([y_u, lmat @ y_u + chol_r @ var.xi_r])
     noise = jnp.sqrt(state.omega) * var.noise
     cov_obs = sig0 + jnp.diag(state.omega)
     scale = jnp.sqrt(jnp.diag(cov_obs))
