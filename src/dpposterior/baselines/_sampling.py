@@ -9,6 +9,8 @@
   Sampled with the transformation-with-rejection method of Michael, Schucany & Haas (1976), rewritten
   in terms of omega so that r = 0 and tiny b stay finite (see the function).
 * :func:`laplace_noise`: Laplace(0, scale) noise by inversion of 32-bit uniforms.
+* :func:`gamma_from_variates`: a Gamma variate by Marsaglia & Tsang's rejection method from variates
+  drawn in bulk (with a fallback loop for the rare all-rejected case).
 * :func:`interval_start`, :func:`truncated_obs`: the latent pre-rounding value of a snapped release
   (:mod:`dpposterior.privacy.snapping`): a start inside its rounding interval, and its conditional.
 """
@@ -34,13 +36,22 @@ def truncated_normal(key: jax.Array, mean: jax.Array, sd: jax.Array, lo: jax.Arr
     mean (after mirroring), x = b - E / |b| with E ~ Exponential(1) truncated to the interval: the
     first-order tail approximation (relative error O(1/b^2)), used where Phi underflows in float32.
     """
+    shape = jnp.broadcast_shapes(*(jnp.shape(v) for v in (mean, sd, lo, hi)))
+    u = jax.random.uniform(key, shape, jnp.float32, minval=jnp.finfo(jnp.float32).tiny, maxval=1.0)
+    return truncated_normal_from_uniform(u, mean, sd, lo, hi)
+
+
+def truncated_normal_from_uniform(u: jax.Array, mean: jax.Array, sd: jax.Array, lo: jax.Array,
+                                  hi: jax.Array) -> jax.Array:
+    """:func:`truncated_normal` given its uniform variate ``u`` in (0, 1) (same shape as the broadcast
+    arguments): the transformation alone, for callers that draw their variates in bulk."""
     mean, sd, lo, hi = jnp.broadcast_arrays(*(jnp.asarray(v, jnp.float32) for v in (mean, sd, lo, hi)))
     a = (lo - mean) / sd
     b = (hi - mean) / sd
     flip = (a + b) > 0
     a2 = jnp.where(flip, -b, a)
     b2 = jnp.where(flip, -a, b)  # now a2 <= -|b2|: the interval reaches at least as far down as up
-    u = jax.random.uniform(key, mean.shape, jnp.float32, minval=jnp.finfo(jnp.float32).tiny, maxval=1.0)
+    u = jnp.asarray(u, jnp.float32)
     # Central case: inversion.
     b_c = jnp.maximum(b2, -_TAIL)
     pa, pb = ndtr(jnp.maximum(a2, -_TAIL - 30.0)), ndtr(b_c)
@@ -72,6 +83,14 @@ def truncated_obs(key: jax.Array, stat: jax.Array, omega: jax.Array,
     return jnp.clip(y, lo, hi)
 
 
+def truncated_obs_from_uniform(u: jax.Array, stat: jax.Array, omega: jax.Array,
+                               interval: tuple[jax.Array, jax.Array]) -> jax.Array:
+    """:func:`truncated_obs` given its uniform variates ``u`` in (0, 1) (shape of ``stat``)."""
+    lo, hi = (jnp.asarray(v, jnp.float32) for v in interval)
+    y = truncated_normal_from_uniform(u, stat, jnp.sqrt(omega), lo, hi)
+    return jnp.clip(y, lo, hi)
+
+
 def laplace_mixture_variance(key: jax.Array, residual: jax.Array, scale: jax.Array) -> jax.Array:
     """omega | r for r ~ N(0, omega), omega ~ Exponential(mean 2 scale^2): 1/omega ~ IG(1/(scale|r|), 1/scale^2).
 
@@ -81,13 +100,21 @@ def laplace_mixture_variance(key: jax.Array, residual: jax.Array, scale: jax.Arr
     (omega = scale^2 nu^2, the Gamma(1/2, rate 1/(2 scale^2)) conditional).
     """
     residual = jnp.asarray(residual, jnp.float32)
-    scale = jnp.broadcast_to(jnp.asarray(scale, jnp.float32), residual.shape)
     k1, k2 = jax.random.split(key)
     nu = jax.random.normal(k1, residual.shape, jnp.float32)
+    return laplace_mixture_variance_from(nu, jax.random.uniform(k2, residual.shape, jnp.float32), residual, scale)
+
+
+def laplace_mixture_variance_from(nu: jax.Array, uniform: jax.Array, residual: jax.Array,
+                                  scale: jax.Array) -> jax.Array:
+    """:func:`laplace_mixture_variance` given its variates: ``nu`` standard normal and ``uniform`` in
+    [0, 1), both of the residual's shape (for callers that draw their variates in bulk)."""
+    residual = jnp.asarray(residual, jnp.float32)
+    scale = jnp.broadcast_to(jnp.asarray(scale, jnp.float32), residual.shape)
     u = scale * jnp.abs(residual)
-    v = 0.5 * jnp.square(scale * nu)
+    v = 0.5 * jnp.square(scale * jnp.asarray(nu, jnp.float32))
     r = u + v + jnp.sqrt(v * v + 2.0 * u * v)
-    accept = jax.random.uniform(k2, residual.shape, jnp.float32) * (r + u) <= r
+    accept = jnp.asarray(uniform, jnp.float32) * (r + u) <= r
     small = jnp.where(r > 0, jnp.square(u) / jnp.where(r > 0, r, 1.0), 0.0)
     omega = jnp.where(accept, r, small)
     # omega = 0 only when nu = 0 and r = 0 exactly (probability zero); keep it strictly positive.
@@ -119,3 +146,71 @@ def laplace_noise(key: jax.Array, shape: tuple[int, ...], scale: jax.Array) -> j
     sign = jnp.where(jax.random.bernoulli(k2, 0.5, shape), 1.0, -1.0)
     return sign * jnp.asarray(scale, jnp.float32) * e
 
+
+
+#: |t| below which :func:`_log1p_tail` sums its series (16 terms: relative error below 1e-9).
+_SERIES_T = 0.25
+
+
+def _log1p_tail(t: jax.Array) -> jax.Array:
+    """h(t) = log(1 + t) - t + t^2/2 - t^3/3 for t > -1, without the cancellation of the direct form
+    near 0 (there the series -t^4/4 + t^5/5 - ..., summed by Horner's rule)."""
+    small = jnp.abs(t) < _SERIES_T
+    ts = jnp.where(small, t, 0.0)
+    acc = jnp.zeros_like(ts)
+    for j in range(14, -1, -1):
+        acc = 1.0 / (j + 4.0) - ts * acc
+    series = -jnp.square(jnp.square(ts)) * acc
+    td = jnp.where(small, 0.5, t)
+    direct = jnp.log1p(td) - td * (1.0 - td * (0.5 - td / 3.0))
+    return jnp.where(small, series, direct)
+
+
+def _marsaglia_tsang(alpha: jax.Array, x: jax.Array, u: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(accepted, value) of one Marsaglia-Tsang proposal for Gamma(alpha), alpha >= 1: with d = alpha - 1/3,
+    c = 1 / sqrt(9 d), t = c x, the proposal d (1 + t)^3 is accepted when t > -1 and
+    log u < x^2/2 + d (1 - (1 + t)^3 + 3 log(1 + t)) = 3 d h(t) (the x^2/2 term cancels exactly, which
+    keeps the test accurate in float32 for large alpha, where the two sides nearly cancel)."""
+    d = alpha - 1.0 / 3.0
+    t = x / jnp.sqrt(9.0 * d)
+    ok = t > -1.0
+    tt = jnp.where(ok, t, 0.0)
+    accepted = ok & (jnp.log(u) < 3.0 * d * _log1p_tail(tt))
+    return accepted, d * jnp.power(1.0 + tt, 3)
+
+
+def gamma_from_variates(key: jax.Array, shape: jax.Array, normals: jax.Array, uniforms: jax.Array) -> jax.Array:
+    """One Gamma(shape, rate 1) variate (shape > 0, a scalar) from pre-drawn variates.
+
+    Marsaglia & Tsang (2000), exact rejection sampling: the first accepted of the proposals made from
+    ``normals`` (k,) and ``uniforms[:k]`` (the acceptance tests); when all k are rejected, further
+    proposals from ``key`` until one is accepted (a loop that runs no iteration in the common case:
+    the acceptance rate is 0.95 at shape 1 and tends to 1). For shape < 1 the variate of shape + 1 is
+    multiplied by ``uniforms[k] ** (1 / shape)`` (the same paper's boost).
+
+    Args:
+      key: for the fallback proposals only.
+      shape: the shape parameter, > 0.
+      normals: (k,) standard normal variates.
+      uniforms: (k + 1,) uniform variates in (0, 1).
+    """
+    a = jnp.asarray(shape, jnp.float32)
+    boost = a < 1.0
+    alpha = jnp.where(boost, a + 1.0, a)
+    k = normals.shape[0]
+    done, value = jnp.bool_(False), jnp.float32(0.0)
+    for i in range(k - 1, -1, -1):  # the first accepted proposal wins
+        acc, val = _marsaglia_tsang(alpha, normals[i], uniforms[i])
+        value = jnp.where(acc, val, value)
+        done = done | acc
+
+    def more(carry):
+        i, done, value = carry
+        kx, ku = jax.random.split(jax.random.fold_in(key, i))
+        acc, val = _marsaglia_tsang(alpha, jax.random.normal(kx, (), jnp.float32),
+                                    jax.random.uniform(ku, (), jnp.float32, minval=jnp.finfo(jnp.float32).tiny,
+                                                       maxval=1.0))
+        return i + 1, done | acc, jnp.where(done, value, val)
+
+    _, _, value = jax.lax.while_loop(lambda c: ~c[1], more, (jnp.int32(0), done, value))
+    return value * jnp.where(boost, jnp.power(uniforms[k], 1.0 / a), 1.0)

@@ -637,7 +637,7 @@ def _clt(w: jax.Array, sigma2: jax.Array, params: RegressionGibbsParams, dims: R
     # J C_u J' by blocks (J = [I; L]): [[C_u, C_u L'], [L C_u, L C_u L' + Cov_r]].
     c_u = params.cov_u
     lmat = jm[n_u:]
-    cl = c_u @ lmat.T
+    cl = (lmat @ c_u).T  # = C_u L' (C_u symmetric), in the layout C_u is stored in
     sig = jnp.block([[c_u, cl], [cl.T, lmat @ cl + cov_r]])
     return n * mean_t, n * sig, jm, jnp.linalg.cholesky(cov_r)
 
@@ -653,7 +653,11 @@ def _gram_ok(stat: jax.Array, dims: RegressionDims) -> jax.Array:
     return jnp.all(jnp.isfinite(chol)) & jnp.all(jnp.diag(chol) > 1e-4) & jnp.all(jnp.diag(g) > 0)
 
 
-def _conjugate(key: jax.Array, stat: jax.Array, params: RegressionGibbsParams, dims: RegressionDims):
+def _conjugate(key: jax.Array, xi: jax.Array, gamma_z: jax.Array, gamma_u: jax.Array, stat: jax.Array,
+               params: RegressionGibbsParams, dims: RegressionDims):
+    """(w, sigma2) | S, normal-inverse-gamma: sigma2 = b_n / Gamma(a_n) (Marsaglia-Tsang from the sweep's
+    variates ``gamma_z``, ``gamma_u``; ``key`` only for the rare case that all their proposals are
+    rejected), w = mu_n + sqrt(sigma2) Lambda_n^(-1/2) xi."""
     ix = _index(dims.num_features)
     n_u, big_p = ix["n_u"], ix["P"]
     n = float(dims.num_records)
@@ -664,9 +668,7 @@ def _conjugate(key: jax.Array, stat: jax.Array, params: RegressionGibbsParams, d
     mu_n = jax.scipy.linalg.cho_solve((chol, True), sb)
     a_n = params.prior_shape + 0.5 * n
     b_n = params.prior_scale + 0.5 * jnp.maximum(sc - sb @ mu_n, 0.0)
-    k1, k2 = jax.random.split(key)
-    sigma2 = b_n / jax.random.gamma(k1, a_n)
-    xi = jax.random.normal(k2, (big_p,), jnp.float32)
+    sigma2 = b_n / S.gamma_from_variates(key, a_n, gamma_z, gamma_u)
     w = mu_n + jnp.sqrt(sigma2) * jax.scipy.linalg.solve_triangular(chol.T, xi, lower=False)
     return w, sigma2
 
@@ -703,8 +705,8 @@ def _gauss_loglik(z: jax.Array, s: jax.Array, omega: jax.Array) -> jax.Array:
 _PCN_STEPS = (1.0, 0.3, 0.1)
 
 
-def _shift_step(key: jax.Array, state: RegressionGibbsState, params: RegressionGibbsParams,
-                dims: RegressionDims) -> tuple[RegressionGibbsState, jax.Array]:
+def _shift_step(xi: jax.Array, pick: jax.Array, uniform: jax.Array, state: RegressionGibbsState,
+                params: RegressionGibbsParams, dims: RegressionDims) -> tuple[RegressionGibbsState, jax.Array]:
     """Interweaving move for w (ancillary augmentation): w -> w', S_b -> S_b + A (w' - w),
     S_c -> S_c(w') with the residual statistics R_b = S_b - A w and R_c0 = S_c - w'Aw - 2 w'R_b fixed
     (in data terms: y -> y + X~(w' - w), residuals unchanged). The CLT density of (S_u, R_b, R_c0)
@@ -713,7 +715,9 @@ def _shift_step(key: jax.Array, state: RegressionGibbsState, params: RegressionG
     (linear in w'); the proposal is preconditioned Crank-Nicolson with respect to G,
     w' = m + sqrt(1 - beta^2) (w - m) + beta G^(1/2) xi (reversible for G; beta = 1 is G itself), with
     beta drawn from :data:`_PCN_STEPS`, so the Metropolis-Hastings ratio is the z_c likelihood ratio.
-    Small beta keeps the acceptance up when z_c pins w'Aw (a shell) tighter than G does."""
+    Small beta keeps the acceptance up when z_c pins w'Aw (a shell) tighter than G does.
+    Variates: ``xi`` (P,) standard normal, ``pick`` and ``uniform`` in (0, 1) (beta's index and the
+    acceptance test)."""
     ix = _index(dims.num_features)
     n_u, big_p = ix["n_u"], ix["P"]
     a, sb, sc = _latent_parts(state.stat, dims)
@@ -727,9 +731,7 @@ def _shift_step(key: jax.Array, state: RegressionGibbsState, params: RegressionG
     d = jnp.sqrt(jnp.diag(prec))
     chol = jnp.linalg.cholesky(prec / d[:, None] / d[None, :])
     mean = jax.scipy.linalg.cho_solve((chol, True), h / d) / d
-    k0, k1, k2 = jax.random.split(key, 3)
-    beta = jnp.asarray(_PCN_STEPS, jnp.float32)[jax.random.randint(k0, (), 0, len(_PCN_STEPS))]
-    xi = jax.random.normal(k1, (big_p,), jnp.float32)
+    beta = jnp.asarray(_PCN_STEPS, jnp.float32)[_pick(pick, len(_PCN_STEPS))]
     w_new = (mean + jnp.sqrt(1.0 - beta * beta) * (w - mean)
              + beta * jax.scipy.linalg.solve_triangular(chol.T, xi, lower=False) / d)
 
@@ -738,7 +740,7 @@ def _shift_step(key: jax.Array, state: RegressionGibbsState, params: RegressionG
 
     log_ratio = -0.5 * (jnp.square(z_c - s_c(w_new)) - jnp.square(z_c - s_c(w))) / om_c
     ok = jnp.all(jnp.isfinite(w_new)) & jnp.isfinite(log_ratio)
-    accept = ok & (jnp.log(jax.random.uniform(k2, (), jnp.float32)) < log_ratio)
+    accept = ok & (jnp.log(uniform) < log_ratio)
     w2 = jnp.where(accept, w_new, w)
     stat = _with_y_parts(state.stat, a @ w2 + r_b, s_c(w2), dims)
     return state._replace(w=w2, stat=jnp.where(accept, stat, state.stat)), accept
@@ -751,12 +753,13 @@ _SHIFT_MOVES = 3
 _LOG_SIGMA2_STEPS = (0.02, 0.1, 0.5)
 
 
-def _scale_step(key: jax.Array, state: RegressionGibbsState, params: RegressionGibbsParams,
-                dims: RegressionDims) -> tuple[RegressionGibbsState, jax.Array]:
+def _scale_step(z: jax.Array, pick: jax.Array, uniform: jax.Array, state: RegressionGibbsState,
+                params: RegressionGibbsParams, dims: RegressionDims) -> tuple[RegressionGibbsState, jax.Array]:
     """Interweaving move for sigma2: with the standardised residual statistics R_b / sigma and
     (S_c - w'Aw - 2 w'R_b) / sigma2 fixed (CLT distributions free of sigma), a random walk on
     log sigma2 whose target is the prior of (w, sigma2) times the likelihood of z_b, z_c at the
-    moved statistics (times sigma2, the Jacobian of the log scale)."""
+    moved statistics (times sigma2, the Jacobian of the log scale). Variates: ``z`` () standard
+    normal, ``pick`` and ``uniform`` in (0, 1) (the proposal scale's index and the acceptance test)."""
     ix = _index(dims.num_features)
     n_u, big_p = ix["n_u"], ix["P"]
     a, sb, sc = _latent_parts(state.stat, dims)
@@ -777,17 +780,67 @@ def _scale_step(key: jax.Array, state: RegressionGibbsState, params: RegressionG
         lp = -(a0 + 1.0) * log_s2 - b0 / v - 0.5 * big_p * log_s2 - 0.5 * wlw / v + log_s2
         return lp + _gauss_loglik(z_b, sbv, om_b) - 0.5 * jnp.square(z_c - scv) / om_c, sbv, scv
 
-    k1, k2, k3 = jax.random.split(key, 3)
-    tau = jnp.asarray(_LOG_SIGMA2_STEPS, jnp.float32)[jax.random.randint(k1, (), 0, len(_LOG_SIGMA2_STEPS))]
+    tau = jnp.asarray(_LOG_SIGMA2_STEPS, jnp.float32)[_pick(pick, len(_LOG_SIGMA2_STEPS))]
     cur = jnp.log(s2)
-    new = cur + tau * jax.random.normal(k2, (), jnp.float32)
+    new = cur + tau * z
     lt_new, sb_new, sc_new = log_target(new)
     lt_cur, _, _ = log_target(cur)
     log_ratio = lt_new - lt_cur
-    accept = jnp.isfinite(log_ratio) & (jnp.log(jax.random.uniform(k3, (), jnp.float32)) < log_ratio)
+    accept = jnp.isfinite(log_ratio) & (jnp.log(uniform) < log_ratio)
     stat = _with_y_parts(state.stat, sb_new, sc_new, dims)
     return state._replace(sigma2=jnp.where(accept, jnp.exp(new), s2),
                           stat=jnp.where(accept, stat, state.stat)), accept
+
+
+#: Marsaglia-Tsang proposals of the Gamma(a_n) variate drawn with every sweep (a further one is drawn,
+#: from the sweep's key, only when all of them are rejected: rarely, about (1e-3)^2 for a_n near 20).
+_GAMMA_PROPOSALS = 2
+
+
+class _SweepVariates(NamedTuple):
+    """The random variates of one sweep, drawn in two calls (normals, uniforms in (0, 1)): each call of
+    JAX's counter-based generator costs a loop of its own on CPU, which for these small arrays costs far
+    more than the numbers it makes. Shapes per field; ``key`` is kept for the rare Gamma fallback."""
+
+    key: jax.Array
+    xi_u: jax.Array        # (n_u,) normal: the prior draw of S_u
+    xi_r: jax.Array        # (P + 1,) normal: the prior draw of the residual statistics
+    noise: jax.Array       # (m,) normal: the Matheron noise draw
+    nu_omega: jax.Array    # (m,) normal: omega's inverse-Gaussian draw
+    xi_w: jax.Array        # (P,) normal: w | sigma2, S
+    gamma_z: jax.Array     # (_GAMMA_PROPOSALS,) normal: Marsaglia-Tsang proposals
+    xi_shift: jax.Array    # (_SHIFT_MOVES, P) normal: the pCN moves of w
+    z_scale: jax.Array     # (1,) normal: the log sigma2 random walk
+    u_omega: jax.Array     # (m,) uniform: omega's acceptance test
+    gamma_u: jax.Array     # (_GAMMA_PROPOSALS + 1,) uniform: acceptance tests, then the shape boost
+    pick_shift: jax.Array  # (_SHIFT_MOVES,) uniform: pCN step index
+    u_shift: jax.Array     # (_SHIFT_MOVES,) uniform: pCN acceptance
+    pick_scale: jax.Array  # (1,) uniform: log sigma2 step index
+    u_scale: jax.Array     # (1,) uniform: its acceptance
+    u_obs: jax.Array       # (m,) uniform if dims.rounded, else (0,): the pre-rounding statistics
+
+
+def _draw_variates(key: jax.Array, dims: RegressionDims, interweave: bool) -> _SweepVariates:
+    ix = _index(dims.num_features)
+    n_u, big_p = ix["n_u"], ix["P"]
+    m = _num_latent_stats(dims.num_features)
+    moves = _SHIFT_MOVES if interweave else 0
+    one = 1 if interweave else 0
+    normal_sizes = (n_u, big_p + 1, m, m, big_p, _GAMMA_PROPOSALS, moves * big_p, one)
+    uniform_sizes = (m, _GAMMA_PROPOSALS + 1, moves, moves, one, one, m if dims.rounded else 0)
+    k_normal, k_uniform, k_rest = jax.random.split(key, 3)
+    normals = jax.random.normal(k_normal, (sum(normal_sizes),), jnp.float32)
+    uniforms = jax.random.uniform(k_uniform, (sum(uniform_sizes),), jnp.float32, minval=jnp.finfo(jnp.float32).tiny,
+                                  maxval=1.0)
+    z = jnp.split(normals, np.cumsum(normal_sizes)[:-1])
+    u = jnp.split(uniforms, np.cumsum(uniform_sizes)[:-1])
+    return _SweepVariates(k_rest, z[0], z[1], z[2], z[3], z[4], z[5], z[6].reshape(moves, big_p), z[7],
+                          u[0], u[1], u[2], u[3], u[4], u[5], u[6])
+
+
+def _pick(uniform: jax.Array, count: int) -> jax.Array:
+    """An index uniform on {0, ..., count - 1} from a uniform variate in (0, 1)."""
+    return jnp.minimum(jnp.floor(uniform * count).astype(jnp.int32), count - 1)
 
 
 def gibbs_step(key: jax.Array, state: RegressionGibbsState, params: RegressionGibbsParams,
@@ -802,17 +855,20 @@ def gibbs_step(key: jax.Array, state: RegressionGibbsState, params: RegressionGi
     autocorrelation time of w is thousands of sweeps). Moves in the ancillary augmentation
     (Yu & Meng 2011, interweaving) update w and sigma2 against the noisy statistic directly. Each
     move leaves the same joint posterior invariant, so the sampler's target is unchanged.
+
+    Randomness: the sweep's variates come from ``key`` in two bulk draws (standard normals and
+    uniforms; :class:`_SweepVariates`), and sigma2's Gamma variate is a Marsaglia-Tsang draw from
+    them (:func:`~dpposterior.baselines._sampling.gamma_from_variates`).
     """
-    k_prior_u, k_prior_r, k_noise, k_omega, k_theta, k_shift, k_scale = jax.random.split(key, 7)
     ix = _index(dims.num_features)
+    n_u = ix["n_u"]
     n = float(dims.num_records)
+    var = _draw_variates(key, dims, interweave)
     mean, sig0, jm, chol_r = _clt(state.w, state.sigma2, params, dims)
-    m = params.z.shape[0]
-    xi_u = jax.random.normal(k_prior_u, (ix["n_u"],), jnp.float32)
-    xi_r = jax.random.normal(k_prior_r, (chol_r.shape[0],), jnp.float32)
-    draw = mean + math.sqrt(n) * (jm @ (params.chol_u @ xi_u)
-                                  + jnp.concatenate([jnp.zeros((ix["n_u"],), jnp.float32), chol_r @ xi_r]))
-    noise = jnp.sqrt(state.omega) * jax.random.normal(k_noise, (m,), jnp.float32)
+    y_u = params.chol_u @ var.xi_u
+    lmat = jm[n_u:]  # J = [I; L]: J y = (y, L y)
+    draw = mean + math.sqrt(n) * jnp.concatenate([y_u, lmat @ y_u + chol_r @ var.xi_r])
+    noise = jnp.sqrt(state.omega) * var.noise
     cov_obs = sig0 + jnp.diag(state.omega)
     scale = jnp.sqrt(jnp.diag(cov_obs))
     chol = jnp.linalg.cholesky(cov_obs / scale[:, None] / scale[None, :])
@@ -822,15 +878,14 @@ def gibbs_step(key: jax.Array, state: RegressionGibbsState, params: RegressionGi
     stat = jnp.where(ok, proposal, state.stat)
     obs = state.obs
     if dims.rounded:  # y | S, omega: N(S, omega) truncated to the rounding intervals
-        k_omega, k_obs = jax.random.split(k_omega)
-        obs = S.truncated_obs(k_obs, stat, state.omega, (params.obs_lo, params.obs_hi))
-    omega = S.laplace_mixture_variance(k_omega, obs - stat, params.noise_scale)
-    w, sigma2 = _conjugate(k_theta, stat, params, dims)
+        obs = S.truncated_obs_from_uniform(var.u_obs, stat, state.omega, (params.obs_lo, params.obs_hi))
+    omega = S.laplace_mixture_variance_from(var.nu_omega, var.u_omega, obs - stat, params.noise_scale)
+    w, sigma2 = _conjugate(var.key, var.xi_w, var.gamma_z, var.gamma_u, stat, params, dims)
     state = RegressionGibbsState(w=w, sigma2=sigma2, stat=stat, omega=omega, obs=obs)
     if interweave:
-        state = jax.lax.fori_loop(
-            0, _SHIFT_MOVES, lambda i, st: _shift_step(jax.random.fold_in(k_shift, i), st, params, dims)[0], state)
-        state, _ = _scale_step(k_scale, state, params, dims)
+        for i in range(_SHIFT_MOVES):  # unrolled: a loop of three costs more than its body on CPU
+            state, _ = _shift_step(var.xi_shift[i], var.pick_shift[i], var.u_shift[i], state, params, dims)
+        state, _ = _scale_step(var.z_scale[0], var.pick_scale[0], var.u_scale[0], state, params, dims)
     return state, RegressionGibbsInfo(accepted=ok)
 
 
