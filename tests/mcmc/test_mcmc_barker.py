@@ -181,3 +181,34 @@ def test_barker_argument_errors(conj):
         mcmc.dp_barker_kernel(model, mcmc.random_walk(0.1), batch_size=10)
     with pytest.raises(TypeError, match="private"):
         mcmc.dp_barker_kernel(model, mcmc.random_walk(0.1), private=1)
+
+
+@pytest.mark.parametrize("n, t", [(200, 8), (50, 64), (50_000, 10_000), (1_000, 1)])
+def test_full_batch_barker_is_accounted_as_the_gaussian_mechanism_it_is(n, t):
+    """At b = N the test adds N(0, C) to a sum of log ratios clipped to B = 0.99 sqrt(N)/N (s2 = 0): a
+    Gaussian mechanism of replace-one sensitivity 2B. Its epsilon must lie above the exact (PLD) epsilon of
+    that mechanism (validity) and below the paper's RDP bound alone (the minimum of two valid bounds)."""
+    import dp_accounting
+
+    b = n
+    assert mcmc.barker_full_batch_rdp(3.0, n) == pytest.approx(3.0 * 0.99**2 / n, rel=1e-12)
+    eps, order = mcmc.barker_epsilon(b, n, t, 1e-5)
+    z = math.sqrt(2.0) / (2 * 0.99 * math.sqrt(n) / n)  # sd sqrt(C) over the sensitivity 2B
+    pld = dp_accounting.pld.PLDAccountant()
+    pld.compose(dp_accounting.GaussianDpEvent(z), t)
+    exact = pld.get_epsilon(1e-5)
+    orders = np.arange(2, int(math.ceil(b / 5)))
+    paper = min(t * mcmc.barker_subsampled_rdp(int(a), b, n) + math.log1p(-1 / a)
+                - (math.log(1e-5) + math.log(a)) / (a - 1) for a in orders)
+    assert exact <= eps <= paper
+    assert eps <= 1.35 * exact  # RDP's conversion loses little against the exact curve here
+    with pytest.raises(ValueError, match="alpha must be > 1"):
+        mcmc.barker_full_batch_rdp(1.0, n)
+
+
+def test_subsampled_barker_keeps_the_papers_bound():
+    b, n, t = 50, 200, 4
+    orders = np.arange(2, 10)
+    paper = min(t * mcmc.barker_subsampled_rdp(int(a), b, n) + math.log1p(-1 / a)
+                - (math.log(1e-5) + math.log(a)) / (a - 1) for a in orders)
+    assert mcmc.barker_epsilon(b, n, t, 1e-5)[0] == pytest.approx(max(paper, 0.0), rel=1e-12)

@@ -14,6 +14,7 @@ from .accounting import FastMHConstants
 from .accounting import PerIteration
 from .accounting import barker_batch_size
 from .accounting import barker_epsilon
+from .accounting import barker_full_batch_rdp
 from .accounting import barker_rdp
 from .accounting import barker_subsampled_rdp
 from .accounting import calibrate_chain
@@ -72,6 +73,7 @@ __all__ = [
     "barker_batch_size",
     "barker_correction",
     "barker_epsilon",
+    "barker_full_batch_rdp",
     "barker_rdp",
     "barker_subsampled_rdp",
     "calibrate_chain",

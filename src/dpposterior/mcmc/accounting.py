@@ -442,6 +442,8 @@ def calibrate_chain(method: Literal["dp_fast_mh", "penalty", "dp_barker"], total
 
 #: the Gaussian variance C of the minibatch Barker test (NOTES.md section 4: C = 2).
 BARKER_NORMAL_VARIANCE = 2.0
+#: the clip bound on each per-record log ratio is BARKER_CLIP_FACTOR sqrt(b) / N (NOTES.md section 4).
+BARKER_CLIP_FACTOR = 0.99
 
 
 def barker_rdp(alpha: float, batch_size: int) -> float:
@@ -524,11 +526,42 @@ def _rdp_orders(batch_size: int) -> np.ndarray:
     return grid[(grid >= 2) & (grid <= top)]
 
 
+def barker_full_batch_rdp(alpha: float, num_records: int) -> float:
+    """Renyi DP of order ``alpha`` of one DP Barker test on all N records (b = N): a Gaussian mechanism.
+
+    With b = N the kernel's variance estimate s2 carries the finite-population factor (1 - b/N) = 0, so
+    the test adds N(0, C) with C = 2 whatever the data (plus the data-free correction noise V_corr, which
+    can only help), to Delta* = sum_i d_i of log ratios clipped to B = 0.99 sqrt(N)/N each. Replacing one
+    record moves Delta* by at most 2B, so the step is the Gaussian mechanism of sensitivity 2B and
+    variance C: eps(alpha) = alpha (2B)^2 / (2C) = alpha 0.99^2 / N (Mironov 2017, Prop. 7), for every
+    alpha > 1. Replace-one adjacency. This is the exact RDP of that mechanism; the paper's bound
+    (:func:`barker_rdp`, which also covers a data-dependent variance C - s2) is larger at b = N, by a
+    factor of about 2-20 in epsilon over the settings measured (docs/reliability.md, DP Barker audit).
+
+    Raises:
+      ValueError: alpha not > 1, or N not an integer >= 1.
+    """
+    n = check_positive_int(num_records, "num_records")
+    a = check_real("alpha", alpha)
+    if not a > 1.0:
+        raise ValueError(f"alpha must be > 1, got {alpha!r}")
+    return float(_barker_full_batch_rdp_vec(np.array([a]), n)[0])
+
+
+def _barker_full_batch_rdp_vec(alpha: np.ndarray, n: int) -> np.ndarray:
+    sensitivity = 2.0 * BARKER_CLIP_FACTOR * math.sqrt(n) / n
+    return np.asarray(alpha, np.float64) * sensitivity**2 / (2.0 * BARKER_NORMAL_VARIANCE)
+
+
 def barker_epsilon(batch_size: int, num_records: int, num_steps: int, delta: float) -> tuple[float, int]:
     """(epsilon, best order) of T DP Barker steps at ``delta``: T-fold RDP composition of
     :func:`barker_subsampled_rdp`, converted with Canonne, Kamath & Steinke 2020 (Prop. 12):
     epsilon = T rdp(alpha) + log((alpha - 1)/alpha) - (log delta + log alpha)/(alpha - 1), minimised
     over integer orders 2 <= alpha < b/5. Replace-one adjacency.
+
+    With b = N each order's RDP is the smaller of that bound and :func:`barker_full_batch_rdp` (the
+    exact RDP of the full-batch test, a Gaussian mechanism; both are valid, so is their minimum), and
+    orders up to 4,096 are searched (the Gaussian bound holds at every order).
 
     Raises:
       ValueError: invalid arguments, or b < 15 (no integer order below b/5).
@@ -542,8 +575,16 @@ def barker_epsilon(batch_size: int, num_records: int, num_steps: int, delta: flo
         raise ValueError(f"batch_size must be >= 15 for an RDP order 2 <= alpha < b/5, got {b}")
     if b > n:
         raise ValueError(f"batch_size must be <= num_records, got {b} > {n}")
+    if b == n:
+        below = orders
+        orders = np.unique(np.concatenate([orders, np.arange(2, 65), np.round(np.geomspace(64, 4096, 64)).astype(int)]))
+        rdp = _barker_full_batch_rdp_vec(orders, n)
+        paper = np.isin(orders, below)
+        rdp[paper] = np.minimum(rdp[paper], _barker_subsampled_rdp(orders[paper], b, n))
+    else:
+        rdp = _barker_subsampled_rdp(orders, b, n)
     a = orders.astype(np.float64)
-    eps = t * _barker_subsampled_rdp(orders, b, n) + np.log1p(-1.0 / a) - (math.log(d) + np.log(a)) / (a - 1.0)
+    eps = t * rdp + np.log1p(-1.0 / a) - (math.log(d) + np.log(a)) / (a - 1.0)
     k = int(np.argmin(eps))
     return max(float(eps[k]), 0.0), int(orders[k])
 

@@ -28,7 +28,7 @@ import numpy as np
 from scipy import optimize, special, stats
 
 from .._checks import check_delta, check_positive, check_positive_int
-from .accounting import BARKER_NORMAL_VARIANCE
+from .accounting import BARKER_CLIP_FACTOR, BARKER_NORMAL_VARIANCE
 from .kernels import Kernel, _check_model, _check_proposal, _decide_with, _energies, make_kernel
 from .kernels import _propose, _refuse_unused_privacy, _take, _violations
 from .model import EnergyModel, Proposal
@@ -36,7 +36,7 @@ from .model import EnergyModel, Proposal
 Array = Any
 
 #: the clip bound on each per-record log ratio is CLIP_FACTOR sqrt(b) / N (energy units), NOTES 4.
-CLIP_FACTOR = 0.99
+CLIP_FACTOR = BARKER_CLIP_FACTOR
 #: the most pairs of components :func:`barker_correction` fits (the default fit has 81)
 MAX_CORRECTION_PAIRS = 2000
 
@@ -170,7 +170,9 @@ def dp_barker_kernel(model: EnergyModel, proposal: Proposal, *, batch_size: int 
 
     Privacy (``private=True``): each step is an RDP mechanism on the batch
     (:func:`dpposterior.mcmc.accounting.barker_rdp`), amplified by sampling b of N records without
-    replacement and composed over the chain (:func:`dpposterior.mcmc.barker_epsilon`);
+    replacement and composed over the chain (:func:`dpposterior.mcmc.barker_epsilon`; with b = N, where
+    s2 = 0 and the step is a Gaussian mechanism, each order takes the smaller of that bound and
+    :func:`dpposterior.mcmc.accounting.barker_full_batch_rdp`);
     :func:`dpposterior.mcmc.barker_batch_size` picks b for a target. Replace-one adjacency. N is
     public. The clip is the privacy: records whose ratio exceeds it are biased, not leaked; a record
     whose ratio is NaN (its energy NaN, or inf at both positions) counts as a ratio of 0.

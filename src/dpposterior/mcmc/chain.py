@@ -127,6 +127,11 @@ def _barker_privacy(kernel: Kernel, t: int, total_delta: float | None, accountan
                ("sampling", "b of N uniformly without replacement, every iteration"),
                ("amplification", "Wang, Balle & Kasiviswanathan 2019, Theorem 9"),
                ("reference", "Heikkila et al. 2019; NOTES.md section 4"))
+    if cfg.batch_size == n:  # barker_epsilon takes each order's smaller bound (barker_full_batch_rdp)
+        details = details[:6] + (("sampling", "all N records every iteration (b = N)"),
+                                 ("full_batch_bound", "the smaller, per RDP order, of the paper's bound and the "
+                                  "Gaussian mechanism's (s2 = 0 at b = N: variance C, replace-one sensitivity 2B)"),
+                                 ("reference", "Heikkila et al. 2019; NOTES.md section 4; Mironov 2017"))
     return PrivacySpent(epsilon=eps, delta=dg, neighbouring=NEIGHBOURING, accountant="rdp", mechanism="dp_barker",
                         noise_multiplier=None, sampling_rate=cfg.batch_size / n, num_steps=t, seeded_by=seeded_by,
                         details=details)
