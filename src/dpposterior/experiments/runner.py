@@ -329,48 +329,42 @@ def _pickled(obj: Any, functions: Sequence[Any], what: str) -> bytes:
             cloudpickle.unregister_pickle_by_value(module)
 
 
-def _method_payloads(groups: Sequence[Sequence[CellConfig]]) -> dict[str, tuple[bytes | None, str | None]]:
-    """What the Ray tasks need to know of the groups' methods (:func:`_ray_compute_group`): for each, its
-    :class:`~.methods.Method` pickled by Ray's cloudpickle when it is the user's (its fingerprint is not
-    None; its functions' own modules by value unless installed), None for the package's, and the
-    driver's fingerprint. Checked before Ray starts.
+def _user_payloads(names: set[str], kind: str, fingerprint: Callable[[str], str | None], get: Callable[[str], Any],
+                   functions: Callable[[Any], tuple[Callable, ...]]) -> dict[str, tuple[bytes | None, str | None]]:
+    """What the Ray tasks need to know of the groups' methods or models (:func:`_ray_compute_group`): for
+    each name, the registered object pickled by Ray's cloudpickle when it is the user's (its fingerprint
+    is not None; its ``functions``' own modules by value unless installed), None for the package's, and
+    the driver's fingerprint. Checked before Ray starts.
 
     Raises:
-      ValueError: a user's method that cannot be pickled (naming it and why).
+      ValueError: a user's method or model that cannot be pickled (naming it and why).
     """
-    from .methods import get_method
-
     out: dict[str, tuple[bytes | None, str | None]] = {}
-    for name in sorted({c.method for g in groups for c in g}):
-        fingerprint = method_fingerprint(name)
-        if fingerprint is None:
+    for name in sorted(names):
+        fp = fingerprint(name)
+        if fp is None:
             out[name] = (None, None)
             continue
-        method = get_method(name)
-        out[name] = (_pickled(method, (method.fn, method.check_options, method.canonical_options),
-                              f"method {name!r}"), fingerprint)
+        obj = get(name)
+        out[name] = (_pickled(obj, functions(obj), f"{kind} {name!r}"), fp)
     return out
+
+
+def _method_payloads(groups: Sequence[Sequence[CellConfig]]) -> dict[str, tuple[bytes | None, str | None]]:
+    """:func:`_user_payloads` of the groups' methods (a :class:`~.methods.Method` of the user's own)."""
+    from .methods import get_method
+
+    return _user_payloads({c.method for g in groups for c in g}, "method", method_fingerprint, get_method,
+                          lambda m: (m.fn, m.check_options, m.canonical_options))
 
 
 def _model_payloads(groups: Sequence[Sequence[CellConfig]]) -> dict[str, tuple[bytes | None, str | None]]:
-    """As :func:`_method_payloads`, for the groups' models: a model of the user's own
-    (:func:`dpposterior.models.register_model`) is its :class:`~dpposterior.models.ModelSpec` pickled for
-    the workers, a model of the package's None; with the driver's fingerprint. Checked before Ray starts.
-
-    Raises:
-      ValueError: a user's model that cannot be pickled (naming it and why).
-    """
+    """:func:`_user_payloads` of the groups' models (a :class:`~dpposterior.models.ModelSpec` registered
+    with :func:`dpposterior.models.register_model`)."""
     from ..models.registry import get_model
 
-    out: dict[str, tuple[bytes | None, str | None]] = {}
-    for name in sorted({c.model for g in groups for c in g}):
-        fingerprint = model_fingerprint(name)
-        if fingerprint is None:
-            out[name] = (None, None)
-            continue
-        spec = get_model(name)
-        out[name] = (_pickled(spec, (spec.model, spec.simulate), f"model {name!r}"), fingerprint)
-    return out
+    return _user_payloads({c.model for g in groups for c in g}, "model", model_fingerprint, get_model,
+                          lambda spec: (spec.model, spec.simulate))
 
 
 def _check_batch_size(batch_size: Any) -> int | None:
