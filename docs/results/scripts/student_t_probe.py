@@ -18,20 +18,11 @@ solver. Non-private analysis with fixed keys: never use fixed keys for a real re
 import sys
 
 import numpy as np
-import numpyro
-import numpyro.distributions as dist
+from student_t_coverage import student  # the same model as the coverage cells
 
 import dpposterior as dpp
 
 CLIP = 5.0
-
-
-def student(y):
-    mu = numpyro.sample("mu", dist.Normal(0.0, 5.0))
-    nu = numpyro.sample("nu", dist.Gamma(2.0, 0.1))
-    s = numpyro.sample("s", dist.HalfNormal(3.0))
-    with numpyro.plate("records", y.shape[0]):
-        numpyro.sample("y", dist.StudentT(nu, mu, s), obs=y)
 
 
 def main(num_steps: int, releases: int, lr_scale: float, solvers: tuple[str, ...]) -> None:

@@ -238,49 +238,52 @@ def _ray_compute_group(config_dicts: list[dict[str, Any]], devices: int, batch_s
     from ..models.registry import MODELS, models_changed
     from .methods import METHODS
 
-    saved: dict[str, Any] = {}
     saved_models: dict[str, Any] = {}
+    saved_methods: dict[str, Any] = {}
     try:
-        for name, (payload, expected) in (models or {}).items():
-            if payload is not None:
-                from ray import cloudpickle
-
-                saved_models.setdefault(name, MODELS.get(name))
-                MODELS[name] = cloudpickle.loads(payload)
-                models_changed()
-            if name not in MODELS:
-                raise ValueError(f"model {name!r} is not registered in the Ray worker (pid {os.getpid()})")
-            got = model_fingerprint(name)
-            if got != expected:
-                raise ValueError(f"model {name!r} in the Ray worker (pid {os.getpid()}) is other functions than "
-                                 f"the driver's (fingerprint {got}, the driver's {expected}); the cell is not computed")
-        for name, (payload, expected) in (methods or {}).items():
-            if payload is not None:
-                from ray import cloudpickle
-
-                saved.setdefault(name, METHODS.get(name))
-                METHODS[name] = cloudpickle.loads(payload)
-            if name not in METHODS:
-                raise ValueError(f"method {name!r} is not registered in the Ray worker (pid {os.getpid()})")
-            got = method_fingerprint(name)
-            if got != expected:
-                raise ValueError(f"method {name!r} in the Ray worker (pid {os.getpid()}) is another function than "
-                                 f"the driver's (fingerprint {got}, the driver's {expected}); the cell is not computed")
+        _install_for_task(MODELS, models, model_fingerprint, "model", saved_models, models_changed)
+        _install_for_task(METHODS, methods, method_fingerprint, "method", saved_methods)
         configs = [CellConfig.from_dict(d) for d in config_dicts]
         return compute_group(configs, devices=devices, batch_size=batch_size, progress=False, execution=execution)
     finally:
-        for name, method in saved.items():
-            if method is None:
-                METHODS.pop(name, None)
-            else:
-                METHODS[name] = method
-        for name, spec in saved_models.items():
-            if spec is None:
-                MODELS.pop(name, None)
-            else:
-                MODELS[name] = spec
+        _restore(METHODS, saved_methods)
+        _restore(MODELS, saved_models)
         if saved_models:
             models_changed()
+
+
+def _install_for_task(registry: dict[str, Any], entries: dict[str, tuple[bytes | None, str | None]] | None,
+                      fingerprint: Callable[[str], str | None], kind: str, saved: dict[str, Any],
+                      changed: Callable[[], None] | None = None) -> None:
+    """Registers each pickled entry of the user's in a Ray worker's ``registry`` (what it replaces goes to
+    ``saved``, for :func:`_restore`), then checks every entry's fingerprint against the driver's.
+
+    Raises:
+      ValueError: an entry the worker does not know, or one whose functions are not the driver's.
+    """
+    for name, (payload, expected) in (entries or {}).items():
+        if payload is not None:
+            from ray import cloudpickle
+
+            saved.setdefault(name, registry.get(name))
+            registry[name] = cloudpickle.loads(payload)
+            if changed is not None:
+                changed()
+        if name not in registry:
+            raise ValueError(f"{kind} {name!r} is not registered in the Ray worker (pid {os.getpid()})")
+        got = fingerprint(name)
+        if got != expected:
+            raise ValueError(f"{kind} {name!r} in the Ray worker (pid {os.getpid()}) is other functions than the "
+                             f"driver's (fingerprint {got}, the driver's {expected}); the cell is not computed")
+
+
+def _restore(registry: dict[str, Any], saved: dict[str, Any]) -> None:
+    """Puts back what :func:`_install_for_task` replaced (None: the name was not registered before)."""
+    for name, entry in saved.items():
+        if entry is None:
+            registry.pop(name, None)
+        else:
+            registry[name] = entry
 
 
 def _installed_module(module: Any) -> bool:
