@@ -15,6 +15,7 @@ from .._checks import (check_delta, check_epsilon, check_float32_array, check_fl
 from ..privacy.dpsgd_accounting import calibrate_noise_multiplier
 from . import family
 from .layout import ParamLayout
+from .data_support import check_observed_support
 from .model_inspect import (check_data, check_setting_names, inspect_model, prior_median_unconstrained,
                             record_log_joint)
 from .trace import DPVITrace
@@ -115,6 +116,12 @@ def dpvi(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: i
 
     Returns:
       A DPVITrace with the PrivacySpent of the run.
+
+    Raises:
+      ValueError: among the input checks (each message names the argument): a record whose observed
+        value lies outside its distribution's support (a negative value under a LogNormal, 0.5 under a
+        Bernoulli; :func:`dpposterior.vi.data_support.check_observed_support`). That check, like the
+        NaN check, reads the data before any release; its message is for the data holder.
     """
     settings = {k: v for k, v in locals().items() if k not in ("model", "data", "model_kwargs")}
     if callable(model):
@@ -138,6 +145,7 @@ def dpvi(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: i
     dataset_size = check_positive_int(dataset_size, "dataset_size")
 
     layout = inspect_model(model, arrays, model_kwargs)
+    check_observed_support(model, arrays, model_kwargs, fitter="dpvi")
     n = layout.num_latent
     d = 2 * n
     if beta is None:

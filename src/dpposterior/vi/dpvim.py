@@ -56,6 +56,7 @@ from ..privacy import PrivacySpent, calibrate_noise_multiplier, dpsgd_epsilon, o
 from ..privacy.secure import check_secure, resolve_noise_source
 from . import family
 from .layout import ParamLayout
+from .data_support import check_observed_support
 from .model_inspect import (check_data, check_setting_names, inspect_model, prior_median_unconstrained,
                             record_log_joint)
 
@@ -322,6 +323,11 @@ def dpvim(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: 
 
     Returns:
       A :class:`DPVImTrace` with its PrivacySpent; ``.noise_aware_posterior()`` gives the baseline.
+
+    Raises:
+      ValueError: among the input checks: a record whose observed value lies outside its
+        distribution's support (:func:`dpposterior.vi.data_support.check_observed_support`; it reads the
+        data before any release, as the NaN check does).
     """
     settings = {k: v for k, v in locals().items() if k not in ("model", "data", "model_kwargs")}
     if callable(model):
@@ -345,6 +351,7 @@ def dpvim(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: 
     n_records = int(arrays[0].shape[0])
     dataset_size = check_positive_int(n_records if dataset_size is None else dataset_size, "dataset_size")
     layout = inspect_model(model, arrays, model_kwargs)
+    check_observed_support(model, arrays, model_kwargs, fitter="dpvim")
     n = layout.num_latent
     check_trace_memory(num_steps, 3 * n, "the trace (mu_t, rho_t and the location gradients)")
 
