@@ -288,6 +288,13 @@ def test_predictive_on_no_records_is_a_value_error():
         _regression_posterior().predictive(0, _regression, np.zeros((0, 2), np.float32))
 
 
+def test_predictive_without_the_model_argument_names_it():
+    # predictive(key, X) (the model forgotten) raised NumPyro's "Expected `fn` to be a Python callable object"
+    new = np.ones((3, 2), np.float32)
+    with pytest.raises(TypeError, match=r"model must be the fitted NumPyro model \(a callable\), got ndarray"):
+        _regression_posterior().predictive(0, new, None)
+
+
 # ------------------------------------------------------------------ model keywords named like a setting
 def _prior_precision(x, beta=1.0):
     mu = numpyro.sample("mu", dist.Normal(0.0, 1.0 / beta))

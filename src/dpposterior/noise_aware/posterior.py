@@ -219,6 +219,9 @@ def run_predictive(layout: ParamLayout, samples: dict[str, jax.Array], key: jax.
     ``model`` is the fitted one; returns every site that is not a latent site (observed and deterministic)."""
     from numpyro.infer import Predictive
 
+    if not callable(model):
+        raise TypeError(f"model must be the fitted NumPyro model (a callable), got {type(model).__name__}: call "
+                        "predictive(key, model, *new_data)")
     new_data = tuple(_as_model_input(a, i) for i, a in enumerate(new_data))
     _check_predictive_model(model, layout, samples, new_data, model_kwargs)
     out = Predictive(model, posterior_samples=samples, return_sites=None)(key, *new_data, **model_kwargs)
