@@ -1,0 +1,97 @@
+"""gradient_norm_histogram: the private histogram of per-record gradient norms at a trace's end."""
+
+import dataclasses
+
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pytest
+from scipy import stats
+
+from dpposterior.vi import GradientNormHistogram, gradient_norm_histogram
+from dpposterior.vi.dpvi import dpvi
+
+# |y_i| sets record i's gradient of the location (below): one record below C/4, one in each bin up to
+# 4C and three beyond it, clip C = 1
+Y = np.array([0.1, 0.3, 0.7, 0.8, 1.5, 3.0, 10.0, -20.0, 50.0], np.float32)
+EXPECTED = [1, 1, 2, 1, 1, 3, 0]  # bins [0, .25), [.25, .5), [.5, 1), [1, 2), [2, 4), [4, inf), not finite
+
+
+def location(y):
+    m = numpyro.sample("m", dist.Normal(0.0, 10.0))
+    with numpyro.plate("records", y.shape[0]):
+        numpyro.sample("y", dist.Normal(m, 1.0), obs=y)
+
+
+def log_location(y):
+    m = numpyro.sample("m", dist.Normal(0.0, 10.0))
+    with numpyro.plate("records", y.shape[0]):
+        numpyro.sample("y", dist.LogNormal(m, 1.0), obs=y)
+
+
+@pytest.fixture(scope="module")
+def point_trace():
+    """A real trace whose final iterate is moved to m = 0 with q's sd 6e-6 (rho = -12; at -30 float32 loses
+    the location gradient to the entropy terms): theta ~ 0 in every Monte Carlo draw, so record i's
+    gradient is (-y_i, ~ -beta_rho / N) to 1e-3 (beta_rho = 1e-3: negligible)."""
+    tr = dpvi(location, Y, epsilon=1.0, delta=1e-5, num_steps=12, sampling_rate=0.5, clip=1.0, beta_rho=1e-3,
+              rng_key=0)
+    return dataclasses.replace(tr, final_phi=np.array([0.0, -12.0], np.float32))
+
+
+def test_counts_are_the_exact_histogram_plus_laplace_noise(point_trace):
+    h = gradient_norm_histogram(point_trace, location, Y, epsilon=1e6, rng_key=0)
+    assert isinstance(h, GradientNormHistogram)
+    np.testing.assert_allclose(h.counts, EXPECTED, atol=1e-4)
+    np.testing.assert_allclose(h.edges, [0, 0.25, 0.5, 1, 2, 4, np.inf])
+    assert h.clipped_fraction == pytest.approx(5 / 9, abs=1e-4)  # 1.5, 3, 10, -20 and 50 are at least C
+    assert [r["count"] for r in h.table()] == pytest.approx(EXPECTED, abs=1e-4)
+    p = h.privacy
+    assert (p.epsilon, p.delta, p.neighbouring, p.accountant, p.seeded_by) == (1e6, 0.0, "add_remove", "pure", "user")
+    assert dict(p.details)["sensitivity_l1"] == 1.0
+
+
+def test_non_finite_gradients_have_their_own_bin(point_trace):
+    # a negative record under a LogNormal has a NaN gradient, which DP-SGD drops: counted apart
+    y = np.array([1.0, 2.0, -1.0, 0.5], np.float32)
+    tr = dpvi(log_location, np.abs(y), epsilon=1.0, delta=1e-5, num_steps=12, sampling_rate=0.5, clip=1.0, rng_key=0)
+    h = gradient_norm_histogram(tr, log_location, y, epsilon=1e6, rng_key=0)
+    assert h.counts[-1] == pytest.approx(1.0, abs=1e-4)
+    assert h.non_finite_fraction == pytest.approx(0.25, abs=1e-4)
+    assert np.sum(h.counts) == pytest.approx(4.0, abs=1e-3)
+
+
+def test_noise_is_laplace_of_scale_one_over_epsilon(point_trace):
+    eps = 0.5
+    noise = np.concatenate([gradient_norm_histogram(point_trace, location, Y, epsilon=eps, rng_key=k).counts - EXPECTED
+                            for k in range(60)])  # 420 values
+    assert stats.kstest(noise, stats.laplace(scale=1 / eps).cdf).pvalue > 1e-3
+    for wrong in (2 / 3, 3 / 2):  # power: a scale off by a third is rejected
+        assert stats.kstest(noise, stats.laplace(scale=wrong / eps).cdf).pvalue < 1e-3
+    assert len(np.unique(noise)) == noise.size  # no value reused across bins or keys
+
+
+def test_bad_arguments_are_refused(point_trace):
+    with pytest.raises(TypeError, match="trace must be a DPVITrace"):
+        gradient_norm_histogram("trace", location, Y, epsilon=1.0)
+    with pytest.raises(ValueError, match="epsilon"):
+        gradient_norm_histogram(point_trace, location, Y, epsilon=0.0)
+    for bad in ((0.5, 2.0), (1.0, 0.5), (), (1.0, np.inf), "abc", (True, 1.0)):
+        with pytest.raises(ValueError, match="multiples must be"):
+            gradient_norm_histogram(point_trace, location, Y, epsilon=1.0, multiples=bad)
+
+    def other(y):
+        a = numpyro.sample("a", dist.Normal(0.0, 1.0).expand([2]).to_event(1))
+        with numpyro.plate("records", y.shape[0]):
+            numpyro.sample("y", dist.Normal(a[0], 1.0), obs=y)
+
+    with pytest.raises(ValueError, match=r"latent sites \['a'\].*not the trace's \['m'\]"):
+        gradient_norm_histogram(point_trace, other, Y, epsilon=1.0)
+    with pytest.raises(ValueError, match="rng_key must be None when secure=True"):
+        gradient_norm_histogram(point_trace, location, Y, epsilon=1.0, rng_key=0, secure=True)
+
+
+def test_secure_mode_records_it(point_trace):
+    h = gradient_norm_histogram(point_trace, location, Y, epsilon=1e6, secure=True)
+    assert h.privacy.seeded_by == "secure"
+    np.testing.assert_allclose(h.counts, EXPECTED, atol=1e-4)
