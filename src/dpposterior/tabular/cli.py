@@ -69,7 +69,8 @@ def _fit(args: argparse.Namespace) -> int:
     fit_table(args.data, args.bounds, args.target, model=args.model, epsilon=args.epsilon, delta=args.delta,
               num_steps=args.steps, sampling_rate=args.sampling_rate, clip=args.clip, beta_rho=args.beta_rho,
               method=args.method, out=args.out, seed=args.seed, features=args.features, prob=args.prob,
-              progress=not args.no_progress, ledger=args.ledger, secure=args.secure, target_kind=args.target_kind)
+              progress=not args.no_progress, ledger=args.ledger, secure=args.secure, target_kind=args.target_kind,
+              clip_check=args.clip_check)
     return 0
 
 
@@ -97,6 +98,10 @@ def add_fit_parsers(subparsers: Any) -> None:
     fit.add_argument("--beta-rho", type=float, default=100.0,
                      help="preconditioning of the scale gradients (default 100)")
     fit.add_argument("--out", default="report", help="report folder (default report/)")
+    fit.add_argument("--clip-check", type=float, default=None, metavar="EPSILON",
+                     help="also release, at this epsilon (pure DP, added to the total), a noisy histogram of the "
+                          "per-record gradient norms at the end of the run: the report says what share of the "
+                          "records the clip C cut (clipping bias is outside the noise-aware model)")
     fit.add_argument("--secure", action="store_true",
                      help="privacy noise and sampling bits from the OS CSPRNG (no seed exists; not with --seed)")
     fit.add_argument("--ledger", default=None, metavar="LEDGER.json",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import json
 import math
 import time
 from pathlib import Path
@@ -21,6 +22,7 @@ import numpy as np
 
 from .._checks import (check_delta, check_epsilon, check_output_dir, check_output_file, check_positive,
                        check_positive_int, check_sampling_rate, check_seed)
+from .._io import write_bytes_atomic
 from .design import INTERCEPT, Design, build_design
 from .read import read_table
 from .releases import save_release
@@ -306,6 +308,46 @@ def _privacy_block(report: Report, ledger, delta: float, seeded_by: set[str]) ->
                          note=True)
 
 
+#: a clipped share above this is flagged in the report (clipping bias: docs/user-guide.md).
+CLIPPED_SHARE_WARNING = 0.05
+
+
+def _clip_check(trace: Any, fn: Callable, design: Design, model: str, epsilon: float, seed: int | None,
+                secure: bool, out: Path, log: Callable[[str], Any]) -> Any:
+    """The gradient-norm histogram release of ``fit --clip-check``, saved as ``out/clip_check.json``."""
+    import jax
+
+    from ..vi import gradient_norm_histogram
+
+    key = None if seed is None else jax.random.fold_in(jax.random.PRNGKey(seed), 1)  # not the DPVI noise's key
+    hist = gradient_norm_histogram(trace, fn, design.X, design.y, epsilon=epsilon, rng_key=key, secure=secure,
+                                   **model_kwargs(model))
+    record = {"edges": [float(e) for e in hist.edges], "counts": [float(c) for c in hist.counts],
+              "clip": hist.clip, "noise_scale": hist.noise_scale, "num_records": hist.num_records,
+              "clipped_fraction": hist.clipped_fraction, "privacy": hist.privacy.to_dict()}
+    write_bytes_atomic(out / "clip_check.json", (json.dumps(record, indent=1) + "\n").encode())
+    log(f"      clip check: {hist.clipped_fraction:.1%} of the records at or above C = {hist.clip:.4g} "
+        f"(noisy; {hist.privacy.summary()})")
+    return hist
+
+
+def _clip_block(report: Report, hist: Any) -> None:
+    report.heading("Clip check (a second DP release)")
+    share = hist.clipped_fraction
+    report.paragraph(f"Per-record gradient norms at the end of the run, counted in bins at multiples of the clip "
+                     f"C = {hist.clip:.4g} with Laplace noise of scale {hist.noise_scale:.3g} on every count (the "
+                     f"counts are noisy and may be negative). Share of the records at or above C: {share:.1%} "
+                     f"(standard error {math.sqrt(2 * 3) * hist.noise_scale / hist.num_records:.1%}).")
+    report.table(["gradient norm", "multiples of C", "noisy count", "share of N"],
+                 [[r["bin"], r["multiples_of_clip"], f"{r['count']:.1f}", f"{r['fraction']:.1%}"]
+                  for r in hist.table()])
+    if share > CLIPPED_SHARE_WARNING:
+        report.paragraph(f"WARNING: about {share:.0%} of the records were clipped. Clipping that many moves the fit, "
+                         "and the noise-aware intervals do not account for it (docs/user-guide.md, 'Was the clip "
+                         "too small?'): fit again with a larger --clip (a new release: its budget adds up).",
+                         note=True)
+
+
 def _public_block(report: Report, design: Design, schema_name: str) -> None:
     report.heading("What is private and what is not")
     items = [
@@ -323,7 +365,8 @@ def _public_block(report: Report, design: Design, schema_name: str) -> None:
         items.append("NOT PRIVATE: out_of_bounds = \"error\", so that this report exists reveals that every record "
                      "lay within its declared bounds (use \"clip\" to reveal nothing about it).")
     items.append("NOT PRIVATE, one fact: that the run finished reveals that the data passed the schema's checks "
-                 "(no missing values, every category declared).")
+                 "(no missing values, every category declared, every target value inside the support of the "
+                 "model's likelihood).")
     items += design.transforms()
     report.bullets(items)
 
@@ -389,7 +432,8 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
               beta_rho: float = 100.0, method: str = "grid", out: str | Path = "report", seed: int | None = None,
               features: Sequence[str] | None = None, prob: float = 0.9, progress: bool = True,
               ledger: str | Path | None = None, log: Callable[[str], Any] = print,
-              secure: bool = False, target_kind: str | None = None) -> dict[str, Any]:
+              secure: bool = False, target_kind: str | None = None,
+              clip_check: float | None = None) -> dict[str, Any]:
     """Fits a regression model to a table with NA-DPVI and writes a report folder.
 
     Privacy: one DPVI release (``dpposterior.dpvi``; Poisson-subsampled DP-SGD, add/remove-one
@@ -422,9 +466,14 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
         rescaled by its bounds, as a feature); None: binary for two categories or numeric bounds
         [0, 1], else numeric (so give ``"numeric"`` for a proportion in [0, 1]). The built-in models
         fix it (logistic: binary, linear: numeric).
+      clip_check: None, or the epsilon of a second release: a Laplace histogram of the per-record
+        gradient norms at the trace's end (:func:`dpposterior.vi.gradient_norm_histogram`; pure
+        epsilon-DP, add/remove-one), saved as ``out/clip_check.json``, added to the ledger, composed with
+        the DPVI release in the report, which says what share of the records C clipped.
 
     Returns:
-      ``{"trace", "posterior", "naive", "design", "summary", "naive_summary", "report_md", "report_html"}``.
+      ``{"trace", "posterior", "naive", "design", "summary", "naive_summary", "report_md", "report_html"}``,
+      and ``"clip_check"`` (the :class:`~dpposterior.vi.GradientNormHistogram`, or None).
 
     Raises:
       ValueError, TypeError: a setting outside its range, a table or schema that does not fit, or an
@@ -448,6 +497,8 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
     seed = check_seed(seed)
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if clip_check is not None:
+        clip_check = check_epsilon(clip_check, "clip_check (the epsilon of the gradient-norm histogram)")
     out = check_output_dir(out, "out")  # before the release, so that no result is lost
     book = None
     if ledger is not None:
@@ -478,6 +529,14 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
     if book is not None:
         book.add(trace, f"fit {Path(data).name} -> {out.name}")
         book.save(ledger)
+    hist = None
+    (out / "clip_check.json").unlink(missing_ok=True)  # an earlier run's into this folder: not this report's
+    if clip_check is not None:  # a second release from the data, saved and recorded at once, like the first
+        with _after_release(out / "trace.npz", ledger):
+            hist = _clip_check(trace, fn, design, model, clip_check, seed, secure, out, log)
+            if book is not None:
+                book.add(hist, f"fit {Path(data).name} -> {out.name}: gradient-norm histogram")
+                book.save(ledger)
     with _after_release(out / "trace.npz", ledger):
         log(f"[3/4] noise-aware posterior ({method}) from the release alone")
         naive = trace.last_iterate_posterior()
@@ -500,6 +559,8 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
         report = Report(f"dpposterior fit: {label} of {target!r} on {Path(data).name}")
         this = Ledger()
         this.add(trace, "DPVI (DP-SGD on the ELBO)")
+        if hist is not None:
+            this.add(hist, "gradient-norm histogram (clip check)")
         _privacy_block(report, this, delta, {trace.privacy.seeded_by})
         if book is not None:
             total = _composed_total(book, delta, fallback)
@@ -512,6 +573,8 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
                                f"{delta:g}, so no finite epsilon exists at it")])
             log(f"      ledger {ledger}: {len(book)} releases, together epsilon = {total.epsilon:.4g} at "
                 f"delta = {total.delta:g}")
+        if hist is not None:
+            _clip_block(report, hist)
         report.heading(f"Posterior ({pct} central intervals)")
         report.paragraph("Noise-aware intervals include the uncertainty added by the privacy noise; the naive ones "
                          "(the last DP-SGD iterate) ignore it and are usually too narrow. Coefficients are on the "
@@ -548,7 +611,7 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
         md, page = report.write(out)
         log(f"      wrote {md} and {page} ({time.perf_counter() - t0:.1f} s)")
     return {"trace": trace, "posterior": post, "naive": naive, "design": design, "summary": s_aware,
-            "naive_summary": s_naive, "report_md": md, "report_html": page}
+            "naive_summary": s_naive, "report_md": md, "report_html": page, "clip_check": hist}
 
 
 def compare_table(data: str | Path, schema: str | Path, target: str, *, model: str = "logistic",
