@@ -87,6 +87,8 @@ def energy_model(energy_fn: Callable[[Array, Any], Array], data: Any, *,
     Args:
       energy_fn: ``energy_fn(theta, record) -> U_i(theta)``, a JAX-traceable scalar function.
       data: an array or pytree of arrays whose leading axis indexes records (N >= 1), finite.
+        Float64 data (with jax x64 enabled) are kept as given, but the samplers compute in float32:
+        the values of ``energy_fn``, ``log_prior_fn``, ``distance_fn`` and the proposal are cast to it.
       log_prior_fn: ``log_prior_fn(theta) -> log p(theta)`` (up to a constant), JAX-traceable.
       bound_constants: the c_i of ``|U_i(theta) - U_i(theta')| <= c_i M(theta, theta')``: a finite
         array of shape (N,) with every entry >= 0 and a positive sum. Privacy note: the DP samplers
