@@ -307,6 +307,13 @@ def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants:
                          "given one record: the plate over the records must take its size from the data (e.g. "
                          "numpyro.plate('data', x.shape[0])), because each record's energy is evaluated on a "
                          "batch of one record (a plate fixed at N counts that record N times)")
+    # the record's values changed (bools flipped, numbers + 1): a prior that reads the first record (e.g.
+    # centred at x[0]) is the same on that record alone and on all N, but moves with its value
+    try:
+        tr1_shift = handlers.trace(handlers.seed(model, 0)).get_trace(
+            *(~a[:1] if a.dtype == jnp.bool_ else a[:1] + jnp.asarray(1, a.dtype) for a in arrays), **kwargs)
+    except Exception:  # noqa: BLE001 - the model refuses other values there: cannot tell, leave that check
+        tr1_shift = None
     latent, observed = [], []
     for name, s in tr.items():
         if s["type"] != "sample":
@@ -327,14 +334,19 @@ def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants:
                 raise ValueError(f"latent site {name!r} has support {s['fn'].support}: give a box inside it")
             # the log prior is evaluated on the first record only: a prior that reads the data (e.g. centred
             # at x.mean()) would silently use that one record's values, outside every privacy guarantee
-            one = tr1.get(name)
             lp_all = np.asarray(s["fn"].log_prob(s["value"]), np.float64)
-            lp_one = (None if one is None or one["type"] != "sample"
-                      else np.asarray(one["fn"].log_prob(s["value"]), np.float64))
-            if lp_one is None or lp_one.shape != lp_all.shape or not np.allclose(lp_one, lp_all, rtol=1e-5, atol=1e-6):
-                raise ValueError(f"the prior of latent site {name!r} changes with the data (its density differs when the "
-                                 "model is given one record): a prior must not read the records or their number (e.g. be "
-                                 "centred at x.mean()); give it fixed parameters (pass a public N as a number)")
+            for probe, given in ((tr1, "one record"), (tr1_shift, "one record of other values")):
+                if probe is None:
+                    continue
+                one = probe.get(name)
+                lp_one = (None if one is None or one["type"] != "sample"
+                          else np.asarray(one["fn"].log_prob(s["value"]), np.float64))
+                if (lp_one is None or lp_one.shape != lp_all.shape
+                        or not np.allclose(lp_one, lp_all, rtol=1e-5, atol=1e-6)):
+                    raise ValueError(f"the prior of latent site {name!r} changes with the data (its density differs "
+                                     f"when the model is given {given}): a prior must not read the records or their "
+                                     "number (e.g. be centred at x.mean() or x[0]); give it fixed parameters (pass a "
+                                     "public N as a number)")
             latent.append(name)
     if not observed:
         raise ValueError("the model has no observed site inside the plate over records")
