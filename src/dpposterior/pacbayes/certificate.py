@@ -101,8 +101,9 @@ def certify(empirical_errors, kl_divergence: float, m: int, *, delta: float, del
         finite epsilon). None for a prior chosen without the data.
 
     Raises:
-      ValueError: invalid numbers, errors of more than one dimension, delta + delta_mc >= 1, a prior_privacy that is not pure and
-        finite epsilon-DP, or a kl bound that overflows the float range (e.g. epsilon 1e200).
+      ValueError: invalid numbers, errors of more than one dimension, delta + delta_mc >= 1, a
+        prior_privacy that is not pure and finite epsilon-DP, or a kl bound that overflows the float
+        range (e.g. epsilon 1e200).
       TypeError: non-numeric errors (bools, strings), or a prior_privacy that is not a PrivacySpent.
     """
     kl_divergence = _check_nonneg("kl_divergence", kl_divergence)
