@@ -142,3 +142,48 @@ def test_hierarchical_model_with_integer_group_indices_gives_the_hand_energies()
     expected_prior = (stats.norm.logpdf(0.2) + stats.halfnorm.logpdf(1.5)
                       + np.sum(stats.norm.logpdf(theta[2:], 0.2, 1.5)))
     assert float(em.log_prior_fn(jnp.asarray(theta))) == pytest.approx(expected_prior, rel=1e-5)
+
+
+def test_per_record_weights_in_handlers_scale_give_weighted_energies():
+    # handlers.scale(scale=w) with w a data array (survey weights): the scale multiplied the summed log
+    # density, so a record's energy had shape (1,) and every chain failed with "energy_fn must return a
+    # scalar ... got shape (1,)", blaming a function the user never wrote
+    x, y = _data()
+    wts = np.linspace(0.5, 2.0, N).astype(np.float32)
+
+    def weighted(x, y, wts):
+        w = numpyro.sample("w", dist.Normal(0.0, 2.0).expand([D]).to_event(1))
+        with numpyro.plate("records", x.shape[0]), numpyro.handlers.scale(scale=wts):
+            numpyro.sample("y", dist.Bernoulli(logits=x @ w), obs=(y + 1.0) / 2.0)
+
+    em = mcmc.numpyro_energy_model(weighted, x, y, wts, bound_constants=wts * mcmc.logistic_bound_constants(x, T),
+                                   temperature=T)
+    theta = jnp.asarray([0.3, -0.2, 0.5])
+    energies = jax.vmap(em.energy_fn, in_axes=(None, 0))(theta, em.data)
+    np.testing.assert_allclose(energies, wts * np.logaddexp(0.0, -y * (x @ np.asarray(theta))) / T, rtol=1e-5)
+    kernel = mcmc.penalty_kernel(em, mcmc.random_walk(0.05), private=False)
+    assert mcmc.run_chain(kernel, np.zeros(D), 5, rng_key=0).samples.shape == (1, 5, D)
+
+
+def test_a_likelihood_that_reads_the_other_records_is_refused():
+    # y ~ N(w (x - mean(x)), 1): each energy sees its record alone, where x - mean(x) = 0, so the chain silently
+    # sampled another model (in the probe that found it, the energies summed to 869.6 where the model gives 834.5)
+    rng = np.random.default_rng(2)
+    x = rng.normal(3.0, 1.0, N).astype(np.float32)
+    y = (2.0 * x + rng.normal(size=N)).astype(np.float32)
+
+    def centred(x, y):
+        w = numpyro.sample("w", dist.Normal(0.0, 1.0))
+        with numpyro.plate("records", x.shape[0]):
+            numpyro.sample("y", dist.Normal(w * (x - x.mean()), 1.0), obs=y)
+
+    box = (np.array([-5.0]), np.array([5.0]))
+    with pytest.raises(ValueError, match="do not add up.*reads the other records"):
+        mcmc.numpyro_energy_model(centred, x, y, bound_constants=np.full(N, 10.0), box=box)
+
+    def public_centre(x, y):   # the same model with a public constant: accepted
+        w = numpyro.sample("w", dist.Normal(0.0, 1.0))
+        with numpyro.plate("records", x.shape[0]):
+            numpyro.sample("y", dist.Normal(w * (x - 3.0), 1.0), obs=y)
+
+    assert mcmc.numpyro_energy_model(public_centre, x, y, bound_constants=np.full(N, 10.0), box=box).num_records == N

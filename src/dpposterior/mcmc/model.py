@@ -240,10 +240,12 @@ def logistic_bound_constants(features: Any, temperature: float = 1.0) -> np.ndar
 
 
 def _site_log_prob(site: dict) -> Array:
-    lp = jnp.sum(site["fn"].log_prob(site["value"]))
+    # scaled before it is summed, as NumPyro does: a per-record scale (handlers.scale(scale=w) with w a data
+    # array, e.g. survey weights) multiplies each record's term, and the result stays a scalar
+    lp = site["fn"].log_prob(site["value"])
     if site.get("scale") is not None:
         lp = site["scale"] * lp
-    return lp
+    return jnp.sum(lp)
 
 
 def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants: Any,
@@ -275,7 +277,8 @@ def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants:
       TypeError: a model that is not callable, data that are not arrays.
       ValueError: no plate of size N over the records (or one fixed at N rather than following the
         data), observed sites outside it, observed values that do not follow the positional data
-        (e.g. passed in ``model_kwargs``), latent sites inside it or whose prior reads the data, no
+        (e.g. passed in ``model_kwargs``), a likelihood of a record that reads the other records or
+        their number (e.g. ``x - x.mean()``), latent sites inside it or whose prior reads the data, no
         latent site, a constrained latent site without a box or with a box not inside its support, a
         box whose length is not theta's, and what :func:`energy_model` rejects.
     """
@@ -387,6 +390,21 @@ def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants:
 
     em = energy_model(energy_fn, arrays, log_prior_fn=log_prior_fn, bound_constants=bound_constants, box=box,
                       distance_fn=distance_fn)
+    # each energy sees its own record only: a likelihood that reads the other records or their number (e.g.
+    # Normal(w * (x - x.mean()), 1)) would be silently another model. At the trace's latent values, the
+    # records' energies must add up to the model's log likelihood on all N records.
+    theta0 = jnp.concatenate([jnp.ravel(jnp.asarray(tr[name]["value"], jnp.float32)) for name in latent])
+    per_record = np.asarray(jax.vmap(energy_fn, in_axes=(None, 0))(theta0, arrays), np.float64)
+    whole = float(-sum(_site_log_prob(tr[name]) for name in observed) / t)
+    total = float(np.sum(per_record))
+    if (np.isfinite(total) and np.isfinite(whole)
+            and abs(total - whole) > 1e-4 * float(np.sum(np.abs(per_record))) + 1e-3):
+        raise ValueError(
+            f"the records' energies, each evaluated on its record alone, do not add up to the model's log "
+            f"likelihood on all {n} records (at a draw of {latent} from the prior): the likelihood of a record reads "
+            "the other records or their number (e.g. x - x.mean(), a scale from x.shape[0], a subsampled plate); "
+            "standardise the data with public constants before the model, so that each record's likelihood depends "
+            "on that record only")
     if em.lower is not None:
         dim = int(offsets[-1])
         if em.lower.shape != (dim,):
