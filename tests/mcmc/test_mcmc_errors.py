@@ -168,3 +168,26 @@ def test_penalty_noise_beyond_float32_is_refused():
         mcmc.penalty_kernel(model(), mcmc.random_walk(0.1), noise_multiplier=1e40)
     with pytest.raises(ValueError, match="epsilon=5e-324"):
         mcmc.penalty_kernel(model(), mcmc.random_walk(0.1), epsilon=5e-324, delta=1e-5)
+
+
+def test_float64_data_with_jax_x64_runs_every_kernel():
+    # with jax_enable_x64, float64 data (or a float64 prior / proposal) made the energies float64 and TunaMH /
+    # DP-Fast MH failed inside JAX ("while_loop body function carry input and carry output must have equal
+    # types"); the chains now compute in float32 whatever the user's functions return
+    import jax
+
+    kernels = {
+        "tuna_mh": lambda m: mcmc.tuna_mh_kernel(m, mcmc.random_walk(0.1)),
+        "dp_fast_mh": lambda m: mcmc.dp_fast_mh_kernel(m, mcmc.random_walk(0.01), epsilon=0.9, delta=1e-4,
+                                                       batch_cap=20.0),
+        "penalty": lambda m: mcmc.penalty_kernel(m, mcmc.random_walk(0.05), epsilon=0.9, delta=1e-4),
+        "dp_barker": lambda m: mcmc.dp_barker_kernel(m, mcmc.random_walk(0.05), private=False),
+    }
+    with jax.enable_x64(True):
+        x64 = mcmc.energy_model(energy, X.astype(np.float64), bound_constants=np.abs(X) + 2.0, box=(-2.0, 2.0),
+                                log_prior_fn=lambda th: -0.5 * jnp.sum((th - np.zeros(1)) ** 2))  # float64 prior
+        for name, make in kernels.items():
+            res = mcmc.run_chain(make(x64), np.zeros(1), 8, rng_key=3)
+            # (the draws of jax.random differ under x64, so the chains are not compared value by value)
+            assert res.samples.dtype == np.float32 and np.all(np.isfinite(res.samples)), name
+            assert np.any(res.nonprivate_info.accepted), name

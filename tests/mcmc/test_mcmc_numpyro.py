@@ -100,3 +100,90 @@ def test_numpyro_model_errors_say_what_is_wrong():
         mcmc.numpyro_energy_model(logistic_numpyro, x, y[:5], bound_constants=c)
     with pytest.raises(TypeError, match="callable"):
         mcmc.numpyro_energy_model("model", x, y, bound_constants=c)
+
+
+def test_a_prior_that_reads_the_first_record_is_refused():
+    # w ~ N(x[0], 1) has the same density on all N records and on the first alone, so it passed the check that
+    # compares the two; the log prior (evaluated on the first record, in every MH test, without noise) then
+    # carried that record's private value: log p(0) was -0.5 (x[0] - 0)^2 - 0.919 instead of a public number
+    x, y = _data()
+
+    def prior_at_first_record(x, y):
+        w = numpyro.sample("w", dist.Normal(x[0, 0], 1.0))
+        with numpyro.plate("records", x.shape[0]):
+            numpyro.sample("y", dist.Bernoulli(logits=x[:, 0] * w), obs=(y + 1.0) / 2.0)
+
+    with pytest.raises(ValueError, match="latent site 'w' changes with the data.*other values"):
+        mcmc.numpyro_energy_model(prior_at_first_record, x, y, bound_constants=np.full(N, 3.0))
+
+
+def test_hierarchical_model_with_integer_group_indices_gives_the_hand_energies():
+    # group means mu_g ~ N(mu0, tau) outside the record plate, records indexing them with integer data: the
+    # shifted-record probe of the prior check (g + 1) must not refuse it, and theta = (mu0, tau, mu_0..mu_2)
+    from scipy import stats
+
+    rng = np.random.default_rng(1)
+    g = rng.integers(0, 3, N).astype(np.int32)
+    v = rng.normal(size=N).astype(np.float32)
+
+    def hier(g, v):
+        mu0 = numpyro.sample("mu0", dist.Normal(0.0, 1.0))
+        tau = numpyro.sample("tau", dist.HalfNormal(1.0))
+        with numpyro.plate("groups", 3):
+            mu = numpyro.sample("mu", dist.Normal(mu0, tau))
+        with numpyro.plate("records", g.shape[0]):
+            numpyro.sample("v", dist.Normal(mu[g], 1.0), obs=v)
+
+    em = mcmc.numpyro_energy_model(hier, g, v, bound_constants=np.full(N, 10.0),
+                                   box=(np.array([-3, 0.01, -3, -3, -3.0]), np.full(5, 3.0)))
+    theta = np.array([0.2, 1.5, 0.5, -0.5, 1.0], np.float32)
+    energies = jax.vmap(em.energy_fn, in_axes=(None, 0))(jnp.asarray(theta), em.data)
+    np.testing.assert_allclose(energies, -stats.norm.logpdf(v, theta[2:][g]), rtol=1e-5)
+    expected_prior = (stats.norm.logpdf(0.2) + stats.halfnorm.logpdf(1.5)
+                      + np.sum(stats.norm.logpdf(theta[2:], 0.2, 1.5)))
+    assert float(em.log_prior_fn(jnp.asarray(theta))) == pytest.approx(expected_prior, rel=1e-5)
+
+
+def test_per_record_weights_in_handlers_scale_give_weighted_energies():
+    # handlers.scale(scale=w) with w a data array (survey weights): the scale multiplied the summed log
+    # density, so a record's energy had shape (1,) and every chain failed with "energy_fn must return a
+    # scalar ... got shape (1,)", blaming a function the user never wrote
+    x, y = _data()
+    wts = np.linspace(0.5, 2.0, N).astype(np.float32)
+
+    def weighted(x, y, wts):
+        w = numpyro.sample("w", dist.Normal(0.0, 2.0).expand([D]).to_event(1))
+        with numpyro.plate("records", x.shape[0]), numpyro.handlers.scale(scale=wts):
+            numpyro.sample("y", dist.Bernoulli(logits=x @ w), obs=(y + 1.0) / 2.0)
+
+    em = mcmc.numpyro_energy_model(weighted, x, y, wts, bound_constants=wts * mcmc.logistic_bound_constants(x, T),
+                                   temperature=T)
+    theta = jnp.asarray([0.3, -0.2, 0.5])
+    energies = jax.vmap(em.energy_fn, in_axes=(None, 0))(theta, em.data)
+    np.testing.assert_allclose(energies, wts * np.logaddexp(0.0, -y * (x @ np.asarray(theta))) / T, rtol=1e-5)
+    kernel = mcmc.penalty_kernel(em, mcmc.random_walk(0.05), private=False)
+    assert mcmc.run_chain(kernel, np.zeros(D), 5, rng_key=0).samples.shape == (1, 5, D)
+
+
+def test_a_likelihood_that_reads_the_other_records_is_refused():
+    # y ~ N(w (x - mean(x)), 1): each energy sees its record alone, where x - mean(x) = 0, so the chain silently
+    # sampled another model (in the probe that found it, the energies summed to 869.6 where the model gives 834.5)
+    rng = np.random.default_rng(2)
+    x = rng.normal(3.0, 1.0, N).astype(np.float32)
+    y = (2.0 * x + rng.normal(size=N)).astype(np.float32)
+
+    def centred(x, y):
+        w = numpyro.sample("w", dist.Normal(0.0, 1.0))
+        with numpyro.plate("records", x.shape[0]):
+            numpyro.sample("y", dist.Normal(w * (x - x.mean()), 1.0), obs=y)
+
+    box = (np.array([-5.0]), np.array([5.0]))
+    with pytest.raises(ValueError, match="do not add up.*reads the other records"):
+        mcmc.numpyro_energy_model(centred, x, y, bound_constants=np.full(N, 10.0), box=box)
+
+    def public_centre(x, y):   # the same model with a public constant: accepted
+        w = numpyro.sample("w", dist.Normal(0.0, 1.0))
+        with numpyro.plate("records", x.shape[0]):
+            numpyro.sample("y", dist.Normal(w * (x - 3.0), 1.0), obs=y)
+
+    assert mcmc.numpyro_energy_model(public_centre, x, y, bound_constants=np.full(N, 10.0), box=box).num_records == N

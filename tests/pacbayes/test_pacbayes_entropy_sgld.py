@@ -142,6 +142,30 @@ def test_certify_rejects_approximate_dp_and_bad_inputs():
         pb.certify(np.array([0.1, 1.2]), 1.0, 100, delta=0.05, delta_mc=0.01)
 
 
+def test_certify_refuses_per_record_errors_that_would_shrink_the_mc_term():
+    # 20 hypotheses x 200 records of 0-1 losses: read as 4,000 hypotheses, the Monte Carlo term was
+    # ln(2/delta_mc) / 4000 and the certificate about 0.17 instead of 0.51 (an invalid, over-optimistic bound)
+    m = 200
+    x = np.asarray(jax.random.normal(jax.random.PRNGKey(3), (m, 3)))
+    y = (x[:, 0] > 0).astype(np.int32)
+
+    def per_record(w, a, b):
+        return ((a @ w > 0).astype(jnp.int32) != b).astype(jnp.float32)
+
+    kw = dict(prior_mean=np.zeros(3), prior_var=1.0, posterior_mean=np.array([1.0, 0.0, 0.0]), posterior_var=0.01,
+              data=(x, y), delta=0.05, delta_mc=0.01, n_samples=20)
+    with pytest.raises(ValueError, match="error_fn.*scalar"):
+        pb.certify_gaussian(jax.random.PRNGKey(4), error_fn=per_record, **kw)
+    with pytest.raises(ValueError, match=r"empirical_errors.*1-D.*\(20, 200\)"):
+        pb.certify(np.zeros((20, m)), 5.0, m, delta=0.05, delta_mc=0.01)
+    mean_fn = lambda w, a, b: jnp.mean(per_record(w, a, b))  # noqa: E731
+    cert = pb.certify_gaussian(jax.random.PRNGKey(4), error_fn=mean_fn, **kw)
+    assert cert.n_samples == 20 and cert.mc_term == pytest.approx(math.log(200) / 20)
+    with pytest.raises(ValueError, match="posterior_var.*float32"):   # was a RuntimeWarning and NaN weights
+        pb.certify_gaussian(jax.random.PRNGKey(4), error_fn=mean_fn, **{**kw, "posterior_var": 1e80,
+                                                                        "prior_var": 1e80})
+
+
 def test_certify_gaussian_small_network():
     x, y = _toy_data(jax.random.PRNGKey(7), n=300)
     flat, unravel = ravel_pytree(es.init_mlp(jax.random.PRNGKey(8), (5, 4, 2)))

@@ -96,7 +96,9 @@ def _take(data: Any, idx: Array) -> Any:
 
 
 def _energies(energy_fn: Callable, theta: Array, records: Any) -> Array:
-    return jax.vmap(energy_fn, in_axes=(None, 0))(theta, records)
+    # the samplers compute in float32: an energy of float64 data (jax x64 on) is cast here, or it would
+    # change the dtype of the loop carries (JAX's "carry input and carry output must have equal types")
+    return jax.vmap(energy_fn, in_axes=(None, 0))(theta, records).astype(jnp.float32)
 
 
 def _violations(du: Array, cm: Array, mask: Array) -> Array:
@@ -171,17 +173,18 @@ class _Proposed(NamedTuple):
 
 def _propose(key: Array, state: MHState, model: EnergyModel, proposal: Proposal) -> _Proposed:
     theta = state.position
-    raw = proposal.sample(key, theta)
+    # the chain runs in float32: a user function's float64 output (jax x64 on) is cast, not carried
+    raw = jnp.asarray(proposal.sample(key, theta)).astype(theta.dtype)
     if model.lower is not None:
         in_box = jnp.all((raw >= model.lower) & (raw <= model.upper))
     else:
         in_box = jnp.all(jnp.isfinite(raw))
     theta_new = jnp.where(in_box, raw, theta)  # never evaluate the model outside the box
-    m = model.distance_fn(theta, theta_new)
-    lp_new = model.log_prior_fn(theta_new)
+    m = jnp.asarray(model.distance_fn(theta, theta_new)).astype(jnp.float32)
+    lp_new = jnp.asarray(model.log_prior_fn(theta_new)).astype(jnp.float32)
     base = lp_new - state.log_prior
     if proposal.log_ratio is not None:
-        base = base + proposal.log_ratio(theta, theta_new)
+        base = base + jnp.asarray(proposal.log_ratio(theta, theta_new)).astype(jnp.float32)
     return _Proposed(theta_new, in_box, m, lp_new, base)
 
 

@@ -87,6 +87,8 @@ def energy_model(energy_fn: Callable[[Array, Any], Array], data: Any, *,
     Args:
       energy_fn: ``energy_fn(theta, record) -> U_i(theta)``, a JAX-traceable scalar function.
       data: an array or pytree of arrays whose leading axis indexes records (N >= 1), finite.
+        Float64 data (with jax x64 enabled) are kept as given, but the samplers compute in float32:
+        the values of ``energy_fn``, ``log_prior_fn``, ``distance_fn`` and the proposal are cast to it.
       log_prior_fn: ``log_prior_fn(theta) -> log p(theta)`` (up to a constant), JAX-traceable.
       bound_constants: the c_i of ``|U_i(theta) - U_i(theta')| <= c_i M(theta, theta')``: a finite
         array of shape (N,) with every entry >= 0 and a positive sum. Privacy note: the DP samplers
@@ -238,10 +240,12 @@ def logistic_bound_constants(features: Any, temperature: float = 1.0) -> np.ndar
 
 
 def _site_log_prob(site: dict) -> Array:
-    lp = jnp.sum(site["fn"].log_prob(site["value"]))
+    # scaled before it is summed, as NumPyro does: a per-record scale (handlers.scale(scale=w) with w a data
+    # array, e.g. survey weights) multiplies each record's term, and the result stays a scalar
+    lp = site["fn"].log_prob(site["value"])
     if site.get("scale") is not None:
         lp = site["scale"] * lp
-    return lp
+    return jnp.sum(lp)
 
 
 def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants: Any,
@@ -273,7 +277,8 @@ def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants:
       TypeError: a model that is not callable, data that are not arrays.
       ValueError: no plate of size N over the records (or one fixed at N rather than following the
         data), observed sites outside it, observed values that do not follow the positional data
-        (e.g. passed in ``model_kwargs``), latent sites inside it or whose prior reads the data, no
+        (e.g. passed in ``model_kwargs``), a likelihood of a record that reads the other records or
+        their number (e.g. ``x - x.mean()``), latent sites inside it or whose prior reads the data, no
         latent site, a constrained latent site without a box or with a box not inside its support, a
         box whose length is not theta's, and what :func:`energy_model` rejects.
     """
@@ -305,6 +310,13 @@ def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants:
                          "given one record: the plate over the records must take its size from the data (e.g. "
                          "numpyro.plate('data', x.shape[0])), because each record's energy is evaluated on a "
                          "batch of one record (a plate fixed at N counts that record N times)")
+    # the record's values changed (bools flipped, numbers + 1): a prior that reads the first record (e.g.
+    # centred at x[0]) is the same on that record alone and on all N, but moves with its value
+    try:
+        tr1_shift = handlers.trace(handlers.seed(model, 0)).get_trace(
+            *(~a[:1] if a.dtype == jnp.bool_ else a[:1] + jnp.asarray(1, a.dtype) for a in arrays), **kwargs)
+    except Exception:  # noqa: BLE001 - the model refuses other values there: cannot tell, leave that check
+        tr1_shift = None
     latent, observed = [], []
     for name, s in tr.items():
         if s["type"] != "sample":
@@ -325,14 +337,19 @@ def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants:
                 raise ValueError(f"latent site {name!r} has support {s['fn'].support}: give a box inside it")
             # the log prior is evaluated on the first record only: a prior that reads the data (e.g. centred
             # at x.mean()) would silently use that one record's values, outside every privacy guarantee
-            one = tr1.get(name)
             lp_all = np.asarray(s["fn"].log_prob(s["value"]), np.float64)
-            lp_one = (None if one is None or one["type"] != "sample"
-                      else np.asarray(one["fn"].log_prob(s["value"]), np.float64))
-            if lp_one is None or lp_one.shape != lp_all.shape or not np.allclose(lp_one, lp_all, rtol=1e-5, atol=1e-6):
-                raise ValueError(f"the prior of latent site {name!r} changes with the data (its density differs when the "
-                                 "model is given one record): a prior must not read the records or their number (e.g. be "
-                                 "centred at x.mean()); give it fixed parameters (pass a public N as a number)")
+            for probe, given in ((tr1, "one record"), (tr1_shift, "one record of other values")):
+                if probe is None:
+                    continue
+                one = probe.get(name)
+                lp_one = (None if one is None or one["type"] != "sample"
+                          else np.asarray(one["fn"].log_prob(s["value"]), np.float64))
+                if (lp_one is None or lp_one.shape != lp_all.shape
+                        or not np.allclose(lp_one, lp_all, rtol=1e-5, atol=1e-6)):
+                    raise ValueError(f"the prior of latent site {name!r} changes with the data (its density differs "
+                                     f"when the model is given {given}): a prior must not read the records or their "
+                                     "number (e.g. be centred at x.mean() or x[0]); give it fixed parameters (pass a "
+                                     "public N as a number)")
             latent.append(name)
     if not observed:
         raise ValueError("the model has no observed site inside the plate over records")
@@ -373,6 +390,21 @@ def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants:
 
     em = energy_model(energy_fn, arrays, log_prior_fn=log_prior_fn, bound_constants=bound_constants, box=box,
                       distance_fn=distance_fn)
+    # each energy sees its own record only: a likelihood that reads the other records or their number (e.g.
+    # Normal(w * (x - x.mean()), 1)) would be silently another model. At the trace's latent values, the
+    # records' energies must add up to the model's log likelihood on all N records.
+    theta0 = jnp.concatenate([jnp.ravel(jnp.asarray(tr[name]["value"], jnp.float32)) for name in latent])
+    per_record = np.asarray(jax.vmap(energy_fn, in_axes=(None, 0))(theta0, arrays), np.float64)
+    whole = float(-sum(_site_log_prob(tr[name]) for name in observed) / t)
+    total = float(np.sum(per_record))
+    if (np.isfinite(total) and np.isfinite(whole)
+            and abs(total - whole) > 1e-4 * float(np.sum(np.abs(per_record))) + 1e-3):
+        raise ValueError(
+            f"the records' energies, each evaluated on its record alone, do not add up to the model's log "
+            f"likelihood on all {n} records (at a draw of {latent} from the prior): the likelihood of a record reads "
+            "the other records or their number (e.g. x - x.mean(), a scale from x.shape[0], a subsampled plate); "
+            "standardise the data with public constants before the model, so that each record's likelihood depends "
+            "on that record only")
     if em.lower is not None:
         dim = int(offsets[-1])
         if em.lower.shape != (dim,):

@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._checks import FLOAT32_MAX
 from .._checks import check_delta
 from .._checks import check_positive_int
 from ..privacy.spent import PrivacySpent
@@ -88,8 +89,9 @@ def certify(empirical_errors, kl_divergence: float, m: int, *, delta: float, del
     """The certificate from the training errors of sampled hypotheses and KL(Q || P).
 
     Args:
-      empirical_errors: R_S(h_i) in [0, 1] for n >= 1 hypotheses h_i drawn i.i.d. from Q (an array),
-        or a scalar R_S(Q) known exactly (then ``delta_mc`` must be None).
+      empirical_errors: R_S(h_i) in [0, 1] for n >= 1 hypotheses h_i drawn i.i.d. from Q (a 1-D
+        array of length n, each entry a mean over the m records), or a scalar R_S(Q) known exactly
+        (then ``delta_mc`` must be None).
       kl_divergence: KL(Q || P) >= 0, exact (not itself estimated: a KL estimated from samples has no
         confidence term here, and the bound would then be only approximate).
       m: the number of training records.
@@ -99,8 +101,9 @@ def certify(empirical_errors, kl_divergence: float, m: int, *, delta: float, del
         finite epsilon). None for a prior chosen without the data.
 
     Raises:
-      ValueError: invalid numbers, delta + delta_mc >= 1, a prior_privacy that is not pure and
-        finite epsilon-DP, or a kl bound that overflows the float range (e.g. epsilon 1e200).
+      ValueError: invalid numbers, errors of more than one dimension, delta + delta_mc >= 1, a
+        prior_privacy that is not pure and finite epsilon-DP, or a kl bound that overflows the float
+        range (e.g. epsilon 1e200).
       TypeError: non-numeric errors (bools, strings), or a prior_privacy that is not a PrivacySpent.
     """
     kl_divergence = _check_nonneg("kl_divergence", kl_divergence)
@@ -110,6 +113,12 @@ def certify(empirical_errors, kl_divergence: float, m: int, *, delta: float, del
     if errs.dtype.kind not in "iuf":
         raise TypeError(f"empirical_errors must hold real numbers (not bools or strings), got dtype {errs.dtype}")
     errs = errs.astype(np.float64)
+    if errs.ndim > 1:
+        # n is errs.size below: a (n, m) array of per-record 0-1 losses would count as n * m hypotheses and
+        # shrink the Monte Carlo term ln(2 / delta_mc) / n, an over-optimistic certificate
+        raise ValueError(f"empirical_errors must be a scalar R_S(Q) or a 1-D array of n training errors R_S(h_i), one "
+                         f"per hypothesis h_i ~ Q, got shape {errs.shape}; for per-record 0-1 losses of each "
+                         "hypothesis, average over the records first (each row's mean is R_S(h_i))")
     if errs.size == 0 or np.any(np.isnan(errs)) or np.any((errs < 0) | (errs > 1)):
         raise ValueError("empirical_errors must be a non-empty array of 0-1 errors in [0, 1]")
     if errs.ndim == 0:
@@ -201,14 +210,23 @@ def sample_gaussian_errors(key: jax.Array, mean, std, error_fn: Callable, data, 
 
     Raises:
       ValueError / TypeError: n_samples or chunk not an integer >= 1, a key that is not a JAX PRNG
-        key, data that is not a pair (X, y) of arrays with one shared, non-empty record axis.
+        key, data that is not a pair (X, y) of arrays with one shared, non-empty record axis, an
+        ``error_fn`` that does not return a scalar (e.g. one 0-1 loss per record).
     """
     n_samples = check_positive_int(n_samples, "n_samples")
     chunk = check_positive_int(chunk, "chunk")
     _check_key(key)
+    if not callable(error_fn):
+        raise TypeError(f"error_fn must be callable, got {error_fn!r}")
     mean = jnp.asarray(mean)
     std = jnp.broadcast_to(jnp.asarray(std, mean.dtype), mean.shape)
     x, y = (jnp.asarray(a) for a in _check_xy(data))
+    # a vector (e.g. one 0-1 loss per record) would be flattened into n x m "hypotheses" by certify
+    out = jax.eval_shape(error_fn, mean, x, y)
+    if getattr(out, "shape", None) != ():
+        raise ValueError(f"error_fn(w, X, y) must return the mean 0-1 error over the records (a scalar), got "
+                         f"{'shape ' + str(out.shape) if hasattr(out, 'shape') else type(out).__name__}: average "
+                         "per-record errors inside error_fn")
     out = []
     for k in jax.random.split(key, -(-n_samples // chunk)):
         out.append(np.asarray(_gaussian_errors(k, mean, std, x, y, error_fn=error_fn, chunk=chunk)))
@@ -230,10 +248,19 @@ def certify_gaussian(key: jax.Array, *, prior_mean, prior_var, posterior_mean, p
       error_fn: error_fn(w, X, y) -> mean 0-1 error of the network with flat weights w.
       data: (X, y), the m training records the prior and the bound use.
       delta, delta_mc, n_samples, prior_privacy: as in ``certify``.
+
+    Raises:
+      ValueError / TypeError: what :func:`gaussian_kl`, :func:`sample_gaussian_errors` and
+        :func:`certify` refuse (e.g. an ``error_fn`` returning per-record errors), or a
+        ``posterior_var`` whose square root leaves the float32 range.
     """
     kl_div = gaussian_kl(posterior_mean, posterior_var, prior_mean, prior_var)
     m = int(_check_xy(data)[0].shape[0])
-    std = np.sqrt(np.asarray(posterior_var, dtype=np.float64)).astype(np.float32)
+    std = np.sqrt(np.asarray(posterior_var, dtype=np.float64))   # > 0 and finite (checked by gaussian_kl)
+    if not np.all(std <= FLOAT32_MAX):   # the hypotheses are drawn in float32: an inf std gives NaN weights
+        raise ValueError(f"posterior_var must have a square root within the float32 range (<= {FLOAT32_MAX:.4g}) "
+                         f"the hypotheses are drawn in, got a largest variance of {float(np.max(posterior_var)):.4g}")
+    std = std.astype(np.float32)
     errs = sample_gaussian_errors(key, jnp.asarray(posterior_mean, jnp.float32), std, error_fn, data,
                                   n_samples, chunk=chunk)
     return certify(errs, kl_div, m, delta=delta, delta_mc=delta_mc, prior_privacy=prior_privacy)
