@@ -187,3 +187,17 @@ def test_a_likelihood_that_reads_the_other_records_is_refused():
             numpyro.sample("y", dist.Normal(w * (x - 3.0), 1.0), obs=y)
 
     assert mcmc.numpyro_energy_model(public_centre, x, y, bound_constants=np.full(N, 10.0), box=box).num_records == N
+
+
+def test_records_outside_the_likelihoods_support_are_refused():
+    # a count of -1 under a Poisson has a log likelihood of -inf: every energy of that record is inf
+    def poisson(y):
+        lam = numpyro.sample("lam", dist.Gamma(2.0, 1.0))
+        with numpyro.plate("records", y.shape[0]):
+            numpyro.sample("y", dist.Poisson(lam), obs=y)
+
+    y = np.array([1.0, 0.0, 3.0, -1.0, 2.0], np.float32)
+    with pytest.raises(ValueError, match=r"observed site 'y' \(Poisson.*1 of 5 records \(the first is record 3\)"):
+        mcmc.numpyro_energy_model(poisson, y, bound_constants=np.ones(5), box=(0.01, 10.0))
+    y[3] = 4.0
+    assert mcmc.numpyro_energy_model(poisson, y, bound_constants=np.ones(5), box=(0.01, 10.0)).num_records == 5

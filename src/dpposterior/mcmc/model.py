@@ -277,13 +277,18 @@ def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants:
       TypeError: a model that is not callable, data that are not arrays.
       ValueError: no plate of size N over the records (or one fixed at N rather than following the
         data), observed sites outside it, observed values that do not follow the positional data
-        (e.g. passed in ``model_kwargs``), a likelihood of a record that reads the other records or
-        their number (e.g. ``x - x.mean()``), latent sites inside it or whose prior reads the data, no
+        (e.g. passed in ``model_kwargs``), a record whose observed value lies outside its
+        distribution's support (:func:`dpposterior.vi.data_support.check_observed_support`; it reads the
+        data before any release, its message is for the data holder), a likelihood of a record that
+        reads the other records or their number (e.g. ``x - x.mean()``), latent sites inside it or
+        whose prior reads the data, no
         latent site, a constrained latent site without a box or with a box not inside its support, a
         box whose length is not theta's, and what :func:`energy_model` rejects.
     """
     from numpyro import handlers
     from numpyro.distributions import constraints
+
+    from ..vi.data_support import check_observed_support
 
     if not callable(model):
         raise TypeError(f"model must be a callable NumPyro model, got {model!r}")
@@ -296,6 +301,7 @@ def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants:
         raise ValueError(f"every data argument must share a leading record axis; got shapes {[a.shape for a in arrays]}")
     n = lengths.pop()
     t = check_positive(temperature, "temperature")
+    check_observed_support(model, arrays, kwargs, fitter="numpyro_energy_model")
     tr = handlers.trace(handlers.seed(model, 0)).get_trace(*arrays, **kwargs)
     sized_n = {name for name, s in tr.items() if s["type"] == "plate" and s["args"][0] == n}
     if not sized_n:

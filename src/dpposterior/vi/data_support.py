@@ -93,7 +93,7 @@ def check_observed_support(model: Callable, data: tuple[jnp.ndarray, ...], model
       model: the NumPyro model, run as ``model(*data, **model_kwargs)``.
       data: the checked data arrays (records on the leading axis).
       model_kwargs: the model's keyword arguments.
-      fitter: the name in the message ("dpvi", "dpvim").
+      fitter: the name in the message ("dpvi", "dpvim", "numpyro_energy_model").
 
     Raises:
       ValueError: naming the site, its distribution and support, how many records lie outside, and the
@@ -137,6 +137,7 @@ def check_observed_support(model: Callable, data: tuple[jnp.ndarray, ...], model
         raise ValueError(
             f"observed site {name!r} ({described[name]}) has values outside the support in {len(rows)} of "
             f"{num_records} records (the first is record {rows[0]}): their log likelihood is -inf, NaN or "
-            f"meaningless, and {fitter} would silently drop them (a gradient that is not finite is zeroed) or "
-            "fit them wrongly. Remove or correct those records, or change the model's likelihood. (This check "
+            f"meaningless, and {fitter} would not fit them as data of the model (a likelihood that is not finite "
+            "is dropped, e.g. DP-SGD zeroes its gradient, or breaks an energy bound; a finite but meaningless one "
+            "is fitted wrongly). Remove or correct those records, or change the model's likelihood. (This check "
             "reads the data before any release; its message is for you, the data holder, and is not released.)")
