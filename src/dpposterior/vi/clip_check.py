@@ -13,6 +13,7 @@ DP-SGD drops).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Callable
 
 import jax
@@ -23,7 +24,7 @@ from .._checks import check_epsilon
 from ..baselines._sampling import check_laplace_scale, laplace_noise
 from ..privacy.secure import resolve_noise_source, secure_laplace
 from ..privacy.spent import PrivacySpent
-from .dpvi import make_elbo_loss
+from .dpvi import _cached_loss
 from .model_inspect import check_data, inspect_model
 from .trace import DPVITrace
 
@@ -95,12 +96,16 @@ def _check_multiples(multiples: Any) -> np.ndarray:
     return m
 
 
-def _norms_fn(loss: Callable, beta: jax.Array) -> Callable:
+@functools.lru_cache(maxsize=16)
+def _norms_fn(loss: Callable, beta: tuple[float, ...]) -> Callable:
+    """The compiled per-record norms of ``beta * grad loss``; cached by the loss object (dpvi's cached
+    loss: one per model and settings), so repeated checks compile once."""
     grads = jax.vmap(jax.grad(loss), in_axes=(None, 0, None))
+    scale = jnp.asarray(beta, jnp.float32)
 
     @jax.jit
     def norms(phi, batch, key):
-        return jnp.sqrt(jnp.sum(jnp.square(grads(phi, batch, key) * beta), axis=1))
+        return jnp.sqrt(jnp.sum(jnp.square(grads(phi, batch, key) * scale), axis=1))
 
     return norms
 
@@ -162,8 +167,8 @@ def gradient_norm_histogram(trace: DPVITrace, model: Callable, *data: Any, epsil
     raw_key, seeded_by = resolve_noise_source(rng_key, secure)
     mc_raw = raw_key if raw_key is not None else resolve_noise_source(None, False)[0]
     k_mc, k_noise = jax.random.split(jax.random.wrap_key_data(mc_raw))
-    loss = make_elbo_loss(model, layout, int(trace.dataset_size), int(trace.num_mc), model_kwargs)
-    norms_of = _norms_fn(loss, jnp.asarray(trace.beta, jnp.float32))
+    loss = _cached_loss(model, layout, int(trace.dataset_size), int(trace.num_mc), model_kwargs)
+    norms_of = _norms_fn(loss, tuple(float(b) for b in np.asarray(trace.beta, np.float32)))
     phi = jnp.asarray(trace.final_phi, jnp.float32)
     num = int(arrays[0].shape[0])
     size = min(BATCH_RECORDS, num)
