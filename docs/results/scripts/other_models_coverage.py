@@ -2,6 +2,7 @@
 
     .venv/bin/python docs/results/scripts/other_models_coverage.py            # about 4 minutes on 2 cores
     .venv/bin/python docs/results/scripts/other_models_coverage.py variants   # the failures' suspects
+    .venv/bin/python docs/results/scripts/other_models_coverage.py epsilons   # the regressions at 0.3, 0.1
 
 K = 50 replicates at epsilon 1, N = 2,000, T = 2,000, q = 0.1, for four models beside the papers':
 a Poisson regression (intercept and one slope), a log-normal (location and scale), a negative-binomial
@@ -142,5 +143,18 @@ def variants() -> None:
                   "time", round(time.time() - t), flush=True)
 
 
+def smaller_epsilons() -> None:
+    """The two calibrated regressions at epsilon 0.3 and 0.1 (grid and naive)."""
+    size = dict(replicates=50, num_steps=2000, num_records=2000)
+    for spec in SPECS[::2]:  # Poisson and negative-binomial regression
+        register_model(spec, replace=True)
+        for eps in (0.3, 0.1):
+            t = time.time()
+            cells = [CellConfig(spec.name, eps, m, **size) for m in ("grid", "naive")]
+            for r in run_coverage(cells, "/tmp/othercov/out", progress=False).results:
+                print(r["label"], "rmse", round(r["rmse"], 3), "sharpness", round(r["sharpness"], 3),
+                      "time", round(time.time() - t), flush=True)
+
+
 if __name__ == "__main__":
-    variants() if sys.argv[1:] == ["variants"] else main()
+    {"variants": variants, "epsilons": smaller_epsilons}.get(" ".join(sys.argv[1:]), main)()
