@@ -91,7 +91,11 @@ def test_bad_arguments_are_refused(point_trace):
         gradient_norm_histogram(point_trace, location, Y, epsilon=1.0, rng_key=0, secure=True)
 
 
-def test_secure_mode_records_it(point_trace):
-    h = gradient_norm_histogram(point_trace, location, Y, epsilon=1e6, secure=True)
-    assert h.privacy.seeded_by == "secure"
-    np.testing.assert_allclose(h.counts, EXPECTED, atol=1e-4)
+def test_secure_mode_snaps_the_counts(point_trace):
+    h = gradient_norm_histogram(point_trace, location, Y, epsilon=1e4, secure=True)
+    details = dict(h.privacy.details)
+    assert h.privacy.seeded_by == "secure" and h.privacy.epsilon == 1e4 and "snapping" in details
+    np.testing.assert_allclose(h.counts, EXPECTED, atol=1e-2)
+    grid = details["snapping_grid"]  # every released count lies on the snapping grid
+    np.testing.assert_allclose(np.round(h.counts / grid) * grid, h.counts, rtol=0, atol=1e-12)
+    assert 1e-4 <= h.noise_scale < 1.01e-4 * 1.1  # the noise's own epsilon is a little below 1e4 (the slack)

@@ -22,7 +22,8 @@ import numpy as np
 
 from .._checks import check_epsilon
 from ..baselines._sampling import check_laplace_scale, laplace_noise
-from ..privacy.secure import resolve_noise_source, secure_laplace
+from ..privacy.secure import resolve_noise_source
+from ..privacy.snapping import snap
 from ..privacy.spent import PrivacySpent
 from .dpvi import _cached_loss
 from .model_inspect import check_data, inspect_model
@@ -127,8 +128,11 @@ def gradient_norm_histogram(trace: DPVITrace, model: Callable, *data: Any, epsil
     (clipping bias is outside the noise-aware model).
 
     Randomness: the Laplace noise and the Monte Carlo draws come from JAX's threefry generator seeded
-    from the OS (or from ``rng_key``, recorded as ``seeded_by="user"``); with ``secure=True`` the
-    Laplace noise is float64 from the OS CSPRNG and the Monte Carlo draws from an OS-seeded key.
+    from the OS (or from ``rng_key``, recorded as ``seeded_by="user"``); with ``secure=True`` the counts
+    are released by the snapping mechanism (Mironov 2012, as the baselines' secure releases:
+    :func:`dpposterior.privacy.snapping.snap`; clamped to the public range [0, N], float64 Laplace from
+    the OS CSPRNG, rounded to a power-of-two grid; still epsilon-DP in total) and the Monte Carlo draws
+    come from an OS-seeded key.
 
     Args:
       trace: the DPVITrace of the run (its layout, clip, beta, num_mc, dataset_size, final_phi).
@@ -185,8 +189,13 @@ def gradient_norm_histogram(trace: DPVITrace, model: Callable, *data: Any, epsil
     finite = np.isfinite(norms)
     bins = np.searchsorted(m * clip, norms[finite], side="right")  # bin i: [edges[i], edges[i + 1])
     counts = np.concatenate([np.bincount(bins, minlength=m.size + 1), [np.sum(~finite)]]).astype(np.float64)
-    if raw_key is None:
-        noisy = counts + secure_laplace(counts.shape, scale)
+    extra: tuple = ()
+    if raw_key is None:  # secure mode: the snapping mechanism on the public range [0, N] of every count
+        snapped = snap(counts, centre=0.5 * trace.dataset_size, half_width=0.5 * trace.dataset_size,
+                       sensitivity=1.0, epsilon=epsilon)
+        noisy, scale = np.asarray(snapped.value, np.float64), float(snapped.scale)
+        extra = (("snapping", "Mironov 2012: clamp to [0, N], float64 Laplace, round to the grid"),
+                 ("snapping_grid", snapped.grid), ("snapping_slack", snapped.slack))
     else:
         noisy = counts + np.asarray(laplace_noise(k_noise, counts.shape, scale), np.float64)
     privacy = PrivacySpent(
@@ -194,6 +203,6 @@ def gradient_norm_histogram(trace: DPVITrace, model: Callable, *data: Any, epsil
         noise_multiplier=None, sampling_rate=1.0, num_steps=1, seeded_by=seeded_by,
         details=(("statistic", "per-record gradient norms (beta-scaled) at trace.final_phi, binned at multiples of C"),
                  ("multiples_of_clip", tuple(float(x) for x in m)), ("sensitivity_l1", 1.0),
-                 ("noise_scale", scale), ("num_records", "public")))
+                 ("noise_scale", scale), ("num_records", "public")) + extra)
     return GradientNormHistogram(edges=edges, counts=noisy, clip=clip, noise_scale=scale,
                                  num_records=int(trace.dataset_size), privacy=privacy)
