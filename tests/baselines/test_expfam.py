@@ -288,6 +288,30 @@ def test_public_sampler_end_to_end():
         bernstein_sheldon_gibbs("not a release")
 
 
+def test_small_prior_concentrations_give_finite_exact_unconstrained_draws():
+    # A Jeffreys prior Beta(0.5, 0.5) and 20 positive records: the posterior Beta(20.5, 0.5) puts about
+    # 1e-3 of its mass within float32 rounding of theta = 1, whose logit was inf, so the sampler failed
+    # with DrawsPosterior's "draws must be finite" (and the logit's tail was lost near the boundary).
+    rel = release_sufficient_statistics("beta-bernoulli", np.ones(20), epsilon=1e3, rng_key=0)
+    post = bernstein_sheldon_gibbs(rel, prior=(0.5, 0.5), num_warmup=100, num_draws=3000, rng_key=2)
+    logits = np.asarray(post.draws)[:, 0]
+    assert np.all(np.isfinite(logits))
+    levels = [0.1, 0.5, 0.9]  # at epsilon 1e3 the posterior is the exact Beta(20.5, 0.5)
+    q = stats.beta(20.5, 0.5).ppf(levels)
+    exact = np.log(q) - np.log1p(-q)
+    np.testing.assert_allclose(np.quantile(logits, levels), exact, atol=0.35)  # logit sd about 2.5
+    # the Dirichlet's stick-breaking values from the log-Gamma variates: NumPyro's inverse where float32
+    # resolves theta, finite where a component underflows to 0 (Dirichlet(0.01, ...) with unused categories)
+    from numpyro.distributions.transforms import StickBreakingTransform
+
+    lg = jnp.array([[0.3, -1.2, 2.0, 0.1], [4.0, -900.0, -2500.0, 1.0]], jnp.float32)
+    unc = np.asarray(jax.vmap(EF._stick_breaking_from_log_gammas)(lg))
+    np.testing.assert_allclose(unc[0], StickBreakingTransform().inv(jax.nn.softmax(lg[0])), rtol=1e-5)
+    assert np.all(np.isfinite(unc[1])) and not np.all(np.isfinite(StickBreakingTransform().inv(jax.nn.softmax(lg[1]))))
+    np.testing.assert_allclose(unc[1], [4.0 - np.logaddexp(np.logaddexp(-900.0, -2500.0), 1.0) + np.log(3),
+                                        -900.0 - np.logaddexp(-2500.0, 1.0) + np.log(2), -2500.0 - 1.0], rtol=1e-6)
+
+
 def test_layouts_have_the_models_supports():
     import numpyro.distributions as dist
 

@@ -66,6 +66,28 @@ def test_bins_have_equal_counts_and_are_ordered(n):
         assert result.mean_predicted[b] == pytest.approx(sorted_p[bounds[b] : bounds[b + 1]].mean())
 
 
+def test_ties_across_a_bin_boundary_do_not_depend_on_the_input_order():
+    # Six predictions of 0.5, three positive: perfectly calibrated. With 2 bins the boundary cuts the
+    # tie; the observed frequencies were [1, 0] (RMSE 0.5) or [0, 1] by the order of the input.
+    p = np.full(6, 0.5)
+    for y in ([1, 1, 1, 0, 0, 0], [0, 0, 0, 1, 1, 1], [1, 0, 1, 0, 1, 0]):
+        result = val.calibration_curve(p, y, bins=2)
+        np.testing.assert_allclose(result.observed_frequency, [0.5, 0.5])
+        assert result.rmse == pytest.approx(0.0)
+    # a tie of four at 0.3 (outcomes 1, 1, 0, 0) split 2 / 2: each bin gets the tie's mean, 0.5
+    p = np.array([0.1, 0.1, 0.3, 0.3, 0.3, 0.3, 0.8, 0.8])
+    y = np.array([0, 0, 1, 1, 0, 0, 1, 1])
+    expected = [(0 + 0 + 0.5 + 0.5) / 4, (0.5 + 0.5 + 1 + 1) / 4]
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        perm = rng.permutation(p.shape[0])
+        result = val.calibration_curve(p[perm], y[perm], bins=2)
+        np.testing.assert_allclose(result.observed_frequency, expected)
+        np.testing.assert_allclose(result.mean_predicted, [0.2, 0.55])
+    # without ties nothing changes: the hand-computed curve above, and one bin is the plain mean
+    assert val.calibration_curve(p, y, bins=1).observed_frequency[0] == pytest.approx(0.5)
+
+
 def test_calibrated_predictor_has_small_rmse():
     p, y = _synthetic(0)
     result = val.calibration_curve(p, y, bins=BINS)

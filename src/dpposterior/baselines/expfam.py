@@ -405,12 +405,17 @@ class GibbsState(NamedTuple):
       omega: (m,) the variances of the Laplace noise's normal scale mixture.
       obs: (m,) the latent pre-rounding noisy statistic y of a snapped release (None otherwise: the
         released z itself is the noisy statistic).
+      unconstrained: (n,) theta in the model's unconstrained space (logit; softplus inverse;
+        stick-breaking), drawn in log space from the same Gamma variates as ``theta`` (Beta and
+        Dirichlet), so it stays finite and exact where the float32 ``theta`` rounds to the boundary of
+        its support (small prior concentrations); None unless ``gibbs_init(..., unconstrained=True)``.
     """
 
     theta: jax.Array
     stat: jax.Array
     omega: jax.Array
     obs: Any = None
+    unconstrained: Any = None
 
 
 class GibbsInfo(NamedTuple):
@@ -443,9 +448,12 @@ def clipped_exponential_moments(rate: jax.Array, lo: float, hi: float) -> tuple[
 
 
 def gibbs_init(key: jax.Array, model: ExpFamModel, noise_scale: jax.Array,
-               interval: tuple[jax.Array, jax.Array] | None = None) -> GibbsState:
+               interval: tuple[jax.Array, jax.Array] | None = None, *,
+               unconstrained: bool = False) -> GibbsState:
     """The chain's start: theta at the prior mean, s at N E[t | theta], omega ~ Exponential(mean 2 b^2),
     and for a snapped release (``interval`` = its rounding intervals) y at each interval's midpoint.
+    With ``unconstrained=True`` the state also carries theta in the unconstrained space, which every
+    :func:`gibbs_step` then updates (``GibbsState.unconstrained``).
 
     Data-independent (and release-independent except for the public noise scale and grid).
     """
@@ -458,7 +466,8 @@ def gibbs_init(key: jax.Array, model: ExpFamModel, noise_scale: jax.Array,
         stat = n * theta
     omega = S.initial_mixture_variance(key, noise_scale, (model.num_stats,))
     obs = None if interval is None else S.interval_start(interval)
-    return GibbsState(theta=theta, stat=stat.astype(jnp.float32), omega=omega, obs=obs)
+    unc = to_unconstrained(model.family, theta) if unconstrained else None
+    return GibbsState(theta=theta, stat=stat.astype(jnp.float32), omega=omega, obs=obs, unconstrained=unc)
 
 
 def _pair_moves(key: jax.Array, stat: jax.Array, theta: jax.Array, omega: jax.Array, z: jax.Array,
@@ -561,23 +570,44 @@ def gibbs_step(key: jax.Array, state: GibbsState, z: jax.Array, noise_scale: jax
         z = obs
     omega = S.laplace_mixture_variance(k_w, z - stat, b)
 
+    unc = None
     if model.family == "beta-bernoulli":
-        g = jax.random.gamma(k_t, jnp.stack([prior[0] + stat[0], prior[1] + n - stat[0]]))
+        conc = jnp.stack([prior[0] + stat[0], prior[1] + n - stat[0]])
+        g = jax.random.gamma(k_t, conc)
         theta = jnp.reshape(g[0] / (g[0] + g[1]), (1,))
+        if state.unconstrained is not None:  # the same variates in log space: logit(theta) = ln g0 - ln g1
+            lg = jax.random.loggamma(k_t, conc)
+            unc = jnp.reshape(lg[0] - lg[1], (1,))
     elif model.family == "gamma-exponential":
         g = jax.random.gamma(k_t, prior[0] + n)
         theta = jnp.reshape(g / (prior[1] + stat[0]), (1,))
+        if state.unconstrained is not None:  # shape >= N >= 1: theta never leaves float32
+            unc = to_unconstrained(model.family, theta)
     else:
-        theta = jax.random.dirichlet(k_t, prior + stat)
-    return GibbsState(theta=theta, stat=stat, omega=omega, obs=obs), GibbsInfo(stat_mean=stat_mean)
+        theta = jax.random.dirichlet(k_t, prior + stat)  # softmax of loggamma(k_t, prior + stat)
+        if state.unconstrained is not None:
+            unc = _stick_breaking_from_log_gammas(jax.random.loggamma(k_t, prior + stat))
+    return (GibbsState(theta=theta, stat=stat, omega=omega, obs=obs, unconstrained=unc),
+            GibbsInfo(stat_mean=stat_mean))
 
 
-@functools.partial(jax.jit, static_argnames=("model", "num_warmup", "num_draws", "thin"))
+def _stick_breaking_from_log_gammas(lg: jax.Array) -> jax.Array:
+    """NumPyro's stick-breaking unconstrained value (K-1,) of theta = softmax(lg), from the log-Gamma
+    variates lg (K,) themselves: x_k = lg_k - log sum_{j>k} e^{lg_j} + log(K-1-k) (the inverse of
+    ``StickBreakingTransform``), finite even where a component of theta underflows in float32."""
+    kk = lg.shape[-1]
+    tail = jax.lax.cumlogsumexp(lg[::-1])[::-1]  # tail[k] = log sum_{j>=k} e^{lg_j}
+    return lg[:-1] - tail[1:] + jnp.log(kk - 1.0 - jnp.arange(kk - 1, dtype=lg.dtype))
+
+
+@functools.partial(jax.jit, static_argnames=("model", "num_warmup", "num_draws", "thin", "unconstrained"))
 def sample_chain(key: jax.Array, z: jax.Array, noise_scale: jax.Array, *, model: ExpFamModel,
                  num_warmup: int, num_draws: int, thin: int = 1,
-                 interval: tuple[jax.Array, jax.Array] | None = None) -> jax.Array:
+                 interval: tuple[jax.Array, jax.Array] | None = None, unconstrained: bool = False) -> jax.Array:
     """``num_draws`` draws (num_draws, k) of the constrained theta after ``num_warmup`` sweeps, keeping
-    every ``thin``-th sweep. Pure and jitted; vmap over (key, z, noise_scale) for many releases.
+    every ``thin``-th sweep; with ``unconstrained=True`` the same draws (num_draws, n) in the model's
+    unconstrained space, computed in log space (``GibbsState.unconstrained``): finite where a float32
+    theta rounds to 0 or 1 (small prior concentrations), which :func:`to_unconstrained` maps to inf. Pure and jitted; vmap over (key, z, noise_scale) for many releases.
     ``key`` is a typed JAX key or a raw uint32 (2,) key. Mixing: the latent statistic and theta are
     coupled, so the chain is slow when the noise dominates the statistic's sampling spread
     (Gamma-Exponential, epsilon = 0.1, N = 5,000, hi = 5: about 30 sweeps per effective draw; the
@@ -586,9 +616,10 @@ def sample_chain(key: jax.Array, z: jax.Array, noise_scale: jax.Array, *, model:
     """
     key = _typed(key)
     k0, k_run = jax.random.split(key)
-    state = gibbs_init(k0, model, noise_scale, interval)
+    state = gibbs_init(k0, model, noise_scale, interval, unconstrained=unconstrained)
     return run_sweeps(k_run, state, lambda k, st: gibbs_step(k, st, z, noise_scale, model, interval)[0],
-                      lambda st: st.theta, num_warmup=num_warmup, num_draws=num_draws, thin=thin)
+                      (lambda st: st.unconstrained) if unconstrained else (lambda st: st.theta),
+                      num_warmup=num_warmup, num_draws=num_draws, thin=thin)
 
 
 def run_sweeps(key: jax.Array, state: Any, sweep: Any, output: Any, *, num_warmup: int, num_draws: int,
@@ -733,14 +764,16 @@ def bernstein_sheldon_gibbs(release: SufficientStatisticsRelease, *, num_warmup:
     interval = release.observation_interval()
     if interval is not None:
         interval = tuple(jnp.asarray(v, jnp.float32) for v in interval)
-    thetas = sample_chain(raw, jnp.asarray(release.noisy_statistic, jnp.float32), jnp.float32(release.noise_scale),
-                          model=model, num_warmup=num_warmup, num_draws=num_draws, thin=thin, interval=interval)
-    check_finite_draws(thetas, release.noise_scale, "bernstein_sheldon_gibbs")
+    # unconstrained draws computed in log space: a float32 theta of exactly 0 or 1 (Beta(0.5, 0.5) prior, all
+    # records positive) has no finite logit, and near the boundary float32 loses the draw's tail
+    draws = sample_chain(raw, jnp.asarray(release.noisy_statistic, jnp.float32), jnp.float32(release.noise_scale),
+                         model=model, num_warmup=num_warmup, num_draws=num_draws, thin=thin, interval=interval,
+                         unconstrained=True)
+    check_finite_draws(draws, release.noise_scale, "bernstein_sheldon_gibbs")
     layout = family_layout(release.family, release.num_categories or 3)
-    draws = to_unconstrained(release.family, thetas)
     diag = {"num_warmup": num_warmup, "num_draws": num_draws, "thin": thin, "prior": model.prior,
             "noise_scale": release.noise_scale, "snapped": release.snapped is not None,
-            **clipping_check(np.asarray(thetas)[:, 0] if model.bounds else thetas, model.bounds,
+            **clipping_check(np.asarray(layout.constrain(draws)["theta"]) if model.bounds else None, model.bounds,
                              "bernstein_sheldon_gibbs")}
     return DrawsPosterior(layout=layout, draws=draws, privacy=release.privacy, method="bernstein_sheldon_gibbs",
                           diagnostics=diag)

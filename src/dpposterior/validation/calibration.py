@@ -22,7 +22,8 @@ class CalibrationResult:
 
     Attributes:
       mean_predicted: mean predicted probability in each bin, shape ``(B,)``, increasing.
-      observed_frequency: share of positive outcomes in each bin, shape ``(B,)``.
+      observed_frequency: share of positive outcomes in each bin, shape ``(B,)`` (predictions tied
+        across a bin boundary count with their tie's mean outcome: see :func:`calibration_curve`).
       counts: number of predictions in each bin, shape ``(B,)``; they differ by at most one.
       bin_lower: smallest predicted probability in each bin, shape ``(B,)``.
       bin_upper: largest predicted probability in each bin, shape ``(B,)``.
@@ -99,7 +100,11 @@ def calibration_curve(
     consecutive groups of equal size (sizes differ by at most one when the count does not divide:
     the first groups get the extra one). These are quantile bins of the predicted probability; when
     several predictions share one value at a bin boundary they may fall in adjacent bins, which keeps
-    the counts equal.
+    the counts equal. Which of the tied predictions fall in which bin is then arbitrary (the input
+    order), so each of them counts in ``observed_frequency`` with the mean outcome of its tie: the
+    expected curve over every order of the tied predictions. The curve is thus a function of the
+    (probability, outcome) pairs, not of their order (with 6 predictions of 0.5, three of them
+    positive, and 2 bins, both bins observe 0.5 whatever the order).
 
     The calibration RMSE is ``sqrt(mean_b (observed_b - predicted_b)^2)`` over the bins, unweighted
     by default (the paper's "calibration RMSE"); with ``weighted=True`` each bin counts in proportion
@@ -131,12 +136,17 @@ def calibration_curve(
         raise TypeError(f"weighted must be True or False, got {weighted!r}")
 
     order = np.argsort(p, kind="stable")
-    groups = np.array_split(order, num_bins)
+    p_sorted, y_sorted = p[order], y[order]
+    # each run of tied probabilities shares its mean outcome (the bins cut through ties by position)
+    starts = np.flatnonzero(np.r_[True, p_sorted[1:] != p_sorted[:-1]])
+    sizes = np.diff(np.r_[starts, p_sorted.shape[0]])
+    y_tied = np.repeat(np.add.reduceat(y_sorted, starts) / sizes, sizes)
+    groups = np.array_split(np.arange(p_sorted.shape[0]), num_bins)
     counts = np.array([g.shape[0] for g in groups], dtype=np.int64)
-    mean_predicted = np.array([p[g].mean() for g in groups])
-    observed = np.array([y[g].mean() for g in groups])
-    bin_lower = np.array([p[g].min() for g in groups])
-    bin_upper = np.array([p[g].max() for g in groups])
+    mean_predicted = np.array([p_sorted[g].mean() for g in groups])
+    observed = np.array([y_tied[g].mean() for g in groups])
+    bin_lower = np.array([p_sorted[g].min() for g in groups])
+    bin_upper = np.array([p_sorted[g].max() for g in groups])
 
     gap2 = (observed - mean_predicted) ** 2
     if weighted:
