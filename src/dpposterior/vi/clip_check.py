@@ -111,6 +111,30 @@ def _norms_fn(loss: Callable, beta: tuple[float, ...]) -> Callable:
     return norms
 
 
+def _noisy_counts(counts: np.ndarray, epsilon: float, noise_key: Any, num_records: int, *,
+                  snap_raw_key: Any = None) -> tuple[np.ndarray, float, tuple]:
+    """The release step of :func:`gradient_norm_histogram`: exact counts -> noisy counts (the only
+    randomness that protects them; audited in tests/privacy/test_audit_clip_check.py).
+
+    Default mode (``noise_key`` a JAX key): ``counts`` + float32 Laplace noise of scale 1 / epsilon from
+    ``laplace_noise``. Secure mode (``noise_key`` None): the snapping mechanism on the public range
+    [0, num_records] of every count, its bits from the OS CSPRNG (or from ``snap_raw_key``, uint32 key
+    data: tests only, never from the public function).
+
+    Returns:
+      (noisy counts as float64, the Laplace scale of the noise, extra PrivacySpent details).
+    """
+    if noise_key is None:  # secure mode: the snapping mechanism on the public range [0, N] of every count
+        snapped = snap(counts, centre=0.5 * num_records, half_width=0.5 * num_records, sensitivity=1.0,
+                       epsilon=epsilon, raw_key=snap_raw_key)
+        extra = (("snapping", "Mironov 2012: clamp to [0, N], float64 Laplace, round to the grid"),
+                 ("snapping_grid", snapped.grid), ("snapping_slack", snapped.slack))
+        return np.asarray(snapped.value, np.float64), float(snapped.scale), extra
+    scale = 1.0 / epsilon
+    noisy = counts + np.asarray(laplace_noise(noise_key, counts.shape, scale), np.float64)
+    return noisy, scale, ()
+
+
 def gradient_norm_histogram(trace: DPVITrace, model: Callable, *data: Any, epsilon: float,
                             multiples: Any = DEFAULT_MULTIPLES, rng_key: Any = None, secure: bool = False,
                             **model_kwargs: Any) -> GradientNormHistogram:
@@ -189,15 +213,8 @@ def gradient_norm_histogram(trace: DPVITrace, model: Callable, *data: Any, epsil
     finite = np.isfinite(norms)
     bins = np.searchsorted(m * clip, norms[finite], side="right")  # bin i: [edges[i], edges[i + 1])
     counts = np.concatenate([np.bincount(bins, minlength=m.size + 1), [np.sum(~finite)]]).astype(np.float64)
-    extra: tuple = ()
-    if raw_key is None:  # secure mode: the snapping mechanism on the public range [0, N] of every count
-        snapped = snap(counts, centre=0.5 * trace.dataset_size, half_width=0.5 * trace.dataset_size,
-                       sensitivity=1.0, epsilon=epsilon)
-        noisy, scale = np.asarray(snapped.value, np.float64), float(snapped.scale)
-        extra = (("snapping", "Mironov 2012: clamp to [0, N], float64 Laplace, round to the grid"),
-                 ("snapping_grid", snapped.grid), ("snapping_slack", snapped.slack))
-    else:
-        noisy = counts + np.asarray(laplace_noise(k_noise, counts.shape, scale), np.float64)
+    noisy, scale, extra = _noisy_counts(counts, epsilon, None if raw_key is None else k_noise,
+                                        int(trace.dataset_size))
     privacy = PrivacySpent(
         epsilon=epsilon, delta=0.0, neighbouring="add_remove", accountant="pure", mechanism=MECHANISM,
         noise_multiplier=None, sampling_rate=1.0, num_steps=1, seeded_by=seeded_by,
