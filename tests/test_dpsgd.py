@@ -471,6 +471,7 @@ GOOD = dict(noise_multiplier=1.0, clip=1.0, sampling_rate=0.5, num_steps=3, lear
     (dict(beta=[1.0, 0.0]), ValueError, r"beta must be a finite number > 0"),
     (dict(beta=[1.0, float("inf")]), ValueError, r"beta must be a finite number > 0"),
     (dict(capacity=0), ValueError, r"capacity must be an integer >= 1"),
+    (dict(capacity=5, sampling="masked"), ValueError, r"capacity applies to sampling='packed' only"),  # was ignored
     (dict(sampling="shuffled"), ValueError, r"sampling must be one of \('packed', 'masked'\)"),
     (dict(accountant="gdp"), ValueError, r"accountant must be one of \('pld', 'rdp'\)"),
     (dict(chunk_steps=0), ValueError, r"chunk_steps must be an integer >= 1"),
@@ -595,3 +596,10 @@ def test_nested_data_containers_are_refused_not_stacked():
     tr = dpsgd(first_linear, np.zeros(2), (x, [0.0, 1.0], ((1, 2), (3, 4))), noise_multiplier=0.0, clip=10.0,
                sampling_rate=1.0, num_steps=1, learning_rate=0.1, delta=1e-5, rng_key=0)
     np.testing.assert_allclose(tr.final_params, [-0.2, -0.2])
+
+
+def test_make_dpsgd_run_refuses_a_capacity_with_masked_sampling():
+    # was silently ignored (the masked engine has no buffer), eighteenth session
+    with pytest.raises(ValueError, match=r"capacity applies to sampling='packed' only"):
+        make_dpsgd_run(linear, num_records=10, num_params=2, clip=1.0, sampling_rate=0.5, num_steps=2,
+                       capacity=4, sampling="masked")

@@ -224,9 +224,12 @@ def _per_param(value: Any, name: str, params32: Any, d: int, *, allow_zero: bool
     return jnp.asarray(flat, jnp.float32)
 
 
-def _check_capacity(capacity: Any, n: int, q: float) -> int:
+def _check_capacity(capacity: Any, n: int, q: float, sampling: str) -> int:
     if capacity is None:
         return default_capacity(n, q)
+    if sampling == "masked":  # the masked engine has no buffer: a capacity would be ignored silently
+        raise ValueError(f"capacity applies to sampling='packed' only (sampling='masked' draws a mask over all N "
+                         f"records and has no buffer); leave capacity None, got {capacity!r}")
     cap = check_positive_int(capacity, "capacity")
     if cap > n:
         raise ValueError(f"capacity must be at most the number of records N={n} (a buffer of records per "
@@ -285,7 +288,8 @@ def make_dpsgd_run(loss: Callable[..., Any], *, num_records: int, num_params: in
       clip: C > 0 (static: compiled in).
       sampling_rate: q in (0, 1].
       num_steps: T >= 1.
-      capacity: packed buffer size (default about qN + 5 sd; overflow is processed in chunks).
+      capacity: packed buffer size (default about qN + 5 sd; overflow is processed in chunks);
+        ``"packed"`` sampling only.
       loss_needs_key: pass the step's loss key (one per step, shared by its records) to ``loss``.
       sampling: ``"packed"`` (O(qN) per step) or ``"masked"`` (O(N) per step, reference approach).
       unravel: maps the flat (d,) vector to the pytree ``loss`` expects.
@@ -305,10 +309,11 @@ def make_dpsgd_run(loss: Callable[..., Any], *, num_records: int, num_params: in
     c = check_positive(clip, "clip")
     q = check_sampling_rate(sampling_rate)
     t_steps = check_positive_int(num_steps, "num_steps")
-    cap = _check_capacity(capacity, n, q)
+    sampling = _check_sampling(sampling)
+    cap = _check_capacity(capacity, n, q, sampling)
     cfg = EngineConfig(loss=loss, loss_needs_key=_check_bool(loss_needs_key, "loss_needs_key"),
                        num_records=n, num_params=d, sampling_rate=q, capacity=cap,
-                       sampling=_check_sampling(sampling), unravel=unravel, secure=check_secure(secure))
+                       sampling=sampling, unravel=unravel, secure=check_secure(secure))
 
     def run(key, params0_flat, data, noise_multiplier, learning_rate_flat, beta_flat):
         check_data_shapes(data, n)
@@ -441,7 +446,8 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
       loss_needs_key: pass one key per step (shared by all records of the step) to ``loss``, e.g.
         for Monte Carlo draws of a VI loss.
       capacity: records per packed chunk (default about qN + 5 sd, at least 16, at most N). Any
-        capacity is exact; a small one only costs extra chunks.
+        capacity is exact; a small one only costs extra chunks. ``"packed"`` sampling only (an error
+        with ``"masked"``, which has no buffer).
       sampling: ``"packed"`` (default, O(qN) work per step) or ``"masked"`` (all N per-example
         gradients masked by a Bernoulli(q) draw, O(N) per step: the reference implementation's
         approach, for benchmarks). Same accounting and the same distribution of results.
@@ -488,8 +494,8 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
                  else _per_param(beta, "beta", params32, d, allow_zero=False))
     delta = check_delta(delta)
     needs_key = _check_bool(loss_needs_key, "loss_needs_key")
-    cap = _check_capacity(capacity, n, q)
     sampling = _check_sampling(sampling)
+    cap = _check_capacity(capacity, n, q, sampling)
     chunk_steps = None if chunk_steps is None else check_positive_int(chunk_steps, "chunk_steps")
     checkpoint_every = check_positive_int(checkpoint_every, "checkpoint_every")
     if checkpoint is not None:
