@@ -471,6 +471,7 @@ GOOD = dict(noise_multiplier=1.0, clip=1.0, sampling_rate=0.5, num_steps=3, lear
     (dict(beta=[1.0, 0.0]), ValueError, r"beta must be a finite number > 0"),
     (dict(beta=[1.0, float("inf")]), ValueError, r"beta must be a finite number > 0"),
     (dict(capacity=0), ValueError, r"capacity must be an integer >= 1"),
+    (dict(capacity=5, sampling="masked"), ValueError, r"capacity applies to sampling='packed' only"),  # was ignored
     (dict(sampling="shuffled"), ValueError, r"sampling must be one of \('packed', 'masked'\)"),
     (dict(accountant="gdp"), ValueError, r"accountant must be one of \('pld', 'rdp'\)"),
     (dict(chunk_steps=0), ValueError, r"chunk_steps must be an integer >= 1"),
@@ -508,3 +509,97 @@ def test_loss_errors():
         dpsgd("loss", np.zeros(2, np.float32), X2, **GOOD)
     with pytest.raises(ValueError, match=r"loss must return a scalar for one record, got shape \(2,\)"):
         dpsgd(lambda p, x: p * x, np.zeros(2, np.float32), X2, **GOOD)
+
+
+# ---------------------------------------------------------------------------------------------
+# pytree parameters with per-leaf settings, data of several dtypes: one step against plain numpy
+# (eighteenth session). A learning rate or beta given as one number per leaf ({"w": 0.1, "b": 0.01},
+# the Optax spelling) was refused with "got dtype object"; a data tuple holding a tuple of arrays was
+# stacked by numpy into one array, so with N = 2 each record silently got a whole column.
+
+
+def pytree_loss(p, rec):
+    x, k, m, z = rec            # float32 (3,), int32 (), bool (), float64 (2, 2)
+    a = jnp.array([1.0, -0.5])
+    return (jnp.sum(p["w"] * jnp.outer(a, x)) + p["b"] * k + 0.5 * p["b"] ** 2
+            + m * jnp.sum(p["t"][0] * z[0]) + p["t"][1] * jnp.sum(z))
+
+
+def test_pytree_params_with_per_leaf_learning_rate_and_beta_match_numpy():
+    rng = np.random.default_rng(0)
+    n, clip, t_steps = 3, 1.3, 3
+    x = rng.normal(size=(n, 3)).astype(np.float32)
+    k = np.array([1, -2, 3], np.int32)
+    m = np.array([True, False, True])
+    z = rng.normal(size=(n, 2, 2))
+    params = {"w": np.full((2, 3), 0.3, np.float32), "b": np.float32(0.7), "t": (np.array([0.1, -0.2]), 1.5)}
+    lr = {"w": 0.01, "b": 0.1, "t": (np.array([0.2, 0.3]), 0.05)}          # numbers for whole leaves
+    beta = {"w": 2.0, "b": 0.5, "t": (4.0, 3.0)}
+
+    def flat(b, t0, t1, w):     # ravel_pytree's order: dict keys sorted (b, t, w), tuples in order
+        return np.concatenate([np.ravel(b), np.ravel(t0), np.ravel(t1), np.ravel(w)]).astype(np.float64)
+
+    lr_f = flat(0.1, [0.2, 0.3], 0.05, np.full(6, 0.01))
+    beta_f = flat(0.5, [4.0, 4.0], 3.0, np.full(6, 2.0))
+    phi = flat(0.7, [0.1, -0.2], 1.5, np.full(6, 0.3))
+    a = np.array([1.0, -0.5])
+    tr = dpsgd(pytree_loss, params, (x, k, m, z), noise_multiplier=0.0, clip=clip, sampling_rate=1.0,
+               num_steps=t_steps, learning_rate=lr, beta=beta, delta=1e-5, rng_key=0, capacity=2)
+    np.testing.assert_allclose(tr.learning_rate, lr_f, rtol=1e-6)
+    np.testing.assert_allclose(tr.beta, beta_f, rtol=1e-6)
+    for t in range(t_steps):
+        total = np.zeros(10)
+        for i in range(n):      # the analytic per-record gradient, scaled by beta and clipped jointly
+            g = flat(k[i] + phi[0], m[i] * z[i][0], z[i].sum(), np.outer(a, x[i]))
+            s = beta_f * g
+            total += s * min(1.0, clip / np.linalg.norm(s))
+        np.testing.assert_allclose(tr.params[t], phi, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(tr.grads[t], total / beta_f, rtol=1e-5, atol=1e-6)
+        phi = phi - lr_f * total / beta_f
+    np.testing.assert_allclose(tr.final_params, phi, rtol=1e-5, atol=1e-6)
+    # the flat vectors in ravel order give the same run
+    flat_run = dpsgd(pytree_loss, params, (x, k, m, z), noise_multiplier=0.0, clip=clip, sampling_rate=1.0,
+                     num_steps=t_steps, learning_rate=lr_f, beta=beta_f, delta=1e-5, rng_key=0)
+    np.testing.assert_array_equal(flat_run.grads, tr.grads)
+
+
+@pytest.mark.parametrize("lr,exc,match", [
+    ({"w": np.ones(3), "b": 0.1, "t": (0.1, 0.1)}, ValueError, r"leaf of shape \(3,\) at \"\['w'\]\".*shape \(2, 3\)"),
+    ({"w": 0.1, "b": 0.1}, ValueError, r"learning_rate .*pytree of structure .*params have"),
+    ({"w": 0.1, "b": 0.1, "t": [0.1, 0.1]}, ValueError, r"learning_rate .*pytree of structure"),
+    ({"w": 0.1, "b": np.True_, "t": (0.1, 0.1)}, TypeError, r"learning_rate .*boolean leaf"),
+])
+def test_per_leaf_learning_rate_errors_name_the_leaf(lr, exc, match):
+    params = {"w": np.zeros((2, 3), np.float32), "b": np.float32(0.0), "t": (np.zeros(2), 0.0)}
+    data = (np.ones((2, 3), np.float32), np.ones(2, np.int32), np.ones(2, bool), np.ones((2, 2, 2)))
+    with pytest.raises(exc, match=match):
+        dpsgd(pytree_loss, params, data, **{**GOOD, "learning_rate": lr})
+
+
+def first_linear(p, rec):
+    return jnp.dot(p, rec[0])
+
+
+def test_nested_data_containers_are_refused_not_stacked():
+    x, y, w = np.ones((2, 2), np.float32), np.array([0.0, 1.0]), np.array([5.0, 6.0])
+
+    def weighted(p, rec):
+        xi, (yi, wi) = rec
+        return wi * (jnp.dot(p, xi) - yi) ** 2
+
+    for data, what in (((x, (y, w)), r"data\[1\] is a tuple of 2 arrays"),
+                       ({"x": x, "y": y}, r"data is a dict with keys \['x', 'y'\]"),
+                       ([x, {"y": y}], r"data\[1\] is a dict")):
+        with pytest.raises(TypeError, match=r"one array or a flat tuple of arrays.*" + what):
+            dpsgd(weighted, np.zeros(2), data, **{**GOOD, "sampling_rate": 1.0})
+    # array-likes of numbers stay accepted: a list column, a tuple of tuples
+    tr = dpsgd(first_linear, np.zeros(2), (x, [0.0, 1.0], ((1, 2), (3, 4))), noise_multiplier=0.0, clip=10.0,
+               sampling_rate=1.0, num_steps=1, learning_rate=0.1, delta=1e-5, rng_key=0)
+    np.testing.assert_allclose(tr.final_params, [-0.2, -0.2])
+
+
+def test_make_dpsgd_run_refuses_a_capacity_with_masked_sampling():
+    # was silently ignored (the masked engine has no buffer), eighteenth session
+    with pytest.raises(ValueError, match=r"capacity applies to sampling='packed' only"):
+        make_dpsgd_run(linear, num_records=10, num_params=2, clip=1.0, sampling_rate=0.5, num_steps=2,
+                       capacity=4, sampling="masked")

@@ -6,6 +6,7 @@ import functools
 import os
 import sys
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, Callable, Literal
 
 import jax
@@ -92,8 +93,29 @@ def _as_numeric_array(x: Any, name: str) -> Any:
     return a
 
 
+def _nested_container(x: Any) -> str | None:
+    """What ``x`` is when it is a container of arrays (a dict, or a tuple/list holding arrays or dicts), which
+    numpy would stack into one array or refuse as objects; None for an array-like of numbers."""
+    if isinstance(x, Mapping):
+        return f"a {type(x).__name__} with keys {list(x)[:5]}"
+    if isinstance(x, (tuple, list)) and any(
+            isinstance(e, Mapping) or (isinstance(e, (np.ndarray, jax.Array)) and np.ndim(e) > 0)
+            or (isinstance(e, (tuple, list)) and _nested_container(e) is not None) for e in x):
+        return f"a {type(x).__name__} of {len(x)} arrays or containers"
+    return None
+
+
 def _check_data(data: Any) -> tuple[Any, int]:
     """Returns (data as jnp arrays with the caller's structure, N)."""
+    what = _nested_container(data) if isinstance(data, Mapping) else None
+    if what is None and isinstance(data, (tuple, list)):
+        what = next((f"data[{i}] is {w}" for i, w in enumerate(map(_nested_container, data)) if w), None)
+    else:
+        what = what and f"data is {what}"
+    if what is not None:  # numpy would stack a tuple of arrays into one (records mixed up) or make objects
+        raise TypeError(f"data must be one array or a flat tuple of arrays sharing the leading record axis; "
+                        f"{what}: pass the arrays as entries of one tuple (data=(x, y, w), the record is then "
+                        "(x_i, y_i, w_i)); nested containers and dicts are not supported")
     if isinstance(data, (tuple, list)):
         if len(data) == 0:
             raise ValueError("data must be an array or a non-empty tuple of arrays, got an empty sequence")
@@ -146,25 +168,41 @@ def _check_params(params: Any) -> tuple[Any, jax.Array, Callable[[Any], Any]]:
 
 
 def _per_param(value: Any, name: str, params32: Any, d: int, *, allow_zero: bool) -> jax.Array:
-    """A scalar, a pytree like params, or a flat (d,) vector, as a flat float32 (d,) vector."""
+    """A scalar, a pytree like params (each leaf of its parameter's shape, or a number for the whole
+    leaf), or a flat (d,) vector, as a flat float32 (d,) vector."""
     rel = ">= 0" if allow_zero else "> 0"
-    what = (f"{name} must be a finite number {rel}, a pytree like params, or a flat vector of "
-            f"length {d} with entries {rel}")
+    what = (f"{name} must be a finite number {rel}, a pytree like params (each leaf of its parameter's shape "
+            f"or one number for the leaf), or a flat vector of length {d} with entries {rel}")
     if isinstance(value, (bool, str, bytes)) or value is None:
         raise TypeError(f"{what}; got {value!r}")
     flat = None
     leaves, treedef = jax.tree_util.tree_flatten(value)
-    p_leaves, p_treedef = jax.tree_util.tree_flatten(params32)
-    if treedef == p_treedef and all(np.shape(a) == np.shape(b) for a, b in zip(leaves, p_leaves)):
-        flat = np.concatenate([np.ravel(_as_numeric_array(a, name)) for a in leaves]).astype(np.float64)
+    p_paths, p_treedef = jax.tree_util.tree_flatten_with_path(params32)
+    if treedef == p_treedef and not all(np.shape(a) == np.shape(b) for a, (_, b) in zip(leaves, p_paths)):
+        # a pytree like params with one number for a whole leaf ({"w": 0.1, "b": 0.01}): broadcast over
+        # that leaf; a leaf of another shape is an error naming it (never a guess at the layout)
+        for a, (path, b) in zip(leaves, p_paths):
+            if np.ndim(a) != 0 and np.shape(a) != np.shape(b):
+                raise ValueError(f"{what}; got a leaf of shape {np.shape(a)} at {jax.tree_util.keystr(path)!r}, "
+                                 f"whose parameter has shape {np.shape(b)}")
+        leaves = [a if np.shape(a) == np.shape(b) else np.broadcast_to(_as_numeric_array(a, name), np.shape(b))
+                  for a, (_, b) in zip(leaves, p_paths)]
+    if treedef == p_treedef:
+        arrays = [_as_numeric_array(a, name) for a in leaves]
+        if any(a.dtype.kind == "b" for a in arrays):  # True is not a learning rate of 1.0
+            raise TypeError(f"{what}; got a boolean leaf")
+        flat = np.concatenate([np.ravel(a) for a in arrays]).astype(np.float64)
     else:
         try:
             arr = np.asarray(value)
         except Exception:  # noqa: BLE001 - a ragged or exotic pytree: reported below
             arr = None
-        if arr is not None and arr.dtype.kind not in "biuf":
+        if (arr is None or arr.dtype.kind == "O") and not jax.tree_util.treedef_is_leaf(treedef):
+            # a pytree that is not like params (other keys, a list for a tuple): say so, not "dtype object"
+            raise ValueError(f"{what}; got a pytree of structure {treedef}, params have {p_treedef}")
+        if arr is not None and arr.dtype.kind not in "iuf":
             raise TypeError(f"{what}; got dtype {arr.dtype}")
-        if arr is not None and arr.dtype.kind in "biuf" and arr.dtype.kind != "b":
+        if arr is not None:
             if arr.ndim == 0:
                 flat = np.full((d,), arr, dtype=np.float64)
             elif arr.shape == (d,):
@@ -186,9 +224,12 @@ def _per_param(value: Any, name: str, params32: Any, d: int, *, allow_zero: bool
     return jnp.asarray(flat, jnp.float32)
 
 
-def _check_capacity(capacity: Any, n: int, q: float) -> int:
+def _check_capacity(capacity: Any, n: int, q: float, sampling: str) -> int:
     if capacity is None:
         return default_capacity(n, q)
+    if sampling == "masked":  # the masked engine has no buffer: a capacity would be ignored silently
+        raise ValueError(f"capacity applies to sampling='packed' only (sampling='masked' draws a mask over all N "
+                         f"records and has no buffer); leave capacity None, got {capacity!r}")
     cap = check_positive_int(capacity, "capacity")
     if cap > n:
         raise ValueError(f"capacity must be at most the number of records N={n} (a buffer of records per "
@@ -247,7 +288,8 @@ def make_dpsgd_run(loss: Callable[..., Any], *, num_records: int, num_params: in
       clip: C > 0 (static: compiled in).
       sampling_rate: q in (0, 1].
       num_steps: T >= 1.
-      capacity: packed buffer size (default about qN + 5 sd; overflow is processed in chunks).
+      capacity: packed buffer size (default about qN + 5 sd; overflow is processed in chunks);
+        ``"packed"`` sampling only.
       loss_needs_key: pass the step's loss key (one per step, shared by its records) to ``loss``.
       sampling: ``"packed"`` (O(qN) per step) or ``"masked"`` (O(N) per step, reference approach).
       unravel: maps the flat (d,) vector to the pytree ``loss`` expects.
@@ -267,10 +309,11 @@ def make_dpsgd_run(loss: Callable[..., Any], *, num_records: int, num_params: in
     c = check_positive(clip, "clip")
     q = check_sampling_rate(sampling_rate)
     t_steps = check_positive_int(num_steps, "num_steps")
-    cap = _check_capacity(capacity, n, q)
+    sampling = _check_sampling(sampling)
+    cap = _check_capacity(capacity, n, q, sampling)
     cfg = EngineConfig(loss=loss, loss_needs_key=_check_bool(loss_needs_key, "loss_needs_key"),
                        num_records=n, num_params=d, sampling_rate=q, capacity=cap,
-                       sampling=_check_sampling(sampling), unravel=unravel, secure=check_secure(secure))
+                       sampling=sampling, unravel=unravel, secure=check_secure(secure))
 
     def run(key, params0_flat, data, noise_multiplier, learning_rate_flat, beta_flat):
         check_data_shapes(data, n)
@@ -392,14 +435,19 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
       clip: C > 0, the L2 bound on each beta-scaled per-example gradient (a normal float32).
       sampling_rate: q in (0, 1].
       num_steps: T >= 1.
-      learning_rate: a number >= 0, or a pytree like params / flat (d,) vector (elementwise).
+      learning_rate: a number >= 0, or a pytree like params / flat (d,) vector (elementwise). A
+        pytree's leaf is an array of its parameter's shape or one number for the whole leaf
+        (``{"w": 0.1, "b": 0.01}``); the flat vector follows ``jax.flatten_util.ravel_pytree``'s order
+        of params (dict keys sorted).
       delta: the delta in (0, 1) at which epsilon is reported.
-      beta: preconditioning > 0 (pytree like params, flat (d,) vector or number); default ones.
+      beta: preconditioning > 0 (pytree like params, as ``learning_rate``; flat (d,) vector or number);
+        default ones.
       rng_key: None (seed from the OS), an int seed or a JAX key (reproduction only).
       loss_needs_key: pass one key per step (shared by all records of the step) to ``loss``, e.g.
         for Monte Carlo draws of a VI loss.
       capacity: records per packed chunk (default about qN + 5 sd, at least 16, at most N). Any
-        capacity is exact; a small one only costs extra chunks.
+        capacity is exact; a small one only costs extra chunks. ``"packed"`` sampling only (an error
+        with ``"masked"``, which has no buffer).
       sampling: ``"packed"`` (default, O(qN) work per step) or ``"masked"`` (all N per-example
         gradients masked by a Bernoulli(q) draw, O(N) per step: the reference implementation's
         approach, for benchmarks). Same accounting and the same distribution of results.
@@ -446,8 +494,8 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
                  else _per_param(beta, "beta", params32, d, allow_zero=False))
     delta = check_delta(delta)
     needs_key = _check_bool(loss_needs_key, "loss_needs_key")
-    cap = _check_capacity(capacity, n, q)
     sampling = _check_sampling(sampling)
+    cap = _check_capacity(capacity, n, q, sampling)
     chunk_steps = None if chunk_steps is None else check_positive_int(chunk_steps, "chunk_steps")
     checkpoint_every = check_positive_int(checkpoint_every, "checkpoint_every")
     if checkpoint is not None:

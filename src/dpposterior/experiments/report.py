@@ -70,11 +70,24 @@ def _coverage_at(record: dict[str, Any], nominal: float) -> float:
     return float(record["coverage"][i])
 
 
-def table_rows(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per cell, sorted by model, epsilon, method (columns :data:`TABLE_COLUMNS`, and the cell's
-    configuration under ``"_config"``)."""
-    rows = []
+def unique_cells(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records with one per configuration (the first), in order: ``run_coverage`` returns a record per
+    requested cell, so a list of configurations that names a cell twice gives its record twice."""
+    seen: set[str] = set()
+    out = []
     for r in results:
+        key = json.dumps(r["config"], sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            out.append(r)
+    return out
+
+
+def table_rows(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per cell (a cell given twice is one row, :func:`unique_cells`), sorted by model, epsilon,
+    method (columns :data:`TABLE_COLUMNS`, and the cell's configuration under ``"_config"``)."""
+    rows = []
+    for r in unique_cells(results):
         c = r["config"]
         rows.append({
             "model": c["model"], "epsilon": c["epsilon"], "method": method_label(c), "replicates": c["replicates"],
@@ -106,6 +119,8 @@ def table_markdown(results: Sequence[dict[str, Any]]) -> str:
 
     Cells of one model, epsilon and method that differ in another setting (N, T, q, delta, seed, options
     ...) get one more column per such setting (:func:`distinguishing_fields`), so no two rows look alike.
+    A cell of one reference draw (R = 1) has no sd over draws and shows "(R = 1: no sd)" (the CSV and
+    the cell file hold 0.0 there).
     """
     extra = [f for f in distinguishing_fields(results) if f not in ("replicates", "repeats")]
     lines = ["| model | epsilon | method | K | R | " + "".join(f"{_SETTING_NAMES[f]} | " for f in extra)
@@ -116,8 +131,10 @@ def table_markdown(results: Sequence[dict[str, Any]]) -> str:
         k = f"{r['replicates_used']}" if r["replicates_used"] == r["replicates"] else \
             f"{r['replicates_used']} of {r['replicates']}"
         settings = "".join(f"{_setting(r['_config'], f)} | " for f in extra)
+        # one reference draw (R = 1) has no sd over draws: its file's 0.0 is not shown as "± 0.0000"
+        sd = f" ± {r['single_draw_rmse_sd']:.4f}" if r["repeats"] > 1 else " (R = 1: no sd)"
         lines.append(f"| {r['model']} | {r['epsilon']:g} | {r['method']} | {k} | {r['repeats']} | {settings}"
-                     f"{r['rmse']:.4f} | {r['single_draw_rmse_mean']:.4f} ± {r['single_draw_rmse_sd']:.4f} | "
+                     f"{r['rmse']:.4f} | {r['single_draw_rmse_mean']:.4f}{sd} | "
                      f"{r['sharpness']:.4f} | {r['coverage_at_0.95']:.3f} |")
     return "\n".join(lines) + "\n"
 
@@ -132,6 +149,7 @@ def coverage_plot(results: Sequence[dict[str, Any]], path: str | os.PathLike, ti
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
+    results = unique_cells(results)
     eps = sorted({r["config"]["epsilon"] for r in results})
     extra = distinguishing_fields(results)
     extra += [f for f in _TITLE_FIELDS if f not in extra and len({r["config"][f] for r in results}) > 1]
@@ -171,8 +189,10 @@ def write_reports(results: Sequence[dict[str, Any]], out: str | os.PathLike) -> 
     """Writes ``coverage_table.csv``, ``coverage_table.md`` and ``coverage_<model>.png`` under ``out``.
 
     A plot's title names the settings its cells share (N, T, q, delta, reference draws); a setting that
-    differs between them is named in the legend instead (:func:`coverage_plot`)."""
+    differs between them is named in the legend instead (:func:`coverage_plot`). A cell given twice is shown
+    once (:func:`unique_cells`)."""
     out = Path(out)
+    results = unique_cells(results)
     paths = {"csv": write_text_atomic(out / "coverage_table.csv", table_csv(results)),
              "markdown": write_text_atomic(out / "coverage_table.md", table_markdown(results))}
     for model in sorted({r["config"]["model"] for r in results}):

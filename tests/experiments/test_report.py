@@ -1,0 +1,52 @@
+"""Tests of the coverage reports' tables and plots on hand-made records (no computation).
+
+Eighteenth session: ``run_coverage`` returns one record per requested configuration, so a list that
+named a cell twice (``[grid, naive, grid]``) gave ``write_reports(summary.results, out)`` the record
+twice: two identical table rows and two plot lines for one cell. And a cell of one reference draw
+(R = 1) showed its undefined sd over draws as "± 0.0000".
+"""
+
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+
+from dpposterior.experiments import CellConfig, report, table_csv, table_markdown, write_reports
+
+SMALL = dict(replicates=4, num_steps=20, num_records=20, num_draws=50)
+
+
+def _record(method="grid", rmse=0.1, repeats=2):
+    c = CellConfig("beta-bernoulli", 1.0, method, repeats=repeats, **SMALL)
+    alpha = np.linspace(0, 1, 5)
+    return {"config": c.to_dict(), "config_digest": c.digest(), "alpha": alpha.tolist(),
+            "coverage": (1 - alpha).tolist(), "coverage_sd": [0.0] * 5, "rmse": rmse, "single_draw_rmse_mean": rmse,
+            "single_draw_rmse_sd": 0.01 if repeats > 1 else 0.0, "sharpness": 0.3, "num_replicates_used": 4}
+
+
+def test_a_cell_given_twice_is_one_row_and_one_line(tmp_path, monkeypatch):
+    grid, naive = _record("grid", 0.1), _record("naive", 0.2)
+    results = [grid, naive, dict(grid)]               # as run_coverage([g, n, g]).results
+    md = table_markdown(results)
+    assert md.count("| grid |") == 1 and md.count("| naive |") == 1, md
+    rows = list(csv.DictReader(table_csv(results).splitlines()))
+    assert [r["method"] for r in rows] == ["grid", "naive"]
+    assert [float(r["rmse"]) for r in rows] == [0.1, 0.2]      # the table holds the records' numbers
+    labels = []
+
+    def capture(fig, path, dpi=110):
+        labels.extend(t.get_text() for ax in fig.axes for t in ax.get_legend().get_texts())
+        return path
+
+    monkeypatch.setattr(report, "save_figure_atomic", capture)
+    write_reports(results, tmp_path)
+    assert labels == ["grid (RMSE 0.100)", "naive (RMSE 0.200)"]
+    assert (tmp_path / "coverage_table.md").read_text() == md
+
+
+def test_one_reference_draw_shows_no_sd():
+    md = table_markdown([_record("grid", 0.1, repeats=1), _record("naive", 0.2, repeats=3)])
+    assert "| 0.1000 | 0.1000 (R = 1: no sd) |" in md, md
+    assert "| 0.2000 | 0.2000 ± 0.0100 |" in md, md
+    assert "± 0.0000" not in md
