@@ -52,7 +52,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=int, default=2000, help="DP-SGD steps T (default 2000)")
     p.add_argument("--sampling-rate", type=float, default=0.1, help="Poisson sampling rate q (default 0.1)")
     p.add_argument("--clip", type=float, default=None,
-                   help="clip norm C (default sqrt(number of design columns), from the schema alone)")
+                   help="clip norm C (default, from the schema alone: sqrt(p) for p design columns with logistic "
+                        "or your own model, 2 sqrt(p + 1) with linear)")
     p.add_argument("--prob", type=float, default=0.9, help="probability of the reported intervals (default 0.9)")
     p.add_argument("--seed", type=int, default=None,
                    help="seed for the privacy noise, an integer in [0, 2^32) (reproduction only; default: from the OS; "
