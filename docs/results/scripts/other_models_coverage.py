@@ -121,7 +121,8 @@ def variants() -> None:
     """The two failures' suspects: the hierarchy's common mean, whose only curvature is the prior's
     (the heuristic learning rate leaves it near its start), read with the burn-in h prior and run 4x
     longer at 4x the learning rate, and the same hierarchy non-centred (theta = mu + z, z ~ N(0, 1)), which
-    gives the common mean the data's curvature; the log-normal with a 10x larger clip (clipping bias)."""
+    gives the common mean the data's curvature, and the common mean's learning rate 5x and 20x the
+    heuristic's; the log-normal with a 10x larger clip (clipping bias)."""
     size = dict(replicates=50, num_records=2000)
     hier = [s for s in SPECS if s.name == "hierarchy"][0]
     register_model(hier, replace=True)
@@ -132,6 +133,10 @@ def variants() -> None:
     register_model(ModelSpec("hierarchy-noncentred", hierarchy_noncentred, simulate_hierarchy_noncentred, clip=5.0,
                              beta_rho=100.0), replace=True)
     cells = [CellConfig("hierarchy-noncentred", 1.0, m, num_steps=2000, **size) for m in ("grid", "laplace", "naive")]
+    for factor in (5.0, 20.0):  # the common mean's learning rate raised, so that it relaxes within T
+        register_model(ModelSpec(f"hierarchy-mulr{int(factor)}", hierarchy, simulate_hierarchy, clip=5.0,
+                                 beta_rho=100.0, mean_lr_factors=(("mu", factor),)), replace=True)
+        cells += [CellConfig(f"hierarchy-mulr{int(factor)}", 1.0, m, num_steps=2000, **size) for m in ("grid", "naive")]
     cells += [CellConfig("hierarchy", 1.0, "grid", num_steps=2000, method_options=(("priors", "burn_in"),), **size),
              CellConfig("hierarchy-lr4", 1.0, "grid", num_steps=8000, **size),
              CellConfig("lognormal-clip50", 1.0, "grid", num_steps=2000, **size),
