@@ -23,14 +23,12 @@ non-decreasing function of it: a threshold on the count is the Neyman-Pearson te
 
 from __future__ import annotations
 
-import dataclasses
-
 import jax
 import numpy as np
-import numpyro
-import numpyro.distributions as dist
 import pytest
 
+import clip_check_models
+from clip_check_models import Y, location, log_location
 from dpposterior.privacy import epsilon_lower_bound_from_scores
 from dpposterior.privacy.secure import resolve_noise_source
 from dpposterior.vi import gradient_norm_histogram
@@ -40,32 +38,14 @@ from dpposterior.vi.dpvi import dpvi
 DELTA = 0.0          # the claim is pure epsilon-DP
 CONFIDENCE = 0.95
 HUGE_EPSILON = 1e6   # noise scale 1e-6: the released counts are the exact ones to float32 noise
-# |y_i| is record i's gradient norm at the trace below (clip C = 1): one record in each bin of
-# [0, .25), [.25, .5), [.5, 1), [1, 2), [2, 4) except two in [.5, 1), three beyond 4C
-Y = np.array([0.1, 0.3, 0.7, 0.8, 1.5, 3.0, 10.0, -20.0, 50.0], np.float32)
 CANARY = 1e3         # a far outlier: norm 1000 C, bin [4C, inf) (index 5)
 CANARY_BIN = 5
 
 
-def location(y):
-    m = numpyro.sample("m", dist.Normal(0.0, 10.0))
-    with numpyro.plate("records", y.shape[0]):
-        numpyro.sample("y", dist.Normal(m, 1.0), obs=y)
-
-
-def log_location(y):
-    m = numpyro.sample("m", dist.Normal(0.0, 10.0))
-    with numpyro.plate("records", y.shape[0]):
-        numpyro.sample("y", dist.LogNormal(m, 1.0), obs=y)
-
-
 @pytest.fixture(scope="module")
 def location_trace():
-    """As tests/vi/test_clip_check.py: final iterate at m = 0 with q's sd 6e-6, so record i's gradient is
-    (-y_i, ~ -beta_rho / N) and its norm |y_i| to 1e-3."""
-    tr = dpvi(location, Y, epsilon=1.0, delta=1e-5, num_steps=12, sampling_rate=0.5, clip=1.0, beta_rho=1e-3,
-              rng_key=0)
-    return dataclasses.replace(tr, final_phi=np.array([0.0, -12.0], np.float32))
+    """tests/clip_check_models.py: record i's gradient norm is |y_i| at this trace's final iterate."""
+    return clip_check_models.point_trace()
 
 
 @pytest.fixture(scope="module")
