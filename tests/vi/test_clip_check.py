@@ -22,6 +22,7 @@ def test_counts_are_the_exact_histogram_plus_laplace_noise(point_trace):
     np.testing.assert_allclose(h.counts, EXPECTED, atol=1e-4)
     np.testing.assert_allclose(h.edges, [0, 0.25, 0.5, 1, 2, 4, np.inf])
     assert h.clipped_fraction == pytest.approx(5 / 9, abs=1e-4)  # 1.5, 3, 10, -20 and 50 are at least C
+    assert h.clipped_fraction_se == pytest.approx(np.sqrt(2 * 3) * 1e-6 / 9)  # 3 bins from C up, b = 1e-6
     assert [r["count"] for r in h.table()] == pytest.approx(EXPECTED, abs=1e-4)
     p = h.privacy
     assert (p.epsilon, p.delta, p.neighbouring, p.accountant, p.seeded_by) == (1e6, 0.0, "add_remove", "pure", "user")

@@ -107,11 +107,12 @@ def _nested_container(x: Any) -> str | None:
 
 def _check_data(data: Any) -> tuple[Any, int]:
     """Returns (data as jnp arrays with the caller's structure, N)."""
-    what = _nested_container(data) if isinstance(data, Mapping) else None
-    if what is None and isinstance(data, (tuple, list)):
+    if isinstance(data, Mapping):
+        what = f"data is {_nested_container(data)}"
+    elif isinstance(data, (tuple, list)):
         what = next((f"data[{i}] is {w}" for i, w in enumerate(map(_nested_container, data)) if w), None)
     else:
-        what = what and f"data is {what}"
+        what = None
     if what is not None:  # numpy would stack a tuple of arrays into one (records mixed up) or make objects
         raise TypeError(f"data must be one array or a flat tuple of arrays sharing the leading record axis; "
                         f"{what}: pass the arrays as entries of one tuple (data=(x, y, w), the record is then "

@@ -281,9 +281,9 @@ def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants:
         distribution's support (:func:`dpposterior.vi.data_support.check_observed_support`; it reads the
         data before any release, its message is for the data holder), a likelihood of a record that
         reads the other records or their number (e.g. ``x - x.mean()``), latent sites inside it or
-        whose prior reads the data, no
-        latent site, a constrained latent site without a box or with a box not inside its support, a
-        box whose length is not theta's, and what :func:`energy_model` rejects.
+        whose prior reads the data, no latent site, a constrained latent site without a box or with a
+        box not inside its support, a box whose length is not theta's, and what :func:`energy_model`
+        rejects.
     """
     from numpyro import handlers
     from numpyro.distributions import constraints

@@ -337,7 +337,7 @@ def _clip_block(report: Report, hist: Any) -> None:
     report.paragraph(f"Per-record gradient norms at the end of the run, counted in bins at multiples of the clip "
                      f"C = {hist.clip:.4g} with Laplace noise of scale {hist.noise_scale:.3g} on every count (the "
                      f"counts are noisy and may be negative). Share of the records at or above C: {share:.1%} "
-                     f"(standard error {math.sqrt(2 * 3) * hist.noise_scale / hist.num_records:.1%}).")
+                     f"(standard error {hist.clipped_fraction_se:.1%}).")
     report.table(["gradient norm", "multiples of C", "noisy count", "share of N"],
                  [[r["bin"], r["multiples_of_clip"], f"{r['count']:.1f}", f"{r['fraction']:.1%}"]
                   for r in hist.table()])

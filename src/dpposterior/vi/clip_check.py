@@ -63,9 +63,18 @@ class GradientNormHistogram:
     @property
     def clipped_fraction(self) -> float:
         """The noisy share of records whose gradient norm is at least C (the bins from C up), over N;
-        its standard error is ``sqrt(2 * bins) * noise_scale / N``. Not clamped to [0, 1]."""
-        above = self.edges[:-1] >= self.clip
-        return float(np.sum(self.counts[:-1][above]) / self.num_records)
+        its standard error is :attr:`clipped_fraction_se`. Not clamped to [0, 1]."""
+        return float(np.sum(self.counts[:-1][self._above_clip]) / self.num_records)
+
+    @property
+    def clipped_fraction_se(self) -> float:
+        """The standard error of :attr:`clipped_fraction` from the noise alone: ``sqrt(2 k) b / N`` for k
+        bins from C up (a Laplace(b) variate has variance 2 b^2)."""
+        return float(np.sqrt(2.0 * np.sum(self._above_clip)) * self.noise_scale / self.num_records)
+
+    @property
+    def _above_clip(self) -> np.ndarray:
+        return self.edges[:-1] >= self.clip
 
     @property
     def non_finite_fraction(self) -> float:
