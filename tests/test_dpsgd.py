@@ -598,6 +598,20 @@ def test_nested_data_containers_are_refused_not_stacked():
     np.testing.assert_allclose(tr.final_params, [-0.2, -0.2])
 
 
+def test_python_rows_are_refused_not_read_as_columns():
+    # nineteenth session: [[x0, y0], [x1, y1], [x2, y2]] was read as 3 columns of 2 records (N = 2)
+    rows = [[1.0, 0.0], [2.0, 1.0], [3.0, 1.0]]
+    for data in (rows, tuple(map(tuple, rows)), [rows[0]]):
+        with pytest.raises(TypeError, match=r"data\[0\] is a Python (list|tuple): .*cannot tell rows .*np\.asarray"):
+            dpsgd(first_linear, np.zeros(2), data, **{**GOOD, "sampling_rate": 1.0})
+    with pytest.raises(TypeError, match=r"data\[1\] is a Python number: .*np\.asarray\(data\)"):
+        dpsgd(first_linear, np.zeros(2), (np.ones((2, 2)), 3.0), **{**GOOD, "sampling_rate": 1.0})
+    # the arrays the message names run, with N = 3 records
+    tr = dpsgd(first_linear, np.zeros(2), (np.asarray(rows),), noise_multiplier=0.0, clip=100.0,
+               sampling_rate=1.0, num_steps=1, learning_rate=0.1, delta=1e-5, rng_key=0)
+    np.testing.assert_allclose(tr.final_params, [-0.6, -0.2])
+
+
 def test_make_dpsgd_run_refuses_a_capacity_with_masked_sampling():
     # was silently ignored (the masked engine has no buffer), eighteenth session
     with pytest.raises(ValueError, match=r"capacity applies to sampling='packed' only"):

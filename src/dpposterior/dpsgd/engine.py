@@ -105,6 +105,28 @@ def _nested_container(x: Any) -> str | None:
     return None
 
 
+def _refuse_python_sequences(data: tuple | list) -> None:
+    """A tuple/list of Python lists (or of Python numbers) is ambiguous: rows of records or columns of
+    fields. The engine reads a sequence as columns (one entry per field, records on each entry's first
+    axis), so ``[[x0, y0], [x1, y1], [x2, y2]]`` would silently become 2 records of 3 fields. Refused when
+    no entry is an array (beside an array of N records, a list of N numbers is plainly a column): the
+    caller says which by passing arrays."""
+    kind = type(data).__name__
+    has_array = any(isinstance(e, (np.ndarray, jax.Array)) for e in data)
+    for i, e in enumerate(data):
+        if isinstance(e, (tuple, list)) and not has_array:
+            raise TypeError(
+                f"data[{i}] is a Python {type(e).__name__}: in a {kind} of Python sequences dpsgd cannot tell "
+                f"rows (records) from columns (fields), and it reads each entry as a column with the records "
+                f"on its first axis. Pass arrays: np.asarray(rows) for one (N, ...) array of records, or a tuple "
+                f"of column arrays (np.asarray(x), np.asarray(y)) sharing the leading record axis")
+        if isinstance(e, (bool, int, float, complex, np.generic)) and not isinstance(e, np.ndarray):
+            raise TypeError(
+                f"data[{i}] is a Python number: a {kind} of numbers is read as columns of 0-d arrays, which "
+                f"hold no records. Pass np.asarray(data) for N records of one value each, or a tuple of "
+                f"arrays with a leading record axis")
+
+
 def _check_data(data: Any) -> tuple[Any, int]:
     """Returns (data as jnp arrays with the caller's structure, N)."""
     if isinstance(data, Mapping):
@@ -120,6 +142,7 @@ def _check_data(data: Any) -> tuple[Any, int]:
     if isinstance(data, (tuple, list)):
         if len(data) == 0:
             raise ValueError("data must be an array or a non-empty tuple of arrays, got an empty sequence")
+        _refuse_python_sequences(data)
         arrays = [_as_numeric_array(a, f"data[{i}]") for i, a in enumerate(data)]
         names = [f"data[{i}]" for i in range(len(arrays))]
     else:
