@@ -179,3 +179,29 @@ def test_a_model_that_cannot_be_sent_to_ray_workers_is_refused_before_anything_r
             run_coverage([cell], tmp_path, backend="ray", progress=False)
     finally:
         MODELS.pop("test-locked-model", None)
+
+
+def _all_nan_draws(releases, settings):
+    """A post-processing method whose draws are all NaN: its cell cannot be measured."""
+    from dpposterior.experiments.methods import naive_method
+
+    out = naive_method(releases, settings)
+    return out._replace(draws=np.full_like(np.asarray(out.draws), np.nan))
+
+
+def test_a_cell_that_cannot_be_measured_on_a_ray_worker_is_named_and_the_others_saved(tiny, tmp_path,
+                                                                                      local_cluster):
+    from dpposterior.experiments import CellsUnusableError, ResultStore, register_method
+    from dpposterior.experiments.methods import METHODS as REG
+
+    register_method("test-all-nan-ray", _all_nan_draws)
+    try:
+        bad, good = tiny("test-all-nan-ray"), tiny("naive")
+        with pytest.raises(CellsUnusableError, match=r"test-all-nan-ray.*fewer than 2 replicates") as err:
+            run_coverage([bad, good], tmp_path, backend="ray", progress=False)
+        assert [c for c, _ in err.value.failed] == [bad] and err.value.computed == 1
+        saved = ResultStore(tmp_path).load(good)
+        assert saved is not None and saved["execution"]["backend"] == "ray"
+        assert ResultStore(tmp_path).load(bad) is None
+    finally:
+        REG.pop("test-all-nan-ray", None)

@@ -221,3 +221,62 @@ def test_resume_with_other_devices_or_batch_size_says_so(tiny, tmp_path, capsys)
     path.write_text(json.dumps(rec))
     moved = run_coverage([cell], tmp_path, progress=False)
     assert moved.execution_differs == [cell] and "computed with devices=2, batch_size=6" in capsys.readouterr().err
+
+
+def test_a_cell_that_cannot_be_measured_does_not_stop_the_others(tiny, tmp_path, capsys):
+    """Nineteenth session: a cell with fewer than 2 finite replicates raised at once, so the run's other
+    cells (of its group and of later groups) were never computed, and a re-run met it again. Now they
+    are computed and saved, and the error names the failed cell at the end."""
+    import numpy as np
+
+    from dpposterior.experiments import CellsUnusableError, register_method
+    from dpposterior.experiments.methods import METHODS as REG, naive_method
+
+    def mostly_nan(releases, settings):
+        out = naive_method(releases, settings)
+        draws = np.array(out.draws, copy=True)
+        draws[1:] = np.nan  # one finite replicate left
+        return out._replace(draws=draws)
+
+    register_method("test-mostly-nan", mostly_nan)
+    try:
+        bad = tiny("test-mostly-nan", 0.5)
+        good = [tiny("naive", 0.5), tiny("naive", 2.0)]   # same group as bad, and another group
+        with pytest.raises(CellsUnusableError, match=r"1 cell\(s\) could not be measured: .*test-mostly-nan.*"
+                           r"fewer than 2 replicates .*\(\d+ of \d+ excluded\).*other 2 computed cell\(s\) are saved"
+                           ) as err:
+            run_coverage([bad] + good, tmp_path, progress=False)
+        assert [c for c, _ in err.value.failed] == [bad] and err.value.computed == 2
+        assert "not measured" in capsys.readouterr().err
+        assert ResultStore(tmp_path).load(bad) is None
+        assert all(ResultStore(tmp_path).load(c) is not None for c in good)
+        again = run_coverage(good, tmp_path, progress=False)
+        assert again.computed == [] and set(again.skipped) == set(good)
+    finally:
+        REG.pop("test-mostly-nan", None)
+
+
+def test_cli_reports_the_other_cells_and_names_the_one_that_failed(tmp_path, capsys, tiny_cli_args):
+    import numpy as np
+
+    from dpposterior.cli import main
+    from dpposterior.experiments import register_method
+    from dpposterior.experiments.methods import METHODS as REG, naive_method
+
+    def all_nan(releases, settings):
+        out = naive_method(releases, settings)
+        return out._replace(draws=np.full_like(np.asarray(out.draws), np.nan))
+
+    register_method("test-all-nan", all_nan)
+    try:
+        args = ["coverage", "--model", "beta-bernoulli", "--epsilon", "0.5", "--method", "test-all-nan", "naive",
+                "--out", str(tmp_path), *tiny_cli_args]
+        assert main(args) == 1
+        err = capsys.readouterr().err
+        assert "error: 1 cell(s) could not be measured" in err and "test-all-nan" in err
+        assert "cover its 1 finished cell(s)" in err
+        table = (tmp_path / "coverage_table.md").read_text()
+        assert "| naive |" in table and "test-all-nan" not in table
+        assert [p.name.split("_")[1] for p in (tmp_path / "cells" / "beta-bernoulli").glob("*.json")] == ["naive"]
+    finally:
+        REG.pop("test-all-nan", None)

@@ -20,6 +20,7 @@ The command line is ``dpposterior coverage`` (:mod:`.cli_coverage`).
 """
 
 from ..models.registry import register_model
+from .cell import CellUnusableError
 from .cell import comparable
 from .cell import evaluate_cell
 from .config import CellConfig
@@ -40,6 +41,7 @@ from .report import folder_results
 from .report import table_csv
 from .report import table_markdown
 from .report import write_reports
+from .runner import CellsUnusableError
 from .runner import RunSummary
 from .runner import compute_group
 from .runner import run_coverage
@@ -53,6 +55,8 @@ __all__ = [
     "CellConfig",
     "CellData",
     "CellReleases",
+    "CellUnusableError",
+    "CellsUnusableError",
     "CorruptResultError",
     "DPVISetup",
     "MethodOutput",

@@ -111,6 +111,12 @@ def _finite_replicates(summaries: ReplicateSummaries, draws: np.ndarray, with_tr
     return ok
 
 
+class CellUnusableError(ValueError):
+    """A cell whose method left fewer than 2 replicates with a finite trace and posterior: an outcome of
+    the cell's settings (e.g. a learning rate that makes DP-SGD overflow), not of the run. The runner
+    records it, computes the other cells, and names it at the end (:func:`.runner.run_coverage`)."""
+
+
 def evaluate_cell(config: CellConfig, setup: DPVISetup, summaries: ReplicateSummaries, *,
                   data: CellData | None = None, replicates_seconds: float = 0.0,
                   execution: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -139,6 +145,7 @@ def evaluate_cell(config: CellConfig, setup: DPVISetup, summaries: ReplicateSumm
       read back from its file) and versions.
 
     Raises:
+      CellUnusableError: fewer than 2 replicates have a finite trace and posterior.
       ValueError: the method's draws or ``posterior_sd`` have the wrong shape, or a method with its own
         mechanism returned no PrivacySpent or one above the cell's (epsilon, delta).
       TypeError: diagnostics that a result file cannot hold (:func:`json_ready_diagnostics`).
@@ -192,8 +199,8 @@ def evaluate_cell(config: CellConfig, setup: DPVISetup, summaries: ReplicateSumm
     ok = _finite_replicates(summaries, draws, not method.needs_data) & np.all(np.isfinite(post_sd) & (post_sd > 0), axis=1)
     excluded = np.flatnonzero(~ok).tolist()
     if ok.sum() < 2:
-        raise ValueError(f"{config.label()}: fewer than 2 replicates have finite traces and posteriors "
-                         f"({len(excluded)} of {k} excluded)")
+        raise CellUnusableError(f"{config.label()}: fewer than 2 replicates have finite traces and posteriors "
+                                f"({len(excluded)} of {k} excluded), so its coverage cannot be measured")
     if method.needs_data:   # a statistic of the method's own release (module docstring)
         center = np.where(ok[:, None], np.mean(np.where(ok[:, None, None], draws, 0.0), axis=1, dtype=np.float64),
                           0.0)

@@ -157,7 +157,7 @@ def coverage_command(args: argparse.Namespace) -> int:
     import jax
 
     from .report import folder_results, table_markdown, write_reports
-    from .runner import run_coverage
+    from .runner import CellsUnusableError, run_coverage
 
     devices = min(devices_wanted, jax.device_count())
     try:
@@ -166,6 +166,16 @@ def coverage_command(args: argparse.Namespace) -> int:
     except ImportError as e:
         print(f"dpposterior coverage: error: {e}", file=sys.stderr)
         return 2
+    except CellsUnusableError as e:  # the other cells are saved: the folder's reports still show them
+        everything, notes = folder_results(args.out)
+        for note in notes:
+            print(f"dpposterior coverage: note: {note}", file=sys.stderr)
+        if everything:
+            paths = write_reports(everything, args.out)
+            print(f"the tables and plots in {args.out} cover its {len(everything)} finished cell(s): "
+                  + ", ".join(str(p) for p in paths.values()), file=sys.stderr)
+        print(f"dpposterior coverage: error: {e}", file=sys.stderr)
+        return 1
     # the folder's reports show every finished cell in it, earlier runs' too (not only this run's)
     everything, notes = folder_results(args.out, summary.results)
     for note in notes:

@@ -40,7 +40,7 @@ import time
 from typing import Any, Callable, Sequence
 
 from ..models.registry import model_fingerprint
-from .cell import evaluate_cell
+from .cell import CellUnusableError, evaluate_cell
 from .config import CellConfig
 from .methods import method_fingerprint
 from .replicates import model_settings
@@ -74,6 +74,24 @@ class RunSummary:
     wall_seconds: float
     stale: list[CellConfig] = dataclasses.field(default_factory=list)
     execution_differs: list[CellConfig] = dataclasses.field(default_factory=list)
+
+
+class CellsUnusableError(ValueError):
+    """Cells of a run that could not be measured (:class:`~.cell.CellUnusableError`), raised by
+    :func:`run_coverage` after it computed and saved every other cell.
+
+    Attributes:
+      failed: (cell, reason) pairs.
+      computed: how many cells the run computed and saved.
+    """
+
+    def __init__(self, failed: list[tuple[CellConfig, str]], computed: int, out: Any) -> None:
+        self.failed = list(failed)
+        self.computed = computed
+        lines = "; ".join(why for _, why in self.failed)
+        super().__init__(f"{len(self.failed)} cell(s) could not be measured: {lines}. The run's other {computed} "
+                         f"computed cell(s) are saved in {os.fspath(out)!s} (a re-run skips them); change the "
+                         "failed cells' settings or leave them out")
 
 
 def execution_difference(record: dict[str, Any], config: CellConfig, devices: int,
@@ -152,7 +170,8 @@ def _sorted_group(configs: Sequence[CellConfig]) -> list[CellConfig]:
 
 def compute_group(configs: Sequence[CellConfig], *, devices: int = 1, batch_size: int | None = None,
                   progress: bool = False, on_result: Callable[[dict[str, Any]], None] | None = None,
-                  execution: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+                  execution: dict[str, Any] | None = None,
+                  on_failure: Callable[[CellConfig, str], None] | None = None) -> list[dict[str, Any]]:
     """Computes the cells of one group: the replicates once, then each method on them.
 
     The replicates' DP-SGD runs only when a post-processing method is in the group; a group of methods
@@ -165,9 +184,12 @@ def compute_group(configs: Sequence[CellConfig], *, devices: int = 1, batch_size
       progress: show a progress bar over the group's replicates.
       on_result: called with each finished cell's record as soon as it is ready (e.g. to save it).
       execution: extra fields recorded under ``"execution"`` in each record.
+      on_failure: called with (cell, reason) for a cell that cannot be measured
+        (:class:`~.cell.CellUnusableError`), after which the group's other cells are computed; None
+        (the default) raises the error.
 
     Returns:
-      The records, cheap methods first.
+      The records of the cells computed, cheap methods first.
     """
     from .methods import get_method
     from .replicates import ReplicateSummaries, cell_data, default_batch_size, dpvi_setup, run_replicates, simulate_data
@@ -215,8 +237,14 @@ def compute_group(configs: Sequence[CellConfig], *, devices: int = 1, batch_size
     for cfg in configs:
         if data is None and get_method(cfg.method).needs_data:
             data = cell_data(cfg, setup)
-        rec = evaluate_cell(cfg, setup, summaries, data=data, replicates_seconds=rep_seconds,
-                            execution=dict(exe, finished_at=time.time()))
+        try:
+            rec = evaluate_cell(cfg, setup, summaries, data=data, replicates_seconds=rep_seconds,
+                                execution=dict(exe, finished_at=time.time()))
+        except CellUnusableError as e:  # the other methods of the group still run on its replicates
+            if on_failure is None:
+                raise
+            on_failure(cfg, str(e))
+            continue
         if on_result is not None:
             on_result(rec)
         records.append(rec)
@@ -244,7 +272,10 @@ def _ray_compute_group(config_dicts: list[dict[str, Any]], devices: int, batch_s
         _install_for_task(MODELS, models, model_fingerprint, "model", saved_models, models_changed)
         _install_for_task(METHODS, methods, method_fingerprint, "method", saved_methods)
         configs = [CellConfig.from_dict(d) for d in config_dicts]
-        return compute_group(configs, devices=devices, batch_size=batch_size, progress=False, execution=execution)
+        failed: list[dict[str, Any]] = []
+        records = compute_group(configs, devices=devices, batch_size=batch_size, progress=False, execution=execution,
+                                on_failure=lambda c, why: failed.append({_FAILED: c.to_dict(), "reason": why}))
+        return records + failed
     finally:
         _restore(METHODS, saved_methods)
         _restore(MODELS, saved_models)
@@ -421,6 +452,8 @@ def run_coverage(configs: Sequence[CellConfig], out: str | os.PathLike, *, backe
         that is not an integer >= 1, an ``out`` (or a
         cell folder under it) that is a file or cannot be created (checked before anything is computed).
       CorruptResultError: a results file for one of the cells is unreadable or inconsistent.
+      CellsUnusableError: cells that could not be measured (fewer than 2 replicates with a finite trace
+        and posterior); raised after every other cell was computed and saved, naming each.
       ImportError: the Ray backend without Ray installed.
     """
     if backend not in BACKENDS:
@@ -483,17 +516,27 @@ def run_coverage(configs: Sequence[CellConfig], out: str | os.PathLike, *, backe
             bar.update(1)
             bar.set_postfix_str(f"{cfg.label()}: RMSE {rec['rmse']:.3f}")
 
+    failed: list[tuple[CellConfig, str]] = []
+
+    def fail(cfg: CellConfig, why: str) -> None:
+        failed.append((cfg, why))
+        print(f"not measured: {why}; computing the other cells", file=sys.stderr)
+        if bar is not None:
+            bar.update(1)
+
     try:
         if backend == "local":
             for group in groups.values():
                 compute_group(group, devices=devices, batch_size=batch_size, progress=progress, on_result=save,
-                              execution={"backend": "local"})
+                              execution={"backend": "local"}, on_failure=fail)
         elif groups:
             _run_ray(list(groups.values()), address=address, devices=devices, batch_size=batch_size, save=save,
-                     num_cpus=ray_num_cpus)
+                     num_cpus=ray_num_cpus, fail=fail)
     finally:
         if bar is not None:
             bar.close()
+    if failed:
+        raise CellsUnusableError(failed, len(computed), out)
     return RunSummary(results=[done[c] for c in configs], computed=computed, skipped=skipped,
                       wall_seconds=time.perf_counter() - t_start, stale=stale,
                       execution_differs=[c for c, _ in differs])
@@ -508,8 +551,13 @@ def _import_ray():
     return ray
 
 
+#: the key that marks a failed cell in what a Ray task returns (beside the records).
+_FAILED = "failed_cell"
+
+
 def _run_ray(groups: list[list[CellConfig]], *, address: str | None, devices: int, batch_size: int | None,
-             save: Callable[[dict[str, Any]], None], num_cpus: float) -> None:
+             save: Callable[[dict[str, Any]], None], num_cpus: float,
+             fail: Callable[[CellConfig, str], None]) -> None:
     ray = _import_ray()
     payloads = _method_payloads(groups)  # before Ray starts: a method that cannot be sent stops the run here
     model_payloads = _model_payloads(groups)  # and so does a model
@@ -526,6 +574,9 @@ def _run_ray(groups: list[list[CellConfig]], *, address: str | None, devices: in
         while pending:
             ready, pending = ray.wait(pending, num_returns=1)
             for rec in ray.get(ready[0]):
+                if _FAILED in rec:  # a cell the worker could not measure (CellUnusableError)
+                    fail(CellConfig.from_dict(rec[_FAILED]), rec["reason"])
+                    continue
                 method = rec["config"]["method"]
                 if rec.get("method_fingerprint") != payloads[method][1]:  # the worker checked it; so does the driver
                     raise ValueError(f"a Ray worker computed {rec.get('label')} with method {method!r} of fingerprint "
