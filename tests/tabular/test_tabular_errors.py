@@ -195,3 +195,25 @@ def test_secure_reaches_dpvi(capsys, files, monkeypatch):
     monkeypatch.setattr(vi, "dpvi", fake_dpvi)
     assert _one_line(*_fit(capsys, files, extra=("--secure",))) == "stop here"
     assert seen["secure"] is True and seen["rng_key"] is None
+
+
+def test_a_one_level_categorical_column_is_left_out_of_the_default_features(files):
+    """Nineteenth session: a schema column with one declared level (constant in this table, e.g. a
+    country column of a one-country extract) made the whole schema invalid, even when unused. It adds
+    no design column: left out of the default features, refused as a named feature, and a binary target
+    still needs two levels."""
+    text = "[columns.country]\ntype = \"categorical\"\ncategories = [\"NZ\"]\n\n" + (files / "s.toml").read_text()
+    (files / "s.toml").write_text(text)
+    (files / "d.csv").write_text("age,region,country,y\n30,north,NZ,no\n45,south,NZ,yes\n60,north,NZ,yes\n")
+    schema, frame = load_schema(files / "s.toml"), read_table(files / "d.csv")
+    assert schema.columns["country"].categories == ("NZ",)
+    d = build_design(frame, schema, "y")
+    assert d.feature_names == ("age", "region=south", "(intercept)")
+    assert dict(d.reference_levels) == {"region": "north"}
+    with pytest.raises(ValueError, match=r"feature 'country' is categorical with one declared level \('NZ'\): it "
+                                         r"adds no design column .*leave it out of the features"):
+        build_design(frame, schema, "y", features=["age", "country"])
+    with pytest.raises(ValueError, match=r"target column 'country' must be binary .*got 1"):
+        build_design(frame, schema, "country")
+    with pytest.raises(ValueError, match=r"categories = \[\.\.\.\], a public list of levels"):
+        parse_schema({"columns": {"c": {"type": "categorical", "categories": []}}})

@@ -154,6 +154,10 @@ def _check_missing(frame: Any, col: Column, what: str) -> None:
                          "markers such as NA, NaN, null, None and ? count as missing unless declared as a category")
 
 
+def _one_level(col: Any) -> bool:
+    return col.type == "categorical" and len(col.categories) == 1
+
+
 def build_design(frame: Any, schema: Schema, target: str, *, features: list[str] | None = None,
                  intercept: bool = True, target_kind: str = "binary") -> Design:
     """Builds X and y (see the module docstring).
@@ -162,7 +166,8 @@ def build_design(frame: Any, schema: Schema, target: str, *, features: list[str]
       frame: a pandas DataFrame of the records (from :func:`~dpposterior.tabular.read_table`).
       schema: the declared schema.
       target: the target column's name.
-      features: the feature columns (default: every declared column except the target).
+      features: the feature columns (default: every declared column except the target and any
+        categorical column with a single declared level, which adds no design column).
       intercept: append an intercept column of ones.
       target_kind: ``"binary"`` (logistic regression) or ``"numeric"`` (linear regression).
 
@@ -208,7 +213,10 @@ def build_design(frame: Any, schema: Schema, target: str, *, features: list[str]
         raise ValueError(f"target column {target!r} is missing from the data "
                          f"(columns: {', '.join(map(str, available))})")
     tcol = schema.column(target)
-    names = [c for c in schema.columns if c != target] if features is None else list(features)
+    # a one-level categorical column carries no information (no indicator column): left out of the
+    # default features, refused as a named one (below)
+    names = ([c for c, col in schema.columns.items() if c != target and not _one_level(col)] if features is None
+             else list(features))
     if target in names:
         raise ValueError(f"the target column {target!r} cannot also be a feature")
     twice = sorted({str(c) for c, count in collections.Counter(names).items() if count > 1})
@@ -222,7 +230,10 @@ def build_design(frame: Any, schema: Schema, target: str, *, features: list[str]
         if len(parts) > 1 and all(p in schema.columns for p in parts):
             raise ValueError(f"feature {name!r} is not a column: give the features as separate names, "
                              f"{parts!r} (on the command line: --features {' '.join(parts)})")
-        schema.column(name)
+        if _one_level(schema.column(name)):
+            raise ValueError(f"feature {name!r} is categorical with one declared level "
+                             f"({schema.columns[name].categories[0]!r}): it adds no design column (every record "
+                             f"has that level); leave it out of the features, or declare its other levels")
         if name not in available:
             raise ValueError(f"column {name!r} (declared in {schema.source or 'the schema'}) is missing from the "
                              f"data (columns: {', '.join(map(str, available))})")

@@ -170,10 +170,12 @@ def _column(name: str, spec: Any, source: str) -> Column:
             raise ValueError(f"{where} is numeric: categories are for categorical columns")
         return Column(name=name, type=kind, bounds=(float(b[0]), float(b[1])))
     cats = spec.get("categories")
-    if not (isinstance(cats, list) and len(cats) >= 2 and all(isinstance(c, (str, int)) and not isinstance(c, bool)
+    # one level is allowed: a schema may describe a column that is constant in this table; it adds no
+    # design column, so build_design leaves it out of the default features and refuses it as a named one
+    if not (isinstance(cats, list) and len(cats) >= 1 and all(isinstance(c, (str, int)) and not isinstance(c, bool)
                                                               for c in cats)):
-        raise ValueError(f"{where} is categorical and needs categories = [...], a public list of at least two "
-                         f"levels (strings or integers), got {cats!r}")
+        raise ValueError(f"{where} is categorical and needs categories = [...], a public list of levels "
+                         f"(strings or integers; a feature needs at least two), got {cats!r}")
     # the data's values are compared without surrounding spaces, so the levels are too
     levels = tuple(nfc(str(c)).strip() for c in cats)
     if "" in levels:
