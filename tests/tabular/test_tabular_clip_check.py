@@ -169,3 +169,10 @@ def test_compare_table_refuses_a_bad_clip_check_before_any_release(table, tmp_pa
         compare_table(csv, toml, "default", methods=["na-dpvi"], epsilon=1.0, delta=1e-5, num_steps=200,
                       out=tmp_path / "r", progress=False, clip_check=value, log=lambda _: None)
     assert not (tmp_path / "r").exists()
+
+
+def test_compare_help_says_what_the_clip_check_covers(capsys):
+    with pytest.raises(SystemExit):
+        main(["compare", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--clip-check EPSILON" in out and "dpvim's release is not checked" in out and "Beyond the budget" in out
