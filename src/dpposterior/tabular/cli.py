@@ -34,6 +34,8 @@ examples:
 --budget split (default): the k separate releases get epsilon/k and delta/k each, so together they
 stay within (epsilon, delta); --budget each: every release gets the full budget (equal-cost
 comparison; the report gives the larger composed total). 'naive' reuses the na-dpvi release.
+--clip-check EPSILON checks the clip of the na-dpvi release only, with one more release on top of
+the budget (the report's composed total includes it).
 """
 
 
@@ -82,7 +84,7 @@ def _compare(args: argparse.Namespace) -> int:
                   epsilon=args.epsilon, delta=args.delta, budget=args.budget, num_steps=args.steps,
                   sampling_rate=args.sampling_rate, clip=args.clip, out=args.out, seed=args.seed,
                   features=args.features, prob=args.prob, progress=not args.no_progress,
-                  target_kind=args.target_kind)
+                  target_kind=args.target_kind, clip_check=args.clip_check)
     return 0
 
 
@@ -122,4 +124,10 @@ def add_fit_parsers(subparsers: Any) -> None:
     cmp_.add_argument("--budget", choices=("split", "each"), default="split",
                       help="split (default): releases share the budget; each: every release gets all of it")
     cmp_.add_argument("--out", default="compare-report", help="report folder (default compare-report/)")
+    cmp_.add_argument("--clip-check", type=float, default=None, metavar="EPSILON",
+                      help="also release, at this epsilon (pure DP), a noisy histogram of the per-record gradient "
+                           "norms at the end of the na-dpvi run (the release naive shares; dpvim's release is not "
+                           "checked, and na-dpvi or naive must be among the methods): the report says what share of "
+                           "the records C cut. Beyond the budget under --budget split and each alike: not taken "
+                           "from any method's share, added to the composed total and ledger.json")
     cmp_.set_defaults(func=_compare)

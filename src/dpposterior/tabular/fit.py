@@ -312,9 +312,46 @@ def _privacy_block(report: Report, ledger, delta: float, seeded_by: set[str]) ->
 CLIPPED_SHARE_WARNING = 0.05
 
 
+def _check_clip_check(epsilon: Any) -> float | None:
+    """``clip_check`` (``--clip-check``): None, or the histogram's epsilon, finite and > 0 with a Laplace
+    scale 1 / epsilon that float32 noise can carry; checked before any release (the histogram comes
+    after the DP-SGD release, whose privacy would otherwise be spent on a run that then stops)."""
+    from ..baselines._sampling import check_laplace_scale
+
+    if epsilon is None:
+        return None
+    what = "clip_check (--clip-check, the epsilon of the gradient-norm histogram)"
+    epsilon = check_epsilon(epsilon, what)
+    check_laplace_scale(1.0 / epsilon, f"1/{what} = 1/{epsilon!r}")
+    return epsilon
+
+
+#: the methods of ``compare`` whose release ``--clip-check`` checks: the NA-DPVI release (a DPVITrace),
+#: which "naive" shares; DPVIm's release is no DPVITrace and gradient_norm_histogram does not take it.
+CLIP_CHECK_METHODS = ("na-dpvi", "naive")
+
+
+def _check_clip_check_methods(methods: Sequence[str]) -> None:
+    """Refuses ``--clip-check`` in a ``compare`` without the NA-DPVI release, the one it can check."""
+    if any(m in CLIP_CHECK_METHODS for m in methods):
+        return
+    why = []
+    if "dpvim" in methods:
+        why.append("dpvim's DP-SGD release is not supported by the check (gradient_norm_histogram takes a DPVI "
+                   "trace only)")
+    other = [m for m in methods if m in ("gibbs-ss-noisy", "dp-fast-mh")]
+    if other:
+        why.append(f"{' and '.join(other)} clip no per-record gradients (no DP-SGD release)")
+    raise ValueError(f"clip_check (--clip-check) checks the clip of the NA-DPVI release (na-dpvi or naive), which "
+                     f"the methods {list(methods)} do not make: " + "; ".join(why)
+                     + "; add na-dpvi (or naive) to the methods, or drop --clip-check")
+
+
 def _clip_check(trace: Any, fn: Callable, design: Design, model: str, epsilon: float, seed: int | None,
                 secure: bool, out: Path, log: Callable[[str], Any]) -> Any:
-    """The gradient-norm histogram release of ``fit --clip-check``, saved as ``out/clip_check.json``."""
+    """The gradient-norm histogram release of ``fit --clip-check`` (and ``compare --clip-check``, of the
+    NA-DPVI release), saved as ``out/clip_check.json``. With ``seed``, its key is ``fold_in(seed, 1)``,
+    not the key of any DP-SGD release (those are ``PRNGKey(seed)``, or ``seed + i`` in ``compare``)."""
     import jax
 
     from ..vi import gradient_norm_histogram
@@ -331,10 +368,11 @@ def _clip_check(trace: Any, fn: Callable, design: Design, model: str, epsilon: f
     return hist
 
 
-def _clip_block(report: Report, hist: Any) -> None:
-    report.heading("Clip check (a second DP release)")
+def _clip_block(report: Report, hist: Any, heading: str = "Clip check (a second DP release)",
+                run: str = "the run", again: str = "fit again") -> None:
+    report.heading(heading)
     share = hist.clipped_fraction
-    report.paragraph(f"Per-record gradient norms at the end of the run, counted in bins at multiples of the clip "
+    report.paragraph(f"Per-record gradient norms at the end of {run}, counted in bins at multiples of the clip "
                      f"C = {hist.clip:.4g} with Laplace noise of scale {hist.noise_scale:.3g} on every count (the "
                      f"counts are noisy and may be negative). Share of the records at or above C: {share:.1%} "
                      f"(standard error {hist.clipped_fraction_se:.1%}).")
@@ -344,7 +382,7 @@ def _clip_block(report: Report, hist: Any) -> None:
     if share > CLIPPED_SHARE_WARNING:
         report.paragraph(f"WARNING: about {share:.0%} of the records were clipped. Clipping that many moves the fit, "
                          "and the noise-aware intervals do not account for it (docs/user-guide.md, 'Was the clip "
-                         "too small?'): fit again with a larger --clip (a new release: its budget adds up).",
+                         f"too small?'): {again} with a larger --clip (a new release: its budget adds up).",
                          note=True)
 
 
@@ -497,8 +535,7 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
     seed = check_seed(seed)
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    if clip_check is not None:
-        clip_check = check_epsilon(clip_check, "clip_check (the epsilon of the gradient-norm histogram)")
+    clip_check = _check_clip_check(clip_check)
     out = check_output_dir(out, "out")  # before the release, so that no result is lost
     book = None
     if ledger is not None:
@@ -619,7 +656,8 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
                   budget: str = "split", num_steps: int = 2000, sampling_rate: float = 0.1,
                   clip: float | None = None, out: str | Path = "compare-report", seed: int | None = None,
                   features: Sequence[str] | None = None, prob: float = 0.9, progress: bool = True,
-                  log: Callable[[str], Any] = print, target_kind: str | None = None) -> dict[str, Any]:
+                  log: Callable[[str], Any] = print, target_kind: str | None = None,
+                  clip_check: float | None = None) -> dict[str, Any]:
     """Runs several methods on one table under one privacy budget and reports them side by side.
 
     Methods: ``"na-dpvi"`` (DPVI + noise-aware grid), ``"naive"`` (the last iterate of the SAME DPVI
@@ -638,8 +676,21 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
     ``out/releases/<method>.npz`` (:func:`dpposterior.tabular.releases.save_release`) and the ledger of
     the releases so far, ``out/ledger.json``; an error after a release says where they are.
 
+    Clip check: ``clip_check`` None, or the epsilon of one more release, as ``fit_table``'s: a Laplace
+    histogram of the per-record gradient norms at the NA-DPVI release's final iterate
+    (:func:`dpposterior.vi.gradient_norm_histogram`; pure epsilon-DP, add/remove-one), made right
+    after that release, saved as ``out/clip_check.json`` and added to ``out/ledger.json``. It checks
+    the NA-DPVI release only (shared by ``"na-dpvi"`` and ``"naive"``; one of them must be among the
+    methods): DPVIm's release is not a DPVITrace and the histogram does not take it, and the other
+    methods clip no gradients. Its epsilon is NOT taken from the budget: under ``"split"`` and
+    ``"each"`` alike the methods' releases get what they would get without it, and the clip check
+    comes on top, composed into the reported total (which can then exceed (epsilon, delta) under
+    ``"split"``). The report tables its noisy bins and warns when more than 5% of the records were
+    clipped (the seeded key, with ``seed``: ``fold_in(PRNGKey(seed + i), 1)`` for the NA-DPVI release i).
+
     Returns:
-      ``{"posteriors": {method: posterior}, "ledger": Ledger, "total": PrivacySpent, "report_html", ...}``.
+      ``{"posteriors": {method: posterior}, "ledger": Ledger, "total": PrivacySpent, "report_html",
+      "clip_check": GradientNormHistogram or None, ...}``.
 
     Raises:
       ValueError, TypeError: a setting outside its range, a table or schema that does not fit, or an
@@ -666,6 +717,9 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
         raise ValueError("gibbs-ss-noisy is a linear-regression method: use --model linear or drop it")
     if "dp-fast-mh" in methods and model != "logistic":
         raise ValueError("dp-fast-mh is offered for --model logistic only (its energy bounds are derived for it)")
+    clip_check = _check_clip_check(clip_check)
+    if clip_check is not None:
+        _check_clip_check_methods(methods)
     t0 = time.perf_counter()
     releases = [m for m in methods if m != "naive"]
     if "naive" in methods and "na-dpvi" not in methods:
@@ -685,7 +739,8 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
 
         mcmc.calibrate_chain("dp_fast_mh", eps_each, delta_each, num_steps)
     log(f"      {k} release(s): {', '.join(releases)}; each gets ({eps_each:.4g}, {delta_each:.3g}) "
-        f"(budget {budget!r})")
+        f"(budget {budget!r})" + ("" if clip_check is None else
+                                  f"; and the clip check of na-dpvi at epsilon {clip_check:g}, beyond the budget"))
 
     def key(i):
         return None if seed is None else jax.random.PRNGKey(seed + i)
@@ -696,23 +751,28 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
     out.mkdir(parents=True, exist_ok=True)
     folder, ledger_path = out / "releases", out / "ledger.json"
     folder.mkdir(exist_ok=True)
+    (out / "clip_check.json").unlink(missing_ok=True)  # an earlier run's into this folder: not this report's
     made: dict[str, Any] = {}
     with _after_release(folder, ledger_path, made):
-        _make_releases(made, releases, ledger, folder, ledger_path, design, fn, label, model, eps_each,
-                       delta_each, num_steps, sampling_rate, clip, progress, key, k, log)
+        hist = _make_releases(made, releases, ledger, folder, ledger_path, design, fn, label, model, eps_each,
+                              delta_each, num_steps, sampling_rate, clip, progress, key, k, log,
+                              clip_check=clip_check, seed=seed)
         return _compare_report(made, methods, releases, ledger, design, model, label, prob, out, data, schema,
                                target, epsilon, delta, eps_each, delta_each, budget, num_steps, sampling_rate,
-                               clip, k, t0, log)
+                               clip, k, t0, log, hist)
 
 
 def _make_releases(made, releases, ledger, folder, ledger_path, design, fn, label, model, eps_each, delta_each,
-                   num_steps, sampling_rate, clip, progress, key, k, log) -> None:
+                   num_steps, sampling_rate, clip, progress, key, k, log, *, clip_check=None, seed=None) -> Any:
     """The mechanisms of :func:`compare_table`, in order; each release is added to ``made`` and
-    ``ledger`` and written (with the ledger) as soon as it exists."""
+    ``ledger`` and written (with the ledger) as soon as it exists. With ``clip_check``, the
+    gradient-norm histogram of the NA-DPVI release follows it at once (``folder.parent /
+    "clip_check.json"``, and the ledger); returned (None without ``clip_check``)."""
     from ..baselines import release_regression_statistics
     from ..vi import dpvi
     from ..vi.dpvim import dpvim
 
+    hist = None
     for i, m in enumerate(releases):
         log(f"[{i + 2}/{k + 2}] {m}")
         if m == "na-dpvi":
@@ -743,11 +803,19 @@ def _make_releases(made, releases, ledger, folder, ledger_path, design, fn, labe
         ledger.add(made[m], what)
         save_release(made[m], folder / f"{m}.npz")
         ledger.save(ledger_path)
+        if m == "na-dpvi" and clip_check is not None:  # one more release, beyond the budget: saved at once too
+            hist = _clip_check(made[m], fn, design, model, clip_check, None if seed is None else seed + i, False,
+                               folder.parent, log)
+            ledger.add(hist, "clip check of na-dpvi (gradient-norm histogram, beyond the budget)")
+            ledger.save(ledger_path)
+    return hist
 
 
 def _compare_report(made, methods, releases, ledger, design, model, label, prob, out, data, schema, target,
-                    epsilon, delta, eps_each, delta_each, budget, num_steps, sampling_rate, clip, k, t0, log):
-    """The post-processing of :func:`compare_table`: posteriors from the releases alone, the report."""
+                    epsilon, delta, eps_each, delta_each, budget, num_steps, sampling_rate, clip, k, t0, log,
+                    hist=None):
+    """The post-processing of :func:`compare_table`: posteriors from the releases alone, the report
+    (with ``hist``, the clip check's gradient-norm histogram, its own section)."""
     import jax
 
     from ..baselines import gibbs_ss_noisy
@@ -784,6 +852,13 @@ def _compare_report(made, methods, releases, ledger, design, model, label, prob,
              f"budget 'each': each of the {k} releases got the full ({epsilon:g}, {delta:g}) so the methods are "
              "compared at equal cost; together they spent more (below)")
     notes = []
+    if hist is not None:
+        notes.append(f"clip check (--clip-check {hist.privacy.epsilon:g}): one more release, BEYOND this budget: a "
+                     f"noisy histogram of the per-record gradient norms of the na-dpvi release (pure epsilon = "
+                     f"{hist.privacy.epsilon:g}, delta = 0), not taken from any method's share; the composed total "
+                     "below includes it"
+                     + (f" and can exceed ({epsilon:g}, {delta:g}), which bounds the methods' releases only"
+                        if budget == "split" else ""))
     if "dp-fast-mh" in posts:
         dg = posts["dp-fast-mh"].diagnostics
         notes.append(f"dp-fast-mh: over {num_steps} iterations the chain's mean step was {dg['mean_step']:.3g} and it "
@@ -800,8 +875,13 @@ def _compare_report(made, methods, releases, ledger, design, model, label, prob,
                        f" ({k} x delta: the releases' own deltas, composed from (epsilon, delta), already use all of "
                        f"delta = {delta:g}, so no finite epsilon exists at it)"),
                     "each release is saved in releases/ (one .npz per method, with its PrivacySpent; "
-                    "dpposterior.DPVITrace.load reads na-dpvi.npz) and recorded in ledger.json"])
+                    "dpposterior.DPVITrace.load reads na-dpvi.npz) and recorded in ledger.json"
+                    + ("" if hist is None else "; the clip check in clip_check.json")])
     _privacy_block(report, ledger, total.delta, {e.privacy.seeded_by for e in ledger.entries})
+    if hist is not None:
+        _clip_block(report, hist, "Clip check of the na-dpvi release (a DP release beyond the budget)",
+                    "the na-dpvi run (the release that 'naive' shares; dpvim's is not checked)",
+                    "compare again")
     report.heading(f"Posteriors side by side ({pct} central intervals)")
     names = [r["parameter"] for r in sums[methods[0]]]
     rows = []
@@ -818,8 +898,9 @@ def _compare_report(made, methods, releases, ledger, design, model, label, prob,
     report.table(["setting", "value"], [
         ["data", Path(data).name], ["model", label], ["methods", ", ".join(methods)], ["budget", budget],
         ["DP-SGD steps T (dpvi, dpvim)", num_steps], ["sampling rate q", sampling_rate], ["clip norm C", f"{clip:.4g}"],
+        *([] if hist is None else [["clip check epsilon (beyond the budget)", f"{hist.privacy.epsilon:g}"]]),
     ])
     md, page = report.write(out)
     log(f"      wrote {md} and {page} ({time.perf_counter() - t0:.1f} s)")
     return {"posteriors": posts, "ledger": ledger, "total": total, "design": design, "summaries": sums,
-            "trace": trace, "report_md": md, "report_html": page}
+            "trace": trace, "report_md": md, "report_html": page, "clip_check": hist}
