@@ -43,6 +43,8 @@ def support_to_spec(c: constraints.Constraint) -> dict[str, Any]:
         return {"kind": "greater_than", "low": np.asarray(c.lower_bound).tolist()}
     if isinstance(c, constraints._LessThan):
         return {"kind": "less_than", "high": np.asarray(c.upper_bound).tolist()}
+    if isinstance(c, getattr(constraints, "zero_sum", ())):  # ZeroSumNormal: sums to 0 along event_dim axes
+        return {"kind": "zero_sum", "event_dim": int(c.event_dim)}
     return {"kind": "unknown", "repr": repr(c)}
 
 
@@ -59,8 +61,14 @@ def spec_to_support(spec: dict[str, Any]) -> constraints.Constraint:
         return constraints.greater_than(jnp.asarray(spec["low"]))
     if kind == "less_than":
         return constraints.less_than(jnp.asarray(spec["high"]))
-    raise ValueError(f"cannot rebuild the support {spec!r}: supported kinds are "
-                     f"{sorted(_SINGLETONS) + ['independent', 'interval', 'greater_than', 'less_than']}")
+    if kind == "zero_sum":
+        return constraints.zero_sum(int(spec["event_dim"]))
+    raise ValueError(f"cannot rebuild the support {spec!r}: supported kinds are {supported_kinds()}")
+
+
+def supported_kinds() -> list[str]:
+    """The support kinds a layout can save and restore."""
+    return sorted(_SINGLETONS) + ["greater_than", "independent", "interval", "less_than", "zero_sum"]
 
 
 @dataclasses.dataclass(frozen=True)

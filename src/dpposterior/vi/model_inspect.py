@@ -22,7 +22,8 @@ from numpyro.distributions import Delta, Unit
 from numpyro.distributions.transforms import biject_to
 
 from .._checks import check_float32_array
-from .layout import ParamLayout, Site, support_to_spec
+from .data_support import _unwrapped
+from .layout import ParamLayout, Site, support_to_spec, supported_kinds
 
 _PLATE_PROBE = 3  # records in the dummy batch used to find the plate over the records
 #: a second, different record count: a plate is over the records only if its size follows the batch in
@@ -53,7 +54,9 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
       ValueError: no plate over the records (or one with ``subsample_size``), a ``numpyro.param`` site
         (it would stay at its initial value), a discrete or Delta (point-mass) latent site, a latent site
         inside the plate over the records (a per-record latent variable), a latent site whose support
-        depends on other latent sites or has no bijection to an unconstrained space, no observed site, an
+        depends on other latent sites or has no bijection to an unconstrained space, a TransformedDistribution
+        latent site whose declared support is wider than its base distribution's image (an AffineTransform
+        without ``domain=``), no observed site, an
         observed or factor site outside the plate over the records, an observed value that is not one row
         per record or that is computed from an array keyword argument (data passed as a keyword), a model
         whose log joint on a batch of dummy records is not the sum over the records alone (it reads the
@@ -158,12 +161,15 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
                              "numpyro.deterministic") from e
         spec = support_to_spec(fn.support)
         if spec["kind"] == "unknown":
-            raise ValueError(f"latent site {name!r} has a support ({fn.support}) that dpvi cannot save and restore")
+            raise ValueError(f"latent site {name!r} has a support ({fn.support}) that dpvi cannot save and restore "
+                             f"with its trace; the supported kinds are {', '.join(supported_kinds())}: reparametrise "
+                             "the site with one of them (and numpyro.deterministic for the derived value)")
         if name in other and support_to_spec(other[name]["fn"].support) != spec:
             raise ValueError(f"the support of latent site {name!r} ({fn.support}) depends on other latent sites "
                              "(it changes between prior draws); dpvi needs a fixed support per site: "
                              "reparametrise, e.g. sample u ~ Uniform(0, 1) and set b = top * u with "
                              "numpyro.deterministic")
+        _check_transformed_support(name, fn, s["value"])
         sites.append(Site(name, shape, ushape, spec))
     if not sites:
         raise ValueError("the model has no latent sites to infer")
@@ -171,6 +177,57 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
     _check_traceable(model, data, model_kwargs, values)
     _check_records_separate(model, data, model_kwargs, values)
     return ParamLayout(tuple(sites))
+
+
+#: offsets, in the unconstrained space, from a prior draw to the points where a latent site's support is checked
+_SUPPORT_OFFSETS = (-1.0, 1.0, -4.0, 4.0)
+
+
+def _check_transformed_support(name: str, fn: Any, value: Any) -> None:
+    """Refuses a ``TransformedDistribution`` latent site whose declared support is wider than its base's image.
+
+    dpvi places its Gaussian family on ``biject_to(fn.support)``, so the fit and the posterior draws range
+    over the declared support. A ``TransformedDistribution`` takes that support from its transforms'
+    codomains, and an ``AffineTransform(loc, scale)`` built without ``domain=`` declares the real line: an
+    affine Beta on (-1, 1) would be fitted, and drawn from, outside (-1, 1) without a word (its log density
+    is -inf there). Checked at the prior draw moved by :data:`_SUPPORT_OFFSETS` (the larger ones scaled by
+    1 + |u|) in the unconstrained space: each point is mapped back through the transforms and must lie in
+    the base distribution's support. A point that float32 cannot map back (a bounded support's edge, where
+    the sigmoid rounds to 1; an inverse that overflows) is skipped. Public: no data is read here.
+    """
+    from numpyro.distributions import TransformedDistribution
+
+    td = _unwrapped(fn)
+    if not isinstance(td, TransformedDistribution):
+        return
+    try:
+        t = biject_to(fn.support)
+        u0 = jnp.asarray(t.inv(jnp.asarray(value)), dtype=jnp.float32)
+        for offset in _SUPPORT_OFFSETS:
+            u = u0 + offset * (1.0 + jnp.abs(u0)) if abs(offset) > 1 else u0 + offset
+            v = t(u)
+            if not bool(jnp.all(jnp.abs(t.inv(v) - u) <= 1e-3 * (1.0 + jnp.abs(u)))):
+                continue  # v rounds onto the support's edge in float32: not an interior point
+            x = v
+            for transform in reversed(td.transforms):
+                x = transform.inv(x)
+            if not bool(jnp.all(jnp.isfinite(x))):
+                continue  # the inverse overflows float32: cannot tell
+            if not bool(jnp.all(td.base_dist.support(x))):
+                break
+        else:
+            return
+    except Exception:  # noqa: BLE001 - transforms that cannot be inverted or checked here: not checked
+        return
+    shown = np.asarray(v).ravel()[:4].tolist()
+    raise ValueError(
+        f"latent site {name!r}: its TransformedDistribution declares the support {fn.support}, but {shown} in "
+        f"that support is not the image of a value in its base distribution's support "
+        f"({type(td.base_dist).__name__}, {td.base_dist.support}): its log density is -inf or NaN there. dpvi fits a "
+        "latent site over its declared support, so the fit and the posterior draws would leave the "
+        "distribution's support silently. A TransformedDistribution takes its support from its transforms: "
+        "give them the base's support, e.g. AffineTransform(-1.0, 2.0, domain=constraints.unit_interval) for "
+        "a Beta mapped to (-1, 1), or use a distribution with that support (Uniform, TruncatedNormal)")
 
 
 _VALUE_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
