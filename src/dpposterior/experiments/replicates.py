@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -227,6 +228,34 @@ def _program(static: _Static) -> Callable:
     specs = (P("replicates"), P(), P(), P(), P())
     per_device = jax.shard_map(batched, mesh=mesh, in_specs=specs, out_specs=P("replicates"), check_vma=False)
     return jax.jit(per_device, in_shardings=tuple(NamedSharding(mesh, s) for s in specs))
+
+
+#: the custom calls of jaxlib's CPU linear-algebra kernels (LAPACK and BLAS through its FFI), e.g.
+#: ``lapack_spotrf_ffi`` for a Cholesky factorisation.
+_CPU_LINALG_CALL = re.compile(r"@((?:lapack|blas)_\w+)")
+
+
+def cpu_linalg_kernels(config: CellConfig, setup: DPVISetup) -> tuple[str, ...]:
+    """The jaxlib CPU LAPACK/BLAS kernels that a group's replicate program calls (empty on other
+    platforms, and for the papers' models).
+
+    Why it matters: jaxlib's CPU kernels (0.10) split a batch of factorisations over XLA's intra-op
+    thread pool and wait for the pieces (``ParallelBatchMap``). With several XLA CPU devices running
+    at once on as many cores, every thread of that pool is running a device's program, so the pieces
+    are never run: the process hangs at 0% CPU. Measured on the 2-core machine, 2 devices: a model with
+    one multivariate-normal covariance per record (batched Cholesky factorisations) hung; on one
+    device the same cell took 10 s. :func:`~.runner.compute_group` runs such a group on one device.
+    Found by lowering the program (abstract shapes; nothing is computed), about a second.
+    """
+    if jax.default_backend() != "cpu":
+        return ()
+    static = _Static(model=config.model, num_records=config.num_records, num_steps=config.num_steps,
+                     sampling_rate=config.sampling_rate, num_mc=config.num_mc, clip=setup.clip,
+                     burn_start=burn_in_start(config.num_steps, config.burn_in), devices=1, return_traces=False)
+    keys = jax.ShapeDtypeStruct((1, 2), jnp.uint32)
+    args = (setup.phi0, np.float32(setup.noise_multiplier), setup.learning_rate, setup.beta)
+    text = _program(static).lower(keys, *args).as_text()
+    return tuple(sorted(set(_CPU_LINALG_CALL.findall(text))))
 
 
 def default_batch_size(config: CellConfig, num_latent: int, devices: int = 1) -> int:

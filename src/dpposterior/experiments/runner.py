@@ -192,7 +192,8 @@ def compute_group(configs: Sequence[CellConfig], *, devices: int = 1, batch_size
       The records of the cells computed, cheap methods first.
     """
     from .methods import get_method
-    from .replicates import ReplicateSummaries, cell_data, default_batch_size, dpvi_setup, run_replicates, simulate_data
+    from .replicates import (ReplicateSummaries, cell_data, cpu_linalg_kernels, default_batch_size, dpvi_setup,
+                             run_replicates, simulate_data)
 
     batch_size = _check_batch_size(batch_size)
     configs = _sorted_group(configs)
@@ -205,12 +206,18 @@ def compute_group(configs: Sequence[CellConfig], *, devices: int = 1, batch_size
     started_at = time.time()   # wall-clock epoch seconds: shows which groups ran at the same time
     t0 = time.perf_counter()
     setup = dpvi_setup(first)
-    if batch_size is None:
-        batch_size = default_batch_size(first, setup.num_latent, devices)
     # Only post-processing methods read the group's DP-SGD releases (a method with its own mechanism
     # gets none, and its TARP references are centred on its own posterior): a group of mechanism-only
     # methods simulates its data sets and skips DP-SGD.
     dpsgd = not all(get_method(c.method).needs_data for c in configs)
+    linalg = cpu_linalg_kernels(first, setup) if dpsgd and devices > 1 else ()
+    if linalg:  # jaxlib's CPU kernels deadlock across several XLA CPU devices (cpu_linalg_kernels)
+        print(f"{first.model} eps={first.epsilon:g}: its DP-SGD program calls jaxlib's CPU linear-algebra kernels "
+              f"({', '.join(linalg)}), which hang when several XLA CPU devices run them at once; running this "
+              f"group's replicates on one device instead of {devices}", file=sys.stderr)
+        devices = 1
+    if batch_size is None:
+        batch_size = default_batch_size(first, setup.num_latent, devices)
     data = None  # the group's synthetic data sets, simulated once if a method runs its own mechanism
     if dpsgd:
         bar = None

@@ -1,0 +1,71 @@
+"""A model whose DP-SGD program calls jaxlib's CPU LAPACK kernels runs its coverage replicates on one
+device (nineteenth session): on several XLA CPU devices those kernels hung the process (their batch
+loop waits on XLA's intra-op thread pool, whose threads all run the devices' programs)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+MODEL = textwrap.dedent('''
+    import jax, jax.numpy as jnp, numpyro, numpyro.distributions as dist
+    from dpposterior.models import ModelSpec, register_model
+
+    D = 12
+
+    def mvn(x, w):   # one covariance per record: batched Cholesky factorisations in every step
+        mu = numpyro.sample("mu", dist.Normal(0.0, 1.0).expand([D]).to_event(1))
+        s = numpyro.sample("s", dist.LogNormal(0.0, 0.3))
+        cov = (0.5 * jnp.eye(D) + 0.5) * s + jnp.eye(D) * w[:, None, None]
+        with numpyro.plate("records", x.shape[0]):
+            numpyro.sample("x", dist.MultivariateNormal(mu, covariance_matrix=cov), obs=x)
+
+    def simulate(key, n):
+        k1, k2, k3 = jax.random.split(key, 3)
+        mu, s = jax.random.normal(k1, (D,)), jnp.exp(0.3 * jax.random.normal(k2))
+        chol = jnp.linalg.cholesky((0.5 * jnp.eye(D) + 0.5) * s)
+        return {"mu": mu, "s": s}, (mu + jax.random.normal(k3, (n, D)) @ chol.T, jnp.zeros((n,)))
+
+    register_model(ModelSpec("test-mvn-per-record", mvn, simulate, clip=3.0, beta_rho=100.0), replace=True)
+''')
+
+SCRIPT = textwrap.dedent('''
+    import json, os, sys
+    os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
+    import jax
+    from dpposterior.experiments import CellConfig, run_coverage
+''') + MODEL + textwrap.dedent('''
+    sizes = dict(replicates=8, repeats=2, num_steps=200, num_records=200, num_draws=200)
+    cells = [CellConfig("test-mvn-per-record", 1.0, "naive", **sizes), CellConfig("beta-bernoulli", 1.0, "naive", **sizes)]
+    summary = run_coverage(cells, sys.argv[1], progress=False, devices=2, batch_size=8)
+    print(json.dumps({r["config"]["model"]: r["execution"]["devices"] for r in summary.results}))
+''')
+
+
+def test_a_model_with_cpu_lapack_kernels_runs_on_one_device(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], capture_output=True, text=True,
+                          timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    devices = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert devices == {"test-mvn-per-record": 1, "beta-bernoulli": 2}
+    assert "calls jaxlib's CPU linear-algebra kernels (lapack_spotrf_ffi" in proc.stderr
+    assert "running this group's replicates on one device instead of 2" in proc.stderr
+
+
+def test_cpu_linalg_kernels_names_the_kernels_and_none_for_the_papers_models():
+    from dpposterior.experiments import CellConfig, dpvi_setup
+    from dpposterior.experiments.replicates import cpu_linalg_kernels
+    from dpposterior.models.registry import MODELS
+
+    namespace: dict = {}
+    exec(MODEL, namespace)
+    try:
+        mvn = CellConfig("test-mvn-per-record", 1.0, "naive", replicates=2, num_steps=40, num_records=40)
+        assert "lapack_spotrf_ffi" in cpu_linalg_kernels(mvn, dpvi_setup(mvn))
+        for model in ("beta-bernoulli", "linear-regression"):
+            cfg = CellConfig(model, 1.0, "naive", replicates=2, num_steps=40, num_records=40)
+            assert cpu_linalg_kernels(cfg, dpvi_setup(cfg)) == ()
+    finally:
+        MODELS.pop("test-mvn-per-record", None)
