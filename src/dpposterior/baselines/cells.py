@@ -129,7 +129,7 @@ def _bs_program(model: EF.ExpFamModel, num_warmup: int, num_draws: int, thin: in
 def bernstein_sheldon_cell(model_name: str, datasets: Any, epsilon: float, key: Any, num_draws: int, *,
                            bounds: Any = None, num_warmup: int = 1000, thin: int | None = None,
                            neighbouring: str = "add_remove", snapping: bool = False,
-                           chunk_size: int = 100) -> BaselineCellOutput:
+                           chunk_size: int = 250) -> BaselineCellOutput:
     """Bernstein & Sheldon noise-aware Gibbs on K replicates of an exponential-family cell.
 
     Each replicate's data set is released by :func:`~dpposterior.baselines.expfam.release_sufficient_statistics`
@@ -148,7 +148,9 @@ def bernstein_sheldon_cell(model_name: str, datasets: Any, epsilon: float, key: 
       neighbouring: "add_remove" (default) or "replace_one".
       snapping: release by Mironov's snapping mechanism (the chain then conditions on the rounding
         intervals); default False, the plain Laplace mechanism of the papers.
-      chunk_size: replicates per compiled call.
+      chunk_size: replicates per compiled call (default 250; measured on the 2-core machine,
+        Dirichlet-Categorical, one device, warm: 2.04 s at 100 against 1.60 s at 250 for 250 chains of
+        4,000 sweeps).
     """
     if model_name not in EF.FAMILIES:
         raise ValueError(f"bernstein_sheldon_cell supports {EF.FAMILIES}, got {model_name!r}")
