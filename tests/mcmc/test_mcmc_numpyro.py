@@ -201,3 +201,100 @@ def test_records_outside_the_likelihoods_support_are_refused():
         mcmc.numpyro_energy_model(poisson, y, bound_constants=np.ones(5), box=(0.01, 10.0))
     y[3] = 4.0
     assert mcmc.numpyro_energy_model(poisson, y, bound_constants=np.ones(5), box=(0.01, 10.0)).num_records == 5
+
+
+def _affine_uniform(x):
+    # an AffineTransform without domain= declares the real line: the site's support says "real" although its
+    # values lie in (-1, 1) (the NA-DPVI side refuses it: vi.model_inspect._check_transformed_support)
+    from numpyro.distributions.transforms import AffineTransform
+
+    r = numpyro.sample("r", dist.TransformedDistribution(dist.Uniform(0.0, 1.0), AffineTransform(-1.0, 2.0)))
+    with numpyro.plate("records", x.shape[0]):
+        numpyro.sample("x", dist.Normal(r, 1.0), obs=x)
+
+
+def test_a_transformed_latent_gets_no_prior_mass_outside_its_base_support():
+    # with NumPyro's validation off (its default before 0.2x; pyproject allows numpyro >= 0.15) the affine
+    # Uniform's log density was log(1/2) on the whole real line, and a TunaMH chain on data centred at 2 spent
+    # 99.7% of its draws outside (-1, 1); now the log prior is -inf outside the base's image and the chain
+    # stays inside. With validation on NumPyro gives -inf itself: the same answer.
+    x = np.full(50, 2.0, np.float32)
+    for validate in (False, True):
+        with numpyro.validation_enabled(validate):
+            em = mcmc.numpyro_energy_model(_affine_uniform, x, bound_constants=np.full(50, 4.0))
+            lp = jax.jit(jax.vmap(em.log_prior_fn))(jnp.asarray([[0.5], [-0.9], [1.5], [-2.0]], jnp.float32))
+            np.testing.assert_allclose(np.asarray(lp[:2]), np.log(0.5), rtol=1e-6)
+            assert np.all(np.asarray(lp[2:]) == -np.inf)
+            result = mcmc.run_chain(mcmc.tuna_mh_kernel(em, mcmc.random_walk(0.5)), np.zeros(1), 300, rng_key=0)
+            s = result.samples[0, :, 0]
+            assert np.all(np.abs(s) < 1.0) and s[100:].mean() > 0.9   # moved, to the edge the data pull towards
+
+
+def test_a_factor_outside_the_record_plate_is_part_of_the_prior():
+    # numpyro.factor outside the plate (a penalty on theta) was refused as "observed site 'pen' is outside the
+    # plate over records"; it is a term of the prior (NumPyro's potential counts it so), and it must not read
+    # the data; factors inside the plate are per-record likelihood terms
+    x = np.linspace(-1.0, 2.0, N).astype(np.float32)
+
+    def penalised(x):
+        mu = numpyro.sample("mu", dist.Normal(0.0, 2.0))
+        numpyro.factor("pen", -0.5 * mu ** 2)
+        with numpyro.plate("records", x.shape[0]):
+            r = numpyro.deterministic("resid", x - mu)
+            numpyro.factor("lik", -0.5 * r ** 2)
+
+    em = mcmc.numpyro_energy_model(penalised, x, bound_constants=np.full(N, 6.0), box=(-3.0, 3.0))
+    from scipy import stats
+
+    mu = jnp.asarray([0.7], jnp.float32)
+    assert float(em.log_prior_fn(mu)) == pytest.approx(stats.norm.logpdf(0.7, 0, 2) - 0.245, rel=1e-5)
+    np.testing.assert_allclose(jax.vmap(em.energy_fn, (None, 0))(mu, em.data), 0.5 * (x - 0.7) ** 2, rtol=1e-5)
+
+    def reads_data(x):
+        mu = numpyro.sample("mu", dist.Normal(0.0, 2.0))
+        numpyro.factor("pen", -0.5 * jnp.sum((x - mu) ** 2))
+        with numpyro.plate("records", x.shape[0]):
+            numpyro.sample("x", dist.Normal(mu, 1.0), obs=x)
+
+    with pytest.raises(ValueError, match="numpyro.factor 'pen' changes with the data.*inside the plate"):
+        mcmc.numpyro_energy_model(reads_data, x, bound_constants=np.full(N, 6.0), box=(-3.0, 3.0))
+
+
+def test_latents_no_box_can_hold_are_refused_naming_the_support():
+    # a simplex or a correlation Cholesky factor is a lower-dimensional set: every box was refused as "give a box
+    # inside it" / "the box must lie inside the support", though none can be; now the message says why and how
+    # to reparametrise
+    x = np.zeros((N, 3), np.float32)
+
+    def dirichlet(x):
+        p = numpyro.sample("p", dist.Dirichlet(jnp.ones(3)))
+        with numpyro.plate("records", x.shape[0]):
+            numpyro.sample("x", dist.Normal(p, 1.0).to_event(1), obs=x)
+
+    def lkj(x):
+        L = numpyro.sample("L", dist.LKJCholesky(3, 2.0))
+        with numpyro.plate("records", x.shape[0]):
+            numpyro.sample("x", dist.MultivariateNormal(jnp.zeros(3), scale_tril=L), obs=x)
+
+    for model, box, what in ((dirichlet, None, r"Simplex\(\), a set of lower dimension \(2 free coordinates in its 3"),
+                             (dirichlet, (np.zeros(3), np.ones(3)), "Simplex.*Gamma"),
+                             (lkj, (-np.ones(9), np.ones(9)), r"CorrCholesky\(\), a set of lower dimension")):
+        with pytest.raises(ValueError, match=f"latent site '{'p' if model is dirichlet else 'L'}' has support {what}"):
+            mcmc.numpyro_energy_model(model, x, bound_constants=np.ones(N), box=box)
+
+
+def test_a_box_with_unordered_points_is_refused_for_an_ordered_latent():
+    # lower [0, 1], upper [5, 6]: both corners are ordered, so the check of two corners passed, but the box
+    # holds [4, 2]; the box lies inside the ordered vectors iff each upper bound is below the next lower bound
+    x = np.zeros((N, 2), np.float32)
+
+    def ordered(x):
+        mu = numpyro.sample("mu", dist.TransformedDistribution(dist.Normal(0.0, 2.0).expand([2]),
+                                                               dist.transforms.OrderedTransform()))
+        with numpyro.plate("records", x.shape[0]):
+            numpyro.sample("x", dist.Normal(mu, 1.0).to_event(1), obs=x)
+
+    with pytest.raises(ValueError, match="inside the support of latent site 'mu'.*upper bound must lie below"):
+        mcmc.numpyro_energy_model(ordered, x, bound_constants=np.ones(N), box=([0.0, 1.0], [5.0, 6.0]))
+    em = mcmc.numpyro_energy_model(ordered, x, bound_constants=np.ones(N), box=([-3.0, 0.5], [0.0, 3.0]))
+    assert em.lower.shape == (2,)

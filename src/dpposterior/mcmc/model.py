@@ -248,6 +248,48 @@ def _site_log_prob(site: dict) -> Array:
     return jnp.sum(lp)
 
 
+def _in_support(fn: Any, value: Array) -> Array:
+    """Whether a latent site's value lies in its distribution's support (a scalar bool, traceable).
+
+    The declared support and, for a ``TransformedDistribution`` (under NumPyro's expand / to_event / mask
+    wrappers), the base distribution's support at the value mapped back through the transforms: an
+    ``AffineTransform`` built without ``domain=`` declares the real line for an affine Beta or Uniform on
+    (-1, 1) (as :func:`dpposterior.vi.model_inspect._check_transformed_support` explains). NumPyro's own
+    check (``validate_args``) is off by default before NumPyro 0.2x and can be switched off by the user;
+    without it an affine Uniform's log density is finite everywhere. NaN is outside every support.
+    """
+    from numpyro.distributions import TransformedDistribution
+
+    from ..vi.data_support import _unwrapped
+
+    ok = jnp.all(fn.support(value))
+    td = _unwrapped(fn)
+    if isinstance(td, TransformedDistribution):
+        x = value
+        for transform in reversed(td.transforms):
+            x = transform.inv(x)
+        ok = ok & _in_support(td.base_dist, x)
+    return ok
+
+
+def _prior_term(site: dict) -> Array:
+    """A latent site's log density at its value, -inf outside its support (see :func:`_in_support`)."""
+    return jnp.where(_in_support(site["fn"], site["value"]), _site_log_prob(site), -jnp.inf)
+
+
+def _lower_dimensional(support: Any, shape: tuple[int, ...]) -> tuple[int, int] | None:
+    """(free coordinates, values) when ``support`` is a lower-dimensional set (simplex, correlation Cholesky
+    factor, zero-sum vector, ...) or has no NumPyro bijection (the sphere), else None: no box lies inside it."""
+    from numpyro.distributions.transforms import biject_to
+
+    size = int(np.prod(shape))
+    try:
+        free = int(np.prod(biject_to(support).inverse_shape(shape)))
+    except NotImplementedError:
+        return (0, size)
+    return (free, size) if free < size else None
+
+
 def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants: Any,
                          box: tuple[Any, Any] | None = None, temperature: float = 1.0,
                          distance_fn: Callable[[Array, Array], Array] | None = None,
@@ -259,8 +301,11 @@ def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants:
     inside a ``numpyro.plate`` of size N (the plate's size must follow the data, e.g.
     ``numpyro.plate("data", x.shape[0])``, because each record is evaluated alone, as a batch of one).
     The latent (global) sample sites, flattened in the order the model draws them, form theta; the
-    log prior is the sum of their log densities, and U_i(theta) is minus the log likelihood of
-    record i's observed sites divided by ``temperature``.
+    log prior is the sum of their log densities (-inf where a site's value leaves its support, also
+    the base support of a ``TransformedDistribution``, whatever NumPyro's ``validate_args``; so the
+    chains reject such proposals) plus any ``numpyro.factor`` outside the record plate (it must not
+    read the data), and U_i(theta) is minus the log likelihood of record i's observed sites
+    (``numpyro.factor`` terms inside the plate included) divided by ``temperature``.
 
     What the user must still declare (the library cannot derive it from a NumPyro model):
       - ``bound_constants``: the c_i of |U_i(theta) - U_i(theta')| <= c_i M(theta, theta') on the box
@@ -281,14 +326,15 @@ def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants:
         distribution's support (:func:`dpposterior.vi.data_support.check_observed_support`; it reads the
         data before any release, its message is for the data holder), a likelihood of a record that
         reads the other records or their number (e.g. ``x - x.mean()``), latent sites inside it or
-        whose prior reads the data, no latent site, a constrained latent site without a box or with a
-        box not inside its support, a box whose length is not theta's, and what :func:`energy_model`
-        rejects.
+        whose prior (or a factor outside the plate) reads the data, no latent site, a latent site whose
+        support is lower-dimensional (a simplex, a correlation Cholesky factor: no box lies inside
+        it), a constrained latent site without a box or with a box not inside its support, a box whose
+        length is not theta's, and what :func:`energy_model` rejects.
     """
     from numpyro import handlers
-    from numpyro.distributions import constraints
+    from numpyro.distributions import Unit, constraints
 
-    from ..vi.data_support import check_observed_support
+    from ..vi.data_support import _unwrapped, check_observed_support
 
     if not callable(model):
         raise TypeError(f"model must be a callable NumPyro model, got {model!r}")
@@ -323,24 +369,40 @@ def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants:
             *(~a[:1] if a.dtype == jnp.bool_ else a[:1] + jnp.asarray(1, a.dtype) for a in arrays), **kwargs)
     except Exception:  # noqa: BLE001 - the model refuses other values there: cannot tell, leave that check
         tr1_shift = None
-    latent, observed = [], []
+    latent, observed, prior_factors = [], [], []
     for name, s in tr.items():
         if s["type"] != "sample":
             continue
         in_plate = any(f.name in record_plates for f in s["cond_indep_stack"])
-        if s["is_observed"]:
+        # numpyro.factor outside the record plate (a penalty on theta, a Jacobian term) belongs to the prior
+        prior_factor = s["is_observed"] and not in_plate and isinstance(_unwrapped(s["fn"]), Unit)
+        if s["is_observed"] and not prior_factor:
             if not in_plate:
-                raise ValueError(f"observed site {name!r} is outside the plate over records {sorted(record_plates)}")
+                raise ValueError(f"observed site {name!r} is outside the plate over records {sorted(record_plates)}: "
+                                 "every observation must be drawn inside it, one record at a time")
             observed.append(name)
         else:
             if in_plate:
                 raise ValueError(f"latent site {name!r} is inside the plate over records: local latent variables "
                                  "are not supported")
-            support = s["fn"].support
-            while isinstance(support, constraints.independent):
-                support = support.base_constraint
-            if support is not constraints.real and box is None:
-                raise ValueError(f"latent site {name!r} has support {s['fn'].support}: give a box inside it")
+            if not prior_factor:
+                support = s["fn"].support
+                while isinstance(support, constraints.independent):
+                    support = support.base_constraint
+                low_dim = _lower_dimensional(s["fn"].support, tuple(jnp.shape(s["value"])))
+                if low_dim is not None:
+                    free, size = low_dim
+                    what = (f"a set of lower dimension ({free} free coordinates in its {size} values)" if free
+                            else "a set NumPyro has no bijection for")
+                    raise ValueError(
+                        f"latent site {name!r} has support {s['fn'].support}, {what}: no box lies inside it, and the "
+                        "samplers move theta (the sites' own values) by proposals checked against a box only. "
+                        "Supported: latent sites whose support is full-dimensional (real, positive, an interval, "
+                        "an ordered vector, ...). Reparametrise, e.g. a Dirichlet(alpha) vector as g / g.sum() of "
+                        "g ~ Gamma(alpha, 1) with numpyro.deterministic")
+                if support is not constraints.real and box is None:
+                    raise ValueError(f"latent site {name!r} has support {s['fn'].support}: give a box inside it "
+                                     "(box=(lower, upper), one entry per coordinate of theta)")
             # the log prior is evaluated on the first record only: a prior that reads the data (e.g. centred
             # at x.mean()) would silently use that one record's values, outside every privacy guarantee
             lp_all = np.asarray(s["fn"].log_prob(s["value"]), np.float64)
@@ -352,11 +414,14 @@ def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants:
                           else np.asarray(one["fn"].log_prob(s["value"]), np.float64))
                 if (lp_one is None or lp_one.shape != lp_all.shape
                         or not np.allclose(lp_one, lp_all, rtol=1e-5, atol=1e-6)):
-                    raise ValueError(f"the prior of latent site {name!r} changes with the data (its density differs "
+                    kind = "numpyro.factor" if prior_factor else "prior of latent site"
+                    raise ValueError(f"the {kind} {name!r} changes with the data (its density differs "
                                      f"when the model is given {given}): a prior must not read the records or their "
                                      "number (e.g. be centred at x.mean() or x[0]); give it fixed parameters (pass a "
-                                     "public N as a number)")
-            latent.append(name)
+                                     "public N as a number)"
+                                     + ("; a factor of the likelihood goes inside the plate over records, one "
+                                        "record's term at a time" if prior_factor else ""))
+            (prior_factors if prior_factor else latent).append(name)
     if not observed:
         raise ValueError("the model has no observed site inside the plate over records")
     for name in observed:   # on one record, each observed site must hold that record's values only
@@ -387,7 +452,9 @@ def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants:
     def log_prior_fn(theta: Array) -> Array:
         # the latent sites do not depend on the records: evaluate on the first record only
         trace = _trace(theta, tuple(a[:1] for a in arrays))
-        return sum(_site_log_prob(trace[name]) for name in latent)
+        # -inf outside a site's support, whatever NumPyro's validate_args says: the MH test then rejects there
+        return (sum(_prior_term(trace[name]) for name in latent)
+                + sum(_site_log_prob(trace[name]) for name in prior_factors))
 
     def energy_fn(theta: Array, record: Any) -> Array:
         args = tuple(jnp.expand_dims(r, 0) for r in record)
@@ -426,9 +493,17 @@ def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants:
                 continue
             sl = slice(offsets[k], offsets[k + 1])
             corners = [jnp.reshape(jnp.asarray(v[sl], jnp.float32), shapes[k]) for v in (lo + inset, hi - inset)]
-            if not all(bool(np.all(support.check(c))) for c in corners):
+            inside = all(bool(np.all(support.check(c))) for c in corners)
+            if isinstance(support, (type(constraints.ordered_vector), type(constraints.positive_ordered_vector))):
+                # two corners can be ordered while the box holds unordered points (lower [0, 1], upper [5, 6]
+                # holds [4, 2]): the box lies inside the ordered vectors iff upper_i < lower_{i+1} throughout
+                inside = inside and bool(np.all(corners[1][..., :-1] < corners[0][..., 1:]))
+            if not inside:
+                ordered = ("; for an ordered vector every upper bound must lie below the next coordinate's lower bound"
+                           if isinstance(support, (type(constraints.ordered_vector),
+                                                   type(constraints.positive_ordered_vector))) else "")
                 raise ValueError(f"the box must lie inside the support of latent site {name!r} ({support}), got lower "
                                  f"{np.asarray(em.lower)[sl].tolist()} and upper {np.asarray(em.upper)[sl].tolist()} for "
                                  "its coordinates: outside it the prior and likelihood are not defined (NumPyro "
-                                 "evaluates them there without checks inside the compiled chain)")
+                                 f"evaluates them there without checks inside the compiled chain){ordered}")
     return em
