@@ -129,7 +129,7 @@ def _bs_program(model: EF.ExpFamModel, num_warmup: int, num_draws: int, thin: in
 def bernstein_sheldon_cell(model_name: str, datasets: Any, epsilon: float, key: Any, num_draws: int, *,
                            bounds: Any = None, num_warmup: int = 1000, thin: int | None = None,
                            neighbouring: str = "add_remove", snapping: bool = False,
-                           chunk_size: int = 250) -> BaselineCellOutput:
+                           chunk_size: int = 250, devices: int = 1) -> BaselineCellOutput:
     """Bernstein & Sheldon noise-aware Gibbs on K replicates of an exponential-family cell.
 
     Each replicate's data set is released by :func:`~dpposterior.baselines.expfam.release_sufficient_statistics`
@@ -151,6 +151,7 @@ def bernstein_sheldon_cell(model_name: str, datasets: Any, epsilon: float, key: 
       chunk_size: replicates per compiled call (default 250; measured on the 2-core machine,
         Dirichlet-Categorical, one device, warm: 2.04 s at 100 against 1.60 s at 250 for 250 chains of
         4,000 sweeps).
+      devices: XLA devices to split each compiled call over (:func:`dpposterior._batching.map_in_chunks`).
     """
     if model_name not in EF.FAMILIES:
         raise ValueError(f"bernstein_sheldon_cell supports {EF.FAMILIES}, got {model_name!r}")
@@ -177,7 +178,7 @@ def bernstein_sheldon_cell(model_name: str, datasets: Any, epsilon: float, key: 
         interval = tuple(np.stack([r.observation_interval()[j] for r in releases]).astype(np.float32) for j in (0, 1))
     prog = _bs_program(model, num_warmup, num_draws, thin)
     thetas = map_in_chunks(lambda kk, zz, iv: prog(kk, zz, iv, scale),
-                           (np.asarray(jax.random.split(k_chain, k)), z, interval), chunk_size)
+                           (np.asarray(jax.random.split(k_chain, k)), z, interval), chunk_size, devices=devices)
     EF.check_finite_draws(thetas, float(releases[0].noise_scale), "bernstein_sheldon_cell")
     draws = np.asarray(EF.to_unconstrained(model_name, jnp.asarray(thetas)), np.float32)
     diag = {"method": "bernstein_sheldon", "num_warmup": num_warmup, "thin": thin,
@@ -208,7 +209,7 @@ def gibbs_ss_noisy_cell(datasets: Any, epsilon: float, key: Any, num_draws: int,
                         fourth_moments: Any = "normal", budget_split: dict[str, float] | None = None,
                         num_warmup: int = 1000, thin: int = 5, interweave: bool = True,
                         neighbouring: str = "add_remove", snapping: bool = False,
-                        chunk_size: int = 125) -> BaselineCellOutput:
+                        chunk_size: int = 125, devices: int = 1) -> BaselineCellOutput:
     """Gibbs-SS-Noisy on K replicates of the linear-regression cell.
 
     Args:
@@ -226,6 +227,8 @@ def gibbs_ss_noisy_cell(datasets: Any, epsilon: float, key: Any, num_draws: int,
       chunk_size: replicates per compiled call (default 125: the sweep's small matrix algebra runs
         better in wider batches; measured on the 2-core machine, one device, p = 10: 27 us per sweep and
         release at 128 against 39 us at 50 and 30 us at 256).
+      devices: XLA devices to split each compiled call over (:func:`dpposterior._batching.map_in_chunks`;
+        the sweep's Cholesky factorisations are LAPACK kernels, so it stays on one device).
     """
     epsilon = check_epsilon(epsilon)
     num_draws = check_positive_int(num_draws, "num_draws")
@@ -248,7 +251,8 @@ def gibbs_ss_noisy_cell(datasets: Any, epsilon: float, key: Any, num_draws: int,
                                          for f in RG.RegressionGibbsParams._fields))
     dims = RG.RegressionDims(X.shape[2], X.shape[1], rounded=bool(snapping))
     prog = _ss_program(dims, num_warmup, num_draws, thin, bool(interweave))
-    ws, s2s, acc = map_in_chunks(prog, (np.asarray(jax.random.split(k_chain, k)), stacked), chunk_size)
+    ws, s2s, acc = map_in_chunks(prog, (np.asarray(jax.random.split(k_chain, k)), stacked), chunk_size,
+                                 devices=devices)
     draws = np.asarray(RG.to_unconstrained(jnp.asarray(ws), jnp.asarray(s2s)), np.float32)
     diag = {"method": "gibbs_ss_noisy", "num_warmup": num_warmup, "thin": thin, "interweave": bool(interweave),
             "snapping": bool(snapping),
@@ -267,7 +271,7 @@ def gibbs_ss_noisy_cell(datasets: Any, epsilon: float, key: Any, num_draws: int,
 def dpvim_cell(model_name: str, datasets: Any, epsilon: float, key: Any, num_draws: int, *,
                delta: float = 1e-5, num_steps: int = 10_000, sampling_rate: float = 0.1, clip: float | None = None,
                natural_gradient: bool = False, learning_rate: Any = None, reading: str = "noise_aware",
-               accountant: str = "pld", chunk_size: int = 25) -> BaselineCellOutput:
+               accountant: str = "pld", chunk_size: int = 25, devices: int = 1) -> BaselineCellOutput:
     """DPVIm on K replicates of a cell: one DPVIm run per replicate (vmapped), then its reading.
 
     Args:
@@ -285,6 +289,7 @@ def dpvim_cell(model_name: str, datasets: Any, epsilon: float, key: Any, num_dra
       reading: "noise_aware" (N(mean, sigma_q^2 + trace variance); the NA-DPVI paper's baseline) or
         "averaged" (N(mean, sigma_q^2)).
       chunk_size: replicates per compiled call.
+      devices: XLA devices to split each compiled call over (:func:`dpposterior._batching.map_in_chunks`).
     """
     from ..models.registry import get_model
     from ..privacy import calibrate_noise_multiplier, dpsgd_epsilon
@@ -334,7 +339,8 @@ def dpvim_cell(model_name: str, datasets: Any, epsilon: float, key: Any, num_dra
     prog = jax.jit(jax.vmap(one))
     k_run, k_draw = jax.random.split(_key(key))
     draws, sd, start, conv = map_in_chunks(prog, (np.asarray(jax.random.split(k_run, k)),
-                                                  np.asarray(jax.random.split(k_draw, k)), data), chunk_size)
+                                                  np.asarray(jax.random.split(k_draw, k)), data), chunk_size,
+                                     devices=devices)
     eps = dpsgd_epsilon(sigma, delta, sampling_rate, num_steps, accountant)
     privacy = PrivacySpent(epsilon=eps, delta=delta, neighbouring="add_remove", accountant=accountant,
                            mechanism=DV.MECHANISM, noise_multiplier=sigma, sampling_rate=sampling_rate,

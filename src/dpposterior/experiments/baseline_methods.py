@@ -199,7 +199,7 @@ def bernstein_sheldon_method(releases: CellReleases | None, settings: MethodSett
     out = BC.bernstein_sheldon_cell(data.model, data.arrays, data.epsilon, settings.mechanism_key,
                                     settings.num_draws, bounds=bounds, num_warmup=_get(opts, "num_warmup", 1000),
                                     thin=opts.get("thin"), neighbouring=_get(opts, "neighbouring", "add_remove"),
-                                    snapping=_get(opts, "snapping", False))
+                                    snapping=_get(opts, "snapping", False), devices=settings.devices)
     return _output(out)
 
 
@@ -222,7 +222,7 @@ def gibbs_ss_noisy_method(releases: CellReleases | None, settings: MethodSetting
                                  num_warmup=_get(opts, "num_warmup", 1000), thin=_get(opts, "thin", 5),
                                  interweave=_get(opts, "interweave", True),
                                  neighbouring=_get(opts, "neighbouring", "add_remove"),
-                                 snapping=_get(opts, "snapping", False))
+                                 snapping=_get(opts, "snapping", False), devices=settings.devices)
     return _output(out)
 
 
@@ -242,7 +242,8 @@ def dpvim_method(releases: CellReleases | None, settings: MethodSettings, data: 
     out = BC.dpvim_cell(data.model, data.arrays, data.epsilon, settings.mechanism_key, settings.num_draws,
                         delta=data.delta, num_steps=data.num_steps, sampling_rate=data.sampling_rate,
                         clip=_get(opts, "clip", data.clip), natural_gradient=_get(opts, "natural_gradient", False),
-                        learning_rate=lr, reading=_get(opts, "reading", "noise_aware"), accountant=data.accountant)
+                        learning_rate=lr, reading=_get(opts, "reading", "noise_aware"), accountant=data.accountant,
+                        devices=settings.devices)
     return _output(out)
 
 

@@ -119,7 +119,7 @@ class CellUnusableError(ValueError):
 
 def evaluate_cell(config: CellConfig, setup: DPVISetup, summaries: ReplicateSummaries, *,
                   data: CellData | None = None, replicates_seconds: float = 0.0,
-                  execution: dict[str, Any] | None = None) -> dict[str, Any]:
+                  execution: dict[str, Any] | None = None, devices: int = 1) -> dict[str, Any]:
     """Runs the cell's method on the replicates and measures its coverage; returns the result record.
 
     TARP references are centred on the group's DPVI trace mean after burn-in for the post-processing
@@ -137,6 +137,7 @@ def evaluate_cell(config: CellConfig, setup: DPVISetup, summaries: ReplicateSumm
         simulating and running DP-SGD on its replicates, compilation included (recorded; it is shared
         by the methods of a group computed together).
       execution: how it ran (backend, devices, batch size ...), recorded as is.
+      devices: XLA devices the method may split its vmapped replicates over (``MethodSettings.devices``).
 
     Returns:
       A JSON-ready dict (see :mod:`.store` for the file format): configuration, seed, coverage curve
@@ -162,7 +163,7 @@ def evaluate_cell(config: CellConfig, setup: DPVISetup, summaries: ReplicateSumm
     t0 = time.perf_counter()
     settings = MethodSettings(keys=np.asarray(postprocessing_keys(config.seed, config.method, k)),
                               num_draws=config.num_draws, options=options,
-                              mechanism_key=np.asarray(mechanism_key(config.seed, config.method)))
+                              mechanism_key=np.asarray(mechanism_key(config.seed, config.method)), devices=devices)
     if method.needs_data:
         if data is None:
             data = cell_data(config, setup)

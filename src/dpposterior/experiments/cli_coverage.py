@@ -85,8 +85,9 @@ def add_coverage_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--address", default=None, help="Ray cluster address (with --backend ray; 'auto' joins a "
                    "running cluster; default: a local Ray instance)")
     p.add_argument("--devices", type=int, default=None,
-                   help="XLA CPU devices to split the replicates over (default: min(2, CPU cores)); set before "
-                        "JAX starts, ignored if XLA_FLAGS already sets a device count")
+                   help="XLA CPU devices to split the replicates over, in DP-SGD and in each method's vmapped program "
+                        "(one device for a program that calls linear-algebra kernels) (default: min(2, CPU cores)); "
+                        "set before JAX starts, ignored if XLA_FLAGS already sets a device count")
     p.add_argument("--batch-size", type=int, default=None,
                    help="replicates per compiled batch, >= 1 (default: equal batches of at most 64 per device and "
                         "1 GiB of traces)")

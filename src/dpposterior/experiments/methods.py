@@ -154,12 +154,16 @@ class MethodSettings:
       options: the method's solver options (from ``CellConfig.method_options``).
       mechanism_key: (2,) raw uint32 key of the noise of a method's own mechanism (methods with
         ``needs_data``; :func:`dpposterior.experiments.config.mechanism_key`), or None.
+      devices: XLA devices the method may split its vmapped replicates over (the package's methods
+        pass it to :func:`dpposterior._batching.map_in_chunks`, which keeps a program that calls a
+        custom kernel on one device); the numbers do not depend on it beyond the last bits.
     """
 
     keys: np.ndarray
     num_draws: int
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
     mechanism_key: np.ndarray | None = None
+    devices: int = 1
 
 
 class MethodOutput(NamedTuple):
@@ -514,7 +518,8 @@ def naive_method(releases: CellReleases, settings: MethodSettings) -> MethodOutp
     n = releases.num_latent
     size = chunk_size(len(settings.keys), settings.num_draws, 2 * n)
     fn = partial(_naive_draws, num_draws=settings.num_draws)
-    draws = map_in_chunks(fn, (np.asarray(releases.final_phi, np.float32), np.asarray(settings.keys)), size)
+    draws = map_in_chunks(fn, (np.asarray(releases.final_phi, np.float32), np.asarray(settings.keys)), size,
+                          devices=settings.devices)
     sd = np.asarray(family.scale(jnp.asarray(releases.final_phi[:, n:], jnp.float32)), np.float64)
     return MethodOutput(draws=draws, posterior_sd=sd, diagnostics={})
 
@@ -551,7 +556,8 @@ def grid_method(releases: CellReleases, settings: MethodSettings) -> MethodOutpu
                  num_phi_draws=int(opts["num_phi_draws"]), num_points=int(opts["num_points"]),
                  num_stages=int(opts["num_stages"]), tail=float(opts["tail"]))
     burn = _burn32(releases, opts["priors"])
-    draws, edge, cell = map_in_chunks(fn, (_stats32(releases), burn, np.asarray(settings.keys)), size)
+    draws, edge, cell = map_in_chunks(fn, (_stats32(releases), burn, np.asarray(settings.keys)), size,
+                          devices=settings.devices)
     diag = {"max_edge_mass": float(np.max(edge)), "max_cell_mass": float(np.max(cell)),
             "replicates_with_edge_mass_over_1e-4": int(np.sum(np.max(edge, axis=1) > 1e-4))}
     return MethodOutput(draws=draws, posterior_sd=_summarise(draws), diagnostics=diag)
@@ -587,7 +593,8 @@ def laplace_method(releases: CellReleases, settings: MethodSettings) -> MethodOu
                  num_phi_draws=int(opts["num_phi_draws"]), num_iterations=int(opts["num_iterations"]),
                  num_points=int(opts["num_points"]))
     burn = _burn32(releases, opts["priors"])
-    draws, converged = map_in_chunks(fn, (_stats32(releases), burn, np.asarray(settings.keys)), size)
+    draws, converged = map_in_chunks(fn, (_stats32(releases), burn, np.asarray(settings.keys)), size,
+                          devices=settings.devices)
     diag = {"replicates_not_converged": int(np.sum(~np.all(converged, axis=1)))}
     return MethodOutput(draws=draws, posterior_sd=_summarise(draws), diagnostics=diag)
 
@@ -653,7 +660,8 @@ def nuts_method(releases: CellReleases, settings: MethodSettings) -> MethodOutpu
                  num_warmup=int(opts["num_warmup"]), num_samples=int(opts["num_samples"]),
                  max_tree_depth=int(opts["max_tree_depth"]), num_draws=settings.num_draws)
     burn = _burn32(releases, opts["priors"])
-    draws, div, _, _ = map_in_chunks(fn, (_stats32(releases), burn, np.asarray(settings.keys)), size)
+    draws, div, _, _ = map_in_chunks(fn, (_stats32(releases), burn, np.asarray(settings.keys)), size,
+                          devices=settings.devices)
     diag = {"divergences": int(np.sum(div)), "replicates_with_divergences": int(np.sum(div > 0))}
     return MethodOutput(draws=draws, posterior_sd=_summarise(draws), diagnostics=diag)
 

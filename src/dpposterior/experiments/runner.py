@@ -210,6 +210,7 @@ def compute_group(configs: Sequence[CellConfig], *, devices: int = 1, batch_size
     # gets none, and its TARP references are centred on its own posterior): a group of mechanism-only
     # methods simulates its data sets and skips DP-SGD.
     dpsgd = not all(get_method(c.method).needs_data for c in configs)
+    method_devices = devices  # each method program is checked for custom kernels on its own (map_in_chunks)
     linalg = cpu_linalg_kernels(first, setup) if dpsgd and devices > 1 else ()
     if linalg:  # jaxlib's CPU kernels deadlock across several XLA CPU devices (cpu_linalg_kernels)
         print(f"{first.model} eps={first.epsilon:g}: its DP-SGD program calls jaxlib's CPU linear-algebra kernels "
@@ -239,14 +240,14 @@ def compute_group(configs: Sequence[CellConfig], *, devices: int = 1, batch_size
     exe = dict(execution or {})
     exe.update(devices=devices, batch_size=batch_size, xla_flags=os.environ.get("XLA_FLAGS", ""),
                group_methods=[c.method for c in configs], pid=os.getpid(), group_started_at=started_at,
-               group_ran_dpsgd=dpsgd)
+               group_ran_dpsgd=dpsgd, method_devices=method_devices)
     records = []
     for cfg in configs:
         if data is None and get_method(cfg.method).needs_data:
             data = cell_data(cfg, setup)
         try:
             rec = evaluate_cell(cfg, setup, summaries, data=data, replicates_seconds=rep_seconds,
-                                execution=dict(exe, finished_at=time.time()))
+                                execution=dict(exe, finished_at=time.time()), devices=method_devices)
         except CellUnusableError as e:  # the other methods of the group still run on its replicates
             if on_failure is None:
                 raise
