@@ -22,6 +22,26 @@ def custom_calls(lowered_text: str) -> tuple[str, ...]:
     return tuple(sorted(set(_CUSTOM_CALL.findall(lowered_text)) - _SHARDING_CALLS))
 
 
+def cpu_kernel_calls(fn: Callable[..., Any], *args: Any) -> tuple[str, ...]:
+    """The custom kernels (:func:`custom_calls`) that ``fn`` calls at the shapes of ``args`` (arrays or
+    ``jax.ShapeDtypeStruct``s) when JAX runs on CPU; () on other platforms.
+
+    Why: jaxlib's CPU kernels (LAPACK, 0.10) split their own batch over XLA's intra-op thread pool and
+    wait for the pieces (``ParallelBatchMap``); with every thread of that pool running an XLA CPU
+    device's program, the process hangs at 0% CPU (measured: two batched Cholesky factorisations per
+    step, 2 devices on 2 cores). A program that calls any such kernel runs on one device. Found by
+    lowering ``fn`` (abstract shapes; nothing is computed)."""
+    if jax.default_backend() != "cpu":
+        return ()
+    abstract = jax.tree.map(lambda a: a if isinstance(a, jax.ShapeDtypeStruct)
+                            else jax.ShapeDtypeStruct(np.shape(a), _dtype(a)), args)
+    return custom_calls(jax.jit(fn).lower(*abstract).as_text())
+
+
+def _dtype(a: Any) -> Any:
+    return a.dtype if hasattr(a, "dtype") else np.asarray(a).dtype
+
+
 @functools.lru_cache(maxsize=8)
 def _mesh(devices: int) -> Any:
     return jax.sharding.Mesh(np.asarray(jax.devices()[:devices]), ("rows",))
@@ -29,17 +49,9 @@ def _mesh(devices: int) -> Any:
 
 def spread_over_devices(fn: Callable[..., Any], example: tuple, devices: int) -> tuple[Callable[..., Any], int]:
     """(``fn`` split row-wise over ``devices`` XLA devices by ``shard_map``, devices used), or (``fn``, 1)
-    when ``devices`` is 1 or the program calls a custom kernel.
-
-    Why the exception: jaxlib's CPU kernels (LAPACK, 0.10) split their own batch over XLA's intra-op
-    thread pool and wait for the pieces (``ParallelBatchMap``); with every thread of that pool running
-    a device's program the process hangs (measured: two batched Cholesky factorisations per step, 2
-    devices on 2 cores). Lowering ``fn`` at the shapes of ``example`` finds them; nothing is computed.
-    """
-    if devices <= 1:
-        return fn, 1
-    abstract = jax.tree.map(lambda a: jax.ShapeDtypeStruct(np.shape(a), np.asarray(a).dtype), example)
-    if custom_calls(jax.jit(fn).lower(*abstract).as_text()):
+    when ``devices`` is 1 or, on CPU, the program calls a custom kernel (:func:`cpu_kernel_calls`: it
+    would hang the process), at the shapes of ``example``."""
+    if devices <= 1 or cpu_kernel_calls(fn, *example):
         return fn, 1
     from jax.sharding import PartitionSpec as P
 
@@ -68,7 +80,8 @@ def map_in_chunks(fn: Callable[..., Any], batched_args: tuple, size: int, progre
                          f"got {devices!r}")
     if devices > 1:
         padded = -(-size // devices) * devices
-        example = jax.tree.map(lambda a: np.repeat(np.asarray(a)[:1], padded, axis=0), batched_args)
+        example = jax.tree.map(lambda a: jax.ShapeDtypeStruct((padded,) + np.shape(a)[1:], _dtype(a)),
+                               batched_args)  # shapes only: no copy of the data
         fn, used = spread_over_devices(fn, example, devices)
         if used > 1:
             size = padded

@@ -82,7 +82,7 @@ def test_programs_with_cpu_lapack_kernels_run_on_one_device_and_the_others_on_tw
     assert out["used"] == [2, 1] and out["equal"] == [True, True]
     assert "devices must be an integer in [1, 2]" in out["error"]
     assert out["dpvim_close"] and out["gibbs_finite"]
-    assert "calls jaxlib's CPU linear-algebra kernels (lapack_spotrf_ffi" in proc.stderr
+    assert "its DP-SGD program calls custom CPU kernels (lapack_spotrf_ffi" in proc.stderr
     assert "running this group's replicates on one device instead of 2" in proc.stderr
 
 

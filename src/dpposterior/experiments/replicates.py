@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import re
 from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._batching import map_in_chunks
+from .._batching import cpu_kernel_calls, map_in_chunks
 from ..dpsgd import make_dpsgd_run
 from ..dpsgd.engine import MECHANISM as DPSGD_MECHANISM
 from ..models import registry as _registry
@@ -230,32 +229,22 @@ def _program(static: _Static) -> Callable:
     return jax.jit(per_device, in_shardings=tuple(NamedSharding(mesh, s) for s in specs))
 
 
-#: the custom calls of jaxlib's CPU linear-algebra kernels (LAPACK and BLAS through its FFI), e.g.
-#: ``lapack_spotrf_ffi`` for a Cholesky factorisation.
-_CPU_LINALG_CALL = re.compile(r"@((?:lapack|blas)_\w+)")
-
-
 def cpu_linalg_kernels(config: CellConfig, setup: DPVISetup) -> tuple[str, ...]:
-    """The jaxlib CPU LAPACK/BLAS kernels that a group's replicate program calls (empty on other
-    platforms, and for the papers' models).
+    """The custom kernels (on CPU: jaxlib's LAPACK/BLAS, e.g. ``lapack_spotrf_ffi``) that a group's
+    replicate program calls (empty on other platforms, and for the papers' models).
 
-    Why it matters: jaxlib's CPU kernels (0.10) split a batch of factorisations over XLA's intra-op
-    thread pool and wait for the pieces (``ParallelBatchMap``). With several XLA CPU devices running
-    at once on as many cores, every thread of that pool is running a device's program, so the pieces
-    are never run: the process hangs at 0% CPU. Measured on the 2-core machine, 2 devices: a model with
-    one multivariate-normal covariance per record (batched Cholesky factorisations) hung; on one
-    device the same cell took 10 s. :func:`~.runner.compute_group` runs such a group on one device.
-    Found by lowering the program (abstract shapes; nothing is computed), about a second.
+    Why it matters (:func:`dpposterior._batching.cpu_kernel_calls`): on several XLA CPU devices such
+    kernels hang the process. Measured on the 2-core machine, 2 devices: a model with one
+    multivariate-normal covariance per record (batched Cholesky factorisations) hung; on one device the
+    same cell took 10 s. :func:`~.runner.compute_group` runs such a group on one device. Lowering the
+    one-device program takes about half a second.
     """
-    if jax.default_backend() != "cpu":
-        return ()
     static = _Static(model=config.model, num_records=config.num_records, num_steps=config.num_steps,
                      sampling_rate=config.sampling_rate, num_mc=config.num_mc, clip=setup.clip,
                      burn_start=burn_in_start(config.num_steps, config.burn_in), devices=1, return_traces=False)
     keys = jax.ShapeDtypeStruct((1, 2), jnp.uint32)
-    args = (setup.phi0, np.float32(setup.noise_multiplier), setup.learning_rate, setup.beta)
-    text = _program(static).lower(keys, *args).as_text()
-    return tuple(sorted(set(_CPU_LINALG_CALL.findall(text))))
+    return cpu_kernel_calls(_program(static), keys, setup.phi0, np.float32(setup.noise_multiplier),
+                            setup.learning_rate, setup.beta)
 
 
 def default_batch_size(config: CellConfig, num_latent: int, devices: int = 1) -> int:

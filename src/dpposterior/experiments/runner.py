@@ -213,7 +213,7 @@ def compute_group(configs: Sequence[CellConfig], *, devices: int = 1, batch_size
     method_devices = devices  # each method program is checked for custom kernels on its own (map_in_chunks)
     linalg = cpu_linalg_kernels(first, setup) if dpsgd and devices > 1 else ()
     if linalg:  # jaxlib's CPU kernels deadlock across several XLA CPU devices (cpu_linalg_kernels)
-        print(f"{first.model} eps={first.epsilon:g}: its DP-SGD program calls jaxlib's CPU linear-algebra kernels "
+        print(f"{first.model} eps={first.epsilon:g}: its DP-SGD program calls custom CPU kernels "
               f"({', '.join(linalg)}), which hang when several XLA CPU devices run them at once; running this "
               f"group's replicates on one device instead of {devices}", file=sys.stderr)
         devices = 1
