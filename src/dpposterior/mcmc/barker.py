@@ -250,7 +250,10 @@ def dp_barker_kernel(model: EnergyModel, proposal: Proposal, *, batch_size: int 
         if private:
             # the clip is the privacy: a NaN ratio (a record whose energy is NaN or inf - inf there) would pass
             # through it and decide the test alone (always reject), so it counts as 0, as an absent record would
+            clipped = jnp.sum(~(jnp.abs(d) <= clip))   # NOT PRIVATE diagnostic: ratios the clip changed (or NaN)
             d = jnp.clip(jnp.where(jnp.isnan(d), 0.0, d), -clip, clip)
+        else:
+            clipped = 0
         delta_star = n * jnp.mean(d) + p.base_log_ratio
         k_gauss, k_corr = jax.random.split(k_acc)
         if exact:
@@ -269,7 +272,7 @@ def dp_barker_kernel(model: EnergyModel, proposal: Proposal, *, batch_size: int 
             sd = jnp.sqrt(jnp.maximum(c_var - s2, 0.0)).astype(jnp.float32)
             noise = sd * jax.random.normal(k_gauss, ()) + sample_correction(k_corr, correction)
         accept = p.in_box & (delta_star + noise > 0)
-        return _decide_with(state, p, accept, sd, b, b == n, viol)
+        return _decide_with(state, p, accept, sd, b, b == n, viol, clipped)
 
     return make_kernel(model, step_on_data, "dp_barker", config)
 

@@ -299,6 +299,10 @@ class ChainDiagnostics:
       nonprivate_invalid_test_fraction: fraction of steps of a non-private minibatch Barker test
         (``dp_barker_kernel(private=False)``, b < N) whose variance estimate s2 reached C, where the
         test is invalid and s2 was set to C (0 for every other kernel). NOT PRIVATE.
+      nonprivate_clipped_fraction: share of the log ratios evaluated by a private DP Barker test
+        that its clip B = 0.99 sqrt(b) / N changed (``MHInfo.clipped_ratios`` over the records
+        evaluated; 0 for every other kernel). Where it is not about 0 the chain is biased: shorten
+        the proposal until c_max M(theta, theta') <= B for most proposals. NOT PRIVATE.
     """
 
     ess: np.ndarray
@@ -308,6 +312,7 @@ class ChainDiagnostics:
     nonprivate_full_batch_fraction: float
     nonprivate_bound_violations: int
     nonprivate_invalid_test_fraction: float = 0.0
+    nonprivate_clipped_fraction: float = 0.0
 
 
 def diagnostics(result: ChainResult, burn_in: int = 0) -> ChainDiagnostics:
@@ -335,4 +340,6 @@ def diagnostics(result: ChainResult, burn_in: int = 0) -> ChainDiagnostics:
                             nonprivate_full_batch_fraction=float(np.mean(info.used_full_batch)),
                             nonprivate_bound_violations=int(np.sum(info.bound_violations)),
                             nonprivate_invalid_test_fraction=float(np.mean(_invalid_minibatch_tests(result.method,
-                                                                                                    info))))
+                                                                                                    info))),
+                            nonprivate_clipped_fraction=float(np.sum(info.clipped_ratios)
+                                                              / max(float(np.sum(info.batch_size)), 1.0)))

@@ -56,6 +56,10 @@ class MHInfo(NamedTuple):
       noise_std: the std s of the Gaussian noise added to the log ratio (0 without noise).
       bound_violations: evaluated records with |U_i(theta') - U_i(theta)| > c_i M (beyond float
         tolerance) or NaN: the bound the kernel relies on is wrong there, and so is the chain.
+      clipped_ratios: records of the batch whose log ratio the private DP Barker test clipped
+        (|U_i(theta) - U_i(theta')| > B, or NaN); 0 for every other kernel and for
+        ``private=False``. Where it is not 0 the test used a biased log ratio (see
+        :func:`dpposterior.mcmc.dp_barker_kernel`).
     """
 
     accepted: Array
@@ -64,6 +68,7 @@ class MHInfo(NamedTuple):
     used_full_batch: Array
     noise_std: Array
     bound_violations: Array
+    clipped_ratios: Array
 
 
 class Kernel(NamedTuple):
@@ -198,13 +203,13 @@ def _decide(key: Array, state: MHState, p: _Proposed, log_r: Array, noise_std: A
 
 
 def _decide_with(state: MHState, p: _Proposed, accept: Array, noise_std: Array, batch: Array, full: Array,
-                 viol: Array) -> tuple[MHState, MHInfo]:
+                 viol: Array, clipped: Array = 0) -> tuple[MHState, MHInfo]:
     """The new state and the step's info, given the accept decision."""
     new = MHState(position=jnp.where(accept, p.theta_new, state.position),
                   log_prior=jnp.where(accept, p.log_prior_new, state.log_prior))
     info = MHInfo(accepted=accept, proposal_in_box=p.in_box, batch_size=jnp.asarray(batch, jnp.int32),
                   used_full_batch=jnp.asarray(full, bool), noise_std=jnp.asarray(noise_std, jnp.float32),
-                  bound_violations=viol)
+                  bound_violations=viol, clipped_ratios=jnp.asarray(clipped, jnp.int32))
     return new, info
 
 
