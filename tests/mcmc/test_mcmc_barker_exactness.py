@@ -104,3 +104,13 @@ def test_private_barker_chain_samples_the_exact_posterior_when_the_clip_does_not
     assert abs(m2.mean() - conj.sd**2) < Z * se2, (math.sqrt(m2.mean()), conj.sd, se2)
     # the chain moved: its steps add up to several posterior sds (not just the exact start re-read)
     assert steps * np.mean(info.accepted) * h / 2 > 5 * conj.sd
+
+
+def test_diagnostics_report_the_share_of_clipped_log_ratios(conj):
+    n = len(conj.x)
+    binding = mcmc.dp_barker_kernel(conj.model(), mcmc.random_walk(0.2))   # |d_i| up to ~0.2 |x_i - theta| > B
+    res = mcmc.run_chain(binding, conj.posterior_draws(4, 5), 40, rng_key=2)
+    frac = mcmc.diagnostics(res).nonprivate_clipped_fraction
+    assert frac == np.sum(res.nonprivate_info.clipped_ratios) / (n * res.nonprivate_info.clipped_ratios.size) > 0.05
+    exact = mcmc.dp_barker_kernel(conj.model(), mcmc.random_walk(0.2), private=False)   # no clip: nothing counted
+    assert mcmc.diagnostics(mcmc.run_chain(exact, conj.posterior_draws(4, 5), 40, rng_key=2)).nonprivate_clipped_fraction == 0
