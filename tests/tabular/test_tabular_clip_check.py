@@ -62,11 +62,11 @@ def test_the_cli_flag_is_checked_before_any_release(table, tmp_path, capsys):
 
 # ``dpposterior compare --clip-check EPSILON``: the histogram of each DP-SGD release, beyond the budget
 
-def _compare(table, out, clip, **kw):
+def _compare(table, out, clip, num_steps=200, **kw):
     csv, toml = table
     lines = []
-    result = compare_table(csv, toml, "default", epsilon=1.0, delta=1e-5, num_steps=200, clip=clip, seed=3,
-                           out=out, progress=False, log=lines.append, **kw)
+    result = compare_table(csv, toml, "default", epsilon=1.0, delta=1e-5, num_steps=num_steps, clip=clip,
+                           seed=3, out=out, progress=False, log=lines.append, **kw)
     return result, lines, (out / "summary.md").read_text()
 
 
@@ -190,6 +190,18 @@ def test_compare_clip_check_without_a_dp_sgd_release_is_refused(table, tmp_path,
                       log=lambda _: None)
     assert why in str(err.value) and "add na-dpvi, naive or dpvim" in str(err.value)
     assert not (tmp_path / "r").exists()
+
+
+def test_compare_clip_check_of_dpvim_alone_was_refused_and_now_checks_it(table, tmp_path):
+    out = tmp_path / "cmp"
+    result, _, md = _compare(table, out, None, methods=["dpvim"], clip_check=0.5, num_steps=100)
+    assert result["clip_check"] is None and list(result["clip_checks"]) == ["dpvim"]   # "clip_check": NA-DPVI's
+    assert (out / "clip_check_dpvim.json").exists() and not (out / "clip_check.json").exists()
+    labels = [e.label for e in result["ledger"].entries]
+    assert labels == ["dpvim (its own DP-SGD release)",
+                      "clip check of dpvim (gradient-norm histogram, beyond the budget)"]
+    assert "clip check (--clip-check 0.5): one more release, BEYOND this budget" in md
+    assert "the clip check in clip_check_dpvim.json" in md
 
 
 def test_compare_cli_clip_check_without_dp_sgd_is_refused(table, tmp_path, capsys):

@@ -184,19 +184,20 @@ def gradient_norm_histogram(trace: DPVITrace | DPVImTrace, model: Callable, *dat
     :class:`~dpposterior.vi.dpvim.DPVImTrace`) the vector is the one DPVIm's DP-SGD clips instead: each
     record's loc gradient grad f_i(theta) at theta = mu + softplus(rho) * eta of the public
     ``trace.final_phi``, with ONE standard-normal eta shared by every record (as in a DPVIm step), not
-    beta-scaled, binned at DPVIm's clip C; the sensitivity and the noise are the same. Laplace noise of scale 1 / epsilon on every count
-    makes the release epsilon-DP (pure, delta = 0). It is a second release from the same data as the
-    trace: compose the two (``Ledger``; basic composition gives epsilon_trace + epsilon here). The
-    number of records N is treated as public (the trace's ``dataset_size``), as in the papers.
+    beta-scaled, binned at DPVIm's clip C; the sensitivity and the noise are the same. Laplace noise
+    of scale 1 / epsilon on every count makes the release epsilon-DP (pure, delta = 0). It is a second
+    release from the same data as the trace: compose the two (``Ledger``; basic composition gives
+    epsilon_trace + epsilon here). The number of records N is treated as public (the trace's
+    ``dataset_size``), as in the papers.
     Reference: the Laplace histogram (Dwork et al. 2006); why it is needed: papers/na-dpvi.txt section 5
     (clipping bias is outside the noise-aware model).
 
-    Randomness: the Laplace noise and the Monte Carlo draws (DPVIm: the eta draw) come from JAX's threefry generator seeded
-    from the OS (or from ``rng_key``, recorded as ``seeded_by="user"``); with ``secure=True`` the counts
-    are released by the snapping mechanism (Mironov 2012, as the baselines' secure releases:
-    :func:`dpposterior.privacy.snapping.snap`; clamped to the public range [0, N], float64 Laplace from
-    the OS CSPRNG, rounded to a power-of-two grid; still epsilon-DP in total) and the Monte Carlo draws
-    come from an OS-seeded key.
+    Randomness: the Laplace noise and the Monte Carlo draws (DPVIm: the eta draw) come from JAX's
+    threefry generator seeded from the OS (or from ``rng_key``, recorded as ``seeded_by="user"``); with
+    ``secure=True`` the counts are released by the snapping mechanism (Mironov 2012, as the baselines'
+    secure releases: :func:`dpposterior.privacy.snapping.snap`; clamped to the public range [0, N],
+    float64 Laplace from the OS CSPRNG, rounded to a power-of-two grid; still epsilon-DP in total) and
+    the Monte Carlo draws come from an OS-seeded key.
 
     Args:
       trace: the DPVITrace of the run (its layout, clip, beta, num_mc, dataset_size, final_phi), or the
@@ -213,7 +214,8 @@ def gradient_norm_histogram(trace: DPVITrace | DPVImTrace, model: Callable, *dat
       A frozen :class:`GradientNormHistogram` with its PrivacySpent.
 
     Raises:
-      TypeError: ``trace`` neither a DPVITrace nor a DPVImTrace, a model that is not callable, data that are not numeric.
+      TypeError: ``trace`` neither a DPVITrace nor a DPVImTrace, a model that is not callable, data
+        that are not numeric.
       ValueError: an invalid epsilon or ``multiples``, a model whose latent sites differ from the
         trace's, the data checks of :func:`~dpposterior.vi.dpvi`, or a noise scale 1 / epsilon too large
         for float32 noise.
