@@ -8,6 +8,7 @@ import numpyro
 import numpyro.distributions as dist
 
 from dpposterior.vi.dpvi import dpvi
+from dpposterior.vi.dpvim import dpvim
 
 # |y_i| is record i's gradient norm at point_trace (clip C = 1): one record below C/4, one in each bin up
 # to 4C except two in [.5, 1), three beyond 4C
@@ -33,4 +34,11 @@ def point_trace():
     gradient is (-y_i, ~ -beta_rho / N) to 1e-3 (beta_rho = 1e-3: negligible)."""
     tr = dpvi(location, Y, epsilon=1.0, delta=1e-5, num_steps=12, sampling_rate=0.5, clip=1.0, beta_rho=1e-3,
               rng_key=0)
+    return dataclasses.replace(tr, final_phi=np.array([0.0, -12.0], np.float32))
+
+
+def dpvim_point_trace():
+    """A real DPVIm release moved to the same point (m = 0, rho = -12): theta ~ 0 for any eta, so record i's
+    loc gradient, the vector DPVIm clips, is y_i - theta + theta / (100 N) ~ y_i (norm |y_i|, as above)."""
+    tr = dpvim(location, Y, epsilon=1.0, delta=1e-5, num_steps=12, sampling_rate=0.5, clip=1.0, rng_key=0)
     return dataclasses.replace(tr, final_phi=np.array([0.0, -12.0], np.float32))

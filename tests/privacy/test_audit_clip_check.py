@@ -8,7 +8,7 @@ public function costs about 0.1 s (the model checks run every call):
 
 (a) sensitivity, through the REAL public function: neighbouring datasets D and D' = D + one canary
     record, released at epsilon 1e6 (noise scale 1e-6), give exact counts at L1 distance exactly 1,
-    one bin apart;
+    one bin apart (for a DPVI trace, and for a DPVIm release, checked on its loc gradients);
 (b) noise: thousands of runs of the release step ``clip_check._noisy_counts`` (the function that
     ``gradient_norm_histogram`` calls; test ``test_public_release_is_the_audited_release_step``) on
     the two exact count vectors from (a), scored by the canary's bin count, audited by
@@ -101,6 +101,21 @@ def test_removing_a_record_across_a_batch_boundary_changes_one_bin_by_one(locati
     assert np.sum(without) == BATCH_RECORDS
     diff = with_c - without
     assert np.sum(np.abs(diff)) == 1.0 and np.flatnonzero(diff).tolist() == [CANARY_BIN]
+
+
+def test_a_dpvim_release_has_the_same_sensitivity_and_release_step():
+    # a DPVIm release is checked on its own per-record vector (the loc gradient): one outlier record still
+    # moves one count by one, and the counts are the same audited release step of the exact ones
+    trace = clip_check_models.dpvim_point_trace()
+    without = exact_counts(trace, location, Y)
+    with_c = exact_counts(trace, location, np.r_[Y, CANARY].astype(np.float32))
+    np.testing.assert_array_equal(without, [1, 1, 2, 1, 1, 3, 0])
+    diff = with_c - without
+    assert np.sum(np.abs(diff)) == 1.0 and np.flatnonzero(diff).tolist() == [CANARY_BIN]
+    h = gradient_norm_histogram(trace, location, Y, epsilon=1.0, rng_key=5)
+    raw, _ = resolve_noise_source(5, False)
+    _, k_noise = jax.random.split(jax.random.wrap_key_data(raw))
+    np.testing.assert_array_equal(h.counts, _noisy_counts(without, 1.0, k_noise, int(trace.dataset_size))[0])
 
 
 # ------------------------------------------------------------------------------------------------

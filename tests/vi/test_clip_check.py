@@ -1,5 +1,7 @@
 """gradient_norm_histogram: the private histogram of per-record gradient norms at a trace's end."""
 
+import dataclasses
+
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
@@ -10,6 +12,7 @@ import clip_check_models
 from clip_check_models import EXPECTED, Y, location, log_location
 from dpposterior.vi import GradientNormHistogram, gradient_norm_histogram
 from dpposterior.vi.dpvi import dpvi
+from dpposterior.vi.dpvim import dpvim
 
 @pytest.fixture(scope="module")
 def point_trace():
@@ -50,7 +53,7 @@ def test_noise_is_laplace_of_scale_one_over_epsilon(point_trace):
 
 
 def test_bad_arguments_are_refused(point_trace):
-    with pytest.raises(TypeError, match="trace must be a DPVITrace"):
+    with pytest.raises(TypeError, match=r"trace must be a DPVITrace \(from dpvi\) or a DPVImTrace"):
         gradient_norm_histogram("trace", location, Y, epsilon=1.0)
     with pytest.raises(ValueError, match="epsilon"):
         gradient_norm_histogram(point_trace, location, Y, epsilon=0.0)
@@ -77,3 +80,49 @@ def test_secure_mode_snaps_the_counts(point_trace):
     grid = details["snapping_grid"]  # every released count lies on the snapping grid
     np.testing.assert_allclose(np.round(h.counts / grid) * grid, h.counts, rtol=0, atol=1e-12)
     assert 1e-4 <= h.noise_scale < 1.01e-4 * 1.1  # the noise's own epsilon is a little below 1e4 (the slack)
+
+
+# a DPVIm release: its own per-record vector (the loc gradient at one shared eta, no beta) at its own clip
+
+@pytest.fixture(scope="module")
+def dpvim_point_trace():
+    return clip_check_models.dpvim_point_trace()
+
+
+def test_a_dpvim_release_is_checked_on_its_loc_gradients_at_its_clip(dpvim_point_trace):
+    h = gradient_norm_histogram(dpvim_point_trace, location, Y, epsilon=1e6, rng_key=0)
+    np.testing.assert_allclose(h.counts, EXPECTED, atol=1e-3)
+    assert h.clip == dpvim_point_trace.clip == 1.0 and h.num_records == Y.size
+    assert h.clipped_fraction == pytest.approx(5 / 9, abs=1e-3)
+    p = h.privacy
+    assert (p.epsilon, p.delta, p.neighbouring, p.accountant, p.mechanism) == (1e6, 0.0, "add_remove", "pure",
+                                                                                "laplace_histogram")
+    assert "loc gradient norms of DPVIm" in dict(p.details)["statistic"]
+    # power: DPVIm's clip, not a fixed one: at C = 4 only the three records beyond 4 are at or above C
+    wide = gradient_norm_histogram(dataclasses.replace(dpvim_point_trace, clip=4.0), location, Y, epsilon=1e6,
+                                   rng_key=0)
+    assert wide.clipped_fraction == pytest.approx(3 / 9, abs=1e-3)
+    np.testing.assert_allclose(wide.edges, [0, 1, 2, 4, 8, 16, np.inf])
+    # the loc gradient is taken at theta = mu + s eta: at m = 5 (s ~ 0) record i's norm is about |5 - y_i|
+    moved = dataclasses.replace(dpvim_point_trace, final_phi=np.array([5.0, -12.0], np.float32))
+    h5 = gradient_norm_histogram(moved, location, Y, epsilon=1e6, rng_key=0)
+    exact = np.abs(5.0 - Y + 5.0 / (100 * Y.size))  # d/dtheta of -log N(y | theta, 1) - log N(theta | 0, 10) / N
+    assert h5.clipped_fraction == pytest.approx(np.mean(exact >= 1.0), abs=1e-3)
+    assert h5.counts[0] == pytest.approx(0.0, abs=1e-3)  # none below C / 4 (the nearest, 3.0, is 2 away)
+
+
+def test_a_dpvim_release_checks_its_model_and_drops_nothing_silently(dpvim_point_trace):
+    y = np.array([1.0, 2.0, -1.0, 0.5], np.float32)  # NaN loc gradient under a LogNormal: its own bin
+    tr = dpvim(log_location, np.abs(y), epsilon=1.0, delta=1e-5, num_steps=12, sampling_rate=0.5, clip=1.0,
+               rng_key=0)
+    h = gradient_norm_histogram(tr, log_location, y, epsilon=1e6, rng_key=0)
+    assert h.non_finite_fraction == pytest.approx(0.25, abs=1e-4)
+    assert np.sum(h.counts) == pytest.approx(4.0, abs=1e-3)
+
+    def other(y):
+        a = numpyro.sample("a", dist.Normal(0.0, 1.0).expand([2]).to_event(1))
+        with numpyro.plate("records", y.shape[0]):
+            numpyro.sample("y", dist.Normal(a[0], 1.0), obs=y)
+
+    with pytest.raises(ValueError, match=r"latent sites \['a'\].*not the trace's \['m'\]"):
+        gradient_norm_histogram(dpvim_point_trace, other, Y, epsilon=1.0)

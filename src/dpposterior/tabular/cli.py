@@ -34,8 +34,8 @@ examples:
 --budget split (default): the k separate releases get epsilon/k and delta/k each, so together they
 stay within (epsilon, delta); --budget each: every release gets the full budget (equal-cost
 comparison; the report gives the larger composed total). 'naive' reuses the na-dpvi release.
---clip-check EPSILON checks the clip of the na-dpvi release only, with one more release on top of
-the budget (the report's composed total includes it).
+--clip-check EPSILON checks the clip of each DP-SGD release (na-dpvi, dpvim), with one more release
+per checked release on top of the budget (the report's composed total includes them).
 """
 
 
@@ -126,8 +126,9 @@ def add_fit_parsers(subparsers: Any) -> None:
     cmp_.add_argument("--out", default="compare-report", help="report folder (default compare-report/)")
     cmp_.add_argument("--clip-check", type=float, default=None, metavar="EPSILON",
                       help="also release, at this epsilon (pure DP), a noisy histogram of the per-record gradient "
-                           "norms at the end of the na-dpvi run (the release naive shares; dpvim's release is not "
-                           "checked, and na-dpvi or naive must be among the methods): the report says what share of "
-                           "the records C cut. Beyond the budget under --budget split and each alike: not taken "
-                           "from any method's share, added to the composed total and ledger.json")
+                           "norms at the end of each DP-SGD run: na-dpvi's (the release naive shares; "
+                           "clip_check.json) and dpvim's (its loc gradients at its own clip; clip_check_dpvim.json); "
+                           "na-dpvi, naive or dpvim must be among the methods. The report says what share of "
+                           "the records C cut in each. Beyond the budget under --budget split and each alike: not "
+                           "taken from any method's share, added to the composed total and ledger.json")
     cmp_.set_defaults(func=_compare)

@@ -326,34 +326,38 @@ def _check_clip_check(epsilon: Any) -> float | None:
     return epsilon
 
 
-#: the methods of ``compare`` whose release ``--clip-check`` checks: the NA-DPVI release (a DPVITrace),
-#: which "naive" shares; DPVIm's release is no DPVITrace and gradient_norm_histogram does not take it.
-CLIP_CHECK_METHODS = ("na-dpvi", "naive")
+#: the methods of ``compare`` whose release ``--clip-check`` checks: the two DP-SGD releases, NA-DPVI's
+#: (a DPVITrace, which "naive" shares) and DPVIm's (a DPVImTrace); the other methods clip no gradients.
+CLIP_CHECK_METHODS = ("na-dpvi", "naive", "dpvim")
+#: where ``compare --clip-check`` saves the check of each DP-SGD release (in the report folder); the
+#: NA-DPVI release's keeps the name ``fit`` gives its check.
+CLIP_CHECK_FILES = {"na-dpvi": "clip_check.json", "dpvim": "clip_check_dpvim.json"}
 
 
 def _check_clip_check_methods(methods: Sequence[str]) -> None:
-    """Refuses ``--clip-check`` in a ``compare`` without the NA-DPVI release, the one it can check."""
+    """Refuses ``--clip-check`` in a ``compare`` without a DP-SGD release (na-dpvi, naive or dpvim)."""
     if any(m in CLIP_CHECK_METHODS for m in methods):
         return
-    why = []
-    if "dpvim" in methods:
-        why.append("dpvim's DP-SGD release is not supported by the check (gradient_norm_histogram takes a DPVI "
-                   "trace only)")
     other = [m for m in methods if m in ("gibbs-ss-noisy", "dp-fast-mh")]
-    if other:
-        why.append(f"{' and '.join(other)} clip no per-record gradients (no DP-SGD release)")
-    raise ValueError(f"clip_check (--clip-check) checks the clip of the NA-DPVI release (na-dpvi or naive), which "
-                     f"the methods {list(methods)} do not make: " + "; ".join(why)
-                     + "; add na-dpvi (or naive) to the methods, or drop --clip-check")
+    raise ValueError(f"clip_check (--clip-check) checks the clip of the DP-SGD releases (na-dpvi or naive, and "
+                     f"dpvim), which the methods {list(methods)} do not make: {' and '.join(other)} clip no "
+                     "per-record gradients (no DP-SGD release); add na-dpvi, naive or dpvim to the methods, or "
+                     "drop --clip-check")
 
 
 def _clip_check(trace: Any, fn: Callable, design: Design, model: str, epsilon: float, seed: int | None,
-                secure: bool, out: Path, log: Callable[[str], Any]) -> Any:
+                secure: bool, out: Path, log: Callable[[str], Any], *, method: str | None = None) -> Any:
     """The gradient-norm histogram release of ``fit --clip-check`` (and ``compare --clip-check``, of the
-    NA-DPVI release), saved as ``out/clip_check.json``. With ``seed``, its key is ``fold_in(seed, 1)``,
-    not the key of any DP-SGD release (those are ``PRNGKey(seed)``, or ``seed + i`` in ``compare``)."""
+    DP-SGD release of ``method``), saved as ``out/clip_check.json`` (``compare``:
+    ``out/CLIP_CHECK_FILES[method]``). With ``seed``, its key is ``fold_in(seed, 1)``, not the key of
+    any DP-SGD release (those are ``PRNGKey(seed)``, or ``seed + i`` in ``compare``).
+
+    In ``compare`` (``method`` given) the record names the checked release and states the release and
+    its check composed (``"release"``, ``"release_and_check"``: PLD, :class:`~dpposterior.privacy.Ledger`,
+    at the release's delta); the histogram is returned with that total, ``(hist, total)``."""
     import jax
 
+    from ..privacy import Ledger
     from ..vi import gradient_norm_histogram
 
     key = None if seed is None else jax.random.fold_in(jax.random.PRNGKey(seed), 1)  # not the DPVI noise's key
@@ -362,20 +366,34 @@ def _clip_check(trace: Any, fn: Callable, design: Design, model: str, epsilon: f
     record = {"edges": [float(e) for e in hist.edges], "counts": [float(c) for c in hist.counts],
               "clip": hist.clip, "noise_scale": hist.noise_scale, "num_records": hist.num_records,
               "clipped_fraction": hist.clipped_fraction, "privacy": hist.privacy.to_dict()}
-    write_bytes_atomic(out / "clip_check.json", (json.dumps(record, indent=1) + "\n").encode())
-    log(f"      clip check: {hist.clipped_fraction:.1%} of the records at or above C = {hist.clip:.4g} "
-        f"(noisy; {hist.privacy.summary()})")
-    return hist
+    together = None
+    if method is not None:
+        pair = Ledger()
+        pair.add(trace, method)
+        pair.add(hist, f"clip check of {method}")
+        together = pair.total(trace.privacy.delta)
+        record.update({"release": method, "release_and_check": {
+            "epsilon": together.epsilon, "delta": together.delta, "neighbouring": together.neighbouring,
+            "accountant": together.accountant}})
+    name = "clip_check.json" if method is None else CLIP_CHECK_FILES[method]
+    write_bytes_atomic(out / name, (json.dumps(record, indent=1) + "\n").encode())
+    log(f"      clip check{'' if method in (None, 'na-dpvi') else f' of {method}'}: {hist.clipped_fraction:.1%} of "
+        f"the records at or above C = {hist.clip:.4g} (noisy; {hist.privacy.summary()})")
+    return hist if method is None else (hist, together)
 
 
 def _clip_block(report: Report, hist: Any, heading: str = "Clip check (a second DP release)",
-                run: str = "the run", again: str = "fit again") -> None:
+                run: str = "the run", again: str = "fit again", together: Any = None, what: str = "") -> None:
     report.heading(heading)
     share = hist.clipped_fraction
     report.paragraph(f"Per-record gradient norms at the end of {run}, counted in bins at multiples of the clip "
                      f"C = {hist.clip:.4g} with Laplace noise of scale {hist.noise_scale:.3g} on every count (the "
                      f"counts are noisy and may be negative). Share of the records at or above C: {share:.1%} "
                      f"(standard error {hist.clipped_fraction_se:.1%}).")
+    if together is not None:
+        report.paragraph(f"{what} and its clip check together (PLD composition, privacy.Ledger): epsilon = "
+                         f"{together.epsilon:.4g} at delta = {together.delta:.3g} ({together.neighbouring} "
+                         "neighbours).")
     report.table(["gradient norm", "multiples of C", "noisy count", "share of N"],
                  [[r["bin"], r["multiples_of_clip"], f"{r['count']:.1f}", f"{r['fraction']:.1%}"]
                   for r in hist.table()])
@@ -676,21 +694,26 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
     ``out/releases/<method>.npz`` (:func:`dpposterior.tabular.releases.save_release`) and the ledger of
     the releases so far, ``out/ledger.json``; an error after a release says where they are.
 
-    Clip check: ``clip_check`` None, or the epsilon of one more release, as ``fit_table``'s: a Laplace
-    histogram of the per-record gradient norms at the NA-DPVI release's final iterate
-    (:func:`dpposterior.vi.gradient_norm_histogram`; pure epsilon-DP, add/remove-one), made right
-    after that release, saved as ``out/clip_check.json`` and added to ``out/ledger.json``. It checks
-    the NA-DPVI release only (shared by ``"na-dpvi"`` and ``"naive"``; one of them must be among the
-    methods): DPVIm's release is not a DPVITrace and the histogram does not take it, and the other
-    methods clip no gradients. Its epsilon is NOT taken from the budget: under ``"split"`` and
-    ``"each"`` alike the methods' releases get what they would get without it, and the clip check
-    comes on top, composed into the reported total (which can then exceed (epsilon, delta) under
-    ``"split"``). The report tables its noisy bins and warns when more than 5% of the records were
-    clipped (the seeded key, with ``seed``: ``fold_in(PRNGKey(seed + i), 1)`` for the NA-DPVI release i).
+    Clip check: ``clip_check`` None, or the epsilon of one more release per DP-SGD release, as
+    ``fit_table``'s: a Laplace histogram of the per-record gradient norms at the release's final
+    iterate (:func:`dpposterior.vi.gradient_norm_histogram`; pure epsilon-DP, add/remove-one), made
+    right after that release and added to ``out/ledger.json``. The NA-DPVI release (shared by
+    ``"na-dpvi"`` and ``"naive"``) is checked on dpvi's beta-scaled ELBO gradients, saved as
+    ``out/clip_check.json``; the DPVIm release on the vector DPVIm clips (each record's loc gradient
+    at one draw of theta shared by the records, not beta-scaled) at its own clip, saved as
+    ``out/clip_check_dpvim.json``. Each file also states its release and check composed
+    (``"release_and_check"``, PLD at the release's delta), as the report's section of the check
+    does. The other methods clip no gradients: a ``compare`` without na-dpvi, naive or dpvim refuses
+    ``clip_check``. Its epsilon is NOT taken from the budget: under ``"split"`` and ``"each"`` alike
+    the methods' releases get what they would get without it, and each check comes on top, composed
+    into the reported total (which can then exceed (epsilon, delta) under ``"split"``). The report
+    tables the noisy bins and warns when more than 5% of the records were clipped (the seeded key,
+    with ``seed``: ``fold_in(PRNGKey(seed + i), 1)`` for the checked release i).
 
     Returns:
       ``{"posteriors": {method: posterior}, "ledger": Ledger, "total": PrivacySpent, "report_html",
-      "clip_check": GradientNormHistogram or None, ...}``.
+      "clip_check": the NA-DPVI release's GradientNormHistogram or None, "clip_checks": {"na-dpvi" /
+      "dpvim": GradientNormHistogram} of every checked release, ...}``.
 
     Raises:
       ValueError, TypeError: a setting outside its range, a table or schema that does not fit, or an
@@ -740,7 +763,9 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
         mcmc.calibrate_chain("dp_fast_mh", eps_each, delta_each, num_steps)
     log(f"      {k} release(s): {', '.join(releases)}; each gets ({eps_each:.4g}, {delta_each:.3g}) "
         f"(budget {budget!r})" + ("" if clip_check is None else
-                                  f"; and the clip check of na-dpvi at epsilon {clip_check:g}, beyond the budget"))
+                                  f"; and the clip check of {' and '.join(_checked(releases))} at epsilon "
+                                  f"{clip_check:g}{' each' if len(_checked(releases)) > 1 else ''}, beyond the "
+                                  "budget"))
 
     def key(i):
         return None if seed is None else jax.random.PRNGKey(seed + i)
@@ -751,28 +776,35 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
     out.mkdir(parents=True, exist_ok=True)
     folder, ledger_path = out / "releases", out / "ledger.json"
     folder.mkdir(exist_ok=True)
-    (out / "clip_check.json").unlink(missing_ok=True)  # an earlier run's into this folder: not this report's
+    for name in CLIP_CHECK_FILES.values():  # an earlier run's into this folder: not this report's
+        (out / name).unlink(missing_ok=True)
     made: dict[str, Any] = {}
     with _after_release(folder, ledger_path, made):
-        hist = _make_releases(made, releases, ledger, folder, ledger_path, design, fn, label, model, eps_each,
+        checks = _make_releases(made, releases, ledger, folder, ledger_path, design, fn, label, model, eps_each,
                               delta_each, num_steps, sampling_rate, clip, progress, key, k, log,
                               clip_check=clip_check, seed=seed)
         return _compare_report(made, methods, releases, ledger, design, model, label, prob, out, data, schema,
                                target, epsilon, delta, eps_each, delta_each, budget, num_steps, sampling_rate,
-                               clip, k, t0, log, hist)
+                               clip, k, t0, log, checks)
+
+
+def _checked(releases: Sequence[str]) -> list[str]:
+    """The releases of ``compare`` that ``--clip-check`` checks (its DP-SGD releases), in order."""
+    return [m for m in releases if m in CLIP_CHECK_FILES]
 
 
 def _make_releases(made, releases, ledger, folder, ledger_path, design, fn, label, model, eps_each, delta_each,
                    num_steps, sampling_rate, clip, progress, key, k, log, *, clip_check=None, seed=None) -> Any:
     """The mechanisms of :func:`compare_table`, in order; each release is added to ``made`` and
     ``ledger`` and written (with the ledger) as soon as it exists. With ``clip_check``, the
-    gradient-norm histogram of the NA-DPVI release follows it at once (``folder.parent /
-    "clip_check.json"``, and the ledger); returned (None without ``clip_check``)."""
+    gradient-norm histogram of each DP-SGD release (na-dpvi, dpvim) follows it at once (``folder.parent /
+    CLIP_CHECK_FILES[method]``, and the ledger). Returns ``{method: (histogram, release and check
+    composed)}`` for the checked releases (empty without ``clip_check``)."""
     from ..baselines import release_regression_statistics
     from ..vi import dpvi
     from ..vi.dpvim import dpvim
 
-    hist = None
+    checks: dict[str, Any] = {}
     for i, m in enumerate(releases):
         log(f"[{i + 2}/{k + 2}] {m}")
         if m == "na-dpvi":
@@ -803,19 +835,20 @@ def _make_releases(made, releases, ledger, folder, ledger_path, design, fn, labe
         ledger.add(made[m], what)
         save_release(made[m], folder / f"{m}.npz")
         ledger.save(ledger_path)
-        if m == "na-dpvi" and clip_check is not None:  # one more release, beyond the budget: saved at once too
-            hist = _clip_check(made[m], fn, design, model, clip_check, None if seed is None else seed + i, False,
-                               folder.parent, log)
-            ledger.add(hist, "clip check of na-dpvi (gradient-norm histogram, beyond the budget)")
+        if m in CLIP_CHECK_FILES and clip_check is not None:  # one more release, beyond the budget: saved at once
+            checks[m] = _clip_check(made[m], fn, design, model, clip_check, None if seed is None else seed + i,
+                                    False, folder.parent, log, method=m)
+            ledger.add(checks[m][0], f"clip check of {m} (gradient-norm histogram, beyond the budget)")
             ledger.save(ledger_path)
-    return hist
+    return checks
 
 
 def _compare_report(made, methods, releases, ledger, design, model, label, prob, out, data, schema, target,
                     epsilon, delta, eps_each, delta_each, budget, num_steps, sampling_rate, clip, k, t0, log,
-                    hist=None):
+                    checks=None):
     """The post-processing of :func:`compare_table`: posteriors from the releases alone, the report
-    (with ``hist``, the clip check's gradient-norm histogram, its own section)."""
+    (with ``checks``, ``{method: (gradient-norm histogram, release and check composed)}`` of the clip
+    checks, a section each)."""
     import jax
 
     from ..baselines import gibbs_ss_noisy
@@ -851,12 +884,19 @@ def _compare_report(made, methods, releases, ledger, design, model, label, prob,
              if budget == "split" else
              f"budget 'each': each of the {k} releases got the full ({epsilon:g}, {delta:g}) so the methods are "
              "compared at equal cost; together they spent more (below)")
+    checks = dict(checks or {})
+    hists = {m: h for m, (h, _) in checks.items()}
+    hist = hists.get("na-dpvi")
     notes = []
-    if hist is not None:
-        notes.append(f"clip check (--clip-check {hist.privacy.epsilon:g}): one more release, BEYOND this budget: a "
-                     f"noisy histogram of the per-record gradient norms of the na-dpvi release (pure epsilon = "
-                     f"{hist.privacy.epsilon:g}, delta = 0), not taken from any method's share; the composed total "
-                     "below includes it"
+    if hists:
+        eps_check = next(iter(hists.values())).privacy.epsilon
+        one = len(hists) == 1
+        notes.append(f"clip check (--clip-check {eps_check:g}): "
+                     + ("one more release" if one else f"{len(hists)} more releases, one per DP-SGD release")
+                     + ", BEYOND this budget: a noisy histogram of the per-record gradient norms of the "
+                     + (f"{next(iter(hists))} release" if one else f"each of the {' and '.join(hists)} releases")
+                     + f" (pure epsilon = {eps_check:g}, delta = 0{'' if one else ', each'}), not taken from any "
+                     + f"method's share; the composed total below includes {'it' if one else 'them'}"
                      + (f" and can exceed ({epsilon:g}, {delta:g}), which bounds the methods' releases only"
                         if budget == "split" else ""))
     if "dp-fast-mh" in posts:
@@ -876,12 +916,15 @@ def _compare_report(made, methods, releases, ledger, design, model, label, prob,
                        f"delta = {delta:g}, so no finite epsilon exists at it)"),
                     "each release is saved in releases/ (one .npz per method, with its PrivacySpent; "
                     "dpposterior.DPVITrace.load reads na-dpvi.npz) and recorded in ledger.json"
-                    + ("" if hist is None else "; the clip check in clip_check.json")])
+                    + ("" if not hists else "; the clip check " + ", ".join(
+                        f"{'' if len(hists) == 1 else f'of {m} '}in {CLIP_CHECK_FILES[m]}" for m in hists))])
     _privacy_block(report, ledger, total.delta, {e.privacy.seeded_by for e in ledger.entries})
-    if hist is not None:
-        _clip_block(report, hist, "Clip check of the na-dpvi release (a DP release beyond the budget)",
-                    "the na-dpvi run (the release that 'naive' shares; dpvim's is not checked)",
-                    "compare again")
+    runs = {"na-dpvi": "the na-dpvi run (the release that 'naive' shares)",
+            "dpvim": "the dpvim run (its last iterate; the vector DPVIm clips: each record's loc gradient at one "
+                     "draw of theta shared by the records, not beta-scaled)"}
+    for m, (h, together) in checks.items():
+        _clip_block(report, h, f"Clip check of the {m} release (a DP release beyond the budget)", runs[m],
+                    "compare again", together, f"The {m} release")
     report.heading(f"Posteriors side by side ({pct} central intervals)")
     names = [r["parameter"] for r in sums[methods[0]]]
     rows = []
@@ -898,9 +941,10 @@ def _compare_report(made, methods, releases, ledger, design, model, label, prob,
     report.table(["setting", "value"], [
         ["data", Path(data).name], ["model", label], ["methods", ", ".join(methods)], ["budget", budget],
         ["DP-SGD steps T (dpvi, dpvim)", num_steps], ["sampling rate q", sampling_rate], ["clip norm C", f"{clip:.4g}"],
-        *([] if hist is None else [["clip check epsilon (beyond the budget)", f"{hist.privacy.epsilon:g}"]]),
+        *([] if not hists else [["clip check epsilon (beyond the budget)", f"{eps_check:g}"
+                                 + ("" if len(hists) == 1 else f" each ({', '.join(hists)})")]]),
     ])
     md, page = report.write(out)
     log(f"      wrote {md} and {page} ({time.perf_counter() - t0:.1f} s)")
     return {"posteriors": posts, "ledger": ledger, "total": total, "design": design, "summaries": sums,
-            "trace": trace, "report_md": md, "report_html": page, "clip_check": hist}
+            "trace": trace, "report_md": md, "report_html": page, "clip_check": hist, "clip_checks": hists}

@@ -8,6 +8,12 @@ The released trace holds no per-record quantity, so whether C was too small cann
 histogram of the per-record gradient norms (beta-scaled, as DP-SGD clips them) at the trace's final
 iterate, in bins at multiples of C, with a bin of its own for the gradients that are not finite (those
 DP-SGD drops).
+
+It takes a DPVIm release too (:class:`~dpposterior.vi.dpvim.DPVImTrace`, the aligned-gradient baseline):
+there the vector DP-SGD clipped is not dpvi's beta-scaled ELBO gradient but the per-record loc gradient
+grad f_i(theta) at theta = mu + softplus(rho) * eta, one standard-normal eta shared by every record
+(:func:`dpposterior.vi.dpvim.make_loc_loss`), clipped at DPVIm's own C with no beta; the histogram
+counts those norms, at DPVIm's final iterate.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from ..privacy.secure import resolve_noise_source
 from ..privacy.snapping import snap
 from ..privacy.spent import PrivacySpent
 from .dpvi import _cached_loss
+from .dpvim import DPVImTrace, make_loc_loss
 from .model_inspect import check_data, inspect_model
 from .trace import DPVITrace
 
@@ -120,6 +127,26 @@ def _norms_fn(loss: Callable, beta: tuple[float, ...]) -> Callable:
     return norms
 
 
+_LOC_LOSS_CACHE: dict[Any, Callable] = {}
+
+
+def _cached_loc_loss(model: Callable, layout: Any, dataset_size: int, model_kwargs: dict[str, Any]) -> Callable:
+    """DPVIm's per-record loc loss, the same object for the same model and settings (so that
+    :func:`_norms_fn` compiles once per model); uncached for unhashable model kwargs."""
+    import json
+
+    try:
+        key = (model, json.dumps(layout.to_dict(), sort_keys=True), dataset_size, tuple(sorted(model_kwargs.items())))
+        hash(key)
+    except TypeError:
+        return make_loc_loss(model, layout, dataset_size, model_kwargs)
+    if key not in _LOC_LOSS_CACHE:
+        if len(_LOC_LOSS_CACHE) > 64:
+            _LOC_LOSS_CACHE.clear()
+        _LOC_LOSS_CACHE[key] = make_loc_loss(model, layout, dataset_size, model_kwargs)
+    return _LOC_LOSS_CACHE[key]
+
+
 def _noisy_counts(counts: np.ndarray, epsilon: float, noise_key: Any, num_records: int, *,
                   snap_raw_key: Any = None) -> tuple[np.ndarray, float, tuple]:
     """The release step of :func:`gradient_norm_histogram`: exact counts -> noisy counts (the only
@@ -144,7 +171,7 @@ def _noisy_counts(counts: np.ndarray, epsilon: float, noise_key: Any, num_record
     return noisy, scale, ()
 
 
-def gradient_norm_histogram(trace: DPVITrace, model: Callable, *data: Any, epsilon: float,
+def gradient_norm_histogram(trace: DPVITrace | DPVImTrace, model: Callable, *data: Any, epsilon: float,
                             multiples: Any = DEFAULT_MULTIPLES, rng_key: Any = None, secure: bool = False,
                             **model_kwargs: Any) -> GradientNormHistogram:
     """Releases a noisy histogram of the per-record gradient norms at the trace's final iterate.
@@ -153,22 +180,28 @@ def gradient_norm_histogram(trace: DPVITrace, model: Callable, *data: Any, epsil
     with the trace's ``num_mc`` Monte Carlo draws, shared by every record as in a DP-SGD step) at the
     public ``trace.final_phi`` falls into exactly one bin (norm bins at ``multiples`` x C, and a bin for
     gradients that are not finite). Adding or removing one record changes one count by 1: L1
-    sensitivity 1 under add/remove-one adjacency. Laplace noise of scale 1 / epsilon on every count
-    makes the release epsilon-DP (pure, delta = 0). It is a second release from the same data as the
-    trace: compose the two (``Ledger``; basic composition gives epsilon_trace + epsilon here). The
-    number of records N is treated as public (the trace's ``dataset_size``), as in the papers.
+    sensitivity 1 under add/remove-one adjacency. For a DPVIm release (a
+    :class:`~dpposterior.vi.dpvim.DPVImTrace`) the vector is the one DPVIm's DP-SGD clips instead: each
+    record's loc gradient grad f_i(theta) at theta = mu + softplus(rho) * eta of the public
+    ``trace.final_phi``, with ONE standard-normal eta shared by every record (as in a DPVIm step), not
+    beta-scaled, binned at DPVIm's clip C; the sensitivity and the noise are the same. Laplace noise
+    of scale 1 / epsilon on every count makes the release epsilon-DP (pure, delta = 0). It is a second
+    release from the same data as the trace: compose the two (``Ledger``; basic composition gives
+    epsilon_trace + epsilon here). The number of records N is treated as public (the trace's
+    ``dataset_size``), as in the papers.
     Reference: the Laplace histogram (Dwork et al. 2006); why it is needed: papers/na-dpvi.txt section 5
     (clipping bias is outside the noise-aware model).
 
-    Randomness: the Laplace noise and the Monte Carlo draws come from JAX's threefry generator seeded
-    from the OS (or from ``rng_key``, recorded as ``seeded_by="user"``); with ``secure=True`` the counts
-    are released by the snapping mechanism (Mironov 2012, as the baselines' secure releases:
-    :func:`dpposterior.privacy.snapping.snap`; clamped to the public range [0, N], float64 Laplace from
-    the OS CSPRNG, rounded to a power-of-two grid; still epsilon-DP in total) and the Monte Carlo draws
-    come from an OS-seeded key.
+    Randomness: the Laplace noise and the Monte Carlo draws (DPVIm: the eta draw) come from JAX's
+    threefry generator seeded from the OS (or from ``rng_key``, recorded as ``seeded_by="user"``); with
+    ``secure=True`` the counts are released by the snapping mechanism (Mironov 2012, as the baselines'
+    secure releases: :func:`dpposterior.privacy.snapping.snap`; clamped to the public range [0, N],
+    float64 Laplace from the OS CSPRNG, rounded to a power-of-two grid; still epsilon-DP in total) and
+    the Monte Carlo draws come from an OS-seeded key.
 
     Args:
-      trace: the DPVITrace of the run (its layout, clip, beta, num_mc, dataset_size, final_phi).
+      trace: the DPVITrace of the run (its layout, clip, beta, num_mc, dataset_size, final_phi), or the
+        DPVImTrace of a :func:`~dpposterior.vi.dpvim.dpvim` run (its layout, clip, dataset_size, final_phi).
       model: the model of that run.
       *data: the private data arrays of that run.
       epsilon: the budget of this release, finite and > 0 (e.g. a tenth of the trace's).
@@ -181,13 +214,15 @@ def gradient_norm_histogram(trace: DPVITrace, model: Callable, *data: Any, epsil
       A frozen :class:`GradientNormHistogram` with its PrivacySpent.
 
     Raises:
-      TypeError: ``trace`` not a DPVITrace, a model that is not callable, data that are not numeric.
+      TypeError: ``trace`` neither a DPVITrace nor a DPVImTrace, a model that is not callable, data
+        that are not numeric.
       ValueError: an invalid epsilon or ``multiples``, a model whose latent sites differ from the
         trace's, the data checks of :func:`~dpposterior.vi.dpvi`, or a noise scale 1 / epsilon too large
         for float32 noise.
     """
-    if not isinstance(trace, DPVITrace):
-        raise TypeError(f"trace must be a DPVITrace (from dpvi), got {type(trace).__name__}")
+    if not isinstance(trace, (DPVITrace, DPVImTrace)):
+        raise TypeError(f"trace must be a DPVITrace (from dpvi) or a DPVImTrace (from vi.dpvim.dpvim), got "
+                        f"{type(trace).__name__}")
     if not callable(model):
         raise TypeError(f"model must be the NumPyro model of the trace (a callable), got {type(model).__name__}")
     epsilon = check_epsilon(epsilon)
@@ -204,8 +239,16 @@ def gradient_norm_histogram(trace: DPVITrace, model: Callable, *data: Any, epsil
     raw_key, seeded_by = resolve_noise_source(rng_key, secure)
     mc_raw = raw_key if raw_key is not None else resolve_noise_source(None, False)[0]
     k_mc, k_noise = jax.random.split(jax.random.wrap_key_data(mc_raw))
-    loss = _cached_loss(model, layout, int(trace.dataset_size), int(trace.num_mc), model_kwargs)
-    norms_of = _norms_fn(loss, tuple(float(b) for b in np.asarray(trace.beta, np.float32)))
+    if isinstance(trace, DPVImTrace):  # the loc gradient DPVIm clips (its rho half is 0), one shared eta, no beta
+        loss = _cached_loc_loss(model, layout, int(trace.dataset_size), model_kwargs)
+        beta = (1.0,) * int(np.asarray(trace.final_phi).shape[0])
+        statistic = ("per-record loc gradient norms of DPVIm (one eta shared by the records, no beta) at "
+                     "trace.final_phi, binned at multiples of C")
+    else:
+        loss = _cached_loss(model, layout, int(trace.dataset_size), int(trace.num_mc), model_kwargs)
+        beta = tuple(float(b) for b in np.asarray(trace.beta, np.float32))
+        statistic = "per-record gradient norms (beta-scaled) at trace.final_phi, binned at multiples of C"
+    norms_of = _norms_fn(loss, beta)
     phi = jnp.asarray(trace.final_phi, jnp.float32)
     num = int(arrays[0].shape[0])
     size = min(BATCH_RECORDS, num)
@@ -227,7 +270,7 @@ def gradient_norm_histogram(trace: DPVITrace, model: Callable, *data: Any, epsil
     privacy = PrivacySpent(
         epsilon=epsilon, delta=0.0, neighbouring="add_remove", accountant="pure", mechanism=MECHANISM,
         noise_multiplier=None, sampling_rate=1.0, num_steps=1, seeded_by=seeded_by,
-        details=(("statistic", "per-record gradient norms (beta-scaled) at trace.final_phi, binned at multiples of C"),
+        details=(("statistic", statistic),
                  ("multiples_of_clip", tuple(float(x) for x in m)), ("sensitivity_l1", 1.0),
                  ("noise_scale", scale), ("num_records", "public")) + extra)
     return GradientNormHistogram(edges=edges, counts=noisy, clip=clip, noise_scale=scale,
