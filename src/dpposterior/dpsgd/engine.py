@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from .._batching import cpu_kernel_calls
 from .._checks import (FLOAT32_MAX, check_delta, check_float32_array, check_float32_positive, check_positive,
                        check_positive_int, check_sampling_rate, check_trace_memory)
 from ..privacy import PrivacySpent, dpsgd_epsilon, not_private, os_seeded_key, resolve_key
@@ -362,6 +363,61 @@ def _run_chunk(cfg, length, base_key, t0, n_valid, phi, data, sigma, clip, lr, b
     return scan_steps(cfg, base_key, t0, phi, data, sigma, clip, lr, beta, length, n_valid, draws)
 
 
+# --------------------------------------------------------------------------------------------
+# data on several XLA CPU devices
+
+
+def _device_count(tree: Any) -> int:
+    """The most devices any JAX array of ``tree`` is placed on (1 for numpy arrays and numbers)."""
+    return max([len(a.sharding.device_set) for a in jax.tree.leaves(tree) if isinstance(a, jax.Array)],
+               default=1)
+
+
+def _spread_kernels(cfg: EngineConfig, args: tuple) -> tuple[str, ...]:
+    """The custom kernels of ``cfg``'s step program (``_run_chunk``, one step) that must not run on
+    several XLA CPU devices at once (:func:`dpposterior._batching.cpu_kernel_calls`); the host
+    callbacks of secure mode are left out (measured: a secure run on data sharded over 2 CPU devices,
+    every step overflowing its buffer and so calling back, ran through)."""
+    calls = cpu_kernel_calls(functools.partial(_run_chunk, cfg, 1), *args)
+    return tuple(c for c in calls if "python_cpu_callback" not in c)
+
+
+def _one_device_if_cpu_kernels(cfg: EngineConfig, base_key: Any, phi: Any, data: Any, sigma: Any, clip: Any,
+                               lr: Any, beta: Any) -> tuple[Any, Any, Any, Any]:
+    """``(phi, data, lr, beta)`` of the step program, gathered onto one device when they are spread over
+    several XLA CPU devices and the program calls a jaxlib CPU kernel that would hang there; otherwise
+    unchanged.
+
+    Why: jaxlib's CPU LAPACK kernels (``lapack_spotrf_ffi`` for a batched Cholesky factorisation, ...)
+    split their batch over XLA's intra-op thread pool and wait for the pieces; with every thread of that
+    pool running a device's program, nothing runs the pieces and the process hangs at 0% CPU
+    (measured: a loss with a per-record 12 x 12 Cholesky factorisation, N = 4000 records sharded over 2
+    devices on the 2-core machine, hung; on one device it took 2 s). The program is lowered from the
+    arrays' shapes (no computation, a fraction of a second) only in that case: data on several CPU
+    devices. Gathering costs a copy of the sharded arrays on one device (host memory on CPU) for the
+    run; the program is then the one-device program, so the trace is the one an unsharded run gives.
+    A note on stderr says so.
+    """
+    named = {"params": phi, "data": data, "learning_rate": lr, "beta": beta}
+    spread = [(name, a) for name, a in named.items() if _device_count(a) > 1]
+    if not spread:
+        return phi, data, lr, beta
+    devices = set().union(*(x.sharding.device_set for _, a in spread for x in jax.tree.leaves(a)
+                            if isinstance(x, jax.Array)))
+    if any(dev.platform != "cpu" for dev in devices):
+        return phi, data, lr, beta
+    kernels = _spread_kernels(cfg, (base_key, jnp.int32(0), jnp.int32(1), phi, data, sigma, clip, lr, beta))
+    if not kernels:
+        return phi, data, lr, beta
+    target = min(devices, key=lambda dev: dev.id)
+    nbytes = sum(x.nbytes for _, a in spread for x in jax.tree.leaves(a) if isinstance(x, jax.Array))
+    print(f"dpposterior: dpsgd's step program calls jaxlib CPU kernels ({', '.join(kernels)}) that hang the "
+          f"process on several XLA CPU devices at once; running on one device ({target}) instead of "
+          f"{len(devices)}, with a copy of the sharded {', '.join(n for n, _ in spread)} gathered there "
+          f"({nbytes / 2**20:.1f} MiB more host memory during the run)", file=sys.stderr)
+    return tuple(jax.device_put(a, target) if _device_count(a) > 1 else a for a in (phi, data, lr, beta))
+
+
 #: secure mode generates its draws on the host per chunk of steps: chunks are shortened so that
 #: those arrays stay within about this many 4-byte words (16 MB).
 SECURE_CHUNK_WORDS = 2**22
@@ -454,7 +510,16 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
         or inf, and every value representable in 32 bits (|x| <= 3.4e38; integers within int32).
         JAX arrays are used as they are; numpy arrays are copied to the device once (for data of
         several GB pass ``jax.device_put(x)`` and drop the numpy copy: the run's working memory is
-        then bounded by the sampled batch, not by N; docs/reliability.md "Load").
+        then bounded by the sampled batch, not by N; docs/reliability.md "Load"). Arrays sharded over
+        several devices (``jax.device_put(x, NamedSharding(mesh, P("records")))``) stay sharded, except
+        on several XLA CPU devices with a loss whose step calls jaxlib's CPU kernels (LAPACK: e.g.
+        ``jnp.linalg.cholesky`` or ``jax.scipy.linalg.solve`` on a per-record matrix), which hang the
+        process there (they wait on XLA's intra-op thread pool, whose threads all run the devices'
+        programs). Then the data are copied onto one device for the run (the step program is lowered
+        first, about 0.5 s, only in that case) and a note on stderr gives the extra host memory: the
+        size of the sharded arrays. Running so, rather than refusing, loses no result: the trace is
+        the unsharded run's, bit for bit; on CPU the devices share the host's memory, so only the copy
+        is added.
       noise_multiplier: sigma >= 0 (0: not private, see above); sigma * C at most 5.3e36 (float32).
       clip: C > 0, the L2 bound on each beta-scaled per-example gradient (a normal float32).
       sampling_rate: q in (0, 1].
@@ -592,6 +657,9 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
                 grads=grads[:done], base_key=None if secure else np.asarray(base_key, np.uint32).reshape(-1)))
             last_ckpt = done
 
+    # data (or params) on several XLA CPU devices and a loss calling jaxlib's LAPACK kernels: one device
+    phi, data_j, lr, beta_flat = _one_device_if_cpu_kernels(cfg, base_key, phi, data_j, sigma_j, clip_j, lr,
+                                                            beta_flat)
     if bar is not None and start:
         bar.update(start)
     try:
