@@ -130,3 +130,105 @@ def test_save_and_load(tmp_path):
         ledger.save(tmp_path)
     with pytest.raises(ValueError, match="is a file, not a folder"):
         ledger.save(tmp_path / "ledger.json" / "inner.json")
+
+
+# --- twentieth session probe: composition of (epsilon, delta) releases against hand computations ---
+
+
+def _record(eps, delta, neighbouring="add_remove", mechanism="laplace_sufficient_statistics"):
+    return PrivacySpent(epsilon=eps, delta=delta, neighbouring=neighbouring, accountant="pure", mechanism=mechanism)
+
+
+def _optimal_composition_epsilon(pairs, total_delta):
+    """Exact adaptive composition of (eps_i, delta_i)-DP mechanisms (their dominating pairs: loss +inf
+    with probability delta_i, else +-eps_i), written independently of dp-accounting: the smallest
+    epsilon with 1 - prod(1 - delta_i) + prod(1 - delta_i) E[(1 - e^(epsilon - L))_+] <= total_delta."""
+    import itertools
+
+    keep = math.prod(1.0 - d for _, d in pairs)
+    losses, probs = [], []
+    for signs in itertools.product((1, -1), repeat=len(pairs)):
+        losses.append(sum(s * e for s, (e, _) in zip(signs, pairs)))
+        probs.append(math.prod(math.exp(e) / (1 + math.exp(e)) if s > 0 else 1 / (1 + math.exp(e))
+                               for s, (e, _) in zip(signs, pairs)))
+    losses, probs = np.array(losses), np.array(probs)
+
+    def delta_at(eps):
+        return 1.0 - keep + keep * float(np.sum(probs * np.clip(1.0 - np.exp(eps - losses), 0.0, None)))
+
+    lo, hi = 0.0, float(losses.max())
+    if delta_at(0.0) <= total_delta:
+        return 0.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if delta_at(mid) <= total_delta else (mid, hi)
+    return hi
+
+
+@pytest.mark.parametrize("pairs, total_delta", [
+    ([(1.0, 0.0), (1.0, 0.0)], 1e-6),                       # the same pure release twice
+    ([(1.0, 1e-6), (0.5, 1e-5)], 2e-5),                      # different deltas
+    ([(1.0, 1e-6), (0.5, 1e-5)], 1.1e-5),                    # total delta = the sum of theirs
+    ([(0.0, 0.0), (1.0, 0.0)], 1e-6),                        # an epsilon-0 release
+    ([(0.7, 0.0), (0.2, 1e-4), (1.5, 1e-7)], 1e-3),          # pure mixed with approximate DP
+])
+def test_epsilon_delta_releases_between_optimal_and_basic_composition(pairs, total_delta):
+    ledger = Ledger()
+    for eps, d in pairs:
+        ledger.add(_record(eps, d))
+    got = ledger.total(total_delta).epsilon
+    exact = _optimal_composition_epsilon(pairs, total_delta)
+    assert got >= exact - 1e-9  # never below the true composition
+    assert got <= exact + 2e-3 * max(exact, 1.0)  # and converged to it (PLD discretisation)
+    if total_delta >= sum(d for _, d in pairs):
+        assert got <= sum(e for e, _ in pairs) + 1e-9  # never above basic composition
+
+
+def test_mixed_relations_convert_add_remove_by_group_privacy():
+    # replace-one = one removal + one addition: an add/remove (eps, delta) release costs
+    # (2 eps, (1 + e^eps) delta) in a replace-one total, by hand here.
+    ledger = Ledger()
+    ledger.add(_record(0.4, 1e-7, "add_remove"))
+    ledger.add(_record(0.3, 0.0, "replace_one"))
+    total = ledger.total(1e-5)
+    assert total.neighbouring == "replace_one"
+    exact = _optimal_composition_epsilon([(0.8, 1e-7 * (1 + math.exp(0.4))), (0.3, 0.0)], 1e-5)
+    assert exact - 1e-9 <= total.epsilon <= 1.1 + 1e-9
+    assert total.epsilon == pytest.approx(exact, abs=2e-3)
+
+
+def test_mixed_relations_dpsgd_equals_replace_one_accountant():
+    ledger = Ledger(value_discretization_interval=1e-3)
+    ledger.add(_dpsgd(*RUNS[0]))
+    ledger.add(_record(1e-9, 0.0, "replace_one"))
+    assert ledger.total(DELTA).epsilon == pytest.approx(
+        _accountant([RUNS[0]], 1e-3, NeighboringRelation.REPLACE_ONE), abs=1e-3)
+
+
+def test_release_with_delta_one_as_composed_is_a_clear_error():
+    # was a bare IndexError from inside dp-accounting's PLD composition
+    ledger = Ledger()
+    ledger.add(_record(3.0, 0.2, "add_remove"), "histogram")  # replace-one: (6, 4.2 -> 1)
+    ledger.add(_record(0.5, 0.0, "replace_one"))
+    with pytest.raises(ValueError, match=r"cannot compose release 'histogram'.*\(1 \+ e\^epsilon\) delta"):
+        ledger.total(DELTA)
+    ledger = Ledger()
+    ledger.add(_record(1.0, 1.0), "vacuous")
+    ledger.add(_record(1.0, 0.0))
+    with pytest.raises(ValueError, match="cannot compose release 'vacuous': its delta is 1.0"):
+        ledger.total(0.5)
+
+
+def test_delta_used_counts_deltas_as_composed_under_mixed_relations():
+    ledger = Ledger()
+    ledger.add(_record(1.0, 1e-6, "add_remove"))
+    ledger.add(_record(1.0, 0.0, "replace_one"))
+    used = (1.0 + math.e) * 1e-6
+    assert ledger.delta_used() == pytest.approx(used, rel=1e-12)  # was 1e-6
+    with pytest.raises(ValueError, match=r"as composed under replace-one adjacency\) \(sum 3.72e-06\)"):
+        ledger.total(2e-6)  # above the deltas given (1e-6), below those composed
+    assert math.isfinite(ledger.total(2 * used).epsilon)  # a delta above delta_used() has a total
+    same = Ledger()
+    same.add(_record(1.0, 1e-6, "add_remove"))
+    same.add(_record(1.0, 2e-6, "add_remove"))
+    assert same.delta_used() == pytest.approx(3e-6, rel=1e-12)

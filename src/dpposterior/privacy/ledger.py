@@ -109,8 +109,14 @@ class Ledger:
     def delta_used(self) -> float:
         """The sum of the deltas of the releases that are composed from their (epsilon, delta) (all
         but the Gaussian DP-SGD and Gaussian-mechanism releases, composed exactly): :meth:`total`
-        needs a total delta above it (plus the accountant's resolution)."""
-        return float(sum(e.privacy.delta for e in self._entries if not _is_gaussian(e.privacy)))
+        needs a total delta above it (plus the accountant's resolution).
+
+        Each delta is counted as it is composed, under :meth:`neighbouring`: when the relations mix,
+        an add/remove release's delta becomes (1 + e^epsilon) delta (group privacy of two records),
+        capped at 1."""
+        relation = self.neighbouring()
+        return float(sum(_composed_epsilon_delta(e.privacy, relation)[1] for e in self._entries
+                         if not _is_gaussian(e.privacy)))
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-friendly record of the entries (see :meth:`save`)."""
@@ -151,6 +157,10 @@ class Ledger:
             ledger.add(PrivacySpent.from_dict(item["privacy"]), str(item.get("label", "")))
         return ledger
 
+    def _relations_given(self) -> str:
+        relations = {e.privacy.neighbouring for e in self._entries}
+        return relations.pop() if len(relations) == 1 else "mixed"
+
     def neighbouring(self) -> str:
         """The relation the total holds for: the shared one, or ``"replace_one"`` when they mix."""
         relations = {e.privacy.neighbouring for e in self._entries}
@@ -165,7 +175,9 @@ class Ledger:
 
         Raises:
           ValueError: an empty ledger, an invalid delta, a delta below what the releases'
-            own deltas already use (no finite epsilon exists then), or a release whose epsilon is
+            own deltas already use (:meth:`delta_used`: no finite epsilon exists then), a release
+            whose delta as composed is 1 (an add/remove (epsilon, delta) release in a replace-one
+            total when (1 + e^epsilon) delta >= 1, or a delta of 1), or a release whose epsilon is
             too large to compose (above about 700).
         """
         delta = check_delta(delta)
@@ -205,6 +217,8 @@ class Ledger:
     def _epsilon_at(self, delta: float, relation: str, dvi: float) -> float:
         pld = None
         for e in self._entries:
+            if not _is_gaussian(e.privacy):
+                _check_composable(e, relation)
             try:
                 part = _pld_of(e.privacy, relation, dvi)
             except OverflowError as err:  # dp-accounting computes e^epsilon
@@ -219,10 +233,10 @@ class Ledger:
         except (ValueError, OverflowError) as err:  # pragma: no cover - dp-accounting internals
             raise ValueError(f"the PLD accountant cannot compose these releases at delta={delta!r}: {err}") from err
         if math.isinf(eps):
-            used = sum(e.privacy.delta for e in self._entries if not _is_gaussian(e.privacy))
+            converted = " (as composed under replace-one adjacency)" if relation != self._relations_given() else ""
             raise ValueError(
-                f"no finite epsilon at total delta={delta!r}: the releases' own deltas (sum {used:.3g}) and the "
-                "accountant's resolution need a larger total delta")
+                f"no finite epsilon at total delta={delta!r}: the releases' own deltas{converted} (sum "
+                f"{self.delta_used():.3g}) and the accountant's resolution need a larger total delta")
         return max(eps, 0.0)
 
 
@@ -249,8 +263,34 @@ def _pld_of(p: PrivacySpent, relation: str, dvi: float):
         return pld_lib.from_gaussian_mechanism(
             standard_deviation=p.noise_multiplier / math.sqrt(p.num_steps), sensitivity=2.0 if convert else 1.0,
             value_discretization_interval=dvi)
-    eps, dlt = float(p.epsilon), float(p.delta)
-    if convert:
-        eps, dlt = 2.0 * eps, min(dlt * (1.0 + math.exp(min(eps, 700.0))), 1.0)
+    eps, dlt = _composed_epsilon_delta(p, relation)
     return pld_lib.from_privacy_parameters(common.DifferentialPrivacyParameters(eps, dlt),
                                            value_discretization_interval=dvi)
+
+
+def _composed_epsilon_delta(p: PrivacySpent, relation: str) -> tuple[float, float]:
+    """The (epsilon, delta) a release composed from its (epsilon, delta) has under ``relation``: its
+    own, or for an add/remove release in a replace-one total (a replacement is a removal and an
+    addition) (2 epsilon, (1 + e^epsilon) delta) by group privacy, the delta capped at 1."""
+    eps, dlt = float(p.epsilon), float(p.delta)
+    if p.neighbouring != relation:  # only add_remove -> replace_one happens
+        eps, dlt = 2.0 * eps, min(dlt * (1.0 + math.exp(min(eps, 700.0))), 1.0)
+    return eps, dlt
+
+
+def _check_composable(entry: LedgerEntry, relation: str) -> None:
+    """A ValueError for a release whose guarantee, as composed, has delta = 1: it bounds nothing (and
+    dp-accounting fails on it with a bare IndexError when composed with another release)."""
+    p = entry.privacy
+    eps, dlt = _composed_epsilon_delta(p, relation)
+    if dlt < 1.0:
+        return
+    if p.delta >= 1.0:
+        why = f"its delta is {p.delta!r}: an (epsilon, 1)-DP guarantee bounds nothing"
+    else:
+        why = (f"it is ({p.epsilon!r}, {p.delta!r})-DP under add/remove-one adjacency, and the total is for "
+               "replace-one adjacency (the releases' relations mix); by group privacy a replacement then costs "
+               f"(2 epsilon, (1 + e^epsilon) delta) = ({eps:.4g}, {p.delta * (1.0 + math.exp(min(p.epsilon, 700.0))):.3g}),"
+               " a delta of at least 1")
+    raise ValueError(f"the ledger cannot compose release {entry.label!r}: {why}, so no total (epsilon, delta) "
+                     "below 1 exists (record a release without a guarantee with not_private())")
