@@ -6,6 +6,8 @@ import pathlib
 
 import jax
 import jax.numpy as jnp
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
@@ -26,7 +28,7 @@ def _problem(seed, K, M, n, spread=1.0):
 def _loop_tarp(draws, theta, references, alpha):
     """An independent, plain per-replicate implementation of papers/na-dpvi.txt 13.4."""
     K, M, _ = draws.shape
-    f = []
+    f, closer_counts = [], []
     for i in range(K):
         radius = np.linalg.norm(theta[i] - references[i])
         closer = 0
@@ -34,10 +36,17 @@ def _loop_tarp(draws, theta, references, alpha):
             if np.linalg.norm(draws[i, j] - references[i]) < radius:
                 closer += 1
         f.append(closer / M)
+        closer_counts.append(closer)
     coverage = []
     for a in alpha:
-        coverage.append(sum(1 for fi in f if fi < 1 - a) / K)
+        coverage.append(sum(1 for c in closer_counts if _below(c, M, a)) / K)
     return np.array(f), np.array(coverage)
+
+
+def _below(closer, M, a):
+    """closer / M < 1 - a in exact rational arithmetic, alpha read as the decimal it was written as
+    (0.7, not the float 0.6999999999999999556): the strict rule, whatever the rounding of 1 - a."""
+    return Fraction(closer, M) < 1 - Fraction(float(a)).limit_denominator(10**6)
 
 
 def test_default_alpha_grid():
@@ -267,3 +276,28 @@ def test_paper_scale_is_fast_and_chunked():
     assert result.coverage.shape == (999,)
     assert elapsed < 30.0
     assert grown_mib < 1024  # the draws take 420 MiB; a float64 copy of them all would take 840 MiB
+
+
+def test_a_statistic_equal_to_the_level_is_never_covered():
+    """f_i = 1 - alpha is outside the (1 - alpha) region at every alpha, whatever the rounding of
+    1.0 - alpha: f = 0.3 at alpha = 0.7 (1.0 - 0.7 = 0.30000000000000004) was counted as covered,
+    f = 0.7 at alpha = 0.3 (1.0 - 0.3 = 0.7) was not; with M = 1000 draws on the default grid 211 of
+    the 999 levels counted such ties as covered."""
+    np.testing.assert_array_equal(val.coverage_from_f(np.full(5, 0.3), [0.7]), [0.0])
+    np.testing.assert_array_equal(val.coverage_from_f(np.full(5, 0.7), [0.3]), [0.0])
+    alpha = val.default_alpha_grid()
+    for M in (10, 100, 1000):
+        j = np.arange(M + 1)
+        expected = [np.mean([_below(c, M, a) for c in j]) for a in alpha[::37]]
+        np.testing.assert_array_equal(val.coverage_from_f(j / M, alpha[::37]), expected)
+    # through tarp_coverage: M = 10 draws, 3 of them closer than the truth in every replicate
+    K, M = 8, 10
+    theta = np.zeros((K, 1))
+    refs = np.full((K, 1), 1.0)
+    draws = np.tile(np.array([0.5] * 3 + [3.0] * 7)[None, :, None], (K, 1, 1))
+    result = val.tarp_coverage(draws, theta, refs, alpha=[0.3, 0.69, 0.7, 0.71], bootstrap=20, rng_key=0)
+    np.testing.assert_array_equal(result.f, np.full(K, 0.3))
+    np.testing.assert_array_equal(result.coverage, [1.0, 1.0, 0.0, 0.0])
+    np.testing.assert_array_equal(result.upper, [1.0, 1.0, 0.0, 0.0])
+    rep = val.tarp_coverage_repeats(draws, theta, refs[None], alpha=[0.7])
+    np.testing.assert_array_equal(rep.coverage, [0.0])

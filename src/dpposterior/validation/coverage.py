@@ -46,6 +46,19 @@ from ._inputs import check_nonempty
 # Size of one chunk of draws converted to float64 (bytes); tests lower it to exercise chunking.
 _CHUNK_BYTES = 64 * 2**20
 
+#: A statistic f_i within this distance of 1 - alpha counts as equal to it (not covered).
+_LEVEL_TIE = 1e-12
+
+
+def _levels(alpha: np.ndarray) -> np.ndarray:
+    """The credibility levels 1 - alpha, lowered by ``_LEVEL_TIE`` so that ``f < level`` applies the
+    strict rule ``f_i < 1 - alpha`` to a statistic equal to 1 - alpha up to rounding the same way at
+    every alpha. Without it the float 1.0 - alpha decided: f = 0.3 (3 of 10 draws) was inside the
+    alpha = 0.7 region (1.0 - 0.7 = 0.30000000000000004) while f = 0.7 was outside the alpha = 0.3
+    one (1.0 - 0.3 = 0.7), and with M = 1000 draws 211 of the 999 default levels counted such ties
+    as covered. f takes the values j / M, so no genuine difference is this small."""
+    return (1.0 - alpha) - _LEVEL_TIE
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class TarpResult:
@@ -258,6 +271,9 @@ def _coverage_of_sorted(f_sorted: np.ndarray, levels: np.ndarray) -> np.ndarray:
 def coverage_from_f(f: Any, alpha: Any = None) -> np.ndarray:
     """Expected coverage curve from TARP statistics: ``C(alpha) = mean_i 1[f_i < 1 - alpha]``.
 
+    A statistic equal to ``1 - alpha`` (within 1e-12, so that the rounding of ``1 - alpha`` does not
+    decide, e.g. f = 0.3 at alpha = 0.7) is not below it: the region does not cover it.
+
     Args:
       f: TARP statistics with the replicates on the first axis: shape ``(K,)``, or ``(K, ...)`` for
         several curves at once (e.g. ``(K, n)`` for marginal statistics).
@@ -278,7 +294,7 @@ def coverage_from_f(f: Any, alpha: Any = None) -> np.ndarray:
 
 
 def _coverage(f: np.ndarray, alpha: np.ndarray) -> np.ndarray:
-    levels = 1.0 - alpha
+    levels = _levels(alpha)
     K = f.shape[0]
     columns = np.sort(f.reshape(K, -1), axis=0).T  # (curves, K), each sorted
     curves = np.stack([_coverage_of_sorted(col, levels) for col in columns])
@@ -294,7 +310,7 @@ def _bootstrap(f: np.ndarray, alpha: np.ndarray, num: int, rng_key: Any, level: 
     # share, computed for all resamples at once as a matrix product.
     weights = np.bincount((idx + K * np.arange(num)[:, None]).ravel(), minlength=num * K)
     weights = weights.reshape(num, K).astype(np.float64)
-    levels = 1.0 - alpha
+    levels = _levels(alpha)
     flat = f.reshape(K, -1)
     curves = np.stack(
         [weights @ (flat[:, c, None] < levels[None, :]).astype(np.float64) / K for c in range(flat.shape[1])],
@@ -345,7 +361,10 @@ def tarp_coverage(
     For each replicate, ``f_i`` is the share of posterior draws strictly closer (Euclidean, in the
     unconstrained space) to the reference point than the true parameter; the coverage of the
     ``(1 - alpha)`` region is the share of replicates with ``f_i < 1 - alpha``
-    (papers/na-dpvi.txt 13.4). No normalisation is applied to any input.
+    (papers/na-dpvi.txt 13.4), an f_i equal to ``1 - alpha`` (within 1e-12, whatever the rounding of
+    ``1 - alpha``) counting as not covered. Both comparisons are strict, as in the paper and the
+    ``tarp`` package: a draw exactly as far from the reference as the truth is not closer. No
+    normalisation is applied to any input.
 
     Example::
 
