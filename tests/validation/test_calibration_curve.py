@@ -116,3 +116,27 @@ def test_miscalibrated_predictor_is_caught(miscalibrate):
     assert result.rmse > 3 * sd
     calibrated = val.calibration_curve(p, y, bins=BINS)
     assert result.brier > calibrated.brier
+
+
+def test_tied_curve_is_the_average_over_every_input_order():
+    """Twentieth session probe: the documented curve (each tied prediction counts with its tie's mean
+    outcome) equals the average, over all orders of the input, of a naive stable-sort equal-count
+    curve: all probabilities equal, two distinct values, ties across edges, bins = 1 and bins = n."""
+    import itertools
+
+    def naive(p, y, bins):
+        groups = np.array_split(np.argsort(p, kind="stable"), bins)
+        return np.array([y[g].mean() for g in groups])
+
+    cases = [([0.5] * 6, [1, 1, 1, 0, 0, 0], 2), ([0.3] * 5, [1, 0, 0, 0, 1], 3),
+             ([0.2, 0.8, 0.2, 0.8, 0.2], [1, 1, 0, 0, 0], 4), ([0.0, 1.0, 0.0, 1.0, 1.0], [0, 1, 1, 1, 0], 2),
+             ([0.4, 0.4, 0.6], [1, 0, 1], 1), ([0.1, 0.1, 0.9], [1, 0, 1], 3)]
+    for p, y, bins in cases:
+        p, y = np.array(p), np.array(y, dtype=float)
+        perms = [np.array(q) for q in itertools.permutations(range(p.size))]
+        expected = np.mean([naive(p[q], y[q], bins) for q in perms], axis=0)
+        result = val.calibration_curve(p, y.astype(bool), bins)
+        np.testing.assert_allclose(result.observed_frequency, expected, atol=1e-12)
+        assert result.brier == pytest.approx(np.mean((p - y) ** 2), rel=1e-12)
+    with pytest.raises(ValueError, match="outcomes must be 0 or 1"):
+        val.calibration_curve([0.2, 0.5, 0.9], [-1, 1, 1], 2)
