@@ -365,6 +365,15 @@ def run(key: Array | None, state: EntropySGLDState, num_steps: int, *, data, par
         loss_fn: Callable, secure: bool = False) -> tuple[EntropySGLDState, EntropySGLDInfo]:
     """``num_steps`` outer steps under one jitted ``lax.scan``; infos stacked along axis 0.
 
+    ``key=None`` (and ``secure=False``): the noise is seeded from the operating system (a fresh
+    64-bit seed, never shown); record the release with ``entropy_sgld_privacy(..., seeded_by="os")``
+    (the default). A JAX key given here is for tests and reproduction only: record
+    ``seeded_by="user"``, since whoever knows the key can recompute the noise.
+
+    The infos (``mu``, ``batch_loss``) are computed from the data and are not private releases
+    (debugging only); the released quantity is ``state.position``. Labels are checked when
+    ``loss_fn`` carries ``check_data`` (:func:`classifier_loss`).
+
     ``secure=True``: ``key`` must be None; every minibatch index and noise value of every step is
     computed from fresh bits of the operating system's CSPRNG, read at the moment of the draw
     (:func:`~dpposterior.privacy.secure.os_key`; no seed exists to leak); record the release with
@@ -386,8 +395,9 @@ def run(key: Array | None, state: EntropySGLDState, num_steps: int, *, data, par
             raise ValueError("key must be None when secure=True: every step's key comes from the OS CSPRNG")
         step_keys = jax.random.split(os_key(), num_steps)
     else:
-        if key is None:
-            raise ValueError("key must be a JAX key (or pass secure=True to draw the keys from the OS CSPRNG)")
+        if key is None:   # DESIGN: privacy noise with no key given is seeded from the operating system
+            from ..privacy.randomness import os_seeded_key
+            key = os_seeded_key()
         _check_key(key)
         step_keys = jax.random.split(key, num_steps)
 
