@@ -190,8 +190,12 @@ def test_secure_run_uses_os_keys_and_refuses_a_key():
                                   inner_steps=2)
     with pytest.raises(ValueError, match="secure=True"):
         es.run(jax.random.PRNGKey(0), es.init(flat), 3, data=(x, y), params=params, loss_fn=loss, secure=True)
-    with pytest.raises(ValueError, match="key must be a JAX key"):
-        es.run(None, es.init(flat), 3, data=(x, y), params=params, loss_fn=loss)
+    # no key and secure=False: seeded from the OS (DESIGN; was refused before the twentieth session)
+    c, _ = es.run(None, es.init(flat), 3, data=(x, y), params=params, loss_fn=loss)
+    d, _ = es.run(None, es.init(flat), 3, data=(x, y), params=params, loss_fn=loss)
+    assert not np.array_equal(np.asarray(c.position), np.asarray(d.position))
+    with pytest.raises(TypeError, match="key must be a JAX PRNG key"):
+        es.run(7, es.init(flat), 3, data=(x, y), params=params, loss_fn=loss)
     a, _ = es.run(None, es.init(flat), 3, data=(x, y), params=params, loss_fn=loss, secure=True)
     b, _ = es.run(None, es.init(flat), 3, data=(x, y), params=params, loss_fn=loss, secure=True)
     assert not np.array_equal(np.asarray(a.position), np.asarray(b.position))

@@ -30,6 +30,8 @@ from .entropy_sgld import EntropySGLDParams
 from .entropy_sgld import EntropySGLDState
 from .entropy_sgld import beta_for_epsilon
 from .entropy_sgld import bounded_cross_entropy
+from .entropy_sgld import check_labels
+from .entropy_sgld import classifier_error
 from .entropy_sgld import classifier_loss
 from .entropy_sgld import entropy_sgld_privacy
 from .kl import kl
@@ -47,6 +49,8 @@ __all__ = [
     "c_bound",
     "certify",
     "certify_gaussian",
+    "check_labels",
+    "classifier_error",
     "classifier_loss",
     "dp_prior_kl_rhs",
     "dp_prior_pacbayes_bound",

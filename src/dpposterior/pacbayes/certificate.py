@@ -56,7 +56,8 @@ class PacBayesCertificate:
         0 for a data-independent prior.
       kl_rhs: complexity_term + confidence_term + privacy_term, the bound on kl(R_S || R_D).
       mc_term: ln(2/delta_mc) / n_samples (0 when n_samples = 0).
-      epsilon: the prior's epsilon (None: data-independent prior).
+      epsilon: the prior's epsilon for replace-one neighbours, as the bound uses it: the recorded
+        epsilon, or twice it for a record with add/remove-one neighbours (None: data-independent prior).
       prior_privacy: the PrivacySpent of the prior (None: data-independent prior).
       caveat: what the guarantee assumes beyond the theorem (e.g. the SGLD approximation).
     """
@@ -98,7 +99,10 @@ def certify(empirical_errors, kl_divergence: float, m: int, *, delta: float, del
       delta: the PAC-Bayes confidence parameter in (0, 1).
       delta_mc: the Monte Carlo confidence parameter in (0, 1) (required for sampled errors).
       prior_privacy: the PrivacySpent of a data-dependent prior: must be pure epsilon-DP (delta = 0,
-        finite epsilon). None for a prior chosen without the data.
+        finite epsilon). The bound (Dziugaite & Roy; papers/dp-pacbayes-entropy-sgld.txt, Theorem
+        3.3.2) is stated for replace-one neighbours; a record with ``neighbouring="add_remove"`` is
+        used with 2 epsilon (group privacy: a replacement is a removal and an addition). None for a
+        prior chosen without the data.
 
     Raises:
       ValueError: invalid numbers, errors of more than one dimension, delta + delta_mc >= 1, a
@@ -119,8 +123,14 @@ def certify(empirical_errors, kl_divergence: float, m: int, *, delta: float, del
         raise ValueError(f"empirical_errors must be a scalar R_S(Q) or a 1-D array of n training errors R_S(h_i), one "
                          f"per hypothesis h_i ~ Q, got shape {errs.shape}; for per-record 0-1 losses of each "
                          "hypothesis, average over the records first (each row's mean is R_S(h_i))")
-    if errs.size == 0 or np.any(np.isnan(errs)) or np.any((errs < 0) | (errs > 1)):
-        raise ValueError("empirical_errors must be a non-empty array of 0-1 errors in [0, 1]")
+    if errs.size == 0:
+        raise ValueError("empirical_errors must be a non-empty array of 0-1 errors in [0, 1], got an empty array")
+    outside = np.isnan(errs) | (errs < 0) | (errs > 1)
+    if np.any(outside):
+        raise ValueError(f"empirical_errors must be 0-1 errors in [0, 1] (the bound is for losses in [0, 1]; "
+                         f"nothing is clipped), got {int(np.count_nonzero(outside))} of {errs.size} values NaN or "
+                         f"outside [0, 1] (range [{np.nanmin(errs) if not np.all(np.isnan(errs)) else np.nan:.4g}, "
+                         f"{np.nanmax(errs) if not np.all(np.isnan(errs)) else np.nan:.4g}])")
     if errs.ndim == 0:
         if delta_mc is not None:
             raise ValueError("delta_mc must be None when the empirical error is given exactly (a scalar)")
@@ -152,11 +162,19 @@ def certify(empirical_errors, kl_divergence: float, m: int, *, delta: float, del
                 "the DP-prior bound needs a pure epsilon-DP prior (finite epsilon, delta = 0); got "
                 f"{prior_privacy.summary()}"
             )
+        # the theorem (Dziugaite & Roy) is stated for replace-one neighbours (data sets of the same size m
+        # that differ in one record); a pure epsilon-DP guarantee under add/remove-one gives 2 epsilon for
+        # replace-one (a replacement is a removal and an addition: group privacy of size 2)
         eps = float(prior_privacy.epsilon)
+        if prior_privacy.neighbouring == "add_remove":
+            eps = 2.0 * eps
         confidence = 2.0 * math.log(3.0 / delta) / m
         # eps * eps (inf if huge), not eps**2 (OverflowError); an infinite bound is refused as dp_prior_kl_rhs does
         privacy = 2.0 * max(math.log(3.0 / delta), m * eps * eps) / m - confidence
         caveat = str(prior_privacy.detail("caveat", "")) or "prior is epsilon-DP as recorded"
+        if prior_privacy.neighbouring == "add_remove":
+            caveat += (f"; the prior's epsilon={float(prior_privacy.epsilon):.6g} is for add/remove-one neighbours, "
+                       f"used as 2 epsilon = {eps:.6g} for the replace-one neighbours of the bound")
     rhs = _finite_rhs(complexity + confidence + privacy,
                       "the kl bound (KL + ln(2 sqrt m) + the confidence and privacy terms) / m")
     bound = float(kl_inv_upper(upper, rhs))
@@ -211,7 +229,9 @@ def sample_gaussian_errors(key: jax.Array, mean, std, error_fn: Callable, data, 
     Raises:
       ValueError / TypeError: n_samples or chunk not an integer >= 1, a key that is not a JAX PRNG
         key, data that is not a pair (X, y) of arrays with one shared, non-empty record axis, an
-        ``error_fn`` that does not return a scalar (e.g. one 0-1 loss per record).
+        ``error_fn`` that does not return a scalar (e.g. one 0-1 loss per record), or labels that
+        an ``error_fn`` with a ``check_data(w, X, y)`` attribute (``pacbayes.classifier_error``)
+        refuses (outside {0, ..., classes - 1}).
     """
     n_samples = check_positive_int(n_samples, "n_samples")
     chunk = check_positive_int(chunk, "chunk")
@@ -227,6 +247,9 @@ def sample_gaussian_errors(key: jax.Array, mean, std, error_fn: Callable, data, 
         raise ValueError(f"error_fn(w, X, y) must return the mean 0-1 error over the records (a scalar), got "
                          f"{'shape ' + str(out.shape) if hasattr(out, 'shape') else type(out).__name__}: average "
                          "per-record errors inside error_fn")
+    check = getattr(error_fn, "check_data", None)
+    if check is not None:   # e.g. pacbayes.classifier_error: labels the network can index
+        check(mean, x, y)
     out = []
     for k in jax.random.split(key, -(-n_samples // chunk)):
         out.append(np.asarray(_gaussian_errors(k, mean, std, x, y, error_fn=error_fn, chunk=chunk)))
@@ -263,4 +286,10 @@ def certify_gaussian(key: jax.Array, *, prior_mean, prior_var, posterior_mean, p
     std = std.astype(np.float32)
     errs = sample_gaussian_errors(key, jnp.asarray(posterior_mean, jnp.float32), std, error_fn, data,
                                   n_samples, chunk=chunk)
+    if not np.all((errs >= 0) & (errs <= 1)):   # also NaN
+        raise ValueError("error_fn must return the mean 0-1 error (a number in [0, 1]), but returned NaN or values "
+                         "outside [0, 1] for some hypotheses: the bound holds for losses in [0, 1] and nothing is "
+                         "clipped; a surrogate loss with another range (e.g. the bounded cross-entropy, in "
+                         "[0, loss_max]) must be divided by the length of its range, or use "
+                         "pacbayes.classifier_error")
     return certify(errs, kl_div, m, delta=delta, delta_mc=delta_mc, prior_privacy=prior_privacy)

@@ -54,6 +54,8 @@ __all__ = [
     "GIBBS_SAMPLE_CAVEAT",
     "beta_for_epsilon",
     "bounded_cross_entropy",
+    "check_labels",
+    "classifier_error",
     "classifier_loss",
     "entropy_sgld_privacy",
     "init",
@@ -102,12 +104,55 @@ def mlp_apply(params, x: Array) -> Array:
     return h @ w + b
 
 
+def _concrete(a) -> np.ndarray | None:
+    """``a`` as a numpy array, or None when it is traced (inside jit / vmap / grad)."""
+    if isinstance(a, jax.core.Tracer):
+        return None
+    return np.asarray(a)
+
+
+def check_labels(labels, num_classes: int, name: str = "y") -> None:
+    """Refuses class labels that are not integers in {0, ..., num_classes - 1}.
+
+    The losses index the logits by the label: a label -1 would silently pick the last class (labels
+    {-1, 1} of a two-class problem all become class 1), a label >= num_classes gives a NaN loss whose
+    gradient is 0 (the record is silently dropped from training) and counts as an error in the 0-1
+    loss, and a fractional label is truncated. Integer-valued floats and bools are accepted.
+
+    Raises:
+      TypeError: labels that are not numbers.
+      ValueError: labels of the wrong shape, or values outside {0, ..., num_classes - 1}; the message
+        quotes neither the offending values nor their count (the labels are private data).
+    """
+    num_classes = check_positive_int(num_classes, "num_classes")
+    lab = np.asarray(labels)
+    if lab.dtype.kind not in "biuf":
+        raise TypeError(f"{name} (class labels) must hold numbers, got dtype {lab.dtype}")
+    if lab.ndim != 1:
+        raise ValueError(f"{name} (class labels) must be 1-d, one integer label per record, got shape {lab.shape}")
+    if lab.dtype.kind == "b":
+        bad = np.zeros(lab.shape, bool) if num_classes >= 2 else lab
+    else:
+        bad = ~np.isfinite(lab) | (lab < 0) | (lab > num_classes - 1) | (lab != np.round(lab))
+    if np.any(bad):   # neither the values nor their count is quoted: a count of bad labels is a class count
+        raise ValueError(
+            f"{name} (class labels) must be integers in {{0, ..., {num_classes - 1}}} for a classifier with "
+            f"{num_classes} outputs; some labels are not (negative, too large, fractional or not finite). Map "
+            "other label sets first, e.g. {-1, 1} to {0, 1} with (y + 1) // 2")
+
+
 def bounded_cross_entropy(logits: Array, labels: Array, loss_max: float = 4.0) -> Array:
     """Per-example -log(e^{-Lmax} + (1 - 2 e^{-Lmax}) p_y), p_y = softmax(logits)[label].
 
     Its values lie in [-log(1 - e^{-Lmax}), Lmax], an interval of length < Lmax, which bounds the
-    sensitivity of the local entropy.
+    sensitivity of the local entropy. ``labels`` must be integers in {0, ..., classes - 1}; called
+    outside jit, they are checked (:func:`check_labels`); traced labels cannot be, so check the data
+    first (:func:`run` and ``certify_gaussian`` do, for losses from :func:`classifier_loss` /
+    :func:`classifier_error`).
     """
+    concrete = _concrete(labels)
+    if concrete is not None:
+        check_labels(concrete, jnp.shape(logits)[-1], name="labels")
     log_p = jax.nn.log_softmax(logits, axis=-1)
     log_py = jnp.take_along_axis(log_p, labels[:, None].astype(jnp.int32), axis=-1)[:, 0]
     a = jnp.exp(-loss_max)
@@ -116,7 +161,14 @@ def bounded_cross_entropy(logits: Array, labels: Array, loss_max: float = 4.0) -
 
 
 def zero_one_error(logits: Array, labels: Array) -> Array:
-    """Per-example 0-1 error (1.0 where argmax(logits) differs from the label)."""
+    """Per-example 0-1 error (1.0 where argmax(logits) differs from the label).
+
+    ``labels`` must be integers in {0, ..., classes - 1} (checked when not traced, as in
+    :func:`bounded_cross_entropy`): any other label would count as an error whatever the network says.
+    """
+    concrete = _concrete(labels)
+    if concrete is not None:
+        check_labels(concrete, jnp.shape(logits)[-1], name="labels")
     return (jnp.argmax(logits, axis=-1) != labels).astype(jnp.float32)
 
 
@@ -136,7 +188,33 @@ def classifier_loss(apply_fn: Callable, unravel: Callable, loss_max: float = 4.0
         return jnp.mean(bounded_cross_entropy(apply_fn(unravel(w), x), y, loss_max))
 
     loss.loss_max = loss_max
+    loss.check_data = _label_checker(apply_fn, unravel)
     return loss
+
+
+def classifier_error(apply_fn: Callable, unravel: Callable) -> Callable:
+    """error(w, X, y): the mean 0-1 error of the network with flat weights w (an ``error_fn`` for
+    :func:`~dpposterior.pacbayes.certify_gaussian`).
+
+    Like :func:`classifier_loss`, it carries ``check_data(w, X, y)``, which ``certify_gaussian`` and
+    :func:`run` call on the concrete data: labels outside {0, ..., classes - 1} are refused.
+    """
+    if not callable(apply_fn) or not callable(unravel):
+        raise TypeError("apply_fn and unravel must be callable")
+
+    def error(w, x, y):
+        return jnp.mean(zero_one_error(apply_fn(unravel(w), x), y))
+
+    error.check_data = _label_checker(apply_fn, unravel)
+    return error
+
+
+def _label_checker(apply_fn: Callable, unravel: Callable) -> Callable:
+    def check_data(w, x, y) -> None:
+        """Refuses labels y that the network's outputs cannot index (see :func:`check_labels`)."""
+        logits = jax.eval_shape(lambda w_, x_: apply_fn(unravel(w_), x_), w, x[:1])
+        check_labels(y, logits.shape[-1])
+    return check_data
 
 
 # --------------------------------------------------------------------------------------------------
@@ -255,6 +333,9 @@ def step(key: Array, state: EntropySGLDState, *, data: tuple[Array, Array], para
     _check_params(params)
     _check_loss(loss_fn, params)
     x, y = _check_data(data, concrete=False)
+    check = getattr(loss_fn, "check_data", None)
+    if check is not None and _concrete(y) is not None and _concrete(state.position) is not None:
+        check(state.position, x, y)   # not under jit: labels the network can index
     m = x.shape[0]
     w = state.position
     grad = jax.grad(loss_fn)
@@ -284,6 +365,15 @@ def run(key: Array | None, state: EntropySGLDState, num_steps: int, *, data, par
         loss_fn: Callable, secure: bool = False) -> tuple[EntropySGLDState, EntropySGLDInfo]:
     """``num_steps`` outer steps under one jitted ``lax.scan``; infos stacked along axis 0.
 
+    ``key=None`` (and ``secure=False``): the noise is seeded from the operating system (a fresh
+    64-bit seed, never shown); record the release with ``entropy_sgld_privacy(..., seeded_by="os")``
+    (the default). A JAX key given here is for tests and reproduction only: record
+    ``seeded_by="user"``, since whoever knows the key can recompute the noise.
+
+    The infos (``mu``, ``batch_loss``) are computed from the data and are not private releases
+    (debugging only); the released quantity is ``state.position``. Labels are checked when
+    ``loss_fn`` carries ``check_data`` (:func:`classifier_loss`).
+
     ``secure=True``: ``key`` must be None; every minibatch index and noise value of every step is
     computed from fresh bits of the operating system's CSPRNG, read at the moment of the draw
     (:func:`~dpposterior.privacy.secure.os_key`; no seed exists to leak); record the release with
@@ -297,13 +387,17 @@ def run(key: Array | None, state: EntropySGLDState, num_steps: int, *, data, par
     if not isinstance(state, EntropySGLDState):
         raise TypeError(f"state must be an EntropySGLDState (from init(position)), got {type(state).__name__}")
     x, y = _check_data(data, concrete=True)
+    check = getattr(loss_fn, "check_data", None)
+    if check is not None:   # losses from classifier_loss: labels the network can index
+        check(state.position, x, y)
     if check_secure(secure):
         if key is not None:
             raise ValueError("key must be None when secure=True: every step's key comes from the OS CSPRNG")
         step_keys = jax.random.split(os_key(), num_steps)
     else:
-        if key is None:
-            raise ValueError("key must be a JAX key (or pass secure=True to draw the keys from the OS CSPRNG)")
+        if key is None:   # DESIGN: privacy noise with no key given is seeded from the operating system
+            from ..privacy.randomness import os_seeded_key
+            key = os_seeded_key()
         _check_key(key)
         step_keys = jax.random.split(key, num_steps)
 

@@ -12,7 +12,8 @@ while it stays inside the bracket and its steps at least halve, and a bisection 
 itself is evaluated in a cancellation-free form near p = q, so tiny c (down to 1e-300) is resolved
 to the bracket width. The result is rounded outwards (the upper inverse returns the bracket's upper
 end, the lower inverse its lower end), so a bound computed from it is never below (above) the exact
-one, and exceeds it by at most ``tol``. q = 0 (upper) and q = 1 (lower) use closed forms.
+one, and exceeds it by at most ``tol``. q = 0 (upper) and q = 1 (lower) use closed forms, moved
+outwards by a few ulps (relative 1e-15) to cover their own rounding and that of c.
 """
 
 from __future__ import annotations
@@ -136,6 +137,21 @@ def _newton_bracket(q: np.ndarray, c: np.ndarray, lo: np.ndarray, hi: np.ndarray
     return lo, hi
 
 
+#: relative outward margin of the closed forms: expm1 / exp are within an ulp or two, and c itself
+#: (a sum of logs divided by m) carries a few ulps of rounding; 1e-15 is about 4.5 ulps.
+_CLOSED_FORM_MARGIN = 1e-15
+
+
+def _round_up(v: np.ndarray) -> np.ndarray:
+    """v moved up by a few ulps (at most to 1): a closed-form upper inverse is never below the exact one."""
+    return np.minimum(np.nextafter(v * (1.0 + _CLOSED_FORM_MARGIN), np.inf), 1.0)
+
+
+def _round_down(v: np.ndarray) -> np.ndarray:
+    """v moved down by a few ulps (at least to 0): a closed-form lower inverse is never above the exact one."""
+    return np.maximum(np.nextafter(v * (1.0 - _CLOSED_FORM_MARGIN), -np.inf), 0.0)
+
+
 def _prepare(q, c, tol: float):
     qa = _check_q(q)
     ca = _check_c(c)
@@ -155,7 +171,7 @@ def kl_inv_upper(q, c, *, tol: float = DEFAULT_TOL) -> np.ndarray | float:
 
     Returns:
       float64 value(s) in [q, 1]; q where c = 0; 1 where q = 1 or c = inf; the closed form
-      1 - exp(-c) where q = 0. A float for scalar inputs.
+      1 - exp(-c) where q = 0, rounded up by a few ulps. A float for scalar inputs.
 
     Raises:
       ValueError: q outside [0, 1], c < 0, NaN in either, or a bad ``tol``.
@@ -164,7 +180,7 @@ def kl_inv_upper(q, c, *, tol: float = DEFAULT_TOL) -> np.ndarray | float:
     out = np.empty_like(qa)
     zero_q = qa == 0.0
     trivial = (ca == 0.0) | (qa == 1.0) | np.isinf(ca)
-    out[zero_q] = -np.expm1(-ca[zero_q])
+    out[zero_q] = _round_up(-np.expm1(-ca[zero_q]))
     out[ca == 0.0] = qa[ca == 0.0]
     out[(qa == 1.0) | np.isinf(ca)] = 1.0
     work = ~(zero_q | trivial)
@@ -185,7 +201,7 @@ def kl_inv_lower(q, c, *, tol: float = DEFAULT_TOL) -> np.ndarray | float:
 
     Returns:
       float64 value(s) in [0, q]; q where c = 0; 0 where q = 0 or c = inf; the closed form
-      exp(-c) where q = 1. A float for scalar inputs.
+      exp(-c) where q = 1, rounded down by a few ulps. A float for scalar inputs.
 
     Raises:
       ValueError: q outside [0, 1], c < 0, NaN in either, or a bad ``tol``.
@@ -195,7 +211,7 @@ def kl_inv_lower(q, c, *, tol: float = DEFAULT_TOL) -> np.ndarray | float:
     # directly here so that the outward rounding happens in p (not in 1 - p, which loses digits)
     out = np.empty_like(qa)
     one_q = qa == 1.0
-    out[one_q] = np.exp(-ca[one_q])
+    out[one_q] = _round_down(np.exp(-ca[one_q]))
     out[ca == 0.0] = qa[ca == 0.0]
     out[(qa == 0.0) | np.isinf(ca)] = 0.0
     work = ~(one_q | (ca == 0.0) | (qa == 0.0) | np.isinf(ca))

@@ -100,9 +100,7 @@ def _public_pca(dims: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _error_fn(unravel):
-    def error(w, x, y):
-        return jnp.mean(es.zero_one_error(es.mlp_apply(unravel(w), x), y))
-    return error
+    return es.classifier_error(es.mlp_apply, unravel)
 
 
 def _best_certificate(key, grid, *, error_fn, data, s: PacBayesSettings, prior_privacy):
