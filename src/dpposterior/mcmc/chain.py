@@ -263,7 +263,9 @@ def make_chain_run(kernel: Kernel, num_steps: int) -> Callable[..., tuple[Any, M
     with the data passed in, so it can be jitted or vmapped with traced data (e.g. a privacy audit
     that switches a canary record in and out). It accounts nothing: the privacy of what it returns
     is :func:`chain_privacy` of the same kernel and number of steps. ``positions`` has shape
-    (num_steps, dim); ``info`` is NOT PRIVATE.
+    (num_steps, dim); ``info`` is NOT PRIVATE. Unlike :func:`run_chain`, it neither runs
+    ``kernel.check_start`` nor raises on ``info.batch_overflow`` (TunaMH, DP-Fast MH): the steps
+    from the first overflow on are not exact; check it.
     """
     if not isinstance(kernel, Kernel):
         raise TypeError(f"kernel must be a dpposterior.mcmc.Kernel, got {kernel!r}")

@@ -436,7 +436,8 @@ def _check_model(model: Any) -> EnergyModel:
 
 @dataclasses.dataclass(frozen=True)
 class TunaMHConfig:
-    """TunaMH's constants: lambda = chi C^2 M^2 (``lam is None``) or the constant ``lam``."""
+    """TunaMH's constants: lambda = chi C^2 M^2 (``lam is None``) or the constant ``lam``; the loop chunk
+    and ``max_batch``, the most records one minibatch test may evaluate."""
 
     chi: float
     lam: float | None
@@ -505,7 +506,8 @@ def tuna_mh_kernel(model: EnergyModel, proposal: Proposal, *, chi: float = DEFAU
 
 @dataclasses.dataclass(frozen=True)
 class FastMHConfig:
-    """DP-Fast MH's settings: ``constants`` (None when ``private`` is False) and the loop chunk."""
+    """DP-Fast MH's settings: ``constants`` (None when ``private`` is False), the loop chunk and
+    ``max_batch``, the most records one minibatch test may evaluate."""
 
     private: bool
     constants: FastMHConstants | None
