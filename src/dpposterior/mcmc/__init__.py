@@ -36,6 +36,7 @@ from .chain import run_chain
 from . import dp_sgld
 from .dp_sgld import DPSGLDModel
 from .dp_sgld import DPSGLDResult
+from .kernels import BatchLimitError
 from .kernels import FastMHConfig
 from .kernels import Kernel
 from .kernels import MHInfo
@@ -56,6 +57,7 @@ from .model import random_walk
 __all__ = [
     "BarkerConfig",
     "BarkerCorrection",
+    "BatchLimitError",
     "ChainDiagnostics",
     "ChainResult",
     "DPSGLDModel",

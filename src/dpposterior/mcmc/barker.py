@@ -272,7 +272,7 @@ def dp_barker_kernel(model: EnergyModel, proposal: Proposal, *, batch_size: int 
             sd = jnp.sqrt(jnp.maximum(c_var - s2, 0.0)).astype(jnp.float32)
             noise = sd * jax.random.normal(k_gauss, ()) + sample_correction(k_corr, correction)
         accept = p.in_box & (delta_star + noise > 0)
-        return _decide_with(state, p, accept, sd, b, b == n, viol, clipped)
+        return _decide_with(state, p, accept, sd, b, b == n, viol, clipped=clipped)
 
     return make_kernel(model, step_on_data, "dp_barker", config)
 

@@ -16,7 +16,7 @@ from ..privacy import PrivacySpent, not_private
 from ..privacy.secure import os_key, resolve_noise_source
 from .accounting import (FAST_MH_ACCOUNTANTS, GAUSSIAN_ACCOUNTANTS, NEIGHBOURING, barker_epsilon,
                          compose_iterations, gaussian_chain_epsilon)
-from .kernels import Kernel, MHInfo, MHState, check_positions, init_states
+from .kernels import BatchLimitError, Kernel, MHInfo, MHState, check_positions, init_states
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,6 +178,13 @@ def run_chain(kernel: Kernel, initial_position: Any, num_steps: int, *, rng_key:
 
     Returns:
       A :class:`ChainResult` whose ``privacy`` covers every released sample.
+
+    Raises:
+      BatchLimitError: (a ValueError) TunaMH or DP-Fast MH whose minibatch test would evaluate more
+        than the kernel's ``max_batch`` records: before the run, when the typical step from the
+        initial positions does; or after it, when a step did (the chain is not exact from that
+        step on; the samples of all chains before it are in the error's ``partial``). See
+        :func:`tuna_mh_kernel`.
     """
     t = check_positive_int(num_steps, "num_steps")
     if not isinstance(kernel, Kernel):
@@ -192,6 +199,8 @@ def run_chain(kernel: Kernel, initial_position: Any, num_steps: int, *, rng_key:
     privacy = chain_privacy(kernel, t, num_chains=pos.shape[0], total_delta=total_delta, accountant=accountant,
                             seeded_by=seeded_by)
     state = init_states(kernel.model, pos)
+    if kernel.check_start is not None:   # TunaMH, DP-Fast MH: the typical minibatch within max_batch
+        kernel.check_start(pos)
     if seeded_by == "secure":   # every draw of every iteration and chain reads the OS CSPRNG
         step_keys = jax.random.split(os_key(), (pos.shape[0], t))
         samples, info = _run_steps(kernel, step_keys, state)
@@ -199,6 +208,8 @@ def run_chain(kernel: Kernel, initial_position: Any, num_steps: int, *, rng_key:
         keys = jax.random.split(jax.random.wrap_key_data(raw_key), pos.shape[0])
         samples, info = _run(kernel, keys, state, t)
     info = MHInfo(*(np.asarray(x) for x in info))
+    if np.any(info.batch_overflow):
+        _raise_batch_limit(kernel, np.asarray(samples), info, privacy)
     invalid = int(np.sum(_invalid_minibatch_tests(kernel.method, info)))
     if invalid:  # only for a non-private chain, whose whole output is outside any guarantee anyway
         warnings.warn(f"{invalid} of {info.accepted.size} minibatch Barker tests (private=False) had a variance "
@@ -207,6 +218,33 @@ def run_chain(kernel: Kernel, initial_position: Any, num_steps: int, *, rng_key:
                       "batch_size (ChainDiagnostics.nonprivate_invalid_test_fraction counts them)", RuntimeWarning,
                       stacklevel=2)
     return ChainResult(samples=np.asarray(samples), privacy=privacy, nonprivate_info=info, method=kernel.method)
+
+
+def _raise_batch_limit(kernel: Kernel, samples: np.ndarray, info: MHInfo, privacy: PrivacySpent) -> None:
+    """Ends a run in which a minibatch test exceeded ``max_batch``, keeping the exact samples before it."""
+    over = np.asarray(info.batch_overflow, bool)
+    first = np.where(over.any(axis=1), over.argmax(axis=1), over.shape[1])
+    chain = int(np.argmin(first))
+    t0 = int(first[chain])
+    partial = None
+    if t0 > 0:
+        partial = ChainResult(samples=samples[:, :t0], privacy=privacy,
+                              nonprivate_info=MHInfo(*(x[:, :t0] for x in info)), method=kernel.method)
+    cfg, model = kernel.config, kernel.model
+    lam = (f"lambda = {cfg.lam:.4g}" if cfg.lam is not None else f"lambda = chi C^2 M^2 with chi = {cfg.chi:.3g}")
+    raise BatchLimitError(
+        f"{kernel.method}: step {t0} of chain {chain} would have evaluated more than max_batch = {cfg.max_batch} "
+        f"records in its minibatch test ({int(over.sum())} of {over.size} steps did), so the run ends there: a batch "
+        f"is never truncated (that would change the chain and its privacy). Its size is Poisson(lambda + C M) "
+        f"records, each costing N c_max / C = {model.num_records * model.max_bound / model.total_bound:.4g} candidate "
+        f"evaluations, with C = {model.total_bound:.4g} (N = {model.num_records}) and {lam}: the proposal step M of "
+        "that step was far beyond the posterior's scale (the typical step from the initial positions was within the "
+        "limit; a proposal whose steps grow as the chain moves, or a rare large step). Rescale the data with public "
+        "constants so that the bound constants are small, take a smaller proposal step, tighten the box and the "
+        "bounds, or raise max_batch (at most 2^30). "
+        + (f"The exact samples of all chains before step {t0} are in this error's .partial (accounted as the "
+           "whole run)." if partial is not None else "No step before it completed."),
+        partial=partial, step=t0)
 
 
 def _invalid_minibatch_tests(method: str, info: MHInfo) -> np.ndarray:
@@ -225,7 +263,9 @@ def make_chain_run(kernel: Kernel, num_steps: int) -> Callable[..., tuple[Any, M
     with the data passed in, so it can be jitted or vmapped with traced data (e.g. a privacy audit
     that switches a canary record in and out). It accounts nothing: the privacy of what it returns
     is :func:`chain_privacy` of the same kernel and number of steps. ``positions`` has shape
-    (num_steps, dim); ``info`` is NOT PRIVATE.
+    (num_steps, dim); ``info`` is NOT PRIVATE. Unlike :func:`run_chain`, it neither runs
+    ``kernel.check_start`` nor raises on ``info.batch_overflow`` (TunaMH, DP-Fast MH): the steps
+    from the first overflow on are not exact; check it.
     """
     if not isinstance(kernel, Kernel):
         raise TypeError(f"kernel must be a dpposterior.mcmc.Kernel, got {kernel!r}")
