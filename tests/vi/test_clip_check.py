@@ -52,6 +52,13 @@ def test_noise_is_laplace_of_scale_one_over_epsilon(point_trace):
     assert len(np.unique(noise)) == noise.size  # no value reused across bins or keys
 
 
+def _other_model(y):
+    """A model whose latent sites differ from the traces' (a refused mismatch)."""
+    a = numpyro.sample("a", dist.Normal(0.0, 1.0).expand([2]).to_event(1))
+    with numpyro.plate("records", y.shape[0]):
+        numpyro.sample("y", dist.Normal(a[0], 1.0), obs=y)
+
+
 def test_bad_arguments_are_refused(point_trace):
     with pytest.raises(TypeError, match=r"trace must be a DPVITrace \(from dpvi\) or a DPVImTrace"):
         gradient_norm_histogram("trace", location, Y, epsilon=1.0)
@@ -61,13 +68,8 @@ def test_bad_arguments_are_refused(point_trace):
         with pytest.raises(ValueError, match="multiples must be"):
             gradient_norm_histogram(point_trace, location, Y, epsilon=1.0, multiples=bad)
 
-    def other(y):
-        a = numpyro.sample("a", dist.Normal(0.0, 1.0).expand([2]).to_event(1))
-        with numpyro.plate("records", y.shape[0]):
-            numpyro.sample("y", dist.Normal(a[0], 1.0), obs=y)
-
     with pytest.raises(ValueError, match=r"latent sites \['a'\].*not the trace's \['m'\]"):
-        gradient_norm_histogram(point_trace, other, Y, epsilon=1.0)
+        gradient_norm_histogram(point_trace, _other_model, Y, epsilon=1.0)
     with pytest.raises(ValueError, match="rng_key must be None when secure=True"):
         gradient_norm_histogram(point_trace, location, Y, epsilon=1.0, rng_key=0, secure=True)
 
@@ -119,10 +121,5 @@ def test_a_dpvim_release_checks_its_model_and_drops_nothing_silently(dpvim_point
     assert h.non_finite_fraction == pytest.approx(0.25, abs=1e-4)
     assert np.sum(h.counts) == pytest.approx(4.0, abs=1e-3)
 
-    def other(y):
-        a = numpyro.sample("a", dist.Normal(0.0, 1.0).expand([2]).to_event(1))
-        with numpyro.plate("records", y.shape[0]):
-            numpyro.sample("y", dist.Normal(a[0], 1.0), obs=y)
-
     with pytest.raises(ValueError, match=r"latent sites \['a'\].*not the trace's \['m'\]"):
-        gradient_norm_histogram(dpvim_point_trace, other, Y, epsilon=1.0)
+        gradient_norm_histogram(dpvim_point_trace, _other_model, Y, epsilon=1.0)
