@@ -158,15 +158,17 @@ def sensitivity(family: str, *, neighbouring: str = "add_remove", bounds: Any = 
     Bernoulli 1; Categorical 1 (one one-hot vector); Exponential clipped to [lo, hi]: hi.
     replace-one: Delta = max_{x, x'} ||t(x) - t(x')||_1: Bernoulli 1; Categorical 2 (two counts change
     by one); Exponential hi - lo.
+
+    ``bounds`` = (lo, hi) is required for gamma-exponential and refused (ValueError) for the other families.
     """
     if family not in FAMILIES:
         raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
     if neighbouring not in NEIGHBOURING:
         raise ValueError(f"neighbouring must be one of {NEIGHBOURING}, got {neighbouring!r}")
-    if family == "beta-bernoulli":
-        return 1.0
-    if family == "dirichlet-categorical":
-        return 1.0 if neighbouring == "add_remove" else 2.0
+    if family != "gamma-exponential":
+        if bounds is not None:  # as release_sufficient_statistics: bounds of another family are a mistake
+            raise ValueError(f"bounds apply only to gamma-exponential records, got bounds={bounds!r} for {family}")
+        return 1.0 if family == "beta-bernoulli" or neighbouring == "add_remove" else 2.0
     lo, hi = _check_bounds(bounds)
     return hi if neighbouring == "add_remove" else hi - lo
 

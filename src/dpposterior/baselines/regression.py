@@ -91,6 +91,7 @@ target stays the exact posterior given the snapped release.
 from __future__ import annotations
 
 import dataclasses
+import fractions
 import functools
 import itertools
 import math
@@ -139,12 +140,27 @@ def _index(p: int) -> dict[str, Any]:
     gather = np.zeros((big_p, big_p), np.int64)
     for a, (j, k) in enumerate(zip(i1, i2)):
         gather[j, k] = gather[k, j] = a
-    onehot = np.zeros((big_p, big_p, n_u + 1), np.float32)
-    onehot[np.arange(big_p)[:, None], np.arange(big_p)[None, :], gather] = 1.0
-    deg3 = list(itertools.combinations_with_replacement(range(p), 3))
-    deg4 = list(itertools.combinations_with_replacement(range(p), 4))
-    return {"pairs": pairs, "n_u": n_u, "P": big_p, "i1": i1, "i2": i2, "gather": gather, "E": onehot,
-            "deg3": deg3, "deg4": deg4, "triu": np.triu_indices(p)}
+    return {"pairs": pairs, "n_u": n_u, "P": big_p, "i1": i1, "i2": i2, "gather": gather,
+            "triu": np.triu_indices(p)}
+
+
+@functools.lru_cache(maxsize=16)
+def _onehot(p: int) -> np.ndarray:
+    """E (P, P, n_u + 1) float32, E[j, k, a] = 1 where M(u~)_jk = u~_a: the sampler's linear maps of u~.
+    Built only by the sampler (its size grows as p^4: 0.2 GB at p = 100), never by the release."""
+    ix = _index(p)
+    big_p = ix["P"]
+    onehot = np.zeros((big_p, big_p, ix["n_u"] + 1), np.float32)
+    onehot[np.arange(big_p)[:, None], np.arange(big_p)[None, :], ix["gather"]] = 1.0
+    return onehot
+
+
+@functools.lru_cache(maxsize=4)
+def _monomials(p: int) -> tuple[tuple[int, ...], ...]:
+    """The degree-3 then degree-4 monomials of x (combinations_with_replacement order) of the ``x4`` part.
+    Built only when that part is released or used (there are O(p^4) of them: 4.4 million at p = 100)."""
+    return (tuple(itertools.combinations_with_replacement(range(p), 3))
+            + tuple(itertools.combinations_with_replacement(range(p), 4)))
 
 
 def _num_latent_stats(p: int) -> int:
@@ -235,7 +251,7 @@ def _sensitivities(x_bound: np.ndarray, y_bound: float, neighbouring: str,
     out = {"xx": float(xx), "xy": float(xy), "yy": by * by}
     if fourth_moments:
         tot = 0.0
-        for mono in ix["deg3"] + ix["deg4"]:
+        for mono in _monomials(p):
             even = all(mono.count(j) % 2 == 0 for j in set(mono))
             tot += rng(float(np.prod(b[list(mono)])), even)
         out["x4"] = float(tot)
@@ -251,8 +267,9 @@ def _statistics(x: np.ndarray, y: np.ndarray, fourth_moments: bool) -> dict[str,
            "yy": np.array([y @ y])}
     if fourth_moments:
         sums = []
-        for monos in (ix["deg3"], ix["deg4"]):
-            idx = np.asarray(monos)
+        monos = _monomials(p)
+        n3 = p * (p + 1) * (p + 2) // 6  # the number of degree-3 monomials, which come first
+        for idx in (np.asarray(monos[:n3]), np.asarray(monos[n3:])):
             for lo in range(0, idx.shape[0], 64):
                 sums.append(np.prod(x[:, idx[lo:lo + 64]], axis=2).sum(0))
         out["x4"] = np.concatenate(sums)
@@ -270,7 +287,7 @@ def _public_ranges(bx: np.ndarray, by: float, n: int, with_x4: bool) -> dict[str
            "xy": (np.zeros(p + 1), np.concatenate([n * bx * by, [n * by]])),
            "yy": (np.array([0.5 * n * by * by]), np.array([0.5 * n * by * by]))}
     if with_x4:
-        monos = ix["deg3"] + ix["deg4"]
+        monos = _monomials(p)
         out["x4"] = (np.zeros(len(monos)), np.array([n * float(np.prod(bx[list(m)])) for m in monos]))
     return out
 
@@ -289,6 +306,17 @@ def _check_split(budget_split: Any, parts: tuple[str, ...]) -> dict[str, float]:
     # rescaled to sum to 1, so that the parts' epsilons never add up to more than the epsilon recorded
     # (a sum of 1 + 1e-10 passes the check above)
     return {k: v / total for k, v in fr.items()}
+
+
+def _epsilon_parts(split: dict[str, float], epsilon: float, parts: tuple[str, ...]) -> dict[str, float]:
+    """epsilon_k = split[k] * epsilon, nudged down (by at most a few ulps) until their EXACT sum is <= epsilon:
+    the float products can add up to 1 ulp more than epsilon (e.g. epsilon = 0.7 with the default 1/3
+    shares), and sequential composition needs sum_k epsilon_k <= the epsilon that PrivacySpent records."""
+    eps = {k: split[k] * epsilon for k in parts}
+    target = fractions.Fraction(epsilon)
+    while sum(fractions.Fraction(v) for v in eps.values()) > target:
+        eps = {k: math.nextafter(v, 0.0) for k, v in eps.items()}
+    return eps
 
 
 def _check_bound_vector(x_bound: Any, p: int) -> np.ndarray:
@@ -322,7 +350,8 @@ def release_regression_statistics(X: Any, y: Any, *, epsilon: float, x_bound: An
     (module docstring table: ``xx`` = upper triangle of X'X with sum x, ``xy`` = X'y with sum y,
     ``yy`` = y'y, and with ``fourth_moments="released"`` also ``x4`` = the degree-3 and 4 moment
     sums), part k with Laplace noise of scale Delta_k / epsilon_k per coordinate, Delta_k its L1
-    sensitivity and epsilon_k = budget_split[k] * epsilon; by sequential composition the release is
+    sensitivity and epsilon_k = budget_split[k] * epsilon (rounded down, by a few ulps at most, so
+    that the parts' exact sum never exceeds epsilon); by sequential composition the release is
     epsilon-DP. Symmetric entries of X'X are released once. N is treated as public (as in the papers).
     Neighbouring relation "add_remove" (default) or "replace_one". Noise seeded from the OS unless
     ``rng_key`` is given (then ``seeded_by="user"``); without snapping, float32 noise added in floating
@@ -378,7 +407,7 @@ def release_regression_statistics(X: Any, y: Any, *, epsilon: float, x_bound: An
     yc = np.clip(ya.astype(np.float64), -by, by)
     stats = _statistics(xc, yc, with_x4)
     sens = _sensitivities(bx, by, neighbouring, with_x4)
-    eps_parts = {k: split[k] * epsilon for k in parts}
+    eps_parts = _epsilon_parts(split, epsilon, parts)
     scales = {k: sens[k] / eps_parts[k] for k in parts}
     for k in parts:
         if not np.all(np.isfinite(stats[k])):
@@ -475,7 +504,7 @@ def _released_fourth_moments(release: RegressionStatisticsRelease, m_u: np.ndarr
     for a, (j, k) in enumerate(ix["pairs"]):
         lookup[(j, k)] = release.noisy["xx"][a] / n
     x4 = release.noisy["x4"] / n
-    for a, mono in enumerate(ix["deg3"] + ix["deg4"]):
+    for a, mono in enumerate(_monomials(p)):
         lookup[mono] = x4[a]
     i1, i2 = ix["i1"][:-1], ix["i2"][:-1]
     n_u = ix["n_u"]
@@ -621,7 +650,7 @@ def _clt(w: jax.Array, sigma2: jax.Array, params: RegressionGibbsParams, dims: R
     """(N mu_t, chol-free pieces): mean (m,), covariance Sigma0 = N Sigma_t (m, m), J (m, n_u), chol of Cov_r."""
     ix = _index(dims.num_features)
     n = float(dims.num_records)
-    e = jnp.asarray(ix["E"])                              # (P, P, n_u + 1)
+    e = jnp.asarray(_onehot(dims.num_features))          # (P, P, n_u + 1)
     lb_full = jnp.einsum("jkq,k->jq", e, w)              # x~ y mean as a linear map of u~
     lc_full = jnp.einsum("jq,j->q", lb_full, w)          # y^2 mean part
     n_u = ix["n_u"]
