@@ -40,8 +40,8 @@ per checked release on top of the budget (the report's composed total includes t
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("data", help="the records: a CSV file (UTF-8, comma-separated; .tsv: tab-separated) with a header "
-                                "row, or Parquet (.parquet, needs pyarrow)")
+    p.add_argument("data", help="the records: a CSV file (UTF-8, comma-separated; .tsv: tab-separated; may be "
+                                "gzip-compressed) with a header row, or Parquet (.parquet, needs pyarrow)")
     p.add_argument("--target", required=True, help="the column to predict")
     p.add_argument("--bounds", required=True, metavar="SCHEMA.toml",
                    help="the declared schema: column types, public bounds and categories (TOML)")

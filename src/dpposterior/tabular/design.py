@@ -7,8 +7,9 @@ privacy analysis of the mechanism that later reads the matrix:
   ``"error"`` a value outside is refused instead), then rescaled to [-1, 1] by
   x' = (x - (lo + hi) / 2) / ((hi - lo) / 2);
 - categorical features: one 0/1 column per declared level except the first (the reference level);
-  a value that is not a declared level is an error (a float column's whole numbers, 1.0, match
-  the integer level 1);
+  a value that is not a declared level is an error (a float column's whole numbers, 1.0, and the
+  text "1.0" match the integer level 1; a column declared with the two levels false and true
+  matches every spelling of a boolean, false/False/FALSE, and a boolean column);
 - an intercept column of ones (``intercept=True``);
 - the target: a 0/1 code for a binary target (a categorical column with two levels, the second
   coded 1, or a numeric column with bounds [0, 1] holding only 0 and 1), or the rescaled value of a
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import re
 from typing import Any
 
 import numpy as np
@@ -101,7 +103,9 @@ def _numeric(frame: Any, col: Column, policy: str, what: str) -> np.ndarray:
     values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64)
     bad = np.isnan(values) & raw.notna().to_numpy()
     if bad.any():
-        raise ValueError(f"{what} {col.name!r} is declared numeric but holds values that are not numbers")
+        raise ValueError(f"{what} {col.name!r} is declared numeric but holds values that are not numbers (a number "
+                         "is written like 1234.5 or 1.2e3: no thousands separator, no decimal comma, no unit; a "
+                         "column of true/false is categorical, categories = [false, true])")
     if not np.all(np.isfinite(values[~np.isnan(values)])):
         raise ValueError(f"{what} {col.name!r} holds infinite values")
     lo, hi = col.bounds
@@ -152,6 +156,12 @@ def _check_missing(frame: Any, col: Column, what: str) -> None:
         raise ValueError(f"{what} {col.name!r} has missing values; the tool does not impute: remove or fill them "
                          "before fitting (with a rule that does not depend on the other records); empty cells and "
                          "markers such as NA, NaN, null, None and ? count as missing unless declared as a category")
+
+
+def _listed(names: list, most: int = 20) -> str:
+    """The column names for an error message: the first ``most`` of a wide table, and how many more."""
+    shown = ", ".join(map(str, names[:most]))
+    return shown if len(names) <= most else f"{shown}, ... and {len(names) - most} more"
 
 
 def _one_level(col: Any) -> bool:
@@ -211,7 +221,7 @@ def build_design(frame: Any, schema: Schema, target: str, *, features: list[str]
                          "header row they would be the first record's values)")
     if target not in available:
         raise ValueError(f"target column {target!r} is missing from the data "
-                         f"(columns: {', '.join(map(str, available))})")
+                         f"(columns: {_listed(available)})")
     tcol = schema.column(target)
     # a one-level categorical column carries no information (no indicator column): left out of the
     # default features, refused as a named one (below)
@@ -236,7 +246,7 @@ def build_design(frame: Any, schema: Schema, target: str, *, features: list[str]
                              f"has that level); leave it out of the features, or declare its other levels")
         if name not in available:
             raise ValueError(f"column {name!r} (declared in {schema.source or 'the schema'}) is missing from the "
-                             f"data (columns: {', '.join(map(str, available))})")
+                             f"data (columns: {_listed(available)})")
     planned = [f"{name}={lev}" for name in names for lev in (schema.columns[name].categories or ())[1:]]
     planned += [name for name in names if schema.columns[name].type == "numeric"] + [INTERCEPT] * intercept
     clash = sorted({c for c, count in collections.Counter(planned).items() if count > 1})
@@ -295,6 +305,15 @@ def build_design(frame: Any, schema: Schema, target: str, *, features: list[str]
                   target_kind=target_kind, clipped_to_bounds=policy == "clip", reference_levels=refs)
 
 
+def _whole(text: str) -> str | None:
+    """``"12"`` for the text ``"12.0"`` / ``"12."`` (a whole number with a decimal point), else None."""
+    m = _WHOLE.fullmatch(text)
+    return str(int(m.group(1))) if m else None
+
+
+_WHOLE = re.compile(r"([+-]?[0-9]+)\.0*")
+
+
 def _codes(frame: Any, col: Column, what: str) -> np.ndarray:
     raw = frame[col.name]
     if raw.dtype.kind == "f":
@@ -304,7 +323,14 @@ def _codes(frame: Any, col: Column, what: str) -> np.ndarray:
     else:
         values = np.array([nfc(v) for v in raw.astype(str).str.strip()], dtype=object)
     lookup = {lev: i for i, lev in enumerate(col.categories)}
-    codes = np.fromiter((lookup.get(v, -1) for v in values), dtype=np.int64, count=len(values))
+    if {lev.lower() for lev in col.categories} == {"false", "true"}:
+        # a boolean column: every writer's spelling (false/False/FALSE: R, pandas, Spark; a Parquet bool)
+        lookup.update({lev.lower(): i for i, lev in enumerate(col.categories)})
+        values = np.array([v.lower() if v.lower() in ("false", "true") else v for v in values], dtype=object)
+    # a whole number written as text with a decimal point ("1.0": pandas writes an integer column that
+    # held missing values so) matches the integer level 1, as the same float in a Parquet file does
+    codes = np.fromiter((lookup.get(v, lookup.get(_whole(v), -1)) for v in values), dtype=np.int64,
+                        count=len(values))
     if (codes < 0).any():
         raise ValueError(f"{what} {col.name!r} has values that are not among its declared categories "
                          f"{list(col.categories)}; declare every level (a public list) or recode the data")

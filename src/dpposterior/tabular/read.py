@@ -14,6 +14,8 @@ SPREADSHEET_SUFFIXES = (".xlsx", ".xlsm", ".xls", ".ods")
 #: the first 8 bytes of an .xls (OLE2 compound file); .xlsx/.ods are zip files, told by their suffix
 SPREADSHEET_MAGIC = (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1",)
 OTHER_SEPARATORS = {";": "semicolons (;)", "\t": "tabs", "|": "vertical bars (|)"}
+#: the first 2 bytes of a gzip file (``data.csv.gz``, or one named ``.csv``, or gzip bytes from a pipe)
+GZIP_MAGIC = b"\x1f\x8b"
 
 
 def read_table(path: str | Path):
@@ -23,15 +25,20 @@ def read_table(path: str | Path):
     as text, and :func:`~dpposterior.tabular.build_design` treats it as missing unless the schema
     declares it as a category of that column.
 
-    CSV (any other suffix; tab-separated for ``.tsv``/``.tab``) is read with a header row; Parquet
-    (``.parquet``/``.pq``, or any file that starts and ends with Parquet's magic bytes) needs pyarrow
-    (``pip install 'dpposterior[parquet]'``).
+    CSV (any other suffix; tab-separated for ``.tsv``/``.tab``) is read with a header row, as UTF-8
+    with or without a byte-order mark, with any line endings (``\\n``, ``\\r\\n``), compressed or not
+    (gzip, told by its first bytes whatever the name; ``.bz2``, ``.xz``, ``.zip`` of one file by the
+    suffix); Parquet (``.parquet``/``.pq``, or any file that starts and ends with Parquet's magic
+    bytes) needs pyarrow (``pip install 'dpposterior[parquet]'``). Blank lines are skipped.
 
     Raises:
       FileNotFoundError: no such file.
       ValueError: a file that cannot be read or parsed, that holds no records, whose header names a
-        column twice, whose rows have more fields than its header names, or whose header reads as one
-        column holding a semicolon, a tab or a vertical bar (not comma-separated).
+        column twice, whose rows have more fields than its header names, whose header reads as one
+        column holding a semicolon, a tab or a vertical bar (not comma-separated), a file named
+        ``.gz`` that is not gzip-compressed, a row whose every field is empty (only separators, as
+        a spreadsheet leaves below a table), or a row that repeats the header (files joined one
+        after another).
     """
     import pandas as pd
 
@@ -57,8 +64,9 @@ def read_table(path: str | Path):
             # only empty cells are read as missing here: a marker such as "NA" or "None" may be a declared
             # category (North America; no answer), so build_design decides, knowing the schema
             sep = "\t" if any(x.lower() in TAB_SUFFIXES for x in path.suffixes[-2:]) else ","  # data.tsv.gz
+            compression = _compression(source, path)
             frame = pd.read_csv(_rewound(source), sep=sep, dtype=str, keep_default_na=False, na_values=[""],
-                                skipinitialspace=True)
+                                skipinitialspace=True, compression=compression)
             _check_separator(frame, path)
             if not isinstance(frame.index, pd.RangeIndex):
                 # pandas takes the surplus leading fields of rows longer than the header as an index,
@@ -68,8 +76,9 @@ def read_table(path: str | Path):
                                  "first column without a name in the header? Make the header name every column")
             # pandas renames a repeated header name ("age", "age.1"): read the header as written
             header = pd.read_csv(_rewound(source), sep=sep, header=None, nrows=1, dtype=str, keep_default_na=False,
-                                 skipinitialspace=True).iloc[0].tolist()
+                                 skipinitialspace=True, compression=compression).iloc[0].tolist()
             _check_unique_names([nfc(str(c).strip()) for c in header], path)
+            _check_rows(frame, header, path)
     except pd.errors.EmptyDataError:  # pandas: "No columns to parse from file"
         raise ValueError(f"data file {str(path)!r} is empty: it needs a header row naming the columns and a row per "
                          "record") from None
@@ -101,6 +110,41 @@ def _check_separator(frame, path: Path) -> None:
         raise ValueError(f"cannot read data file {str(path)!r}: its header was read as one column: the file seems "
                          f"separated by {found[0]}, not commas; save it as comma-separated CSV (a tab-separated file "
                          "may also be named .tsv)")
+
+
+def _compression(source, path: Path) -> str | None:
+    """How the CSV ``source`` is compressed: gzip by its first bytes (whatever its name, or from a pipe),
+    else by the suffix as pandas infers it (``.bz2``, ``.xz``, ``.zip``, ...); a ``.gz`` name on a file
+    that is not gzip is refused (pandas' own error quotes the file's first bytes)."""
+    if _head(source, 2) == GZIP_MAGIC:
+        return "gzip"
+    if path.suffix.lower() == ".gz":
+        raise ValueError(f"cannot read data file {str(path)!r}: it is named .gz but is not gzip-compressed; "
+                         "compress it with gzip, or remove .gz from its name if it is plain CSV")
+    return "infer" if isinstance(source, Path) else None
+
+
+def _check_rows(frame, header: list, path: Path) -> None:
+    """Refuses rows that are not records: every field empty (only separators), or the header again.
+
+    Neither is dropped: a careful user wants to know the file is not what it seems (an export with
+    spreadsheet leftovers, two files joined), and the count of such rows is not shown.
+    """
+    if frame.shape[0] == 0:
+        return
+    if bool(frame.isna().all(axis=1).any()):
+        raise ValueError(f"cannot read data file {str(path)!r}: it has rows whose every field is empty (only "
+                         "separators, such as ',,' that a spreadsheet leaves below a table); delete those rows "
+                         "(a record with no values cannot be fitted)")
+    names = [str(c).strip() for c in header]
+    first = frame.iloc[:, 0]
+    candidates = first.notna() & (first.str.strip() == names[0])
+    if bool(candidates.any()):
+        rows = frame[candidates.to_numpy()].fillna("")
+        same = rows.apply(lambda col: col.str.strip()).eq(names).all(axis=1)
+        if bool(same.any()):
+            raise ValueError(f"cannot read data file {str(path)!r}: it has rows that repeat the header row (files "
+                             "joined one after another, each with its header?); keep only the first header row")
 
 
 def _rewound(source):

@@ -172,10 +172,15 @@ def _column(name: str, spec: Any, source: str) -> Column:
     cats = spec.get("categories")
     # one level is allowed: a schema may describe a column that is constant in this table; it adds no
     # design column, so build_design leaves it out of the default features and refuses it as a named one
+    if isinstance(cats, list) and len(cats) == 2 and all(isinstance(c, bool) for c in cats) and cats[0] != cats[1]:
+        # TOML booleans: the levels "false" and "true", which match every writer's spelling of a boolean
+        # (false/False/FALSE: R, pandas, Spark) and a boolean column of a Parquet file
+        cats = ["true" if c else "false" for c in cats]
     if not (isinstance(cats, list) and len(cats) >= 1 and all(isinstance(c, (str, int)) and not isinstance(c, bool)
                                                               for c in cats)):
         raise ValueError(f"{where} is categorical and needs categories = [...], a public list of levels "
-                         f"(strings or integers; a feature needs at least two), got {cats!r}")
+                         f"(strings or integers, or the two booleans [false, true]; a feature needs at least two), "
+                         f"got {cats!r}")
     # the data's values are compared without surrounding spaces, so the levels are too
     levels = tuple(nfc(str(c)).strip() for c in cats)
     if "" in levels:
