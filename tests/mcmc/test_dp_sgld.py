@@ -301,3 +301,100 @@ def test_errors():
         S.mlp(3, dropout_alpha=-0.1)
     with pytest.raises(ValueError, match=r"position must be a 1-D parameter vector"):
         S.init(np.zeros((2, 3)))
+
+
+# ------------------------------------------------------------------------------------------------
+# a constrained parameter (2026-12-02, twentieth session): a Poisson rate used directly as theta
+
+def _rate_model(log_prior):
+    def log_lik(theta, record):
+        (xi,) = record
+        return xi * jnp.log(theta[0]) - theta[0]     # NaN for a rate < 0, but its gradient x / rate - 1 is finite
+
+    return S.DPSGLDModel(log_likelihood=log_lik, log_prior=log_prior, logit=lambda th, xx: xx[:, 0] * th[0],
+                         init=lambda k: jnp.full((1,), 0.5), num_params=1, needs_key=False, name="poisson rate")
+
+
+def _log_rate_model():
+    """The same model in theta = log rate: an Exponential(1) prior on the rate plus the log-Jacobian theta."""
+    def log_lik(theta, record):
+        (xi,) = record
+        return xi * theta[0] - jnp.exp(theta[0])
+
+    return S.DPSGLDModel(log_likelihood=log_lik, log_prior=lambda th: jnp.sum(th - jnp.exp(th)),
+                         logit=lambda th, xx: xx[:, 0] * th[0], init=lambda k: jnp.zeros((1,)), num_params=1,
+                         needs_key=False, name="poisson log rate")
+
+
+def test_run_refuses_a_chain_that_leaves_the_prior_support():
+    """Old behaviour: the rate walked below 0 (every sample about -75: the log density NaN, its gradient
+    finite) and all 300 samples were released as a posterior. Now an error naming model.log_prior; the
+    reparametrised model runs (power twin)."""
+    counts = np.random.default_rng(0).poisson(0.05, size=100).astype(np.float32)
+    kw = dict(num_steps=300, sampling_rate=0.5, clip=5.0, step_size=0.01, delta=1e-5, noise_multiplier=1.0,
+              rng_key=0)
+    exponential_prior = lambda th: jnp.sum(jnp.where(th >= 0, -th, -jnp.inf))   # noqa: E731
+    with pytest.raises(ValueError, match=r"model.log_prior is not finite at \d+ of the 300 samples .* left the "
+                                         r"prior's support.*theta = log rate.*nothing was released"):
+        S.run(_rate_model(exponential_prior), (counts,), **kw)
+    with pytest.raises(ValueError, match="model.log_prior is not finite at initial_position"):
+        S.run(_rate_model(exponential_prior), (counts,), initial_position=np.array([-1.0]), **kw)
+    r = S.run(_log_rate_model(), (counts,), **kw)
+    assert np.all(np.isfinite(r.samples)) and r.privacy.epsilon > 0
+
+
+# ------------------------------------------------------------------------------------------------
+# DP-SGLD with privacy noise and Poisson minibatches against the chain's exact stationary moments
+# (2026-12-02, twentieth session)
+
+N_PRIV = 100
+
+
+def _chain_moments(x, eta, q, clip, sigma, langevin, precision):
+    """Exact stationary mean and variance of the step on the conjugate Gaussian model when no gradient is
+    clipped: theta' = a theta + c + e with a = 1 - (eta / 2)(1/tau^2 + |B| / q), c = (eta / 2q) sum_B x_i, B
+    Poisson(q), e ~ N(0, v_dp + v_lang) independent; so m = sum x / P (no bias in the mean) and
+    V (1 - E a^2) = E[a^2] m^2 + 2 E[ac] m + E[c^2] + v_e - m^2."""
+    xs = np.asarray(x, np.float64)
+    m = xs.sum() / precision
+    k2 = (eta / (2 * q)) ** 2 * q * (1 - q)
+    ea, ec = 1 - eta * precision / 2, eta / 2 * xs.sum()
+    ea2, eac, ec2 = k2 * xs.size + ea**2, -k2 * xs.sum() + ea * ec, k2 * (xs**2).sum() + ec**2
+    v_dp = (eta * clip * sigma / q) ** 2
+    v_e = v_dp + (eta if langevin == "add" else max(eta - v_dp, 0.0))
+    return m, (ea2 * m * m + 2 * eac * m + ec2 + v_e - m * m) / (1 - ea2), v_dp / eta
+
+
+@pytest.mark.parametrize("q, sigma, langevin, eta_p", [
+    (0.25, 1.0, "top_up", 0.2),   # the privacy noise is 77% of SGLD's: the Langevin noise tops it up
+    (0.25, 4.0, "top_up", 0.2),   # 12.3 times SGLD's: a tempered chain (variance 13 times the posterior's)
+    (0.25, 1.0, "add", 0.2),      # Langevin noise on top of the privacy noise
+    (1.0, 0.5, "top_up", 0.05),   # full batch: only the step-size bias remains
+])
+def test_private_minibatch_chain_has_its_exact_stationary_moments(q, sigma, langevin, eta_p):
+    """2000 chains of 100 steps from the exact stationary law (N = 100 records within 3.5 of the mean,
+    clip 5: no gradient is clipped). Mean and variance within 4 standard errors. Power: the posterior's
+    own variance (ignoring the minibatch and privacy noise) and the other Langevin mode are refused."""
+    x = np.clip(0.7 + np.random.default_rng(1).normal(size=N_PRIV), -2.5, 3.5).astype(np.float32)
+    precision = N_PRIV + 1.0 / TAU**2
+    model = _conjugate()[0]
+    eta, clip = eta_p / precision, 5.0
+    m, v, dp_share = _chain_moments(x, eta, q, clip, sigma, langevin, precision)
+    cfg = S.config(num_records=N_PRIV, sampling_rate=q, clip=clip, noise_multiplier=0.0, step_size=eta,
+                   langevin=langevin)
+    run = S.make_run(model, cfg, 100)
+    k0, k1 = jax.random.split(jax.random.key(7))
+    starts = m + math.sqrt(v) * jax.random.normal(k0, (2000, 1))
+    s, _ = jax.jit(jax.vmap(lambda k, p: run(k, p, (x,), sigma)))(jax.random.split(k1, 2000), starts)
+    d = np.asarray(s[:, -1, 0], np.float64)
+
+    def agrees(mean, var):
+        return (abs(d.mean() - mean) <= 4 * math.sqrt(var / d.size)
+                and abs(d.var(ddof=1) - var) <= 4 * var * math.sqrt(2 / (d.size - 1)))
+
+    assert agrees(m, v)
+    other = "add" if langevin == "top_up" else "top_up"
+    if min(dp_share, 1.0) / max(dp_share, 1.0) > 0.3:   # injected variance max(eta, v_dp) vs eta + v_dp
+        assert not agrees(m, _chain_moments(x, eta, q, clip, sigma, other, precision)[1])
+    if q < 1:
+        assert not agrees(m, 1.0 / precision)

@@ -120,6 +120,15 @@ class DPSGLDModel(NamedTuple):
       num_features: p, for models whose records are ``(x (p,), y in {0, 1})`` (the built-in
         :func:`logistic_regression` and :func:`mlp`): :func:`run` and the predictive functions then
         check the data's shapes and labels. None (the default, for a custom model): records unchecked.
+
+    theta ranges over all of R^d: SGLD moves it by gradients and Gaussian noise with no regard to any
+    constraint, and never evaluates the densities themselves. A constrained parameter (a rate, a
+    scale, a probability) must be given through an unconstrained one (e.g. theta = log rate, with the
+    log-Jacobian theta added to ``log_prior``). :func:`run` refuses a start or a chain at which
+    ``log_prior`` is not finite (outside the prior's support); a ``log_likelihood`` that is undefined
+    where ``log_prior`` is finite (a normal prior on a rate used as ``log(rate)``) cannot be detected
+    without reading the data, and its gradient there (``x / rate`` for ``x log(rate)``) is often
+    finite, so such a chain runs on silently.
     """
 
     log_likelihood: Callable[..., Array]
@@ -458,6 +467,11 @@ def make_run(model: DPSGLDModel, cfg: DPSGLDConfig, num_steps: int) -> Callable[
 
 
 @functools.lru_cache(maxsize=32)
+def _log_prior_of_samples(log_prior: Callable[[Array], Array]):
+    return jax.jit(jax.vmap(log_prior))
+
+
+@functools.lru_cache(maxsize=32)
 def _jitted_run(model: DPSGLDModel, cfg: DPSGLDConfig, num_steps: int):
     return jax.jit(make_run(model, cfg, num_steps))
 
@@ -647,7 +661,9 @@ def run(model: DPSGLDModel, data: Any, *, num_steps: int, sampling_rate: float, 
         not of the documented types, or whose ``log_prior`` / ``log_likelihood`` fails on, or does
         not return a real scalar for, a position (d,) and one record (checked before the run); for
         a model with ``num_features`` (the built-in ones), data other than ``(X (N, p), y (N,))``
-        with labels 0/1.
+        with labels 0/1; a ``model.log_prior`` that is not finite at ``initial_position`` (before the
+        run) or at a sample (after it: the chain left the prior's support, see :class:`DPSGLDModel`;
+        nothing is released, the budget is spent); non-finite samples.
     """
     model = _check_model(model)
     if not isinstance(data, (tuple, list)):
@@ -682,6 +698,10 @@ def run(model: DPSGLDModel, data: Any, *, num_steps: int, sampling_rate: float, 
         raise ValueError(f"initial_position must have shape ({model.num_params},) for this model, got {pos0.shape}")
     if not np.all(np.isfinite(pos0)):
         raise ValueError("initial_position must be finite")
+    if not np.isfinite(float(model.log_prior(jnp.asarray(pos0)))):
+        raise ValueError("model.log_prior is not finite at initial_position (outside the prior's support): start "
+                         "inside it; DP-SGLD moves theta over all of R^d, so give constrained parameters through "
+                         "an unconstrained transform (e.g. theta = log rate, adding the log-Jacobian to log_prior)")
     raw_key, seeded_by = resolve_noise_source(rng_key, secure)
     key = os_key() if seeded_by == "secure" else jax.random.wrap_key_data(raw_key)
 
@@ -701,6 +721,16 @@ def run(model: DPSGLDModel, data: Any, *, num_steps: int, sampling_rate: float, 
     if not np.all(np.isfinite(samples)):
         raise ValueError("the chain left the float32 range (non-finite samples): lower step_size, or raise the "
                          "prior precision; nothing was released")
+    # post-processing of the (privatised) chain: the log prior never reads the data
+    outside = ~np.isfinite(np.asarray(_log_prior_of_samples(model.log_prior)(jnp.asarray(samples))))
+    if np.any(outside):
+        raise ValueError(
+            f"model.log_prior is not finite at {int(outside.sum())} of the {t} samples (first after step "
+            f"{int(np.argmax(outside)) + 1}): the chain left the prior's support (or diverged until the log "
+            "prior overflowed: then lower step_size). DP-SGLD moves theta over all of "
+            "R^d with no regard to constraints: give constrained parameters through an unconstrained transform "
+            "(e.g. theta = log rate, adding the log-Jacobian to log_prior); nothing was released (the privacy "
+            "budget of the run is spent)")
     return DPSGLDResult(samples=samples, info=info, privacy=privacy, noise_multiplier=float(sigma),
                         config=cfg._replace(noise_multiplier=float(sigma)), model_name=model.name)
 
