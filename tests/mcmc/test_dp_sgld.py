@@ -398,3 +398,36 @@ def test_private_minibatch_chain_has_its_exact_stationary_moments(q, sigma, lang
         assert not agrees(m, _chain_moments(x, eta, q, clip, sigma, other, precision)[1])
     if q < 1:
         assert not agrees(m, 1.0 / precision)
+
+
+def test_binding_clip_targets_the_huber_posterior_as_documented():
+    """C = 0.5 binds for most of the 100 records (|x_i - theta| ~ 1): the chain (q 1, sigma 0) samples
+    exp(-sum_i huber_C(x_i - theta) - theta^2 / (2 tau^2)), computed here by quadrature: mean 0.646 against the
+    posterior's 0.602 (0.44 posterior sd), variance 2.0 times the posterior's, as the module docstring says.
+    Tolerances: 4 standard errors of 2000 independent final states, plus the step-size bias eta P / 4 on the
+    variance. Power: the exact posterior is refused."""
+    x = np.clip(0.7 + np.random.default_rng(1).normal(size=N_PRIV), -2.5, 3.5).astype(np.float32)
+    xs, clip = x.astype(np.float64), 0.5
+    precision = N_PRIV + 1.0 / TAU**2
+    grid = np.linspace(-1.0, 2.5, 20001)
+    r = xs[None, :] - grid[:, None]
+    huber = np.where(np.abs(r) <= clip, 0.5 * r * r, clip * np.abs(r) - 0.5 * clip * clip).sum(1)
+    w = np.exp(-(huber + 0.5 * grid**2 / TAU**2) + (huber + 0.5 * grid**2 / TAU**2).min())
+    w /= w.sum()
+    m = float((w * grid).sum())
+    v = float((w * (grid - m) ** 2).sum())
+    eta_p = 0.05
+    cfg = S.config(num_records=N_PRIV, sampling_rate=1.0, clip=clip, noise_multiplier=0.0, step_size=eta_p / precision)
+    run = S.make_run(_conjugate()[0], cfg, 100)
+    starts = np.interp(np.random.default_rng(5).random(2000), np.cumsum(w), grid)[:, None].astype(np.float32)
+    s, _ = jax.jit(jax.vmap(lambda k, p: run(k, p, (x,), 0.0)))(jax.random.split(jax.random.key(3), 2000),
+                                                                 jnp.asarray(starts))
+    d = np.asarray(s[:, -1, 0], np.float64)
+
+    def agrees(mean, var):
+        return (abs(d.mean() - mean) <= 4 * math.sqrt(var / d.size)
+                and abs(d.var(ddof=1) - var) <= 4 * var * math.sqrt(2 / (d.size - 1)) + var * eta_p / 4)
+
+    assert agrees(m, v)
+    assert (m - xs.sum() / precision) * math.sqrt(precision) > 0.4 and v * precision > 1.9   # the documented numbers
+    assert not agrees(xs.sum() / precision, 1.0 / precision)
