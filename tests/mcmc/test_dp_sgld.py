@@ -431,3 +431,32 @@ def test_binding_clip_targets_the_huber_posterior_as_documented():
     assert agrees(m, v)
     assert (m - xs.sum() / precision) * math.sqrt(precision) > 0.4 and v * precision > 1.9   # the documented numbers
     assert not agrees(xs.sum() / precision, 1.0 / precision)
+
+
+@pytest.mark.parametrize("make_cfg, state, exc, words", [
+    # old: "'float' object is not callable" from inside the step
+    (lambda c: S.DPSGLDConfig(40, 0.5, 1.0, 1.0, 0.01), S.init(np.zeros(3)), TypeError, "cfg.step_size must be a StepSize"),
+    # old: accepted silently (the noise std 2 C sigma used with a negative sigma)
+    (lambda c: c._replace(noise_multiplier=-1.0), S.init(np.zeros(3)), ValueError, "cfg.noise_multiplier must be a finite"),
+    (lambda c: c._replace(noise_multiplier=float("nan")), S.init(np.zeros(3)), ValueError, "cfg.noise_multiplier"),
+    # old: accepted, the step used q = 1.5 and divided the gradient sum by it
+    (lambda c: c._replace(sampling_rate=1.5), S.init(np.zeros(3)), ValueError, "sampling_rate must lie in (0, 1]"),
+    (lambda c: c._replace(clip=-1.0), S.init(np.zeros(3)), ValueError, "clip must be a finite number > 0"),
+    # old: accepted, and run as "top_up"
+    (lambda c: c._replace(langevin="none"), S.init(np.zeros(3)), ValueError, "langevin must be one of"),
+    # old: AttributeError "'dict' object has no attribute 'num_records'"
+    (lambda c: dict(c._asdict()), S.init(np.zeros(3)), TypeError, "cfg must be a DPSGLDConfig"),
+    # old: a JAX shape error from inside the step ("dot_general requires contracting dimensions ..." or, for
+    # a custom model, "while_loop body function carry input and carry output must have equal types")
+    (lambda c: c, S.init(np.zeros(2)), ValueError, "state.position must have shape (3,) for this model"),
+    (lambda c: c, (np.zeros(3), 0), TypeError, "state must be a DPSGLDState"),
+])
+def test_step_checks_its_static_arguments(make_cfg, state, exc, words):
+    x, y = _logistic_data()
+    cfg = S.config(num_records=40, sampling_rate=0.5, clip=1.0, noise_multiplier=1.0, step_size=0.01)
+    with pytest.raises(exc) as info:
+        S.step(jax.random.key(0), state, (x, y), STEP_MODEL, make_cfg(cfg))
+    assert words in str(info.value)
+    # under jit the same checks hold (shapes and settings are static); a traced sigma is not checked
+    with pytest.raises(exc):
+        jax.jit(lambda k, sig: S.step(k, state, (x, y), STEP_MODEL, make_cfg(cfg)))(jax.random.key(0), 1.0)

@@ -410,6 +410,29 @@ def _engine_config(model: DPSGLDModel, cfg: DPSGLDConfig) -> EngineConfig:
                         sampling_rate=cfg.sampling_rate, capacity=cfg.capacity, sampling="packed")
 
 
+def _check_step_args(state: Any, model: DPSGLDModel, cfg: Any) -> None:
+    """The static parts of :func:`step`'s arguments (shapes and settings are known even under jit): a
+    configuration built by hand is re-checked as :func:`config` checks it, a concrete noise multiplier must be
+    finite and >= 0 (a traced one, as in :func:`make_run`, cannot be checked), the position must be (d,)."""
+    if not isinstance(cfg, DPSGLDConfig):
+        raise TypeError(f"cfg must be a DPSGLDConfig (build it with dp_sgld.config), got {type(cfg).__name__}")
+    if not isinstance(cfg.step_size, StepSize):
+        raise TypeError("cfg.step_size must be a StepSize (dp_sgld.config makes one from a number), got "
+                        f"{type(cfg.step_size).__name__}")
+    config(num_records=cfg.num_records, sampling_rate=cfg.sampling_rate, clip=cfg.clip, noise_multiplier=0.0,
+           step_size=cfg.step_size, langevin=cfg.langevin, capacity=cfg.capacity)
+    sigma = cfg.noise_multiplier
+    if not isinstance(sigma, jax.core.Tracer):
+        s = np.asarray(sigma)
+        if s.shape != () or s.dtype.kind not in "iuf" or not (np.isfinite(s) and s >= 0):
+            raise ValueError(f"cfg.noise_multiplier must be a finite number >= 0, got {sigma!r}")
+    if not isinstance(state, DPSGLDState):
+        raise TypeError(f"state must be a DPSGLDState (dp_sgld.init(position)), got {type(state).__name__}")
+    if jnp.shape(state.position) != (model.num_params,):
+        raise ValueError(f"state.position must have shape ({model.num_params},) for this model (model.num_params), "
+                         f"got {jnp.shape(state.position)}")
+
+
 def step(key: Any, state: DPSGLDState, data: Any, model: DPSGLDModel, cfg: DPSGLDConfig
          ) -> tuple[DPSGLDState, DPSGLDInfo]:
     """One DP-SGLD step (pure; jit, scan or vmap it from outside).
@@ -428,9 +451,17 @@ def step(key: Any, state: DPSGLDState, data: Any, model: DPSGLDModel, cfg: DPSGL
 
     Returns:
       ``(new_state, info)``.
+
+    Raises:
+      ValueError / TypeError: a ``cfg`` that is not a :class:`DPSGLDConfig` with settings in the ranges
+        :func:`config` allows (a hand-built one is re-checked; a concrete ``noise_multiplier`` must be finite
+        and >= 0), a ``state`` that is not a :class:`DPSGLDState` whose position has shape
+        (``model.num_params``,), data without ``cfg.num_records`` records, a model as in :func:`run`. All are
+        static checks: they hold under jit and scan.
     """
+    _check_step_args(state, _check_model(model), cfg)
     check_data_shapes(data, cfg.num_records)
-    _check_model_functions(_check_model(model), data)
+    _check_model_functions(model, data)
     k_samp, k_lik, k_noise, k_lang = jax.random.split(key, 4)
     theta = state.position
     d = model.num_params
