@@ -335,7 +335,8 @@ def test_run_refuses_a_chain_that_leaves_the_prior_support():
               rng_key=0)
     exponential_prior = lambda th: jnp.sum(jnp.where(th >= 0, -th, -jnp.inf))   # noqa: E731
     with pytest.raises(ValueError, match=r"model.log_prior is not finite at \d+ of the 300 samples .* left the "
-                                         r"prior's support.*theta = log rate.*nothing was released"):
+                                         r"prior's support.*theta = log rate.*nothing was released; the run still "
+                                         r"spent epsilon=\d+\.\d+, delta=1e-05 \(pld, replace_one\)"):
         S.run(_rate_model(exponential_prior), (counts,), **kw)
     with pytest.raises(ValueError, match="model.log_prior is not finite at initial_position"):
         S.run(_rate_model(exponential_prior), (counts,), initial_position=np.array([-1.0]), **kw)

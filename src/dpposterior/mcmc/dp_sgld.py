@@ -701,8 +701,9 @@ def run(model: DPSGLDModel, data: Any, *, num_steps: int, sampling_rate: float, 
         not return a real scalar for, a position (d,) and one record (checked before the run); for
         a model with ``num_features`` (the built-in ones), data other than ``(X (N, p), y (N,))``
         with labels 0/1; a ``model.log_prior`` that is not finite at ``initial_position`` (before the
-        run) or at a sample (after it: the chain left the prior's support, see :class:`DPSGLDModel`;
-        nothing is released, the budget is spent); non-finite samples.
+        run) or at a sample (after it: the chain left the prior's support, see :class:`DPSGLDModel`);
+        non-finite samples. After the run nothing is released, and the message gives the (epsilon, delta)
+        the run spent all the same.
     """
     model = _check_model(model)
     if not isinstance(data, (tuple, list)):
@@ -757,9 +758,13 @@ def run(model: DPSGLDModel, data: Any, *, num_steps: int, sampling_rate: float, 
     samples, info = _jitted_run(model, cfg, t)(key, jnp.asarray(pos0), data_j, jnp.float32(sigma))
     samples = np.asarray(samples)
     info = DPSGLDInfo(*(np.asarray(x) for x in info))
+    # the run's privacy is spent even when nothing is released: the refusals below say how much
+    spent = ("no privacy was spent (noise_multiplier=0)" if not privacy.is_private else
+             f"the run still spent epsilon={privacy.epsilon:.6g}, delta={privacy.delta:g} ({privacy.accountant}, "
+             f"{privacy.neighbouring})")
     if not np.all(np.isfinite(samples)):
         raise ValueError("the chain left the float32 range (non-finite samples): lower step_size, or raise the "
-                         "prior precision; nothing was released")
+                         f"prior precision; nothing was released; {spent}")
     # post-processing of the (privatised) chain: the log prior never reads the data
     outside = ~np.isfinite(np.asarray(_log_prior_of_samples(model.log_prior)(jnp.asarray(samples))))
     if np.any(outside):
@@ -768,8 +773,7 @@ def run(model: DPSGLDModel, data: Any, *, num_steps: int, sampling_rate: float, 
             f"{int(np.argmax(outside)) + 1}): the chain left the prior's support (or diverged until the log "
             "prior overflowed: then lower step_size). DP-SGLD moves theta over all of "
             "R^d with no regard to constraints: give constrained parameters through an unconstrained transform "
-            "(e.g. theta = log rate, adding the log-Jacobian to log_prior); nothing was released (the privacy "
-            "budget of the run is spent)")
+            f"(e.g. theta = log rate, adding the log-Jacobian to log_prior); nothing was released; {spent}")
     return DPSGLDResult(samples=samples, info=info, privacy=privacy, noise_multiplier=float(sigma),
                         config=cfg._replace(noise_multiplier=float(sigma)), model_name=model.name)
 
