@@ -461,3 +461,28 @@ def test_step_checks_its_static_arguments(make_cfg, state, exc, words):
     # under jit the same checks hold (shapes and settings are static); a traced sigma is not checked
     with pytest.raises(exc):
         jax.jit(lambda k, sig: S.step(k, state, (x, y), STEP_MODEL, make_cfg(cfg)))(jax.random.key(0), 1.0)
+
+
+@pytest.mark.parametrize("key, exc, words", [
+    # old: JAX's "split accepts a single key, but was given a key array of shape (3,)" from inside the run
+    (lambda: jax.random.split(jax.random.key(0), 3), ValueError, "rng_key must be a single JAX key"),
+    # old: JAX's "invalid PRNG key data: expected key_data.shape to end with (2,); got shape=(4,)"
+    (lambda: jax.random.key(0, impl="rbg"), ValueError, "default implementation 'threefry2x32'"),
+    # old: "rng_key must be None ..., got ArrayImpl" (the key was a key, only of the wrong shape or dtype)
+    (lambda: jax.random.split(jax.random.PRNGKey(0), 3), TypeError, "uint32 array of shape (2,), got dtype uint32 and shape (3, 2)"),
+    (lambda: np.array([0, 1]), TypeError, "uint32 array of shape (2,), got dtype int64"),
+])
+def test_run_names_what_is_wrong_with_a_user_key(key, exc, words):
+    """The shared `privacy.resolve_key` (every mechanism's rng_key): a key array, a key of another JAX
+    implementation, a raw key of the wrong shape or dtype. Twins: the valid forms run and reproduce."""
+    from dpposterior.privacy import resolve_key
+
+    with pytest.raises(exc) as info:
+        resolve_key(key())
+    assert words in str(info.value)
+    x, y = _logistic_data()
+    with pytest.raises(exc):
+        S.run(MODEL, (x, y), noise_multiplier=1.0, rng_key=key(), **RUN)
+    assert resolve_key(jax.random.key(3))[1] == "user"
+    assert np.array_equal(resolve_key(jax.random.key(3))[0], resolve_key(jax.random.PRNGKey(3))[0])
+    assert np.array_equal(resolve_key(np.asarray(jax.random.PRNGKey(3)))[0], resolve_key(3)[0])

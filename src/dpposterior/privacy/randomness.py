@@ -31,7 +31,8 @@ def resolve_key(rng_key: Any) -> tuple[jax.Array, str]:
     Raises:
       TypeError: if ``rng_key`` is none of these.
       ValueError: an int seed outside [0, 2**32) (JAX would keep only its low 32 bits, and a negative
-        seed gives the key of a seed in that range).
+        seed gives the key of a seed in that range); an array of keys, or a key of another
+        implementation than JAX's default (e.g. ``impl="rbg"``), which the callers cannot use.
     """
     if rng_key is None:
         return jax.random.key_data(os_seeded_key()), "os"
@@ -47,9 +48,19 @@ def resolve_key(rng_key: Any) -> tuple[jax.Array, str]:
         return jax.random.PRNGKey(seed), "user"
     if isinstance(rng_key, jax.Array) or isinstance(rng_key, np.ndarray):
         if jax.dtypes.issubdtype(rng_key.dtype, jax.dtypes.prng_key):
+            # the callers wrap the key data back into a key of the default implementation: one key of that kind
+            if rng_key.shape != ():
+                raise ValueError(f"rng_key must be a single JAX key, got an array of keys of shape {rng_key.shape} "
+                                 "(one run takes one key: pass keys[i])")
+            impl, default = str(jax.random.key_impl(rng_key)), str(jax.random.key_impl(jax.random.key(0)))
+            if impl != default:
+                raise ValueError(f"rng_key must be a key of JAX's default implementation {default!r} "
+                                 f"(jax.random.key(seed)), got a key of implementation {impl!r}")
             return jax.random.key_data(rng_key), "user"
         if rng_key.shape == (2,) and rng_key.dtype == np.uint32:
             return jax.numpy.asarray(rng_key), "user"
+        raise TypeError("rng_key as a raw key (jax.random.PRNGKey) must be a uint32 array of shape (2,), got dtype "
+                        f"{rng_key.dtype} and shape {rng_key.shape}; an int seed or jax.random.key(seed) also works")
     raise TypeError(
         "rng_key must be None (seed from the operating system), an int seed, or a JAX PRNG key "
         f"(jax.random.PRNGKey / jax.random.key), got {type(rng_key).__name__}"
