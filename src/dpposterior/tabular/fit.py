@@ -571,8 +571,9 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
     t0 = time.perf_counter()
     design, fn, label, _ = _load(data, schema, target, model, features, log, target_kind=target_kind)
     clip = default_clip(design, model) if clip is None else clip
+    # N is read from the data without noise: its label goes with it wherever it is shown (here the log)
     log(f"[2/4] DPVI: ({epsilon:g}, {delta:g})-DP, T={num_steps}, q={sampling_rate:g}, C={clip:.4g}, "
-        f"N={design.num_records}")
+        f"N={design.num_records} (not privatised, treated as public)")
     trace = dpvi(fn, design.X, design.y, epsilon=epsilon, delta=delta, num_steps=num_steps,
                  sampling_rate=sampling_rate, clip=clip, beta_rho=beta_rho,
                  rng_key=None if seed is None else jax.random.PRNGKey(seed), progress=progress,
