@@ -148,3 +148,19 @@ def test_dp_sgd_trace_labels_its_dataset_size_public(fitter):
     assert ("dataset_size", "public") in trace.privacy.details and trace.dataset_size == 9
     given = fn(model, x, epsilon=1.0, delta=1e-5, num_steps=40, clip=1.0, rng_key=0, dataset_size=100)
     assert ("dataset_size", "public") in given.privacy.details and given.dataset_size == 100
+
+
+def test_gibbs_ss_noisy_warning_labels_n_as_not_privatised(monkeypatch):
+    """compare's gibbs-ss-noisy post-processing warns on stderr when its chain barely moves, naming N."""
+    import jax.numpy as jnp
+
+    from dpposterior.baselines import regression as RG
+
+    rng = np.random.default_rng(0)
+    rel = RG.release_regression_statistics(rng.uniform(-1, 1, (N, 2)), rng.uniform(-1, 1, N), epsilon=1.0,
+                                           x_bound=1.0, y_bound=1.0, rng_key=0)
+    monkeypatch.setattr(RG, "sample_chain", lambda *a, **k: (jnp.zeros((4, 3)), jnp.ones(4), jnp.float32(0.0)))
+    with pytest.warns(RuntimeWarning, match="barely moves") as caught:
+        RG.gibbs_ss_noisy(rel, num_warmup=1, num_draws=4, rng_key=0)
+    text = " ".join(str(w.message) for w in caught)
+    assert f"N = {N} for 2 features; N is public, not privatised" in text
