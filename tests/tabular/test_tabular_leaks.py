@@ -164,3 +164,30 @@ def test_gibbs_ss_noisy_warning_labels_n_as_not_privatised(monkeypatch):
         RG.gibbs_ss_noisy(rel, num_warmup=1, num_draws=4, rng_key=0)
     text = " ".join(str(w.message) for w in caught)
     assert f"N = {N} for 2 features; N is public, not privatised" in text
+
+
+def test_seeded_clip_check_shares_no_key_with_the_dp_sgd_run(tmp_path, monkeypatch):
+    """--seed with --clip-check: the histogram's key is none of the seeded DPVI run's step keys (it was
+    step 1's: threefry's split is prefix-stable, so its two keys were that step's sampling and ELBO keys)."""
+    import jax
+
+    import dpposterior.vi as vi
+    from dpposterior.dpsgd.sampling import step_keys
+
+    data, schema = _table(tmp_path)
+    seen = []
+
+    def capture(*args, rng_key=None, **kwargs):
+        seen.append(rng_key)
+        raise ValueError("captured")
+
+    monkeypatch.setattr(vi, "gradient_norm_histogram", capture)
+    steps = min_steps("na-dpvi")
+    with pytest.raises(ValueError, match="captured"):
+        fit_table(data, schema, "y", epsilon=1.0, delta=1e-5, num_steps=steps, out=tmp_path / "out", seed=7,
+                  clip_check=1.0, progress=False, log=lambda m: None)
+    raw = np.asarray(seen[0], np.uint32)
+    ours = {np.asarray(jax.random.key_data(k)).tobytes() for k in jax.random.split(jax.random.wrap_key_data(raw))}
+    run = {np.asarray(jax.random.key_data(k)).tobytes()
+           for t in range(steps) for k in step_keys(jax.random.PRNGKey(7), t)}
+    assert not ours & run
