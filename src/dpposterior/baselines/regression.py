@@ -996,8 +996,9 @@ def gibbs_ss_noisy(release: RegressionStatisticsRelease, *, num_warmup: int = 10
     if float(acc) < LOW_ACCEPTANCE:  # a function of the release only: safe to say
         warnings.warn(f"Gibbs-SS-Noisy kept {float(acc):.1%} of its latent proposals (below {LOW_ACCEPTANCE:.0%}): "
                       "the chain barely moves and its draws mostly reflect its data-independent start (typical "
-                      f"with few records, here N = {release.num_records} for {release.num_features} features); "
-                      "do not read them as a posterior without checking diagnostics['acceptance'] and the mixing",
+                      f"with few records, here N = {release.num_records} for {release.num_features} features; N is "
+                      "public, not privatised); do not read them as a posterior without checking "
+                      "diagnostics['acceptance'] and the mixing",
                       RuntimeWarning, stacklevel=2)
     diag = {"acceptance": float(acc), "num_warmup": num_warmup, "num_draws": num_draws, "thin": thin,
             "snapped": release.snapped is not None,

@@ -71,7 +71,9 @@ def _chain_privacy(kernel: Kernel, num_iterations: int, total_delta: float | Non
                    ("total_bound_C", c.total_bound), ("max_bound_c_max", c.max_bound),
                    ("epsilon_advanced_composition", authors),
                    ("sampling", "with replacement, probabilities c_i/C, size Poisson(lambda + C M)"),
-                   ("reference", "papers/dp-fast-mh.txt Theorem 2; NOTES.md section 4"))
+                   ("reference", "papers/dp-fast-mh.txt Theorem 2; NOTES.md section 4"),
+                   # total_bound_C and batch_cap grow with N and the c_i: not privatised, as the paper has it
+                   ("num_records", "public"), ("bound_constants", "public"))
         return PrivacySpent(epsilon=eps, delta=dg, neighbouring=NEIGHBOURING, accountant=acc,
                             mechanism="dp_fast_mh", noise_multiplier=c.sigma2, sampling_rate=1.0, num_steps=t,
                             seeded_by=seeded_by, details=details)

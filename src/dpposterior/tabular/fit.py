@@ -345,22 +345,39 @@ def _check_clip_check_methods(methods: Sequence[str]) -> None:
                      "drop --clip-check")
 
 
+#: what the clip check's seeded key folds into ``PRNGKey(seed)``: the index of a step no run reaches
+CLIP_CHECK_KEY_INDEX = 2**32 - 1
+
+
+def clip_check_key(seed: int) -> Any:
+    """The key of the clip check of the DP-SGD run seeded with ``seed`` (``--seed``, reproduction only):
+    ``fold_in(PRNGKey(seed), 2**32 - 1)``.
+
+    DP-SGD's step t draws its sampling, ELBO and noise keys from ``split(fold_in(PRNGKey(seed), t), 3)``
+    (DPVIm's from ``fold_in`` of that step key), and threefry's ``split`` gives the same first keys
+    whatever the count, so ``fold_in(PRNGKey(seed), 1)`` (used until 2026-12-02) handed the check the
+    sampling and ELBO keys of step 1. The index 2**32 - 1 is a step no run reaches (a trace of 2**32
+    steps exceeds any memory), so no key is shared.
+    """
+    import jax
+
+    return jax.random.fold_in(jax.random.PRNGKey(seed), CLIP_CHECK_KEY_INDEX)
+
+
 def _clip_check(trace: Any, fn: Callable, design: Design, model: str, epsilon: float, seed: int | None,
                 secure: bool, out: Path, log: Callable[[str], Any], *, method: str | None = None) -> Any:
     """The gradient-norm histogram release of ``fit --clip-check`` (and ``compare --clip-check``, of the
     DP-SGD release of ``method``), saved as ``out/clip_check.json`` (``compare``:
-    ``out/CLIP_CHECK_FILES[method]``). With ``seed``, its key is ``fold_in(seed, 1)``, not the key of
-    any DP-SGD release (those are ``PRNGKey(seed)``, or ``seed + i`` in ``compare``).
+    ``out/CLIP_CHECK_FILES[method]``). With ``seed``, its key is :func:`clip_check_key` of it, no key
+    that the DP-SGD run seeded with ``seed`` (``PRNGKey(seed)``, or ``seed + i`` in ``compare``) uses.
 
     In ``compare`` (``method`` given) the record names the checked release and states the release and
     its check composed (``"release"``, ``"release_and_check"``: PLD, :class:`~dpposterior.privacy.Ledger`,
     at the release's delta); the histogram is returned with that total, ``(hist, total)``."""
-    import jax
-
     from ..privacy import Ledger
     from ..vi import gradient_norm_histogram
 
-    key = None if seed is None else jax.random.fold_in(jax.random.PRNGKey(seed), 1)  # not the DPVI noise's key
+    key = None if seed is None else clip_check_key(seed)  # none of the DP-SGD run's keys
     hist = gradient_norm_histogram(trace, fn, design.X, design.y, epsilon=epsilon, rng_key=key, secure=secure,
                                    **model_kwargs(model))
     record = {"edges": [float(e) for e in hist.edges], "counts": [float(c) for c in hist.counts],
@@ -571,8 +588,9 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
     t0 = time.perf_counter()
     design, fn, label, _ = _load(data, schema, target, model, features, log, target_kind=target_kind)
     clip = default_clip(design, model) if clip is None else clip
+    # N is read from the data without noise: its label goes with it wherever it is shown (here the log)
     log(f"[2/4] DPVI: ({epsilon:g}, {delta:g})-DP, T={num_steps}, q={sampling_rate:g}, C={clip:.4g}, "
-        f"N={design.num_records}")
+        f"N={design.num_records} (not privatised, treated as public)")
     trace = dpvi(fn, design.X, design.y, epsilon=epsilon, delta=delta, num_steps=num_steps,
                  sampling_rate=sampling_rate, clip=clip, beta_rho=beta_rho,
                  rng_key=None if seed is None else jax.random.PRNGKey(seed), progress=progress,
@@ -708,7 +726,7 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
     the methods' releases get what they would get without it, and each check comes on top, composed
     into the reported total (which can then exceed (epsilon, delta) under ``"split"``). The report
     tables the noisy bins and warns when more than 5% of the records were clipped (the seeded key,
-    with ``seed``: ``fold_in(PRNGKey(seed + i), 1)`` for the checked release i).
+    with ``seed``: :func:`clip_check_key` of ``seed + i`` for the checked release i).
 
     Returns:
       ``{"posteriors": {method: posterior}, "ledger": Ledger, "total": PrivacySpent, "report_html",

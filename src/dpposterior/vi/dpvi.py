@@ -115,7 +115,8 @@ def dpvi(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: i
         ``functools.partial(model, name=value)`` instead (given both ways, it is refused).
 
     Returns:
-      A DPVITrace with the PrivacySpent of the run.
+      A DPVITrace with the PrivacySpent of the run; its ``details`` record ``("dataset_size", "public")``:
+      the trace's ``dataset_size`` (the number of records unless given) is not privatised.
 
     Raises:
       ValueError: among the input checks (each message names the argument): a record whose observed
@@ -175,7 +176,16 @@ def dpvi(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: i
     return DPVITrace(phi=np.asarray(run.params), grads=np.asarray(run.grads), final_phi=np.asarray(run.final_params),
                      beta=np.asarray(beta_vec), learning_rate=np.asarray(lr), clip=clip, noise_multiplier=sigma,
                      sampling_rate=sampling_rate, num_steps=num_steps, dataset_size=dataset_size, num_mc=num_mc,
-                     layout=layout, privacy=run.privacy, model_name=model_name or getattr(model, "__name__", ""))
+                     layout=layout, privacy=_public_size(run.privacy),
+                     model_name=model_name or getattr(model, "__name__", ""))
+
+
+def _public_size(privacy: Any) -> Any:
+    """``privacy`` with ``("dataset_size", "public")`` in its details: the trace stores N, read from the
+    data without noise (or given), and whatever file or ledger carries the trace says it is not privatised."""
+    import dataclasses
+
+    return dataclasses.replace(privacy, details=tuple(privacy.details) + (("dataset_size", "public"),))
 
 
 _LOSS_CACHE: dict[Any, Callable] = {}

@@ -322,7 +322,8 @@ def dpvim(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: 
         ``functools.partial(model, name=value)`` instead (given both ways, it is refused).
 
     Returns:
-      A :class:`DPVImTrace` with its PrivacySpent; ``.noise_aware_posterior()`` gives the baseline.
+      A :class:`DPVImTrace` with its PrivacySpent (whose ``details`` record ``("dataset_size", "public")``:
+      N is not privatised); ``.noise_aware_posterior()`` gives the baseline.
 
     Raises:
       ValueError: among the input checks: a record whose observed value lies outside its
@@ -402,7 +403,8 @@ def dpvim(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: 
                            mechanism=MECHANISM, noise_multiplier=sigma, sampling_rate=sampling_rate,
                            num_steps=num_steps, seeded_by=seeded_by,
                            details=(("clip", clip), ("sampling", "poisson"), ("clipped", "loc gradient only"),
-                                    ("algorithm", "dpvim_natural" if natural_gradient else "dpvim")))
+                                    ("algorithm", "dpvim_natural" if natural_gradient else "dpvim"),
+                                    ("dataset_size", "public")))  # N, stored with the trace: not privatised
     return DPVImTrace(mu=np.asarray(mus), rho=np.asarray(rhos), loc_grads=np.asarray(gmus),
                       final_phi=np.asarray(final), layout=layout, privacy=privacy, clip=clip,
                       noise_multiplier=sigma, sampling_rate=sampling_rate, num_steps=num_steps,
