@@ -346,7 +346,8 @@ def dpvim_cell(model_name: str, datasets: Any, epsilon: float, key: Any, num_dra
                            mechanism=DV.MECHANISM, noise_multiplier=sigma, sampling_rate=sampling_rate,
                            num_steps=num_steps, seeded_by="user",
                            details=(("clip", clip), ("sampling", "poisson"), ("clipped", "loc gradient only"),
-                                    ("algorithm", "dpvim_natural" if natural_gradient else "dpvim")))
+                                    ("algorithm", "dpvim_natural" if natural_gradient else "dpvim"),
+                                    ("dataset_size", "public")))  # as dpvim labels the N of its trace
     diag = {"method": "dpvim", "reading": reading, "natural_gradient": natural_gradient, "clip": clip,
             "noise_multiplier": sigma, "learning_rate": [lr_mu, lr_rho],
             "converged_share": float(np.mean(conv)), "mean_start": float(np.mean(start))}

@@ -346,7 +346,8 @@ def dpvi_privacy(config: CellConfig, setup: DPVISetup) -> PrivacySpent:
     return PrivacySpent(epsilon=eps, delta=config.delta, neighbouring="add_remove", accountant=config.accountant,
                         mechanism=DPSGD_MECHANISM, noise_multiplier=setup.noise_multiplier,
                         sampling_rate=config.sampling_rate, num_steps=config.num_steps, seeded_by="user",
-                        details=(("clip", setup.clip), ("sampling", "poisson")))
+                        details=(("clip", setup.clip), ("sampling", "poisson"),
+                                 ("dataset_size", "public")))  # as dpvi labels the N its trace stores
 
 
 @functools.lru_cache(maxsize=16)
