@@ -129,7 +129,9 @@ class Posterior:
                 prob: float = 0.9) -> list[dict[str, Any]]:
         """Rows (one per constrained scalar) with mean, sd and the central ``prob`` interval.
 
-        The interval's ends are keyed by their quantile levels, e.g. ``q0.05`` and ``q0.95`` for
+        Each row's ``parameter`` names the scalar as ArviZ does (:meth:`to_arviz`, :meth:`summary_table`):
+        the site name for a scalar site, else the name with its index, ``w[0]`` for a site of shape (1,)
+        and ``M[0, 1]`` for a matrix site. The interval's ends are keyed by their quantile levels, e.g. ``q0.05`` and ``q0.95`` for
         ``prob=0.9`` and ``q0.0005`` and ``q0.9995`` for ``prob=0.999``.
         """
         if not 0 < check_real("prob", prob) < 1:
@@ -141,28 +143,39 @@ class Posterior:
         for name, v in draws.items():
             v = np.asarray(v).reshape(num_samples, -1)
             shape = self.layout.sites[self.layout.names.index(name)].shape
-            for j in range(v.shape[1]):
-                label = name if v.shape[1] == 1 else f"{name}[{','.join(map(str, np.unravel_index(j, shape)))}]"
+            for j, label in enumerate(scalar_labels(name, shape)):
                 col = v[:, j]
                 rows.append({"parameter": label, "mean": float(col.mean()), "sd": float(col.std()),
                              lo_key: float(np.quantile(col, lo_q)), hi_key: float(np.quantile(col, hi_q))})
         return rows
 
     def to_arviz(self, key: jax.Array | None = None, num_samples: int = 4000):
-        """An ArviZ InferenceData of constrained draws (one chain), with the privacy record in attrs."""
-        from .._arviz import import_arviz
-        az = import_arviz()
+        """An ArviZ InferenceData of constrained draws (one chain), with the privacy record in attrs.
 
+        The draws are :meth:`sample`'s at ``key`` (fixed key 0 unless given, as :meth:`summary`, so the
+        two describe the same draws); the variables keep the model's order of the latent sites."""
         draws = self.sample(jax.random.PRNGKey(0) if key is None else key, num_samples)
-        posterior = {k: np.asarray(v)[None, ...] for k, v in draws.items()}
-        attrs = {"method": self.method, "privacy": self.privacy.summary()}
-        attrs.update({f"privacy_{k}": str(v) for k, v in self.privacy.to_dict().items()})
-        return az.from_dict(posterior=posterior, attrs=attrs)
+        return draws_to_arviz(draws, self.method, self.privacy)
 
     def summary_table(self, key: jax.Array | None = None, num_samples: int = 4000, prob: float = 0.9):
         """ArviZ's summary table (``arviz.summary(kind="stats")``: mean, sd, HDI at ``prob``) of
         :meth:`to_arviz`, as a pandas DataFrame with the privacy record in ``.attrs["privacy"]``."""
         return _summary_table(self.to_arviz(key, num_samples), self.privacy, prob)
+
+
+def draws_to_arviz(draws: dict[str, Any], method: str, privacy: PrivacySpent):
+    """An InferenceData of one chain of constrained ``draws`` (one array (M, *site shape) per site), with
+    the privacy record in attrs and the variables in the order of ``draws`` (the model's order of the
+    latent sites; ``arviz.from_dict`` sorts them by name, so its summary table listed ``A`` before ``s``
+    where ``summary`` lists ``s`` first)."""
+    from .._arviz import import_arviz
+    az = import_arviz()
+
+    posterior = {k: np.asarray(v)[None, ...] for k, v in draws.items()}
+    attrs = {"method": method, "privacy": privacy.summary()}
+    attrs.update({f"privacy_{k}": str(v) for k, v in privacy.to_dict().items()})
+    idata = az.from_dict(posterior=posterior, attrs=attrs)
+    return az.InferenceData(posterior=idata.posterior[list(posterior)], attrs=dict(idata.attrs))
 
 
 def _summary_table(idata: Any, privacy: PrivacySpent, prob: float):
@@ -180,6 +193,14 @@ def point_posterior(layout: ParamLayout, phi: jax.Array, privacy: PrivacySpent,
                     method: str = "last_iterate") -> Posterior:
     """q(theta; phi) at one phi: the naive baseline that ignores the DP noise."""
     return Posterior(layout=layout, phi_star=jnp.asarray(phi)[None, :], privacy=privacy, method=method)
+
+
+def scalar_labels(name: str, shape: tuple[int, ...]) -> list[str]:
+    """The names of a site's scalars in C order, as ArviZ's summary names them: ``name`` for a scalar
+    site (shape ()), else ``name[i]`` / ``name[i, j]`` (a site of shape (1,) is ``w[0]``, not ``w``)."""
+    if len(shape) == 0:
+        return [name]
+    return [f"{name}[{', '.join(map(str, idx))}]" for idx in np.ndindex(*shape)]
 
 
 def interval_labels(prob: float) -> tuple[str, str]:
