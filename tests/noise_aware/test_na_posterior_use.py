@@ -78,3 +78,19 @@ def test_to_arviz_keeps_site_shapes_order_dims_and_the_privacy_record(post):
             assert np.array_equal(v.values[0], np.asarray(draws[name]))
     assert idata.attrs["privacy"] == SPENT.summary() and idata.attrs["privacy_epsilon"] == "1.0"
     assert idata.attrs["method"] == post.method
+
+
+def test_summary_is_the_central_interval_mean_and_sd_of_the_draws_of_sample():
+    # already right (2026-12-02): the equal-tailed interval, mean and population sd (ddof 0) of the
+    # constrained draws sample() gives at the same key, per scalar, for every kind of site
+    post = next(_posteriors())
+    draws = post.sample(7, 400)
+    assert {k: v.shape for k, v in draws.items()} == {s.name: (400, *s.shape) for s in post.layout.sites}
+    cols = np.concatenate([np.asarray(v).reshape(400, -1) for v in draws.values()], axis=1)
+    rows = post.summary(key=7, num_samples=400, prob=0.8)
+    np.testing.assert_array_equal([r["mean"] for r in rows], [np.float32(c.mean()) for c in cols.T])
+    np.testing.assert_allclose([r["q0.1"] for r in rows], np.quantile(cols, 0.1, axis=0), rtol=1e-6)
+    np.testing.assert_allclose([r["q0.9"] for r in rows], np.quantile(cols, 0.9, axis=0), rtol=1e-6)
+    np.testing.assert_allclose([r["sd"] for r in rows], cols.std(axis=0), rtol=1e-6)
+    assert np.allclose(np.asarray(draws["pi"]).sum(-1), 1, atol=1e-6) and np.all(np.asarray(draws["s"]) > 0)
+    assert np.all((np.asarray(draws["u"]) > -1) & (np.asarray(draws["u"]) < 3))

@@ -131,8 +131,10 @@ class Posterior:
 
         Each row's ``parameter`` names the scalar as ArviZ does (:meth:`to_arviz`, :meth:`summary_table`):
         the site name for a scalar site, else the name with its index, ``w[0]`` for a site of shape (1,)
-        and ``M[0, 1]`` for a matrix site. The interval's ends are keyed by their quantile levels, e.g. ``q0.05`` and ``q0.95`` for
-        ``prob=0.9`` and ``q0.0005`` and ``q0.9995`` for ``prob=0.999``.
+        and ``M[0, 1]`` for a matrix site. The statistics are those of :meth:`sample`'s draws at ``key``
+        (fixed key 0 unless given, as :meth:`to_arviz`); ``sd`` is their population sd (ddof 0; ArviZ's
+        is ddof 1). The interval's ends are keyed by their quantile levels, e.g. ``q0.05`` and ``q0.95``
+        for ``prob=0.9`` and ``q0.0005`` and ``q0.9995`` for ``prob=0.999``.
         """
         if not 0 < check_real("prob", prob) < 1:
             raise ValueError(f"prob must lie in (0, 1), got {prob!r}")
