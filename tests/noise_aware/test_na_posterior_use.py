@@ -94,3 +94,26 @@ def test_summary_is_the_central_interval_mean_and_sd_of_the_draws_of_sample():
     np.testing.assert_allclose([r["sd"] for r in rows], cols.std(axis=0), rtol=1e-6)
     assert np.allclose(np.asarray(draws["pi"]).sum(-1), 1, atol=1e-6) and np.all(np.asarray(draws["s"]) > 0)
     assert np.all((np.asarray(draws["u"]) > -1) & (np.asarray(draws["u"]) < 3))
+
+
+@pytest.mark.parametrize("post", list(_posteriors()), ids=["Posterior", "DrawsPosterior"])
+def test_a_key_that_would_give_another_seeds_draws_is_refused(post):
+    # -1 gave the draws of 2**32 - 1 and 2**32 + 5 those of 5 (JAX keeps 32 bits of an int seed),
+    # silently; 2**70 was an OverflowError; an array of keys a JAX error from inside split/randint
+    import jax
+
+    assert np.array_equal(post.sample(5, 3)["w"], post.sample(np.uint32(5), 3)["w"])
+    post.sample(2**32 - 1, 2), post.sample(jax.random.key(3), 2), post.summary(key=0, num_samples=2)
+    for seed in (-1, 2**32, 2**32 + 5, 2**70):
+        with pytest.raises(ValueError, match=r"key as an int seed must lie in \[0, 2\*\*32\)"):
+            post.sample(seed, 2)
+    if not isinstance(post, DrawsPosterior):  # DrawsPosterior.summary uses every stored draw, no key
+        with pytest.raises(ValueError, match=r"key as an int seed"):
+            post.summary(key=-1, num_samples=2)
+    with pytest.raises(ValueError, match=r"key as an int seed"):
+        post.predictive(-1, lambda: None)
+    with pytest.raises(ValueError, match=r"a single JAX key, got an array of keys of shape \(3,\)"):
+        post.sample(jax.random.split(jax.random.key(0), 3), 2)
+    for raw in (jax.random.split(jax.random.PRNGKey(0), 3), np.zeros(3, np.uint32)):
+        with pytest.raises(TypeError, match=r"raw key \(jax.random.PRNGKey\) must be a uint32 array of shape \(2,\)"):
+            post.sample(raw, 2)
