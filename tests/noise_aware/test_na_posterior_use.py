@@ -117,3 +117,14 @@ def test_a_key_that_would_give_another_seeds_draws_is_refused(post):
     for raw in (jax.random.split(jax.random.PRNGKey(0), 3), np.zeros(3, np.uint32)):
         with pytest.raises(TypeError, match=r"raw key \(jax.random.PRNGKey\) must be a uint32 array of shape \(2,\)"):
             post.sample(raw, 2)
+
+
+@pytest.mark.parametrize("name", ["chain", "draw", "w_dim_0"])
+def test_a_site_named_like_an_arviz_dimension_is_an_error_not_left_out(name):
+    # ArviZ made such a site a coordinate: to_arviz and summary_table silently lacked it
+    layout = ParamLayout((Site(name, (2,), (2,), REAL), Site("w", (2,), (2,), REAL)))
+    post = point_posterior(layout, np.zeros(8, np.float32), SPENT)
+    assert [r["parameter"] for r in post.summary(num_samples=5)][:2] == [f"{name}[0]", f"{name}[1]"]
+    for convert in (post.to_arviz, post.summary_table):
+        with pytest.raises(ValueError, match=rf"latent sites \['{name}'\] cannot be ArviZ variables"):
+            convert(num_samples=5)

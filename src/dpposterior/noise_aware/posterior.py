@@ -74,7 +74,14 @@ class Posterior:
         return family.sample_mixture(k2, self.sample_phi(k1, num_samples))
 
     def sample(self, key: jax.Array, num_samples: int) -> dict[str, jax.Array]:
-        """Draws of the constrained values, one array (num_samples, *site shape) per latent site."""
+        """Draws of the constrained values, one array (num_samples, *site shape) per latent site.
+
+        ``key``: a single JAX PRNG key or an int seed in [0, 2**32); the same key gives the same draws.
+
+        Raises:
+          ValueError: ``num_samples`` not an integer >= 1, an int seed outside [0, 2**32), an array of keys.
+          TypeError: ``key`` neither a JAX key nor an int.
+        """
         return self.layout.constrain(self.sample_unconstrained(key, num_samples))
 
     def mean_unconstrained(self) -> jax.Array:
@@ -106,7 +113,8 @@ class Posterior:
         ``dpvi`` converts its data arrays.
 
         Args:
-          key: a JAX PRNG key or an int seed.
+          key: a single JAX PRNG key (``jax.random.key`` / ``jax.random.PRNGKey``) or an int seed in
+            [0, 2**32) (JAX keeps 32 bits of a seed: others are refused, not wrapped to another seed's draws).
           model: the NumPyro model that was fitted.
           *new_data: the model's positional arguments for the new records.
           num_samples: the number of posterior draws, the leading axis of every returned array (1000 if
@@ -155,7 +163,13 @@ class Posterior:
         """An ArviZ InferenceData of constrained draws (one chain), with the privacy record in attrs.
 
         The draws are :meth:`sample`'s at ``key`` (fixed key 0 unless given, as :meth:`summary`, so the
-        two describe the same draws); the variables keep the model's order of the latent sites."""
+        two describe the same draws); the variables keep the model's order of the latent sites.
+
+        Raises:
+          ValueError: a latent site is named like an ArviZ dimension (``chain``, ``draw``,
+            ``<site>_dim_<k>``), which ArviZ would make a coordinate and leave out; a bad ``key`` as in
+            :meth:`sample`.
+        """
         draws = self.sample(jax.random.PRNGKey(0) if key is None else key, num_samples)
         return draws_to_arviz(draws, self.method, self.privacy)
 
@@ -176,7 +190,18 @@ def draws_to_arviz(draws: dict[str, Any], method: str, privacy: PrivacySpent):
     posterior = {k: np.asarray(v)[None, ...] for k, v in draws.items()}
     attrs = {"method": method, "privacy": privacy.summary()}
     attrs.update({f"privacy_{k}": str(v) for k, v in privacy.to_dict().items()})
-    idata = az.from_dict(posterior=posterior, attrs=attrs)
+    try:
+        idata = az.from_dict(posterior=posterior, attrs=attrs)
+    except ValueError as e:  # e.g. a site named like another site's dimension, of another length
+        raise ValueError(f"ArviZ cannot hold the latent sites {list(posterior)} as variables ({e}); a site "
+                         "named 'chain', 'draw' or '<site>_dim_<k>' takes a dimension's name: rename it in the "
+                         "model") from e
+    lost = [k for k in posterior if k not in idata.posterior.data_vars]
+    if lost:  # ArviZ made them coordinates: they would be left out of to_arviz and summary_table, silently
+        raise ValueError(f"the latent sites {lost} cannot be ArviZ variables: ArviZ names its dimensions 'chain', "
+                         "'draw' and '<site>_dim_<k>', and makes a variable of such a name a coordinate, so it would "
+                         "be left out of to_arviz and summary_table; rename the site in the model (sample and "
+                         "summary hold it)")
     return az.InferenceData(posterior=idata.posterior[list(posterior)], attrs=dict(idata.attrs))
 
 
