@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import check_real
-from ..noise_aware.posterior import _check_num, _key, _model_keywords, _summary_table, run_predictive
+from ..noise_aware.posterior import _check_num, _key, _model_keywords, _summary_table, draws_to_arviz, run_predictive
 from ..privacy.spent import PrivacySpent
 from ..vi.layout import ParamLayout
 
@@ -94,10 +94,11 @@ class DrawsPosterior:
 
     def summary(self, key: Any = None, num_samples: int | None = None, prob: float = 0.9) -> list[dict[str, Any]]:
         """Rows (one per constrained scalar) with mean, sd and the central ``prob`` interval of the
-        stored draws (``key``/``num_samples`` ignored: every stored draw is used)."""
+        stored draws (``key``/``num_samples`` ignored: every stored draw is used); each ``parameter``
+        named as ArviZ names it, as :meth:`Posterior.summary`."""
         if not 0 < check_real("prob", prob) < 1:
             raise ValueError(f"prob must lie in (0, 1), got {prob!r}")
-        from ..noise_aware.posterior import interval_labels
+        from ..noise_aware.posterior import interval_labels, scalar_labels
 
         lo_q, hi_q = (1 - prob) / 2, 1 - (1 - prob) / 2
         lo_key, hi_key = interval_labels(prob)  # as Posterior.summary: q0.0005 / q0.9995 at 0.999, not q1
@@ -105,8 +106,7 @@ class DrawsPosterior:
         for name, v in self.constrained_draws().items():
             v = np.asarray(v).reshape(self.num_draws, -1)
             shape = self.layout.sites[self.layout.names.index(name)].shape
-            for j in range(v.shape[1]):
-                label = name if v.shape[1] == 1 else f"{name}[{','.join(map(str, np.unravel_index(j, shape)))}]"
+            for j, label in enumerate(scalar_labels(name, shape)):
                 col = v[:, j]
                 rows.append({"parameter": label, "mean": float(col.mean()), "sd": float(col.std()),
                              lo_key: float(np.quantile(col, lo_q)), hi_key: float(np.quantile(col, hi_q))})
@@ -127,14 +127,10 @@ class DrawsPosterior:
                               model, new_data, kw)
 
     def to_arviz(self, key: Any = None, num_samples: int | None = None):
-        """An ArviZ InferenceData of the stored constrained draws (one chain), privacy record in attrs."""
-        from .._arviz import import_arviz
-        az = import_arviz()
+        """An ArviZ InferenceData of the stored constrained draws (one chain), privacy record in attrs.
 
-        posterior = {k: np.asarray(v)[None, ...] for k, v in self.constrained_draws().items()}
-        attrs = {"method": self.method, "privacy": self.privacy.summary()}
-        attrs.update({f"privacy_{k}": str(v) for k, v in self.privacy.to_dict().items()})
-        return az.from_dict(posterior=posterior, attrs=attrs)
+        The variables keep the model's order of the latent sites (ArviZ's ``from_dict`` sorts them)."""
+        return draws_to_arviz(self.constrained_draws(), self.method, self.privacy)
 
     def summary_table(self, key: Any = None, num_samples: int | None = None, prob: float = 0.9):
         """ArviZ's summary table (mean, sd, HDI at ``prob``) of the stored draws, privacy in ``.attrs``."""

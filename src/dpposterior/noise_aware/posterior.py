@@ -74,7 +74,14 @@ class Posterior:
         return family.sample_mixture(k2, self.sample_phi(k1, num_samples))
 
     def sample(self, key: jax.Array, num_samples: int) -> dict[str, jax.Array]:
-        """Draws of the constrained values, one array (num_samples, *site shape) per latent site."""
+        """Draws of the constrained values, one array (num_samples, *site shape) per latent site.
+
+        ``key``: a single JAX PRNG key or an int seed in [0, 2**32); the same key gives the same draws.
+
+        Raises:
+          ValueError: ``num_samples`` not an integer >= 1, an int seed outside [0, 2**32), an array of keys.
+          TypeError: ``key`` neither a JAX key nor an int.
+        """
         return self.layout.constrain(self.sample_unconstrained(key, num_samples))
 
     def mean_unconstrained(self) -> jax.Array:
@@ -106,7 +113,8 @@ class Posterior:
         ``dpvi`` converts its data arrays.
 
         Args:
-          key: a JAX PRNG key or an int seed.
+          key: a single JAX PRNG key (``jax.random.key`` / ``jax.random.PRNGKey``) or an int seed in
+            [0, 2**32) (JAX keeps 32 bits of a seed: others are refused, not wrapped to another seed's draws).
           model: the NumPyro model that was fitted.
           *new_data: the model's positional arguments for the new records.
           num_samples: the number of posterior draws, the leading axis of every returned array (1000 if
@@ -129,8 +137,12 @@ class Posterior:
                 prob: float = 0.9) -> list[dict[str, Any]]:
         """Rows (one per constrained scalar) with mean, sd and the central ``prob`` interval.
 
-        The interval's ends are keyed by their quantile levels, e.g. ``q0.05`` and ``q0.95`` for
-        ``prob=0.9`` and ``q0.0005`` and ``q0.9995`` for ``prob=0.999``.
+        Each row's ``parameter`` names the scalar as ArviZ does (:meth:`to_arviz`, :meth:`summary_table`):
+        the site name for a scalar site, else the name with its index, ``w[0]`` for a site of shape (1,)
+        and ``M[0, 1]`` for a matrix site. The statistics are those of :meth:`sample`'s draws at ``key``
+        (fixed key 0 unless given, as :meth:`to_arviz`); ``sd`` is their population sd (ddof 0; ArviZ's
+        is ddof 1). The interval's ends are keyed by their quantile levels, e.g. ``q0.05`` and ``q0.95``
+        for ``prob=0.9`` and ``q0.0005`` and ``q0.9995`` for ``prob=0.999``.
         """
         if not 0 < check_real("prob", prob) < 1:
             raise ValueError(f"prob must lie in (0, 1), got {prob!r}")
@@ -141,28 +153,56 @@ class Posterior:
         for name, v in draws.items():
             v = np.asarray(v).reshape(num_samples, -1)
             shape = self.layout.sites[self.layout.names.index(name)].shape
-            for j in range(v.shape[1]):
-                label = name if v.shape[1] == 1 else f"{name}[{','.join(map(str, np.unravel_index(j, shape)))}]"
+            for j, label in enumerate(scalar_labels(name, shape)):
                 col = v[:, j]
                 rows.append({"parameter": label, "mean": float(col.mean()), "sd": float(col.std()),
                              lo_key: float(np.quantile(col, lo_q)), hi_key: float(np.quantile(col, hi_q))})
         return rows
 
     def to_arviz(self, key: jax.Array | None = None, num_samples: int = 4000):
-        """An ArviZ InferenceData of constrained draws (one chain), with the privacy record in attrs."""
-        from .._arviz import import_arviz
-        az = import_arviz()
+        """An ArviZ InferenceData of constrained draws (one chain), with the privacy record in attrs.
 
+        The draws are :meth:`sample`'s at ``key`` (fixed key 0 unless given, as :meth:`summary`, so the
+        two describe the same draws); the variables keep the model's order of the latent sites.
+
+        Raises:
+          ValueError: a latent site is named like an ArviZ dimension (``chain``, ``draw``,
+            ``<site>_dim_<k>``), which ArviZ would make a coordinate and leave out; a bad ``key`` as in
+            :meth:`sample`.
+        """
         draws = self.sample(jax.random.PRNGKey(0) if key is None else key, num_samples)
-        posterior = {k: np.asarray(v)[None, ...] for k, v in draws.items()}
-        attrs = {"method": self.method, "privacy": self.privacy.summary()}
-        attrs.update({f"privacy_{k}": str(v) for k, v in self.privacy.to_dict().items()})
-        return az.from_dict(posterior=posterior, attrs=attrs)
+        return draws_to_arviz(draws, self.method, self.privacy)
 
     def summary_table(self, key: jax.Array | None = None, num_samples: int = 4000, prob: float = 0.9):
         """ArviZ's summary table (``arviz.summary(kind="stats")``: mean, sd, HDI at ``prob``) of
         :meth:`to_arviz`, as a pandas DataFrame with the privacy record in ``.attrs["privacy"]``."""
         return _summary_table(self.to_arviz(key, num_samples), self.privacy, prob)
+
+
+def draws_to_arviz(draws: dict[str, Any], method: str, privacy: PrivacySpent):
+    """An InferenceData of one chain of constrained ``draws`` (one array (M, *site shape) per site), with
+    the privacy record in attrs and the variables in the order of ``draws`` (the model's order of the
+    latent sites; ``arviz.from_dict`` sorts them by name, so its summary table listed ``A`` before ``s``
+    where ``summary`` lists ``s`` first)."""
+    from .._arviz import import_arviz
+    az = import_arviz()
+
+    posterior = {k: np.asarray(v)[None, ...] for k, v in draws.items()}
+    attrs = {"method": method, "privacy": privacy.summary()}
+    attrs.update({f"privacy_{k}": str(v) for k, v in privacy.to_dict().items()})
+    try:
+        idata = az.from_dict(posterior=posterior, attrs=attrs)
+    except ValueError as e:  # e.g. a site named like another site's dimension, of another length
+        raise ValueError(f"ArviZ cannot hold the latent sites {list(posterior)} as variables ({e}); a site "
+                         "named 'chain', 'draw' or '<site>_dim_<k>' takes a dimension's name: rename it in the "
+                         "model") from e
+    lost = [k for k in posterior if k not in idata.posterior.data_vars]
+    if lost:  # ArviZ made them coordinates: they would be left out of to_arviz and summary_table, silently
+        raise ValueError(f"the latent sites {lost} cannot be ArviZ variables: ArviZ names its dimensions 'chain', "
+                         "'draw' and '<site>_dim_<k>', and makes a variable of such a name a coordinate, so it would "
+                         "be left out of to_arviz and summary_table; rename the site in the model (sample and "
+                         "summary hold it)")
+    return az.InferenceData(posterior=idata.posterior[list(posterior)], attrs=dict(idata.attrs))
 
 
 def _summary_table(idata: Any, privacy: PrivacySpent, prob: float):
@@ -180,6 +220,14 @@ def point_posterior(layout: ParamLayout, phi: jax.Array, privacy: PrivacySpent,
                     method: str = "last_iterate") -> Posterior:
     """q(theta; phi) at one phi: the naive baseline that ignores the DP noise."""
     return Posterior(layout=layout, phi_star=jnp.asarray(phi)[None, :], privacy=privacy, method=method)
+
+
+def scalar_labels(name: str, shape: tuple[int, ...]) -> list[str]:
+    """The names of a site's scalars in C order, as ArviZ's summary names them: ``name`` for a scalar
+    site (shape ()), else ``name[i]`` / ``name[i, j]`` (a site of shape (1,) is ``w[0]``, not ``w``)."""
+    if len(shape) == 0:
+        return [name]
+    return [f"{name}[{', '.join(map(str, idx))}]" for idx in np.ndindex(*shape)]
 
 
 def interval_labels(prob: float) -> tuple[str, str]:
@@ -260,12 +308,29 @@ def _check_num(n: int) -> None:
 
 
 def _key(key: Any) -> jax.Array:
+    """A user's ``key`` (an int seed in [0, 2**32), a single JAX key, or a raw uint32 key of shape (2,))
+    as a JAX key; anything else is an error naming ``key``."""
     if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
-        return jax.random.PRNGKey(int(key))
+        seed = int(key)
+        if not 0 <= seed < 2**32:
+            # JAX keeps only the low 32 bits of an int seed (x64 off): -1 gave the draws of 2**32 - 1 and
+            # 2**32 + 5 those of 5, silently; 2**70 was an OverflowError
+            raise ValueError(f"key as an int seed must lie in [0, 2**32), got {seed} (JAX keeps only its low 32 "
+                             "bits, so it would give the draws of another seed); pass a JAX key (jax.random.key) "
+                             "for other seeds")
+        return jax.random.PRNGKey(seed)
     dtype = getattr(key, "dtype", None)
-    if isinstance(key, (jax.Array, np.ndarray)) and (
-            dtype == np.uint32 or jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)):
-        return key
+    if isinstance(key, (jax.Array, np.ndarray)):
+        if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+            if key.shape != ():
+                raise ValueError(f"key must be a single JAX key, got an array of keys of shape {key.shape} (one "
+                                 "call takes one key: pass keys[i])")
+            return key
+        if dtype == np.uint32:
+            if key.shape != (2,):
+                raise TypeError(f"key as a raw key (jax.random.PRNGKey) must be a uint32 array of shape (2,), got "
+                                f"shape {key.shape} (an array of keys? one call takes one key: pass keys[i])")
+            return key
     raise TypeError(f"key must be a JAX PRNG key (jax.random.key / jax.random.PRNGKey) or an int seed, got {key!r} "
                     f"of type {type(key).__name__}")
 
