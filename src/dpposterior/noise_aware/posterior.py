@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import check_real
+from ..privacy.randomness import user_key
 from ..privacy.spent import PrivacySpent
 from ..vi import family
 from ..vi.layout import ParamLayout
@@ -309,30 +310,8 @@ def _check_num(n: int) -> None:
 
 def _key(key: Any) -> jax.Array:
     """A user's ``key`` (an int seed in [0, 2**32), a single JAX key, or a raw uint32 key of shape (2,))
-    as a JAX key; anything else is an error naming ``key``."""
-    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
-        seed = int(key)
-        if not 0 <= seed < 2**32:
-            # JAX keeps only the low 32 bits of an int seed (x64 off): -1 gave the draws of 2**32 - 1 and
-            # 2**32 + 5 those of 5, silently; 2**70 was an OverflowError
-            raise ValueError(f"key as an int seed must lie in [0, 2**32), got {seed} (JAX keeps only its low 32 "
-                             "bits, so it would give the draws of another seed); pass a JAX key (jax.random.key) "
-                             "for other seeds")
-        return jax.random.PRNGKey(seed)
-    dtype = getattr(key, "dtype", None)
-    if isinstance(key, (jax.Array, np.ndarray)):
-        if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
-            if key.shape != ():
-                raise ValueError(f"key must be a single JAX key, got an array of keys of shape {key.shape} (one "
-                                 "call takes one key: pass keys[i])")
-            return key
-        if dtype == np.uint32:
-            if key.shape != (2,):
-                raise TypeError(f"key as a raw key (jax.random.PRNGKey) must be a uint32 array of shape (2,), got "
-                                f"shape {key.shape} (an array of keys? one call takes one key: pass keys[i])")
-            return key
-    raise TypeError(f"key must be a JAX PRNG key (jax.random.key / jax.random.PRNGKey) or an int seed, got {key!r} "
-                    f"of type {type(key).__name__}")
+    as a JAX key; anything else is an error naming ``key`` (:func:`dpposterior.privacy.randomness.user_key`)."""
+    return user_key(key, "key")
 
 
 def _check_predictive_model(model: Callable, layout: ParamLayout, samples: dict[str, jax.Array],

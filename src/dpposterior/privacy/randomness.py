@@ -22,6 +22,40 @@ def os_seeded_key() -> jax.Array:
     return jax.random.wrap_key_data(words, impl="threefry2x32")
 
 
+_FORMS = "a JAX PRNG key (jax.random.key / jax.random.PRNGKey) or an int seed"
+
+
+def user_key(key: Any, name: str = "rng_key", forms: str = _FORMS) -> jax.Array:
+    """A user-given key checked for its form: an int seed in [0, 2**32) (as ``jax.random.PRNGKey``), a single
+    typed JAX key (returned as it is), or a raw uint32 key of shape (2,); anything else is an error naming
+    ``name`` (and the accepted ``forms``, in words). The one check behind :func:`resolve_key` and the
+    posteriors' ``key`` arguments.
+
+    Raises:
+      TypeError: a bool, a raw key of another shape or dtype, or none of these forms.
+      ValueError: an int seed outside [0, 2**32) (JAX would keep only its low 32 bits, and a negative
+        seed gives the key of a seed in that range: another seed's draws, silently); an array of keys.
+    """
+    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+        seed = int(key)
+        if not 0 <= seed < 2**32:
+            raise ValueError(f"{name} as an int seed must lie in [0, 2**32), got {seed} (JAX keeps only its low 32 "
+                             "bits, so it would give the key of another seed); pass a JAX key (jax.random.key) for "
+                             "other seeds")
+        return jax.random.PRNGKey(seed)
+    if isinstance(key, (jax.Array, np.ndarray)):
+        if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+            if key.shape != ():
+                raise ValueError(f"{name} must be a single JAX key, got an array of keys of shape {key.shape} (one "
+                                 "call takes one key: pass keys[i])")
+            return key
+        if key.shape == (2,) and key.dtype == np.uint32:
+            return key
+        raise TypeError(f"{name} as a raw key (jax.random.PRNGKey) must be a uint32 array of shape (2,), got dtype "
+                        f"{key.dtype} and shape {key.shape}; an int seed or jax.random.key(seed) also works")
+    raise TypeError(f"{name} must be {forms}, got {key!r} of type {type(key).__name__}")
+
+
 def resolve_key(rng_key: Any) -> tuple[jax.Array, str]:
     """Returns (raw uint32 key, seeded_by) for a user key or, when ``rng_key is None``, an OS seed.
 
@@ -29,39 +63,19 @@ def resolve_key(rng_key: Any) -> tuple[jax.Array, str]:
       rng_key: None (seed from the OS), a ``jax.random.PRNGKey``/``jax.random.key``, or an int seed.
 
     Raises:
-      TypeError: if ``rng_key`` is none of these.
-      ValueError: an int seed outside [0, 2**32) (JAX would keep only its low 32 bits, and a negative
-        seed gives the key of a seed in that range); an array of keys, or a key of another
+      TypeError: if ``rng_key`` is none of these (:func:`user_key`).
+      ValueError: an int seed outside [0, 2**32) or an array of keys (:func:`user_key`); a key of another
         implementation than JAX's default (e.g. ``impl="rbg"``), which the callers cannot use.
     """
     if rng_key is None:
         return jax.random.key_data(os_seeded_key()), "os"
-    if isinstance(rng_key, bool):
-        raise TypeError(f"rng_key must be None, an int seed or a JAX PRNG key, got {rng_key!r}")
-    if isinstance(rng_key, (int, np.integer)):
-        seed = int(rng_key)
-        if not 0 <= seed < 2**32:
-            # JAX keeps only 32 bits of an int seed (x64 off): larger seeds would silently share keys, and
-            # so would negative ones (-1 gives the key of 2**32 - 1).
-            raise ValueError(f"rng_key as an int seed must lie in [0, 2**32), got {seed}; pass a JAX key "
-                             "(jax.random.key) for other seeds")
-        return jax.random.PRNGKey(seed), "user"
-    if isinstance(rng_key, jax.Array) or isinstance(rng_key, np.ndarray):
-        if jax.dtypes.issubdtype(rng_key.dtype, jax.dtypes.prng_key):
-            # the callers wrap the key data back into a key of the default implementation: one key of that kind
-            if rng_key.shape != ():
-                raise ValueError(f"rng_key must be a single JAX key, got an array of keys of shape {rng_key.shape} "
-                                 "(one run takes one key: pass keys[i])")
-            impl, default = str(jax.random.key_impl(rng_key)), str(jax.random.key_impl(jax.random.key(0)))
-            if impl != default:
-                raise ValueError(f"rng_key must be a key of JAX's default implementation {default!r} "
-                                 f"(jax.random.key(seed)), got a key of implementation {impl!r}")
-            return jax.random.key_data(rng_key), "user"
-        if rng_key.shape == (2,) and rng_key.dtype == np.uint32:
-            return jax.numpy.asarray(rng_key), "user"
-        raise TypeError("rng_key as a raw key (jax.random.PRNGKey) must be a uint32 array of shape (2,), got dtype "
-                        f"{rng_key.dtype} and shape {rng_key.shape}; an int seed or jax.random.key(seed) also works")
-    raise TypeError(
-        "rng_key must be None (seed from the operating system), an int seed, or a JAX PRNG key "
-        f"(jax.random.PRNGKey / jax.random.key), got {type(rng_key).__name__}"
-    )
+    key = user_key(rng_key, "rng_key", "None (seed from the operating system), an int seed, or a JAX PRNG key "
+                   "(jax.random.PRNGKey / jax.random.key)")
+    if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+        # the callers wrap the key data back into a key of the default implementation: one key of that kind
+        impl, default = str(jax.random.key_impl(key)), str(jax.random.key_impl(jax.random.key(0)))
+        if impl != default:
+            raise ValueError(f"rng_key must be a key of JAX's default implementation {default!r} "
+                             f"(jax.random.key(seed)), got a key of implementation {impl!r}")
+        return jax.random.key_data(key), "user"
+    return jax.numpy.asarray(key), "user"

@@ -31,7 +31,7 @@ from ..baselines._sampling import check_laplace_scale, laplace_noise
 from ..privacy.secure import resolve_noise_source
 from ..privacy.snapping import snap
 from ..privacy.spent import PrivacySpent
-from .dpvi import _cached_loss
+from .dpvi import _cached_loss, cached_model_loss
 from .dpvim import DPVImTrace, make_loc_loss
 from .model_inspect import check_data, inspect_model
 from .trace import DPVITrace
@@ -127,26 +127,6 @@ def _norms_fn(loss: Callable, beta: tuple[float, ...]) -> Callable:
     return norms
 
 
-_LOC_LOSS_CACHE: dict[Any, Callable] = {}
-
-
-def _cached_loc_loss(model: Callable, layout: Any, dataset_size: int, model_kwargs: dict[str, Any]) -> Callable:
-    """DPVIm's per-record loc loss, the same object for the same model and settings (so that
-    :func:`_norms_fn` compiles once per model); uncached for unhashable model kwargs."""
-    import json
-
-    try:
-        key = (model, json.dumps(layout.to_dict(), sort_keys=True), dataset_size, tuple(sorted(model_kwargs.items())))
-        hash(key)
-    except TypeError:
-        return make_loc_loss(model, layout, dataset_size, model_kwargs)
-    if key not in _LOC_LOSS_CACHE:
-        if len(_LOC_LOSS_CACHE) > 64:
-            _LOC_LOSS_CACHE.clear()
-        _LOC_LOSS_CACHE[key] = make_loc_loss(model, layout, dataset_size, model_kwargs)
-    return _LOC_LOSS_CACHE[key]
-
-
 def _noisy_counts(counts: np.ndarray, epsilon: float, noise_key: Any, num_records: int, *,
                   snap_raw_key: Any = None) -> tuple[np.ndarray, float, tuple]:
     """The release step of :func:`gradient_norm_histogram`: exact counts -> noisy counts (the only
@@ -240,7 +220,7 @@ def gradient_norm_histogram(trace: DPVITrace | DPVImTrace, model: Callable, *dat
     mc_raw = raw_key if raw_key is not None else resolve_noise_source(None, False)[0]
     k_mc, k_noise = jax.random.split(jax.random.wrap_key_data(mc_raw))
     if isinstance(trace, DPVImTrace):  # the loc gradient DPVIm clips (its rho half is 0), one shared eta, no beta
-        loss = _cached_loc_loss(model, layout, int(trace.dataset_size), model_kwargs)
+        loss = cached_model_loss(make_loc_loss, model, layout, int(trace.dataset_size), model_kwargs)
         beta = (1.0,) * int(np.asarray(trace.final_phi).shape[0])
         statistic = ("per-record loc gradient norms of DPVIm (one eta shared by the records, no beta) at "
                      "trace.final_phi, binned at multiples of C")

@@ -193,19 +193,26 @@ _LOSS_CACHE: dict[Any, Callable] = {}
 
 def _cached_loss(model: Callable, layout: ParamLayout, dataset_size: int, num_mc: int,
                  model_kwargs: dict[str, Any]) -> Callable:
-    """The same loss object for the same model and settings, so DP-SGD's compiled program is reused."""
+    """The same ELBO loss object for the same model and settings, so DP-SGD's compiled program is reused."""
+    return cached_model_loss(make_elbo_loss, model, layout, dataset_size, model_kwargs, num_mc)
+
+
+def cached_model_loss(make: Callable, model: Callable, layout: ParamLayout, dataset_size: int,
+                      model_kwargs: dict[str, Any], *settings: Any) -> Callable:
+    """``make(model, layout, dataset_size, *settings, model_kwargs)``, the same object for the same
+    arguments (so the programs compiled for it are reused); uncached for unhashable model kwargs."""
     import json
 
     try:
-        key = (model, json.dumps(layout.to_dict(), sort_keys=True), dataset_size, num_mc,
+        key = (make, model, json.dumps(layout.to_dict(), sort_keys=True), dataset_size, settings,
                tuple(sorted(model_kwargs.items())))
         hash(key)
     except TypeError:  # unhashable model kwargs (arrays): no caching
-        return make_elbo_loss(model, layout, dataset_size, num_mc, model_kwargs)
+        return make(model, layout, dataset_size, *settings, model_kwargs)
     if key not in _LOSS_CACHE:
         if len(_LOSS_CACHE) > 64:
             _LOSS_CACHE.clear()
-        _LOSS_CACHE[key] = make_elbo_loss(model, layout, dataset_size, num_mc, model_kwargs)
+        _LOSS_CACHE[key] = make(model, layout, dataset_size, *settings, model_kwargs)
     return _LOSS_CACHE[key]
 
 
