@@ -192,6 +192,24 @@ def test_a_simulator_that_does_not_fit_the_model_is_refused(sim, match):
     assert NAME not in MODELS
 
 
+def _theta_as(dtype):
+    def sim(key, n):
+        theta, data = simulate(key, n)
+        return {"mu": theta["mu"].astype(dtype), "sigma": theta["sigma"]}, data
+    return sim
+
+
+@pytest.mark.parametrize("dtype", [jnp.int32, jnp.float16, jnp.bfloat16, jnp.bool_])
+def test_a_truth_that_is_not_float32_or_float64_is_refused(dtype):
+    """Twenty-first session: a simulator that returned mu as int32 (or float16) was registered, and every
+    cell measured its coverage against the rounded truth (mu -1.566 was -1; float16 keeps 3 digits)."""
+    name = jnp.dtype(dtype).name
+    with pytest.raises(ValueError, match=rf"theta\['mu'\] has dtype {name}, but the true value of a latent site "
+                                         "must be float32 or float64"):
+        register_model(spec(simulate=_theta_as(dtype)))
+    assert NAME not in MODELS
+
+
 def test_a_model_dpvi_cannot_run_is_refused():
     def no_plate(x):
         mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
