@@ -50,3 +50,42 @@ def test_one_reference_draw_shows_no_sd():
     assert "| 0.1000 | 0.1000 (R = 1: no sd) |" in md, md
     assert "| 0.2000 | 0.2000 ± 0.0100 |" in md, md
     assert "± 0.0000" not in md
+
+
+def _captured_figures(monkeypatch):
+    """Figures that the reports would save, drawn (so that their text has a size), instead of saved."""
+    figures = []
+
+    def capture(fig, path, dpi=110):
+        fig.canvas.draw()
+        figures.append((fig, fig.canvas.get_renderer()))
+        return path
+
+    monkeypatch.setattr(report, "save_figure_atomic", capture)
+    return figures
+
+
+def test_the_plot_title_fits_a_one_panel_figure(tmp_path, monkeypatch):
+    """Twenty-first session: the title of a one-epsilon plot ("beta-bernoulli: TARP coverage, N = 20, T = 20,
+    q = 0.1, delta = 1e-05, 2 reference draws") was one line 627 px wide on a 420 px figure, cut off at
+    both edges; now it is wrapped to the figure's width, and says the same."""
+    figures = _captured_figures(monkeypatch)
+    write_reports([_record("grid"), _record("naive")], tmp_path)
+    (fig, renderer), = figures
+    title = fig._suptitle
+    box = title.get_window_extent(renderer)
+    assert 0 <= box.x0 and box.x1 <= fig.bbox.width and box.y1 <= fig.bbox.height, (box, fig.bbox)
+    assert " ".join(title.get_text().split()) == ("beta-bernoulli: TARP coverage, N = 20, T = 20, q = 0.1, "
+                                                  "delta = 1e-05, 2 reference draws")
+
+
+def test_a_line_says_how_many_replicates_it_used(tmp_path, monkeypatch):
+    """The panel's title names the configured K; a cell that excluded replicates says so in its legend (before:
+    only the table did, so the plot read K = 4 for a curve of 3 replicates)."""
+    figures = _captured_figures(monkeypatch)
+    short = dict(_record("naive", 0.2), num_replicates_used=3)
+    write_reports([_record("grid"), short], tmp_path)
+    (fig, _), = figures
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert labels == ["grid (RMSE 0.100)", "naive (RMSE 0.200, 3 of 4 replicates)"]
+    assert fig.axes[0].get_title() == "epsilon = 1 (K = 4)"

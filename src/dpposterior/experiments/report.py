@@ -15,6 +15,7 @@ import csv
 import io
 import json
 import os
+import textwrap
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -35,6 +36,9 @@ _SETTING_NAMES = {"replicates": "K", "repeats": "R", "num_steps": "T", "num_reco
                   "delta": "delta", "seed": "seed", "num_draws": "M", "burn_in": "burn_in", "num_mc": "num_mc",
                   "accountant": "accountant", "method_options": "options"}
 
+
+#: characters of a plot's title (fontsize 10) per inch of figure width, a little under what fits.
+_TITLE_CHARS_PER_INCH = 11
 
 #: the settings a plot's title names when all its cells share them (else each line's legend names them).
 _TITLE_FIELDS = {"num_records": "N = {}", "num_steps": "T = {}", "sampling_rate": "q = {:g}", "delta": "delta = {:g}",
@@ -143,7 +147,9 @@ def coverage_plot(results: Sequence[dict[str, Any]], path: str | os.PathLike, ti
     """Coverage curves (one panel per epsilon, one line per cell, band = sd over reference re-draws).
 
     A line is labelled by its method, and by the settings that tell it apart from other cells of the same
-    epsilon and method (:func:`distinguishing_fields`), e.g. ``grid, N = 100``."""
+    epsilon and method (:func:`distinguishing_fields`), e.g. ``grid, N = 100``, with its RMSE and, when
+    replicates were excluded, how many it used (a panel's K is the configured number). A long title is
+    wrapped to the figure's width."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -164,7 +170,9 @@ def coverage_plot(results: Sequence[dict[str, Any]], path: str | os.PathLike, ti
             nominal = 1.0 - np.asarray(r["alpha"])
             cov = np.asarray(r["coverage"])
             sd = np.asarray(r["coverage_sd"])
-            line, = ax.plot(nominal, cov, lw=1.2, label=f"{label(r['config'])} (RMSE {r['rmse']:.3f})")
+            used, k = r["num_replicates_used"], r["config"]["replicates"]
+            note = "" if used == k else f", {used} of {k} replicates"   # the panel's K is the configured one
+            line, = ax.plot(nominal, cov, lw=1.2, label=f"{label(r['config'])} (RMSE {r['rmse']:.3f}{note})")
             ax.fill_between(nominal, np.clip(cov - sd, 0, 1), np.clip(cov + sd, 0, 1), color=line.get_color(),
                             alpha=0.2, lw=0)
         k = {r["config"]["replicates"] for r in results if r["config"]["epsilon"] == e}
@@ -176,7 +184,8 @@ def coverage_plot(results: Sequence[dict[str, Any]], path: str | os.PathLike, ti
         ax.set_aspect("equal")
         ax.legend(fontsize=7, loc="upper left")
     if title:
-        fig.suptitle(title, fontsize=10)
+        # wrapped to the figure's width: one line ran off both edges of a one-panel figure (4.2 in wide)
+        fig.suptitle(textwrap.fill(title, width=int(_TITLE_CHARS_PER_INCH * fig.get_figwidth())), fontsize=10)
     fig.tight_layout()
     try:
         path = save_figure_atomic(fig, path)
