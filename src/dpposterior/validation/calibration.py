@@ -14,6 +14,7 @@ import numpy as np
 
 from .._checks import check_positive_int
 from ._inputs import as_real_array
+from ._inputs import check_not_masked
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -61,6 +62,7 @@ def _check_probabilities(probabilities: Any) -> np.ndarray:
 
 
 def _check_outcomes(outcomes: Any, length: int) -> np.ndarray:
+    check_not_masked("outcomes", outcomes)
     try:
         y = np.asarray(outcomes)
     except ValueError:  # ragged nested lists: as_real_array gives the TypeError
