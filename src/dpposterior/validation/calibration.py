@@ -134,8 +134,9 @@ def calibration_curve(
             f"bins must be at most the number of predictions ({p.shape[0]}) so that no bin is empty, "
             f"got {bins}"
         )
-    if not isinstance(weighted, bool):
+    if not isinstance(weighted, (bool, np.bool_)):
         raise TypeError(f"weighted must be True or False, got {weighted!r}")
+    weighted = bool(weighted)  # a numpy boolean (e.g. read from a settings array) is the bool it holds
 
     order = np.argsort(p, kind="stable")
     p_sorted, y_sorted = p[order], y[order]
