@@ -89,3 +89,22 @@ def test_a_line_says_how_many_replicates_it_used(tmp_path, monkeypatch):
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert labels == ["grid (RMSE 0.100)", "naive (RMSE 0.200, 3 of 4 replicates)"]
     assert fig.axes[0].get_title() == "epsilon = 1 (K = 4)"
+
+
+def test_two_epsilons_that_print_alike_are_told_apart(tmp_path, monkeypatch):
+    """Twenty-first session: epsilon 0.3 (the command line's) and 0.1 * 3 = 0.30000000000000004 (a Python
+    loop's) are two cells, but the table showed both rows as "| beta-bernoulli | 0.3 | grid |" with different
+    RMSEs, and the plot two panels titled "epsilon = 0.3"; now such epsilons are written exactly."""
+    def at(eps, rmse):
+        c = CellConfig("beta-bernoulli", eps, "grid", **SMALL)
+        return dict(_record("grid", rmse), config=c.to_dict(), config_digest=c.digest())
+
+    results = [at(0.3, 0.1), at(0.1 * 3, 0.2), at(1.0, 0.3)]
+    md = table_markdown(results)
+    assert "| beta-bernoulli | 0.3 | grid |" in md and "| beta-bernoulli | 0.30000000000000004 | grid |" in md, md
+    assert "| beta-bernoulli | 1 | grid |" in md                       # unambiguous epsilons stay short
+    figures = _captured_figures(monkeypatch)
+    write_reports(results, tmp_path)
+    (fig, _), = figures
+    assert [ax.get_title() for ax in fig.axes] == ["epsilon = 0.3 (K = 4)", "epsilon = 0.30000000000000004 (K = 4)",
+                                                   "epsilon = 1 (K = 4)"]

@@ -68,6 +68,17 @@ def _settings_text(config: dict[str, Any], fields: Sequence[str]) -> str:
     return ", ".join(f"{_SETTING_NAMES[f]} = {_setting(config, f)}" for f in fields)
 
 
+def epsilon_texts(values: Any) -> dict[float, str]:
+    """Each epsilon as short text (``f"{eps:g}"``: ``0.3``, ``1``, ``1e-05``), or as its exact shortest repr
+    where the short texts of two different values would be alike (``0.3`` and ``0.1 * 3`` =
+    ``0.30000000000000004``: two cells shown as "0.3" with different numbers)."""
+    short = {float(v): f"{float(v):g}" for v in values}
+    taken: dict[str, int] = {}
+    for t in short.values():
+        taken[t] = taken.get(t, 0) + 1
+    return {v: t if taken[t] == 1 else repr(v) for v, t in short.items()}
+
+
 def _coverage_at(record: dict[str, Any], nominal: float) -> float:
     alpha = np.asarray(record["alpha"])
     i = int(np.argmin(np.abs((1.0 - alpha) - nominal)))
@@ -131,13 +142,16 @@ def table_markdown(results: Sequence[dict[str, Any]]) -> str:
              + "RMSE (averaged curve) | single-draw RMSE (mean ± sd) | sharpness (mean posterior sd) "
              "| coverage at 0.95 |",
              "|---|---:|---|---:|---:|" + "---|" * len(extra) + "---:|---:|---:|---:|"]
-    for r in table_rows(results):
+    rows = table_rows(results)
+    eps_text = epsilon_texts(r["epsilon"] for r in rows)
+    for r in rows:
         k = f"{r['replicates_used']}" if r["replicates_used"] == r["replicates"] else \
             f"{r['replicates_used']} of {r['replicates']}"
         settings = "".join(f"{_setting(r['_config'], f)} | " for f in extra)
         # one reference draw (R = 1) has no sd over draws: its file's 0.0 is not shown as "± 0.0000"
         sd = f" ± {r['single_draw_rmse_sd']:.4f}" if r["repeats"] > 1 else " (R = 1: no sd)"
-        lines.append(f"| {r['model']} | {r['epsilon']:g} | {r['method']} | {k} | {r['repeats']} | {settings}"
+        eps = eps_text[float(r["epsilon"])]
+        lines.append(f"| {r['model']} | {eps} | {r['method']} | {k} | {r['repeats']} | {settings}"
                      f"{r['rmse']:.4f} | {r['single_draw_rmse_mean']:.4f}{sd} | "
                      f"{r['sharpness']:.4f} | {r['coverage_at_0.95']:.3f} |")
     return "\n".join(lines) + "\n"
@@ -157,6 +171,7 @@ def coverage_plot(results: Sequence[dict[str, Any]], path: str | os.PathLike, ti
 
     results = unique_cells(results)
     eps = sorted({r["config"]["epsilon"] for r in results})
+    eps_text = epsilon_texts(eps)
     extra = distinguishing_fields(results)
     extra += [f for f in _TITLE_FIELDS if f not in extra and len({r["config"][f] for r in results}) > 1]
 
@@ -176,7 +191,7 @@ def coverage_plot(results: Sequence[dict[str, Any]], path: str | os.PathLike, ti
             ax.fill_between(nominal, np.clip(cov - sd, 0, 1), np.clip(cov + sd, 0, 1), color=line.get_color(),
                             alpha=0.2, lw=0)
         k = {r["config"]["replicates"] for r in results if r["config"]["epsilon"] == e}
-        ax.set_title(f"epsilon = {e:g} (K = {', '.join(map(str, sorted(k)))})", fontsize=9)
+        ax.set_title(f"epsilon = {eps_text[float(e)]} (K = {', '.join(map(str, sorted(k)))})", fontsize=9)
         ax.set_xlabel("credibility level 1 - alpha")
         ax.set_ylabel("expected coverage (TARP)")
         ax.set_xlim(0, 1)
