@@ -175,8 +175,9 @@ def register_model(spec: ModelSpec, *, replace: bool = False) -> ModelSpec:
       spec: the :class:`ModelSpec`: ``name`` (letters, digits, '-' and '_'; not one of the papers'
         models), ``model`` called as ``model(*data)``, ``simulate(key, num_records) -> (theta, data)``
         with ``theta`` a dict of the model's latent sites' values (float32 or float64) and ``data`` a
-        tuple of arrays with one row per record, and the DP-SGD settings ``clip``, ``beta_rho``,
-        ``lr_scale`` (each > 0) and ``mean_lr_factors``.
+        tuple of arrays with one row per record, finite (a data set with a NaN or infinite value stops the
+        cell's run: :func:`dpposterior.experiments.replicates.check_simulated_data`), and the DP-SGD
+        settings ``clip``, ``beta_rho``, ``lr_scale`` (each > 0) and ``mean_lr_factors``.
       replace: overwrite a model of your own already registered under that name.
 
     Returns:
