@@ -198,6 +198,22 @@ def test_interval_plot_shows_every_parameter_of_every_row(tmp_path):
         plots.interval_plot([], [], tmp_path / "k.png")
 
 
+@pytest.mark.parametrize("entry, error, match", [
+    ((float("nan"), 0.0, 1.0), ValueError, r"rows\[0\]\['a'\] must be finite numbers \(lo, mean, hi\), got \(nan"),
+    ((0.0, 1.0, float("inf")), ValueError, r"rows\[0\]\['a'\] must be finite numbers"),
+    (("0", "1", "2"), TypeError, r"each entry of rows\[0\]\['a'\] \(lo, mean, hi\) must be a real number, got '0'"),
+    ((False, True, True), TypeError, r"must be a real number, got False of type bool"),
+    ((0j, 1.0, 2.0), TypeError, r"must be a real number, got 0j of type complex"),
+])
+def test_interval_plot_refuses_entries_that_are_not_finite_numbers(tmp_path, entry, error, match):
+    """Twenty-first session: a NaN or infinite end was drawn as no interval without a word, strings and bools
+    were converted silently ("0" -> 0.0, True -> 1.0), a complex number failed in float() with no name."""
+    with pytest.raises(error, match=match):
+        plots.interval_plot([{"a": entry}], ["x"], tmp_path / "i.png")
+    assert not (tmp_path / "i.png").exists()
+    assert plots.interval_plot([{"a": np.array([0, 1, 2])}], ["x"], tmp_path / "j.png").exists()  # numpy numbers
+
+
 def test_plot_path_without_a_suffix_or_a_folder_is_refused(tmp_path):
     # matplotlib wrote PATH.png (or FOLDER.png) while the function returned PATH
     with pytest.raises(ValueError, match="must end in the suffix of an image format"):

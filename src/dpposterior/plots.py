@@ -163,7 +163,7 @@ def interval_plot(rows: Sequence[Mapping[str, Any]], labels: Sequence[str], path
 
     Raises:
       TypeError, ValueError: no rows, a number of labels other than the number of rows, an entry that is
-        not three numbers with lo <= hi, or a path that is a folder or lacks an image suffix.
+        not three finite real numbers with lo <= hi, or a path that is a folder or lacks an image suffix.
     """
     if isinstance(labels, str) or not isinstance(labels, Sequence) or not isinstance(rows, Sequence):
         raise TypeError("rows and labels must be sequences (one mapping and one name per method), got "
@@ -179,7 +179,11 @@ def interval_plot(rows: Sequence[Mapping[str, Any]], labels: Sequence[str], path
         for p, v in r.items():
             if np.shape(v) != (3,):
                 raise ValueError(f"rows[{m}][{p!r}] must be three numbers (lo, mean, hi), got {v!r}")
-            lo, _, hi = (float(x) for x in v)
+            # each a real number (a string "0.5" or a bool was converted silently, a complex number failed in
+            # float()), and finite (a NaN interval was left out of the figure without a word)
+            lo, mid, hi = (check_real(f"each entry of rows[{m}][{p!r}] (lo, mean, hi)", x) for x in v)
+            if not all(np.isfinite((lo, mid, hi))):
+                raise ValueError(f"rows[{m}][{p!r}] must be finite numbers (lo, mean, hi), got {v!r}")
             if lo > hi:
                 raise ValueError(f"rows[{m}][{p!r}] must have lo <= hi, got {v!r}")
             if p not in params:
