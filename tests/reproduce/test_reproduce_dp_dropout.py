@@ -81,7 +81,7 @@ def test_pca_dims_beyond_the_public_rank_is_refused_before_the_records_are_read(
             run_dp_dropout(settings=_settings(pca_dims=dims))
 
 
-def test_train_or_test_size_beyond_the_split_names_the_setting():
+def test_train_test_or_batch_size_beyond_the_split_names_the_setting():
     # was NumPy's "Cannot take a larger sample than population when 'replace' is False"
     import pytest
 
@@ -92,3 +92,7 @@ def test_train_or_test_size_beyond_the_split_names_the_setting():
         run_dp_dropout(settings=_settings(train_size=50000))
     with pytest.raises(ValueError, match=r"^test_size must be at most the 2037 records of mnist79's test split"):
         run_dp_dropout(settings=_settings(test_size=50000))
+    # the whole split (train_size None) and a batch above it: was "sampling_rate must lie in (0, 1], got 1.637"
+    with pytest.raises(ValueError, match=r"^batch_size must be at most the 12214 training records of mnist79 used"
+                                         r".*got 20000$"):
+        run_dp_dropout(settings=_settings(train_size=None, batch_size=20000))

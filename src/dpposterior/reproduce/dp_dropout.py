@@ -122,6 +122,10 @@ def _data(name: str, s: DPDropoutSettings, rng: np.random.Generator):
         if size is not None and size > n:
             raise ValueError(f"{field} must be at most the {n} records of {name}'s {split} split (a subset of it is "
                              f"drawn without replacement; None: all of them), got {size}")
+    n_train = xtr.shape[0] if s.train_size is None else s.train_size
+    if s.batch_size > n_train:
+        raise ValueError(f"batch_size must be at most the {n_train} training records of {name} used (the sampling "
+                         f"rate is q = batch_size / N <= 1), got {s.batch_size}")
     if s.train_size is not None:
         i = rng.choice(xtr.shape[0], size=s.train_size, replace=False)
         xtr, ytr = xtr[i], ytr[i]
