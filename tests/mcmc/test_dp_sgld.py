@@ -243,6 +243,44 @@ def test_posterior_predictive_averages_kept_samples():
     assert sc["accuracy"] == pytest.approx(np.mean((want > 0.5) == (y == 1)))
 
 
+def test_custom_models_with_scalar_or_image_inputs_have_a_predictive():
+    # run samples a custom model whose records are a scalar feature, or a 4 x 4 image (records (N,) or
+    # (N, 4, 4) with y (N,): run accepts them and samples); the predictive used
+    # to refuse their inputs ("x must have shape (n, num_features), got (5,)" / "(100, 4, 4)"), so such a
+    # chain could be released but never used
+    rng = np.random.default_rng(0)
+    prior = lambda th: -0.5 * jnp.sum(th ** 2)  # noqa: E731
+
+    def ll_scalar(th, rec):
+        xi, yi = rec
+        z = th[0] * xi + th[1]
+        return yi * z - jax.nn.softplus(z)
+
+    def ll_image(th, rec):
+        xi, yi = rec
+        z = jnp.sum(xi * th[:16].reshape(4, 4)) + th[16]
+        return yi * z - jax.nn.softplus(z)
+
+    scalar = S.DPSGLDModel(log_likelihood=ll_scalar, log_prior=prior, logit=lambda th, xb: th[0] * xb + th[1],
+                           init=lambda k: jnp.zeros(2), num_params=2, needs_key=False, name="scalar")
+    image = S.DPSGLDModel(log_likelihood=ll_image, log_prior=prior,
+                          logit=lambda th, xb: jnp.sum(xb * th[:16].reshape(4, 4), axis=(1, 2)) + th[16],
+                          init=lambda k: jnp.zeros(17), num_params=17, needs_key=False, name="image")
+    for model, x in ((scalar, rng.normal(size=6).astype(np.float32)),
+                     (image, rng.random((6, 4, 4)).astype(np.float32))):
+        y = (rng.random(6) < 0.5).astype(np.int32)
+        samples = rng.normal(size=(5, model.num_params)).astype(np.float32)
+        p = S.posterior_predictive(model, samples, x)
+        z = np.stack([np.asarray(model.logit(jnp.asarray(s), jnp.asarray(x)), np.float64) for s in samples])
+        np.testing.assert_allclose(p, np.mean(1.0 / (1.0 + np.exp(-z)), axis=0), rtol=1e-5)
+        assert S.predictive_scores(model, samples, x, y)["num_samples"] == 5
+        with pytest.raises(ValueError, match="x must hold the n inputs on a leading axis"):
+            S.posterior_predictive(model, samples, x[0] if x.ndim == 1 else x[0, 0, 0])
+    # the built-in models still check the width
+    with pytest.raises(ValueError, match=r"x must have shape \(n, 3\), got \(6,\)"):
+        S.posterior_predictive(S.logistic_regression(3), np.zeros((2, 3), np.float32), np.zeros(6, np.float32))
+
+
 # ------------------------------------------------------------------------------------------------
 # errors say what was wrong and what is allowed
 

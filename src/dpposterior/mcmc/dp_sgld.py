@@ -119,7 +119,9 @@ class DPSGLDModel(NamedTuple):
         ``(x, y)``, or ``log_likelihood(theta, record, key)`` when ``needs_key`` (the key, one per
         step shared by the step's records, drives the model's own dropout noise).
       log_prior: ``log_prior(theta)`` -> scalar.
-      logit: ``logit(theta, x)`` -> (n,) logits of P(y = 1 | x) for a batch x (n, p), no dropout.
+      logit: ``logit(theta, x)`` -> (n,) logits of P(y = 1 | x) for a batch x of n inputs, no dropout: x (n, p)
+        for the built-in models; for a custom model the inputs stacked on a leading axis, as its records
+        hold them (e.g. (n,) for a scalar feature, (n, 28, 28) for images).
       init: ``init(key)`` -> (d,) a data-independent starting point.
       num_params: d.
       needs_key: whether ``log_likelihood`` takes a key.
@@ -809,9 +811,10 @@ def _log_predictive(model: DPSGLDModel, samples: np.ndarray, x: Any, chunk: int 
     x = np.asarray(x)
     if x.dtype.kind not in "iuf":
         raise TypeError(f"x must hold real numbers, got dtype {x.dtype}")
-    if x.ndim != 2 or (model.num_features is not None and x.shape[1] != model.num_features):
-        p = "num_features" if model.num_features is None else model.num_features
-        raise ValueError(f"x must have shape (n, {p}), got {x.shape}")
+    if model.num_features is not None and (x.ndim != 2 or x.shape[1] != model.num_features):
+        raise ValueError(f"x must have shape (n, {model.num_features}), got {x.shape}")
+    if x.ndim == 0:   # a custom model: any input shape, stacked on a leading axis of n inputs
+        raise ValueError("x must hold the n inputs on a leading axis (e.g. (n, p)), got a 0-d array")
     check_float32_array("x", x, private=True)
     if not np.all(np.isfinite(x)):
         raise ValueError("x must be finite: it contains NaN or inf")
@@ -847,7 +850,8 @@ def posterior_predictive(model: DPSGLDModel, samples: Any, x: Any, *, burn_in: i
     Args:
       model: the model the chain ran.
       samples: (T, d) from :class:`DPSGLDResult`.
-      x: (n, num_features) inputs.
+      x: the n inputs, (n, num_features) for the built-in models; for a custom model any array whose
+        leading axis is the n inputs (each shaped as in the records ``run`` sampled from).
       burn_in: samples dropped from the start, 0 <= burn_in < T.
       thin: keep every ``thin``-th sample after burn-in, >= 1.
 
@@ -856,8 +860,9 @@ def posterior_predictive(model: DPSGLDModel, samples: Any, x: Any, *, burn_in: i
 
     Raises:
       ValueError / TypeError: samples not of shape (T, num_params) or not finite, x not a finite
-        (n, num_features) array (its width is checked for the built-in models), a bad burn_in/thin,
-        a ``model.logit`` that fails on x or does not return (n,) real logits.
+        array of n inputs ((n, num_features) for the built-in models, whose width is checked; at least
+        1-D for a custom model), a bad burn_in/thin, a ``model.logit`` that fails on x or does not
+        return (n,) real logits.
     """
     model = _check_model(model)
     kept = _kept_samples(samples, burn_in, thin, model)
@@ -868,6 +873,11 @@ def posterior_predictive(model: DPSGLDModel, samples: Any, x: Any, *, burn_in: i
 def predictive_scores(model: DPSGLDModel, samples: Any, x: Any, y: Any, *, burn_in: int = 0, thin: int = 1
                       ) -> dict[str, float]:
     """Accuracy and mean log predictive likelihood of the posterior predictive on labelled data.
+
+    Privacy: the samples are a release, but these scores also read ``x`` and ``y`` and carry no guarantee
+    for them: on the training records they are NOT private (a diagnostic for the data holder, not to be
+    published); on held-out data they are as private as that data. x and y as in
+    :func:`posterior_predictive` (y (n,) in {0, 1}).
 
     Returns:
       ``{"accuracy": share of argmax predictions equal to y, "log_likelihood": mean_i log p(y_i | x_i, D),
