@@ -243,6 +243,21 @@ def test_posterior_predictive_averages_kept_samples():
     assert sc["accuracy"] == pytest.approx(np.mean((want > 0.5) == (y == 1)))
 
 
+def test_config_refuses_a_capacity_above_the_records():
+    # capacity 1e9 for 50 records was accepted, and the first step tried to allocate 32 GB (JAX's
+    # RESOURCE_EXHAUSTED); the DP-SGD engine has refused capacity > N since the first sessions
+    kw = dict(num_records=50, sampling_rate=0.3, clip=1.0, noise_multiplier=1.0, step_size=1e-3)
+    with pytest.raises(ValueError, match=r"capacity must be at most max\(N, 16\) = 50 \(N=50 records.*got 1000000000"):
+        S.config(capacity=10**9, **kw)
+    with pytest.raises(ValueError, match=r"capacity must be at most max\(N, 16\) = 50 .*got 51"):
+        S.config(capacity=51, **kw)
+    assert S.config(capacity=50, **kw).capacity == 50
+    # a small N keeps DPSGLDConfig's own default of 16 (a hand-built config is re-checked by step)
+    assert S.config(**{**kw, "num_records": 5}, capacity=16).capacity == 16
+    with pytest.raises(ValueError, match=r"at most max\(N, 16\) = 16"):
+        S.config(**{**kw, "num_records": 5}, capacity=17)
+
+
 def test_custom_models_with_scalar_or_image_inputs_have_a_predictive():
     # run samples a custom model whose records are a scalar feature, or a 4 x 4 image (records (N,) or
     # (N, 4, 4) with y (N,): run accepts them and samples); the predictive used

@@ -72,7 +72,7 @@ from .._checks import (FLOAT32_MAX, check_delta, check_float32_array, check_floa
                        check_positive_int, check_real, check_sampling_rate, check_trace_memory)
 from ..dpsgd.core import EngineConfig, check_data_shapes, noisy_gradient
 from ..dpsgd.engine import _check_data
-from ..dpsgd.sampling import default_capacity
+from ..dpsgd.sampling import MIN_CAPACITY, default_capacity
 from ..privacy import PrivacySpent, not_private
 from ..privacy.dp_dropout import DPD_ACCOUNTANTS, calibrate_dpd_noise_multiplier, dpd_epsilon
 from ..privacy.secure import os_key, resolve_noise_source
@@ -338,6 +338,11 @@ def config(*, num_records: int, sampling_rate: float, clip: float, noise_multipl
            capacity: int | None = None) -> DPSGLDConfig:
     """A checked :class:`DPSGLDConfig`.
 
+    Args:
+      num_records, sampling_rate, clip, noise_multiplier, step_size, langevin: as in :class:`DPSGLDConfig`.
+      capacity: records per packed Poisson buffer chunk, an int from 1 to max(N, 16); default about
+        qN + 5 sd (a larger sample continues in further chunks).
+
     Raises:
       ValueError / TypeError: an argument outside its range (the message says which and the range).
     """
@@ -351,6 +356,10 @@ def config(*, num_records: int, sampling_rate: float, clip: float, noise_multipl
     if langevin not in LANGEVIN_MODES:
         raise ValueError(f"langevin must be one of {LANGEVIN_MODES}, got {langevin!r}")
     cap = default_capacity(n, q) if capacity is None else check_positive_int(capacity, "capacity")
+    if cap > max(n, MIN_CAPACITY):   # DPSGLDConfig's own default (16) may exceed a small N: harmless
+        raise ValueError(f"capacity must be at most max(N, {MIN_CAPACITY}) = {max(n, MIN_CAPACITY)} (N={n} records; a "
+                         "buffer of records per chunk, whose per-example gradients every step allocates), got "
+                         f"{capacity!r}")
     return DPSGLDConfig(n, q, c, sigma, _check_step_size(step_size), langevin, cap)
 
 
