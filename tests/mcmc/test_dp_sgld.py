@@ -285,6 +285,17 @@ def test_predictive_of_many_inputs_is_computed_in_bounded_blocks(monkeypatch):
     assert sc["accuracy"] == pytest.approx(np.mean((p > 0.5) == (y == 1)))
 
 
+def test_mlp_refuses_a_dropout_alpha_float32_cannot_hold():
+    # dropout_alpha 1e80 or 1e300 was accepted: u = 1 + sqrt(alpha) xi overflowed in float32, every record's
+    # gradient was non-finite and counted as zero, so the chain sampled the prior (200 steps, 200 records:
+    # every noisy gradient sum exactly 0) and was released as the posterior, without a word
+    for alpha in (2.0 ** 48, 1e80, 1e300):
+        with pytest.raises(ValueError, match=r"dropout_alpha must be below 2\*\*48 = 2.815e\+14 .*got "):
+            S.mlp(3, hidden=2, dropout_alpha=alpha)
+    m = S.mlp(3, hidden=2, dropout_alpha=1e14)   # a dropout rate of 1 - 1e-14 is still a model
+    assert m.needs_key
+
+
 def test_custom_models_with_scalar_or_image_inputs_have_a_predictive():
     # run samples a custom model whose records are a scalar feature, or a 4 x 4 image (records (N,) or
     # (N, 4, 4) with y (N,): run accepts them and samples); the predictive used

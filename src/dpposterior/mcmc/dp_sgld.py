@@ -104,6 +104,8 @@ __all__ = [
 ]
 
 LANGEVIN_MODES = ("top_up", "add")
+#: mlp's dropout_alpha must lie below this: above it the float32 noise 1 + sqrt(alpha) xi loses its mean 1
+MAX_DROPOUT_ALPHA = 2.0 ** 48
 #: the posterior predictive computes the logits of at most 256 samples x this many inputs at a time
 PREDICT_ROWS = 65536
 MECHANISM = "dp_sgld"
@@ -208,12 +210,19 @@ def mlp(num_features: int, hidden: int = 16, prior_scale: float = 1.0, dropout_a
       num_features: p.
       hidden: h >= 1 hidden units.
       prior_scale: the prior standard deviation, > 0.
-      dropout_alpha: alpha >= 0, the variance of the multiplicative dropout noise (0: none).
+      dropout_alpha: alpha in [0, 2**48), the variance of the multiplicative dropout noise (0: none);
+        Bernoulli dropout of rate p matches alpha = p / (1 - p).
     """
     p = check_positive_int(num_features, "num_features")
     h = check_positive_int(hidden, "hidden")
     s = check_positive(prior_scale, "prior_scale")
     alpha = check_positive(dropout_alpha, "dropout_alpha", allow_zero=True)
+    if alpha >= MAX_DROPOUT_ALPHA:
+        raise ValueError(
+            f"dropout_alpha must be below 2**48 = {MAX_DROPOUT_ALPHA:.4g} (a dropout rate alpha / (1 + alpha) below "
+            f"1 - 3.6e-15), got {dropout_alpha!r}: the float32 noise u = 1 + sqrt(alpha) xi loses its mean 1 above it, "
+            "and from about 1e70 the logits overflow, every record's gradient is non-finite and contributes zero, and "
+            "the chain samples the prior")
     d = p * h + h + h + 1
 
     def unpack(theta):
