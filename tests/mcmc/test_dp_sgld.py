@@ -296,6 +296,21 @@ def test_mlp_refuses_a_dropout_alpha_float32_cannot_hold():
     assert m.needs_key
 
 
+def test_run_counts_the_whole_trace_against_the_memory_limit(monkeypatch):
+    # run checked T x d float32 values (the samples) against half the machine's memory, but it also keeps the
+    # noisy gradient sums and dropout alphas (T x d each) and three scalars per step: 3 d + 3 values. With a
+    # machine of 2 MB (limit 1 MB), 30,000 steps of d = 3 hold 0.36 MB of samples, which passed, but 1.44 MB in
+    # all; now the run is refused before the accountant, naming the largest T that fits (20,833)
+    import dpposterior._checks as checks
+
+    x, y = _logistic_data()
+    monkeypatch.setattr(checks, "machine_memory_bytes", lambda: 2_000_000)
+    kw = dict(sampling_rate=0.5, clip=1.0, step_size=1e-3, delta=1e-5, noise_multiplier=1.0, rng_key=0)
+    with pytest.raises(ValueError, match=r"num_steps=30000 is too large for this machine: the chain and its info .* "
+                                         r"30000 x 12 float32 values.*use at most 20833 steps"):
+        S.run(S.logistic_regression(3), (x, y), num_steps=30_000, **kw)
+
+
 def test_custom_models_with_scalar_or_image_inputs_have_a_predictive():
     # run samples a custom model whose records are a scalar feature, or a 4 x 4 image (records (N,) or
     # (N, 4, 4) with y (N,): run accepts them and samples); the predictive used

@@ -735,7 +735,10 @@ def run(model: DPSGLDModel, data: Any, *, num_steps: int, sampling_rate: float, 
     _check_classifier_data(model, tuple(data))
     _check_model_functions(model, data_j)
     t = check_positive_int(num_steps, "num_steps")
-    check_trace_memory(t, model.num_params, "the chain (one position per step)")  # before the accountant
+    # before the accountant; per step the run keeps the position, the noisy gradient sum and the dropout alpha
+    # (d each) and three scalars of DPSGLDInfo
+    check_trace_memory(t, 3 * model.num_params + 3,
+                       "the chain and its info (position, noisy gradient sum and dropout alpha per step)")
     q = check_sampling_rate(sampling_rate)
     d = check_delta(delta)
     if accountant not in DPD_ACCOUNTANTS:
