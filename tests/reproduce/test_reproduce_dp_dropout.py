@@ -56,8 +56,8 @@ def _settings(**kw):
 def test_pca_dims_beyond_the_public_rank_is_refused_before_the_records_are_read(monkeypatch):
     # The public digits' covariance has rank 625 (139 pixels are constant): whitening by eigenvalues that are
     # zero up to rounding gave NaN features for pca_dims > 675 (the run then failed with "data[0] must not
-    # contain NaN or inf: found 2600 non-finite values") and features of size 1e8 made of rounding noise for
-    # 626 to 675 (run silently).
+    # contain NaN or inf: found 2600 non-finite values") and, for 626 to 675, features up to 2.8e6 (630) or 5.7e8
+    # (650) along directions of rounding noise (run silently).
     import numpy as np
     import pytest
 
