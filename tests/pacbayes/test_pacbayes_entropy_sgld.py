@@ -259,3 +259,22 @@ def test_bounded_cross_entropy_refuses_a_loss_max_it_cannot_bound(loss_max):
     with pytest.raises(ValueError, match=r"loss_max .* must lie in \(ln 2"):
         es.classifier_loss(es.mlp_apply, unravel, loss_max=loss_max)
     assert float(es.bounded_cross_entropy(logits, jnp.array([0]), 0.7)[0]) <= 0.7   # just above ln 2: fine
+
+
+def test_step_refuses_no_key_and_init_refuses_non_finite_weights():
+    # step(None, ...) was JAX's "unexpected PRNG key type <class 'NoneType'>" from inside the step; a NaN
+    # start ran and released NaN weights silently
+    x, y = _toy_data(jax.random.PRNGKey(0), n=16, d=2)
+    w0, unravel = ravel_pytree(es.init_mlp(jax.random.PRNGKey(1), (2, 2)))
+    params = es.EntropySGLDParams(tau=4.0, gamma=1.0, eta=0.01, eta_inner=0.01, beta=1.0, inner_steps=2,
+                                  batch_size=4)
+    loss = es.classifier_loss(es.mlp_apply, unravel)
+    with pytest.raises(TypeError, match=r"key must be a JAX PRNG key.*run\(None"):
+        es.step(None, es.init(w0), data=(x, y), params=params, loss_fn=loss)
+    with pytest.raises(TypeError, match="key must be a JAX PRNG key"):
+        es.step(3, es.init(w0), data=(x, y), params=params, loss_fn=loss)
+    with pytest.raises(ValueError, match="position must be finite, got 1 NaN or inf weights"):
+        es.init(w0.at[2].set(jnp.nan))
+    state, _ = jax.jit(lambda k, s: es.step(k, s, data=(x, y), params=params, loss_fn=loss))(
+        jax.random.PRNGKey(2), es.init(w0))   # a traced key and state still pass the checks
+    assert bool(jnp.all(jnp.isfinite(state.position)))

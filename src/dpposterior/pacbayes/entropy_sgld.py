@@ -288,10 +288,21 @@ class EntropySGLDInfo(NamedTuple):
 
 
 def init(position: Array) -> EntropySGLDState:
-    """The state at flat weights ``position``."""
+    """The state at flat weights ``position``.
+
+    Raises:
+      ValueError / TypeError: a position that is not a 1-d array of finite real numbers.
+    """
     position = jnp.asarray(position)
     if position.ndim != 1:
         raise ValueError(f"position must be a flat weight vector (1-d), got shape {position.shape}")
+    if not jnp.issubdtype(position.dtype, jnp.floating):
+        raise TypeError(f"position must hold floating-point weights, got dtype {position.dtype}")
+    concrete = _concrete(position)
+    if concrete is not None and not np.all(np.isfinite(concrete)):   # the weights are public (w0): say which
+        bad = np.flatnonzero(~np.isfinite(concrete))
+        raise ValueError(f"position must be finite, got {bad.size} NaN or inf weights (first at index {bad[0]}): the "
+                         "chain would run on NaN and release NaN")
     return EntropySGLDState(position=position, num_steps=jnp.zeros((), jnp.int32))
 
 
@@ -350,7 +361,8 @@ def step(key: Array, state: EntropySGLDState, *, data: tuple[Array, Array], para
     papers/dp-pacbayes-entropy-sgld.txt, Algorithm 2; NOTES.md section 6.
 
     Args:
-      key: a JAX PRNG key (all randomness of the step comes from it).
+      key: a JAX PRNG key (all randomness of the step comes from it; None is refused, since a seed drawn
+        inside a jitted step would repeat on every call: :func:`run` takes None).
       state: the current state.
       data: (X, y) with a shared first axis (records).
       params: the hyperparameters.
@@ -360,6 +372,13 @@ def step(key: Array, state: EntropySGLDState, *, data: tuple[Array, Array], para
     Returns:
       (new state, info). Jit it from outside, closing over ``data``, ``params`` and ``loss_fn``.
     """
+    if key is None:   # the caller jits and scans step: a seed drawn here would be baked into the program
+        raise TypeError("key must be a JAX PRNG key: step draws all its noise from the key it is given; for noise "
+                        "seeded by the operating system call run(None, ...), or pass "
+                        "dpposterior.privacy.os_seeded_key() (recorded with seeded_by='os')")
+    _check_key(key)
+    if not isinstance(state, EntropySGLDState):
+        raise TypeError(f"state must be an EntropySGLDState (from init(position)), got {type(state).__name__}")
     _check_params(params)
     _check_loss(loss_fn, params)
     x, y = _check_data(data, concrete=False)
