@@ -231,3 +231,50 @@ def test_certify_with_a_huge_prior_epsilon_is_a_value_error():
         pb.certify(np.full(10, 0.1), 1.0, 100, delta=0.05, delta_mc=0.01, prior_privacy=rec)
     with pytest.raises(ValueError, match="overflows the float range"):   # the same as the bound function says
         pb.dp_prior_pacbayes_bound(0.1, 1.0, 100, 0.05, 1e200)
+
+
+def test_bounded_cross_entropy_stays_within_loss_max_where_its_floor_underflows():
+    # e^-90 underflows to 0 in float32: log(0) = -inf made the loss -log p_y, 2000 for a logit gap of
+    # 2000, against the range L_max = 90 that the privacy (epsilon = 2 beta L_max tau / m) is computed from
+    logits = jnp.array([[1000.0, -1000.0], [0.0, 0.0], [-30.0, 30.0]])
+    labels = jnp.array([1, 0, 0])
+    for loss_max in (4.0, 80.0, 90.0, 100.0, 1e4):
+        loss = np.asarray(es.bounded_cross_entropy(logits, labels, loss_max))
+        assert np.all(np.isfinite(loss)) and loss.max() <= loss_max * (1 + 1e-6), (loss_max, loss)
+        # log p_y = -2000: the loss is min(L_max, 2000) up to float32 rounding
+        assert loss[0] == pytest.approx(min(loss_max, 2000.0), rel=1e-6)
+    w0, unravel = ravel_pytree(es.init_mlp(jax.random.PRNGKey(0), (2, 2)))
+    loss_fn = es.classifier_loss(es.mlp_apply, unravel, loss_max=90.0)
+    big = jnp.array([[1e4, 0.0]])   # a far-off record: logits of size 1e4
+    assert float(loss_fn(w0 * 0 + 1.0, big, jnp.array([0]))) <= 90.0 * (1 + 1e-6)
+
+
+@pytest.mark.parametrize("loss_max", [0.1, 0.5, math.log(2.0), 1e39])
+def test_bounded_cross_entropy_refuses_a_loss_max_it_cannot_bound(loss_max):
+    # below ln 2 the loss was NaN (1 - 2 e^-L < 0), at ln 2 the constant ln 2, silently; beyond float32 unbounded
+    logits = jnp.array([[0.0, 1.0]])
+    with pytest.raises(ValueError, match=r"loss_max .* must lie in \(ln 2"):
+        es.bounded_cross_entropy(logits, jnp.array([0]), loss_max)
+    w0, unravel = ravel_pytree(es.init_mlp(jax.random.PRNGKey(0), (2, 2)))
+    with pytest.raises(ValueError, match=r"loss_max .* must lie in \(ln 2"):
+        es.classifier_loss(es.mlp_apply, unravel, loss_max=loss_max)
+    assert float(es.bounded_cross_entropy(logits, jnp.array([0]), 0.7)[0]) <= 0.7   # just above ln 2: fine
+
+
+def test_step_refuses_no_key_and_init_refuses_non_finite_weights():
+    # step(None, ...) was JAX's "unexpected PRNG key type <class 'NoneType'>" from inside the step; a NaN
+    # start ran and released NaN weights silently
+    x, y = _toy_data(jax.random.PRNGKey(0), n=16, d=2)
+    w0, unravel = ravel_pytree(es.init_mlp(jax.random.PRNGKey(1), (2, 2)))
+    params = es.EntropySGLDParams(tau=4.0, gamma=1.0, eta=0.01, eta_inner=0.01, beta=1.0, inner_steps=2,
+                                  batch_size=4)
+    loss = es.classifier_loss(es.mlp_apply, unravel)
+    with pytest.raises(TypeError, match=r"key must be a JAX PRNG key.*run\(None"):
+        es.step(None, es.init(w0), data=(x, y), params=params, loss_fn=loss)
+    with pytest.raises(TypeError, match="key must be a JAX PRNG key"):
+        es.step(3, es.init(w0), data=(x, y), params=params, loss_fn=loss)
+    with pytest.raises(ValueError, match="position must be finite, got 1 NaN or inf weights"):
+        es.init(w0.at[2].set(jnp.nan))
+    state, _ = jax.jit(lambda k, s: es.step(k, s, data=(x, y), params=params, loss_fn=loss))(
+        jax.random.PRNGKey(2), es.init(w0))   # a traced key and state still pass the checks
+    assert bool(jnp.all(jnp.isfinite(state.position)))

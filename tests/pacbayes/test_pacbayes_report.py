@@ -20,3 +20,17 @@ def test_report_has_the_table_the_figure_and_the_command(tmp_path):
     assert "`dpposterior reproduce pacbayes --quick`" in text and "NOT results" in text
     assert "| true | dp | 0.1 |" in text and "| random | data-independent | - |" in text
     assert "exact-sample assumption" in text
+
+
+def test_report_states_the_settings_the_rows_were_computed_with(tmp_path):
+    # a report of a custom run (m = 400, 10 outer steps) stated FULL's settings ("m": null, 500 steps) beside its numbers
+    import dataclasses
+
+    from dpposterior.reproduce.pacbayes import FULL
+    custom = dataclasses.asdict(dataclasses.replace(FULL, m=400, outer_steps=10))
+    rows = [dict(_row("true", "dp", 0.1, 0.09, 0.19, 0.2, 0.24), settings=custom)]
+    text = write_pacbayes_report(rows, tmp_path, quick=False, wall_seconds=3.0, command="run_pacbayes(...)").read_text()
+    assert '"m": 400' in text and '"outer_steps": 10' in text and '"m": null' not in text
+    text = write_pacbayes_report([_row("true", "dp", 0.1, 0.09, 0.19)], tmp_path, quick=False, wall_seconds=3.0,
+                                 command="c").read_text()
+    assert '"m": null' in text and '"outer_steps": 500' in text   # rows without settings: FULL, as before

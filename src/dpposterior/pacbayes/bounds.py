@@ -64,6 +64,19 @@ def _check_pos(name: str, value) -> float:
     return v
 
 
+def _replace_one_epsilon(epsilon, neighbouring: str) -> float:
+    """epsilon as the replace-one guarantee the DP bounds are stated for: as is, or doubled for add/remove-one.
+
+    A replacement is a removal and an addition, so an add/remove-one epsilon-DP mechanism is 2 epsilon-DP for
+    replace-one neighbours (group privacy of size 2); the converse does not hold.
+    """
+    epsilon = _check_nonneg("epsilon", epsilon)
+    if neighbouring not in ("replace_one", "add_remove"):
+        raise ValueError(f"neighbouring must be 'replace_one' or 'add_remove' (the relation epsilon is stated for), got "
+                         f"{neighbouring!r}")
+    return 2.0 * epsilon if neighbouring == "add_remove" else epsilon
+
+
 def _check_risk(name: str, value) -> float:
     v = check_real(name, value)
     if not (0.0 <= v <= 1.0):  # also rejects NaN
@@ -107,32 +120,38 @@ def seeger_bound(empirical_risk: float, kl_divergence: float, m: int, delta: flo
 # DP data-dependent prior (NOTES 6; thesis Theorem 3.3.2)
 
 
-def dp_prior_kl_rhs(kl_divergence: float, m: int, delta: float, epsilon: float) -> float:
+def dp_prior_kl_rhs(kl_divergence: float, m: int, delta: float, epsilon: float, *,
+                    neighbouring: str = "replace_one") -> float:
     """[KL(Q||P(S)) + ln(2 sqrt(m)) + 2 max{ln(3/delta), m epsilon^2}] / m.
 
     The right-hand side of the bound on kl(R_S(Q) || R_D(Q)) when the prior P(S) is chosen by an
     epsilon-differentially private mechanism from the same data S (pure epsilon-DP; epsilon = 0 is
     allowed and means a prior that ignores S, at a looser constant than ``seeger_kl_rhs``).
+
+    The theorem (Dziugaite & Roy, thesis Theorem 3.3.2) takes epsilon for replace-one neighbours (data
+    sets of m records differing in one). ``neighbouring="add_remove"``: ``epsilon`` is an add/remove-one
+    guarantee and 2 epsilon is used (group privacy), as :func:`~dpposterior.pacbayes.certify` does.
     """
     kl_divergence = _check_nonneg("kl_divergence", kl_divergence)
     m = _check_m(m)
     delta = check_delta(delta)
-    epsilon = _check_nonneg("epsilon", epsilon)
+    epsilon = _replace_one_epsilon(epsilon, neighbouring)
     privacy = 2.0 * max(math.log(3.0 / delta), m * epsilon * epsilon)   # inf, not OverflowError, if huge
     return _finite_rhs((kl_divergence + math.log(2.0 * math.sqrt(m)) + privacy) / m,
                        "the DP-prior kl bound (KL + ln(2 sqrt m) + 2 max{ln(3/delta), m epsilon^2}) / m")
 
 
 def dp_prior_pacbayes_bound(empirical_risk: float, kl_divergence: float, m: int, delta: float,
-                            epsilon: float) -> float:
+                            epsilon: float, *, neighbouring: str = "replace_one") -> float:
     """Upper bound on R_D(Q) when the prior P(S) is epsilon-DP in S (NOTES 6, inverted).
 
     With probability >= 1 - delta over S ~ D^m, for all Q,
     kl(R_S(Q) || R_D(Q)) <= dp_prior_kl_rhs(KL(Q||P(S)), m, delta, epsilon); this returns the
-    largest R_D(Q) allowed by it.
+    largest R_D(Q) allowed by it. ``epsilon`` is for replace-one neighbours; an add/remove-one epsilon
+    is doubled with ``neighbouring="add_remove"`` (see :func:`dp_prior_kl_rhs`).
     """
     q = _check_risk("empirical_risk", empirical_risk)
-    return float(kl_inv_upper(q, dp_prior_kl_rhs(kl_divergence, m, delta, epsilon)))
+    return float(kl_inv_upper(q, dp_prior_kl_rhs(kl_divergence, m, delta, epsilon, neighbouring=neighbouring)))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -189,27 +208,33 @@ def mc_risk_upper(estimate: float, n_samples: int, delta_mc: float) -> float:
 # as stated in the thesis text, Theorem 4.5.1)
 
 
-def oneto_epsilon_bar(epsilon: float, m: int, delta: float) -> float:
-    """epsilon_bar = max{epsilon, sqrt(ln(3/delta) / m)}."""
-    epsilon = _check_nonneg("epsilon", epsilon)
+def oneto_epsilon_bar(epsilon: float, m: int, delta: float, *, neighbouring: str = "replace_one") -> float:
+    """epsilon_bar = max{epsilon, sqrt(ln(3/delta) / m)}.
+
+    ``epsilon`` for replace-one neighbours (Oneto et al. 2017); ``neighbouring="add_remove"`` doubles it.
+    """
+    epsilon = _replace_one_epsilon(epsilon, neighbouring)
     m = _check_m(m)
     delta = check_delta(delta)
     return max(epsilon, math.sqrt(math.log(3.0 / delta) / m))
 
 
-def h_bound(empirical_risk: float, epsilon: float, m: int, delta: float) -> float:
+def h_bound(empirical_risk: float, epsilon: float, m: int, delta: float, *,
+            neighbouring: str = "replace_one") -> float:
     """The Hoeffding-style ("H") bound: R_D(A(S)) <= R_S(A(S)) + epsilon_bar + m^{-1/2}.
 
     For ONE classifier A(S) output by an epsilon-DP algorithm A (not a distribution over
     classifiers); with probability >= 1 - delta over S ~ D^m (thesis Theorem 4.5.1, from Oneto et
     al. 2017, Lem. 2). The text states the two-sided form |R_D - R_S| < epsilon_bar + m^{-1/2}; this
-    returns its upper side, unclamped (it can exceed 1).
+    returns its upper side, unclamped (it can exceed 1). ``epsilon`` for replace-one neighbours;
+    ``neighbouring="add_remove"`` doubles it (group privacy).
     """
     q = _check_risk("empirical_risk", empirical_risk)
-    return q + oneto_epsilon_bar(epsilon, m, delta) + 1.0 / math.sqrt(_check_m(m))
+    return q + oneto_epsilon_bar(epsilon, m, delta, neighbouring=neighbouring) + 1.0 / math.sqrt(_check_m(m))
 
 
-def c_bound(empirical_risk: float, epsilon: float, m: int, delta: float) -> float:
+def c_bound(empirical_risk: float, epsilon: float, m: int, delta: float, *,
+            neighbouring: str = "replace_one") -> float:
     """The relative-deviation ("C", Chernoff-style) bound for an epsilon-DP classifier.
 
     R_D(A(S)) <= R_S(A(S)) + sqrt(6 R_S(A(S))) (epsilon_bar + m^{-1/2}) + 6 (epsilon_bar^2 + 1/m),
@@ -218,10 +243,11 @@ def c_bound(empirical_risk: float, epsilon: float, m: int, delta: float) -> floa
     square root as covering 6 R_S only (the reading whose deviation term scales as
     sqrt(R_S / m) + 1/m, as a Bernstein/Chernoff bound does), and "the same holds for the upper bound"
     as: this expression bounds the deviation R_D - R_S with the same probability. Unclamped.
+    ``epsilon`` for replace-one neighbours; ``neighbouring="add_remove"`` doubles it (group privacy).
     """
     q = _check_risk("empirical_risk", empirical_risk)
     m = _check_m(m)
-    eb = oneto_epsilon_bar(epsilon, m, delta)
+    eb = oneto_epsilon_bar(epsilon, m, delta, neighbouring=neighbouring)
     return q + math.sqrt(6.0 * q) * (eb + 1.0 / math.sqrt(m)) + 6.0 * (eb**2 + 1.0 / m)
 
 

@@ -41,6 +41,10 @@ __all__ = ["PacBayesCertificate", "certify", "certify_gaussian"]
 class PacBayesCertificate:
     """A bound on the true 0-1 error R_D(Q) and every term that went into it.
 
+    NOT a private release: ``bound``, ``empirical_error`` and ``empirical_error_upper`` are computed from the
+    training records (and Q may be fitted to them) without noise; the prior's privacy only makes a
+    data-dependent prior admissible in the bound. Publish them only where the training data may be seen.
+
     Attributes:
       bound: upper bound on R_D(Q), valid with probability >= 1 - delta - delta_mc (or 1 - delta when
         R_S(Q) was given exactly, n_samples = 0).
@@ -88,6 +92,8 @@ class PacBayesCertificate:
 def certify(empirical_errors, kl_divergence: float, m: int, *, delta: float, delta_mc: float | None = None,
             prior_privacy: PrivacySpent | None = None) -> PacBayesCertificate:
     """The certificate from the training errors of sampled hypotheses and KL(Q || P).
+
+    Not a private release (see :class:`PacBayesCertificate`): it restates the training errors it is given.
 
     Args:
       empirical_errors: R_S(h_i) in [0, 1] for n >= 1 hypotheses h_i drawn i.i.d. from Q (a 1-D

@@ -38,6 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._checks import FLOAT32_MAX
 from .._checks import check_epsilon
 from .._checks import check_float32_array
 from .._checks import check_positive
@@ -141,23 +142,52 @@ def check_labels(labels, num_classes: int, name: str = "y") -> None:
             "other label sets first, e.g. {-1, 1} to {0, 1} with (y + 1) // 2")
 
 
+_LN2 = math.log(2.0)
+
+
+def _check_loss_max(loss_max, name: str = "loss_max") -> float:
+    """Refuses a bound of the bounded cross-entropy outside (ln 2, float32 max].
+
+    Below ln 2, 1 - 2 e^{-Lmax} < 0 and the loss is NaN; at ln 2 it is the constant ln 2 (nothing is
+    learnt); above the float32 range, -Lmax is -inf in the float32 the loss is computed in, and the
+    loss is unbounded.
+
+    Raises:
+      TypeError: not a real number.
+      ValueError: NaN, inf, or outside (ln 2, 3.4e38].
+    """
+    v = check_positive(loss_max, name)
+    if not _LN2 < v <= FLOAT32_MAX:
+        raise ValueError(f"{name} (the bounded cross-entropy's upper end L_max) must lie in (ln 2 = 0.6931..., "
+                         f"{FLOAT32_MAX:.4g}] (float32 max), got {loss_max!r}: -log(e^-L + (1 - 2 e^-L) p) is NaN for "
+                         "L < ln 2, the constant ln 2 at L = ln 2, and unbounded for L beyond float32")
+    return v
+
+
 def bounded_cross_entropy(logits: Array, labels: Array, loss_max: float = 4.0) -> Array:
     """Per-example -log(e^{-Lmax} + (1 - 2 e^{-Lmax}) p_y), p_y = softmax(logits)[label].
 
     Its values lie in [-log(1 - e^{-Lmax}), Lmax], an interval of length < Lmax, which bounds the
-    sensitivity of the local entropy. ``labels`` must be integers in {0, ..., classes - 1}; called
+    sensitivity of the local entropy (also where e^{-Lmax} underflows in float32, Lmax > 87: log e^{-Lmax}
+    is taken as -Lmax). ``loss_max`` must lie in (ln 2, float32 max] (``_check_loss_max``; checked
+    when it is not traced). ``labels`` must be integers in {0, ..., classes - 1}; called
     outside jit, they are checked (:func:`check_labels`); traced labels cannot be, so check the data
     first (:func:`run` and ``certify_gaussian`` do, for losses from :func:`classifier_loss` /
     :func:`classifier_error`).
     """
+    if not isinstance(loss_max, jax.core.Tracer):
+        _check_loss_max(loss_max)
     concrete = _concrete(labels)
     if concrete is not None:
         check_labels(concrete, jnp.shape(logits)[-1], name="labels")
     log_p = jax.nn.log_softmax(logits, axis=-1)
     log_py = jnp.take_along_axis(log_p, labels[:, None].astype(jnp.int32), axis=-1)[:, 0]
     a = jnp.exp(-loss_max)
-    # log(a + (1 - 2a) p) computed as logaddexp(log a, log(1 - 2a) + log p): stable for p -> 0
-    return -jnp.logaddexp(jnp.log(a), jnp.log1p(-2.0 * a) + log_py)
+    # log(a + (1 - 2a) p) computed as logaddexp(log a, log(1 - 2a) + log p): stable for p -> 0. log a is
+    # -loss_max itself, not jnp.log(a): a underflows to 0 in float32 for loss_max > 87, and log(0) = -inf
+    # would leave the loss unbounded (-log p), breaking the sensitivity L_max tau / m the privacy uses
+    log_a = -jnp.asarray(loss_max, log_p.dtype)
+    return -jnp.logaddexp(log_a, jnp.log1p(-2.0 * a) + log_py)
 
 
 def zero_one_error(logits: Array, labels: Array) -> Array:
@@ -180,9 +210,9 @@ def classifier_loss(apply_fn: Callable, unravel: Callable, loss_max: float = 4.0
     is computed from ``params.loss_max``, so a wider loss would be under-accounted).
 
     Raises:
-      ValueError / TypeError: loss_max not a finite number > 0.
+      ValueError / TypeError: loss_max not a number in (ln 2, float32 max] (``_check_loss_max``).
     """
-    loss_max = check_positive(loss_max, "loss_max")
+    loss_max = _check_loss_max(loss_max)
 
     def loss(w, x, y):
         return jnp.mean(bounded_cross_entropy(apply_fn(unravel(w), x), y, loss_max))
@@ -258,10 +288,21 @@ class EntropySGLDInfo(NamedTuple):
 
 
 def init(position: Array) -> EntropySGLDState:
-    """The state at flat weights ``position``."""
+    """The state at flat weights ``position``.
+
+    Raises:
+      ValueError / TypeError: a position that is not a 1-d array of finite real numbers.
+    """
     position = jnp.asarray(position)
     if position.ndim != 1:
         raise ValueError(f"position must be a flat weight vector (1-d), got shape {position.shape}")
+    if not jnp.issubdtype(position.dtype, jnp.floating):
+        raise TypeError(f"position must hold floating-point weights, got dtype {position.dtype}")
+    concrete = _concrete(position)
+    if concrete is not None and not np.all(np.isfinite(concrete)):   # the weights are public (w0): say which
+        bad = np.flatnonzero(~np.isfinite(concrete))
+        raise ValueError(f"position must be finite, got {bad.size} NaN or inf weights (first at index {bad[0]}): the "
+                         "chain would run on NaN and release NaN")
     return EntropySGLDState(position=position, num_steps=jnp.zeros((), jnp.int32))
 
 
@@ -320,7 +361,8 @@ def step(key: Array, state: EntropySGLDState, *, data: tuple[Array, Array], para
     papers/dp-pacbayes-entropy-sgld.txt, Algorithm 2; NOTES.md section 6.
 
     Args:
-      key: a JAX PRNG key (all randomness of the step comes from it).
+      key: a JAX PRNG key (all randomness of the step comes from it; None is refused, since a seed drawn
+        inside a jitted step would repeat on every call: :func:`run` takes None).
       state: the current state.
       data: (X, y) with a shared first axis (records).
       params: the hyperparameters.
@@ -330,6 +372,13 @@ def step(key: Array, state: EntropySGLDState, *, data: tuple[Array, Array], para
     Returns:
       (new state, info). Jit it from outside, closing over ``data``, ``params`` and ``loss_fn``.
     """
+    if key is None:   # the caller jits and scans step: a seed drawn here would be baked into the program
+        raise TypeError("key must be a JAX PRNG key: step draws all its noise from the key it is given; for noise "
+                        "seeded by the operating system call run(None, ...), or pass "
+                        "dpposterior.privacy.os_seeded_key() (recorded with seeded_by='os')")
+    _check_key(key)
+    if not isinstance(state, EntropySGLDState):
+        raise TypeError(f"state must be an EntropySGLDState (from init(position)), got {type(state).__name__}")
     _check_params(params)
     _check_loss(loss_fn, params)
     x, y = _check_data(data, concrete=False)

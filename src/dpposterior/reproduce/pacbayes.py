@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import numbers
 import time
 
 import jax
@@ -36,6 +37,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from .._checks import SEED_LIMIT
+from .._checks import check_delta
+from .._checks import check_positive
+from .._checks import check_positive_int
+from .._checks import check_seed
 from ..datasets import load_mnist79
 from ..datasets import load_mnist_public_digits
 from ..pacbayes import certificate as cert_mod
@@ -67,6 +73,39 @@ class PacBayesSettings:
     delta: float = 0.05
     delta_mc: float = 0.01
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        """Every field checked before anything runs (a bad one used to fail minutes into the run, e.g. an empty
+        grid as "cannot unpack non-iterable NoneType object" after Entropy-SGD had run).
+
+        Raises:
+          TypeError / ValueError: naming the field, the value and what is allowed.
+        """
+        if self.m is not None:
+            check_positive_int(self.m, "PacBayesSettings.m (or None for all 12,214 records)")
+        if (isinstance(self.pca_dims, bool) or not isinstance(self.pca_dims, numbers.Integral)
+                or not 1 <= self.pca_dims <= 784):
+            raise ValueError(f"PacBayesSettings.pca_dims must be an integer in [1, 784], got {self.pca_dims!r}")
+        check_positive_int(self.hidden, "PacBayesSettings.hidden (0: a linear softmax layer)", minimum=0)
+        for name in ("outer_steps", "n_samples", "n_test_samples"):
+            check_positive_int(getattr(self, name), f"PacBayesSettings.{name}")
+        for name in ("epsilons", "posterior_factors", "prior_stds", "posterior_stds"):
+            values = getattr(self, name)
+            if not isinstance(values, (tuple, list)) or len(values) == 0:
+                raise ValueError(f"PacBayesSettings.{name} must be a non-empty tuple of finite numbers > 0, got "
+                                 f"{values!r}")
+            for v in values:
+                check_positive(v, f"each of PacBayesSettings.{name}")
+        for name in ("gamma", "eta", "eta_inner", "sgd_eta"):
+            check_positive(getattr(self, name), f"PacBayesSettings.{name}")
+        check_delta(self.delta, "PacBayesSettings.delta")
+        check_delta(self.delta_mc, "PacBayesSettings.delta_mc")
+        if not self.delta + self.delta_mc < 1:
+            raise ValueError(f"PacBayesSettings.delta + delta_mc must be < 1 (each certificate holds with probability "
+                             f">= 1 - delta - delta_mc), got {self.delta!r} + {self.delta_mc!r}")
+        seed = check_seed(self.seed, "PacBayesSettings.seed")
+        if seed is None or seed >= SEED_LIMIT - 1000:   # the network's initialisation uses the key 1000 + seed
+            raise ValueError(f"PacBayesSettings.seed must be an integer in [0, 2**32 - 1000), got {self.seed!r}")
 
 
 QUICK = PacBayesSettings(m=1000, pca_dims=10, hidden=4, outer_steps=40, epsilons=(0.3,),
@@ -148,13 +187,24 @@ def run_pacbayes(quick: bool = False, settings: PacBayesSettings | None = None,
     """Runs the experiment; one row (a dict) per (labels, prior[, epsilon]).
 
     Mechanism-side (reads MNIST 7 vs 9). The rows are not private releases (they report training
-    errors); only the priors' means are epsilon-DP, under the exact-sample caveat.
+    errors); only the priors' means are epsilon-DP, under the exact-sample caveat. Each row carries the
+    settings it was computed with (``row["settings"]``, which :func:`write_pacbayes_report` states).
+
+    Raises:
+      TypeError / ValueError: ``settings`` not a PacBayesSettings, or its ``m`` above the 12,214 training
+        records (before anything is computed).
     """
+    if settings is not None and not isinstance(settings, PacBayesSettings):
+        raise TypeError(f"settings must be a PacBayesSettings (e.g. dataclasses.replace(QUICK, m=400)) or None, got "
+                        f"{type(settings).__name__}")
     s = settings or (QUICK if quick else FULL)
     t_start = time.time()
     key = jax.random.PRNGKey(s.seed)
     centre, proj = public_pca_features(s.pca_dims, "pca_dims")
     x_tr, y_tr = load_mnist79("train")
+    if s.m is not None and s.m > x_tr.shape[0]:   # before any computation
+        raise ValueError(f"PacBayesSettings.m must be at most the {x_tr.shape[0]:,} training records of MNIST 7 vs 9 "
+                         f"(or None for all of them), got {s.m!r}")
     x_te, y_te = load_mnist79("test")
     rng = np.random.default_rng(s.seed)
     if s.m is not None:
@@ -188,10 +238,11 @@ def run_pacbayes(quick: bool = False, settings: PacBayesSettings | None = None,
                        bound=c.bound, empirical_error=c.empirical_error, kl=c.kl_divergence,
                        h_bound=None if eps is None else h_bound(tr, eps, m, s.delta),
                        c_bound=None if eps is None else c_bound(tr, eps, m, s.delta),
-                       certificate=c.to_dict(), seconds=round(time.time() - t_start, 1))
+                       certificate=c.to_dict(), seconds=round(time.time() - t_start, 1),
+                       settings=dataclasses.asdict(s))
             if verbose:
                 print({k2: (round(v, 4) if isinstance(v, float) else v) for k2, v in out.items()
-                       if k2 != "certificate"}, flush=True)
+                       if k2 not in ("certificate", "settings")}, flush=True)
             return out
 
         # data-independent prior (Entropy-SGD, not private)
@@ -271,7 +322,11 @@ def pacbayes_figure(rows: list[dict], path) -> "Path":
 
 
 def write_pacbayes_report(rows: list[dict], out, *, quick: bool, wall_seconds: float, command: str) -> "Path":
-    """Writes ``pacbayes[-quick].md`` and its figure under ``out``; returns the Markdown path."""
+    """Writes ``pacbayes[-quick].md`` and its figure under ``out``; returns the Markdown path.
+
+    The settings stated are the ones recorded in the rows (``row["settings"]``, from :func:`run_pacbayes`), or
+    QUICK / FULL (by ``quick``) for rows without them.
+    """
     import datetime
     import json
     import os
@@ -283,12 +338,15 @@ def write_pacbayes_report(rows: list[dict], out, *, quick: bool, wall_seconds: f
     out = Path(out)
     name = "pacbayes-quick" if quick else "pacbayes"
     fig = pacbayes_figure(rows, out / f"{name}.png")
-    s = QUICK if quick else FULL
+    # the settings the rows were computed with (run_pacbayes records them in every row); QUICK / FULL only for
+    # rows that carry none: a report of a custom run used to state FULL's settings beside its numbers
+    recorded = rows[0].get("settings") if rows else None
+    settings = recorded if isinstance(recorded, dict) else dataclasses.asdict(QUICK if quick else FULL)
     lines = [f"# DP PAC-Bayes reproduction{' (--quick smoke test: toy sizes, NOT results)' if quick else ''}", "",
              f"Command: `{command}`", "",
              f"Written {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')} on "
              f"{platform.platform()} ({os.cpu_count()} CPUs); wall time {wall_seconds:.0f} s.", "",
-             f"Settings: {json.dumps(dataclasses.asdict(s), default=str)}", "",
+             f"Settings: {json.dumps(settings, default=str)}", "",
              "Features: PCA fitted on the PUBLIC digits other than 7 and 9 (no privacy cost). Priors: "
              "data-independent (centred at the initialisation, widths paid for by a union bound) and "
              "DP data-dependent (Entropy-SGLD mean, epsilon-DP under the exact-sample assumption: SGLD only "
