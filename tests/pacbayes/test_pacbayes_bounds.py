@@ -119,8 +119,11 @@ def test_m_must_be_an_integer():
 def test_bounds_dominate_empirical_risk_and_are_monotone(r, k, m, delta, eps):
     b = dp_prior_pacbayes_bound(r, k, m, delta, eps)
     assert r <= b <= 1
-    assert dp_prior_pacbayes_bound(r, k + 1.0, m, delta, eps) >= b
-    assert dp_prior_pacbayes_bound(r, k, m, delta / 2, eps) >= b
+    # monotone up to the kl inverses' outward rounding (at most about 2e-12 above the exact bound): near 1
+    # a larger kl budget could come back 1e-15 lower (r 0.1198, k 4427, m 188, delta 0.25 -> 0.125)
+    slack = 1e-11
+    assert dp_prior_pacbayes_bound(r, k + 1.0, m, delta, eps) >= b - slack
+    assert dp_prior_pacbayes_bound(r, k, m, delta / 2, eps) >= b - slack
     assert h_bound(r, eps, m, delta) >= r and c_bound(r, eps, m, delta) >= r
 
 
