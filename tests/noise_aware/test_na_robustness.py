@@ -1,0 +1,41 @@
+"""noise_aware_posterior on inputs at the edges: DP noise far from s_scale, scales beyond float32, a NUTS
+chain that never moves, and a trace that cannot be saved (twenty-first session audit)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import numpy as np
+import pytest
+
+import dpposterior.noise_aware as na
+from dpposterior.noise_aware import postprocess as P
+from dpposterior.vi.trace import DPVITrace
+
+PHI_STAR = np.array([0.5, -1.0, 0.2, -0.5], np.float32)
+A = np.array([200.0, 300.0, 1.5, 2.0])
+
+
+@pytest.fixture(scope="module")
+def small_noise_trace():
+    """rho coordinates with beta 1e5: DP noise sd sigma C / beta = 4e-5, far below s_scale = 1."""
+    lr = na.heuristic_learning_rate(2.0, 2.0, 2000, 4, np.array([1.0, 1.0, 100.0, 100.0]))
+    return na.simulate_trace(jax.random.PRNGKey(0), PHI_STAR, A, num_steps=2000, noise_multiplier=2.0, clip=2.0,
+                             beta=np.array([1.0, 1.0, 1e5, 1e5]), learning_rate=lr)
+
+
+def test_save_refuses_a_trace_that_load_would_refuse(small_noise_trace, tmp_path):
+    """save wrote the file; load then refused it ("array 'grads' contains NaN or inf")."""
+    grads = small_noise_trace.grads.copy()
+    grads[5, 1] = np.nan
+    bad = dataclasses.replace(small_noise_trace, grads=grads)
+    path = tmp_path / "t.npz"
+    with pytest.raises(ValueError, match="cannot be saved.*NaN or inf.*nothing was written"):
+        bad.save(path)
+    assert not path.exists()
+    short = dataclasses.replace(small_noise_trace, num_steps=5)
+    with pytest.raises(ValueError, match="num_steps"):
+        short.save(path)
+    small_noise_trace.save(path)                       # a good trace still round-trips
+    np.testing.assert_array_equal(DPVITrace.load(path).grads, small_noise_trace.grads)
