@@ -25,6 +25,19 @@ def small_noise_trace():
                              beta=np.array([1.0, 1.0, 1e5, 1e5]), learning_rate=lr)
 
 
+@pytest.mark.parametrize("method", ["grid", pytest.param("laplace", marks=pytest.mark.slow)])
+def test_subsampling_noise_is_resolved_when_the_dp_noise_is_small(small_noise_trace, method):
+    """The s grid spanned [0, 6 s_scale] = [0, 6]; three stages shrink it to cells of 5e-4, far wider than
+    s can be (s^2 <= the residual variance, about (4e-5)^2), so phi*'s sd came out 5.3x too wide (grid) or
+    NaN (Laplace: the second derivative of r0 s^2 / (v v0) in log s overflowed float32). The true s is 0
+    here: with subsampling noise the posterior must stay close to the one without."""
+    ref = na.noise_aware_posterior(small_noise_trace, "grid", rng_key=0).diagnostics["phi_star_sd"]
+    sd = na.noise_aware_posterior(small_noise_trace, method, rng_key=0,
+                                  subsampling_noise=True).diagnostics["phi_star_sd"]
+    assert np.all(np.isfinite(sd)), sd
+    assert np.all(np.abs(sd / ref - 1) < 0.1), sd / ref
+
+
 def test_save_refuses_a_trace_that_load_would_refuse(small_noise_trace, tmp_path):
     """save wrote the file; load then refused it ("array 'grads' contains NaN or inf")."""
     grads = small_noise_trace.grads.copy()
