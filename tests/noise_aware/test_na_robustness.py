@@ -38,6 +38,33 @@ def test_subsampling_noise_is_resolved_when_the_dp_noise_is_small(small_noise_tr
     assert np.all(np.abs(sd / ref - 1) < 0.1), sd / ref
 
 
+@pytest.mark.parametrize("change", ["beta_tiny", "beta_huge", "sigma_huge"])
+def test_a_scale_beyond_the_float32_solvers_is_an_error_not_nan(small_noise_trace, change):
+    """Were NaN means and sds, returned silently (grid) or NumPyro's "Cannot find valid initial parameters"."""
+    tr = small_noise_trace
+    if change == "beta_tiny":        # gradients 1e18 times larger with the noise: squares overflow float32
+        bad = dataclasses.replace(tr, grads=tr.grads * np.float32(1e18), beta=tr.beta / 1e18)
+    elif change == "beta_huge":      # noise variance below float32's smallest normal number
+        bad = dataclasses.replace(tr, grads=tr.grads * np.float32(1e-20), beta=tr.beta * 1e20)
+    else:
+        bad = dataclasses.replace(tr, noise_multiplier=1e19)
+    with pytest.raises(ValueError, match=r"outside the float32 range.*noise sd in \[1e-06, 1e\+06\]"):
+        na.noise_aware_posterior(bad, "grid", rng_key=0)
+
+
+def test_a_non_finite_solver_result_is_an_error(small_noise_trace, monkeypatch):
+    """A last guard: a NaN moment is refused, naming the coordinate, never returned."""
+    real = P.G.grid_phi_star_moments
+
+    def nan_first(grid):
+        mean, sd = real(grid)
+        return mean.at[0].set(np.nan), sd
+
+    monkeypatch.setattr(P.G, "grid_phi_star_moments", nan_first)
+    with pytest.raises(ValueError, match=r"mu\[theta\[0\]\].*NaN or inf"):
+        na.noise_aware_posterior(small_noise_trace, "grid", rng_key=0)
+
+
 def test_save_refuses_a_trace_that_load_would_refuse(small_noise_trace, tmp_path):
     """save wrote the file; load then refused it ("array 'grads' contains NaN or inf")."""
     grads = small_noise_trace.grads.copy()
