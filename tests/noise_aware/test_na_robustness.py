@@ -65,6 +65,15 @@ def test_a_non_finite_solver_result_is_an_error(small_noise_trace, monkeypatch):
         na.noise_aware_posterior(small_noise_trace, "grid", rng_key=0)
 
 
+@pytest.mark.slow  # NUTS compilation, about 9 s on 2 busy cores
+def test_a_nuts_chain_that_never_moves_warns(small_noise_trace):
+    """num_warmup=0: the step size is never adapted and every draw is the initial point (mean 1.9 for a
+    phi* of 0.5, sd 0); this was returned without a word."""
+    with pytest.warns(RuntimeWarning, match="never moved"):
+        post = na.noise_aware_posterior(small_noise_trace, "nuts", rng_key=0, num_warmup=0, num_samples=20)
+    assert post.diagnostics["stuck"].all()
+
+
 def test_save_refuses_a_trace_that_load_would_refuse(small_noise_trace, tmp_path):
     """save wrote the file; load then refused it ("array 'grads' contains NaN or inf")."""
     grads = small_noise_trace.grads.copy()

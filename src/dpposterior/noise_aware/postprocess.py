@@ -107,7 +107,8 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
       A Posterior with phi_star draws (M, d), the trace's PrivacySpent, and diagnostics: the per-
       coordinate posterior mean and sd of phi* ("phi_star_mean", "phi_star_sd"), the burn-in used,
       and the solver's checks (grid: "edge_mass", "max_cell_mass"; laplace: "converged",
-      "max_grad_norm"; nuts: split R-hat, ESS and divergences from numpyro.diagnostics).
+      "max_grad_norm"; nuts: split R-hat, ESS and divergences from numpyro.diagnostics, and "stuck",
+      the chains and coordinates whose draws never changed, with a RuntimeWarning).
 
     Raises:
       TypeError: ``trace`` is not a DPVITrace, an unknown solver option, a non-integer count option, a
@@ -192,6 +193,14 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
                                          **solver_options)
         diagnostics.update(nd)
         mean, sd = phi_draws.mean(axis=0), phi_draws.std(axis=0)
+        stuck = np.asarray(nd["stuck"])
+        if stuck.any():
+            names = _coordinate_names(trace)
+            warnings.warn(f"nuts: chains {np.nonzero(stuck.any(axis=1))[0].tolist()} never moved for coordinates "
+                          f"{[names[j] for j in np.nonzero(stuck.any(axis=0))[0][:10]]} (every draw the same), so "
+                          "the draws are not a posterior sample; with num_warmup="
+                          f"{solver_options.get('num_warmup', 1000)} NUTS's step size was not adapted to the "
+                          "posterior: raise num_warmup (default 1000), or use method=\"grid\"", RuntimeWarning, stacklevel=2)
     if method != "nuts":
         phi_draws = sampler(jax.random.fold_in(raw_key, 1), num_draws)
     _check_finite_result(trace, method, mean, sd, phi_draws, noise_sd)
