@@ -88,3 +88,20 @@ def test_save_refuses_a_trace_that_load_would_refuse(small_noise_trace, tmp_path
         short.save(path)
     small_noise_trace.save(path)                       # a good trace still round-trips
     np.testing.assert_array_equal(DPVITrace.load(path).grads, small_noise_trace.grads)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"num_steps": 0}, "num_steps must be an integer >= 1"),            # was ZeroDivisionError
+    ({"num_steps": True}, "num_steps must be an integer"),              # was a trace of 1 step
+    ({"noise_multiplier": -1.0}, "noise_multiplier must be a finite number > 0"),   # was a trace, sigma -1
+    ({"noise_multiplier": 0.0}, "noise_multiplier must be a finite number > 0"),    # was ZeroDivisionError
+    ({"sampling_rate": 2.0}, r"sampling_rate must lie in \(0, 1\]"),    # was a trace with q = 2
+    ({"clip": 0.0}, "clip must be a finite number > 0"),                # was ZeroDivisionError
+    ({"beta": [1.0, 1.0, 0.0, 0.0]}, "beta must be finite and > 0"),  # was an inf/NaN trace
+    ({"learning_rate": np.nan}, "learning_rate must be finite and > 0"),  # was a NaN trace
+    ({"phi_init": np.zeros(3)}, r"phi_init must be a finite vector of shape \(4,\)"),  # was a JAX error
+    ({"learning_rate": 1e3}, "diverges"),                                # was an inf/NaN trace
+])
+def test_simulate_trace_refuses_bad_settings(kwargs, match):
+    with pytest.raises((TypeError, ValueError), match=match):
+        na.simulate_trace(jax.random.PRNGKey(0), PHI_STAR, A, num_steps=kwargs.pop("num_steps", 50), **kwargs)
