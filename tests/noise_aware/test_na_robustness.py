@@ -105,3 +105,22 @@ def test_save_refuses_a_trace_that_load_would_refuse(small_noise_trace, tmp_path
 def test_simulate_trace_refuses_bad_settings(kwargs, match):
     with pytest.raises((TypeError, ValueError), match=match):
         na.simulate_trace(jax.random.PRNGKey(0), PHI_STAR, A, num_steps=kwargs.pop("num_steps", 50), **kwargs)
+
+
+def test_burn_in_start_is_the_floor_of_the_exact_product(small_noise_trace):
+    """0.29 * 100 is 28.999999999999996 in floating point: 28 steps were dropped where 29 are meant."""
+    assert na.burn_in_start(100, 0.29) == 29 and na.burn_in_start(100, 0.57) == 57
+    assert na.burn_in_start(100, 0.295) == 29 and na.burn_in_start(10_000, 0.2) == 2000
+    assert na.burn_in_start(7, 0.5) == 3 and na.burn_in_start(100, 0.0) == 0
+    tr = dataclasses.replace(small_noise_trace, phi=small_noise_trace.phi[:100], grads=small_noise_trace.grads[:100],
+                             num_steps=100)
+    post = na.noise_aware_posterior(tr, "grid", burn_in=0.29, rng_key=0)
+    assert post.diagnostics["burn_in_start"] == 29 and post.diagnostics["num_steps_used"] == 71
+
+
+def test_last_iterate_of_a_non_finite_final_phi_is_an_error(small_noise_trace):
+    """Was a posterior whose summary had mean inf and sd NaN."""
+    final = small_noise_trace.final_phi.copy()
+    final[0] = np.inf
+    with pytest.raises(ValueError, match=r"final_phi contains NaN or inf \(at \[0\]\)"):
+        dataclasses.replace(small_noise_trace, final_phi=final).last_iterate_posterior()

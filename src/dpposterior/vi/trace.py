@@ -88,8 +88,16 @@ class DPVITrace:
         return int(self.phi.shape[1])
 
     def last_iterate_posterior(self):
-        """The naive baseline q(theta; phi_T): ignores the DP noise entirely."""
+        """The naive baseline q(theta; phi_T): ignores the DP noise entirely.
+
+        Raises:
+          ValueError: ``final_phi`` holds NaN or inf (its summaries would be NaN).
+        """
         from ..noise_aware.posterior import point_posterior
+
+        if not np.all(np.isfinite(self.final_phi)):
+            bad = np.nonzero(~np.isfinite(self.final_phi))[0][:10].tolist()
+            raise ValueError(f"final_phi contains NaN or inf (at {bad}); the last iterate is no posterior")
 
         return point_posterior(self.layout, jnp.asarray(self.final_phi), self.privacy, "last_iterate")
 
