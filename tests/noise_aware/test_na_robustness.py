@@ -25,7 +25,7 @@ def small_noise_trace():
                              beta=np.array([1.0, 1.0, 1e5, 1e5]), learning_rate=lr)
 
 
-@pytest.mark.parametrize("method", ["grid", pytest.param("laplace", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("method", ["grid", "laplace"])
 def test_subsampling_noise_is_resolved_when_the_dp_noise_is_small(small_noise_trace, method):
     """The s grid spanned [0, 6 s_scale] = [0, 6]; three stages shrink it to cells of 5e-4, far wider than
     s can be (s^2 <= the residual variance, about (4e-5)^2), so phi*'s sd came out 5.3x too wide (grid) or
