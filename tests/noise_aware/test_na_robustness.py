@@ -124,3 +124,12 @@ def test_last_iterate_of_a_non_finite_final_phi_is_an_error(small_noise_trace):
     final[0] = np.inf
     with pytest.raises(ValueError, match=r"final_phi contains NaN or inf \(at \[0\]\)"):
         dataclasses.replace(small_noise_trace, final_phi=final).last_iterate_posterior()
+
+
+@pytest.mark.parametrize("burn_in", [-0.5, float("nan"), 1.0])
+def test_sufficient_statistics_refuses_a_burn_in_outside_0_1(burn_in):
+    """-0.5 gave count 150 for T = 100 with the means of the last 50 rows (phi[-50:]): statistics of a
+    trace three times as long, silently; NaN was "cannot convert float NaN to integer"."""
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match=r"burn_in must lie in \[0, 1\)"):
+        na.sufficient_statistics(rng.normal(size=(100, 2)), rng.normal(size=(100, 2)), burn_in)
