@@ -200,7 +200,8 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
                           f"{[names[j] for j in np.nonzero(stuck.any(axis=0))[0][:10]]} (every draw the same), so "
                           "the draws are not a posterior sample; with num_warmup="
                           f"{solver_options.get('num_warmup', 1000)} NUTS's step size was not adapted to the "
-                          "posterior: raise num_warmup (default 1000), or use method=\"grid\"", RuntimeWarning, stacklevel=2)
+                          "posterior: raise num_warmup (default 1000), or use method=\"grid\"",
+                          RuntimeWarning, stacklevel=2)
     if method != "nuts":
         phi_draws = sampler(jax.random.fold_in(raw_key, 1), num_draws)
     _check_finite_result(trace, method, mean, sd, phi_draws, noise_sd)
@@ -334,8 +335,9 @@ def _check_float32_range(trace: DPVITrace, stats: TraceStats, noise_sd: np.ndarr
         raise ValueError(
             f"coordinates {[names[i] for i in j]} are outside the float32 range of the post-processing solvers: "
             f"their DP noise sd sigma*C/beta = {trace.noise_multiplier:.3g}*{trace.clip:.3g}/beta is "
-            f"{np.array2string(noise_sd[j], precision=3)} (beta {np.array2string(np.asarray(trace.beta)[j], precision=3)}), "
-            f"the sum of squares of their gradients after burn-in {np.array2string(stats.grad_ss[j], precision=3)} and of "
+            f"{np.array2string(noise_sd[j], precision=3)} "
+            f"(beta {np.array2string(np.asarray(trace.beta)[j], precision=3)}), the sum of squares of their "
+            f"gradients after burn-in {np.array2string(stats.grad_ss[j], precision=3)} and of "
             f"their parameters {np.array2string(stats.phi_ss[j], precision=3)}; the solvers (float32) need the "
             f"noise sd in [{lo:g}, {hi:g}], mean squares of gradients and parameters up to {_MAX_MEAN_SQUARE:g} "
             f"and parameters that move (sum of squares >= {_MIN_PHI_SS:g}): choose beta (and clip) so that "
@@ -345,7 +347,8 @@ def _check_float32_range(trace: DPVITrace, stats: TraceStats, noise_sd: np.ndarr
 def _check_finite_result(trace: DPVITrace, method: str, mean: Any, sd: Any, draws: Any, noise_sd: np.ndarray) -> None:
     """Refuses a posterior whose moments or draws came out NaN or inf, naming the coordinates (a silent
     NaN would otherwise reach every summary)."""
-    bad = ~(np.isfinite(np.asarray(mean)) & np.isfinite(np.asarray(sd)) & np.all(np.isfinite(np.asarray(draws)), axis=0))
+    bad = ~(np.isfinite(np.asarray(mean)) & np.isfinite(np.asarray(sd))
+            & np.all(np.isfinite(np.asarray(draws)), axis=0))
     if bad.any():
         names = _coordinate_names(trace)
         j = np.nonzero(bad)[0][:10]
