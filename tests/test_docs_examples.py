@@ -38,3 +38,34 @@ def test_subpackages_the_docs_use_as_attributes_are_imported_by_the_package():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.slow   # runs the example's 400-step chain (about 11 s)
+def test_doc_examples_score_the_dp_sgld_predictive_on_held_out_records(monkeypatch):
+    """DESIGN: accuracy on the training data is not shown unless privatised or labelled non-private. The
+    user guide's DP-SGLD example printed ``predictive_scores`` on X[:500], records the chain was run on."""
+    import numpy as np
+
+    from dpposterior.mcmc import dp_sgld
+
+    seen = {"train": [], "scored": []}
+    real_run, real_scores = dp_sgld.run, dp_sgld.predictive_scores
+
+    def run(model, data, **kw):
+        seen["train"].append(np.asarray(data[0]))
+        return real_run(model, data, **kw)
+
+    def predictive_scores(model, samples, x, y, **kw):
+        seen["scored"].append(np.asarray(x))
+        return real_scores(model, samples, x, y, **kw)
+
+    monkeypatch.setattr(dp_sgld, "run", run)
+    monkeypatch.setattr(dp_sgld, "predictive_scores", predictive_scores)
+    codes = [m.group(1) for path in DOCS for m in BLOCK.finditer(path.read_text()) if "predictive_scores" in m.group(1)]
+    assert codes
+    for code in codes:
+        exec(compile(code, "<doc example>", "exec"), {"__name__": "__doc_example__"})
+    assert seen["train"] and seen["scored"]
+    train = {row.tobytes() for x in seen["train"] for row in x}
+    for x in seen["scored"]:
+        assert not any(row.tobytes() in train for row in x), "a doc example scores the records it trained on"

@@ -198,6 +198,22 @@ def test_interval_plot_shows_every_parameter_of_every_row(tmp_path):
         plots.interval_plot([], [], tmp_path / "k.png")
 
 
+@pytest.mark.parametrize("entry, error, match", [
+    ((float("nan"), 0.0, 1.0), ValueError, r"rows\[0\]\['a'\] must be finite numbers \(lo, mean, hi\), got \(nan"),
+    ((0.0, 1.0, float("inf")), ValueError, r"rows\[0\]\['a'\] must be finite numbers"),
+    (("0", "1", "2"), TypeError, r"each entry of rows\[0\]\['a'\] \(lo, mean, hi\) must be a real number, got '0'"),
+    ((False, True, True), TypeError, r"must be a real number, got False of type bool"),
+    ((0j, 1.0, 2.0), TypeError, r"must be a real number, got 0j of type complex"),
+])
+def test_interval_plot_refuses_entries_that_are_not_finite_numbers(tmp_path, entry, error, match):
+    """Twenty-first session: a NaN or infinite end was drawn as no interval without a word, strings and bools
+    were converted silently ("0" -> 0.0, True -> 1.0), a complex number failed in float() with no name."""
+    with pytest.raises(error, match=match):
+        plots.interval_plot([{"a": entry}], ["x"], tmp_path / "i.png")
+    assert not (tmp_path / "i.png").exists()
+    assert plots.interval_plot([{"a": np.array([0, 1, 2])}], ["x"], tmp_path / "j.png").exists()  # numpy numbers
+
+
 def test_plot_path_without_a_suffix_or_a_folder_is_refused(tmp_path):
     # matplotlib wrote PATH.png (or FOLDER.png) while the function returned PATH
     with pytest.raises(ValueError, match="must end in the suffix of an image format"):
@@ -205,6 +221,25 @@ def test_plot_path_without_a_suffix_or_a_folder_is_refused(tmp_path):
     with pytest.raises(ValueError, match="is a folder"):
         plots.interval_plot([ROW], ["x"], tmp_path)
     assert not (tmp_path / "figure.png").exists() and not tmp_path.with_suffix(".png").exists()
+
+
+def test_a_plot_into_a_missing_folder_creates_it_and_a_path_under_a_file_is_refused_before_drawing(tmp_path,
+                                                                                                   monkeypatch):
+    """Twenty-first session: ``calibration_plot(curves, "figures/c.png")`` without a ``figures`` folder drew
+    the figure and then failed with matplotlib's bare ``FileNotFoundError`` (a path under a file: a
+    ``NotADirectoryError``), though the package's other writers create the folder; now the folder is
+    created and the file written atomically in its suffix's format, and a path that cannot be written is
+    a ValueError before anything is drawn."""
+    curve = calibration_curve(np.linspace(0.01, 0.99, 40), np.arange(40) % 2, bins=4)
+    png = plots.calibration_plot({"m": curve}, tmp_path / "figures" / "new" / "c.png")
+    assert png == tmp_path / "figures" / "new" / "c.png" and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    pdf = plots.interval_plot([ROW], ["x"], tmp_path / "other" / "i.pdf")
+    assert pdf.read_bytes()[:5] == b"%PDF-"
+    assert sorted(p.name for p in (tmp_path / "other").iterdir()) == ["i.pdf"]     # no temporary file left
+    (tmp_path / "table.csv").write_text("a\n")
+    monkeypatch.setattr(plots, "_plt", lambda: pytest.fail("drew before checking the path"))
+    with pytest.raises(ValueError, match="path .*table.csv/c.png' cannot be created: .*table.csv' is a file"):
+        plots.calibration_plot({"m": curve}, tmp_path / "table.csv" / "c.png")
 
 
 def test_calibration_plot_refuses_empty_or_wrong_curves(tmp_path):

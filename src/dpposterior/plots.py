@@ -1,7 +1,8 @@
 """Figures from releases and posteriors (post-processing only: no data arrays of records).
 
 Each function checks its arguments and its ``path`` before drawing, and writes the figure exactly to
-``path``, in the format its suffix names (``.png``, ``.pdf``, ``.svg``, ...).
+``path``, in the format its suffix names (``.png``, ``.pdf``, ``.svg``, ...), atomically, creating the
+path's folder if it is missing.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ._checks import check_positive_int, check_real
+from ._checks import check_output_file, check_positive_int, check_real
 
 
 def _plt():
@@ -25,12 +26,14 @@ def _plt():
 
 
 def _figure_path(path: Any) -> Path:
-    """``path`` as a Path whose suffix names a format Matplotlib writes; refuses a folder."""
+    """``path`` as a Path whose suffix names a format Matplotlib writes; refuses a folder, and a path whose
+    folder cannot be created (a parent that is a file, a folder that is not writable)."""
     if not isinstance(path, (str, Path)):
         raise TypeError(f"path must be a file path (str or Path), got {type(path).__name__}")
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"path {str(path)!r} is a folder: give a file path such as {str(path / 'figure.png')!r}")
+    check_output_file(path, "path")
     from matplotlib.backend_bases import FigureCanvasBase
 
     formats = FigureCanvasBase.get_supported_filetypes()
@@ -42,11 +45,18 @@ def _figure_path(path: Any) -> Path:
 
 
 def _save(fig, path: Path) -> Path:
+    """Writes the figure in the format of ``path``'s suffix, atomically, creating its folder if missing
+    (as the package's other writers do: a missing folder was a ``FileNotFoundError`` after drawing)."""
+    import io
+
+    from ._io import write_bytes_atomic
+
+    buf = io.BytesIO()
     try:
-        fig.savefig(path, dpi=110)
+        fig.savefig(buf, dpi=110, format=path.suffix.lstrip(".").lower())
     finally:
         _plt().close(fig)
-    return path
+    return write_bytes_atomic(path, buf.getvalue())
 
 
 def trace_plot(trace, path: str | Path, max_coords: int = 6, burn_in: float = 0.2) -> Path:
@@ -153,7 +163,7 @@ def interval_plot(rows: Sequence[Mapping[str, Any]], labels: Sequence[str], path
 
     Raises:
       TypeError, ValueError: no rows, a number of labels other than the number of rows, an entry that is
-        not three numbers with lo <= hi, or a path that is a folder or lacks an image suffix.
+        not three finite real numbers with lo <= hi, or a path that is a folder or lacks an image suffix.
     """
     if isinstance(labels, str) or not isinstance(labels, Sequence) or not isinstance(rows, Sequence):
         raise TypeError("rows and labels must be sequences (one mapping and one name per method), got "
@@ -169,7 +179,11 @@ def interval_plot(rows: Sequence[Mapping[str, Any]], labels: Sequence[str], path
         for p, v in r.items():
             if np.shape(v) != (3,):
                 raise ValueError(f"rows[{m}][{p!r}] must be three numbers (lo, mean, hi), got {v!r}")
-            lo, _, hi = (float(x) for x in v)
+            # each a real number (a string "0.5" or a bool was converted silently, a complex number failed in
+            # float()), and finite (a NaN interval was left out of the figure without a word)
+            lo, mid, hi = (check_real(f"each entry of rows[{m}][{p!r}] (lo, mean, hi)", x) for x in v)
+            if not all(np.isfinite((lo, mid, hi))):
+                raise ValueError(f"rows[{m}][{p!r}] must be finite numbers (lo, mean, hi), got {v!r}")
             if lo > hi:
                 raise ValueError(f"rows[{m}][{p!r}] must have lo <= hi, got {v!r}")
             if p not in params:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -252,3 +253,29 @@ def test_bulk_variate_forms_match_the_keyed_samplers():
     u = jax.random.uniform(key, r.shape, jnp.float32, minval=jnp.finfo(jnp.float32).tiny, maxval=1.0)
     np.testing.assert_array_equal(np.asarray(S.truncated_obs_from_uniform(u, r + 0.5, jnp.full(r.shape, 4.0), (lo, hi))),
                                   np.asarray(S.truncated_obs(key, r + 0.5, jnp.full(r.shape, 4.0), (lo, hi))))
+
+
+def test_expected_sampler_time_grows_as_m_cubed():
+    # the measured reference: p = 60 (m = 1,952) took 1.83 s a sweep on the 2-core machine
+    assert RG._num_latent_stats(60) == 1952 and RG._num_latent_stats(10) == 77
+    assert RG.expected_sampler_seconds(60, 1) == pytest.approx(1.83)
+    assert RG.expected_sampler_seconds(60, 2500) == pytest.approx(2500 * 1.83)
+    ratio = RG.expected_sampler_seconds(100, 1) / RG.expected_sampler_seconds(60, 1)
+    assert ratio == pytest.approx((RG._num_latent_stats(100) / 1952) ** 3)
+    # the papers' p = 10 chain is far below the warning; p = 60 with the default chain far above
+    assert RG.slow_sampler_message(10, 5000) is None
+    msg = RG.slow_sampler_message(60, 5000)
+    assert msg is not None and "p = 60 features" in msg and "m = 1952" in msg and "hours" in msg
+
+
+def test_slow_chain_is_warned_before_sampling(rng):
+    # p = 45: about 0.3 s a sweep, so the default 1,000 + 4,000 sweeps would take about half an hour;
+    # with the warning turned into an error nothing is sampled (the test takes a second)
+    p = 45
+    X = rng.uniform(-1, 1, size=(200, p))
+    y = np.clip(X @ rng.normal(0, 0.1, p) + rng.normal(0, 0.2, 200), -1, 1)
+    rel = release_regression_statistics(X, y, epsilon=1.0, x_bound=1.0, y_bound=1.0, rng_key=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with pytest.raises(RuntimeWarning, match=r"p = 45 features .* about 0\.\d hours"):
+            gibbs_ss_noisy(rel, rng_key=0)

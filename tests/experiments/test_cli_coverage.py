@@ -73,7 +73,8 @@ def test_a_second_run_into_the_same_folder_keeps_the_earlier_cells_in_the_tables
     assert main(base + ["--epsilon", "2.0"]) == 0
     out = capsys.readouterr().out
     assert "| beta-bernoulli | 2 | naive |" in out and "| beta-bernoulli | 0.5 | naive |" not in out
-    assert "the tables and plots in" in out and "cover 2 finished cell(s), 1 from earlier runs" in out
+    assert "the tables and plots in" in out and ("cover 2 finished cell(s): the 1 in the table above and 1 other "
+                                                 "cell(s) in the folder") in out
     rows = list(csv.DictReader((tmp_path / "coverage_table.csv").read_text().splitlines()))
     assert [(r["epsilon"], r["method"]) for r in rows] == [("0.5", "naive"), ("2.0", "naive")]
     assert (tmp_path / "coverage_table.md").read_text().count("| beta-bernoulli |") == 2
@@ -86,6 +87,9 @@ def test_a_second_run_into_the_same_folder_keeps_the_earlier_cells_in_the_tables
     assert main(base + ["--epsilon", "2.0"]) == 0
     captured = capsys.readouterr()
     assert "0 cell(s) computed, 1 found finished" in captured.out
+    # twenty-first session: this said "cover 2 finished cell(s), 1 from earlier runs", though the cell found
+    # finished came from an earlier run too (both did)
+    assert "cover 2 finished cell(s): the 1 in the table above and 1 other cell(s) in the folder" in captured.out
     assert "a-method-not-registered-here" in captured.err and "not registered in this process" in captured.err
     assert "eps9p0_naive_111111111111.json" in captured.err and "corrupted" in captured.err
     rows = list(csv.DictReader((tmp_path / "coverage_table.csv").read_text().splitlines()))

@@ -143,6 +143,19 @@ def test_burn_in_priors_option_is_checked(tiny):
         MM._burn32(short, "burn_in")
 
 
+@pytest.mark.parametrize("method", ["grid", "laplace", "nuts"])
+def test_burn_in_priors_with_too_short_a_burn_in_are_refused_when_configured(tiny, method):
+    """Twenty-first session: ``priors="burn_in"`` on a cell whose burn-in keeps fewer than 10 steps (T = 40,
+    burn_in 0.2: 8 steps) was configured, its group's DP-SGD replicates ran (22 s for K = 3), and then the
+    run stopped with "raise burn_in", the later groups never computed; now the cell is refused at once."""
+    burn = (("priors", "burn_in"),)
+    with pytest.raises(ValueError, match=rf"method '{method}' with priors=\"burn_in\".*num_steps=40 with "
+                                         r"burn_in=0.2 keeps 8 of them, fewer than 10"):
+        tiny(method, method_options=burn, num_steps=40)
+    assert tiny(method, method_options=burn, num_steps=50).burn_in == 0.2      # 10 burn-in steps: enough
+    assert tiny(method, num_steps=40).num_steps == 40                         # the paper's priors need none
+
+
 def test_registered_method_plugs_in(tiny, tmp_path):
     """A new method (here: a deliberately overconfident one) runs through the same interface."""
     from dpposterior.experiments import MethodOutput, register_method

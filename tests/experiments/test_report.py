@@ -50,3 +50,61 @@ def test_one_reference_draw_shows_no_sd():
     assert "| 0.1000 | 0.1000 (R = 1: no sd) |" in md, md
     assert "| 0.2000 | 0.2000 ± 0.0100 |" in md, md
     assert "± 0.0000" not in md
+
+
+def _captured_figures(monkeypatch):
+    """Figures that the reports would save, drawn (so that their text has a size), instead of saved."""
+    figures = []
+
+    def capture(fig, path, dpi=110):
+        fig.canvas.draw()
+        figures.append((fig, fig.canvas.get_renderer()))
+        return path
+
+    monkeypatch.setattr(report, "save_figure_atomic", capture)
+    return figures
+
+
+def test_the_plot_title_fits_a_one_panel_figure(tmp_path, monkeypatch):
+    """Twenty-first session: the title of a one-epsilon plot ("beta-bernoulli: TARP coverage, N = 20, T = 20,
+    q = 0.1, delta = 1e-05, 2 reference draws") was one line 627 px wide on a 420 px figure, cut off at
+    both edges; now it is wrapped to the figure's width, and says the same."""
+    figures = _captured_figures(monkeypatch)
+    write_reports([_record("grid"), _record("naive")], tmp_path)
+    (fig, renderer), = figures
+    title = fig._suptitle
+    box = title.get_window_extent(renderer)
+    assert 0 <= box.x0 and box.x1 <= fig.bbox.width and box.y1 <= fig.bbox.height, (box, fig.bbox)
+    assert " ".join(title.get_text().split()) == ("beta-bernoulli: TARP coverage, N = 20, T = 20, q = 0.1, "
+                                                  "delta = 1e-05, 2 reference draws")
+
+
+def test_a_line_says_how_many_replicates_it_used(tmp_path, monkeypatch):
+    """The panel's title names the configured K; a cell that excluded replicates says so in its legend (before:
+    only the table did, so the plot read K = 4 for a curve of 3 replicates)."""
+    figures = _captured_figures(monkeypatch)
+    short = dict(_record("naive", 0.2), num_replicates_used=3)
+    write_reports([_record("grid"), short], tmp_path)
+    (fig, _), = figures
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert labels == ["grid (RMSE 0.100)", "naive (RMSE 0.200, 3 of 4 replicates)"]
+    assert fig.axes[0].get_title() == "epsilon = 1 (K = 4)"
+
+
+def test_two_epsilons_that_print_alike_are_told_apart(tmp_path, monkeypatch):
+    """Twenty-first session: epsilon 0.3 (the command line's) and 0.1 * 3 = 0.30000000000000004 (a Python
+    loop's) are two cells, but the table showed both rows as "| beta-bernoulli | 0.3 | grid |" with different
+    RMSEs, and the plot two panels titled "epsilon = 0.3"; now such epsilons are written exactly."""
+    def at(eps, rmse):
+        c = CellConfig("beta-bernoulli", eps, "grid", **SMALL)
+        return dict(_record("grid", rmse), config=c.to_dict(), config_digest=c.digest())
+
+    results = [at(0.3, 0.1), at(0.1 * 3, 0.2), at(1.0, 0.3)]
+    md = table_markdown(results)
+    assert "| beta-bernoulli | 0.3 | grid |" in md and "| beta-bernoulli | 0.30000000000000004 | grid |" in md, md
+    assert "| beta-bernoulli | 1 | grid |" in md                       # unambiguous epsilons stay short
+    figures = _captured_figures(monkeypatch)
+    write_reports(results, tmp_path)
+    (fig, _), = figures
+    assert [ax.get_title() for ax in fig.axes] == ["epsilon = 0.3 (K = 4)", "epsilon = 0.30000000000000004 (K = 4)",
+                                                   "epsilon = 1 (K = 4)"]

@@ -192,6 +192,61 @@ def test_a_simulator_that_does_not_fit_the_model_is_refused(sim, match):
     assert NAME not in MODELS
 
 
+def _theta_as(dtype):
+    def sim(key, n):
+        theta, data = simulate(key, n)
+        return {"mu": theta["mu"].astype(dtype), "sigma": theta["sigma"]}, data
+    return sim
+
+
+@pytest.mark.parametrize("dtype", [jnp.int32, jnp.float16, jnp.bfloat16, jnp.bool_])
+def test_a_truth_that_is_not_float32_or_float64_is_refused(dtype):
+    """Twenty-first session: a simulator that returned mu as int32 (or float16) was registered, and every
+    cell measured its coverage against the rounded truth (mu -1.566 was -1; float16 keeps 3 digits)."""
+    name = jnp.dtype(dtype).name
+    with pytest.raises(ValueError, match=rf"theta\['mu'\] has dtype {name}, but the true value of a latent site "
+                                         "must be float32 or float64"):
+        register_model(spec(simulate=_theta_as(dtype)))
+    assert NAME not in MODELS
+
+
+def _some_records_infinite(key, n):
+    """A simulator with a bug: records above mu + 1.5 overflow to inf (the model never draws them)."""
+    theta, (x,) = simulate(key, n)
+    return theta, (jnp.where(x > theta["mu"] + 1.5 * theta["sigma"], jnp.inf, x),)
+
+
+def test_simulated_data_with_infinite_values_are_refused(registered):
+    """Twenty-first session: a simulator that returned inf for some records (26 of 100 in one replicate of
+    the probe) was used silently: DP-SGD dropped those records' gradients, so the cell measured a posterior
+    of the other records, a release that dpvi (which refuses such data) never makes. Now the data sets are
+    checked where they are simulated (here the data of the needs_data methods; the replicate program in
+    the slow test below)."""
+    from dpposterior.experiments import simulate_data
+
+    registered(spec(simulate=_some_records_infinite))
+    cell = CellConfig(NAME, 1.0, "dpvim", replicates=4, repeats=2, num_steps=40, num_records=50, num_draws=20)
+    with pytest.raises(ValueError, match=rf"spec.simulate of model '{NAME}' returned non-finite data: replicate "
+                                         r"\d \(seed 0, num_records=50\) has \d+ NaN or infinite value\(s\) in data\[0\]"):
+        simulate_data(cell)
+    from dpposterior.experiments.replicates import check_simulated_data
+
+    check_simulated_data(cell, [[0, 0], [0, 0]])                           # all finite: nothing to say
+    with pytest.raises(ValueError, match=r"replicate 7 .* in data\[1\], and 1 of the 2 replicates have some"):
+        check_simulated_data(cell, [[0, 0], [0, 3]], start=6)
+
+
+@pytest.mark.slow
+def test_a_cell_on_simulated_data_with_infinite_values_is_refused(registered, tmp_path):
+    """The same through the compiled replicate program (DP-SGD): the run stops with the simulator's error and
+    saves nothing (before: a coverage cell of the truncated data sets)."""
+    registered(spec(simulate=_some_records_infinite))
+    cell = CellConfig(NAME, 1.0, "naive", replicates=3, repeats=2, num_steps=20, num_records=50, num_draws=20)
+    with pytest.raises(ValueError, match=f"spec.simulate of model '{NAME}' returned non-finite data"):
+        run_coverage([cell], tmp_path, progress=False)
+    assert not list(tmp_path.glob("cells/*/*.json"))
+
+
 def test_a_model_dpvi_cannot_run_is_refused():
     def no_plate(x):
         mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))

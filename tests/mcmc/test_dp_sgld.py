@@ -243,6 +243,112 @@ def test_posterior_predictive_averages_kept_samples():
     assert sc["accuracy"] == pytest.approx(np.mean((want > 0.5) == (y == 1)))
 
 
+def test_config_refuses_a_capacity_above_the_records():
+    # capacity 1e9 for 50 records was accepted, and the first step tried to allocate 32 GB (JAX's
+    # RESOURCE_EXHAUSTED); the DP-SGD engine has refused capacity > N since the first sessions
+    kw = dict(num_records=50, sampling_rate=0.3, clip=1.0, noise_multiplier=1.0, step_size=1e-3)
+    with pytest.raises(ValueError, match=r"capacity must be at most max\(N, 16\) = 50 \(N=50 records.*got 1000000000"):
+        S.config(capacity=10**9, **kw)
+    with pytest.raises(ValueError, match=r"capacity must be at most max\(N, 16\) = 50 .*got 51"):
+        S.config(capacity=51, **kw)
+    assert S.config(capacity=50, **kw).capacity == 50
+    # a small N keeps DPSGLDConfig's own default of 16 (a hand-built config is re-checked by step)
+    assert S.config(**{**kw, "num_records": 5}, capacity=16).capacity == 16
+    with pytest.raises(ValueError, match=r"at most max\(N, 16\) = 16"):
+        S.config(**{**kw, "num_records": 5}, capacity=17)
+
+
+def test_predictive_of_many_inputs_is_computed_in_bounded_blocks(monkeypatch):
+    # the logits of all kept samples (up to 256 at a time) for ALL inputs were held at once: 1e6 inputs took
+    # 6.3 GB at peak (0.73 GB now) and a few million would not fit; now blocks of at most 256 x 65,536 logits,
+    # each row's value unchanged (its sum over the samples does not depend on the block)
+    model = S.logistic_regression(3)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(150_000, 3)).astype(np.float32)
+    y = (rng.random(150_000) < 0.5).astype(np.int32)
+    samples = rng.normal(size=(3, 3)).astype(np.float32)
+    shapes = []
+    real = S._logits_fn(model)
+
+    def spy(m):
+        def f(th, xb):
+            shapes.append((th.shape[0], xb.shape[0]))
+            return real(th, xb)
+        return f
+
+    monkeypatch.setattr(S, "_logits_fn", spy)
+    p = S.posterior_predictive(model, samples, x)
+    assert p.shape == (150_000,) and max(r for _, r in shapes) <= 65_536 and len(shapes) == 3
+    z = x.astype(np.float64) @ samples.T.astype(np.float64)
+    np.testing.assert_allclose(p, np.mean(1.0 / (1.0 + np.exp(-z)), axis=1), rtol=1e-5)
+    sc = S.predictive_scores(model, samples, x, y)
+    assert sc["accuracy"] == pytest.approx(np.mean((p > 0.5) == (y == 1)))
+
+
+def test_mlp_refuses_a_dropout_alpha_float32_cannot_hold():
+    # dropout_alpha 1e80 or 1e300 was accepted: u = 1 + sqrt(alpha) xi overflowed in float32, every record's
+    # gradient was non-finite and counted as zero, so the chain sampled the prior (200 steps, 200 records:
+    # every noisy gradient sum exactly 0) and was released as the posterior, without a word
+    for alpha in (2.0 ** 48, 1e80, 1e300):
+        with pytest.raises(ValueError, match=r"dropout_alpha must be below 2\*\*48 = 2.815e\+14 .*got "):
+            S.mlp(3, hidden=2, dropout_alpha=alpha)
+    m = S.mlp(3, hidden=2, dropout_alpha=1e14)   # a dropout rate of 1 - 1e-14 is still a model
+    assert m.needs_key
+
+
+def test_run_counts_the_whole_trace_against_the_memory_limit(monkeypatch):
+    # run checked T x d float32 values (the samples) against half the machine's memory, but it also keeps the
+    # noisy gradient sums and dropout alphas (T x d each) and three scalars per step: 3 d + 3 values. With a
+    # machine of 2 MB (limit 1 MB), 30,000 steps of d = 3 hold 0.36 MB of samples, which passed, but 1.44 MB in
+    # all; now the run is refused before the accountant, naming the largest T that fits (20,833)
+    import dpposterior._checks as checks
+
+    x, y = _logistic_data()
+    monkeypatch.setattr(checks, "machine_memory_bytes", lambda: 2_000_000)
+    kw = dict(sampling_rate=0.5, clip=1.0, step_size=1e-3, delta=1e-5, noise_multiplier=1.0, rng_key=0)
+    with pytest.raises(ValueError, match=r"num_steps=30000 is too large for this machine: the chain and its info .* "
+                                         r"30000 x 12 float32 values.*use at most 20833 steps"):
+        S.run(S.logistic_regression(3), (x, y), num_steps=30_000, **kw)
+
+
+def test_custom_models_with_scalar_or_image_inputs_have_a_predictive():
+    # run samples a custom model whose records are a scalar feature, or a 4 x 4 image (records (N,) or
+    # (N, 4, 4) with y (N,): run accepts them and samples); the predictive used
+    # to refuse their inputs ("x must have shape (n, num_features), got (5,)" / "(100, 4, 4)"), so such a
+    # chain could be released but never used
+    rng = np.random.default_rng(0)
+    prior = lambda th: -0.5 * jnp.sum(th ** 2)  # noqa: E731
+
+    def ll_scalar(th, rec):
+        xi, yi = rec
+        z = th[0] * xi + th[1]
+        return yi * z - jax.nn.softplus(z)
+
+    def ll_image(th, rec):
+        xi, yi = rec
+        z = jnp.sum(xi * th[:16].reshape(4, 4)) + th[16]
+        return yi * z - jax.nn.softplus(z)
+
+    scalar = S.DPSGLDModel(log_likelihood=ll_scalar, log_prior=prior, logit=lambda th, xb: th[0] * xb + th[1],
+                           init=lambda k: jnp.zeros(2), num_params=2, needs_key=False, name="scalar")
+    image = S.DPSGLDModel(log_likelihood=ll_image, log_prior=prior,
+                          logit=lambda th, xb: jnp.sum(xb * th[:16].reshape(4, 4), axis=(1, 2)) + th[16],
+                          init=lambda k: jnp.zeros(17), num_params=17, needs_key=False, name="image")
+    for model, x in ((scalar, rng.normal(size=6).astype(np.float32)),
+                     (image, rng.random((6, 4, 4)).astype(np.float32))):
+        y = (rng.random(6) < 0.5).astype(np.int32)
+        samples = rng.normal(size=(5, model.num_params)).astype(np.float32)
+        p = S.posterior_predictive(model, samples, x)
+        z = np.stack([np.asarray(model.logit(jnp.asarray(s), jnp.asarray(x)), np.float64) for s in samples])
+        np.testing.assert_allclose(p, np.mean(1.0 / (1.0 + np.exp(-z)), axis=0), rtol=1e-5)
+        assert S.predictive_scores(model, samples, x, y)["num_samples"] == 5
+        with pytest.raises(ValueError, match="x must hold the n inputs on a leading axis"):
+            S.posterior_predictive(model, samples, x[0] if x.ndim == 1 else x[0, 0, 0])
+    # the built-in models still check the width
+    with pytest.raises(ValueError, match=r"x must have shape \(n, 3\), got \(6,\)"):
+        S.posterior_predictive(S.logistic_regression(3), np.zeros((2, 3), np.float32), np.zeros(6, np.float32))
+
+
 # ------------------------------------------------------------------------------------------------
 # errors say what was wrong and what is allowed
 

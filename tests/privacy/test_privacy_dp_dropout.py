@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from dpposterior.privacy import (PrivacySpent, calibrate_dpd_noise_multiplier, calibrate_noise_multiplier,
-                                 dpd_ac_epsilon, dpd_epsilon,
-                                 dpd_zcdp_epsilon, dpsgd_epsilon)
+from dpposterior.privacy import (PrivacySpent, advanced_composition, calibrate_dpd_noise_multiplier,
+                                 calibrate_noise_multiplier, dpd_ac_epsilon, dpd_epsilon,
+                                 dpd_zcdp_epsilon, dpsgd_epsilon, zcdp_to_dp)
 
 
 # ---------------------------------------------------------------- hand-computed values
@@ -268,3 +268,37 @@ def test_more_steps_never_cost_less(accountant, sigma, q, neighbouring):
     eps = [dpd_epsilon(sigma, 1e-5, q, t, accountant, neighbouring=neighbouring).epsilon
            for t in (1, 2, 3, 5, 8, 13, 34, 89, 233, 610)]
     assert all(b >= a for a, b in zip(eps, eps[1:])) and eps[-1] > eps[0]
+
+
+def test_dpd_ac_with_a_subnormal_delta_iter_is_finite():
+    # delta 1e-310 (subnormal, inside (0, 1)): delta_iter = 5e-311 / (10 * 0.5) = 1e-311, and
+    # 1.25 / 1e-311 overflows to inf. The bound needs only its log: sqrt(2 (ln 1.25 - ln 1e-311)) = 37.8.
+    # It used to say "epsilon_iter = inf ... use noise_multiplier > inf", and the calibration said no sigma
+    # up to 1e6 reaches the target.
+    d_iter = 1e-311
+    c = math.sqrt(2.0 * (math.log(1.25) - math.log(d_iter)))
+    rec = dpd_ac_epsilon(50.0, 1e-310, 0.5, 10)
+    assert rec.detail("epsilon_iter") == pytest.approx(c / 50.0, rel=1e-9)
+    assert math.isfinite(rec.epsilon) and rec.epsilon > 0
+    with pytest.raises(ValueError, match=rf"noise_multiplier > {c:.4g} "):
+        dpd_ac_epsilon(5.0, 1e-310, 0.5, 10)
+    sigma = calibrate_dpd_noise_multiplier(100.0, 1e-310, 0.5, 10, "ac")
+    assert c <= sigma < 1.01 * c   # the floor where epsilon_iter reaches 1 (the target allows less noise)
+    assert dpd_ac_epsilon(sigma, 1e-310, 0.5, 10).epsilon <= 100.0
+
+
+def test_subnormal_deltas_give_the_finite_bounds_of_their_formulas():
+    # ln(1/delta) for delta 1e-310 is 713.8, but 1 / 1e-310 overflows to inf: DPD-zCDP, zcdp_to_dp and
+    # advanced composition were refused ("not representable as a finite float") or returned epsilon = inf
+    log_inv = -math.log(1e-310)
+    rho = 10 / (2 * 5.0 ** 2)
+    assert dpd_zcdp_epsilon(5.0, 1e-310, 0.1, 10).epsilon == pytest.approx(rho + 2 * math.sqrt(rho * log_inv), rel=1e-12)
+    assert zcdp_to_dp(0.5, 1e-310) == pytest.approx(0.5 + 2 * math.sqrt(0.5 * log_inv), rel=1e-12)
+    assert math.isfinite(zcdp_to_dp(0.5, 1e-310, method="tight"))
+    eps, d = advanced_composition(0.1, 0.0, 10, 1e-310)
+    assert eps == pytest.approx(math.sqrt(20 * log_inv) * 0.1 + 10 * 0.1 * math.expm1(0.1), rel=1e-12)
+    assert d == 1e-310
+    # the DPD-AC total uses ln(1/delta') too
+    rec = dpd_ac_epsilon(50.0, 1e-310, 0.5, 10)
+    e = rec.detail("epsilon_step")
+    assert rec.epsilon == pytest.approx(math.sqrt(-20 * math.log(5e-311)) * e + 10 * e * math.expm1(e), rel=1e-12)

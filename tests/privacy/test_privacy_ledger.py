@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -232,3 +233,32 @@ def test_delta_used_counts_deltas_as_composed_under_mixed_relations():
     same.add(_record(1.0, 1e-6, "add_remove"))
     same.add(_record(1.0, 2e-6, "add_remove"))
     assert same.delta_used() == pytest.approx(3e-6, rel=1e-12)
+
+
+def test_dp_sgld_runs_compose_exactly():
+    # DP-SGLD / DP dropout records (mcmc.dp_sgld.run, dpd_epsilon) were composed from their (epsilon, delta)
+    # alone: two runs of sigma 1, q 0.1, 50 steps, add/remove (1.914 each at delta 1e-6) totalled 3.83 at
+    # delta 1e-5, against 2.34 for the 100 Poisson-sampled Gaussian steps they are; under replace-one with a
+    # DPD-AC record (sigma 6, epsilon 6.81) beside a PLD one (3.33), 10.14. Now the PLD of the steps:
+    # dp-accounting's noise multiplier is the noise std over C = 2 sigma (the record's is over the
+    # sensitivity: 2C replace-one, so sigma; C add/remove, so 2 sigma).
+    from dpposterior.privacy import dpd_epsilon
+
+    for rel, relation in (("add_remove", NeighboringRelation.ADD_OR_REMOVE_ONE),
+                          ("replace_one", NeighboringRelation.REPLACE_ONE)):
+        a = dpd_epsilon(1.0, 1e-6, 0.1, 50, "pld", neighbouring=rel)
+        b = dpd_epsilon(6.0, 1e-6, 0.1, 50, "ac", neighbouring=rel)
+        assert a.noise_multiplier == (2.0 if rel == "add_remove" else 1.0)
+        ledger = Ledger(value_discretization_interval=1e-3)
+        ledger.add(dataclasses.replace(a, mechanism="dp_sgld"))
+        ledger.add(b)
+        total = ledger.total(DELTA)
+        assert total.epsilon == pytest.approx(_accountant([(2.0, 0.1, 50), (12.0, 0.1, 50)], 1e-3, relation), rel=1e-9)
+        assert total.detail("composed_exactly") == 2 and total.neighbouring == rel
+        assert total.epsilon < a.epsilon + 0.1 < a.epsilon + b.epsilon
+    # mixed relations: an add/remove DP-SGLD run is re-accounted under replace-one (was group privacy)
+    ledger = Ledger(value_discretization_interval=1e-3)
+    ledger.add(dpd_epsilon(1.0, 1e-6, 0.1, 50, "pld", neighbouring="add_remove"))
+    ledger.add(_record(1e-9, 0.0, "replace_one"))
+    assert ledger.total(DELTA).epsilon == pytest.approx(
+        _accountant([(2.0, 0.1, 50)], 1e-3, NeighboringRelation.REPLACE_ONE), abs=1e-3)

@@ -43,3 +43,56 @@ def test_tables_pick_the_least_noise_and_average_seeds():
     assert "in 1 of 1 (data set, epsilon) cells" in text
     assert "adult accuracy +0.0500 to +0.0500" in text
     assert "| 1 | DPD-AC | 20 | 1 | 0.7100 (0.0141) | -0.5000 (0.0000) | 2 |" in text
+
+
+def _settings(**kw):
+    from dpposterior.reproduce.dp_dropout import DPDropoutSettings
+
+    base = dict(epsilons=(2.0,), datasets=("mnist79",), num_steps=4, batch_size=20, train_size=100, test_size=50,
+                kept_samples=2, hidden=2, pca_dims=5)
+    return DPDropoutSettings(**{**base, **kw})
+
+
+def test_pca_dims_beyond_the_public_rank_is_refused_before_the_records_are_read(monkeypatch):
+    # The public digits' covariance has rank 625 (139 pixels are constant): whitening by eigenvalues that are
+    # zero up to rounding gave NaN features for pca_dims > 675 (the run then failed with "data[0] must not
+    # contain NaN or inf: found 2600 non-finite values") and, for 626 to 675, features up to 2.8e6 (630) or 5.7e8
+    # (650) along directions of rounding noise (run silently).
+    import numpy as np
+    import pytest
+
+    import dpposterior.datasets as ds
+    from dpposterior.reproduce.dp_dropout import run_dp_dropout
+    from dpposterior.reproduce.pacbayes import public_pca_features, public_pca_rank
+
+    assert public_pca_rank() == 625
+    centre, proj = public_pca_features(625)
+    assert proj.shape == (784, 625) and np.all(np.isfinite(proj))
+    for dims in (626, 630, 700, 784, True):
+        with pytest.raises(ValueError, match=r"dims must be an integer in \[1, 625\]"):
+            public_pca_features(dims)
+
+    def no_records(split="train"):
+        raise AssertionError("the sensitive records were read before the settings were checked")
+
+    monkeypatch.setattr(ds, "load_mnist79", no_records)
+    for dims in (630, 700):
+        with pytest.raises(ValueError, match=r"^pca_dims must be an integer in \[1, 625\].*got " + str(dims)):
+            run_dp_dropout(settings=_settings(pca_dims=dims))
+
+
+def test_train_test_or_batch_size_beyond_the_split_names_the_setting():
+    # was NumPy's "Cannot take a larger sample than population when 'replace' is False"
+    import pytest
+
+    from dpposterior.reproduce.dp_dropout import run_dp_dropout
+
+    with pytest.raises(ValueError, match=r"^train_size must be at most the 12214 records of mnist79's training split"
+                                         r".*got 50000$"):
+        run_dp_dropout(settings=_settings(train_size=50000))
+    with pytest.raises(ValueError, match=r"^test_size must be at most the 2037 records of mnist79's test split"):
+        run_dp_dropout(settings=_settings(test_size=50000))
+    # the whole split (train_size None) and a batch above it: was "sampling_rate must lie in (0, 1], got 1.637"
+    with pytest.raises(ValueError, match=r"^batch_size must be at most the 12214 training records of mnist79 used"
+                                         r".*got 20000$"):
+        run_dp_dropout(settings=_settings(train_size=None, batch_size=20000))

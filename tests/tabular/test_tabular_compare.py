@@ -106,3 +106,25 @@ def test_compare_with_dp_fast_mh(loans, tmp_path):
     md = (tmp_path / "mh" / "summary.md").read_text()
     assert "dp-fast-mh: over 1000 iterations the chain's mean step was" in md
     assert "| parameter | na-dpvi | dp-fast-mh |" in md
+
+
+def test_compare_says_gibbs_ss_noisy_cost_before_any_release(loans, tmp_path, monkeypatch):
+    """The slow-chain note depends on public sizes only and comes before the first release, so a user
+    can stop before spending budget on a chain of hours (here every chain counts as slow)."""
+    import dpposterior.baselines as baselines
+    from dpposterior.baselines import regression as RG
+
+    monkeypatch.setattr(RG, "SLOW_SAMPLER_SECONDS", -1.0)
+
+    def no_release(*a, **k):
+        raise RuntimeError("release reached")
+
+    monkeypatch.setattr(baselines, "release_regression_statistics", no_release)
+    csv, toml = loans
+    lines: list[str] = []
+    with pytest.raises(RuntimeError, match="release reached"):
+        compare_table(csv, toml, "income", model="linear", features=["age", "region"], methods=["gibbs-ss-noisy"],
+                      epsilon=1.0, delta=1e-5, out=tmp_path / "cmp", seed=2, progress=False, log=lines.append)
+    note = [s for s in lines if "note: Gibbs-SS-Noisy with p = " in s]
+    assert len(note) == 1 and "2500 sweeps" in note[0]
+    assert not (tmp_path / "cmp" / "releases" / "gibbs-ss-noisy.npz").exists()

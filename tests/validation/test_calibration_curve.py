@@ -140,3 +140,16 @@ def test_tied_curve_is_the_average_over_every_input_order():
         assert result.brier == pytest.approx(np.mean((p - y) ** 2), rel=1e-12)
     with pytest.raises(ValueError, match="outcomes must be 0 or 1"):
         val.calibration_curve([0.2, 0.5, 0.9], [-1, 1, 1], 2)
+
+
+def test_a_numpy_boolean_weighted_flag_is_the_bool_it_holds():
+    """Twenty-first session: ``weighted=np.True_`` (a flag read from a numpy array or a pandas column) was
+    refused as "weighted must be True or False, got np.True_", unlike the package's other flags."""
+    p, y = np.linspace(0.05, 0.95, 7), np.array([0, 0, 1, 0, 1, 1, 1])
+    for flag in (np.True_, np.False_):
+        got = val.calibration_curve(p, y, bins=3, weighted=flag)
+        want = val.calibration_curve(p, y, bins=3, weighted=bool(flag))
+        assert got.rmse == want.rmse and got.weighted is bool(flag)
+    assert val.calibration_curve(p, y, bins=3, weighted=True).rmse != val.calibration_curve(p, y, bins=3).rmse
+    with pytest.raises(TypeError, match="weighted must be True or False, got 1"):
+        val.calibration_curve(p, y, bins=3, weighted=1)

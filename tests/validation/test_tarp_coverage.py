@@ -301,3 +301,22 @@ def test_a_statistic_equal_to_the_level_is_never_covered():
     np.testing.assert_array_equal(result.upper, [1.0, 1.0, 0.0, 0.0])
     rep = val.tarp_coverage_repeats(draws, theta, refs[None], alpha=[0.7])
     np.testing.assert_array_equal(rep.coverage, [0.0])
+
+
+def test_statistics_given_in_float32_follow_the_same_tie_rule():
+    """Twenty-first session: f computed in JAX is float32, and float32(0.7) = 0.69999999 was counted as
+    covered at alpha = 0.3 while float32(0.3) = 0.30000001 was not at alpha = 0.7: for f = j / 1000, 489 of
+    the 999 default levels differed from the float64 curve. Now a float32 (or float16) statistic within two
+    ulps of 1 - alpha counts as equal to it; up to M = 4,000 draws the curves equal the float64 ones."""
+    np.testing.assert_array_equal(val.coverage_from_f(np.full(5, 0.7, np.float32), [0.3]), [0.0])
+    np.testing.assert_array_equal(val.coverage_from_f(np.full(5, 0.3, np.float32), [0.7]), [0.0])
+    for M in (10, 100, 1000, 4000):
+        j = np.arange(M + 1)
+        exact = val.coverage_from_f(j / M)
+        np.testing.assert_array_equal(val.coverage_from_f((j / M).astype(np.float32)), exact)
+        shares = jnp.mean(jnp.arange(M)[None, :] < jnp.asarray(j)[:, None], axis=1)   # as a JAX user gets f
+        assert shares.dtype == jnp.float32
+        np.testing.assert_array_equal(val.coverage_from_f(shares), exact)
+    np.testing.assert_array_equal(val.coverage_from_f(np.float16([0.25, 0.5, 0.75]), [0.25, 0.5, 0.75]),
+                                  [2 / 3, 1 / 3, 0.0])
+    np.testing.assert_array_equal(val.coverage_from_f([0, 1], [0.5]), [0.5])     # integers: as float64

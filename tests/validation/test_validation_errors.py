@@ -156,3 +156,36 @@ def test_reference_point_errors():
 def test_calibration_errors(p, y, bins, error, message):
     with pytest.raises(error, match=message):
         val.calibration_curve(p, y, bins=bins)
+
+
+def _masked(a, index):
+    mask = np.zeros(np.shape(a), bool)
+    mask[index] = True
+    return np.ma.masked_array(a, mask=mask)
+
+
+def test_masked_entries_are_refused_not_used():
+    """Twenty-first session: ``np.asarray`` dropped a masked array's mask, so the values under it were used:
+    draws with one replicate's draws masked gave the same f as unmasked ones (0.78 0.37 0.9 0.56 0.78 on
+    the probe); outcomes [0, 0, 1, 5] with the 5 masked were refused as "got 5.0 at index 3", and with a
+    masked 1 used as 1. Now a ValueError says how many values are masked; a mask with nothing masked is
+    fine."""
+    d, t, r = _ok()
+    calls = [
+        ("draws", lambda: val.tarp_coverage(_masked(d, (1, 2, 0)), t, r)),
+        ("theta_true", lambda: val.marginal_coverage(d, _masked(t, (0, 0)), r)),
+        ("references", lambda: val.tarp_f_values(d, t, _masked(r, (0, 1)))),
+        ("f", lambda: val.coverage_from_f(_masked(np.full(4, 0.5), 2))),
+        ("coverage", lambda: val.coverage_rmse([0.5], _masked(np.array([0.5]), 0))),
+        ("center", lambda: val.reference_points(0, _masked(t, (3, 1)), np.ones_like(t))),
+        ("probabilities", lambda: val.calibration_curve(_masked(np.full(4, 0.5), 1), [0, 1, 0, 1], bins=2)),
+        ("outcomes", lambda: val.calibration_curve([0.1, 0.2, 0.3, 0.4], _masked(np.array([0, 0, 1, 1]), 3),
+                                                   bins=2)),
+        ("outcomes", lambda: val.calibration_curve([0.1, 0.2, 0.3, 0.4], _masked(np.array([0, 0, 1, 1], bool), 3),
+                                                   bins=2)),
+    ]
+    for name, call in calls:
+        with pytest.raises(ValueError, match=rf"^{name} is a masked array with 1 masked value\(s\)"):
+            call()
+    unmasked = np.ma.masked_array(d, mask=False)
+    assert np.array_equal(val.tarp_f_values(unmasked, t, r), val.tarp_f_values(d, t, r))

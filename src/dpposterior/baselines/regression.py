@@ -975,6 +975,11 @@ def gibbs_ss_noisy(release: RegressionStatisticsRelease, *, num_warmup: int = 10
         False gives the plain three-step sweep of the paper, which mixes very slowly at small epsilon.
       rng_key: post-processing randomness (None: from the OS).
 
+    Cost: every sweep factorises matrices of the m latent statistics (m = 77 at p = 10, 1,952 at p = 60),
+    so the time grows as m^3, about p^6: 0.7 ms a sweep at p = 10, 1.8 s at p = 60 on a 2-core CPU. A
+    chain expected to take over ``SLOW_SAMPLER_SECONDS`` (10 minutes) gets a RuntimeWarning with the
+    estimate before it starts (:func:`expected_sampler_seconds`).
+
     Returns:
       A :class:`DrawsPosterior` (sites sigma2, w; unconstrained (log sigma2, w)) with the release's
       PrivacySpent; ``diagnostics["acceptance"]`` is the share of sweeps whose latent proposal lay in
@@ -990,6 +995,9 @@ def gibbs_ss_noisy(release: RegressionStatisticsRelease, *, num_warmup: int = 10
     raw, _ = resolve_key(rng_key)
     if not isinstance(interweave, bool):
         raise TypeError(f"interweave must be True or False, got {interweave!r}")
+    slow = slow_sampler_message(release.num_features, num_warmup + num_draws * thin)
+    if slow is not None:
+        warnings.warn(slow, RuntimeWarning, stacklevel=2)
     ws, s2s, acc = sample_chain(raw, params, dims=dims, num_warmup=num_warmup, num_draws=num_draws, thin=thin,
                                 interweave=interweave)
     draws = to_unconstrained(ws, s2s)
@@ -1010,6 +1018,37 @@ def gibbs_ss_noisy(release: RegressionStatisticsRelease, *, num_warmup: int = 10
 
 #: below this share of kept latent proposals :func:`gibbs_ss_noisy` warns that its chain barely moves.
 LOW_ACCEPTANCE = 0.05
+
+#: measured cost of one sweep: (latent statistics m, seconds) at p = 60 on the project's 2-core CPU
+#: (jax 0.10.2, 2026-12-02; p = 45, m = 1,127: 0.30 s; p = 10, m = 77: 0.7 ms). A sweep's factorisations
+#: of m x m matrices dominate from about p = 30, so the time grows as m^3, about p^6.
+_REFERENCE_SWEEP = (1952, 1.83)
+#: :func:`gibbs_ss_noisy` warns before sampling when the chain is expected to take longer than this.
+SLOW_SAMPLER_SECONDS = 600.0
+
+
+def expected_sampler_seconds(num_features: int, num_sweeps: int) -> float:
+    """A rough wall time of ``num_sweeps`` Gibbs-SS-Noisy sweeps with ``num_features`` features.
+
+    Scaled as m^3 (m = the number of latent statistics, :func:`_num_latent_stats`) from a sweep measured
+    on a 2-core CPU (``_REFERENCE_SWEEP``); compilation not counted. Below about p = 30 it underestimates
+    (other work dominates there), which never matters: those chains take seconds.
+    """
+    m_ref, t_ref = _REFERENCE_SWEEP
+    return float(num_sweeps) * t_ref * (_num_latent_stats(int(num_features)) / m_ref) ** 3
+
+
+def slow_sampler_message(num_features: int, num_sweeps: int) -> str | None:
+    """The warning :func:`gibbs_ss_noisy` gives when its chain would take over ``SLOW_SAMPLER_SECONDS``
+    (None when it would not). Depends on public sizes only (p and the chain length)."""
+    secs = expected_sampler_seconds(num_features, num_sweeps)
+    if secs <= SLOW_SAMPLER_SECONDS:
+        return None
+    m = _num_latent_stats(int(num_features))
+    return (f"Gibbs-SS-Noisy with p = {num_features} features samples m = {m} latent statistics and factorises "
+            f"m x m matrices every sweep: {num_sweeps} sweeps are expected to take about {secs / 3600:.1f} hours "
+            f"on a 2-core CPU (the cost grows as m^3, about p^6; p = 60 took 1.8 s a sweep). Use fewer features "
+            "(or fewer sweeps) for this baseline, or a method whose cost grows with the data instead (NA-DPVI)")
 
 
 def nig_posterior(xtx: np.ndarray, xty: np.ndarray, yty: float, num_records: int,

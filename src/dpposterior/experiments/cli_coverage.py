@@ -186,8 +186,10 @@ def coverage_command(args: argparse.Namespace) -> int:
     print(f"\n{len(summary.computed)} cell(s) computed, {len(summary.skipped)} found finished in {args.out}; "
           f"wall time {summary.wall_seconds:.1f} s on {devices} XLA device(s)"
           + ("" if xla["applied"] else f" ({xla['reason']}: XLA flags unchanged)"))
-    print(f"the tables and plots in {args.out} cover {len(everything)} finished cell(s), "
-          f"{len(everything) - len({r['config_digest'] for r in summary.results})} from earlier runs")
+    # "from earlier runs" miscounted: a cell this run found finished came from an earlier run too
+    shown = len({r["config_digest"] for r in summary.results})
+    print(f"the tables and plots in {args.out} cover {len(everything)} finished cell(s): the {shown} in the table "
+          f"above and {len(everything) - shown} other cell(s) in the folder")
     for kind, p in paths.items():
         print(f"  {kind}: {p}")
     return 0

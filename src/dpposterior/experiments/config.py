@@ -163,7 +163,8 @@ class CellConfig:
         if self.accountant not in ("pld", "rdp"):
             raise ValueError(f"accountant must be 'pld' or 'rdp', got {self.accountant!r}")
         set_("method_options", _check_options(self.method_options))
-        from .methods import canonical_method_options, check_method_model, check_method_options, check_method_steps
+        from .methods import (canonical_method_options, check_method_burn_in, check_method_model,
+                              check_method_options, check_method_steps)
 
         check_method_model(self.method, self.model)
         check_method_options(self.method, dict(self.method_options), self.model)
@@ -174,6 +175,7 @@ class CellConfig:
             check_method_options(self.method, dict(canonical), self.model)
             set_("method_options", canonical)
         check_method_steps(self.method, self.num_steps)
+        check_method_burn_in(self.method, dict(self.method_options), self.num_steps, self.burn_in)
         if self.scheme != SCHEME:
             raise ValueError(f"scheme {self.scheme!r} is not computed by this version (scheme {SCHEME})")
         set_("_identity", self.canonical_json())

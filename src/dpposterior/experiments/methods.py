@@ -394,6 +394,23 @@ def check_method_steps(name: str, num_steps: int) -> None:
         raise ValueError(f"method {name!r} needs num_steps >= {need} DP-SGD steps, got {num_steps}")
 
 
+def check_method_burn_in(name: str, options: dict[str, Any], num_steps: int, burn_in: float) -> None:
+    """Raises ValueError if an NA-DPVI solver of the package (grid, Laplace, NUTS) is given
+    ``priors="burn_in"`` on a cell whose burn-in keeps fewer than
+    :data:`~dpposterior.experiments.replicates.MIN_BURN_STEPS` steps: the h prior is estimated from them,
+    and without this check the cell failed only after its group's DP-SGD replicates had run."""
+    from ..noise_aware.stats import MIN_STEPS_AFTER_BURN_IN, burn_in_start
+
+    if options.get("priors") != "burn_in" or get_method(name).fn not in (grid_method, laplace_method, nuts_method):
+        return
+    kept = burn_in_start(num_steps, burn_in)
+    if kept < MIN_STEPS_AFTER_BURN_IN:
+        raise ValueError(f'method {name!r} with priors="burn_in" takes the h prior from the burn-in steps, but '
+                         f"num_steps={num_steps} with burn_in={burn_in} keeps {kept} of them, fewer than "
+                         f"{MIN_STEPS_AFTER_BURN_IN}: raise burn_in or num_steps (burn_in * num_steps >= "
+                         f"{MIN_STEPS_AFTER_BURN_IN})")
+
+
 def check_method_model(name: str, model: str) -> None:
     """Raises ValueError if method ``name`` does not support model ``model`` (naming the ones it does)."""
     supported = get_method(name).models

@@ -197,6 +197,39 @@ class _Static:
     return_traces: bool
 
 
+def _nonfinite_counts(data: tuple[jax.Array, ...]) -> jax.Array:
+    """(number of data arrays,) int32: the NaN and infinite values in each simulated array (0 for integer
+    and boolean arrays)."""
+    return jnp.stack([jnp.sum(~jnp.isfinite(a)).astype(jnp.int32) if jnp.issubdtype(a.dtype, jnp.inexact)
+                      else jnp.zeros((), jnp.int32) for a in data])
+
+
+def check_simulated_data(config: CellConfig, counts: np.ndarray, start: int = 0) -> None:
+    """Raises ValueError if a simulated data set holds NaN or infinite values.
+
+    ``dpvi`` refuses such data (a record with an infinite value has no likelihood, and DP-SGD would drop
+    its gradient, fitting the other records while N counts it), so a replicate with one has no release of
+    the mechanism the cell measures; and the model's likelihood never draws one: the simulator is wrong
+    (an overflow, a log of 0). Before this check such replicates were used silently.
+
+    Args:
+      config: the cell (its model names the simulator).
+      counts: (replicates, data arrays) the non-finite values of each replicate's arrays.
+      start: the index of the first replicate in ``counts``.
+    """
+    counts = np.asarray(counts)
+    bad = np.flatnonzero(counts.sum(axis=1))
+    if bad.size:
+        i = int(bad[0])
+        j = int(np.flatnonzero(counts[i])[0])
+        raise ValueError(f"spec.simulate of model {config.model!r} returned non-finite data: replicate {start + i} "
+                         f"(seed {config.seed}, num_records={config.num_records}) has {int(counts[i, j])} NaN or "
+                         f"infinite value(s) in data[{j}], and {bad.size} of the {counts.shape[0]} replicates have "
+                         "some; dpvi refuses such data, so the cell cannot run its mechanism on them. The model's "
+                         "likelihood never draws them: make the simulator return finite records (e.g. avoid an "
+                         "overflow or a log of 0)")
+
+
 @functools.lru_cache(maxsize=16)
 def _program(static: _Static) -> Callable:
     """The jitted, vmapped (and, on several devices, shard_mapped) replicate program."""
@@ -211,7 +244,7 @@ def _program(static: _Static) -> Callable:
         theta, data = spec.simulate(k_sim, static.num_records)
         phis, grads, final = run(k_dp, phi0, tuple(data), sigma, lr, beta)
         stats = sufficient_statistics_jnp(phis, grads, static.burn_start)
-        out = (layout.unconstrain(theta), final, stats)
+        out = (layout.unconstrain(theta), final, stats, _nonfinite_counts(data))
         if static.burn_start >= MIN_BURN_STEPS:
             out = out + (sufficient_statistics_jnp(phis[:static.burn_start], grads[:static.burn_start]),)
         if static.return_traces:
@@ -296,6 +329,9 @@ def run_replicates(config: CellConfig, setup: DPVISetup | None = None, *, batch_
 
     Returns:
       :class:`ReplicateSummaries` as numpy arrays.
+
+    Raises:
+      ValueError: a simulated data set holds NaN or infinite values (:func:`check_simulated_data`).
     """
     if batch_size is not None:  # a float or 0 is refused, never truncated or replaced
         from .._checks import check_positive_int
@@ -316,7 +352,8 @@ def run_replicates(config: CellConfig, setup: DPVISetup | None = None, *, batch_
     keys = np.asarray(replicate_keys(config.seed, start, count))
     cat = _in_batches(program, keys, batch_size, args, progress)
     theta, final, stats = cat[0], cat[1], TraceStats(*cat[2])
-    rest = list(cat[3:])
+    check_simulated_data(config, cat[3], start)
+    rest = list(cat[4:])
     burn = TraceStats(*rest.pop(0)) if static.burn_start >= MIN_BURN_STEPS else None
     traces = (rest[0], rest[1]) if return_traces else (None, None)
     return ReplicateSummaries(theta=theta, final_phi=final, stats=stats, phi=traces[0], grads=traces[1],
@@ -380,6 +417,9 @@ def simulate_data(config: CellConfig, *, start: int = 0, count: int | None = Non
 
     Returns:
       theta (count, n) in the unconstrained space, and the data arrays, each (count, N, ...).
+
+    Raises:
+      ValueError: a simulated data set holds NaN or infinite values (:func:`check_simulated_data`).
     """
     count = config.replicates - start if count is None else count
     count = int(count)
@@ -393,7 +433,11 @@ def simulate_data(config: CellConfig, *, start: int = 0, count: int | None = Non
     program = _simulator(config.model, config.num_records)
     keys = np.asarray(replicate_keys(config.seed, start, count))
     theta, data = _in_batches(program, keys, chunk_size, ())
-    return theta, tuple(data)
+    data = tuple(data)
+    check_simulated_data(config, np.stack([np.sum(~np.isfinite(a.reshape(count, -1)), axis=1)
+                                           if jnp.issubdtype(a.dtype, jnp.inexact) else np.zeros(count, np.int64)
+                                           for a in data], axis=1), start)
+    return theta, data
 
 
 def cell_data(config: CellConfig, setup: DPVISetup | None = None, *,

@@ -15,6 +15,7 @@ import csv
 import io
 import json
 import os
+import textwrap
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -35,6 +36,9 @@ _SETTING_NAMES = {"replicates": "K", "repeats": "R", "num_steps": "T", "num_reco
                   "delta": "delta", "seed": "seed", "num_draws": "M", "burn_in": "burn_in", "num_mc": "num_mc",
                   "accountant": "accountant", "method_options": "options"}
 
+
+#: characters of a plot's title (fontsize 10) per inch of figure width, a little under what fits.
+_TITLE_CHARS_PER_INCH = 11
 
 #: the settings a plot's title names when all its cells share them (else each line's legend names them).
 _TITLE_FIELDS = {"num_records": "N = {}", "num_steps": "T = {}", "sampling_rate": "q = {:g}", "delta": "delta = {:g}",
@@ -62,6 +66,17 @@ def distinguishing_fields(results: Sequence[dict[str, Any]]) -> list[str]:
 
 def _settings_text(config: dict[str, Any], fields: Sequence[str]) -> str:
     return ", ".join(f"{_SETTING_NAMES[f]} = {_setting(config, f)}" for f in fields)
+
+
+def epsilon_texts(values: Any) -> dict[float, str]:
+    """Each epsilon as short text (``f"{eps:g}"``: ``0.3``, ``1``, ``1e-05``), or as its exact shortest repr
+    where the short texts of two different values would be alike (``0.3`` and ``0.1 * 3`` =
+    ``0.30000000000000004``: two cells shown as "0.3" with different numbers)."""
+    short = {float(v): f"{float(v):g}" for v in values}
+    taken: dict[str, int] = {}
+    for t in short.values():
+        taken[t] = taken.get(t, 0) + 1
+    return {v: t if taken[t] == 1 else repr(v) for v, t in short.items()}
 
 
 def _coverage_at(record: dict[str, Any], nominal: float) -> float:
@@ -127,13 +142,16 @@ def table_markdown(results: Sequence[dict[str, Any]]) -> str:
              + "RMSE (averaged curve) | single-draw RMSE (mean ± sd) | sharpness (mean posterior sd) "
              "| coverage at 0.95 |",
              "|---|---:|---|---:|---:|" + "---|" * len(extra) + "---:|---:|---:|---:|"]
-    for r in table_rows(results):
+    rows = table_rows(results)
+    eps_text = epsilon_texts(r["epsilon"] for r in rows)
+    for r in rows:
         k = f"{r['replicates_used']}" if r["replicates_used"] == r["replicates"] else \
             f"{r['replicates_used']} of {r['replicates']}"
         settings = "".join(f"{_setting(r['_config'], f)} | " for f in extra)
         # one reference draw (R = 1) has no sd over draws: its file's 0.0 is not shown as "± 0.0000"
         sd = f" ± {r['single_draw_rmse_sd']:.4f}" if r["repeats"] > 1 else " (R = 1: no sd)"
-        lines.append(f"| {r['model']} | {r['epsilon']:g} | {r['method']} | {k} | {r['repeats']} | {settings}"
+        eps = eps_text[float(r["epsilon"])]
+        lines.append(f"| {r['model']} | {eps} | {r['method']} | {k} | {r['repeats']} | {settings}"
                      f"{r['rmse']:.4f} | {r['single_draw_rmse_mean']:.4f}{sd} | "
                      f"{r['sharpness']:.4f} | {r['coverage_at_0.95']:.3f} |")
     return "\n".join(lines) + "\n"
@@ -143,7 +161,9 @@ def coverage_plot(results: Sequence[dict[str, Any]], path: str | os.PathLike, ti
     """Coverage curves (one panel per epsilon, one line per cell, band = sd over reference re-draws).
 
     A line is labelled by its method, and by the settings that tell it apart from other cells of the same
-    epsilon and method (:func:`distinguishing_fields`), e.g. ``grid, N = 100``."""
+    epsilon and method (:func:`distinguishing_fields`), e.g. ``grid, N = 100``, with its RMSE and, when
+    replicates were excluded, how many it used (a panel's K is the configured number). A long title is
+    wrapped to the figure's width."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -151,6 +171,7 @@ def coverage_plot(results: Sequence[dict[str, Any]], path: str | os.PathLike, ti
 
     results = unique_cells(results)
     eps = sorted({r["config"]["epsilon"] for r in results})
+    eps_text = epsilon_texts(eps)
     extra = distinguishing_fields(results)
     extra += [f for f in _TITLE_FIELDS if f not in extra and len({r["config"][f] for r in results}) > 1]
 
@@ -164,11 +185,13 @@ def coverage_plot(results: Sequence[dict[str, Any]], path: str | os.PathLike, ti
             nominal = 1.0 - np.asarray(r["alpha"])
             cov = np.asarray(r["coverage"])
             sd = np.asarray(r["coverage_sd"])
-            line, = ax.plot(nominal, cov, lw=1.2, label=f"{label(r['config'])} (RMSE {r['rmse']:.3f})")
+            used, k = r["num_replicates_used"], r["config"]["replicates"]
+            note = "" if used == k else f", {used} of {k} replicates"   # the panel's K is the configured one
+            line, = ax.plot(nominal, cov, lw=1.2, label=f"{label(r['config'])} (RMSE {r['rmse']:.3f}{note})")
             ax.fill_between(nominal, np.clip(cov - sd, 0, 1), np.clip(cov + sd, 0, 1), color=line.get_color(),
                             alpha=0.2, lw=0)
         k = {r["config"]["replicates"] for r in results if r["config"]["epsilon"] == e}
-        ax.set_title(f"epsilon = {e:g} (K = {', '.join(map(str, sorted(k)))})", fontsize=9)
+        ax.set_title(f"epsilon = {eps_text[float(e)]} (K = {', '.join(map(str, sorted(k)))})", fontsize=9)
         ax.set_xlabel("credibility level 1 - alpha")
         ax.set_ylabel("expected coverage (TARP)")
         ax.set_xlim(0, 1)
@@ -176,7 +199,8 @@ def coverage_plot(results: Sequence[dict[str, Any]], path: str | os.PathLike, ti
         ax.set_aspect("equal")
         ax.legend(fontsize=7, loc="upper left")
     if title:
-        fig.suptitle(title, fontsize=10)
+        # wrapped to the figure's width: one line ran off both edges of a one-panel figure (4.2 in wide)
+        fig.suptitle(textwrap.fill(title, width=int(_TITLE_CHARS_PER_INCH * fig.get_figwidth())), fontsize=10)
     fig.tight_layout()
     try:
         path = save_figure_atomic(fig, path)

@@ -72,7 +72,7 @@ from .._checks import (FLOAT32_MAX, check_delta, check_float32_array, check_floa
                        check_positive_int, check_real, check_sampling_rate, check_trace_memory)
 from ..dpsgd.core import EngineConfig, check_data_shapes, noisy_gradient
 from ..dpsgd.engine import _check_data
-from ..dpsgd.sampling import default_capacity
+from ..dpsgd.sampling import MIN_CAPACITY, default_capacity
 from ..privacy import PrivacySpent, not_private
 from ..privacy.dp_dropout import DPD_ACCOUNTANTS, calibrate_dpd_noise_multiplier, dpd_epsilon
 from ..privacy.secure import os_key, resolve_noise_source
@@ -104,6 +104,10 @@ __all__ = [
 ]
 
 LANGEVIN_MODES = ("top_up", "add")
+#: mlp's dropout_alpha must lie below this: above it the float32 noise 1 + sqrt(alpha) xi loses its mean 1
+MAX_DROPOUT_ALPHA = 2.0 ** 48
+#: the posterior predictive computes the logits of at most 256 samples x this many inputs at a time
+PREDICT_ROWS = 65536
 MECHANISM = "dp_sgld"
 
 
@@ -119,7 +123,9 @@ class DPSGLDModel(NamedTuple):
         ``(x, y)``, or ``log_likelihood(theta, record, key)`` when ``needs_key`` (the key, one per
         step shared by the step's records, drives the model's own dropout noise).
       log_prior: ``log_prior(theta)`` -> scalar.
-      logit: ``logit(theta, x)`` -> (n,) logits of P(y = 1 | x) for a batch x (n, p), no dropout.
+      logit: ``logit(theta, x)`` -> (n,) logits of P(y = 1 | x) for a batch x of n inputs, no dropout: x (n, p)
+        for the built-in models; for a custom model the inputs stacked on a leading axis, as its records
+        hold them (e.g. (n,) for a scalar feature, (n, 28, 28) for images).
       init: ``init(key)`` -> (d,) a data-independent starting point.
       num_params: d.
       needs_key: whether ``log_likelihood`` takes a key.
@@ -204,12 +210,19 @@ def mlp(num_features: int, hidden: int = 16, prior_scale: float = 1.0, dropout_a
       num_features: p.
       hidden: h >= 1 hidden units.
       prior_scale: the prior standard deviation, > 0.
-      dropout_alpha: alpha >= 0, the variance of the multiplicative dropout noise (0: none).
+      dropout_alpha: alpha in [0, 2**48), the variance of the multiplicative dropout noise (0: none);
+        Bernoulli dropout of rate p matches alpha = p / (1 - p).
     """
     p = check_positive_int(num_features, "num_features")
     h = check_positive_int(hidden, "hidden")
     s = check_positive(prior_scale, "prior_scale")
     alpha = check_positive(dropout_alpha, "dropout_alpha", allow_zero=True)
+    if alpha >= MAX_DROPOUT_ALPHA:
+        raise ValueError(
+            f"dropout_alpha must be below 2**48 = {MAX_DROPOUT_ALPHA:.4g} (a dropout rate alpha / (1 + alpha) below "
+            f"1 - 3.6e-15), got {dropout_alpha!r}: the float32 noise u = 1 + sqrt(alpha) xi loses its mean 1 above it, "
+            "and from about 1e70 the logits overflow, every record's gradient is non-finite and contributes zero, and "
+            "the chain samples the prior")
     d = p * h + h + h + 1
 
     def unpack(theta):
@@ -336,6 +349,11 @@ def config(*, num_records: int, sampling_rate: float, clip: float, noise_multipl
            capacity: int | None = None) -> DPSGLDConfig:
     """A checked :class:`DPSGLDConfig`.
 
+    Args:
+      num_records, sampling_rate, clip, noise_multiplier, step_size, langevin: as in :class:`DPSGLDConfig`.
+      capacity: records per packed Poisson buffer chunk, an int from 1 to max(N, 16); default about
+        qN + 5 sd (a larger sample continues in further chunks).
+
     Raises:
       ValueError / TypeError: an argument outside its range (the message says which and the range).
     """
@@ -349,6 +367,10 @@ def config(*, num_records: int, sampling_rate: float, clip: float, noise_multipl
     if langevin not in LANGEVIN_MODES:
         raise ValueError(f"langevin must be one of {LANGEVIN_MODES}, got {langevin!r}")
     cap = default_capacity(n, q) if capacity is None else check_positive_int(capacity, "capacity")
+    if cap > max(n, MIN_CAPACITY):   # DPSGLDConfig's own default (16) may exceed a small N: harmless
+        raise ValueError(f"capacity must be at most max(N, {MIN_CAPACITY}) = {max(n, MIN_CAPACITY)} (N={n} records; a "
+                         "buffer of records per chunk, whose per-example gradients every step allocates), got "
+                         f"{capacity!r}")
     return DPSGLDConfig(n, q, c, sigma, _check_step_size(step_size), langevin, cap)
 
 
@@ -713,7 +735,10 @@ def run(model: DPSGLDModel, data: Any, *, num_steps: int, sampling_rate: float, 
     _check_classifier_data(model, tuple(data))
     _check_model_functions(model, data_j)
     t = check_positive_int(num_steps, "num_steps")
-    check_trace_memory(t, model.num_params, "the chain (one position per step)")  # before the accountant
+    # before the accountant; per step the run keeps the position, the noisy gradient sum and the dropout alpha
+    # (d each) and three scalars of DPSGLDInfo
+    check_trace_memory(t, 3 * model.num_params + 3,
+                       "the chain and its info (position, noisy gradient sum and dropout alpha per step)")
     q = check_sampling_rate(sampling_rate)
     d = check_delta(delta)
     if accountant not in DPD_ACCOUNTANTS:
@@ -804,14 +829,17 @@ def _logits_fn(model: DPSGLDModel):
     return jax.jit(jax.vmap(model.logit, in_axes=(0, None)))
 
 
-def _log_predictive(model: DPSGLDModel, samples: np.ndarray, x: Any, chunk: int = 256) -> tuple[np.ndarray, np.ndarray]:
-    """(log p(y=1|x), log p(y=0|x)) averaged over ``samples`` (float64, stable)."""
+def _log_predictive(model: DPSGLDModel, samples: np.ndarray, x: Any, chunk: int = 256, rows: int = PREDICT_ROWS
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """(log p(y=1|x), log p(y=0|x)) averaged over ``samples`` (float64, stable), ``chunk`` samples by ``rows``
+    inputs at a time (the logits of all samples and all inputs at once took 6.3 GB for 1e6 inputs)."""
     x = np.asarray(x)
     if x.dtype.kind not in "iuf":
         raise TypeError(f"x must hold real numbers, got dtype {x.dtype}")
-    if x.ndim != 2 or (model.num_features is not None and x.shape[1] != model.num_features):
-        p = "num_features" if model.num_features is None else model.num_features
-        raise ValueError(f"x must have shape (n, {p}), got {x.shape}")
+    if model.num_features is not None and (x.ndim != 2 or x.shape[1] != model.num_features):
+        raise ValueError(f"x must have shape (n, {model.num_features}), got {x.shape}")
+    if x.ndim == 0:   # a custom model: any input shape, stacked on a leading axis of n inputs
+        raise ValueError("x must hold the n inputs on a leading axis (e.g. (n, p)), got a 0-d array")
     check_float32_array("x", x, private=True)
     if not np.all(np.isfinite(x)):
         raise ValueError("x must be finite: it contains NaN or inf")
@@ -826,15 +854,21 @@ def _log_predictive(model: DPSGLDModel, samples: np.ndarray, x: Any, chunk: int 
         raise ValueError(f"model.logit(theta, x) must return the ({x.shape[0]},) real logits of the rows of x, got "
                          f"shape {getattr(out, 'shape', None)} and dtype {getattr(out, 'dtype', None)}")
     logits_of = _logits_fn(model)
-    lse1 = lse0 = None
-    for i in range(0, samples.shape[0], chunk):
-        z = np.asarray(logits_of(jnp.asarray(samples[i:i + chunk]), x), np.float64)  # (s, n)
-        l1 = np.logaddexp.reduce(-np.logaddexp(0.0, -z), axis=0)   # log sigmoid(z)
-        l0 = np.logaddexp.reduce(-np.logaddexp(0.0, z), axis=0)    # log sigmoid(-z)
-        lse1 = l1 if lse1 is None else np.logaddexp(lse1, l1)
-        lse0 = l0 if lse0 is None else np.logaddexp(lse0, l0)
     log_s = math.log(samples.shape[0])
-    return lse1 - log_s, lse0 - log_s
+    out1, out0 = [], []
+    # blocks of rows: each row's sum over the samples is the same whatever the block (the logits are per row)
+    for r in range(0, max(x.shape[0], 1), rows):
+        xb = x[r:r + rows]
+        lse1 = lse0 = None
+        for i in range(0, samples.shape[0], chunk):
+            z = np.asarray(logits_of(jnp.asarray(samples[i:i + chunk]), xb), np.float64)  # (s, rows)
+            l1 = np.logaddexp.reduce(-np.logaddexp(0.0, -z), axis=0)   # log sigmoid(z)
+            l0 = np.logaddexp.reduce(-np.logaddexp(0.0, z), axis=0)    # log sigmoid(-z)
+            lse1 = l1 if lse1 is None else np.logaddexp(lse1, l1)
+            lse0 = l0 if lse0 is None else np.logaddexp(lse0, l0)
+        out1.append(lse1 - log_s)
+        out0.append(lse0 - log_s)
+    return np.concatenate(out1), np.concatenate(out0)
 
 
 def posterior_predictive(model: DPSGLDModel, samples: Any, x: Any, *, burn_in: int = 0, thin: int = 1
@@ -842,12 +876,15 @@ def posterior_predictive(model: DPSGLDModel, samples: Any, x: Any, *, burn_in: i
     """P(y = 1 | x, D) ~ (1/S) sum_s sigmoid(logit(theta_s, x)) over the kept samples.
 
     The Monte Carlo posterior predictive of papers/dp-dropout.txt (first paragraph). Post-processing
-    of the released samples: no privacy cost. Keeps ``samples[burn_in::thin]``.
+    of the released samples: no privacy cost. Keeps ``samples[burn_in::thin]``. Computed for at most 256
+    samples by 65,536 inputs at a time (about 130 MB per array, whatever the size of x), so
+    ``model.logit`` must give each row's logit from that row alone.
 
     Args:
       model: the model the chain ran.
       samples: (T, d) from :class:`DPSGLDResult`.
-      x: (n, num_features) inputs.
+      x: the n inputs, (n, num_features) for the built-in models; for a custom model any array whose
+        leading axis is the n inputs (each shaped as in the records ``run`` sampled from).
       burn_in: samples dropped from the start, 0 <= burn_in < T.
       thin: keep every ``thin``-th sample after burn-in, >= 1.
 
@@ -856,8 +893,9 @@ def posterior_predictive(model: DPSGLDModel, samples: Any, x: Any, *, burn_in: i
 
     Raises:
       ValueError / TypeError: samples not of shape (T, num_params) or not finite, x not a finite
-        (n, num_features) array (its width is checked for the built-in models), a bad burn_in/thin,
-        a ``model.logit`` that fails on x or does not return (n,) real logits.
+        array of n inputs ((n, num_features) for the built-in models, whose width is checked; at least
+        1-D for a custom model), a bad burn_in/thin, a ``model.logit`` that fails on x or does not
+        return (n,) real logits.
     """
     model = _check_model(model)
     kept = _kept_samples(samples, burn_in, thin, model)
@@ -868,6 +906,11 @@ def posterior_predictive(model: DPSGLDModel, samples: Any, x: Any, *, burn_in: i
 def predictive_scores(model: DPSGLDModel, samples: Any, x: Any, y: Any, *, burn_in: int = 0, thin: int = 1
                       ) -> dict[str, float]:
     """Accuracy and mean log predictive likelihood of the posterior predictive on labelled data.
+
+    Privacy: the samples are a release, but these scores also read ``x`` and ``y`` and carry no guarantee
+    for them: on the training records they are NOT private (a diagnostic for the data holder, not to be
+    published); on held-out data they are as private as that data. x and y as in
+    :func:`posterior_predictive` (y (n,) in {0, 1}).
 
     Returns:
       ``{"accuracy": share of argmax predictions equal to y, "log_likelihood": mean_i log p(y_i | x_i, D),

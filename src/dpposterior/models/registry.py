@@ -174,9 +174,10 @@ def register_model(spec: ModelSpec, *, replace: bool = False) -> ModelSpec:
     Args:
       spec: the :class:`ModelSpec`: ``name`` (letters, digits, '-' and '_'; not one of the papers'
         models), ``model`` called as ``model(*data)``, ``simulate(key, num_records) -> (theta, data)``
-        with ``theta`` a dict of the model's latent sites' values and ``data`` a tuple of arrays with
-        one row per record, and the DP-SGD settings ``clip``, ``beta_rho``, ``lr_scale`` (each > 0)
-        and ``mean_lr_factors``.
+        with ``theta`` a dict of the model's latent sites' values (float32 or float64) and ``data`` a
+        tuple of arrays with one row per record, finite (a data set with a NaN or infinite value stops the
+        cell's run: :func:`dpposterior.experiments.replicates.check_simulated_data`), and the DP-SGD
+        settings ``clip``, ``beta_rho``, ``lr_scale`` (each > 0) and ``mean_lr_factors``.
       replace: overwrite a model of your own already registered under that name.
 
     Returns:
@@ -187,8 +188,9 @@ def register_model(spec: ModelSpec, *, replace: bool = False) -> ModelSpec:
         number.
       ValueError: a bad or taken name (the papers' models cannot be replaced), a setting <= 0, a
         simulator that fails or returns something else than (dict, tuple of arrays with a leading axis
-        of ``num_records``), a model that :func:`~dpposterior.vi.dpvi` cannot run, or theta's keys
-        (or shapes) that are not the model's latent sites'.
+        of ``num_records``), a model that :func:`~dpposterior.vi.dpvi` cannot run, theta's keys
+        (or shapes) that are not the model's latent sites', or a theta value that is not float32 or
+        float64 (an integer or half-precision truth is a rounded one).
     """
     from .._checks import check_positive
 
@@ -271,4 +273,11 @@ def _check_simulator(spec: ModelSpec):
         if tuple(v.shape) != tuple(sites[k].shape):
             raise ValueError(f"{what}: theta[{k!r}] has shape {tuple(v.shape)}, but the model's latent site "
                              f"{k!r} has shape {tuple(sites[k].shape)}")
+        if np.dtype(v.dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
+            # the true value is what every replicate's coverage is measured against: an integer or
+            # half-precision value is a rounded truth, silently (an int32 mu of -1.566 was -1)
+            raise ValueError(f"{what}: theta[{k!r}] has dtype {np.dtype(v.dtype).name}, but the true value of a "
+                             "latent site must be float32 or float64 (the coverage check compares the posterior "
+                             "with it, so an integer or half-precision value would be a rounded truth); return "
+                             "the value the data were drawn from, in float32")
     return layout

@@ -58,7 +58,7 @@ def advanced_composition(epsilon: float, delta: float, num_steps: int,
     d = check_delta(delta, allow_zero=True)
     k = check_positive_int(num_steps, "num_steps")
     dp = check_delta(delta_prime, "delta_prime")
-    eps_total = math.sqrt(2.0 * k * math.log(1.0 / dp)) * eps + k * eps * _exp_minus_one(eps)
+    eps_total = math.sqrt(-2.0 * k * math.log(dp)) * eps + k * eps * _exp_minus_one(eps)
     delta_total = k * d + dp
     if delta_total >= 1.0:
         raise ValueError(
@@ -212,7 +212,7 @@ def zcdp_to_dp(rho: float, delta: float, method: Literal["classic", "tight"] = "
     d = check_delta(delta)
     if method not in ("classic", "tight"):
         raise ValueError(f"method must be 'classic' or 'tight', got {method!r}")
-    log_inv_delta = math.log(1.0 / d)
+    log_inv_delta = -math.log(d)  # not log(1 / d): 1 / d overflows for a subnormal delta
     classic = _finite("epsilon", r + 2.0 * math.sqrt(r * log_inv_delta), f"rho={rho!r}, delta={delta!r}")
     if method == "classic" or r == 0.0:
         return classic

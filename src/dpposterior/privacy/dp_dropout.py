@@ -84,7 +84,9 @@ def _delta_iter(delta: float, delta_prime: float, q: float, t: int) -> float:
 def _ac(sigma: float, delta: float, q: float, t: int, delta_prime: float) -> tuple[float, dict]:
     """DPD-AC total epsilon and its intermediate values; ValueError if epsilon_iter >= 1."""
     d_iter = _delta_iter(delta, delta_prime, q, t)
-    c = math.sqrt(2.0 * math.log(1.25 / d_iter))
+    # differences of logs, never ln(1.25 / delta_iter) or ln(1 / delta'): the quotients overflow to inf
+    # for a subnormal delta (below 2.2e-308), where the bounds are still finite
+    c = math.sqrt(2.0 * (math.log(1.25) - math.log(d_iter)))
     eps_iter = c / sigma
     if eps_iter >= 1.0:
         raise ValueError(
@@ -94,7 +96,7 @@ def _ac(sigma: float, delta: float, q: float, t: int, delta_prime: float) -> tup
             "accountant 'pld'")
     eps_step = _amplify(eps_iter, q)
     d_step = q * d_iter
-    eps_total = (math.sqrt(2.0 * t * math.log(1.0 / delta_prime)) * eps_step
+    eps_total = (math.sqrt(-2.0 * t * math.log(delta_prime)) * eps_step
                  + t * eps_step * math.expm1(eps_step))
     return eps_total, {"epsilon_iter": eps_iter, "delta_iter": d_iter, "epsilon_step": eps_step,
                        "delta_step": d_step, "delta_prime": delta_prime}
@@ -104,7 +106,7 @@ def _zcdp(sigma: float, delta: float, t: int) -> tuple[float, dict]:
     """DPD-zCDP total epsilon and rho; ValueError (never an inf epsilon) when they overflow."""
     variance = 2.0 * sigma * sigma
     rho = t / variance if variance > 0 else math.inf
-    eps = _finite("the DPD-zCDP epsilon", rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta)),
+    eps = _finite("the DPD-zCDP epsilon", rho + 2.0 * math.sqrt(-rho * math.log(delta)),
                   f"noise_multiplier={sigma!r}, num_steps={t}, delta={delta!r}")
     return eps, {"rho": rho}
 

@@ -9,7 +9,11 @@ and composes them under the privacy loss distribution (PLD) accountant of dp-acc
   Gaussian steps at ``sampling_rate`` with ``noise_multiplier``, as in
   :func:`~dpposterior.privacy.dpsgd_epsilon`), the Gaussian mechanism (``"gaussian"``) and the
   penalty MH chain (``"penalty_mh"``: ``num_steps`` Gaussian mechanisms of noise multiplier
-  ``noise_multiplier``, no subsampling).
+  ``noise_multiplier``, no subsampling), and DP-SGLD / DP dropout (mechanisms ``"dp_sgld"`` and
+  ``"dp_dropout_gaussian"``, :func:`~dpposterior.privacy.dpd_epsilon`: ``num_steps`` Poisson-sampled
+  Gaussian steps whose recorded noise multiplier is the noise std over the sensitivity, 2C under
+  replace-one and C under add/remove-one, so dp-accounting's noise std over C is twice the record's
+  under replace-one), whichever accountant the record itself was computed with.
 - Any other release, **conservatively**, from its (epsilon, delta) alone: its PLD is the
   worst case that any (epsilon, delta)-DP mechanism can have (dp-accounting's
   ``from_privacy_parameters``, the dominating pair of Kairouz, Oh & Viswanath 2015), which is no
@@ -40,6 +44,7 @@ from .spent import PrivacySpent
 
 #: mechanisms the ledger composes exactly as Gaussian events.
 DPSGD_MECHANISMS = ("poisson_subsampled_gaussian",)
+DPD_MECHANISMS = ("dp_sgld", "dp_dropout_gaussian")
 GAUSSIAN_MECHANISMS = ("gaussian", "penalty_mh")
 
 #: PLD discretisation: start here, refine by 4x until two values agree to _RTOL (or _MIN reached).
@@ -108,7 +113,7 @@ class Ledger:
 
     def delta_used(self) -> float:
         """The sum of the deltas of the releases that are composed from their (epsilon, delta) (all
-        but the Gaussian DP-SGD and Gaussian-mechanism releases, composed exactly): :meth:`total`
+        but the Gaussian DP-SGD, DP-SGLD and Gaussian-mechanism releases, composed exactly): :meth:`total`
         needs a total delta above it (plus the accountant's resolution).
 
         Each delta is counted as it is composed, under :meth:`neighbouring`: when the relations mix,
@@ -241,7 +246,7 @@ class Ledger:
 
 
 def _is_gaussian(p: PrivacySpent) -> bool:
-    return p.noise_multiplier is not None and (p.mechanism in DPSGD_MECHANISMS or
+    return p.noise_multiplier is not None and (p.mechanism in DPSGD_MECHANISMS or p.mechanism in DPD_MECHANISMS or
                                                (p.mechanism in GAUSSIAN_MECHANISMS and p.sampling_rate == 1.0))
 
 
@@ -253,9 +258,13 @@ def _pld_of(p: PrivacySpent, relation: str, dvi: float):
     from .dpsgd_accounting import _RELATIONS
 
     convert = p.neighbouring != relation  # only add_remove -> replace_one happens
-    if p.mechanism in DPSGD_MECHANISMS and p.noise_multiplier is not None:
+    if p.noise_multiplier is not None and (p.mechanism in DPSGD_MECHANISMS or p.mechanism in DPD_MECHANISMS):
+        # dp-accounting's noise multiplier is the noise std over the clip C, under either relation (its
+        # REPLACE_ONE moves one record's contribution by 2C); a DP-SGLD record's is over its sensitivity
+        std_over_clip = p.noise_multiplier * (2.0 if p.mechanism in DPD_MECHANISMS and p.neighbouring == "replace_one"
+                                              else 1.0)
         return pld_lib.from_gaussian_mechanism(
-            standard_deviation=p.noise_multiplier, value_discretization_interval=dvi,
+            standard_deviation=std_over_clip, value_discretization_interval=dvi,
             sampling_prob=p.sampling_rate, neighboring_relation=_RELATIONS[relation]).self_compose(p.num_steps)
     if _is_gaussian(p):
         # T Gaussian mechanisms of noise multiplier sigma = one of sigma / sqrt(T); sensitivity 1

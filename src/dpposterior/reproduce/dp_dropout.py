@@ -105,7 +105,7 @@ def _data(name: str, s: DPDropoutSettings, rng: np.random.Generator):
         from ..datasets import load_mnist79
         from .pacbayes import public_pca_features
 
-        centre, proj = public_pca_features(s.pca_dims)
+        centre, proj = public_pca_features(s.pca_dims, "pca_dims")
         (xtr, ytr), (xte, yte) = load_mnist79("train"), load_mnist79("test")
         xtr, xte = ((xtr - centre) @ proj).astype(np.float32), ((xte - centre) @ proj).astype(np.float32)
         model = S.mlp(s.pca_dims, s.hidden, prior_scale=s.prior_scale, dropout_alpha=s.dropout_alpha)
@@ -117,6 +117,15 @@ def _data(name: str, s: DPDropoutSettings, rng: np.random.Generator):
         model = S.logistic_regression(xtr.shape[1], prior_scale=s.prior_scale)
     else:
         raise ValueError(f"dataset must be 'mnist79' or 'adult', got {name!r}")
+    for field, size, split, n in (("train_size", s.train_size, "training", xtr.shape[0]),
+                                  ("test_size", s.test_size, "test", xte.shape[0])):
+        if size is not None and size > n:
+            raise ValueError(f"{field} must be at most the {n} records of {name}'s {split} split (a subset of it is "
+                             f"drawn without replacement; None: all of them), got {size}")
+    n_train = xtr.shape[0] if s.train_size is None else s.train_size
+    if s.batch_size > n_train:
+        raise ValueError(f"batch_size must be at most the {n_train} training records of {name} used (the sampling "
+                         f"rate is q = batch_size / N <= 1), got {s.batch_size}")
     if s.train_size is not None:
         i = rng.choice(xtr.shape[0], size=s.train_size, replace=False)
         xtr, ytr = xtr[i], ytr[i]

@@ -43,7 +43,7 @@ from ..pacbayes import entropy_sgld as es
 from ..pacbayes.bounds import c_bound
 from ..pacbayes.bounds import h_bound
 
-__all__ = ["FULL", "QUICK", "PacBayesSettings", "format_table", "public_pca_features", "run_pacbayes"]
+__all__ = ["FULL", "QUICK", "PacBayesSettings", "format_table", "public_pca_features", "public_pca_rank", "run_pacbayes"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,24 +77,49 @@ FULL = PacBayesSettings(m=None, pca_dims=50, hidden=20, outer_steps=500, epsilon
                         posterior_stds=(0.01, 0.03), n_samples=2000, n_test_samples=200)
 
 
-def public_pca_features(dims: int) -> tuple[np.ndarray, np.ndarray]:
+def public_pca_features(dims: int, name: str = "dims") -> tuple[np.ndarray, np.ndarray]:
     """(centre, projection): x -> (x - centre) @ projection, fitted on the public digits only.
 
     The projection is onto the top ``dims`` eigenvectors of the public images' covariance, each
     scaled by 1 / sqrt(its eigenvalue) (whitened on the public data). Cached.
+
+    Args:
+      dims: the number of directions, an int from 1 to the rank of the public covariance
+        (:func:`public_pca_rank`, 625): beyond it the eigenvalues are zero up to rounding, and
+        whitening by them gives NaN or features of size 1e8 made of rounding noise.
+      name: what to call ``dims`` in an error message (a caller's setting, e.g. ``"pca_dims"``).
+
+    Raises:
+      ValueError: ``dims`` not an int in [1, rank].
     """
-    if not (isinstance(dims, int) and 1 <= dims <= 784):
-        raise ValueError(f"dims must be an integer in [1, 784], got {dims!r}")
+    rank = public_pca_rank()
+    if isinstance(dims, bool) or not (isinstance(dims, int) and 1 <= dims <= rank):
+        raise ValueError(f"{name} must be an integer in [1, {rank}] (at most the rank of the public digits' "
+                         "covariance: the whitening divides by the square root of each direction's eigenvalue, "
+                         f"and beyond the rank those are zero up to rounding), got {dims!r}")
     centre, proj = _public_pca(dims)
     return centre.copy(), proj.copy()
 
 
-@functools.lru_cache(maxsize=4)
-def _public_pca(dims: int) -> tuple[np.ndarray, np.ndarray]:
+def public_pca_rank() -> int:
+    """The numerical rank of the public digits' covariance (625 of 784 pixels' directions): its
+    eigenvalues above ``max eigenvalue * 784 * float64 eps`` (NumPy's ``matrix_rank`` rule)."""
+    _, evals, _ = _public_eigh()
+    return int(np.sum(evals > evals.max() * evals.shape[0] * np.finfo(np.float64).eps))
+
+
+@functools.lru_cache(maxsize=1)
+def _public_eigh() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     pub = load_mnist_public_digits().astype(np.float64)
     centre = pub.mean(axis=0)
     centred = pub - centre
     evals, evecs = np.linalg.eigh(centred.T @ centred / pub.shape[0])
+    return centre, evals, evecs
+
+
+@functools.lru_cache(maxsize=4)
+def _public_pca(dims: int) -> tuple[np.ndarray, np.ndarray]:
+    centre, evals, evecs = _public_eigh()
     order = np.argsort(evals)[::-1][:dims]
     return centre, evecs[:, order] / np.sqrt(evals[order])
 
@@ -128,7 +153,7 @@ def run_pacbayes(quick: bool = False, settings: PacBayesSettings | None = None,
     s = settings or (QUICK if quick else FULL)
     t_start = time.time()
     key = jax.random.PRNGKey(s.seed)
-    centre, proj = public_pca_features(s.pca_dims)
+    centre, proj = public_pca_features(s.pca_dims, "pca_dims")
     x_tr, y_tr = load_mnist79("train")
     x_te, y_te = load_mnist79("test")
     rng = np.random.default_rng(s.seed)

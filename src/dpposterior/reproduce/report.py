@@ -81,11 +81,14 @@ def calibration_figures(records: Sequence[dict[str, Any]], out: Path, prefix: st
             mp = np.mean([r["methods"][m]["mean_predicted"] for r in rs if m in r["methods"]], axis=0)
             of = np.mean([r["methods"][m]["observed_frequency"] for r in rs if m in r["methods"]], axis=0)
             rmse = np.mean([r["methods"][m]["calibration_rmse"] for r in rs if m in r["methods"]])
-            ax.plot(mp, of, marker="o", ms=3, lw=1.0, label=f"{m} (cal. RMSE {rmse:.3f})")
+            pooled = float(np.sqrt(np.mean((of - mp) ** 2)))
+            ax.plot(mp, of, marker="o", ms=3, lw=1.0, label=f"{m} ({pooled:.3f}, {rmse:.3f})")
         ax.set_title(f"Adult test split, epsilon = {e:g} ({len(rs)} releases)", fontsize=9)
         ax.set_xlabel("mean predicted probability (bin)")
         ax.set_ylabel("observed frequency (bin)")
-        ax.legend(fontsize=7)
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.legend(fontsize=6, loc="lower right", title="calibration RMSE: averaged curve, per release", title_fontsize=6)
     fig.tight_layout()
     path = _savefig(fig, out / f"{prefix}-adult-calibration.png")
     plt.close(fig)
@@ -168,28 +171,36 @@ def _adult_table(records: Sequence[dict[str, Any]]) -> list[str]:
     rows = summarise(records)
     if not rows:
         return ["(no Adult releases on disk)", ""]
-    lines = ["| epsilon | method | releases | calibration RMSE (mean ± sd) | Brier | test accuracy "
-             "| sharpness (mean posterior sd of w) |", "|---:|---|---:|---:|---:|---:|---:|"]
+    lines = ["| epsilon | method | releases | calibration RMSE, averaged curve | calibration RMSE per release "
+             "(mean ± sd) | release spread | Brier | test accuracy | sharpness (mean posterior sd of w) |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        lines.append(f"| {r['epsilon']:g} | {r['method']} | {r['repeats']} | {r['calibration_rmse']:.4f} ± "
-                     f"{r['calibration_rmse_sd']:.4f} | {r['brier']:.4f} | {r['test_accuracy']:.4f} | "
-                     f"{r['sharpness']:.4f} |")
-    lines += ["", f"Bar (issue 5): the best NA-DPVI solver <= {ADULT_BAR} at every epsilon and below the naive "
-              f"baseline and DPVIm; the paper reports about {PAPER_ADULT_CALIBRATION_RMSE}.", ""]
-    lines += ["| epsilon | best NA-DPVI solver | its calibration RMSE | naive | DPVIm | meets bar | below naive and DPVIm |",
-              "|---:|---|---:|---:|---:|---|---|"]
+        lines.append(f"| {r['epsilon']:g} | {r['method']} | {r['repeats']} | {r['averaged_curve_rmse']:.4f} | "
+                     f"{r['calibration_rmse']:.4f} ± {r['calibration_rmse_sd']:.4f} | {r['release_spread']:.4f} | "
+                     f"{r['brier']:.4f} | {r['test_accuracy']:.4f} | {r['sharpness']:.4f} |")
+    lines += ["", "Averaged curve: the RMSE of the calibration curve averaged over the releases bin by bin (the "
+              "error left when the releases are pooled; the coverage tables' headline RMSE is likewise taken on "
+              "an averaged curve). Per release: each release's own RMSE. Release spread: how far single releases "
+              "scatter around the averaged curve; the squares of the averaged-curve RMSE and the spread add up "
+              "to the mean squared per-release error (`reproduce.adult.summarise`).", "",
+              f"Bar (issue 5): the best NA-DPVI solver <= {ADULT_BAR} at every epsilon and below the naive "
+              f"baseline and DPVIm; the paper reports about {PAPER_ADULT_CALIBRATION_RMSE}. The issue does not "
+              "say which reading; both are checked:", ""]
+    lines += ["| epsilon | reading | best NA-DPVI solver | its calibration RMSE | naive | DPVIm | meets bar "
+              "| below naive and DPVIm |", "|---:|---|---|---:|---:|---:|---|---|"]
     for eps in sorted({r["epsilon"] for r in rows}):
         rs = {r["method"]: r for r in rows if r["epsilon"] == eps}
         solvers = {m: r for m, r in rs.items() if m.split(" (")[0] in NA_DPVI_SOLVERS}
         if not solvers:
             continue
-        best = min(solvers, key=lambda m: solvers[m]["calibration_rmse"])
-        v = solvers[best]["calibration_rmse"]
-        naive, dpvim = rs.get("naive"), rs.get("dpvim")
-        below = all(x is None or v < x["calibration_rmse"] for x in (naive, dpvim))
-        fmt = lambda x: "" if x is None else f"{x['calibration_rmse']:.4f}"  # noqa: E731
-        lines.append(f"| {eps:g} | {best} | {v:.4f} | {fmt(naive)} | {fmt(dpvim)} | "
-                     f"{'yes' if v <= ADULT_BAR else 'NO'} | {'yes' if below else 'NO'} |")
+        for reading, key in (("averaged curve", "averaged_curve_rmse"), ("per release", "calibration_rmse")):
+            best = min(solvers, key=lambda m, key=key: solvers[m][key])
+            v = solvers[best][key]
+            naive, dpvim = rs.get("naive"), rs.get("dpvim")
+            below = all(x is None or v < x[key] for x in (naive, dpvim))
+            fmt = lambda x, key=key: "" if x is None else f"{x[key]:.4f}"  # noqa: E731
+            lines.append(f"| {eps:g} | {reading} | {best} | {v:.4f} | {fmt(naive)} | {fmt(dpvim)} | "
+                         f"{'yes' if v <= ADULT_BAR else 'NO'} | {'yes' if below else 'NO'} |")
     lines.append("")
     return lines
 

@@ -35,12 +35,23 @@ def default_alpha_grid() -> np.ndarray:
     return np.arange(1, DEFAULT_ALPHA_POINTS + 1, dtype=np.float64) / (DEFAULT_ALPHA_POINTS + 1)
 
 
+def check_not_masked(name: str, value: Any) -> None:
+    """Raises ValueError if ``value`` is a numpy masked array with masked entries: ``np.asarray`` drops
+    the mask, so the values under it (a user's missing or excluded entries) would be used silently."""
+    if np.ma.is_masked(value):
+        raise ValueError(f"{name} is a masked array with {int(np.ma.count_masked(value))} masked value(s); the "
+                         "mask would be ignored and the values under it used: remove those entries (or replicates) "
+                         "first")
+
+
 def as_real_array(name: str, value: Any) -> np.ndarray:
     """``value`` as a numpy array of real numbers (dtype kept), or a TypeError.
 
     Accepts numpy arrays, JAX arrays and nested sequences. Booleans, complex numbers, strings,
-    objects and mappings (e.g. a dict of posterior sites) are refused.
+    objects and mappings (e.g. a dict of posterior sites) are refused, and so (a ValueError) is a
+    masked array with masked entries (:func:`check_not_masked`).
     """
+    check_not_masked(name, value)
     if isinstance(value, Mapping):
         raise TypeError(
             f"{name} must be an array of real numbers, got a {type(value).__name__} "

@@ -14,6 +14,7 @@ import numpy as np
 
 from .._checks import check_positive_int
 from ._inputs import as_real_array
+from ._inputs import check_not_masked
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -61,6 +62,7 @@ def _check_probabilities(probabilities: Any) -> np.ndarray:
 
 
 def _check_outcomes(outcomes: Any, length: int) -> np.ndarray:
+    check_not_masked("outcomes", outcomes)
     try:
         y = np.asarray(outcomes)
     except ValueError:  # ragged nested lists: as_real_array gives the TypeError
@@ -132,8 +134,9 @@ def calibration_curve(
             f"bins must be at most the number of predictions ({p.shape[0]}) so that no bin is empty, "
             f"got {bins}"
         )
-    if not isinstance(weighted, bool):
+    if not isinstance(weighted, (bool, np.bool_)):
         raise TypeError(f"weighted must be True or False, got {weighted!r}")
+    weighted = bool(weighted)  # a numpy boolean (e.g. read from a settings array) is the bool it holds
 
     order = np.argsort(p, kind="stable")
     p_sorted, y_sorted = p[order], y[order]

@@ -247,8 +247,10 @@ def tarp_f_values(draws: Any, theta_true: Any, references: Any) -> np.ndarray:
     return _f_statistics(draws, theta, refs, marginal=False)[0]
 
 
-def _check_f(f: Any) -> np.ndarray:
+def _check_f(f: Any) -> tuple[np.ndarray, np.dtype]:
+    """``f`` as float64, and the float dtype it was given in (float64 for integers)."""
     arr = as_real_array("f", f)
+    given = arr.dtype if arr.dtype.kind == "f" else np.dtype(np.float64)
     if arr.ndim < 1:
         raise ValueError(
             f"f must be an array of shape (K,) or (K, ...) with K replicates, got shape {arr.shape}"
@@ -260,7 +262,25 @@ def _check_f(f: Any) -> np.ndarray:
         raise ValueError(
             f"f must hold shares in [0, 1], got values from {float(arr.min())!r} to {float(arr.max())!r}"
         )
-    return arr
+    return arr, given
+
+
+def _levels_in(alpha: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """The levels 1 - alpha against which statistics given in ``dtype`` are compared strictly.
+
+    float64: :func:`_levels`. A lower precision (float32, float16): 1 - alpha lowered by two units in the
+    last place of that precision, so that a statistic j / M computed in it (a share of draws in JAX is
+    float32, rounded, and its ``mean`` is up to an ulp off) is decided by the tie rule, not by its
+    rounding: with the float64 levels, float32(0.7) = 0.69999999 counted as covered at alpha = 0.3
+    while float32(0.3) = 0.30000001 did not at alpha = 0.7 (489 of the 999 default levels differed for
+    f = j / 1000). A float32 statistic within two ulps of 1 - alpha counts as equal to it (not covered);
+    on the default grid, j / M and 1 - alpha that differ are at least 1 / (1000 M) apart, more than four
+    float32 ulps for M <= 4,000 draws, so those are still told apart.
+    """
+    if dtype.itemsize >= 8:
+        return _levels(alpha)
+    level = 1.0 - alpha
+    return level - 2.0 * np.spacing(level.astype(dtype)).astype(np.float64)
 
 
 def _coverage_of_sorted(f_sorted: np.ndarray, levels: np.ndarray) -> np.ndarray:
@@ -272,7 +292,10 @@ def coverage_from_f(f: Any, alpha: Any = None) -> np.ndarray:
     """Expected coverage curve from TARP statistics: ``C(alpha) = mean_i 1[f_i < 1 - alpha]``.
 
     A statistic equal to ``1 - alpha`` (within 1e-12, so that the rounding of ``1 - alpha`` does not
-    decide, e.g. f = 0.3 at alpha = 0.7) is not below it: the region does not cover it.
+    decide, e.g. f = 0.3 at alpha = 0.7) is not below it: the region does not cover it. Statistics
+    given in float32 (or float16), as a share of draws computed in JAX is, count as equal to
+    ``1 - alpha`` within two units in the last place of that precision, so that their own rounding
+    does not decide either (exact for M <= 4,000 draws on the default grid).
 
     Args:
       f: TARP statistics with the replicates on the first axis: shape ``(K,)``, or ``(K, ...)`` for
@@ -288,13 +311,13 @@ def coverage_from_f(f: Any, alpha: Any = None) -> np.ndarray:
       ValueError: if ``f`` is empty, holds NaN or values outside [0, 1], or ``alpha`` is not a 1-D
         array of values in (0, 1).
     """
-    f = _check_f(f)
+    f, given = _check_f(f)
     alpha = check_alpha(alpha)
-    return _coverage(f, alpha)
+    return _coverage(f, alpha, _levels_in(alpha, given))
 
 
-def _coverage(f: np.ndarray, alpha: np.ndarray) -> np.ndarray:
-    levels = _levels(alpha)
+def _coverage(f: np.ndarray, alpha: np.ndarray, levels: np.ndarray | None = None) -> np.ndarray:
+    levels = _levels(alpha) if levels is None else levels
     K = f.shape[0]
     columns = np.sort(f.reshape(K, -1), axis=0).T  # (curves, K), each sorted
     curves = np.stack([_coverage_of_sorted(col, levels) for col in columns])

@@ -14,6 +14,7 @@ from .._checks import (check_delta, check_epsilon, check_float32_array, check_fl
                        check_positive_int, check_sampling_rate, check_trace_memory)
 from ..privacy.dpsgd_accounting import calibrate_noise_multiplier
 from . import family
+from .circular import warn_if_near_seam
 from .layout import ParamLayout
 from .data_support import check_observed_support
 from .model_inspect import (check_data, check_setting_names, inspect_model, prior_median_unconstrained,
@@ -173,6 +174,7 @@ def dpvi(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: i
                 num_steps=num_steps, learning_rate=lr, delta=delta, beta=beta_vec, rng_key=rng_key,
                 loss_needs_key=True, accountant=accountant, progress=progress, secure=secure,
                 checkpoint=checkpoint, checkpoint_every=checkpoint_every, sampling=sampling)
+    warn_if_near_seam(layout, run.final_params, "dpvi")
     return DPVITrace(phi=np.asarray(run.params), grads=np.asarray(run.grads), final_phi=np.asarray(run.final_params),
                      beta=np.asarray(beta_vec), learning_rate=np.asarray(lr), clip=clip, noise_multiplier=sigma,
                      sampling_rate=sampling_rate, num_steps=num_steps, dataset_size=dataset_size, num_mc=num_mc,

@@ -55,6 +55,7 @@ from .._checks import (FLOAT32_MAX, check_delta, check_epsilon, check_float32_po
 from ..privacy import PrivacySpent, calibrate_noise_multiplier, dpsgd_epsilon, os_seeded_key
 from ..privacy.secure import check_secure, resolve_noise_source
 from . import family
+from .circular import warn_if_near_seam
 from .layout import ParamLayout
 from .data_support import check_observed_support
 from .model_inspect import (check_data, check_setting_names, inspect_model, prior_median_unconstrained,
@@ -405,6 +406,7 @@ def dpvim(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: 
                            details=(("clip", clip), ("sampling", "poisson"), ("clipped", "loc gradient only"),
                                     ("algorithm", "dpvim_natural" if natural_gradient else "dpvim"),
                                     ("dataset_size", "public")))  # N, stored with the trace: not privatised
+    warn_if_near_seam(layout, final, "dpvim")
     return DPVImTrace(mu=np.asarray(mus), rho=np.asarray(rhos), loc_grads=np.asarray(gmus),
                       final_phi=np.asarray(final), layout=layout, privacy=privacy, clip=clip,
                       noise_multiplier=sigma, sampling_rate=sampling_rate, num_steps=num_steps,
