@@ -133,3 +133,16 @@ def test_sufficient_statistics_refuses_a_burn_in_outside_0_1(burn_in):
     rng = np.random.default_rng(0)
     with pytest.raises(ValueError, match=r"burn_in must lie in \[0, 1\)"):
         na.sufficient_statistics(rng.normal(size=(100, 2)), rng.normal(size=(100, 2)), burn_in)
+
+
+def test_a_dpvim_trace_is_pointed_to_its_own_method(small_noise_trace):
+    """Was "trace must be a DPVITrace, got DPVImTrace", with no word of the method that does apply."""
+    from dpposterior.vi.dpvim import DPVImTrace
+
+    tr = small_noise_trace
+    dpvim_trace = DPVImTrace(mu=tr.phi[:, :2], rho=tr.phi[:, 2:], loc_grads=tr.grads[:, :2], final_phi=tr.final_phi,
+                             layout=tr.layout, privacy=tr.privacy, clip=tr.clip, noise_multiplier=tr.noise_multiplier,
+                             sampling_rate=tr.sampling_rate, num_steps=tr.num_steps, dataset_size=0,
+                             learning_rate=tr.learning_rate, natural_gradient=False)
+    with pytest.raises(TypeError, match=r"got DPVImTrace; .*trace\.noise_aware_posterior\(\)"):
+        na.noise_aware_posterior(dpvim_trace)

@@ -123,7 +123,13 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
         scale) is not > 0.
     """
     if not isinstance(trace, DPVITrace):
-        raise TypeError(f"trace must be a DPVITrace, got {type(trace).__name__}")
+        from ..vi.dpvim import DPVImTrace
+
+        hint = ""
+        if isinstance(trace, DPVImTrace):
+            hint = ("; a DPVIm release holds the noisy gradients of mu only, which this model cannot use: call "
+                    "its own trace.noise_aware_posterior() (the paper's DPVIm baseline)")
+        raise TypeError(f"trace must be a DPVITrace (from dpvi), got {type(trace).__name__}{hint}")
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     unknown = sorted(set(solver_options) - set(_OPTIONS[method]))
