@@ -146,3 +146,10 @@ def test_a_dpvim_trace_is_pointed_to_its_own_method(small_noise_trace):
                              learning_rate=tr.learning_rate, natural_gradient=False)
     with pytest.raises(TypeError, match=r"got DPVImTrace; .*trace\.noise_aware_posterior\(\)"):
         na.noise_aware_posterior(dpvim_trace)
+
+
+def test_tracepriors_beyond_float32_are_an_error_naming_the_priors(small_noise_trace):
+    """phi_scale 1e-50 (> 0, so accepted) is 0 in the float32 solvers: the posterior was NaN, returned."""
+    pr = na.noise_aware_posterior(small_noise_trace, "grid", rng_key=0).diagnostics["priors"]
+    with pytest.raises(ValueError, match="NaN or inf.*check the TracePriors given"):
+        na.noise_aware_posterior(small_noise_trace, "grid", rng_key=0, priors=pr._replace(phi_scale=np.full(4, 1e-50)))

@@ -140,6 +140,7 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
         raise TypeError(f"subsampling_noise must be True or False, got {subsampling_noise!r}")
     stats, noise_sd, start = _checked_statistics(trace, burn_in)
     q = float(trace.sampling_rate)
+    user_priors = not isinstance(priors, str)
     if isinstance(priors, str):
         if priors not in PRIOR_CHOICES:
             raise ValueError(f"priors must be a TracePriors or one of {PRIOR_CHOICES}, got {priors!r}")
@@ -210,7 +211,7 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
                           RuntimeWarning, stacklevel=2)
     if method != "nuts":
         phi_draws = sampler(jax.random.fold_in(raw_key, 1), num_draws)
-    _check_finite_result(trace, method, mean, sd, phi_draws, noise_sd)
+    _check_finite_result(trace, method, mean, sd, phi_draws, noise_sd, user_priors=user_priors)
     diagnostics["phi_star_mean"] = np.asarray(mean)
     diagnostics["phi_star_sd"] = np.asarray(sd)
     return Posterior(layout=trace.layout, phi_star=jnp.asarray(phi_draws), privacy=trace.privacy, method=method,
@@ -350,9 +351,10 @@ def _check_float32_range(trace: DPVITrace, stats: TraceStats, noise_sd: np.ndarr
             "sigma*C/beta is of the order of the gradients")
 
 
-def _check_finite_result(trace: DPVITrace, method: str, mean: Any, sd: Any, draws: Any, noise_sd: np.ndarray) -> None:
+def _check_finite_result(trace: DPVITrace, method: str, mean: Any, sd: Any, draws: Any, noise_sd: np.ndarray,
+                         user_priors: bool = False) -> None:
     """Refuses a posterior whose moments or draws came out NaN or inf, naming the coordinates (a silent
-    NaN would otherwise reach every summary)."""
+    NaN would otherwise reach every summary); ``user_priors``: the priors were the caller's TracePriors."""
     bad = ~(np.isfinite(np.asarray(mean)) & np.isfinite(np.asarray(sd))
             & np.all(np.isfinite(np.asarray(draws)), axis=0))
     if bad.any():
@@ -360,8 +362,10 @@ def _check_finite_result(trace: DPVITrace, method: str, mean: Any, sd: Any, draw
         j = np.nonzero(bad)[0][:10]
         raise ValueError(f"method={method!r}: the posterior of coordinates {[names[i] for i in j]} came out NaN or inf "
                          f"(the solvers work in float32; their DP noise sd sigma*C/beta is "
-                         f"{np.array2string(noise_sd[j], precision=3)}); no result is returned: try "
-                         "method=\"grid\", or a beta that brings sigma*C/beta to the order of the gradients")
+                         f"{np.array2string(noise_sd[j], precision=3)}); no result is returned: "
+                         + ("check the TracePriors given (locations and scales of the order of the trace's phi and "
+                            "h, not 1e30 or 1e-50), " if user_priors else "")
+                         + "try method=\"grid\", or a beta that brings sigma*C/beta to the order of the gradients")
 
 
 def _burn_in_statistics(trace: DPVITrace, start: int) -> TraceStats:
