@@ -7,7 +7,9 @@ The mixing density p(h[, s] | trace) is known up to a constant in closed form
 
 1. stage 1 covers a wide box: h in [m - 32 sd, softplus^-1(max(softplus(m + 32 sd), |b|/q + 32 se))]
    (prior location m, prior sd sd, least-squares slope b and its standard error se), s in
-   [0, max(6 s_scale, the residual-variance bound)];
+   [0, max(6 s_scale, the residual-variance bound)], capped at 3 sqrt(v_hat), v_hat the 10-standard-
+   error upper bound of the residual variance R0 / n (s^2 cannot exceed the variance of the residuals:
+   without it the stages could not resolve s when the DP noise sd sigma C / beta is far below s_scale);
 2. each further stage re-grids the box between the ``tail`` and 1 - ``tail`` quantiles of the current
    stage's marginals (default 1e-7), widened by two cells on each side.
 
@@ -37,7 +39,8 @@ from .model import TracePriors
 from .stats import TraceStats
 
 STAGE1_WIDTH = 32.0   # stage 1 spans this many prior sds / slope standard errors on each side
-S_PRIOR_WIDTH = 6.0   # and s up to this many s_scale (HalfNormal tail 2e-9)
+S_PRIOR_WIDTH = 6.0   # and s up to this many s_scale (HalfNormal tail 2e-9),
+S_LIK_WIDTH = 3.0     # but at most this many times the residual sd bound sqrt(v_hat) (likelihood tail)
 MARGIN_CELLS = 2
 
 
@@ -146,7 +149,10 @@ def grid_posterior(stats: TraceStats, priors: TracePriors, noise_sd, sampling_ra
         v_hat = r0 / n * (1.0 + 10.0 * jnp.sqrt(2.0 / n))
         s_lik = 1.2 * jnp.sqrt(jnp.maximum(v_hat - jnp.square(noise_sd), 0.0))
         s_lo = jnp.zeros(shape, dtype)
-        s_hi = jnp.broadcast_to(jnp.maximum(S_PRIOR_WIDTH * priors.s_scale, s_lik), shape)
+        # s^2 <= v_hat - v0 (10 standard errors) under the likelihood; a box of 6 s_scale alone cannot be
+        # resolved by the stages when s is far below s_scale (e.g. s_scale = 1, sigma C / beta = 1e-4)
+        s_hi = jnp.broadcast_to(jnp.minimum(jnp.maximum(S_PRIOR_WIDTH * priors.s_scale, s_lik),
+                                            S_LIK_WIDTH * jnp.sqrt(v_hat)), shape)
         v_hi = jnp.square(noise_sd) + jnp.square(s_hi)
     else:
         s_lo = s_hi = jnp.zeros(shape, dtype)

@@ -173,7 +173,7 @@ def log_likelihood_parts(stats: TraceStats, noise_sd, sampling_rate, offset, h, 
     else:
         s2 = jnp.square(s)
         v = v0 + s2
-        varying = -0.5 * n * jnp.log1p(s2 / v0) + 0.5 * r0 * s2 / (v * v0)
+        varying = -0.5 * n * jnp.log1p(s2 / v0) + 0.5 * (r0 / v0) * (s2 / v)
     dev = stats.grad_mean + c * offset
     varying = varying - 0.5 * (stats.phi_ss * jnp.square(c - b) + n * jnp.square(dev)) / v
     constant = -0.5 * n * (_LOG_2PI + jnp.log(v0)) - 0.5 * r0 / v0
@@ -264,7 +264,7 @@ def marginal_log_likelihood_varying(stats: TraceStats, priors: TracePriors, nois
     else:
         s2 = jnp.square(s)
         v = v0 + s2
-        varying = -0.5 * n * jnp.log1p(s2 / v0) + 0.5 * r0 * s2 / (v * v0)
+        varying = -0.5 * n * jnp.log1p(s2 / v0) + 0.5 * (r0 / v0) * (s2 / v)
     z = stats.grad_mean + c * (priors.phi_loc - stats.phi_mean)
     w = v / n + jnp.square(c) * tau2
     return (varying - 0.5 * stats.phi_ss * jnp.square(c - b) / v

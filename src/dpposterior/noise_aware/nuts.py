@@ -54,6 +54,15 @@ def _chain_diagnostics(x) -> tuple[np.ndarray, np.ndarray]:
         return np.asarray(split_gelman_rubin(x)), np.asarray(effective_sample_size(x))
 
 
+def _stuck(x) -> np.ndarray:
+    """(chains, d) True where a chain's draws (chains, draws, d) of a coordinate never change (a chain of
+    one draw cannot tell, and is not flagged)."""
+    x = np.asarray(x)
+    if x.shape[1] < 2:
+        return np.zeros((x.shape[0],) + x.shape[2:], bool)
+    return np.all(x == x[:, :1], axis=1)
+
+
 def _collapsed_model(stats, priors, noise_sd, sampling_rate, subsampling_noise):
     """The same posterior with phi* integrated out exactly: NUTS samples (h[, s]) only."""
     d = stats.phi_mean.shape[-1]
@@ -88,8 +97,9 @@ def nuts_posterior(stats: TraceStats, priors: TracePriors, noise_sd, sampling_ra
     Returns:
       phi_star: (num_chains * num_samples / thinning, d) float32 draws.
       diagnostics: split R-hat and effective sample size (numpyro.diagnostics) of phi* and h, as
-        arrays per coordinate and their worst values, the number of divergent transitions, and the
-        draws of h (and s).
+        arrays per coordinate and their worst values, the number of divergent transitions, the
+        draws of h (and s), and "stuck" (chains, d): True where a chain's draws of a coordinate never
+        changed (the sampler did not move: e.g. ``num_warmup=0`` leaves the step size unadapted).
     """
     dtype = jnp.float32
     stats = stats.astype(dtype)
@@ -130,12 +140,15 @@ def nuts_posterior(stats: TraceStats, priors: TracePriors, noise_sd, sampling_ra
         "min_ess": float(min(ess_phi.min(), ess_h.min())),
         "h_draws": h.reshape(-1, h.shape[-1]),
     }
+    stuck = _stuck(z_h) if marginalize_phi_star else _stuck(z_h) | _stuck(z_phi)
     if subsampling_noise:
         s = np.asarray(samples["s"])
         diagnostics["s_draws"] = s.reshape(-1, s.shape[-1])
         diagnostics["r_hat_s"], diagnostics["ess_s"] = _chain_diagnostics(s)
         diagnostics["max_r_hat"] = float(max(diagnostics["max_r_hat"], diagnostics["r_hat_s"].max()))
         diagnostics["min_ess"] = float(min(diagnostics["min_ess"], diagnostics["ess_s"].min()))
+        stuck = stuck | _stuck(s)
+    diagnostics["stuck"] = stuck
     return phi.reshape(-1, phi.shape[-1]), diagnostics
 
 

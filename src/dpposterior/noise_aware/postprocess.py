@@ -107,7 +107,8 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
       A Posterior with phi_star draws (M, d), the trace's PrivacySpent, and diagnostics: the per-
       coordinate posterior mean and sd of phi* ("phi_star_mean", "phi_star_sd"), the burn-in used,
       and the solver's checks (grid: "edge_mass", "max_cell_mass"; laplace: "converged",
-      "max_grad_norm"; nuts: split R-hat, ESS and divergences from numpyro.diagnostics).
+      "max_grad_norm"; nuts: split R-hat, ESS and divergences from numpyro.diagnostics, and "stuck",
+      the chains and coordinates whose draws never changed, with a RuntimeWarning).
 
     Raises:
       TypeError: ``trace`` is not a DPVITrace, an unknown solver option, a non-integer count option, a
@@ -115,11 +116,20 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
         is not real numbers.
       ValueError: unknown method, a solver option out of its range, burn_in outside [0, 1), fewer than
         10 steps after burn-in, non-finite values in the trace, non-positive beta, noise multiplier, clip
-        or sampling rate, a coordinate that does not move after burn-in, or a TracePriors field that does
-        not broadcast to (d,), is not finite, or (a scale) is not > 0.
+        or sampling rate, a coordinate that does not move after burn-in, a coordinate whose DP noise sd
+        sigma C / beta_j lies outside ``NOISE_SD_RANGE`` = [1e-6, 1e6] (or whose gradients or parameters
+        have a mean square above 1e24) where the float32 solvers were not checked, a posterior that came
+        out NaN or inf, or a TracePriors field that does not broadcast to (d,), is not finite, or (a
+        scale) is not > 0.
     """
     if not isinstance(trace, DPVITrace):
-        raise TypeError(f"trace must be a DPVITrace, got {type(trace).__name__}")
+        from ..vi.dpvim import DPVImTrace
+
+        hint = ""
+        if isinstance(trace, DPVImTrace):
+            hint = ("; a DPVIm release holds the noisy gradients of mu only, which this model cannot use: call "
+                    "its own trace.noise_aware_posterior() (the paper's DPVIm baseline)")
+        raise TypeError(f"trace must be a DPVITrace (from dpvi), got {type(trace).__name__}{hint}")
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     unknown = sorted(set(solver_options) - set(_OPTIONS[method]))
@@ -130,6 +140,7 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
         raise TypeError(f"subsampling_noise must be True or False, got {subsampling_noise!r}")
     stats, noise_sd, start = _checked_statistics(trace, burn_in)
     q = float(trace.sampling_rate)
+    user_priors = not isinstance(priors, str)
     if isinstance(priors, str):
         if priors not in PRIOR_CHOICES:
             raise ValueError(f"priors must be a TracePriors or one of {PRIOR_CHOICES}, got {priors!r}")
@@ -189,8 +200,18 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
                                          **solver_options)
         diagnostics.update(nd)
         mean, sd = phi_draws.mean(axis=0), phi_draws.std(axis=0)
+        stuck = np.asarray(nd["stuck"])
+        if stuck.any():
+            names = _coordinate_names(trace)
+            warnings.warn(f"nuts: chains {np.nonzero(stuck.any(axis=1))[0].tolist()} never moved for coordinates "
+                          f"{[names[j] for j in np.nonzero(stuck.any(axis=0))[0][:10]]} (every draw the same), so "
+                          "the draws are not a posterior sample; with num_warmup="
+                          f"{solver_options.get('num_warmup', 1000)} NUTS's step size was not adapted to the "
+                          "posterior: raise num_warmup (default 1000), or use method=\"grid\"",
+                          RuntimeWarning, stacklevel=2)
     if method != "nuts":
         phi_draws = sampler(jax.random.fold_in(raw_key, 1), num_draws)
+    _check_finite_result(trace, method, mean, sd, phi_draws, noise_sd, user_priors=user_priors)
     diagnostics["phi_star_mean"] = np.asarray(mean)
     diagnostics["phi_star_sd"] = np.asarray(sd)
     return Posterior(layout=trace.layout, phi_star=jnp.asarray(phi_draws), privacy=trace.privacy, method=method,
@@ -294,7 +315,57 @@ def _checked_statistics(trace: DPVITrace, burn_in: Any) -> tuple[TraceStats, np.
         raise ValueError(f"coordinates {[names[j] for j in frozen[:10]]} do not move after burn-in (zero variance "
                          "of phi): the gradient model cannot be fitted to them")
     noise_sd = float(trace.noise_multiplier) * float(trace.clip) / beta
+    _check_float32_range(trace, stats, noise_sd)
     return stats, noise_sd, start
+
+
+#: the range of the DP noise sd sigma C / beta in which the float32 solvers were checked against each
+#: other and against rescaled traces (docs/reliability.md); outside it their densities' products leave
+#: float32 and some solvers return NaN or a wrong spread.
+NOISE_SD_RANGE = (1e-6, 1e6)
+#: the largest mean square of a coordinate's gradients or parameters after burn-in (float32 headroom).
+_MAX_MEAN_SQUARE = 1e24
+#: the smallest sum of squares of a coordinate's parameters (a normal float32 number, with headroom).
+_MIN_PHI_SS = 1e-30
+
+
+def _check_float32_range(trace: DPVITrace, stats: TraceStats, noise_sd: np.ndarray) -> None:
+    """Refuses coordinates whose noise variance or statistics leave the float32 range of the solvers
+    (they would come out NaN or inf), naming them with the values and the settings that set them."""
+    lo, hi = NOISE_SD_RANGE
+    n = stats.count
+    bad = (~((noise_sd >= lo) & (noise_sd <= hi)) | ~(stats.grad_ss / n <= _MAX_MEAN_SQUARE)
+           | ~(stats.phi_ss / n <= _MAX_MEAN_SQUARE) | ~(stats.phi_ss >= _MIN_PHI_SS))
+    if bad.any():
+        names = _coordinate_names(trace)
+        j = np.nonzero(bad)[0][:10]
+        raise ValueError(
+            f"coordinates {[names[i] for i in j]} are outside the float32 range of the post-processing solvers: "
+            f"their DP noise sd sigma*C/beta = {trace.noise_multiplier:.3g}*{trace.clip:.3g}/beta is "
+            f"{np.array2string(noise_sd[j], precision=3)} "
+            f"(beta {np.array2string(np.asarray(trace.beta)[j], precision=3)}), the sum of squares of their "
+            f"gradients after burn-in {np.array2string(stats.grad_ss[j], precision=3)} and of "
+            f"their parameters {np.array2string(stats.phi_ss[j], precision=3)}; the solvers (float32) need the "
+            f"noise sd in [{lo:g}, {hi:g}], mean squares of gradients and parameters up to {_MAX_MEAN_SQUARE:g} "
+            f"and parameters that move (sum of squares >= {_MIN_PHI_SS:g}): choose beta (and clip) so that "
+            "sigma*C/beta is of the order of the gradients")
+
+
+def _check_finite_result(trace: DPVITrace, method: str, mean: Any, sd: Any, draws: Any, noise_sd: np.ndarray,
+                         user_priors: bool = False) -> None:
+    """Refuses a posterior whose moments or draws came out NaN or inf, naming the coordinates (a silent
+    NaN would otherwise reach every summary); ``user_priors``: the priors were the caller's TracePriors."""
+    bad = ~(np.isfinite(np.asarray(mean)) & np.isfinite(np.asarray(sd))
+            & np.all(np.isfinite(np.asarray(draws)), axis=0))
+    if bad.any():
+        names = _coordinate_names(trace)
+        j = np.nonzero(bad)[0][:10]
+        raise ValueError(f"method={method!r}: the posterior of coordinates {[names[i] for i in j]} came out NaN or inf "
+                         f"(the solvers work in float32; their DP noise sd sigma*C/beta is "
+                         f"{np.array2string(noise_sd[j], precision=3)}); no result is returned: "
+                         + ("check the TracePriors given (locations and scales of the order of the trace's phi and "
+                            "h, not 1e30 or 1e-50), " if user_priors else "")
+                         + "try method=\"grid\", or a beta that brings sigma*C/beta to the order of the gradients")
 
 
 def _burn_in_statistics(trace: DPVITrace, start: int) -> TraceStats:

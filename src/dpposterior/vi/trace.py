@@ -88,8 +88,16 @@ class DPVITrace:
         return int(self.phi.shape[1])
 
     def last_iterate_posterior(self):
-        """The naive baseline q(theta; phi_T): ignores the DP noise entirely."""
+        """The naive baseline q(theta; phi_T): ignores the DP noise entirely.
+
+        Raises:
+          ValueError: ``final_phi`` holds NaN or inf (its summaries would be NaN).
+        """
         from ..noise_aware.posterior import point_posterior
+
+        if not np.all(np.isfinite(self.final_phi)):
+            bad = np.nonzero(~np.isfinite(self.final_phi))[0][:10].tolist()
+            raise ValueError(f"final_phi contains NaN or inf (at {bad}); the last iterate is no posterior")
 
         return point_posterior(self.layout, jnp.asarray(self.final_phi), self.privacy, "last_iterate")
 
@@ -112,14 +120,25 @@ class DPVITrace:
     def save(self, path: str | os.PathLike) -> Path:
         """Writes the trace to one ``.npz`` file (arrays + JSON metadata + SHA-256 checksum), atomically.
 
+        The trace is checked as :meth:`load` checks it before anything is written, so a file is never
+        written that :meth:`load` would refuse.
+
         Raises:
           TypeError: ``path`` is not a str or os.PathLike.
-          ValueError: ``path`` is a folder, or its folder cannot be created or written.
+          ValueError: ``path`` is a folder, or its folder cannot be created or written; or the trace holds
+            what :meth:`load` refuses (NaN or inf in an array, ``num_steps`` other than the number of rows
+            of ``phi``, a negative count, clip <= 0, noise multiplier < 0, sampling rate outside (0, 1]).
         """
         path = check_output_file(path, "path")
         arrays = {"phi": self.phi, "grads": self.grads, "final_phi": self.final_phi, "beta": self.beta,
                   "learning_rate": self.learning_rate}
-        meta = json.dumps(self._metadata(), sort_keys=True)
+        metadata = self._metadata()
+        try:
+            _check_loaded(json.loads(json.dumps(metadata)), arrays)
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"the trace cannot be saved to {path}: DPVITrace.load would refuse the file ({e}); "
+                             "nothing was written") from e
+        meta = json.dumps(metadata, sort_keys=True)
         write_checked_npz(path, arrays, meta)
         return path
 
