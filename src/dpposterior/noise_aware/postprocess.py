@@ -117,7 +117,7 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
       ValueError: unknown method, a solver option out of its range, burn_in outside [0, 1), fewer than
         10 steps after burn-in, non-finite values in the trace, non-positive beta, noise multiplier, clip
         or sampling rate, a coordinate that does not move after burn-in, a coordinate whose DP noise sd
-        sigma C / beta_j lies outside ``NOISE_SD_RANGE`` = [1e-6, 1e6] (or whose gradients or parameters
+        sigma C / beta_j lies outside ``NOISE_SD_RANGE`` = [1e-10, 1e12] (or whose gradients or parameters
         have a mean square above 1e24) where the float32 solvers were not checked, a posterior that came
         out NaN or inf, or a TracePriors field that does not broadcast to (d,), is not finite, or (a
         scale) is not > 0.
@@ -320,9 +320,10 @@ def _checked_statistics(trace: DPVITrace, burn_in: Any) -> tuple[TraceStats, np.
 
 
 #: the range of the DP noise sd sigma C / beta in which the float32 solvers were checked against each
-#: other and against rescaled traces (docs/reliability.md); outside it their densities' products leave
-#: float32 and some solvers return NaN or a wrong spread.
-NOISE_SD_RANGE = (1e-6, 1e6)
+#: other and against rescaled traces (gradients x s with beta / s for s from 1e-9 to 1e11: grid, Laplace
+#: and NUTS within their sampling noise of the unscaled trace's phi* sd; docs/reliability.md); outside it
+#: their densities' products leave float32 and some solvers return NaN or a wrong spread.
+NOISE_SD_RANGE = (1e-10, 1e12)
 #: the largest mean square of a coordinate's gradients or parameters after burn-in (float32 headroom).
 _MAX_MEAN_SQUARE = 1e24
 #: the smallest sum of squares of a coordinate's parameters (a normal float32 number, with headroom).
