@@ -153,3 +153,14 @@ def test_tracepriors_beyond_float32_are_an_error_naming_the_priors(small_noise_t
     pr = na.noise_aware_posterior(small_noise_trace, "grid", rng_key=0).diagnostics["priors"]
     with pytest.raises(ValueError, match="NaN or inf.*check the TracePriors given"):
         na.noise_aware_posterior(small_noise_trace, "grid", rng_key=0, priors=pr._replace(phi_scale=np.full(4, 1e-50)))
+
+
+def test_subsampling_noise_below_its_checked_noise_sd_is_an_error(small_noise_trace):
+    """The s grid and Laplace were checked down to a noise sd of 4e-6; the solvers without subsampling
+    noise hold far smaller ones (rescaled traces down to 1e-9), so only the subsampling path refuses."""
+    tiny = dataclasses.replace(small_noise_trace, grads=small_noise_trace.grads * np.float32(1e-3),
+                               beta=small_noise_trace.beta * 1e3)   # rho coordinates' noise sd 4e-8
+    with pytest.raises(ValueError, match=r"subsampling_noise=True needs the DP noise sd .* >= 1e-06"):
+        na.noise_aware_posterior(tiny, "grid", rng_key=0, subsampling_noise=True)
+    post = na.noise_aware_posterior(tiny, "grid", rng_key=0, priors="softplus_inverse")
+    assert np.all(np.isfinite(post.diagnostics["phi_star_sd"]))

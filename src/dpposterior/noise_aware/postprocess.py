@@ -139,6 +139,14 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
     if not isinstance(subsampling_noise, (bool, np.bool_)):
         raise TypeError(f"subsampling_noise must be True or False, got {subsampling_noise!r}")
     stats, noise_sd, start = _checked_statistics(trace, burn_in)
+    if subsampling_noise and np.any(noise_sd < SUBSAMPLING_NOISE_MIN_SD):
+        names = _coordinate_names(trace)
+        j = np.nonzero(noise_sd < SUBSAMPLING_NOISE_MIN_SD)[0][:10]
+        raise ValueError(f"subsampling_noise=True needs the DP noise sd sigma*C/beta >= {SUBSAMPLING_NOISE_MIN_SD:g} "
+                         f"(where its s grid and Laplace's derivatives were checked), but coordinates "
+                         f"{[names[i] for i in j]} have {np.array2string(noise_sd[j], precision=3)}: post-process "
+                         "without subsampling noise, or choose beta so that sigma*C/beta is of the order of the "
+                         "gradients")
     q = float(trace.sampling_rate)
     user_priors = not isinstance(priors, str)
     if isinstance(priors, str):
@@ -324,6 +332,9 @@ def _checked_statistics(trace: DPVITrace, burn_in: Any) -> tuple[TraceStats, np.
 #: and NUTS within their sampling noise of the unscaled trace's phi* sd; docs/reliability.md); outside it
 #: their densities' products leave float32 and some solvers return NaN or a wrong spread.
 NOISE_SD_RANGE = (1e-10, 1e12)
+#: with ``subsampling_noise=True`` the noise sd must also be at least this (the s grid and Laplace's
+#: derivatives in log s were checked down to 4e-6 against the posterior without subsampling noise).
+SUBSAMPLING_NOISE_MIN_SD = 1e-6
 #: the largest mean square of a coordinate's gradients or parameters after burn-in (float32 headroom).
 _MAX_MEAN_SQUARE = 1e24
 #: the smallest sum of squares of a coordinate's parameters (a normal float32 number, with headroom).
