@@ -375,8 +375,9 @@ def test_report_says_when_a_baseline_used_another_neighbouring_relation():
     md = table_markdown([rec, _record(20, 0.2)])             # beside grid (DP-SGD, add/remove-one)
     assert "| bernstein-sheldon (neighbouring replace_one) |" in md
     assert "| bernstein-sheldon |" in table_markdown([_record(20, 0.2, method="bernstein-sheldon")])  # default
+    # (the burn-in h prior needs >= 10 burn-in steps: 50 steps at the default burn-in 0.2)
     assert "(priors burn_in)" in table_markdown([dict(_record(20, 0.1), config=CellConfig(
-        "beta-bernoulli", 1.0, "grid", method_options={"priors": "burn_in"}, **SMALL).to_dict())])
+        "beta-bernoulli", 1.0, "grid", method_options={"priors": "burn_in"}, **dict(SMALL, num_steps=50)).to_dict())])
 
 
 # ---------------------------------------------------------------------------------------------
