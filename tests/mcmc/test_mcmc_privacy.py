@@ -110,14 +110,17 @@ def test_chain_release_carries_its_privacy():
 def test_noise_without_a_key_is_seeded_from_the_os():
     model = _tiny_model()
     kernel = mcmc.penalty_kernel(model, mcmc.random_walk(0.3), epsilon=0.5, delta=DELTA)
-    a = mcmc.run_chain(kernel, np.zeros(1), 25)
-    b = mcmc.run_chain(kernel, np.zeros(1), 25)
+    # four chains each: at epsilon 0.5 one chain of 25 steps rejects every proposal about 15% of the time
+    # (3 of 20 measured), so two one-chain runs were both all zeros about 2% of the time (a CI failure);
+    # eight chains that all stay put happen about 0.15^8 ~ 3e-7 of the time
+    a = mcmc.run_chain(kernel, np.zeros((4, 1)), 25)
+    b = mcmc.run_chain(kernel, np.zeros((4, 1)), 25)
     assert a.privacy.seeded_by == "os" and b.privacy.seeded_by == "os"
     assert not np.array_equal(a.samples, b.samples)
     assert a.privacy.accountant == "pld" and a.privacy.delta == DELTA
     assert a.privacy.noise_multiplier == pytest.approx(mcmc.classic_noise_multiplier(0.5, DELTA))
-    c = mcmc.run_chain(kernel, np.zeros(1), 25, rng_key=9)
-    d = mcmc.run_chain(kernel, np.zeros(1), 25, rng_key=9)
+    c = mcmc.run_chain(kernel, np.zeros((4, 1)), 25, rng_key=9)
+    d = mcmc.run_chain(kernel, np.zeros((4, 1)), 25, rng_key=9)
     assert c.privacy.seeded_by == "user" and np.array_equal(c.samples, d.samples)
 
 
