@@ -138,15 +138,7 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
     _check_solver_options(method, solver_options)
     if not isinstance(subsampling_noise, (bool, np.bool_)):
         raise TypeError(f"subsampling_noise must be True or False, got {subsampling_noise!r}")
-    stats, noise_sd, start = _checked_statistics(trace, burn_in)
-    if subsampling_noise and np.any(noise_sd < SUBSAMPLING_NOISE_MIN_SD):
-        names = _coordinate_names(trace)
-        j = np.nonzero(noise_sd < SUBSAMPLING_NOISE_MIN_SD)[0][:10]
-        raise ValueError(f"subsampling_noise=True needs the DP noise sd sigma*C/beta >= {SUBSAMPLING_NOISE_MIN_SD:g} "
-                         f"(where its s grid and Laplace's derivatives were checked), but coordinates "
-                         f"{[names[i] for i in j]} have {np.array2string(noise_sd[j], precision=3)}: post-process "
-                         "without subsampling noise, or choose beta so that sigma*C/beta is of the order of the "
-                         "gradients")
+    stats, noise_sd, start = _checked_statistics(trace, burn_in, bool(subsampling_noise))
     q = float(trace.sampling_rate)
     user_priors = not isinstance(priors, str)
     if isinstance(priors, str):
@@ -210,9 +202,8 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
         mean, sd = phi_draws.mean(axis=0), phi_draws.std(axis=0)
         stuck = np.asarray(nd["stuck"])
         if stuck.any():
-            names = _coordinate_names(trace)
             warnings.warn(f"nuts: chains {np.nonzero(stuck.any(axis=1))[0].tolist()} never moved for coordinates "
-                          f"{[names[j] for j in np.nonzero(stuck.any(axis=0))[0][:10]]} (every draw the same), so "
+                          f"{_named(trace, stuck.any(axis=0))[1]} (every draw the same), so "
                           "the draws are not a posterior sample; with num_warmup="
                           f"{solver_options.get('num_warmup', 1000)} NUTS's step size was not adapted to the "
                           "posterior: raise num_warmup (default 1000), or use method=\"grid\"",
@@ -286,7 +277,8 @@ def _as_key(key: Any) -> jax.Array:
     return key
 
 
-def _checked_statistics(trace: DPVITrace, burn_in: Any) -> tuple[TraceStats, np.ndarray, int]:
+def _checked_statistics(trace: DPVITrace, burn_in: Any, subsampling_noise: bool = False
+                        ) -> tuple[TraceStats, np.ndarray, int]:
     """Validates what post-processing needs and returns (float64 statistics, noise sd (d,), T*)."""
     if isinstance(burn_in, bool) or not isinstance(burn_in, (int, float, np.integer, np.floating)):
         raise TypeError(f"burn_in must be a number in [0, 1), got {burn_in!r}")
@@ -317,13 +309,12 @@ def _checked_statistics(trace: DPVITrace, burn_in: Any) -> tuple[TraceStats, np.
         raise ValueError(f"trace.beta must be > 0, got {beta[beta <= 0][:5].tolist()} at "
                          f"{np.nonzero(beta <= 0)[0][:5].tolist()}")
     stats = sufficient_statistics(trace.phi, trace.grads, float(burn_in))
-    frozen = np.nonzero(~(stats.phi_ss > 0))[0]
-    if frozen.size:
-        names = _coordinate_names(trace)
-        raise ValueError(f"coordinates {[names[j] for j in frozen[:10]]} do not move after burn-in (zero variance "
+    frozen = ~(stats.phi_ss > 0)
+    if frozen.any():
+        raise ValueError(f"coordinates {_named(trace, frozen)[1]} do not move after burn-in (zero variance "
                          "of phi): the gradient model cannot be fitted to them")
     noise_sd = float(trace.noise_multiplier) * float(trace.clip) / beta
-    _check_float32_range(trace, stats, noise_sd)
+    _check_float32_range(trace, stats, noise_sd, subsampling_noise)
     return stats, noise_sd, start
 
 
@@ -341,18 +332,26 @@ _MAX_MEAN_SQUARE = 1e24
 _MIN_PHI_SS = 1e-30
 
 
-def _check_float32_range(trace: DPVITrace, stats: TraceStats, noise_sd: np.ndarray) -> None:
+def _check_float32_range(trace: DPVITrace, stats: TraceStats, noise_sd: np.ndarray,
+                         subsampling_noise: bool = False) -> None:
     """Refuses coordinates whose noise variance or statistics leave the float32 range of the solvers
-    (they would come out NaN or inf), naming them with the values and the settings that set them."""
+    (they would come out NaN or inf), naming them with the values and the settings that set them; with
+    ``subsampling_noise`` the noise sd must also reach ``SUBSAMPLING_NOISE_MIN_SD``."""
+    small = noise_sd < SUBSAMPLING_NOISE_MIN_SD
+    if subsampling_noise and small.any():
+        j, names = _named(trace, small)
+        raise ValueError(f"subsampling_noise=True needs the DP noise sd sigma*C/beta >= {SUBSAMPLING_NOISE_MIN_SD:g} "
+                         f"(where its s grid and Laplace's derivatives were checked), but coordinates {names} have "
+                         f"{np.array2string(noise_sd[j], precision=3)}: post-process without subsampling noise, or "
+                         "choose beta so that sigma*C/beta is of the order of the gradients")
     lo, hi = NOISE_SD_RANGE
     n = stats.count
     bad = (~((noise_sd >= lo) & (noise_sd <= hi)) | ~(stats.grad_ss / n <= _MAX_MEAN_SQUARE)
            | ~(stats.phi_ss / n <= _MAX_MEAN_SQUARE) | ~(stats.phi_ss >= _MIN_PHI_SS))
     if bad.any():
-        names = _coordinate_names(trace)
-        j = np.nonzero(bad)[0][:10]
+        j, names = _named(trace, bad)
         raise ValueError(
-            f"coordinates {[names[i] for i in j]} are outside the float32 range of the post-processing solvers: "
+            f"coordinates {names} are outside the float32 range of the post-processing solvers: "
             f"their DP noise sd sigma*C/beta = {trace.noise_multiplier:.3g}*{trace.clip:.3g}/beta is "
             f"{np.array2string(noise_sd[j], precision=3)} "
             f"(beta {np.array2string(np.asarray(trace.beta)[j], precision=3)}), the sum of squares of their "
@@ -370,9 +369,8 @@ def _check_finite_result(trace: DPVITrace, method: str, mean: Any, sd: Any, draw
     bad = ~(np.isfinite(np.asarray(mean)) & np.isfinite(np.asarray(sd))
             & np.all(np.isfinite(np.asarray(draws)), axis=0))
     if bad.any():
-        names = _coordinate_names(trace)
-        j = np.nonzero(bad)[0][:10]
-        raise ValueError(f"method={method!r}: the posterior of coordinates {[names[i] for i in j]} came out NaN or inf "
+        j, names = _named(trace, bad)
+        raise ValueError(f"method={method!r}: the posterior of coordinates {names} came out NaN or inf "
                          f"(the solvers work in float32; their DP noise sd sigma*C/beta is "
                          f"{np.array2string(noise_sd[j], precision=3)}); no result is returned: "
                          + ("check the TracePriors given (locations and scales of the order of the trace's phi and "
@@ -386,10 +384,9 @@ def _burn_in_statistics(trace: DPVITrace, start: int) -> TraceStats:
         raise ValueError(f'priors="burn_in" takes the h prior from the burn-in steps, but burn_in leaves {start} of '
                          f"them (T={trace.phi.shape[0]}); it needs at least {MIN_STEPS_AFTER_BURN_IN}: raise burn_in")
     burn = sufficient_statistics(np.asarray(trace.phi)[:start], np.asarray(trace.grads)[:start], 0.0)
-    frozen = np.nonzero(~(burn.phi_ss > 0))[0]
-    if frozen.size:
-        names = _coordinate_names(trace)
-        raise ValueError(f'coordinates {[names[j] for j in frozen[:10]]} do not move during burn-in: priors="burn_in" '
+    frozen = ~(burn.phi_ss > 0)
+    if frozen.any():
+        raise ValueError(f'coordinates {_named(trace, frozen)[1]} do not move during burn-in: priors="burn_in" '
                          'cannot estimate their slope there; use priors="paper"')
     return burn
 
@@ -397,3 +394,10 @@ def _burn_in_statistics(trace: DPVITrace, start: int) -> TraceStats:
 def _coordinate_names(trace: DPVITrace) -> list[str]:
     names = trace.layout.coordinate_names()
     return [f"mu[{c}]" for c in names] + [f"rho[{c}]" for c in names]
+
+
+def _named(trace: DPVITrace, mask: np.ndarray, limit: int = 10) -> tuple[np.ndarray, list[str]]:
+    """The first ``limit`` coordinates where ``mask`` (d,) is True: their indices and names (for errors)."""
+    j = np.nonzero(np.asarray(mask))[0][:limit]
+    names = _coordinate_names(trace)
+    return j, [names[i] for i in j]

@@ -30,20 +30,18 @@ def seam_mass(layout: ParamLayout, phi: Any) -> dict[str, float]:
     """Per circular latent site, the largest (over its elements) mass of q(theta; phi) within
     ``SEAM_WIDTH`` of +-pi, where the site's (-pi, pi) mapping has its seam. Sites of other supports
     are not listed."""
-    phi = np.asarray(phi, np.float64)
-    mu, rho = family.split_phi(phi)
-    sd = np.asarray(family.scale(rho), np.float64)
-    out, start = {}, 0
-    for s in layout.sites:
-        stop = start + s.size
-        if s.support.get("kind") == "circular":
-            t = s.transform()
-            hi = float(np.asarray(t.inv(np.float64(math.pi - SEAM_WIDTH))))
-            lo = float(np.asarray(t.inv(np.float64(-math.pi + SEAM_WIDTH))))
-            m, v = np.asarray(mu[start:stop], np.float64), sd[start:stop]
-            mass = stats.norm.sf((hi - m) / v) + stats.norm.cdf((lo - m) / v)
-            out[s.name] = float(np.max(mass))
-        start = stop
+    circular = [s for s in layout.sites if s.support.get("kind") == "circular"]
+    if not circular:
+        return {}
+    mu, rho = family.split_phi(np.asarray(phi, np.float64))
+    mus, sds = layout.split(mu), layout.split(np.asarray(family.scale(rho), np.float64))
+    out = {}
+    for s in circular:
+        t = s.transform()
+        hi = float(np.asarray(t.inv(np.float64(math.pi - SEAM_WIDTH))))
+        lo = float(np.asarray(t.inv(np.float64(-math.pi + SEAM_WIDTH))))
+        m, v = np.asarray(mus[s.name], np.float64), np.asarray(sds[s.name], np.float64)
+        out[s.name] = float(np.max(stats.norm.sf((hi - m) / v) + stats.norm.cdf((lo - m) / v)))
     return out
 
 
