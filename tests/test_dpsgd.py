@@ -23,6 +23,7 @@ from dpposterior.dpsgd import (DPSGDTrace, clip_gradients, debug_batch_sizes, de
 from dpposterior.dpsgd import core
 from dpposterior.dpsgd.core import tiling
 from dpposterior.privacy import dpsgd_epsilon, resolve_key
+from dpposterior.privacy.noise import standard_normal
 
 # ---------------------------------------------------------------------------------------------
 # shared models (module level, so the engine's compiled programs are reused across tests)
@@ -204,7 +205,7 @@ def test_os_seed_is_used_and_not_stored_when_no_key_given():
     assert a.privacy.seeded_by == "os" and not np.array_equal(a.grads, b.grads)
     names = {f.name for f in dataclasses.fields(DPSGDTrace)}
     assert not any("key" in n or "seed" in n for n in names)
-    assert dict(a.privacy.details).keys() == {"clip", "sampling"}
+    assert dict(a.privacy.details).keys() == {"clip", "sampling", "noise_tail_delta"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -243,7 +244,7 @@ def test_tiny_sampling_rate_gives_empty_batches_that_run():
     x = np.ones((n, 1), np.float32)
     tr = dpsgd(linear, np.zeros(1, np.float32), x, noise_multiplier=1.0, clip=1.0, sampling_rate=q,
                num_steps=30, learning_rate=0.1, delta=1e-5, rng_key=22, accountant="rdp")
-    noise = jax.jit(jax.vmap(lambda t: jax.random.normal(step_keys(raw_key(22), t)[2], (1,))))
+    noise = jax.jit(jax.vmap(lambda t: standard_normal(step_keys(raw_key(22), t)[2], (1,)).astype(jnp.float32)))
     np.testing.assert_allclose(tr.grads, sizes[:30, None] + np.asarray(noise(jnp.arange(30))),
                                rtol=1e-5, atol=1e-6)
 
@@ -312,7 +313,7 @@ def test_step_equals_direct_reference_given_the_same_sample(sampling):
         g = np.asarray(grads(jnp.asarray(tr.params[t]), x[idx], y[idx]), np.float64)
         sg = g * beta
         sg *= np.minimum(1.0, c / np.linalg.norm(sg, axis=1))[:, None]
-        xi = np.asarray(jax.random.normal(kn, (4,)), np.float64)
+        xi = np.asarray(standard_normal(kn, (4,)), np.float64)
         np.testing.assert_allclose(tr.grads[t], (sg.sum(0) + sigma * c * xi) / beta, rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(tr.params[t] - lr * tr.grads[t],
                                    tr.params[t + 1] if t < 4 else tr.final_params, rtol=1e-6, atol=1e-6)

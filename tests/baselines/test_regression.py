@@ -81,8 +81,10 @@ def test_laplace_scale_per_part(rng):
     eps = 2.0
     noise, scale = [], None
     for i in range(20):
-        rel = release_regression_statistics(X[0], y[0], epsilon=eps, x_bound=1.0, y_bound=1.0, rng_key=i)
-        exact = release_regression_statistics(X[0], y[0], epsilon=1e12, x_bound=1.0, y_bound=1.0, rng_key=i)
+        rel = release_regression_statistics(X[0], y[0], epsilon=eps, x_bound=1.0, y_bound=1.0, rng_key=i,
+                                            snapping=False)
+        exact = release_regression_statistics(X[0], y[0], epsilon=1e12, x_bound=1.0, y_bound=1.0, rng_key=i,
+                                              snapping=False)
         noise.append(rel.noisy["xx"] - exact.noisy["xx"])
         scale = rel.noise_scales["xx"]
     noise = np.concatenate(noise)
@@ -94,7 +96,8 @@ def test_laplace_scale_per_part(rng):
 
 def test_psd_projection_of_noisy_second_moments(rng):
     _, X, y = _simulate(rng, 1, 100, 4)
-    rel = release_regression_statistics(X[0], y[0], epsilon=0.01, x_bound=3.0, y_bound=5.0, rng_key=3)
+    rel = release_regression_statistics(X[0], y[0], epsilon=0.01, x_bound=3.0, y_bound=5.0, rng_key=3,
+                                        snapping=False)
     raw = np.zeros((4, 4))
     raw[np.triu_indices(4)] = rel.noisy["xx"][:10] / 100
     assert np.min(np.linalg.eigvalsh(raw + np.triu(raw, 1).T)) < 0  # the noise breaks PSD ...

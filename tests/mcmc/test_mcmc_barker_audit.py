@@ -45,6 +45,7 @@ from dpposterior import mcmc
 from dpposterior.mcmc.barker import CLIP_FACTOR, sample_correction
 from dpposterior.mcmc.kernels import _decide_with, _energies, _propose, _take
 from dpposterior.privacy import audit_many_runs
+from dpposterior.privacy.noise import add_gaussian_noise, normal_words
 
 DELTA = 1e-5
 H = 1.0          # the deterministic proposal's step
@@ -80,7 +81,8 @@ def BROKEN_barker(kernel: mcmc.Kernel, proposal: mcmc.Proposal, noise_scale: flo
     """BROKEN: ``kernel`` (a private DP Barker kernel) with its test noise multiplied by ``noise_scale``.
 
     The step of ``dp_barker_kernel(private=True)`` line by line (same keys, same clip, same s2 and cap),
-    except that the acceptance test reads ``Delta* + noise_scale * noise > 0``. The kernel's config
+    except that the acceptance test reads ``Delta* + noise_scale * noise > 0`` (the Gaussian part drawn
+    as the kernel draws it, :mod:`dpposterior.privacy.noise`). The kernel's config
     is kept, so ``mcmc.chain_privacy`` of the result claims the honest kernel's epsilon.
     """
     model, cfg = kernel.model, kernel.config
@@ -101,8 +103,9 @@ def BROKEN_barker(kernel: mcmc.Kernel, proposal: mcmc.Proposal, noise_scale: flo
         k_gauss, k_corr = jax.random.split(k_acc)
         s2 = jnp.minimum((1.0 - b / n) * n * n * jnp.var(d, ddof=1) / b, CLIP_FACTOR**2)
         sd = jnp.sqrt(jnp.maximum(c_var - s2, 0.0)).astype(jnp.float32)
-        noise = sd * jax.random.normal(k_gauss, ()) + sample_correction(k_corr, cfg.correction)
-        accept = p.in_box & (delta_star + noise_scale * noise > 0)
+        noisy = add_gaussian_noise(delta_star + noise_scale * sample_correction(k_corr, cfg.correction),
+                                   noise_scale * sd, normal_words(k_gauss, 1))
+        accept = p.in_box & (noisy > 0)
         return _decide_with(state, p, accept, sd, b, b == n, jnp.int32(0))
 
     return kernel._replace(step_on_data=step_on_data)

@@ -128,10 +128,16 @@ def test_the_floating_point_attack_on_plain_noise_and_its_repair():
     assert len(grids) == 1  # the same public lattice whatever the data
 
 
-def test_snapping_defaults_follow_secure_and_are_recorded():
+def test_snapping_is_the_default_and_plain_laplace_is_recorded_as_such():
     x = (np.arange(300) % 4 == 0).astype(int)
-    plain = EF.release_sufficient_statistics("beta-bernoulli", x, epsilon=0.5, rng_key=1)
+    default = EF.release_sufficient_statistics("beta-bernoulli", x, epsilon=0.5, rng_key=1)
+    assert default.snapped is not None and "snapping" in dict(default.privacy.details)
+    reg = RG.release_regression_statistics(np.zeros((5, 1)), np.zeros(5), epsilon=1.0, x_bound=1.0, y_bound=1.0,
+                                           rng_key=1)
+    assert reg.snapped is not None and "snapping" in dict(reg.privacy.details)
+    plain = EF.release_sufficient_statistics("beta-bernoulli", x, epsilon=0.5, rng_key=1, snapping=False)
     assert plain.snapped is None and plain.observation_interval() is None
+    assert dict(plain.privacy.details)["floating_point_attack"].startswith("not mitigated")
     sec = EF.release_sufficient_statistics("beta-bernoulli", x, epsilon=0.5, secure=True)
     assert sec.snapped is not None and dict(sec.privacy.details)["snapping_slack"] < 1e-9
     assert sec.privacy.epsilon == 0.5 and sec.privacy.seeded_by == "secure"

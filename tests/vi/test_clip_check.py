@@ -2,6 +2,8 @@
 
 import dataclasses
 
+import jax
+
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
@@ -11,6 +13,8 @@ from scipy import stats
 import clip_check_models
 from clip_check_models import EXPECTED, Y, location, log_location
 from dpposterior.vi import GradientNormHistogram, gradient_norm_histogram
+from dpposterior.privacy.snapping import power_of_two_at_least
+from dpposterior.vi.clip_check import _noisy_counts
 from dpposterior.vi.dpvi import dpvi
 from dpposterior.vi.dpvim import dpvim
 
@@ -42,14 +46,31 @@ def test_non_finite_gradients_have_their_own_bin(point_trace):
     assert np.sum(h.counts) == pytest.approx(4.0, abs=1e-3)
 
 
-def test_noise_is_laplace_of_scale_one_over_epsilon(point_trace):
-    eps = 0.5
-    noise = np.concatenate([gradient_norm_histogram(point_trace, location, Y, epsilon=eps, rng_key=k).counts - EXPECTED
-                            for k in range(60)])  # 420 values
-    assert stats.kstest(noise, stats.laplace(scale=1 / eps).cdf).pvalue > 1e-3
-    for wrong in (2 / 3, 3 / 2):  # power: a scale off by a third is rejected
-        assert stats.kstest(noise, stats.laplace(scale=wrong / eps).cdf).pvalue < 1e-3
-    assert len(np.unique(noise)) == noise.size  # no value reused across bins or keys
+def test_noise_is_snapped_laplace_of_scale_one_over_epsilon():
+    # the release step alone (the public function's counts are this step's output: tests/privacy/
+    # test_audit_clip_check.py), with N large enough that the clamp to [0, N] never binds
+    eps, n = 0.6, 10_000
+    exact = np.full(50, 1234.0)
+    runs = [_noisy_counts(exact, eps, jax.random.key(k), n) for k in range(80)]   # 4,000 counts
+    out = np.concatenate([r[0] for r in runs])
+    scale, grid = runs[0][1], dict(runs[0][2])["snapping_grid"]
+    assert scale == pytest.approx(1 / eps, rel=1e-9) and scale >= 1 / eps
+    assert grid == power_of_two_at_least(scale) == 2.0
+    k = (out - 0.5 * n) / grid
+    np.testing.assert_array_equal(k, np.round(k))   # every count on the public grid: no low-order bits
+    offset = 1234.0 - 0.5 * n
+    cells = np.round(offset / grid) + np.arange(-6, 7)
+
+    def chi2_p(lam):
+        cdf = stats.laplace(scale=lam).cdf
+        probs = cdf((cells + 0.5) * grid - offset) - cdf((cells - 0.5) * grid - offset)
+        obs = np.array([np.sum(k == c) for c in cells])
+        return stats.chisquare(np.append(obs, out.size - obs.sum()),
+                               out.size * np.append(probs, 1 - probs.sum())).pvalue
+
+    assert chi2_p(scale) > 1e-3
+    for wrong in (0.75, 1.33):  # power: a scale off by a quarter is rejected
+        assert chi2_p(wrong * scale) < 1e-3
 
 
 def _other_model(y):

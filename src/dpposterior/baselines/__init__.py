@@ -2,8 +2,8 @@
 Gibbs-SS-Noisy for linear regression, and their (and DPVIm's) coverage-cell functions.
 
 Mechanisms (read records): ``release_sufficient_statistics``, ``release_regression_statistics`` (pure
-epsilon-DP Laplace; with ``snapping=True``, the default in secure mode, Mironov's snapping mechanism,
-whose rounding the samplers condition on).
+epsilon-DP Laplace through Mironov's snapping mechanism by default, whose rounding the samplers
+condition on; ``snapping=False`` gives the papers' plain floating-point Laplace).
 Post-processing (read releases only): ``bernstein_sheldon_gibbs``, ``gibbs_ss_noisy``, the pure
 ``expfam_*`` / ``regression_*`` init/step functions and ``DrawsPosterior``.
 Coverage cells (synthetic data): ``bernstein_sheldon_cell``, ``gibbs_ss_noisy_cell``, ``dpvim_cell``.

@@ -25,6 +25,7 @@ import numpy as np
 
 from .._batching import map_in_chunks
 from .._checks import check_epsilon, check_positive_int
+from ..privacy.noise import with_noise_tail
 from ..privacy.spent import PrivacySpent
 from ..vi.dpvim import DEFAULT_NUM_WINDOWS
 from . import expfam as EF
@@ -348,6 +349,7 @@ def dpvim_cell(model_name: str, datasets: Any, epsilon: float, key: Any, num_dra
                            details=(("clip", clip), ("sampling", "poisson"), ("clipped", "loc gradient only"),
                                     ("algorithm", "dpvim_natural" if natural_gradient else "dpvim"),
                                     ("dataset_size", "public")))  # as dpvim labels the N of its trace
+    privacy = with_noise_tail(privacy, num_steps * 2 * n)  # one normal per parameter (2n) and step
     diag = {"method": "dpvim", "reading": reading, "natural_gradient": natural_gradient, "clip": clip,
             "noise_multiplier": sigma, "learning_rate": [lr_mu, lr_rho],
             "converged_share": float(np.mean(conv)), "mean_start": float(np.mean(start))}

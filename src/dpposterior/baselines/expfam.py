@@ -59,7 +59,7 @@ import numpy as np
 from .._checks import check_epsilon, check_positive_int, check_real, check_trace_memory
 from ..privacy.randomness import resolve_key
 from ..privacy.secure import check_secure, resolve_noise_source, secure_laplace
-from ..privacy.snapping import snap
+from ..privacy.snapping import UNSNAPPED, snap
 from ..privacy.spent import PrivacySpent
 from ..vi.layout import ParamLayout
 from . import _sampling as S
@@ -301,14 +301,16 @@ def release_sufficient_statistics(family: str, x: Any, *, epsilon: float, bounds
 
     Randomness: with ``rng_key=None`` the noise is seeded from the operating system and the seed is not
     stored; a given key is recorded as ``seeded_by="user"`` (whoever knows it can remove the noise).
-    Without snapping, noise is drawn in float32 by JAX's threefry generator (or, with ``secure=True``,
-    in float64 from the OS CSPRNG) and added in floating point: the floating-point attack of Mironov
-    (2012) is not mitigated. With ``snapping`` (the default when ``secure=True``) the release uses
+    By default (``snapping=None`` or True) the release uses
     Mironov's snapping mechanism (:mod:`dpposterior.privacy.snapping`): each count is clamped to its
     public range [0, N] (the sum of clipped records to [N lo, N hi]), noised with correctly rounded
     float64 Laplace noise of a scale slightly above Delta / epsilon (the mechanism's slack is taken out
     of the budget) and rounded to a power-of-two grid; z then carries rounding as well as noise, and
-    :func:`bernstein_sheldon_gibbs` conditions on the rounding interval exactly.
+    :func:`bernstein_sheldon_gibbs` conditions on the rounding interval exactly. The snapping bits come
+    from the OS CSPRNG (``secure=True``) or from the JAX key. ``snapping=False`` (for reproducing the
+    papers' plain-Laplace experiments) draws float32 noise from the key (float64 from the OS CSPRNG in
+    secure mode) and adds it in floating point: Mironov's floating-point attack is then not mitigated,
+    and the record says so (``details["floating_point_attack"]``).
 
     Reference: Bernstein & Sheldon, "Differentially private Bayesian inference for exponential
     families", NeurIPS 2018.
@@ -323,8 +325,8 @@ def release_sufficient_statistics(family: str, x: Any, *, epsilon: float, bounds
       neighbouring: "add_remove" (default) or "replace_one".
       rng_key: None (OS seed) or an int / JAX key (reproduction only).
       secure: draw the noise from the OS CSPRNG; ``rng_key`` must then be None (ValueError).
-      snapping: use the snapping mechanism (default: the value of ``secure``). With a key it is
-        reproducible (tests); secure mode with ``snapping=False`` keeps the plain float64 Laplace noise.
+      snapping: use the snapping mechanism (default True). With a key it is reproducible (tests);
+        False releases plain floating-point Laplace noise (not protected against the float attack).
 
     Returns:
       A frozen :class:`SufficientStatisticsRelease` with its PrivacySpent.
@@ -364,7 +366,8 @@ def release_sufficient_statistics(family: str, x: Any, *, epsilon: float, bounds
         s = np.array([np.sum(np.clip(arr.astype(np.float64), bounds[0], bounds[1]))])
     scale = delta_l1 / epsilon
     S.check_laplace_scale(scale, f"sensitivity/epsilon = {delta_l1!r}/{epsilon!r}")
-    snapping = check_secure(secure) if snapping is None else check_secure(snapping)
+    check_secure(secure)
+    snapping = True if snapping is None else check_secure(snapping)
     snapped = None
     if snapping:
         n = float(arr.shape[0])
@@ -382,6 +385,8 @@ def release_sufficient_statistics(family: str, x: Any, *, epsilon: float, bounds
     if snapped is not None:
         details += [("snapping", "Mironov 2012: clamp to the public range, float64 Laplace, round to the grid"),
                     ("snapping_grid", snapped.grid), ("snapping_slack", snapped.slack)]
+    else:
+        details += [("floating_point_attack", UNSNAPPED)]
     if bounds is not None:
         details += [("bounds", tuple(bounds)), ("records_outside_bounds", "clipped")]
     privacy = PrivacySpent(epsilon=epsilon, delta=0.0, neighbouring=neighbouring, accountant="pure",

@@ -105,7 +105,7 @@ import numpy as np
 from .._checks import check_epsilon, check_positive, check_positive_int
 from ..privacy.randomness import resolve_key
 from ..privacy.secure import check_secure, resolve_noise_source, secure_laplace
-from ..privacy.snapping import snap
+from ..privacy.snapping import UNSNAPPED, snap
 from ..privacy.spent import PrivacySpent
 from ..vi.layout import ParamLayout, Site
 from . import _sampling as S
@@ -354,12 +354,13 @@ def release_regression_statistics(X: Any, y: Any, *, epsilon: float, x_bound: An
     that the parts' exact sum never exceeds epsilon); by sequential composition the release is
     epsilon-DP. Symmetric entries of X'X are released once. N is treated as public (as in the papers).
     Neighbouring relation "add_remove" (default) or "replace_one". Noise seeded from the OS unless
-    ``rng_key`` is given (then ``seeded_by="user"``); without snapping, float32 noise added in floating
-    point (Mironov's floating-point attack not mitigated; with ``secure=True`` float64 noise from the
-    operating system's CSPRNG, ``seeded_by="secure"``). With ``snapping`` (the default when
-    ``secure=True``) every part goes through Mironov's snapping mechanism (module docstring; threat
+    ``rng_key`` is given (then ``seeded_by="user"``; with ``secure=True`` the bits come from the
+    operating system's CSPRNG, ``seeded_by="secure"``). By default (``snapping`` None or True) every
+    part goes through Mironov's snapping mechanism (module docstring; threat
     model in docs/user-guide.md): each coordinate clamped to its public range, noise of a scale slightly
     above Delta_k / epsilon_k (the slack comes out of the part's budget), output rounded to a grid.
+    ``snapping=False`` (for reproducing the papers' plain-Laplace experiments) adds floating-point
+    Laplace noise without that protection, and the record says so (``details["floating_point_attack"]``).
 
     Reference: Bernstein & Sheldon, NeurIPS 2019 (Gibbs-SS-Noisy).
 
@@ -374,7 +375,7 @@ def release_regression_statistics(X: Any, y: Any, *, epsilon: float, x_bound: An
       neighbouring: "add_remove" or "replace_one".
       rng_key: None (OS seed) or an int / JAX key (reproduction only).
       secure: draw the noise from the OS CSPRNG; ``rng_key`` must then be None (ValueError).
-      snapping: use the snapping mechanism (default: the value of ``secure``).
+      snapping: use the snapping mechanism (default True; False: plain floating-point Laplace noise).
 
     Raises:
       ValueError, TypeError: invalid epsilon, bounds, split, shapes, NaN/inf or empty data, or a key
@@ -415,7 +416,8 @@ def release_regression_statistics(X: Any, y: Any, *, epsilon: float, x_bound: An
                              f"y_bound={y_bound!r}; use bounds of a realistic size (rescale the data)")
         S.check_laplace_scale(scales[k], f"of part {k!r} (sensitivity/epsilon = {sens[k]:.4g}/{eps_parts[k]:.4g}, "
                                          "from x_bound, y_bound and epsilon)")
-    snapping = check_secure(secure) if snapping is None else check_secure(snapping)
+    check_secure(secure)
+    snapping = True if snapping is None else check_secure(snapping)
     snapped = None
     if snapping:
         ranges = _public_ranges(bx, by, int(xa.shape[0]), with_x4)
@@ -439,6 +441,8 @@ def release_regression_statistics(X: Any, y: Any, *, epsilon: float, x_bound: An
         details += (("snapping", "Mironov 2012: clamp to the public range, float64 Laplace, round to the grid"),
                     ("snapping_grid", tuple(snapped[k].grid for k in parts)),
                     ("snapping_slack", sum(snapped[k].slack for k in parts)))
+    else:
+        details += (("floating_point_attack", UNSNAPPED),)
     privacy = PrivacySpent(epsilon=epsilon, delta=0.0, neighbouring=neighbouring, accountant="pure",
                            mechanism=MECHANISM, noise_multiplier=None, sampling_rate=1.0, num_steps=len(parts),
                            seeded_by=seeded_by, details=details)

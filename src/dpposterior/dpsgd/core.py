@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from ..privacy.noise import WORDS_PER_PAIR, add_gaussian_noise, normal_words, num_pairs
 from .sampling import (as_key, chunk_key, inclusion_from_bits, masked_inclusion, needs_more, sample_chunk,
                        step_keys)
 
@@ -167,9 +168,9 @@ def _packed_sum(cfg: EngineConfig, grads: Callable[[Any], jax.Array], data: Any,
 
 
 def _host_secure_draws(num_bits: int, num_normals: int) -> tuple[np.ndarray, np.ndarray]:
-    from ..privacy.secure import secure_bits, secure_normal
+    from ..privacy.secure import secure_bits
 
-    return secure_bits((num_bits,)), secure_normal((num_normals,)).astype(np.float32)
+    return secure_bits((num_bits,)), secure_bits((WORDS_PER_PAIR, num_pairs(num_normals)))
 
 
 def _host_secure_bits(num_bits: int) -> np.ndarray:
@@ -189,29 +190,31 @@ def host_secure_draws(cfg: EngineConfig, num_steps: int, num_valid: int | None =
                       ) -> tuple[np.ndarray, np.ndarray]:
     """Secure mode's draws for ``num_steps`` steps, read from the OS CSPRNG on the host.
 
-    Returns (sampling words uint32 (num_steps, width), standard normals float32 (num_steps, d)),
-    the inputs of :func:`scan_steps`'s ``draws``; fresh bytes on every call, never reused. Only the
-    first ``num_valid`` rows (default all) are drawn; the rest, for steps a chunk skips, are zeros.
+    Returns (sampling words uint32 (num_steps, width), noise words uint32 (num_steps, WORDS_PER_PAIR,
+    ceil(d / 2)): the words behind d normals, :mod:`dpposterior.privacy.noise`), the inputs of
+    :func:`scan_steps`'s ``draws``; fresh bytes on every call, never reused. Only the first
+    ``num_valid`` rows (default all) are drawn; the rest, for steps a chunk skips, are zeros.
     """
-    from ..privacy.secure import secure_bits, secure_normal
+    from ..privacy.secure import secure_bits
 
     k = num_steps if num_valid is None else num_valid
     bits = np.zeros((num_steps, secure_bits_width(cfg)), np.uint32)
-    xi = np.zeros((num_steps, cfg.num_params), np.float32)
+    words = np.zeros((num_steps, WORDS_PER_PAIR, num_pairs(cfg.num_params)), np.uint32)
     bits[:k] = secure_bits((k, bits.shape[1]))
-    xi[:k] = secure_normal((k, cfg.num_params))
-    return bits, xi
+    words[:k] = secure_bits((k,) + words.shape[1:])
+    return bits, words
 
 
 def secure_step_draws(num_bits: int, num_normals: int) -> tuple[jax.Array, jax.Array]:
-    """(uint32 (num_bits,), float32 standard normals (num_normals,)) read from the OS CSPRNG at run time.
+    """(uint32 (num_bits,), the uint32 words behind ``num_normals`` normals) read from the OS CSPRNG at run time.
 
     An ``io_callback`` (an effect: never cached, deduplicated or reordered away), so every call inside
     the compiled step draws fresh bytes from :func:`os.urandom`.
     """
     from jax.experimental import io_callback
 
-    shapes = (jax.ShapeDtypeStruct((num_bits,), jnp.uint32), jax.ShapeDtypeStruct((num_normals,), jnp.float32))
+    shapes = (jax.ShapeDtypeStruct((num_bits,), jnp.uint32),
+              jax.ShapeDtypeStruct((WORDS_PER_PAIR, num_pairs(num_normals)), jnp.uint32))
     return io_callback(functools.partial(_host_secure_draws, num_bits, num_normals), shapes, ordered=False)
 
 
@@ -228,7 +231,9 @@ def noisy_gradient(cfg: EngineConfig, keys: tuple[jax.Array, jax.Array, jax.Arra
                    draws: tuple[jax.Array, jax.Array] | None = None) -> jax.Array:
     """One step's released gradient ``g~ = (sum_i clip(beta g_i, C) + sigma C xi) / beta``.
 
-    Default mode: the sampling bits and xi come from the step's threefry keys. Secure mode
+    xi is :mod:`dpposterior.privacy.noise`'s float64 Box-Muller normal (no gap in its support below
+    11.6 sd), added to the float32 sum in float64 and the result rounded once to float32.
+    Default mode: the sampling bits and the noise words come from the step's threefry keys. Secure mode
     (``cfg.secure``): they come from the OS CSPRNG, either as ``draws`` (this step's row of
     :func:`host_secure_draws`, generated on the host per chunk of steps by ``dpsgd``) or, when
     ``draws`` is None, read inside the step (:func:`secure_step_draws`); further chunks of an
@@ -244,10 +249,10 @@ def noisy_gradient(cfg: EngineConfig, keys: tuple[jax.Array, jax.Array, jax.Arra
     def grads(batch):  # beta-scaled per-example gradients; the multiply fuses into their producer
         return per_example(phi, batch, k_loss) * beta_b
 
-    xi = first_bits = None
+    words = first_bits = None
     if cfg.secure:
         width = secure_bits_width(cfg)
-        first_bits, xi = secure_step_draws(width, d) if draws is None else draws
+        first_bits, words = secure_step_draws(width, d) if draws is None else draws
 
     if cfg.sampling == "masked":
         mask = (masked_inclusion(k_samp, cfg.num_records, cfg.sampling_rate) if not cfg.secure
@@ -273,9 +278,9 @@ def noisy_gradient(cfg: EngineConfig, keys: tuple[jax.Array, jax.Array, jax.Arra
         init = (jnp.int32(0), jnp.float32(-1.0), jnp.zeros((d,), jnp.float32))
         total = jax.lax.while_loop(lambda c: needs_more(c[1], cfg.num_records), body, init)[2]
 
-    if xi is None:
-        xi = jax.random.normal(k_noise, (d,), jnp.float32)
-    return (total + (sigma * clip) * xi) / beta
+    if words is None:
+        words = normal_words(k_noise, d)
+    return add_gaussian_noise(total, (sigma, clip), words, beta)
 
 
 def scan_steps(cfg: EngineConfig, base_key: Any, t0: Any, phi0: jax.Array, data: Any, sigma: Any,

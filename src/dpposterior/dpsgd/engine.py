@@ -18,6 +18,7 @@ from .._batching import cpu_kernel_calls
 from .._checks import (FLOAT32_MAX, check_delta, check_float32_array, check_float32_positive, check_positive,
                        check_positive_int, check_sampling_rate, check_trace_memory)
 from ..privacy import PrivacySpent, dpsgd_epsilon, not_private, os_seeded_key, resolve_key
+from ..privacy.noise import WORDS_PER_PAIR, float32_at_least, num_pairs, with_noise_tail
 from ..privacy.secure import check_secure, resolve_noise_source
 from .core import (EngineConfig, TreeSpec, check_data_shapes, clip_scale, host_secure_draws, params_major,
                    per_example_grad_fn, scan_steps, secure_bits_width)
@@ -425,7 +426,7 @@ SECURE_CHUNK_WORDS = 2**22
 
 def _secure_chunk_length(length: int, cfg: EngineConfig) -> int:
     """The largest power of two <= ``length`` whose chunk of host draws fits SECURE_CHUNK_WORDS."""
-    per_step = secure_bits_width(cfg) + cfg.num_params
+    per_step = secure_bits_width(cfg) + WORDS_PER_PAIR * num_pairs(cfg.num_params)
     cap = max(1, SECURE_CHUNK_WORDS // per_step)
     return length if length <= cap else 1 << (cap.bit_length() - 1)
 
@@ -605,10 +606,11 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
         privacy = not_private(MECHANISM, reason="noise_multiplier=0: no noise was added")
     else:
         eps = dpsgd_epsilon(sigma, delta, q, t_steps, accountant)
-        privacy = PrivacySpent(epsilon=eps, delta=delta, neighbouring="add_remove",
-                               accountant=accountant, mechanism=MECHANISM, noise_multiplier=sigma,
-                               sampling_rate=q, num_steps=t_steps, seeded_by=seeded_by,
-                               details=(("clip", c), ("sampling", "poisson")))
+        privacy = with_noise_tail(
+            PrivacySpent(epsilon=eps, delta=delta, neighbouring="add_remove", accountant=accountant,
+                         mechanism=MECHANISM, noise_multiplier=sigma, sampling_rate=q, num_steps=t_steps,
+                         seeded_by=seeded_by, details=(("clip", c), ("sampling", "poisson"))),
+            t_steps * d)
 
     cfg = EngineConfig(loss=loss, loss_needs_key=needs_key, num_records=n, num_params=d,
                        sampling_rate=q, capacity=cap, sampling=sampling,
@@ -618,7 +620,7 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
         length = _secure_chunk_length(length, cfg)
     phis = np.empty((t_steps, d), np.float32)
     grads = np.empty((t_steps, d), np.float32)
-    sigma_j, clip_j = jnp.float32(sigma), jnp.float32(c)
+    sigma_j, clip_j = float32_at_least(sigma), jnp.float32(c)
     phi, start = phi0, 0
     ckpt_settings = None
     if checkpoint is not None:

@@ -34,6 +34,7 @@ from ..models import registry as _registry
 from ..models.registry import ModelSpec, get_model
 from ..noise_aware.stats import MIN_STEPS_AFTER_BURN_IN, TraceStats, burn_in_start, sufficient_statistics_jnp
 from ..privacy.dpsgd_accounting import calibrate_noise_multiplier, dpsgd_epsilon
+from ..privacy.noise import with_noise_tail
 from ..privacy.spent import PrivacySpent
 from ..vi import family
 from ..vi.dpvi import DEFAULT_INIT_SCALE, heuristic_learning_rate, make_elbo_loss
@@ -380,11 +381,14 @@ def dpvi_privacy(config: CellConfig, setup: DPVISetup) -> PrivacySpent:
     """
     eps = dpsgd_epsilon(setup.noise_multiplier, config.delta, config.sampling_rate, config.num_steps,
                         config.accountant)
-    return PrivacySpent(epsilon=eps, delta=config.delta, neighbouring="add_remove", accountant=config.accountant,
-                        mechanism=DPSGD_MECHANISM, noise_multiplier=setup.noise_multiplier,
-                        sampling_rate=config.sampling_rate, num_steps=config.num_steps, seeded_by="user",
-                        details=(("clip", setup.clip), ("sampling", "poisson"),
-                                 ("dataset_size", "public")))  # as dpvi labels the N its trace stores
+    record = with_noise_tail(
+        PrivacySpent(epsilon=eps, delta=config.delta, neighbouring="add_remove", accountant=config.accountant,
+                     mechanism=DPSGD_MECHANISM, noise_multiplier=setup.noise_multiplier,
+                     sampling_rate=config.sampling_rate, num_steps=config.num_steps, seeded_by="user",
+                     details=(("clip", setup.clip), ("sampling", "poisson"))),
+        config.num_steps * int(np.size(setup.phi0)))
+    # as dpvi labels the N its trace stores
+    return dataclasses.replace(record, details=record.details + (("dataset_size", "public"),))
 
 
 @functools.lru_cache(maxsize=16)

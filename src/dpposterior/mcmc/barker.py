@@ -28,6 +28,7 @@ import numpy as np
 from scipy import optimize, special, stats
 
 from .._checks import check_delta, check_positive, check_positive_int
+from ..privacy.noise import add_gaussian_noise, normal_words
 from .accounting import BARKER_CLIP_FACTOR, BARKER_NORMAL_VARIANCE
 from .kernels import Kernel, _check_model, _check_proposal, _decide_with, _energies, make_kernel
 from .kernels import _propose, _refuse_unused_privacy, _take, _violations
@@ -258,7 +259,7 @@ def dp_barker_kernel(model: EnergyModel, proposal: Proposal, *, batch_size: int 
         k_gauss, k_corr = jax.random.split(k_acc)
         if exact:
             u = jax.random.uniform(k_gauss, (), minval=1e-7, maxval=1.0 - 1e-7)
-            noise = jnp.log(u) - jnp.log1p(-u)  # Logistic(0, 1)
+            noisy = delta_star + (jnp.log(u) - jnp.log1p(-u))  # Logistic(0, 1)
             sd = jnp.float32(0.0)
         else:
             s2 = (1.0 - b / n) * n * n * jnp.var(d, ddof=1) / b
@@ -270,8 +271,11 @@ def dp_barker_kernel(model: EnergyModel, proposal: Proposal, *, batch_size: int 
             elif b < n:
                 s2 = jnp.minimum(s2, c_var)  # Seita et al.: the test is invalid when s2 > C (non-private only)
             sd = jnp.sqrt(jnp.maximum(c_var - s2, 0.0)).astype(jnp.float32)
-            noise = sd * jax.random.normal(k_gauss, ()) + sample_correction(k_corr, correction)
-        accept = p.in_box & (delta_star + noise > 0)
+            # the privacy noise N(0, sd^2) is drawn and added in float64 (privacy.noise); the correction
+            # V_corr is the Barker test's own randomness
+            noisy = add_gaussian_noise(delta_star + sample_correction(k_corr, correction), sd,
+                                       normal_words(k_gauss, 1))
+        accept = p.in_box & (noisy > 0)
         return _decide_with(state, p, accept, sd, b, b == n, viol, clipped=clipped)
 
     return make_kernel(model, step_on_data, "dp_barker", config)

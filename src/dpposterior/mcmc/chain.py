@@ -13,6 +13,7 @@ import numpy as np
 
 from .._checks import check_delta, check_positive_int
 from ..privacy import PrivacySpent, not_private
+from ..privacy.noise import with_noise_tail
 from ..privacy.secure import os_key, resolve_noise_source
 from .accounting import (FAST_MH_ACCOUNTANTS, GAUSSIAN_ACCOUNTANTS, NEIGHBOURING, barker_epsilon,
                          compose_iterations, gaussian_chain_epsilon)
@@ -150,11 +151,12 @@ def chain_privacy(kernel: Kernel, num_steps: int, *, num_chains: int = 1, total_
     (:func:`dpposterior.mcmc.gaussian_chain_epsilon`); ``total_delta`` defaults to the per-iteration
     delta. The advanced-composition figure (the authors' accounting) is kept in ``details``.
     DP Barker: ``"rdp"`` (:func:`dpposterior.mcmc.barker_epsilon`); ``total_delta`` defaults to the
-    kernel's ``delta``; the per-iteration epsilon is in ``details``.
+    kernel's ``delta``; the per-iteration epsilon is in ``details``. Each private iteration draws one
+    Gaussian normal (:mod:`dpposterior.privacy.noise`), whose tail term is added to delta.
     """
     kernel = _check_kernel(kernel)
     t = check_positive_int(num_steps, "num_steps") * check_positive_int(num_chains, "num_chains")
-    return _chain_privacy(kernel, t, total_delta, accountant, seeded_by)
+    return with_noise_tail(_chain_privacy(kernel, t, total_delta, accountant, seeded_by), t)
 
 
 def run_chain(kernel: Kernel, initial_position: Any, num_steps: int, *, rng_key: Any = None,

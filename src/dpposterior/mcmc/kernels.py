@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import check_float32_positive, check_positive, check_positive_int
+from ..privacy.noise import add_gaussian_noise, normal_words
 from ..privacy.secure import poisson
 from .accounting import FastMHConstants, classic_noise_multiplier, dp_fast_mh_constants
 from .model import EnergyModel, Proposal
@@ -257,8 +258,9 @@ def _propose(key: Array, state: MHState, model: EnergyModel, proposal: Proposal)
 def _decide(key: Array, state: MHState, p: _Proposed, log_r: Array, noise_std: Array, batch: Array,
             full: Array, viol: Array, overflow: Array = False) -> tuple[MHState, MHInfo]:
     k_noise, k_u = jax.random.split(key)
-    z = noise_std * jax.random.normal(k_noise, ())
-    log_a = p.base_log_ratio + log_r + z - 0.5 * noise_std**2
+    # the penalty's Gaussian noise N(0, noise_std^2) on the log ratio, drawn and added in float64
+    # (privacy.noise: no gap in its support that a record could push the ratio into)
+    log_a = add_gaussian_noise(p.base_log_ratio + log_r - 0.5 * noise_std**2, noise_std, normal_words(k_noise, 1))
     accept = p.in_box & (jnp.log(jax.random.uniform(k_u, ())) < log_a)
     return _decide_with(state, p, accept, noise_std, batch, full, viol, overflow)
 

@@ -17,6 +17,7 @@ import numpy as np
 from scipy.special import log_ndtr, ndtr
 
 from .._checks import check_delta, check_epsilon, check_positive
+from .noise import with_noise_tail
 from .secure import resolve_noise_source, secure_normal
 from .spent import NEIGHBOURING_RELATIONS, PrivacySpent
 
@@ -195,10 +196,14 @@ def gaussian_mechanism(value: Any, *, epsilon: float, delta: float, sensitivity:
     else:
         import jax
 
-        xi = np.asarray(jax.random.normal(jax.random.wrap_key_data(raw_key), arr.shape), np.float64)
+        from .noise import normal_words, normals_from_words_np
+
+        words = np.asarray(normal_words(jax.random.wrap_key_data(raw_key), arr.size))
+        xi = normals_from_words_np(words, arr.size).reshape(arr.shape)
     privacy = PrivacySpent(epsilon=float(epsilon), delta=float(delta), neighbouring=neighbouring,
                            accountant="analytic_gaussian", mechanism="gaussian",
                            noise_multiplier=sigma / float(sensitivity), sampling_rate=1.0, num_steps=1,
                            seeded_by=seeded_by, details=(("sensitivity_l2", float(sensitivity)),))
+    privacy = with_noise_tail(privacy, arr.size)
     return GaussianRelease(value=arr + sigma * xi, noise_std=sigma, sensitivity=float(sensitivity),
                            privacy=privacy)

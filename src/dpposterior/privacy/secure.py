@@ -14,7 +14,7 @@ The variates are computed on the host from the OS bytes:
 
 - uniform bits: the bytes as unsigned integers;
 - uniforms in the open interval (0, 1): 53 random bits, ``(k + 1/2) 2^-53`` (never 0 or 1);
-- standard normals: Box-Muller in float64 on two such uniforms (both outputs used);
+- standard normals: Box-Muller in float64 on OS words (:mod:`dpposterior.privacy.noise`);
 - Laplace(b): ``b (E1 - E2)`` with E = -log(U) standard exponentials (a difference of two
   independent exponentials is Laplace-distributed).
 
@@ -73,19 +73,14 @@ def secure_uniform(shape: Any) -> np.ndarray:
 
 
 def secure_normal(shape: Any) -> np.ndarray:
-    """Float64 standard normals from the OS CSPRNG by Box-Muller on 53-bit uniforms.
-
-    ``r = sqrt(-2 log U1)``, ``(r cos 2 pi U2, r sin 2 pi U2)``; both outputs are used. The largest
-    magnitude reachable is sqrt(-2 ln 2^-54) ~ 8.65 (U1 >= 2^-54): the tail beyond it (probability
-    ~1e-17) is cut off.
+    """Float64 standard normals from the OS CSPRNG: :mod:`dpposterior.privacy.noise`'s Box-Muller
+    transform of OS words (the same transform as keyed noise). The largest magnitude reachable is
+    ``noise.MAX_ABS`` = 11.6; the tail beyond it (probability 2^-96 a normal) is cut off.
     """
+    from .noise import WORDS_PER_PAIR, normals_from_words_np, num_pairs
+
     shape, n = _count(shape)
-    m = (n + 1) // 2
-    u = secure_uniform((2, m))
-    r = np.sqrt(-2.0 * np.log(u[0]))
-    theta = (2.0 * math.pi) * u[1]
-    z = np.concatenate([r * np.cos(theta), r * np.sin(theta)])[:n]
-    return z.reshape(shape)
+    return normals_from_words_np(secure_bits((WORDS_PER_PAIR, num_pairs(n))), n).reshape(shape)
 
 
 def secure_laplace(shape: Any, scale: float) -> np.ndarray:

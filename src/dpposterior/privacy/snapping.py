@@ -59,6 +59,8 @@ import numpy as np
 ETA = 2.0**-53
 #: Mironov's theorem needs B < 2^46 lam.
 MAX_CLAMP_RATIO = 2.0**46
+#: what the record of a Laplace release made without snapping says under ``floating_point_attack``.
+UNSNAPPED = "not mitigated: plain floating-point Laplace noise (snapping=False)"
 #: significant digits of the Decimal logarithm (then rounded to a double).
 _LN_DIGITS = 40
 #: the largest exponent drawn for U* (P(more) = 2^-1022; keeps U* a normal double).

@@ -407,8 +407,8 @@ def _clip_block(report: Report, hist: Any, heading: str = "Clip check (a second 
     report.heading(heading)
     share = hist.clipped_fraction
     report.paragraph(f"Per-record gradient norms at the end of {run}, counted in bins at multiples of the clip "
-                     f"C = {hist.clip:.4g} with Laplace noise of scale {hist.noise_scale:.3g} on every count (the "
-                     f"counts are noisy and may be negative). Share of the records at or above C: {share:.1%} "
+                     f"C = {hist.clip:.4g} with Laplace noise of scale {hist.noise_scale:.3g} on every count, "
+                     f"rounded to a public grid (the snapping mechanism; the counts are noisy and may be negative). Share of the records at or above C: {share:.1%} "
                      f"(standard error {hist.clipped_fraction_se:.1%}).")
     if together is not None:
         report.paragraph(f"{what} and its clip check together (PLD composition, privacy.Ledger): epsilon = "

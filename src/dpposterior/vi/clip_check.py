@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import check_epsilon
-from ..baselines._sampling import check_laplace_scale, laplace_noise
+from ..baselines._sampling import check_laplace_scale
 from ..privacy.secure import resolve_noise_source
 from ..privacy.snapping import snap
 from ..privacy.spent import PrivacySpent
@@ -54,7 +54,7 @@ class GradientNormHistogram:
         (k + 2 values, float64; Laplace noise can make them negative or fractional: they are left so, an
         unbiased estimate).
       clip: C of the trace.
-      noise_scale: the Laplace scale b = 1 / epsilon of every count.
+      noise_scale: the Laplace scale of every count (1 / epsilon, slightly more for the snapping slack).
       num_records: the public N the fractions divide by (the trace's ``dataset_size``).
       privacy: the :class:`~dpposterior.privacy.PrivacySpent` of this release (compose it with the
         trace's, e.g. in a :class:`~dpposterior.privacy.Ledger`).
@@ -127,28 +127,30 @@ def _norms_fn(loss: Callable, beta: tuple[float, ...]) -> Callable:
     return norms
 
 
-def _noisy_counts(counts: np.ndarray, epsilon: float, noise_key: Any, num_records: int, *,
-                  snap_raw_key: Any = None) -> tuple[np.ndarray, float, tuple]:
+def _noisy_counts(counts: np.ndarray, epsilon: float, noise_key: Any, num_records: int
+                  ) -> tuple[np.ndarray, float, tuple]:
     """The release step of :func:`gradient_norm_histogram`: exact counts -> noisy counts (the only
     randomness that protects them; audited in tests/privacy/test_audit_clip_check.py).
 
-    Default mode (``noise_key`` a JAX key): ``counts`` + float32 Laplace noise of scale 1 / epsilon from
-    ``laplace_noise``. Secure mode (``noise_key`` None): the snapping mechanism on the public range
-    [0, num_records] of every count, its bits from the OS CSPRNG (or from ``snap_raw_key``, uint32 key
-    data: tests only, never from the public function).
+    Mironov's snapping mechanism (:mod:`dpposterior.privacy.snapping`) on the public range
+    [0, num_records] of every count, with Laplace scale about 1 / epsilon: its bits come from
+    ``noise_key`` (a JAX key, typed or raw: the default mode, OS-seeded unless the user gave a key)
+    or, when ``noise_key`` is None, from the OS CSPRNG (secure mode). Plain floating-point Laplace
+    noise would leak the counts' low-order bits (Mironov 2012), so there is no unsnapped path.
 
     Returns:
       (noisy counts as float64, the Laplace scale of the noise, extra PrivacySpent details).
     """
-    if noise_key is None:  # secure mode: the snapping mechanism on the public range [0, N] of every count
-        snapped = snap(counts, centre=0.5 * num_records, half_width=0.5 * num_records, sensitivity=1.0,
-                       epsilon=epsilon, raw_key=snap_raw_key)
-        extra = (("snapping", "Mironov 2012: clamp to [0, N], float64 Laplace, round to the grid"),
-                 ("snapping_grid", snapped.grid), ("snapping_slack", snapped.slack))
-        return np.asarray(snapped.value, np.float64), float(snapped.scale), extra
-    scale = 1.0 / epsilon
-    noisy = counts + np.asarray(laplace_noise(noise_key, counts.shape, scale), np.float64)
-    return noisy, scale, ()
+    raw = None
+    if noise_key is not None:
+        key = jnp.asarray(noise_key)
+        raw = np.asarray(jax.random.key_data(key) if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
+                         else key, np.uint32)
+    snapped = snap(counts, centre=0.5 * num_records, half_width=0.5 * num_records, sensitivity=1.0,
+                   epsilon=epsilon, raw_key=raw)
+    extra = (("snapping", "Mironov 2012: clamp to [0, N], float64 Laplace, round to the grid"),
+             ("snapping_grid", snapped.grid), ("snapping_slack", snapped.slack))
+    return np.asarray(snapped.value, np.float64), float(snapped.scale), extra
 
 
 def gradient_norm_histogram(trace: DPVITrace | DPVImTrace, model: Callable, *data: Any, epsilon: float,
@@ -172,12 +174,12 @@ def gradient_norm_histogram(trace: DPVITrace | DPVImTrace, model: Callable, *dat
     Reference: the Laplace histogram (Dwork et al. 2006); why it is needed: papers/na-dpvi.txt section 5
     (clipping bias is outside the noise-aware model).
 
-    Randomness: the Laplace noise and the Monte Carlo draws (DPVIm: the eta draw) come from JAX's
-    threefry generator seeded from the OS (or from ``rng_key``, recorded as ``seeded_by="user"``); with
-    ``secure=True`` the counts are released by the snapping mechanism (Mironov 2012, as the baselines'
-    secure releases: :func:`dpposterior.privacy.snapping.snap`; clamped to the public range [0, N],
-    float64 Laplace from the OS CSPRNG, rounded to a power-of-two grid; still epsilon-DP in total) and
-    the Monte Carlo draws come from an OS-seeded key.
+    Randomness: the counts are released by the snapping mechanism (Mironov 2012,
+    :func:`dpposterior.privacy.snapping.snap`: clamped to the public range [0, N], float64 Laplace
+    noise, rounded to a power-of-two grid; epsilon-DP in total, the slack taken from the budget), its
+    bits from JAX's threefry generator seeded from the OS (or from ``rng_key``, recorded as
+    ``seeded_by="user"``), or with ``secure=True`` from the OS CSPRNG. The Monte Carlo draws (DPVIm:
+    the eta draw) come from the same key, or from an OS-seeded key in secure mode.
 
     Args:
       trace: the DPVITrace of the run (its layout, clip, beta, num_mc, dataset_size, final_phi), or the

@@ -53,6 +53,7 @@ import numpy as np
 from .._checks import (FLOAT32_MAX, check_delta, check_epsilon, check_float32_positive, check_positive,
                        check_positive_int, check_sampling_rate, check_trace_memory)
 from ..privacy import PrivacySpent, calibrate_noise_multiplier, dpsgd_epsilon, os_seeded_key
+from ..privacy.noise import with_noise_tail
 from ..privacy.secure import check_secure, resolve_noise_source
 from . import family
 from .circular import warn_if_near_seam
@@ -406,6 +407,7 @@ def dpvim(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: 
                            details=(("clip", clip), ("sampling", "poisson"), ("clipped", "loc gradient only"),
                                     ("algorithm", "dpvim_natural" if natural_gradient else "dpvim"),
                                     ("dataset_size", "public")))  # N, stored with the trace: not privatised
+    privacy = with_noise_tail(privacy, num_steps * 2 * n)  # one normal per parameter (2n) and step
     warn_if_near_seam(layout, final, "dpvim")
     return DPVImTrace(mu=np.asarray(mus), rho=np.asarray(rhos), loc_grads=np.asarray(gmus),
                       final_phi=np.asarray(final), layout=layout, privacy=privacy, clip=clip,
