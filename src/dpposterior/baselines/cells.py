@@ -25,7 +25,7 @@ import numpy as np
 
 from .._batching import map_in_chunks
 from .._checks import check_epsilon, check_positive_int
-from ..privacy.noise import with_noise_tail
+from ..privacy.noise import float32_at_least, with_noise_tail
 from ..privacy.spent import PrivacySpent
 from ..vi.dpvim import DEFAULT_NUM_WINDOWS
 from . import expfam as EF
@@ -329,7 +329,7 @@ def dpvim_cell(model_name: str, datasets: Any, epsilon: float, key: Any, num_dra
                             num_steps=num_steps, natural_gradient=natural_gradient)
 
     def one(run_key, draw_key, dat):
-        mus, rhos, _, _ = run(run_key, phi0, dat, jnp.float32(sigma), jnp.float32(lr_mu), jnp.float32(lr_rho))
+        mus, rhos, _, _ = run(run_key, phi0, dat, float32_at_least(sigma), jnp.float32(lr_mu), jnp.float32(lr_rho))
         summ = DV.trace_summary(mus, rhos)
         phi = DV.noise_aware_phi(summ) if reading == "noise_aware" else DV.averaged_phi(summ)
         mu, rho = family.split_phi(phi)

@@ -34,7 +34,7 @@ from ..models import registry as _registry
 from ..models.registry import ModelSpec, get_model
 from ..noise_aware.stats import MIN_STEPS_AFTER_BURN_IN, TraceStats, burn_in_start, sufficient_statistics_jnp
 from ..privacy.dpsgd_accounting import calibrate_noise_multiplier, dpsgd_epsilon
-from ..privacy.noise import with_noise_tail
+from ..privacy.noise import float32_at_least, with_noise_tail
 from ..privacy.spent import PrivacySpent
 from ..vi import family
 from ..vi.dpvi import DEFAULT_INIT_SCALE, heuristic_learning_rate, make_elbo_loss
@@ -277,7 +277,7 @@ def cpu_linalg_kernels(config: CellConfig, setup: DPVISetup) -> tuple[str, ...]:
                      sampling_rate=config.sampling_rate, num_mc=config.num_mc, clip=setup.clip,
                      burn_start=burn_in_start(config.num_steps, config.burn_in), devices=1, return_traces=False)
     keys = jax.ShapeDtypeStruct((1, 2), jnp.uint32)
-    return cpu_kernel_calls(_program(static), keys, setup.phi0, np.float32(setup.noise_multiplier),
+    return cpu_kernel_calls(_program(static), keys, setup.phi0, np.float32(float32_at_least(setup.noise_multiplier)),
                             setup.learning_rate, setup.beta)
 
 
@@ -349,7 +349,7 @@ def run_replicates(config: CellConfig, setup: DPVISetup | None = None, *, batch_
                      return_traces=bool(return_traces))
     program = _program(static)
     # numpy inputs (uncommitted): the program places them on its device(s).
-    args = (setup.phi0, np.float32(setup.noise_multiplier), setup.learning_rate, setup.beta)
+    args = (setup.phi0, np.float32(float32_at_least(setup.noise_multiplier)), setup.learning_rate, setup.beta)
     keys = np.asarray(replicate_keys(config.seed, start, count))
     cat = _in_batches(program, keys, batch_size, args, progress)
     theta, final, stats = cat[0], cat[1], TraceStats(*cat[2])

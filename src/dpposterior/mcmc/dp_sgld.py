@@ -74,7 +74,7 @@ from ..dpsgd.core import EngineConfig, check_data_shapes, noisy_gradient
 from ..dpsgd.engine import _check_data
 from ..dpsgd.sampling import MIN_CAPACITY, default_capacity
 from ..privacy import PrivacySpent, not_private
-from ..privacy.noise import with_noise_tail
+from ..privacy.noise import float32_at_least, with_noise_tail
 from ..privacy.dp_dropout import DPD_ACCOUNTANTS, calibrate_dpd_noise_multiplier, dpd_epsilon
 from ..privacy.secure import os_key, resolve_noise_source
 from ..privacy.spent import NEIGHBOURING_RELATIONS
@@ -782,7 +782,7 @@ def run(model: DPSGLDModel, data: Any, *, num_steps: int, sampling_rate: float, 
         privacy = with_noise_tail(dataclasses.replace(rec, mechanism=MECHANISM, details=rec.details + extra),
                                   t * int(np.size(pos0)))
 
-    samples, info = _jitted_run(model, cfg, t)(key, jnp.asarray(pos0), data_j, jnp.float32(sigma))
+    samples, info = _jitted_run(model, cfg, t)(key, jnp.asarray(pos0), data_j, float32_at_least(sigma))
     samples = np.asarray(samples)
     info = DPSGLDInfo(*(np.asarray(x) for x in info))
     # the run's privacy is spent even when nothing is released: the refusals below say how much

@@ -53,7 +53,7 @@ import numpy as np
 from .._checks import (FLOAT32_MAX, check_delta, check_epsilon, check_float32_positive, check_positive,
                        check_positive_int, check_sampling_rate, check_trace_memory)
 from ..privacy import PrivacySpent, calibrate_noise_multiplier, dpsgd_epsilon, os_seeded_key
-from ..privacy.noise import with_noise_tail
+from ..privacy.noise import float32_at_least, with_noise_tail
 from ..privacy.secure import check_secure, resolve_noise_source
 from . import family
 from .circular import warn_if_near_seam
@@ -395,7 +395,7 @@ def dpvim(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: 
         run = jax.jit(make_dpvim_run(loss, num_records=n_records, num_latent=n, clip=clip,
                                      sampling_rate=sampling_rate, num_steps=num_steps,
                                      natural_gradient=natural_gradient, secure=secure))
-    mus, rhos, gmus, final = run(raw, phi0, arrays, jnp.float32(sigma), jnp.float32(lr_mu), jnp.float32(lr_rho))
+    mus, rhos, gmus, final = run(raw, phi0, arrays, float32_at_least(sigma), jnp.float32(lr_mu), jnp.float32(lr_rho))
     if not all(bool(jnp.all(jnp.isfinite(a))) for a in (mus, rhos, gmus, final)):
         # post-processing of the release: refusing it reveals nothing more than returning it
         raise ValueError("the DPVIm run overflowed float32: its parameters became NaN or inf; lower learning_rate "
