@@ -55,6 +55,25 @@ def check_delta(delta: Any, name: str = "delta", allow_zero: bool = False) -> fl
     return d
 
 
+class LargeDeltaWarning(UserWarning):
+    """delta of at least 1/N: a guarantee that allows releasing one whole record."""
+
+
+def warn_if_delta_large(delta: float, num_records: int) -> None:
+    """Warns when ``delta >= 1 / num_records``.
+
+    An (epsilon, delta) guarantee with delta >= 1/N is met by a mechanism that publishes a random
+    record in full with probability delta N / N = delta, so it protects no one in particular; the usual
+    choice is delta well below 1/N (e.g. 1/N^1.1 or 1e-5 for N up to 10^5).
+    """
+    if num_records > 0 and delta >= 1.0 / num_records:
+        import warnings
+
+        warnings.warn(f"delta={delta:g} is at least 1/N = 1/{num_records} = {1.0 / num_records:.3g}: such a guarantee "
+                      "allows a release that publishes a random record in full; choose delta well below 1/N",
+                      LargeDeltaWarning, stacklevel=3)
+
+
 def check_sampling_rate(q: Any, name: str = "sampling_rate") -> float:
     """The Poisson sampling rate must lie in (0, 1]."""
     v = check_real(name, q)

@@ -16,7 +16,7 @@ from jax.flatten_util import ravel_pytree
 
 from .._batching import cpu_kernel_calls
 from .._checks import (FLOAT32_MAX, check_delta, check_float32_array, check_float32_positive, check_positive,
-                       check_positive_int, check_sampling_rate, check_trace_memory)
+                       check_positive_int, check_sampling_rate, check_trace_memory, warn_if_delta_large)
 from ..privacy import PrivacySpent, dpsgd_epsilon, not_private, os_seeded_key, resolve_key
 from ..privacy.noise import WORDS_PER_PAIR, float32_at_least, num_pairs, with_noise_tail
 from ..privacy.secure import check_secure, resolve_noise_source
@@ -583,6 +583,7 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
     beta_flat = (jnp.ones((d,), jnp.float32) if beta is None
                  else _per_param(beta, "beta", params32, d, allow_zero=False))
     delta = check_delta(delta)
+    warn_if_delta_large(delta, n)
     needs_key = _check_bool(loss_needs_key, "loss_needs_key")
     sampling = _check_sampling(sampling)
     cap = _check_capacity(capacity, n, q, sampling)

@@ -201,6 +201,10 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
         diagnostics.update(nd)
         mean, sd = phi_draws.mean(axis=0), phi_draws.std(axis=0)
         stuck = np.asarray(nd["stuck"])
+        if nd["num_divergences"] > 0:
+            warnings.warn(f"nuts: {nd['num_divergences']} divergent transitions after warm-up: the draws may miss "
+                          "part of the posterior; raise target_accept_prob (default 0.8, e.g. 0.95) or use "
+                          "method=\"grid\" (diagnostics[\"num_divergences\"])", RuntimeWarning, stacklevel=2)
         if stuck.any():
             warnings.warn(f"nuts: chains {np.nonzero(stuck.any(axis=1))[0].tolist()} never moved for coordinates "
                           f"{_named(trace, stuck.any(axis=0))[1]} (every draw the same), so "

@@ -45,6 +45,8 @@ from .ledger import Ledger
 from .ledger import LedgerEntry
 from .randomness import os_seeded_key
 from .randomness import resolve_key
+from .._checks import LargeDeltaWarning
+from .secure import NoiseNotSecureWarning
 from .secure import secure_bits
 from .secure import secure_laplace
 from .secure import secure_normal
@@ -57,8 +59,10 @@ from .spent import not_private
 __all__ = [
     "AuditResult",
     "GaussianRelease",
+    "LargeDeltaWarning",
     "Ledger",
     "LedgerEntry",
+    "NoiseNotSecureWarning",
     "PrivacySpent",
     "SnappedRelease",
     "advanced_composition",

@@ -117,7 +117,31 @@ def resolve_noise_source(rng_key: Any, secure: Any) -> tuple[Any, str]:
                 f"reproducible by whoever knows it); got rng_key={rng_key!r}. Pass secure=False to reproduce "
                 "a run from a key")
         return None, SECURE
+    if rng_key is None:
+        warn_not_secure_once()
     return resolve_key(rng_key)
+
+
+class NoiseNotSecureWarning(UserWarning):
+    """Privacy noise from JAX's threefry generator (an OS seed), not from the OS CSPRNG (secure mode)."""
+
+
+_WARNED_NOT_SECURE = False
+
+
+def warn_not_secure_once() -> None:
+    """Warns, once per process, that default-mode noise is not cryptographically generated."""
+    global _WARNED_NOT_SECURE
+    if _WARNED_NOT_SECURE:
+        return
+    _WARNED_NOT_SECURE = True
+    import warnings
+
+    warnings.warn("privacy noise comes from JAX's threefry generator with a seed from the operating system: fine "
+                  "for experiments, but threefry is not a cryptographic generator and whoever learns the seed (a "
+                  "memory dump, a logged key) can subtract the noise. For a release you publish, pass secure=True "
+                  "(CLI: --secure), which reads every noise bit from the OS CSPRNG. Shown once per process.",
+                  NoiseNotSecureWarning, stacklevel=3)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -51,7 +51,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import (FLOAT32_MAX, check_delta, check_epsilon, check_float32_positive, check_positive,
-                       check_positive_int, check_sampling_rate, check_trace_memory)
+                       check_positive_int, check_sampling_rate, check_trace_memory, warn_if_delta_large)
 from ..privacy import PrivacySpent, calibrate_noise_multiplier, dpsgd_epsilon, os_seeded_key
 from ..privacy.noise import float32_at_least, with_noise_tail
 from ..privacy.secure import check_secure, resolve_noise_source
@@ -353,6 +353,7 @@ def dpvim(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: 
     arrays = check_data(data)
     n_records = int(arrays[0].shape[0])
     dataset_size = check_positive_int(n_records if dataset_size is None else dataset_size, "dataset_size")
+    warn_if_delta_large(check_delta(delta), n_records)
     layout = inspect_model(model, arrays, model_kwargs)
     check_observed_support(model, arrays, model_kwargs, fitter="dpvim")
     n = layout.num_latent
