@@ -237,7 +237,7 @@ def gibbs_ss_noisy_cell(datasets: Any, epsilon: float, key: Any, num_draws: int,
     release_mode = "released" if (isinstance(fourth_moments, str) and fourth_moments == "released") else "normal"
     k_rel, k_chain = jax.random.split(_key(key))
     rel_keys = np.asarray(jax.random.split(k_rel, k))
-    params, accept = [], []
+    params = []
     privacy = None
     for i in range(k):
         rel = RG.release_regression_statistics(X[i], y[i], epsilon=epsilon, x_bound=x_bound, y_bound=y_bound,
