@@ -1,7 +1,7 @@
 """The library source says what and why, never when, in which run, or in which file outside the repository.
 
-Every text file under src/ is checked for a mention of a work session, a calendar date, or a reference to
-notes and paper copies that the repository does not contain (``NOTES.md``, ``papers/*.txt``,
+Every text file under src/ is checked for a mention of a work session, a calendar date, a machine, or a
+reference to notes and paper copies that the repository does not contain (``NOTES.md``, ``papers/*.txt``,
 ``../shared``). History belongs in git and CHANGELOG.md; measurements in benchmarks/README.md; papers are
 cited by authors, title and year.
 """
@@ -23,6 +23,7 @@ FORBIDDEN = (
     ("a reference to NOTES.md", re.compile(r"\bNOTES\b")),
     ("a reference to a papers/ copy", re.compile(r"\bpapers/[\w.-]*")),
     ("a reference to ../shared", re.compile(r"\.\./shared\b")),
+    ("a machine note", re.compile(r"\b\d+-core\b|\bon \d+ (shared )?cores\b|\b\d\d:\d\d UTC\b")),
 )
 
 _BINARY_SUFFIXES = {".gz", ".npz", ".pyc", ".png", ".so"}
@@ -64,6 +65,9 @@ def test_no_history_or_missing_references_under_src():
     "the bound of NOTES 6",
     "papers/na-dpvi.txt section 4",
     "see ../shared/papers",
+    "measured on the 2-core machine",
+    "about 7.5 hours of compute on 2 cores",
+    "(2026-12-01, 14:41 UTC)",
 ])
 def test_each_pattern_catches_its_example(line):
     assert _offences(line)
