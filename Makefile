@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 TEST_WORKERS ?= 2
 PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
-.PHONY: demo test test-slow benchmarks clean
+.PHONY: demo test test-slow lint benchmarks clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ test: $(VENV)/.dev
 
 test-slow: $(VENV)/.dev
 	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m slow
+
+# static checks (settings in pyproject.toml [tool.ruff]); `ruff format` is not applied yet
+lint: $(VENV)/.dev
+	$(BIN)/ruff check src tests
 
 clean:
 	rm -rf $(VENV) demo-output .pytest_cache .hypothesis

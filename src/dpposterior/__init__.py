@@ -22,7 +22,7 @@ from .vi import DPVITrace
 from .vi import ParamLayout
 from .vi.dpvi import dpvi
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one place the version is written (pyproject.toml reads it from here)
 
 __all__ = [
     "DPVITrace",

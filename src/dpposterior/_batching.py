@@ -28,8 +28,8 @@ def cpu_kernel_calls(fn: Callable[..., Any], *args: Any) -> tuple[str, ...]:
 
     Why: jaxlib's CPU kernels (LAPACK, 0.10) split their own batch over XLA's intra-op thread pool and
     wait for the pieces (``ParallelBatchMap``); with every thread of that pool running an XLA CPU
-    device's program, the process hangs at 0% CPU (measured: two batched Cholesky factorisations per
-    step, 2 devices on 2 cores). A program that calls any such kernel runs on one device. Found by
+    device's program, the process hangs at 0% CPU (for example two batched Cholesky factorisations
+    per step on two CPU devices). A program that calls any such kernel runs on one device. Found by
     lowering ``fn`` (abstract shapes; nothing is computed)."""
     if jax.default_backend() != "cpu":
         return ()

@@ -1,7 +1,7 @@
 """Fingerprints of the user's own functions (registered methods and models of the coverage engine).
 
 A fingerprint names a function by its module, qualified name and a SHA-256 of its code, the same in
-every process (a Ray worker's, the next session's), so that a result on disk computed by an earlier
+every process (a Ray worker's, a later run's), so that a result on disk computed by an earlier
 function registered under the same name is recomputed, not reused.
 """
 
@@ -17,7 +17,7 @@ def hash_code(h: Any, code: Any) -> None:
     """Feeds a code object's bytecode, constants and names to ``h``. A nested function, lambda or (before
     Python 3.12) comprehension is a code object among the constants, whose repr holds its memory address:
     it is hashed the same way in its place, so that the fingerprint is the same in every process (a Ray
-    worker's, the next session's); the repr of constants without code objects is hashed as it was."""
+    worker's, a later run's); the repr of constants without code objects is hashed as it was."""
     h.update(code.co_code)
     consts = code.co_consts
     if any(isinstance(c, type(code)) for c in consts):

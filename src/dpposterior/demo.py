@@ -28,7 +28,7 @@ def run_demo(epsilon: float = 1.0, delta: float = 1e-5, num_steps: int = 10_000,
              seed: int | None = None, progress: bool = True, log=print) -> dict[str, Any]:
     """Runs the Adult demo and writes figures to ``out``; returns the figures it printed.
 
-    Settings follow the reference implementation for Adult (NOTES.md section 1): T = 10,000, q = 0.1,
+    Settings follow the reference implementation of Räisä et al. (2024) for Adult: T = 10,000, q = 0.1,
     clip 11, beta_rho 550, lambda_c = sqrt(n). ``seed=None`` seeds the privacy noise from the OS; an int
     seed in [0, 2**32) is for reproduction only.
 

@@ -48,7 +48,7 @@ def _hand_sgld_step(key, theta, x, y, *, q, clip, eta, sigma, prior_scale, lange
 STEP_MODEL = S.logistic_regression(3, prior_scale=2.0)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compiled_step(q, clip, langevin, eta):
     """The jitted step with sigma traced: the parametrised cases below share compilations."""
     x, y = _logistic_data()

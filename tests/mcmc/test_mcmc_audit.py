@@ -14,7 +14,6 @@ claim is the private kernel's; the audit must find a lower bound above that clai
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest

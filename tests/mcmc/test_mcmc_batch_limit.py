@@ -13,7 +13,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from mcmc_testlib import Conjugate
 
 from dpposterior import mcmc
 

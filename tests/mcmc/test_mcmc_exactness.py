@@ -93,7 +93,7 @@ def _broken_penalty_without_correction(model, proposal, sigma):
 
 def test_penalty_noise_without_the_correction_is_rejected(conj):
     model = conj.model()
-    kernel = mcmc.penalty_kernel(model, mcmc.random_walk(SCALE), noise_multiplier=0.8)
+    mcmc.penalty_kernel(model, mcmc.random_walk(SCALE), noise_multiplier=0.8)
     step = _broken_penalty_without_correction(model, mcmc.random_walk(SCALE), 0.8)
     draws, _ = final_states(step, conj.posterior_draws(CHAINS, 101), model, 300, 1)
     assert ks_pvalue(draws, conj.cdf) < ALPHA

@@ -1,7 +1,6 @@
 """Layouts, the variational family and the DPVITrace file format."""
 
 import json
-import zipfile
 
 import jax
 import jax.numpy as jnp

@@ -149,9 +149,8 @@ def bernstein_sheldon_cell(model_name: str, datasets: Any, epsilon: float, key: 
       neighbouring: "add_remove" (default) or "replace_one".
       snapping: release by Mironov's snapping mechanism (the chain then conditions on the rounding
         intervals); default False, the plain Laplace mechanism of the papers.
-      chunk_size: replicates per compiled call (default 250; measured on the 2-core machine,
-        Dirichlet-Categorical, one device, warm: 2.04 s at 100 against 1.60 s at 250 for 250 chains of
-        4,000 sweeps).
+      chunk_size: replicates per compiled call (default 250: wider calls amortise the per-call
+        overhead; benchmarks/README.md).
       devices: XLA devices to split each compiled call over (:func:`dpposterior._batching.map_in_chunks`).
     """
     if model_name not in EF.FAMILIES:
@@ -226,8 +225,7 @@ def gibbs_ss_noisy_cell(datasets: Any, epsilon: float, key: Any, num_draws: int,
       num_warmup, thin, interweave: chain settings.
       snapping: release by Mironov's snapping mechanism (default False, the papers' plain Laplace).
       chunk_size: replicates per compiled call (default 125: the sweep's small matrix algebra runs
-        better in wider batches; measured on the 2-core machine, one device, p = 10: 27 us per sweep and
-        release at 128 against 39 us at 50 and 30 us at 256).
+        better in wider batches, and gains little beyond about 128; benchmarks/README.md).
       devices: XLA devices to split each compiled call over (:func:`dpposterior._batching.map_in_chunks`;
         the sweep's Cholesky factorisations are LAPACK kernels, so it stays on one device).
     """
@@ -240,7 +238,7 @@ def gibbs_ss_noisy_cell(datasets: Any, epsilon: float, key: Any, num_draws: int,
     release_mode = "released" if (isinstance(fourth_moments, str) and fourth_moments == "released") else "normal"
     k_rel, k_chain = jax.random.split(_key(key))
     rel_keys = np.asarray(jax.random.split(k_rel, k))
-    params, accept = [], []
+    params = []
     privacy = None
     for i in range(k):
         rel = RG.release_regression_statistics(X[i], y[i], epsilon=epsilon, x_bound=x_bound, y_bound=y_bound,

@@ -1,6 +1,6 @@
 """Bernstein & Sheldon (2018) noise-aware Gibbs sampling for conjugate exponential families.
 
-Three models, with the priors of :mod:`dpposterior.models.conjugate` (papers/NOTES.md section 3):
+Three models, with the priors of :mod:`dpposterior.models.conjugate` (Räisä et al. 2024):
 
 ==========================  =============================  ==================================
 family                      sufficient statistic t(x)      conjugate update given s = sum t
@@ -29,7 +29,7 @@ to the interval of values that round to z_k, and steps 1 and 2 use y in place of
 posterior of (theta, s, omega, y) given z is the target, so the noise-aware posterior stays exact.
 
 The chain starts at the prior mean of theta with omega_k ~ Exponential(mean 2 b^2) (both
-data-independent). Defects of the public implementation that this code avoids (NOTES.md section 3):
+data-independent). Defects of the public implementation that this code avoids:
 the truncation bounds of s are the support of the statistic (never the true parameter); the CLT
 moments are those of the model at the current theta (never non-private data moments); every
 released coordinate is noised once and its omega enters once.

@@ -1,5 +1,5 @@
 """Gibbs-SS-Noisy: noise-aware Bayesian linear regression from Laplace-noised sufficient statistics
-(Bernstein & Sheldon, "Differentially private Bayesian linear regression", NeurIPS 2019; papers/NOTES.md
+(Bernstein & Sheldon, "Differentially private Bayesian linear regression", NeurIPS 2019;
 section 3), for the model of :func:`dpposterior.models.regression.linear_regression`:
 
     sigma2 ~ InvGamma(a0 = 20, b0 = 0.5),  w | sigma2 ~ N(0, 4 sigma2 I_P),  y_i ~ N(w . x~_i, sigma2),
@@ -62,7 +62,7 @@ about 4,000 sweeps give an ESS of 200-400 for every coordinate at epsilon = 1 an
 sweep gave 15-300.
 
 The covariate moments (what is approximated; "Gibbs-SS-Noisy" plugs in NOISY estimates, never the
-private data's moments, which is one of the public code's defects, NOTES.md section 3):
+private data's moments, which is one of the public code's defects):
 
 - m_u and the mean/covariance of x are estimated from the noisy ``xx`` part: mu^ = S_x / N and
   Sigma^ = projection of S_xx / N - mu^ mu^' onto the PSD cone (eigenvalues floored at 1e-3 of their
@@ -980,7 +980,7 @@ def gibbs_ss_noisy(release: RegressionStatisticsRelease, *, num_warmup: int = 10
       rng_key: post-processing randomness (None: from the OS).
 
     Cost: every sweep factorises matrices of the m latent statistics (m = 77 at p = 10, 1,952 at p = 60),
-    so the time grows as m^3, about p^6: 0.7 ms a sweep at p = 10, 1.8 s at p = 60 on a 2-core CPU. A
+    so the time grows as m^3, about p^6 (benchmarks/README.md gives measured sweep times). A
     chain expected to take over ``SLOW_SAMPLER_SECONDS`` (10 minutes) gets a RuntimeWarning with the
     estimate before it starts (:func:`expected_sampler_seconds`).
 
@@ -1023,8 +1023,8 @@ def gibbs_ss_noisy(release: RegressionStatisticsRelease, *, num_warmup: int = 10
 #: below this share of kept latent proposals :func:`gibbs_ss_noisy` warns that its chain barely moves.
 LOW_ACCEPTANCE = 0.05
 
-#: measured cost of one sweep: (latent statistics m, seconds) at p = 60 on the project's 2-core CPU
-#: (jax 0.10.2, 2026-12-02; p = 45, m = 1,127: 0.30 s; p = 10, m = 77: 0.7 ms). A sweep's factorisations
+#: the cost of one sweep: (latent statistics m, seconds) at p = 60, from a measurement on a small CPU host
+#: (benchmarks/README.md). A sweep's factorisations
 #: of m x m matrices dominate from about p = 30, so the time grows as m^3, about p^6.
 _REFERENCE_SWEEP = (1952, 1.83)
 #: :func:`gibbs_ss_noisy` warns before sampling when the chain is expected to take longer than this.
@@ -1034,8 +1034,8 @@ SLOW_SAMPLER_SECONDS = 600.0
 def expected_sampler_seconds(num_features: int, num_sweeps: int) -> float:
     """A rough wall time of ``num_sweeps`` Gibbs-SS-Noisy sweeps with ``num_features`` features.
 
-    Scaled as m^3 (m = the number of latent statistics, :func:`_num_latent_stats`) from a sweep measured
-    on a 2-core CPU (``_REFERENCE_SWEEP``); compilation not counted. Below about p = 30 it underestimates
+    Scaled as m^3 (m = the number of latent statistics, :func:`_num_latent_stats`) from one measured
+    sweep (``_REFERENCE_SWEEP``); compilation not counted. Below about p = 30 it underestimates
     (other work dominates there), which never matters: those chains take seconds.
     """
     m_ref, t_ref = _REFERENCE_SWEEP
@@ -1051,7 +1051,7 @@ def slow_sampler_message(num_features: int, num_sweeps: int) -> str | None:
     m = _num_latent_stats(int(num_features))
     return (f"Gibbs-SS-Noisy with p = {num_features} features samples m = {m} latent statistics and factorises "
             f"m x m matrices every sweep: {num_sweeps} sweeps are expected to take about {secs / 3600:.1f} hours "
-            f"on a 2-core CPU (the cost grows as m^3, about p^6; p = 60 took 1.8 s a sweep). Use fewer features "
+            f"on a small CPU host (the cost grows as m^3, about p^6). Use fewer features "
             "(or fewer sweeps) for this baseline, or a method whose cost grows with the data instead (NA-DPVI)")
 
 

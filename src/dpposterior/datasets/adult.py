@@ -3,7 +3,7 @@
 The raw files are the original UCI ``adult.data`` and ``adult.test`` (gzip-compressed inside the
 package, beside the public schema ``adult.names``; sources and licence in
 ``datasets/data/LICENSE.md``). The preprocessing follows the NA-DPVI
-reference (papers/NOTES.md, section 1, "Adult"): drop records with missing values, drop
+reference implementation of Räisä et al. (2024): drop records with missing values, drop
 education-num, native-country and relationship, one-hot encode the categorical columns, scale the
 continuous columns to [0, 1] and add an intercept.
 

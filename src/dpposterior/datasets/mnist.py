@@ -1,7 +1,7 @@
 """MNIST digits 7 and 9 (a binary task), and a public sample of the other digits, vendored.
 
 Sources and licence in ``datasets/data/LICENSE.md``. Pixels are scaled from 0-255 to [0, 1] by the
-fixed map ``x / 255`` (NOTES section 4: "pixels in [0, 1]"); nothing is estimated from the data.
+fixed map ``x / 255`` (pixels in [0, 1], as in the DP MCMC papers); nothing is estimated from the data.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Everything works on a flat float32 parameter vector ``phi`` of length d; ``unravel`` maps it to the
 user's pytree inside the loss. Per-example gradients come from ``vmap(grad(loss))``, laid out
-(d, batch) for small models (``out_axes=1``, NOTES.md section 8) and (batch, d) for larger ones,
+(d, batch) for small models (``out_axes=1``) and (batch, d) for larger ones,
 computed in tiles of the packed buffer, clipped and summed in one fused pass (a select that drops
 non-finite gradients runs only when one occurs)."""
 
@@ -69,8 +69,8 @@ class EngineConfig:
 
 
 #: models with at most this many parameters get per-example gradients laid out (d, batch), larger
-#: ones (batch, d): for d = 2 the (d, batch) norms and sums are many times cheaper (NOTES.md
-#: section 8), for d = 100 with (N, d) data the (batch, d) layout avoids a transpose and is ~2x faster.
+#: ones (batch, d): for d = 2 the (d, batch) norms and sums are many times cheaper,
+#: for d = 100 with (N, d) data the (batch, d) layout avoids a transpose and is ~2x faster.
 PARAMS_MAJOR_MAX_D = 16
 
 
@@ -139,7 +139,7 @@ def _gather(data: Any, idx: jax.Array) -> Any:
 
 #: per-example gradients are computed in tiles of at most about this many floats (tile x d, 16 MB),
 #: so memory stays bounded however large the sample and the model. (Tiles sized for the L2 cache
-#: were measured on the 2-core machine: no faster single-threaded, ~10% slower multi-threaded.)
+#: were no faster single-threaded and slower multi-threaded.)
 TILE_FLOATS = 2**22
 MIN_TILE = 128
 

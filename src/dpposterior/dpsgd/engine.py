@@ -377,8 +377,8 @@ def _device_count(tree: Any) -> int:
 def _spread_kernels(cfg: EngineConfig, args: tuple) -> tuple[str, ...]:
     """The custom kernels of ``cfg``'s step program (``_run_chunk``, one step) that must not run on
     several XLA CPU devices at once (:func:`dpposterior._batching.cpu_kernel_calls`); the host
-    callbacks of secure mode are left out (measured: a secure run on data sharded over 2 CPU devices,
-    every step overflowing its buffer and so calling back, ran through)."""
+    callbacks of secure mode are left out (a secure run on data sharded over several CPU devices,
+    every step overflowing its buffer and so calling back, runs through)."""
     calls = cpu_kernel_calls(functools.partial(_run_chunk, cfg, 1), *args)
     return tuple(c for c in calls if "python_cpu_callback" not in c)
 
@@ -392,8 +392,8 @@ def _one_device_if_cpu_kernels(cfg: EngineConfig, base_key: Any, phi: Any, data:
     Why: jaxlib's CPU LAPACK kernels (``lapack_spotrf_ffi`` for a batched Cholesky factorisation, ...)
     split their batch over XLA's intra-op thread pool and wait for the pieces; with every thread of that
     pool running a device's program, nothing runs the pieces and the process hangs at 0% CPU
-    (measured: a loss with a per-record 12 x 12 Cholesky factorisation, N = 4000 records sharded over 2
-    devices on the 2-core machine, hung; on one device it took 2 s). The program is lowered from the
+    (for example a loss with a per-record Cholesky factorisation, records sharded over several
+    CPU devices). The program is lowered from the
     arrays' shapes (no computation, a fraction of a second) only in that case: data on several CPU
     devices. Gathering costs a copy of the sharded arrays on one device (host memory on CPU) for the
     run; the program is then the one-device program, so the trace is the one an unsharded run gives.
@@ -499,7 +499,8 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
     threat model in docs/user-guide.md).
 
     References: Abadi et al., "Deep Learning with Differential Privacy", CCS 2016 (DP-SGD);
-    preconditioning as in papers/na-dpvi.txt, section 13.2 (NOTES.md section 1).
+    preconditioning as in Räisä, Jälkö & Honkela, "Noise-aware differentially private variational
+    inference" (2024), section 13.2.
 
     Args:
       loss: ``loss(params, record) -> scalar`` for one record, or ``loss(params, record, key)``
@@ -517,7 +518,7 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
         ``jnp.linalg.cholesky`` or ``jax.scipy.linalg.solve`` on a per-record matrix), which hang the
         process there (they wait on XLA's intra-op thread pool, whose threads all run the devices'
         programs). Then the data are copied onto one device for the run (the step program is lowered
-        first, about 0.5 s, only in that case) and a note on stderr gives the extra host memory: the
+        first, only in that case) and a note on stderr gives the extra host memory: the
         size of the sharded arrays. Running so, rather than refusing, loses no result: the trace is
         the unsharded run's, bit for bit; on CPU the devices share the host's memory, so only the copy
         is added.

@@ -15,8 +15,8 @@ Precision (float32, no x64 needed):
   rounding (relative ~1e-7); jax.random.uniform's 2^-23 grid would be 1% off at q = 1e-5.
 - Gaps are clamped at N + 1 (any larger gap also ends the step) and summed in float32 by a parallel
   prefix scan. Partial sums below 2^24 are exact integers and larger ones stay >= 2^24, so
-  ``index < N`` is decided exactly for N < 2^24 (``MAX_RECORDS``). NOTES.md section 8 measured
-  ``jnp.cumsum`` as much slower on CPU in the vmapped replicate engine.
+  ``index < N`` is decided exactly for N < 2^24 (``MAX_RECORDS``). ``jnp.cumsum`` is much slower on
+  CPU in the vmapped replicate engine.
 
 The functions here are the engine's sampler; ``poisson_sample_indices`` and ``debug_batch_sizes``
 reveal which records (or how many) a step used, so they are non-private debug tools.

@@ -110,7 +110,7 @@ class DPSGDTrace:
     def load(cls, path: str | os.PathLike, unravel: Callable[[Any], Any] | None = None) -> "DPSGDTrace":
         """Reads a release written by :meth:`save`; ``unravel`` may be supplied again.
 
-        Files of dpposterior before 2026-12-01 (no checksum, a ``meta`` entry) are read too, with the
+        Files of an earlier format (no checksum, a ``meta`` entry) are read too, with the
         same field checks.
 
         Raises:

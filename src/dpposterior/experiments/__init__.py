@@ -1,4 +1,4 @@
-"""The papers' coverage experiments as code (papers/na-dpvi.txt 13.4, NOTES.md section 1).
+"""The papers' coverage experiments as code (Räisä et al. 2024, 13.4).
 
 A coverage cell is (model, epsilon, method): K replicates of theta ~ prior, data ~ p(data | theta),
 a DP-SGD trace of ``dpvi`` on the data, the method's posterior from the trace, and TARP coverage in

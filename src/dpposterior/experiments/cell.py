@@ -1,6 +1,6 @@
 """One coverage cell: the posterior of a method on a group's replicates, and its TARP coverage.
 
-The coverage check is papers/na-dpvi.txt 13.4 / NOTES.md section 1 in the unconstrained space, with
+The coverage check is that of Räisä et al. 2024 (13.4) in the unconstrained space, with
 the paper's data-dependent reference points: per replicate, the mean of the mu-trace after burn-in
 (a statistic of the release) plus Uniform(-4, 4) times the method's posterior sd, per coordinate.
 The R repeats re-draw the references over the same K replicates (they are not new DP-SGD runs); the

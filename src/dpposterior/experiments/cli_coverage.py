@@ -48,7 +48,7 @@ def add_coverage_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Adds the ``coverage`` sub-command to an ``argparse`` sub-parser collection."""
     p = subparsers.add_parser(
         "coverage", help="TARP coverage of DP posteriors over replicated synthetic data (papers' experiment)",
-        description="Coverage experiment of papers/na-dpvi.txt 13.4: for each (model, epsilon, method), K "
+        description="Coverage experiment of Räisä et al. 2024, section 13.4: for each (model, epsilon, method), K "
                     "replicates of theta ~ prior, data ~ p(data | theta), a DP-SGD trace, the method's posterior, "
                     "and TARP coverage with data-dependent reference points re-drawn R times.",
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)

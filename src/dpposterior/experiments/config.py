@@ -1,7 +1,7 @@
 """The configuration of a coverage cell and the derivation of its random keys.
 
 A coverage cell is one (model, epsilon, method) point of the paper's coverage experiment
-(papers/na-dpvi.txt 13.4, papers/NOTES.md section 1 "Coverage"). Its :class:`CellConfig` is the full
+(Räisä et al. 2024, 13.4). Its :class:`CellConfig` is the full
 description of what is computed: two runs with equal configurations give equal results, which is what
 lets a re-run skip finished cells (:mod:`.store`).
 
@@ -40,7 +40,7 @@ from .._checks import check_delta, check_epsilon, check_positive_int, check_samp
 #: recomputed rather than mixed with new ones.
 SCHEME = 1
 
-#: the paper's settings (NOTES.md section 1).
+#: the paper's settings.
 DEFAULT_REPLICATES = 500
 DEFAULT_REPEATS = 20
 DEFAULT_NUM_STEPS = 10_000

@@ -34,7 +34,7 @@ anything runs.
 
 Built in:
 
-* ``"grid"``, ``"laplace"``, ``"nuts"``: NA-DPVI (papers/na-dpvi.txt section 3.3) with the solvers of
+* ``"grid"``, ``"laplace"``, ``"nuts"``: NA-DPVI (Räisä et al. 2024, section 3.3) with the solvers of
   :mod:`dpposterior.noise_aware`, on the same density, trace-based priors and statistics as
   :func:`dpposterior.noise_aware.noise_aware_posterior`; the posterior of theta is the mixture over
   phi* draws of q(theta; phi*) (eq. 13). Grid and Laplace are pure ``jax.numpy`` and run vmapped over
@@ -45,9 +45,8 @@ Built in:
   through NumPyro's functional ``hmc`` interface with each replicate's statistics as model
   arguments: one compiled sampler runs all replicates of a chunk in lockstep (like NumPyro's
   vectorized chains, each chain on its own replicate's density), so its cost is (warm-up + draws)
-  iterations times the deepest tree in the chunk. Measured: 46-69 s for K = 500 Beta-Bernoulli
-  replicates on 2 shared cores (benchmarks/README.md), against 12-21 s per replicate for the
-  reference implementation.
+  iterations times the deepest tree in the chunk. A whole cell of replicates costs
+  about what the reference implementation spends on a few replicates (benchmarks/README.md).
 * ``"naive"``: the last iterate q(theta; phi_T), which ignores the DP noise.
 
 Baselines with their own mechanism (:mod:`.baseline_methods`, ``needs_data=True``; same epsilon,

@@ -268,10 +268,10 @@ def cpu_linalg_kernels(config: CellConfig, setup: DPVISetup) -> tuple[str, ...]:
     replicate program calls (empty on other platforms, and for the papers' models).
 
     Why it matters (:func:`dpposterior._batching.cpu_kernel_calls`): on several XLA CPU devices such
-    kernels hang the process. Measured on the 2-core machine, 2 devices: a model with one
-    multivariate-normal covariance per record (batched Cholesky factorisations) hung; on one device the
-    same cell took 10 s. :func:`~.runner.compute_group` runs such a group on one device. Lowering the
-    one-device program takes about half a second.
+    kernels hang the process. For example, a model with one
+    multivariate-normal covariance per record (batched Cholesky factorisations) hangs on two devices
+    and runs on one. :func:`~.runner.compute_group` runs such a group on one device. Lowering the
+    one-device program is cheap (no computation).
     """
     static = _Static(model=config.model, num_records=config.num_records, num_steps=config.num_steps,
                      sampling_rate=config.sampling_rate, num_mc=config.num_mc, clip=setup.clip,

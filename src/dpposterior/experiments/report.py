@@ -238,7 +238,7 @@ def folder_results(out: str | os.PathLike, results: Sequence[dict[str, Any]] = (
 
     A file is left out, with a note naming it and why, when it is corrupted (:func:`.store.read_result`),
     when its method or model is not registered in this process (a method or model of the user's own from
-    another session: register it to show the cell), or when it is stale (computed under other model settings or
+    another process: register it to show the cell), or when it is stale (computed under other model settings or
     by another function of its method, :func:`.runner.stale_reason`: run its configuration again to
     recompute it). A file written under an older spelling of its options is read as its canonical
     configuration, and one record is kept per configuration (the canonical file's).

@@ -13,8 +13,8 @@ is not a cell result, or holds another configuration than its name promises is r
 (with its path), never silently recomputed over or trusted.
 
 A file's digest is that of the configuration as written in it. Method options are written in their
-canonical spelling (:func:`~dpposterior.experiments.methods.canonical_method_options`) since
-2026-12-02; a file written before under another spelling of the same options (e.g. ``bounds``
+canonical spelling (:func:`~dpposterior.experiments.methods.canonical_method_options`); a
+file written under another spelling of the same options (e.g. ``bounds``
 ``"0.0,5.0"``, now ``"0,5"``) has another digest and file name, and :meth:`ResultStore.load` still
 finds it (its record read with the canonical configuration, the one as written kept under
 ``"config_as_written"``), so the cell is not computed twice.

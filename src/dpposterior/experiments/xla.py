@@ -4,13 +4,12 @@ Two process-wide XLA CPU flags matter for the coverage engine. Both are read onc
 its backend, so they must be in ``XLA_FLAGS`` before the first computation of the process:
 
 * ``--xla_cpu_experimental_ynn_fusion_type=-reduce``: the jaxlib in use (0.10) lowers small reductions
-  of the per-record ELBO gradients to YNNPACK fusions that ran about 8x slower than XLA's own loops
-  (measured on the vmapped DP-SGD step of Beta-Bernoulli with 10 Monte Carlo draws: about 240 us
-  against 30 us per replicate-step on a loaded 2-core host). Removing the reduce fusion type keeps
+  of the per-record ELBO gradients to YNNPACK fusions that run several times slower than XLA's own loops
+  (on the vmapped DP-SGD step of Beta-Bernoulli with 10 Monte Carlo draws). Removing the reduce fusion type keeps
   the other YNNPACK fusions (the matmuls of the Poisson sampler) and restores the speed.
 * ``--xla_force_host_platform_device_count=D``: splits the CPU into D XLA devices; the replicate
-  axis is then split over them (``shard_map``, :mod:`.replicates`). One CPU device keeps about 1.3 of
-  2 cores busy; two devices used both (NOTES.md section 8: 1.8x).
+  axis is then split over them (``shard_map``, :mod:`.replicates`). One CPU device does not keep
+  two cores busy; two devices use both.
 
 Results depend on these flags only in the last bits of floating point (different loop code, same
 arithmetic); the Ray backend gives its workers the driver's ``XLA_FLAGS`` so that backends agree bit

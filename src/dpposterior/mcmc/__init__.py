@@ -1,6 +1,7 @@
 """Differentially private Metropolis-Hastings: TunaMH, DP-Fast MH, the penalty algorithm, DP Barker.
 
-papers/dp-fast-mh.txt and NOTES.md section 4. A model is given as per-record energies U_i(theta)
+Zhang, Zhang & De Sa, "DP-Fast MH: private, fast, and accurate Metropolis-Hastings for large-scale Bayesian
+inference" (2023). A model is given as per-record energies U_i(theta)
 with bound constants c_i (:func:`energy_model`); a kernel (:func:`tuna_mh_kernel`,
 :func:`dp_fast_mh_kernel`, :func:`penalty_kernel`, :func:`dp_barker_kernel`) is a pair of pure functions
 ``init(position)`` / ``step(key, state)``; :func:`run_chain` runs chains and returns the samples

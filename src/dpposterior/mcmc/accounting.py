@@ -1,9 +1,10 @@
 """Privacy of the DP MH samplers: per-iteration constants, composition over a chain, calibration.
 
 Neighbouring relation: replace-one (two data sets differ in the value of one record, N fixed), as in
-papers/dp-fast-mh.txt ("differ in the values at most one entry").
+Zhang, Zhang & De Sa, "DP-Fast MH: private, fast, and accurate Metropolis-Hastings for large-scale Bayesian
+inference" (2023): "differ in the values at most one entry".
 
-- DP-Fast MH (papers/dp-fast-mh.txt, Theorem 2; constants in NOTES.md section 4): every iteration is
+- DP-Fast MH (Zhang, Zhang & De Sa 2023, Theorem 2): every iteration is
   (epsilon, delta)-DP, whichever branch runs. A chain of T iterations is accounted by composing T
   (epsilon, delta)-DP mechanisms: by default with the optimal composition theorem (Kairouz, Oh &
   Viswanath 2015, Theorem 3.3; exact, computed in closed form), or with dp-accounting's PLD of the
@@ -56,7 +57,7 @@ def classic_noise_multiplier(epsilon: float, delta: float) -> float:
 
 @dataclasses.dataclass(frozen=True)
 class FastMHConstants:
-    """The per-iteration constants of DP-Fast MH (papers/dp-fast-mh.txt, Theorem 2; NOTES.md 4).
+    """The per-iteration constants of DP-Fast MH (Zhang, Zhang & De Sa 2023, Theorem 2).
 
     Attributes:
       epsilon, delta: the per-iteration guarantee (replace-one adjacency).
@@ -440,9 +441,9 @@ def calibrate_chain(method: Literal["dp_fast_mh", "penalty", "dp_barker"], total
 # --------------------------------------------------------------------------------------------
 # DP Barker (Heikkila, Jalko, Dikmen & Honkela 2019): Renyi DP of one step, subsampled, composed
 
-#: the Gaussian variance C of the minibatch Barker test (NOTES.md section 4: C = 2).
+#: the Gaussian variance C of the minibatch Barker test (C = 2, as in Heikkilä et al. 2019).
 BARKER_NORMAL_VARIANCE = 2.0
-#: the clip bound on each per-record log ratio is BARKER_CLIP_FACTOR sqrt(b) / N (NOTES.md section 4).
+#: the clip bound on each per-record log ratio is BARKER_CLIP_FACTOR sqrt(b) / N (Heikkilä et al. 2019).
 BARKER_CLIP_FACTOR = 0.99
 
 
@@ -450,7 +451,8 @@ def barker_rdp(alpha: float, batch_size: int) -> float:
     """Renyi DP of order ``alpha`` of one DP Barker test on a batch of b records, before subsampling.
 
     eps(alpha) = 5/(2b) + ln(2b/(b - 5 alpha))/(2(alpha - 1)) + 2 alpha/(b - 5 alpha), for
-    1 < alpha < b/5 (Heikkila et al. 2019 as NOTES.md section 4 states it; log-likelihood ratios
+    1 < alpha < b/5 (Heikkilä, Jälkö, Dikmen & Honkela, "Differentially private Markov chain
+    Monte Carlo", 2019; log-likelihood ratios
     clipped to 0.99 sqrt(b)/(tau N), Gaussian variance C = 2). Replace-one adjacency within the
     batch. Open question (noted, not changed): the middle term tends to ln(2)/(2(alpha - 1)), not 0,
     as b grows; we read it as the crude bound 2 on the ratio of the two noise variances (both lie in

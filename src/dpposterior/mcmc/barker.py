@@ -6,7 +6,7 @@ Seita et al. (2017) replace Delta by a minibatch estimate Delta* ~ N(Delta, s2) 
 add N(0, C - s2) so that the total Gaussian part is N(0, C), and add a correction variable V_corr
 whose sum with N(0, C) is Logistic(0, 1). Heikkila et al. clip the per-record log ratios so that
 s2 < C always holds and the added Gaussian makes the test differentially private
-(papers/dp-fast-mh.txt, the Barker baseline; NOTES.md section 4).
+(the Barker baseline of Zhang, Zhang & De Sa 2023).
 
 The correction V_corr has no closed form; :func:`barker_correction` fits it once as a symmetric
 Gaussian mixture (non-negative least squares on the CDF) and caches the fit. The fit is the one
@@ -36,7 +36,7 @@ from .model import EnergyModel, Proposal
 
 Array = Any
 
-#: the clip bound on each per-record log ratio is CLIP_FACTOR sqrt(b) / N (energy units), NOTES 4.
+#: the clip bound on each per-record log ratio is CLIP_FACTOR sqrt(b) / N (energy units).
 CLIP_FACTOR = BARKER_CLIP_FACTOR
 #: the most pairs of components :func:`barker_correction` fits (the default fit has 81)
 MAX_CORRECTION_PAIRS = 2000
@@ -150,7 +150,7 @@ class BarkerConfig:
 def dp_barker_kernel(model: EnergyModel, proposal: Proposal, *, batch_size: int | None = None,
                      private: bool = True, normal_variance: float | None = None,
                      delta: float | None = None) -> Kernel:
-    """DP Barker (Heikkila et al. 2019), the minibatch DP MH baseline of papers/dp-fast-mh.txt.
+    """DP Barker (Heikkila et al. 2019), the minibatch DP MH baseline of Zhang, Zhang & De Sa 2023.
 
     Each step proposes theta' and draws b records uniformly without replacement. With
     d_i = U_i(theta) - U_i(theta') (the tempered log-likelihood ratio; clipped to
@@ -160,7 +160,7 @@ def dp_barker_kernel(model: EnergyModel, proposal: Proposal, *, batch_size: int 
     accepted iff Delta* + N(0, C - s2) + V_corr > 0, V_corr from :func:`barker_correction`. A
     proposal outside the box is rejected.
 
-    Deviation from NOTES.md (which writes s2 = var(r)(N tau)^2 / b): the factor (1 - b/N). Without
+    Deviation from the usual statement (s2 = var(r)(N tau)^2 / b): the factor (1 - b/N). Without
     it, a batch of all N records (Delta* exact) would still subtract s2 from C and the test would
     be wrong by up to the whole of s2. Privacy is unaffected: the factor is public and <= 1, and
     when private s2 is capped at 0.99^2 = 0.9801 (the clip bounds the population variance of the
@@ -195,7 +195,7 @@ def dp_barker_kernel(model: EnergyModel, proposal: Proposal, *, batch_size: int 
       model, proposal: as :func:`dpposterior.mcmc.tuna_mh_kernel`.
       batch_size: b in [2, N] (default N).
       private: False: no clip and no privacy (NOT PRIVATE).
-      normal_variance: C (None: 2, NOTES.md section 4), in (0, pi^2/3). The privacy analysis
+      normal_variance: C (None: 2, as in Heikkilä et al. 2019), in (0, pi^2/3). The privacy analysis
         (:func:`dpposterior.mcmc.barker_rdp`) is for C = 2 only: other values need ``private=False``
         with b < N (the exact full-data test draws Logistic(0, 1) noise and uses no C: giving one
         there is an error, not ignored).

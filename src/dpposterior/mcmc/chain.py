@@ -72,7 +72,7 @@ def _chain_privacy(kernel: Kernel, num_iterations: int, total_delta: float | Non
                    ("total_bound_C", c.total_bound), ("max_bound_c_max", c.max_bound),
                    ("epsilon_advanced_composition", authors),
                    ("sampling", "with replacement, probabilities c_i/C, size Poisson(lambda + C M)"),
-                   ("reference", "papers/dp-fast-mh.txt Theorem 2; NOTES.md section 4"),
+                   ("reference", "Zhang, Zhang & De Sa 2023, Theorem 2"),
                    # total_bound_C and batch_cap grow with N and the c_i: not privatised, as the paper has it
                    ("num_records", "public"), ("bound_constants", "public"))
         return PrivacySpent(epsilon=eps, delta=dg, neighbouring=NEIGHBOURING, accountant=acc,
@@ -92,7 +92,7 @@ def _chain_privacy(kernel: Kernel, num_iterations: int, total_delta: float | Non
     sigma = cfg.noise_multiplier
     eps = gaussian_chain_epsilon(sigma, t, dg, acc, per_iteration_delta=cfg.delta)
     details = [("sensitivity", "2 c_max M(theta, theta') (log ratio, replace-one)"),
-               ("reference", "Yildirim & Ermis 2019; NOTES.md section 4")]
+               ("reference", "Yildirim & Ermis 2019")]
     if cfg.delta is not None and cfg.epsilon is not None:
         details = [("per_iteration_epsilon", cfg.epsilon), ("per_iteration_delta", cfg.delta)] + details
         if dg > t * cfg.delta:
@@ -129,12 +129,12 @@ def _barker_privacy(kernel: Kernel, t: int, total_delta: float | None, accountan
                ("correction_max_cdf_error", cfg.correction.max_cdf_error),
                ("sampling", "b of N uniformly without replacement, every iteration"),
                ("amplification", "Wang, Balle & Kasiviswanathan 2019, Theorem 9"),
-               ("reference", "Heikkila et al. 2019; NOTES.md section 4"))
+               ("reference", "Heikkila et al. 2019"))
     if cfg.batch_size == n:  # barker_epsilon takes each order's smaller bound (barker_full_batch_rdp)
         details = details[:6] + (("sampling", "all N records every iteration (b = N)"),
                                  ("full_batch_bound", "the smaller, per RDP order, of the paper's bound and the "
                                   "Gaussian mechanism's (s2 = 0 at b = N: variance C, replace-one sensitivity 2B)"),
-                                 ("reference", "Heikkila et al. 2019; NOTES.md section 4; Mironov 2017"))
+                                 ("reference", "Heikkila et al. 2019; Mironov 2017"))
     return PrivacySpent(epsilon=eps, delta=dg, neighbouring=NEIGHBOURING, accountant="rdp", mechanism="dp_barker",
                         noise_multiplier=None, sampling_rate=cfg.batch_size / n, num_steps=t, seeded_by=seeded_by,
                         details=details)
@@ -178,7 +178,7 @@ def run_chain(kernel: Kernel, initial_position: Any, num_steps: int, *, rng_key:
         privacy noise, acceptance uniform) is computed from fresh bits of the operating system's
         CSPRNG, read at the moment of the draw (:func:`~dpposterior.privacy.secure.os_key`); no
         seed exists, so none can leak (recorded ``seeded_by="secure"``). ``rng_key`` must then be
-        None. About 0.1 ms per draw for the host round trip.
+        None. Each draw costs a host round trip.
 
     Returns:
       A :class:`ChainResult` whose ``privacy`` covers every released sample.

@@ -1,7 +1,7 @@
 """DP-SGLD / DP dropout: stochastic gradient Langevin dynamics whose noise is the privacy mechanism.
 
-Reference: papers/dp-dropout.txt (Ermis & Cemgil, "Differentially private dropout"), NOTES.md
-section 5; SGLD as in Welling & Teh (2011). One step t, from theta_t with step size eta_t:
+Reference: Ermis & Cemgil, "Differentially private dropout" (2017); SGLD as in Welling & Teh (2011). One step
+t, from theta_t with step size eta_t:
 
     B_t      Poisson sample: every record independently with probability q
     g~_t     = sum_{i in B_t} clip(grad log p(x_i | theta_t), C) + 2 C sigma xi_t,  xi_t ~ N(0, I)
@@ -29,7 +29,7 @@ mode (public knowledge of the model and the data's range) when the posterior its
 record whose gradient is not finite contributes zero (as in the DP-SGD engine, whose step this
 reuses).
 
-Dropout reading (papers/dp-dropout.txt): additive noise N(0, alpha diag(theta^2)) on the weights is
+Dropout reading (Ermis & Cemgil 2017): additive noise N(0, alpha diag(theta^2)) on the weights is
 Gaussian dropout with rate alpha; matching it to the noise actually injected gives the per-weight
 dropout variance alpha_t = (v_dp + v_t) / theta_t^2, reported in :class:`DPSGLDInfo`. alpha is not a
 free parameter: the privacy level (sigma) and the step size fix it.
@@ -41,7 +41,7 @@ paper states it). Poisson sampling with rate q; accounted over T steps by
 :func:`dpposterior.privacy.dpd_epsilon` with the accountant of the user's choice: ``"ac"`` (DPD-AC,
 advanced composition), ``"zcdp"`` (DPD-zCDP), ``"pld"`` (tight; default) or, under add/remove-one
 adjacency, ``"rdp"``. The paper's experiments used fixed-size batches; this sampler uses Poisson
-sampling, which is what the accountants assume (NOTES.md section 7).
+sampling, which is what the accountants assume.
 
 Randomness: each step splits its key four ways, ``k_samp, k_lik, k_noise, k_lang =
 jax.random.split(key, 4)`` (Poisson sample, the model's own dropout noise, privacy noise, Langevin
@@ -54,7 +54,7 @@ Public: :func:`init`, :func:`step` (pure, jit from outside), :func:`run` (scan +
 accountant certifies for a sigma), the models :func:`logistic_regression` and :func:`mlp`, the
 step-size schedules :func:`polynomial_step_size` and :func:`constant_step_size`, and the posterior
 predictive :func:`posterior_predictive` / :func:`predictive_scores` (averages over the chain's
-samples, papers/dp-dropout.txt first paragraph).
+samples, Ermis & Cemgil 2017, first paragraph).
 """
 
 from __future__ import annotations
@@ -462,7 +462,7 @@ def step(key: Any, state: DPSGLDState, data: Any, model: DPSGLDModel, cfg: DPSGL
 
     Privacy: Poisson sampling with rate ``cfg.sampling_rate``; per-example log-likelihood gradients
     clipped to L2 norm ``cfg.clip``; Gaussian noise N(0, 4 C^2 sigma^2 I) added to their sum
-    (replace-one adjacency, sensitivity 2C; papers/dp-dropout.txt). One step is one use of that
+    (replace-one adjacency, sensitivity 2C; Ermis & Cemgil 2017). One step is one use of that
     mechanism; account T steps with :func:`dpposterior.privacy.dpd_epsilon`.
 
     Args:
@@ -686,8 +686,8 @@ def run(model: DPSGLDModel, data: Any, *, num_steps: int, sampling_rate: float, 
     (Poisson sampling), clips each record's log-likelihood gradient to L2 norm ``clip`` and adds
     Gaussian noise N(0, 4 C^2 sigma^2 I) to their sum; sensitivity 2C under replace-one adjacency
     (the paper's relation; C under add/remove-one). All T samples are released and accounted by
-    :func:`dpposterior.privacy.dpd_epsilon` under ``accountant``. Reference: papers/dp-dropout.txt
-    (Ermis & Cemgil), NOTES.md section 5; SGLD: Welling & Teh 2011.
+    :func:`dpposterior.privacy.dpd_epsilon` under ``accountant``. Reference: Ermis & Cemgil,
+    "Differentially private dropout" (2017); SGLD: Welling & Teh 2011.
 
     Give exactly one of ``noise_multiplier`` (sigma) and ``epsilon`` (the total target: sigma is then
     the smallest that reaches it under ``accountant``, :func:`noise_multiplier_for`).
@@ -778,7 +778,7 @@ def run(model: DPSGLDModel, data: Any, *, num_steps: int, sampling_rate: float, 
         extra = (("clip", cfg.clip), ("step_size", tuple(cfg.step_size)), ("langevin", cfg.langevin),
                  ("epsilon_by_accountant", tuple(_epsilons_by_accountant(
                      sigma, d, q, t, neighbouring, {accountant: rec.epsilon}).items())),
-                 ("reference", "papers/dp-dropout.txt (Ermis & Cemgil); NOTES.md section 5"))
+                 ("reference", "Ermis & Cemgil 2017"))
         privacy = with_noise_tail(dataclasses.replace(rec, mechanism=MECHANISM, details=rec.details + extra),
                                   t * int(np.size(pos0)))
 
@@ -877,7 +877,7 @@ def posterior_predictive(model: DPSGLDModel, samples: Any, x: Any, *, burn_in: i
                          ) -> np.ndarray:
     """P(y = 1 | x, D) ~ (1/S) sum_s sigmoid(logit(theta_s, x)) over the kept samples.
 
-    The Monte Carlo posterior predictive of papers/dp-dropout.txt (first paragraph). Post-processing
+    The Monte Carlo posterior predictive of Ermis & Cemgil 2017 (first paragraph). Post-processing
     of the released samples: no privacy cost. Keeps ``samples[burn_in::thin]``. Computed for at most 256
     samples by 65,536 inputs at a time (about 130 MB per array, whatever the size of x), so
     ``model.logit`` must give each row's logit from that row alone.

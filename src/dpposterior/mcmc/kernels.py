@@ -166,7 +166,7 @@ def _full_log_ratio(energy_fn: Callable, data: Any, c: Array, theta: Array, thet
 def _tuna_log_ratio(key: Array, energy_fn: Callable, data: Any, c: Array, big_c: Array, lam: Array,
                     theta: Array, theta_new: Array, m: Array, chunk: int, max_batch: int,
                     active: Array = True) -> tuple[Array, Array, Array, Array]:
-    """TunaMH's minibatch log ratio (Zhang et al. 2020; NOTES.md section 4), exact for any batch size.
+    """TunaMH's minibatch log ratio (Zhang et al. 2020), exact for any batch size.
 
     The method: B ~ Poisson(lam + C M); B indices drawn with replacement with probability c_i / C;
     index i kept with probability (lam c_i + C phi_i(theta, theta')) / ((lam + C M) c_i), where
@@ -458,7 +458,7 @@ def tuna_mh_kernel(model: EnergyModel, proposal: Proposal, *, chi: float = DEFAU
 
     Each step draws B ~ Poisson(lambda + C M(theta, theta')) records with probability c_i / C and
     thins them (see :func:`_tuna_log_ratio`); the chain is reversible with respect to the exact
-    posterior. Reference: NOTES.md section 4; papers/dp-fast-mh.txt (the non-private baseline).
+    posterior. Reference: Zhang, Zhang & De Sa 2023 (the non-private baseline).
 
     The batch limit: the test evaluates about (lambda + C M) N c_max / C records (lambda + C M when
     all c_i are equal), so a step M or bounds C far beyond the posterior's scale (unscaled data, a
@@ -527,7 +527,7 @@ class FastMHConfig:
 def dp_fast_mh_kernel(model: EnergyModel, proposal: Proposal, *, epsilon: float | None, delta: float | None,
                       batch_cap: float, lam: float = 10.0, private: bool = True,
                       chunk: int = DEFAULT_CHUNK, max_batch: int | None = None) -> Kernel:
-    """DP-Fast MH (Zhang, Zhang & De Sa 2023, papers/dp-fast-mh.txt, Algorithm 2 and Theorem 2).
+    """DP-Fast MH (Zhang, Zhang & De Sa, "DP-Fast MH", 2023, Algorithm 2 and Theorem 2).
 
     Each step proposes theta'. If lambda + C M < K (minibatch branch): TunaMH's minibatch log ratio
     with constant lambda; its L2 sensitivity under replace-one adjacency is
@@ -539,8 +539,8 @@ def dp_fast_mh_kernel(model: EnergyModel, proposal: Proposal, *, epsilon: float 
 
     Privacy: each iteration is (epsilon, delta)-DP under replace-one adjacency (the paper's
     Theorem 2; constants epsilon' = epsilon C/(6 K c_max), delta' = delta C/(2 K c_max),
-    sigma1 = sqrt(2 ln(1.25/delta'))/epsilon', sigma2 = sqrt(2 ln(1.25/delta))/epsilon; NOTES.md
-    section 4), with C and c_max public. The minibatch is drawn with replacement with probabilities
+    sigma1 = sqrt(2 ln(1.25/delta'))/epsilon', sigma2 = sqrt(2 ln(1.25/delta))/epsilon),
+    with C and c_max public. The minibatch is drawn with replacement with probabilities
     c_i / C and a Poisson size (not Poisson subsampling). A chain composes its iterations
     (:func:`dpposterior.mcmc.run_chain`, :func:`dpposterior.mcmc.compose_iterations`).
 
@@ -637,7 +637,7 @@ class PenaltyConfig:
 def penalty_kernel(model: EnergyModel, proposal: Proposal, *, epsilon: float | None = None,
                    delta: float | None = None, noise_multiplier: float | None = None,
                    private: bool = True) -> Kernel:
-    """The penalty algorithm (Yildirim & Ermis 2019), the full-batch DP MH baseline of papers/dp-fast-mh.txt.
+    """The penalty algorithm (Yildirim & Ermis 2019), the full-batch DP MH baseline of Zhang, Zhang & De Sa 2023.
 
     Each step computes the full-data log ratio sum_i (U_i(theta) - U_i(theta')), adds
     Z ~ N(0, s^2) with s = sigma 2 c_max M(theta, theta'), and accepts with
@@ -645,7 +645,7 @@ def penalty_kernel(model: EnergyModel, proposal: Proposal, *, epsilon: float | N
 
     Privacy: a Gaussian mechanism per iteration on a function of L2 sensitivity 2 c_max M under
     replace-one adjacency; no subsampling. With (epsilon, delta) per iteration, sigma =
-    sqrt(2 ln(1.25/delta))/epsilon (classic calibration, epsilon < 1; NOTES.md section 4); or give
+    sqrt(2 ln(1.25/delta))/epsilon (classic calibration, epsilon < 1); or give
     ``noise_multiplier`` sigma directly (e.g. from :func:`dpposterior.mcmc.calibrate_chain`).
     Composed over a chain as T Gaussian mechanisms (:func:`dpposterior.mcmc.gaussian_chain_epsilon`).
 

@@ -2,8 +2,8 @@
 
 The target is ``pi(theta) ~ exp(log_prior(theta) - sum_i U_i(theta))`` restricted to a parameter box,
 with ``U_i(theta) = energy_fn(theta, record_i)`` (for a tempered likelihood, ``U_i = -log p(x_i |
-theta) / temperature``). The samplers need the Lipschitz-type bound of papers/dp-fast-mh.txt
-(NOTES.md section 4)::
+theta) / temperature``). The samplers need the Lipschitz-type bound of Zhang, Zhang & De Sa,
+"DP-Fast MH: private, fast, and accurate Metropolis-Hastings for large-scale Bayesian inference" (2023)::
 
     |U_i(theta) - U_i(theta')| <= c_i M(theta, theta')   for all theta, theta' in the box,
 
@@ -212,7 +212,7 @@ def random_walk(scale: Any) -> Proposal:
 
 
 def logistic_bound_constants(features: Any, temperature: float = 1.0) -> np.ndarray:
-    """c_i = ||x_i||_2 / temperature: the bound for logistic regression (NOTES.md section 4).
+    """c_i = ||x_i||_2 / temperature: the bound for logistic regression (Zhang, Zhang & De Sa 2023).
 
     With U_i(w) = -log sigmoid(y_i w.x_i) / T and labels y_i in {-1, +1}:
     |U_i(w) - U_i(w')| <= |w.x_i - w'.x_i| / T <= ||x_i|| ||w - w'|| / T, since log sigmoid is
@@ -310,7 +310,7 @@ def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants:
     What the user must still declare (the library cannot derive it from a NumPyro model):
       - ``bound_constants``: the c_i of |U_i(theta) - U_i(theta')| <= c_i M(theta, theta') on the box
         (for logistic regression :func:`logistic_bound_constants`; for the tempered Gaussian mixture
-        NOTES.md section 4), with C and c_max public for the DP samplers;
+        Zhang, Zhang & De Sa 2023), with C and c_max public for the DP samplers;
       - ``box``: the parameter box on which that bound holds (proposals outside are rejected);
         required when a latent site's support is not the whole real line, and then it must lie
         inside that support (checked; theta lives in the sites' own, constrained space);

@@ -1,4 +1,6 @@
-"""The exponential-family models of papers/na-dpvi.txt section 4.2 (priors as in NOTES.md section 1).
+"""The exponential-family models of Räisä, Jälkö & Honkela, "Noise-aware differentially private variational
+inference" (2024),
+section 4.2, with the priors of its reference implementation.
 
 Each model is an ordinary NumPyro model with a plate over the records (axis 0 of ``x``). Pass
 ``x=None`` with ``num_records`` to sample synthetic data from the prior predictive.
@@ -9,7 +11,7 @@ stick-breaking for the simplex (the paper used softmax with the last logit fixed
 checked in the space we use.
 
 The map is not a free choice under DP-SGD: it sets the size of the per-record gradients, and the
-clipping bound C of the reference settings (NOTES.md section 1) was chosen for the paper's maps. With
+clipping bound C of the reference settings was chosen for the paper's maps. With
 the exp map the Gamma-Exponential gradient of the unconstrained rate is 1 - theta x_i (theta x_i is
 Exponential(1) distributed), clipped at C = 2 for 5% of the records: the clipped gradients' zero moves
 away from the posterior's, and NA-DPVI's coverage RMSE was 0.29 at epsilon 0.1 (K = 500). Under

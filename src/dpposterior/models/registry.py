@@ -1,4 +1,4 @@
-"""The papers' models with their simulators and the DP-SGD settings the reference used (NOTES.md 1).
+"""The papers' models with their simulators and the DP-SGD settings the reference used.
 
 A :class:`ModelSpec` bundles a NumPyro model, a simulator of (theta, data) from the prior predictive
 (pure and jittable, so the coverage engine can vmap it over replicates), and default DPVI settings.
@@ -28,7 +28,7 @@ class ModelSpec:
       name: the name in cells and results (e.g. "beta-bernoulli", the CLI name of a model of the papers).
       model: the NumPyro model, called as ``model(*data)``.
       simulate: ``(key, num_records) -> (theta: dict of latent values, data: tuple of arrays)``.
-      clip, beta_rho, lr_scale: the DP-SGD settings: the reference implementation's (NOTES.md 1),
+      clip, beta_rho, lr_scale: the DP-SGD settings: the reference implementation's,
         except Dirichlet-Categorical and linear regression (below).
       mean_lr_factors: ``(site, factor)`` pairs: the learning rate of that latent site's variational
         means is the heuristic's times ``factor`` (empty: the heuristic for every coordinate).

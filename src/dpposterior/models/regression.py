@@ -1,4 +1,6 @@
-"""Regression models of papers/na-dpvi.txt sections 4.3-4.4 (priors as in NOTES.md section 1)."""
+"""Regression models of Räisä, Jälkö & Honkela, "Noise-aware differentially private variational inference"
+(2024), sections 4.3-4.4,
+with the priors of its reference implementation."""
 
 from __future__ import annotations
 

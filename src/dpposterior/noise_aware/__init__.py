@@ -1,4 +1,6 @@
-"""Noise-aware post-processing of DPVI traces (papers/na-dpvi.txt). Never sees data."""
+"""Noise-aware post-processing of DPVI traces (Räisä, Jälkö & Honkela, "Noise-aware differentially private
+variational inference" (2024)). Never sees
+data."""
 
 from .grid import GridPosterior
 from .grid import grid_h_moments

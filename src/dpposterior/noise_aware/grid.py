@@ -14,7 +14,7 @@ The mixing density p(h[, s] | trace) is known up to a constant in closed form
    stage's marginals (default 1e-7), widened by two cells on each side.
 
 Working on the h marginal with phi* integrated out removes the funnel of the (phi*, h) posterior
-(papers/NOTES.md section 8): when softplus(h) is small, phi* falls back to its prior, and a grid over
+: when softplus(h) is small, phi* falls back to its prior, and a grid over
 (phi*, h) centred on the likelihood misses that mass. The cells are tiled by their midpoints (the
 midpoint rule); sampling draws a cell by weight, a uniform point inside it, then phi* from its exact
 conditional Gaussian at that point.
@@ -86,7 +86,7 @@ def _cells(lo, hi, num):
 
 def _cumsum(x):
     """Cumulative sum along the last axis as a triangular matmul (jnp.cumsum lowers to an associative
-    scan that is slow to compile and to run on CPU; papers/NOTES.md section 8)."""
+    scan that is slow to compile and to run on CPU)."""
     k = x.shape[-1]
     tri = jnp.triu(jnp.ones((k, k), dtype=x.dtype))
     return jnp.matmul(x, tri, precision=jax.lax.Precision.HIGHEST)

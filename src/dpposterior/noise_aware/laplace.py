@@ -6,8 +6,8 @@ with the log-Jacobian u added - is maximised by damped Newton (Levenberg-Marquar
 coordinates at once, from the best node of a coarse profile grid (phi* at its exact conditional mode
 given h, s). The variables are rescaled by rough posterior scales first so that float32 Hessians stay
 well conditioned. The covariance is the inverse of the negative Hessian at the mode; the Laplace
-posterior of phi* is N(mode, [(-H)^-1]_{phi* phi*}) per coordinate (papers/na-dpvi.txt section 8,
-NOTES section 1 "Laplace form").
+posterior of phi* is N(mode, [(-H)^-1]_{phi* phi*}) per coordinate (Räisä et al. 2024, section 8,
+"Laplace form").
 
 Limitation (measured): when A is poorly identified (relative standard error of a above about 0.3, as on
 the Adult demo trace at epsilon 1) the marginal of phi* is a heavy-tailed scale mixture over h and the

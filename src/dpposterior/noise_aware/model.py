@@ -1,4 +1,5 @@
-"""The noise-aware post-processing model (papers/na-dpvi.txt section 3.3, eq. 10 / 59; appendix 13.3).
+"""The noise-aware post-processing model (Räisä, Jälkö & Honkela, "Noise-aware differentially private
+variational inference" (2024), section 3.3, eq. 10 / 59; appendix 13.3).
 
 Per coordinate j (A is diagonal, so everything factorises over the d coordinates):
 
@@ -12,15 +13,15 @@ with a_j = softplus(h_j) (the paper's v_i, section 4.1), phibar the trace mean a
     m_j  = |sum_t g~_t,j (phi_t,j - phibar_j)| / (q sum_t (phi_t,j - phibar_j)^2),
     sd_j = sigma C / (beta_j sqrt(sum_t (phi_t,j - phibar_j)^2)) / q.
 
-Readings of the paper (papers/NOTES.md sections 1 and 8):
+Readings of the paper:
 
 * m_j is the least-squares slope of the gradient on the parameter divided by q, i.e. an estimate of
-  a_j itself; following the paper (13.3 puts N(mu_v, sigma_v^2) on v_i) and NOTES it is used as the
+  a_j itself; following the paper (13.3 puts N(mu_v, sigma_v^2) on v_i) and its reference code it is used as the
   LOCATION OF h_j, not mapped through softplus^-1. For a_j >> 1 the two agree (softplus(h) ~ h); for
   a_j of order 1 the prior's implied a is larger than m_j by at most log 2.
 * sd_j is a STANDARD DEVIATION: the standard error of that slope. Appendix 13.3 prints
   sigma^2 C^2 / (q^2 beta^2 sum (...)^2), which is its square (a variance), where a standard deviation
-  belongs. NOTES section 8 measured that reading it as a variance miscalibrates.
+  belongs; reading it as a variance miscalibrates.
 * The noise variance of g~ is (sigma C / beta_j)^2: g~ is the noisy sum divided by beta (eq. 58), so
   eq. 59's "1/beta (.)" is read as dividing the standard deviation by beta.
 * s_j is the standard deviation of the subsampling noise in the units of g~ (after dividing by beta).
@@ -73,7 +74,7 @@ def trace_priors(stats: TraceStats, noise_sd: jax.Array, sampling_rate, h_locati
       stats: the statistics (..., d).
       noise_sd: sigma C / beta (..., d).
       sampling_rate: q.
-      h_location: "paper" (default; the paper's and NOTES' reading): h ~ N(m, sd), the slope estimate m
+      h_location: "paper" (default; the paper's reading): h ~ N(m, sd), the slope estimate m
         of a = softplus(h) used as the location of h itself. "softplus_inverse": h ~ N(softplus^-1(m), sd),
         so that the prior's location maps to a = m; it differs from "paper" only for coordinates with
         a = O(1) (the rho coordinates of a DPVI trace have a close to 2), where "paper" makes A larger

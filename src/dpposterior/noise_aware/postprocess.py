@@ -39,7 +39,7 @@ PRIOR_CHOICES = M.H_LOCATIONS + ("burn_in",)
 def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float = 0.2,
                           subsampling_noise: bool = False, rng_key: Any = None, *,
                           priors: TracePriors | str = "paper", **solver_options: Any) -> Posterior:
-    """The noise-aware posterior of NA-DPVI (papers/na-dpvi.txt section 3.3) from a DPVI trace alone.
+    """The noise-aware posterior of NA-DPVI (Räisä et al. 2024, section 3.3) from a DPVI trace alone.
 
     Model, per coordinate j of phi = (mu, rho) (A = diag(softplus(h)) is diagonal, so the posterior
     factorises into d independent low-dimensional problems):
@@ -51,9 +51,9 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
         s_j    ~ HalfNormal(1) if ``subsampling_noise`` else s_j = 0.
 
     sd_j is a standard deviation (the standard error of the regression slope m_j); appendix 13.3 of
-    the paper prints its square, a variance, where a standard deviation belongs (papers/NOTES.md 1 and
-    8: the variance reading miscalibrates). m_j estimates a_j = softplus(h_j) but, as in the paper
-    (13.3 puts the prior on v_i, a_i = softplus(v_i)) and NOTES, it is used as the location of h_j
+    the paper prints its square, a variance, where a standard deviation belongs (the variance
+    reading miscalibrates). m_j estimates a_j = softplus(h_j) but, as in the paper
+    (13.3 puts the prior on v_i, a_i = softplus(v_i)) and its reference code, it is used as the location of h_j
     itself; the two agree for a_j >> 1 and differ by at most log 2 in the implied a_j otherwise.
     Every solver works from six centred float64 sufficient statistics per coordinate
     (:mod:`dpposterior.noise_aware.stats`), so a density evaluation costs O(d), not O(T d).

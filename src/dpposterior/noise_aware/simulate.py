@@ -1,4 +1,5 @@
-"""A simulator of the linear-Gaussian trace model itself (papers/na-dpvi.txt eq. 10 and eq. 22).
+"""A simulator of the linear-Gaussian trace model itself (Räisä et al. 2024, eq. 10
+and eq. 22).
 
 Given a known diagonal A = diag(a) and optimum phi*, DP-SGD on a quadratic loss produces
 
@@ -118,7 +119,7 @@ def simulate_trace(key: jax.Array, phi_star, a, *, num_steps: int = 10_000, samp
         raise ValueError("the simulated trace left float32 (NaN or inf): the iteration diverges; lower the "
                          f"learning rate (here {learning_rate.tolist()}; lr q a < 2 is needed)")
     privacy = not_private("simulated_linear_gaussian_trace",
-                          reason="simulated from the trace model (papers/na-dpvi.txt eq. 22); no data")
+                          reason="simulated from the trace model (Räisä et al. 2024, eq. 22); no data")
     return DPVITrace(phi=np.asarray(phis), grads=np.asarray(grads), final_phi=np.asarray(final), beta=beta,
                      learning_rate=learning_rate, clip=float(clip), noise_multiplier=float(noise_multiplier),
                      sampling_rate=float(sampling_rate), num_steps=int(num_steps), dataset_size=0, num_mc=0,

@@ -1,6 +1,7 @@
 """Sufficient statistics of a DPVI trace for the noise-aware post-processing model.
 
-Per coordinate j the gradient model of papers/na-dpvi.txt eq. 10 / 59,
+Per coordinate j the gradient model of Räisä, Jälkö & Honkela, "Noise-aware differentially private variational
+inference" (2024), eq. 10 / 59,
 
     g~_t,j ~ N(q * a_j * (phi_t,j - phi*_j), s_j^2 + (sigma C / beta_j)^2),   t = T*, ..., T - 1,
 
@@ -11,7 +12,7 @@ sums of squares and products
 
 These carry the same information as the six raw sums (count, sum phi, sum phi^2, sum g, sum g^2,
 sum g*phi) but are accurate: uncentred float32 sums of phi^2 lose up to 4e-3 relative accuracy on a real
-trace (papers/NOTES.md section 8). Two versions:
+trace. Two versions:
 
 * :func:`sufficient_statistics` - numpy, float64, two-pass centred, from the float32 trace. Use this
   at the public boundary (``noise_aware_posterior`` does).

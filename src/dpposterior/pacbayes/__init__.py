@@ -1,6 +1,8 @@
 """DP PAC-Bayes risk certificates with private data-dependent priors (Entropy-SGLD).
 
-Reference: papers/dp-pacbayes-entropy-sgld.txt; NOTES.md section 6.
+Reference: Dziugaite & Roy, "Data-dependent PAC-Bayes priors via differential privacy" (2018); Dziugaite,
+"Revisiting generalization for deep learning: PAC-Bayes, flat minima, and generative models" (PhD thesis,
+2019).
 
     from dpposterior import pacbayes as pb
     pb.kl_inv_upper(0.05, 0.01)                          # largest p with kl(0.05 || p) <= 0.01

@@ -1,7 +1,8 @@
 """PAC-Bayes and DP tail bounds on the 0-1 risk, and the privacy of a local-entropy Gibbs sample.
 
-References: papers/dp-pacbayes-entropy-sgld.txt (Dziugaite & Roy, Theorem 3.3.2 / 4.5.1 / 4.5.2 of the
-thesis text) and NOTES.md section 6. Every bound holds with probability at least ``1 - delta`` over
+References: Dziugaite & Roy, "Data-dependent PAC-Bayes priors via differential privacy" (2018); Dziugaite,
+"Revisiting generalization for deep learning: PAC-Bayes, flat minima, and generative models" (PhD thesis,
+2019), Theorems 3.3.2, 4.5.1 and 4.5.2. Every bound holds with probability at least ``1 - delta`` over
 the draw of the m training records (and, for the Monte Carlo correction, of the n hypotheses drawn).
 None of them is clamped: a bound above 1 is returned as it is (it is vacuous), never cut to 1.
 """
@@ -117,7 +118,7 @@ def seeger_bound(empirical_risk: float, kl_divergence: float, m: int, delta: flo
 
 
 # --------------------------------------------------------------------------------------------------
-# DP data-dependent prior (NOTES 6; thesis Theorem 3.3.2)
+# DP data-dependent prior (Dziugaite's thesis, Theorem 3.3.2)
 
 
 def dp_prior_kl_rhs(kl_divergence: float, m: int, delta: float, epsilon: float, *,
@@ -143,7 +144,7 @@ def dp_prior_kl_rhs(kl_divergence: float, m: int, delta: float, epsilon: float, 
 
 def dp_prior_pacbayes_bound(empirical_risk: float, kl_divergence: float, m: int, delta: float,
                             epsilon: float, *, neighbouring: str = "replace_one") -> float:
-    """Upper bound on R_D(Q) when the prior P(S) is epsilon-DP in S (NOTES 6, inverted).
+    """Upper bound on R_D(Q) when the prior P(S) is epsilon-DP in S (Dziugaite's thesis, Theorem 3.3.2, inverted).
 
     With probability >= 1 - delta over S ~ D^m, for all Q,
     kl(R_S(Q) || R_D(Q)) <= dp_prior_kl_rhs(KL(Q||P(S)), m, delta, epsilon); this returns the

@@ -1,7 +1,7 @@
 """The PAC-Bayes risk certificate: a bound on the true 0-1 error of a posterior Q, with its parts.
 
 Two cases:
-- a DP data-dependent prior P(S) (its ``PrivacySpent`` is pure epsilon-DP): the bound of NOTES 6,
+- a DP data-dependent prior P(S) (its ``PrivacySpent`` is pure epsilon-DP): the bound of Dziugaite & Roy (2018),
   kl(R_S(Q) || R_D(Q)) <= [KL(Q||P(S)) + ln(2 sqrt m) + 2 max{ln(3/delta), m eps^2}] / m;
 - a data-independent prior (``prior_privacy=None``): the Maurer/Seeger bound,
   kl(R_S(Q) || R_D(Q)) <= [KL(Q||P) + ln(2 sqrt m) + ln(1/delta)] / m.
@@ -105,8 +105,8 @@ def certify(empirical_errors, kl_divergence: float, m: int, *, delta: float, del
       delta: the PAC-Bayes confidence parameter in (0, 1).
       delta_mc: the Monte Carlo confidence parameter in (0, 1) (required for sampled errors).
       prior_privacy: the PrivacySpent of a data-dependent prior: must be pure epsilon-DP (delta = 0,
-        finite epsilon). The bound (Dziugaite & Roy; papers/dp-pacbayes-entropy-sgld.txt, Theorem
-        3.3.2) is stated for replace-one neighbours; a record with ``neighbouring="add_remove"`` is
+        finite epsilon). The bound (Dziugaite & Roy 2018; Dziugaite's thesis 2019,
+        Theorem 3.3.2) is stated for replace-one neighbours; a record with ``neighbouring="add_remove"`` is
         used with 2 epsilon (group privacy: a replacement is a removal and an addition). None for a
         prior chosen without the data.
 

@@ -1,7 +1,8 @@
 """Entropy-SGLD and Entropy-SGD over a JAX classifier, as pure init/step functions.
 
-Reference: papers/dp-pacbayes-entropy-sgld.txt (Algorithm 2 of the thesis text) and NOTES.md
-section 6. The weights are one flat float vector ``w`` (``jax.flatten_util.ravel_pytree`` of a
+Reference: Dziugaite & Roy, "Data-dependent PAC-Bayes priors via differential privacy" (2018); Algorithm 2 of
+Dziugaite, "Revisiting generalization for deep learning: PAC-Bayes, flat minima, and generative models" (PhD
+thesis, 2019). The weights are one flat float vector ``w`` (``jax.flatten_util.ravel_pytree`` of a
 network's parameters); the loss is the bounded cross-entropy, whose range has length ``loss_max``.
 
 One outer step:
@@ -358,7 +359,7 @@ def step(key: Array, state: EntropySGLDState, *, data: tuple[Array, Array], para
 
     Privacy: see the module docstring (exponential-mechanism argument for an exact sample, replace-one
     neighbours, epsilon from ``entropy_sgld_privacy``; SGLD only approximates it). Reference:
-    papers/dp-pacbayes-entropy-sgld.txt, Algorithm 2; NOTES.md section 6.
+    Dziugaite & Roy 2018; Dziugaite's thesis (2019), Algorithm 2.
 
     Args:
       key: a JAX PRNG key (all randomness of the step comes from it; None is refused, since a seed drawn

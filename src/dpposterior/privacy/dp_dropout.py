@@ -1,4 +1,4 @@
-"""Accountants of DP dropout / DP-SGLD (papers/dp-dropout.txt; NOTES.md section 5).
+"""Accountants of DP dropout / DP-SGLD (Ermis & Cemgil, "Differentially private dropout" (2017)).
 
 The mechanism: at each of T iterations a minibatch is drawn (every record independently with
 probability q, Poisson sampling), per-example gradients are clipped to L2 norm C and summed, and
@@ -31,7 +31,7 @@ bounds both relations. Under add/remove-one adjacency these bounds are loose by 
 sensitivity on top of their own looseness.
 
 Fixed-size minibatches (the paper's experiments) are not Poisson sampling: these functions account
-for Poisson sampling only (NOTES.md section 7).
+for Poisson sampling only.
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ def dpd_ac_epsilon(noise_multiplier: float, delta: float, sampling_rate: float, 
     subsampling amplifies it to (ln(1 + q (e^epsilon_iter - 1)), q delta_iter); advanced
     composition over T iterations gives epsilon = sqrt(2 T ln(1/delta')) epsilon_step +
     T epsilon_step (e^epsilon_step - 1) and delta = T q delta_iter + delta'. Reference:
-    papers/dp-dropout.txt (Ermis & Cemgil), NOTES.md section 5; valid for both relations (see the
+    Ermis & Cemgil, "Differentially private dropout" (2017); valid for both relations (see the
     module docstring).
 
     Loose: the classic Gaussian bound, the amplification bound and advanced composition each give
@@ -180,8 +180,8 @@ def dpd_zcdp_epsilon(noise_multiplier: float, delta: float, sampling_rate: float
     Privacy: the mechanism of :func:`dpd_ac_epsilon`. Each iteration is a Gaussian mechanism with
     noise std sigma times the sensitivity 2C, hence rho = 1 / (2 sigma^2)-zCDP (Bun & Steinke 2016,
     Proposition 1.6); T iterations are T rho-zCDP (Lemma 2.3); converted with
-    epsilon = T rho + 2 sqrt(T rho ln(1/delta)) (Proposition 1.3). Reference: papers/dp-dropout.txt,
-    NOTES.md section 5; valid for both relations (see the module docstring).
+    epsilon = T rho + 2 sqrt(T rho ln(1/delta)) (Proposition 1.3). Reference: Ermis & Cemgil,
+    "Differentially private dropout" (2017); valid for both relations (see the module docstring).
 
     Loose: no amplification by subsampling is used (so ``sampling_rate`` only goes into the
     record), and the classic conversion is looser than the tight one of

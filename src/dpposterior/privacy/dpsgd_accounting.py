@@ -1,7 +1,7 @@
 """Accounting for Poisson-subsampled Gaussian DP-SGD (add/remove-one adjacency), on dp-accounting.
 
 The PLD accountant is the default. It is an upper bound whose tightness depends on its value
-discretisation interval (NOTES.md section 7), and how fine the interval must be depends on the
+discretisation interval, and how fine the interval must be depends on the
 setting: about epsilon / 1000 suffices for one step, but the rounding error grows with the number of
 composed steps: with an interval of epsilon / 1000, sigma 197, q 0.01, T 1e5, delta 1e-5 reads 0.0494
 where the converged value (confirmed by prv-accountant) is 0.0460, 7% less. So we refine the interval

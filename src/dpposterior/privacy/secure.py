@@ -211,7 +211,7 @@ def os_key() -> Any:
     Draws cannot be reproduced, by design. ``jax.random.poisson`` refuses non-threefry keys: use
     :func:`dpposterior.privacy.secure.poisson` instead, which accepts both kinds.
 
-    Each draw is a host round trip (~0.1 ms), so this suits mechanisms with a few draws per
+    Each draw is a host round trip, so this suits mechanisms with a few draws per
     iteration; the DP-SGD engine's secure mode draws its noise in chunks on the host instead.
     """
     import jax

@@ -1,7 +1,7 @@
 """Reproductions of the papers' experiments (``dpposterior reproduce <experiment>``).
 
     from dpposterior.reproduce import run_na_dpvi
-    run_na_dpvi(out="docs/results")   # the full run: about 7.5 hours of compute on 2 cores; resumable
+    run_na_dpvi(out="docs/results")   # the full run: hours of compute; resumable
 
 Each experiment writes resumable result files under ``work`` and a Markdown report with PNG figures
 under ``out``; ``quick=True`` runs it at toy sizes (a smoke test of the pipeline).

@@ -1,7 +1,7 @@
 """The NA-DPVI paper's UCI Adult experiment: posterior predictive calibration on the test split.
 
 For each epsilon and repeat: one DPVI release of Bayesian logistic regression on the vendored Adult
-training set (papers/na-dpvi.txt section 4.3; the reference settings of NOTES.md section 1: T = 10,000,
+training set (Räisä et al. 2024, section 4.3; the settings of its reference implementation: T = 10,000,
 q = 0.1, C = 11, beta_rho = 550, lambda_c = sqrt(57)), the posteriors read from it (NA-DPVI with each
 requested solver and the naive last iterate; by default NUTS also with the burn-in h prior,
 ``priors="burn_in"``, read from the same release), and one DPVIm release under the same budget; each

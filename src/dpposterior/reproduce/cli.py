@@ -71,7 +71,7 @@ def add_reproduce_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentPa
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=("examples:\n"
                 "  dpposterior reproduce na-dpvi --quick --work /tmp/na-quick --out /tmp/na-quick\n"
-                "  dpposterior reproduce na-dpvi                      # the full run (about 7.5 hours of compute on 2 cores)\n"
+                "  dpposterior reproduce na-dpvi                      # the full run (hours of compute; resumable)\n"
                 "  dpposterior reproduce na-dpvi --backend ray --address auto\n"
                 "  dpposterior reproduce na-dpvi --parts adult        # only the UCI Adult calibration\n"
                 "  dpposterior reproduce pacbayes                     # DP PAC-Bayes on MNIST 7 vs 9 (minutes)\n"

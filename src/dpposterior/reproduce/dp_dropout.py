@@ -1,5 +1,5 @@
-"""DP dropout / DP-SGLD against total epsilon on MNIST 7 vs 9 and UCI Adult (papers/dp-dropout.txt;
-NOTES.md section 5; issue 8).
+"""DP dropout / DP-SGLD against total epsilon on MNIST 7 vs 9 and UCI Adult (Ermis & Cemgil,
+"Differentially private dropout", 2017).
 
     from dpposterior.reproduce.dp_dropout import run_dp_dropout, write_dp_dropout_report
     rows, sigmas = run_dp_dropout(quick=True)        # toy sizes: a smoke test of the pipeline
@@ -20,7 +20,7 @@ All four are replace-one (epsilon, delta)-DP with Poisson sampling. Reported: te
 test log predictive likelihood; sigma per accountant; what each accountant certifies for each sigma.
 Models: a 50-16-1 tanh network with Gaussian dropout (alpha 0.1) on MNIST 7 vs 9, projected on the
 top 50 principal directions of the PUBLIC other digits (a fixed map: no privacy cost); Bayesian
-logistic regression on Adult's 57-column design (NOTES.md section 1). The test accuracies are
+logistic regression on Adult's 57-column design (as in Räisä et al. 2024). The test accuracies are
 computed on the held-out test splits.
 """
 
@@ -368,7 +368,7 @@ def write_dp_dropout_report(rows: list[dict], sigma_rows: list[dict], out, *, qu
              f"{platform.platform()} ({os.cpu_count()} CPUs); wall time {wall_seconds:.0f} s.", "",
              f"Settings: {json.dumps(dataclasses.asdict(s), default=str)}", "",
              "Records (train, test): " + ", ".join(f"{d} {a} / {b}" for d, a, b in sizes) + ".", "",
-             "Method (papers/dp-dropout.txt; NOTES.md section 5): DP-SGLD with Poisson sampling (rate "
+             "Method (Ermis & Cemgil 2017): DP-SGLD with Poisson sampling (rate "
              "q = batch_size / N), per-example clipping to C, noise N(0, 4 C^2 sigma^2) on the gradient sum "
              "(replace-one, sensitivity 2C), constant step size eta = 2 lr / N, the privacy noise doubling as the "
              "Langevin noise (langevin='top_up'); posterior predictive averaged over the samples after a burn-in "

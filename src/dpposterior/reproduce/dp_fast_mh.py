@@ -1,14 +1,15 @@
-"""DP-Fast MH against the penalty algorithm and DP Barker (papers/dp-fast-mh.txt; issue 7).
+"""DP-Fast MH against the penalty algorithm and DP Barker (Zhang, Zhang & De Sa, "DP-Fast MH: private,
+fast, and accurate Metropolis-Hastings for large-scale Bayesian inference", 2023).
 
     from dpposterior.reproduce.dp_fast_mh import run_dp_fast_mh, write_dp_fast_mh_report
     results = run_dp_fast_mh(quick=True)          # toy sizes: a smoke test of the pipeline
 
-Two experiments (NOTES.md section 4), every method run from the same public start with the same
+Two experiments of that paper, every method run from the same public start with the same
 Gaussian random-walk proposal:
 
 - Gaussian mixture: N = 50,000 records x_i ~ 0.5 N(0, 2) + 0.5 N(1, 2), likelihood
   0.5 N(theta1, 2) + 0.5 N(theta1 + theta2, 2), temperature 500, prior N(0, diag(10, 1)), box
-  |theta_j| <= 3, c_i from NOTES. The four samplers (DP-Fast MH, penalty, DP Barker; TunaMH the
+  |theta_j| <= 3, c_i as in the paper. The four samplers (DP-Fast MH, penalty, DP Barker; TunaMH the
   non-private reference) and the non-private versions of the DP ones, at several per-iteration
   epsilons. Metric: symmetric KL between the 2-D histogram of a chain's first t samples and the
   EXACT posterior's bin probabilities (computed on a fine grid: an exact reference, better than a
@@ -100,7 +101,7 @@ def gmm_data(n: int, seed: int) -> np.ndarray:
 
 
 def gmm_model(x: np.ndarray, temperature: float) -> mcmc.EnergyModel:
-    """The tempered mixture posterior as an EnergyModel with NOTES.md's bound constants on |theta_j| <= 3."""
+    """The tempered mixture posterior as an EnergyModel with the paper's bound constants on |theta_j| <= 3."""
     t = float(temperature)
 
     def energy(theta, xi):

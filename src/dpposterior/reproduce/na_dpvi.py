@@ -1,6 +1,7 @@
 """``dpposterior reproduce na-dpvi``: the NA-DPVI paper's experiments, with every baseline it compares.
 
-Three parts (papers/na-dpvi.txt section 4; NOTES.md sections 1-3):
+Three parts (Räisä, Jälkö & Honkela, "Noise-aware differentially private variational inference", 2024,
+section 4):
 
 1. Exponential families: Beta-Bernoulli, Gamma-Exponential and Dirichlet-Categorical x epsilon in
    {0.1, 0.3, 1.0} x {NA-DPVI NUTS, Laplace, grid; naive last iterate; DPVIm; Bernstein-Sheldon},
@@ -50,12 +51,10 @@ WIDTH_SETTINGS = ((10_000, 0.1), (2_000, 0.1), (10_000, 0.03), (10_000, 0.3), (3
 BURN_IN = {"gamma-exponential": 0.5}
 
 #: method options of the regression cells. NUTS: 500 warm-up iterations and 1,000 draws (each the
-#: centre of 20 of the 20,000 theta draws) instead of 1,000 + 4,000. Measured on 2 cores, K = 20
-#: replicates at epsilon 0.1 (the weights' slopes poorly identified, so deep trees; vmapped, every
-#: iteration costs the deepest tree of its chunk): 66 s with 1,000 + 4,000, 27 s with 500 + 1,000
-#: (RMSE 0.090 and 0.104 at that K, within its noise); the K = 500 cell then took 534 s (shared
-#: cores). The long pole was Gibbs-SS-Noisy, not NUTS: 3,803 s for the K = 500 cell at epsilon 0.1
-#: with 1,000 warm-up sweeps and 20,000 draws thinned by 5 per replicate.
+#: centre of 20 of the 20,000 theta draws) instead of 1,000 + 4,000: at epsilon 0.1 the weights' slopes
+#: are poorly identified, so the trees are deep and, vmapped, every iteration costs the deepest tree of
+#: its chunk; the shorter chain takes well under half the time with a coverage RMSE within the noise of
+#: a small K. The long pole of the regression cells is Gibbs-SS-Noisy, not NUTS.
 #: Gibbs-SS-Noisy: the same 1,000 warm-up sweeps and 20,000 kept draws, thinned by 2 instead of 5
 #: (41,000 sweeps per replicate instead of 101,000). Measured on 6 replicates with 4,000 draws thinned
 #: by 5 (seed 0): the integrated autocorrelation time of the least-mixed coordinate, in sweeps, was at
@@ -68,10 +67,10 @@ REGRESSION_METHOD_OPTIONS = {"nuts": (("num_warmup", 500), ("num_samples", 1000)
 #: method options of the exponential-family cells. Bernstein-Sheldon on Gamma-Exponential: 20,000 draws
 #: thinned by 3 (61,000 sweeps per replicate) instead of the default 10 (201,000): about 30 sweeps per
 #: effective draw at epsilon 0.1 (`baselines/cells.py`, DEFAULT_THIN) leaves ESS about 2,000, far more
-#: than TARP needs. Measured (K = 500, seed 0, 2 cores): 21-23 s per cell against 87-88 s at thin 10
-#: (one thin-10 file recorded 3,328 s, a run slowed by other work); RMSE 0.0044 / 0.0040 / 0.0059 at
-#: epsilon 0.1 / 0.3 / 1 against 0.0045 / 0.0039 / 0.0058; least-mixed replicate's ESS 248 at 0.1 (median
-#: 1,474). Each cell records its chains' ESS in its diagnostics.
+#: than TARP needs. At K = 500 (seed 0) a cell takes about a quarter of the time of thin 10, with the
+#: same coverage RMSE (0.0044 / 0.0040 / 0.0059 at epsilon 0.1 / 0.3 / 1 against 0.0045 / 0.0039 /
+#: 0.0058); least-mixed replicate's ESS 248 at 0.1 (median 1,474). Each cell records its chains' ESS in
+#: its diagnostics.
 EXPFAM_METHOD_OPTIONS = {("gamma-exponential", "bernstein-sheldon"): (("thin", 3),)}
 
 #: NA-DPVI cells run a second time with the h prior from the burn-in steps (``priors="burn_in"``,
@@ -83,7 +82,7 @@ EXPFAM_METHOD_OPTIONS = {("gamma-exponential", "bernstein-sheldon"): (("thin", 3
 BURN_IN_PRIOR_SOLVERS = ("grid",)
 _BURN_IN_PRIORS = (("priors", "burn_in"),)
 
-#: the paper's published figures (papers/na-dpvi.txt section 4, as quoted in issue 5) for the report.
+#: the paper's published figures (Räisä et al. 2024, section 4) for the report.
 PAPER_COVERAGE_RMSE = {"beta-bernoulli": 0.016, "gamma-exponential": 0.023, "dirichlet-categorical": 0.020,
                        "linear-regression": 0.036}
 PAPER_ADULT_CALIBRATION_RMSE = 0.024

@@ -1,4 +1,5 @@
-"""DP PAC-Bayes certificates on MNIST 7 vs 9 (papers/dp-pacbayes-entropy-sgld.txt; issue 9).
+"""DP PAC-Bayes certificates on MNIST 7 vs 9 (Dziugaite & Roy, "Data-dependent PAC-Bayes priors via
+differential privacy" (2018)).
 
     from dpposterior.reproduce.pacbayes import run_pacbayes, format_table
     rows = run_pacbayes(quick=True)        # toy sizes: a smoke test of the pipeline

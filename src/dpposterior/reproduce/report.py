@@ -279,7 +279,7 @@ def write_report(coverage: Sequence[dict[str, Any]], adult: Sequence[dict[str, A
                                  + (f", learning-rate scale {lr_scale:g}" if lr_scale is not None else "")
                                  + "".join(f", means of {site} at {f:g} of that rate" for site, f in factors.items()))
         lines += ["DP-SGD settings per model: " + "; ".join(f"{m}: {v}" for m, v in sorted(per_model.items()))
-                  + " (the reference's, NOTES.md 1, except Dirichlet-Categorical's and linear regression's: `models/registry.py` says why).",
+                  + " (the reference implementation's, except Dirichlet-Categorical's and linear regression's: `models/registry.py` says why).",
                   ""]
         options = sorted({(r["config"]["model"], r["config"]["method"],
                            ", ".join(f"{k} {v}" for k, v in sorted((r["config"].get("method_options") or {}).items())))

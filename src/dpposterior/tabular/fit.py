@@ -358,7 +358,7 @@ def clip_check_key(seed: int) -> Any:
 
     DP-SGD's step t draws its sampling, ELBO and noise keys from ``split(fold_in(PRNGKey(seed), t), 3)``
     (DPVIm's from ``fold_in`` of that step key), and threefry's ``split`` gives the same first keys
-    whatever the count, so ``fold_in(PRNGKey(seed), 1)`` (used until 2026-12-02) handed the check the
+    whatever the count, so ``fold_in(PRNGKey(seed), 1)`` (an earlier choice) handed the check the
     sampling and ELBO keys of step 1. The index 2**32 - 1 is a step no run reaches (a trace of 2**32
     steps exceeds any memory), so no key is shared.
     """

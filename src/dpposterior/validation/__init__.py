@@ -1,7 +1,8 @@
 """Checks that a posterior is calibrated: TARP coverage, calibration curves, coverage RMSE.
 
 Post-processing only: these functions take posterior draws, true parameters, reference points and
-predicted probabilities, never data records (papers/na-dpvi.txt 2.2, 3.1, 13.4; NOTES.md section 1).
+predicted probabilities, never data records (Räisä, Jälkö & Honkela,
+"Noise-aware differentially private variational inference", 2024, sections 2.2, 3.1, 13.4).
 """
 
 from ._inputs import default_alpha_grid

@@ -23,8 +23,8 @@ def default_alpha_grid() -> np.ndarray:
     """The default grid of miscoverage levels alpha, shared by every coverage function.
 
     The grid is ``alpha = 0.001, 0.002, ..., 0.999`` (999 points, step 0.001), the range of
-    papers/NOTES.md section 1. Why so fine: the empirical coverage curve is a step function with a
-    step at each replicate's ``1 - f_i``; with a step of 0.001 every step of a curve from up to
+    the reference implementation of Räisä et al. (2024). Why so fine: the empirical coverage curve is a
+    step function with a step at each replicate's ``1 - f_i``; with a step of 0.001 every step of a curve from up to
     about 1000 replicates is seen, and the RMSE over the grid is then the L2 distance between the
     curve and the diagonal (a Riemann sum of it), not a value that depends on where a coarse grid
     happens to fall. It costs nothing (one sort of the K values ``f_i`` and a binary search).

@@ -1,6 +1,6 @@
 """Calibration of predicted probabilities: equal-count reliability curve, Brier score, RMSE.
 
-Used for the UCI Adult experiment of papers/na-dpvi.txt (NOTES.md section 1: "calibration curve
+Used for the UCI Adult experiment of Räisä et al. 2024 (its reference implementation: "calibration curve
 with 10 equal-count bins"). Post-processing: takes predicted probabilities and observed binary
 outcomes (e.g. of a held-out test set), never training records.
 """

@@ -1,8 +1,8 @@
 """TARP estimates of expected coverage with positionable credible regions.
 
 Reference: Lemos, Coogan et al. 2023, "Sampling-Based Accuracy Testing of Posterior Estimators for
-General Inference" (TARP); its use for noise-aware DP posteriors in papers/na-dpvi.txt, sections 2.2,
-3.1 and 13.4, and papers/NOTES.md section 1 "Coverage".
+General Inference" (TARP); its use for noise-aware DP posteriors in Räisä, Jälkö & Honkela, "Noise-aware
+differentially private variational inference" (2024), sections 2.2, 3.1 and 13.4.
 
 Setting. For replicates i = 1..K: theta_i ~ prior, data ~ p(data | theta_i), a release xi_i from a DP
 mechanism, and M draws ``theta~_ij`` from the approximate posterior p~(theta | xi_i), all in the
@@ -384,7 +384,7 @@ def tarp_coverage(
     For each replicate, ``f_i`` is the share of posterior draws strictly closer (Euclidean, in the
     unconstrained space) to the reference point than the true parameter; the coverage of the
     ``(1 - alpha)`` region is the share of replicates with ``f_i < 1 - alpha``
-    (papers/na-dpvi.txt 13.4), an f_i equal to ``1 - alpha`` (within 1e-12, whatever the rounding of
+    (Räisä et al. 2024, 13.4), an f_i equal to ``1 - alpha`` (within 1e-12, whatever the rounding of
     ``1 - alpha``) counting as not covered. Both comparisons are strict, as in the paper and the
     ``tarp`` package: a draw exactly as far from the reference as the truth is not closer. No
     normalisation is applied to any input.
@@ -441,7 +441,7 @@ def marginal_coverage(
 
     Dimension j uses only coordinate j of the draws, truth and references, so row j equals
     ``tarp_coverage(draws[..., j:j+1], theta_true[:, j:j+1], references[:, j:j+1])``
-    (papers/na-dpvi.txt 13.4, marginal coverages).
+    (Räisä et al. 2024, 13.4, marginal coverages).
 
     Args:
       draws: posterior draws in the unconstrained space, shape ``(K, M, n)``.
@@ -476,7 +476,7 @@ def tarp_coverage_repeats(
 ) -> TarpRepeatsResult:
     """TARP coverage for R re-draws of the reference points over the same K replicates.
 
-    This is how the paper's error bands are made (NOTES.md section 1: the "20 repeats" re-draw the
+    This is how the paper's error bands are made (the "20 repeats" re-draw the
     references, they are not new DP runs). The curve averaged over repeats carries less noise from
     the reference draw; report its RMSE (``result.rmse``) with the single-draw RMSEs beside it
     (``result.single_draw_rmse``). Each chunk of draws is read once for all R reference sets.
@@ -505,7 +505,7 @@ def tarp_coverage_repeats(
 
 
 def coverage_rmse(alpha: Any, coverage: Any) -> float | np.ndarray:
-    """Root mean square coverage error over the alpha grid (papers/na-dpvi.txt eq. 15).
+    """Root mean square coverage error over the alpha grid (Räisä et al. 2024, eq. 15).
 
     ``RMSE = sqrt(mean_k (C(alpha_k) - (1 - alpha_k))^2)``, the mean taken over the given grid
     (use the grid the curve was computed on; the default grid of every coverage function is

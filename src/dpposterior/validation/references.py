@@ -1,4 +1,4 @@
-"""Data-dependent reference points for TARP (papers/na-dpvi.txt 13.4, NOTES.md section 1).
+"""Data-dependent reference points for TARP (Räisä et al. 2024, 13.4).
 
 TARP with reference points that do not depend on the release cannot tell the prior from the
 posterior (Lemos et al. 2023): the prior used as the posterior has perfect coverage then. The paper

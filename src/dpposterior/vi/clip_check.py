@@ -171,7 +171,7 @@ def gradient_norm_histogram(trace: DPVITrace | DPVImTrace, model: Callable, *dat
     release from the same data as the trace: compose the two (``Ledger``; basic composition gives
     epsilon_trace + epsilon here). The number of records N is treated as public (the trace's
     ``dataset_size``), as in the papers.
-    Reference: the Laplace histogram (Dwork et al. 2006); why it is needed: papers/na-dpvi.txt section 5
+    Reference: the Laplace histogram (Dwork et al. 2006); why it is needed: Räisä et al. 2024, section 5
     (clipping bias is outside the noise-aware model).
 
     Randomness: the counts are released by the snapping mechanism (Mironov 2012,

@@ -1,4 +1,5 @@
-"""DPVI: DP-SGD on the ELBO of a NumPyro model, releasing the whole trace (papers/na-dpvi.txt)."""
+"""DPVI: DP-SGD on the ELBO of a NumPyro model, releasing the whole trace (Räisä, Jälkö & Honkela,
+"Noise-aware differentially private variational inference", 2024)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from .model_inspect import (check_data, check_setting_names, inspect_model, prio
                             record_log_joint)
 from .trace import DPVITrace
 
-#: default preconditioning of the rho (scale) gradients; beta_mu is always 1 (NOTES.md section 1).
+#: default preconditioning of the rho (scale) gradients; beta_mu is always 1 (as in the reference implementation).
 DEFAULT_BETA_RHO = 100.0
 #: default initial standard deviation of the variational family.
 DEFAULT_INIT_SCALE = 0.1
@@ -29,7 +30,7 @@ DEFAULT_INIT_SCALE = 0.1
 
 def make_elbo_loss(model: Callable, layout: ParamLayout, dataset_size: int, num_mc: int,
                    model_kwargs: dict[str, Any] | None = None) -> Callable:
-    """The per-record negative-ELBO loss ``loss(phi, record, key)`` of papers/na-dpvi.txt eq. 57.
+    """The per-record negative-ELBO loss ``loss(phi, record, key)`` of Räisä et al. 2024, eq. 57.
 
     loss = E_q[log q(theta)]/N - E_q[log p(x_i | theta)] - E_q[log p(theta) + log|det J(theta)|]/N,
     estimated with ``num_mc`` reparametrised draws from ``key``; the key is shared by every record of a
@@ -62,7 +63,7 @@ def heuristic_learning_rate(num_steps: int, num_params: int, noise_multiplier: f
                             beta: jax.Array, lr_scale: float = 1.0) -> jax.Array:
     """The paper's learning-rate heuristic times beta: sqrt(2) lambda_c beta / (sigma C sqrt(T d)).
 
-    papers/na-dpvi.txt appendix 13.1-13.2 (lambda_c = ``lr_scale``).
+    Räisä et al. 2024, appendix 13.1-13.2 (lambda_c = ``lr_scale``).
     """
     return math.sqrt(2.0) * lr_scale * beta / (noise_multiplier * clip * math.sqrt(num_steps * num_params))
 
@@ -81,7 +82,7 @@ def dpvi(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: i
     clipped to L2 norm ``clip`` (the sensitivity of the gradient sum under add/remove-one adjacency);
     Gaussian noise of std sigma*clip is added, with sigma calibrated so that the T-step composition is
     (epsilon, delta)-DP by the ``accountant`` (PLD by default). Every released phi_t and g~_t is a
-    post-processing of those noisy sums. Reference: papers/na-dpvi.txt (DPVI, sections 2.4 and 13).
+    post-processing of those noisy sums. Reference: Räisä et al. 2024 (DPVI, sections 2.4 and 13).
     With ``secure=True`` the Poisson sampling bits and the Gaussian noise come from the operating
     system's CSPRNG (see :func:`dpposterior.dpsgd.dpsgd` and the threat model in docs/user-guide.md);
     the ELBO's Monte Carlo draws stay on an OS-seeded JAX key.

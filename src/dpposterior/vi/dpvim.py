@@ -1,6 +1,6 @@
-"""DPVIm: DPVI with aligned gradients and iterate averaging (a baseline of papers/na-dpvi.txt;
-Jalko, Prediger, Honkela & Kaski, "DPVIm: Differentially private variational inference improved";
-papers/NOTES.md section 2).
+"""DPVIm: DPVI with aligned gradients and iterate averaging (a baseline of Räisä et al. 2024;
+Jalko, Prediger, Honkela & Kaski, "DPVIm: Differentially private variational inference improved",
+TMLR 2023).
 
 The variational family is the library's q(theta) = N(mu, diag(s^2)), s = softplus(rho)
 (:mod:`dpposterior.vi.family`), in the model's unconstrained space.

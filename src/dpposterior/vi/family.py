@@ -1,7 +1,7 @@
 """The variational family: a diagonal Gaussian in the unconstrained space.
 
 phi = (mu, rho) with d = 2n parameters; q(theta; phi) = N(mu, diag(softplus(rho)^2)). softplus(rho) is
-the STANDARD DEVIATION (as in the reference implementation; papers/na-dpvi.txt section 4.1 calls it
+the STANDARD DEVIATION (as in the reference implementation; Räisä et al. 2024, section 4.1, calls it
 the variance: both are valid parametrisations, this is the one we use everywhere).
 """
 
