@@ -30,8 +30,10 @@ _BINARY_SUFFIXES = {".gz", ".npz", ".pyc", ".png", ".so"}
 
 
 def _source_files() -> list[Path]:
+    # build outputs (an editable install's *.egg-info copies the README) are not sources
     return sorted(p for p in SRC.rglob("*")
-                  if p.is_file() and p.suffix not in _BINARY_SUFFIXES and "__pycache__" not in p.parts)
+                  if p.is_file() and p.suffix not in _BINARY_SUFFIXES and "__pycache__" not in p.parts
+                  and not any(part.endswith(".egg-info") for part in p.parts))
 
 
 def _offences(text: str) -> list[str]:
