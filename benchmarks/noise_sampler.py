@@ -11,7 +11,11 @@ noise calls before anything is compiled), the processes alternating so load hits
 
 Usage:
   .venv/bin/python benchmarks/noise_sampler.py            # the recorded benchmark
+  .venv/bin/python benchmarks/noise_sampler.py --single-thread  # XLA on one thread, CPU time
   .venv/bin/python benchmarks/noise_sampler.py --quick    # tiny sizes, seconds (smoke test)
+
+``--single-thread`` (as in dpsgd_throughput.py) times process CPU time with XLA on one thread: on a
+machine shared with other jobs it swings much less than wall time. The child processes inherit it.
 
 Target (issue: privacy to the last bit): the new sampler costs at most 10% of the per-step time.
 """
@@ -23,8 +27,12 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import single_thread_restart  # noqa: E402
+
+single_thread_restart(__file__)
 
 TARGET = 1.10
 
@@ -78,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="tiny sizes, a few seconds (smoke test)")
     ap.add_argument("--rounds", type=int, default=None, help="alternating processes per sampler and row")
+    ap.add_argument("--single-thread", action="store_true", help="XLA on one thread, timed by process CPU time")
     ap.add_argument("--child", nargs=4, metavar=("SAMPLER", "N", "STEPS", "REPEATS"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -89,9 +98,11 @@ def main(argv: list[str] | None = None) -> int:
     rounds = args.rounds or (1 if args.quick else 3)
     repeats = 2 if args.quick else 3
     import jax
+    from _common import clock
 
+    what = "process CPU time, XLA single-threaded" if clock() is time.process_time else "wall time"
     print(f"DP-SGD per-step time, new noise sampler against the old: logistic regression, d=100, q=0.1 "
-          f"(jax {jax.__version__} on {jax.devices()[0].platform}, {os.cpu_count()} CPUs; wall time; best of "
+          f"(jax {jax.__version__} on {jax.devices()[0].platform}, {os.cpu_count()} CPUs; {what}; best of "
           f"{rounds} processes x {repeats} repeats each)")
     hdr = f"{'N':>9} {'old ms/step':>12} {'new ms/step':>12} {'new/old':>8} {'target':>10}"
     print(hdr)
