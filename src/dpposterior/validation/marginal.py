@@ -190,8 +190,9 @@ def central_coverage(draws: Any, theta_true: Any, level: float = 0.9) -> Central
         result.coverage, result.standard_error   # each of shape (n,)
 
     Args:
-      draws: posterior draws, shape ``(K, M, n)``; any space in which the interval is taken (quantiles
-        commute with increasing maps, so the unconstrained and constrained spaces agree).
+      draws: posterior draws, shape ``(K, M, n)``, in the space in which the interval is taken (sample
+        quantiles commute with increasing maps, so the unconstrained and constrained spaces agree up
+        to the interpolation between neighbouring draws).
       theta_true: true parameters in the same space, shape ``(K, n)``.
       level: central probability of the interval, in (0, 1).
 
