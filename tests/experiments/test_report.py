@@ -133,3 +133,20 @@ def test_files_without_marginals_say_so():
     assert "| 0.0700 (logit(p)) | not in file |" in md, md
     assert "not in file | not in file |" in md and "dirichlet-categorical epsilon 1 grid." in md, md
     assert report.marginal_summary(two)["rmse"] is None
+
+
+def test_a_line_names_its_worst_marginal(tmp_path, monkeypatch):
+    c = CellConfig("linear-regression", 0.3, "grid", repeats=2, **SMALL)
+    several = dict(_record("grid", 0.05), config=c.to_dict(), config_digest=c.digest(), coordinates=["w[0]", "sigma2"],
+                   marginal_rmse=[0.02, 0.31])
+    one = dict(_record("naive", 0.2), coordinates=["theta"], marginal_rmse=[0.2])
+    labels = []
+
+    def capture(fig, path, dpi=110):
+        labels.extend(t.get_text() for ax in fig.axes for t in ax.get_legend().get_texts())
+        return path
+
+    monkeypatch.setattr(report, "save_figure_atomic", capture)
+    write_reports([several, one], tmp_path)
+    assert "naive (RMSE 0.200)" in labels                          # one coordinate: the joint curve is its own
+    assert "grid (RMSE 0.050; worst marginal 0.310)" in labels, labels

@@ -256,7 +256,8 @@ def coverage_plot(results: Sequence[dict[str, Any]], path: str | os.PathLike, ti
 
     A line is labelled by its method, and by the settings that tell it apart from other cells of the same
     epsilon and method (:func:`distinguishing_fields`), e.g. ``grid, N = 100``, with its RMSE and, when
-    replicates were excluded, how many it used (a panel's K is the configured number). A long title is
+    replicates were excluded, how many it used (a panel's K is the configured number), and, for a cell of
+    several latent coordinates whose file records them, its worst marginal TARP RMSE. A long title is
     wrapped to the figure's width."""
     import matplotlib
 
@@ -281,6 +282,9 @@ def coverage_plot(results: Sequence[dict[str, Any]], path: str | os.PathLike, ti
             sd = np.asarray(r["coverage_sd"])
             used, k = r["num_replicates_used"], r["config"]["replicates"]
             note = "" if used == k else f", {used} of {k} replicates"   # the panel's K is the configured one
+            m = marginal_summary(r)
+            if len(m["coordinates"]) > 1 and m["rmse"]:  # one coordinate: its marginal is the joint curve
+                note += f"; worst marginal {max(m['rmse']):.3f}"
             line, = ax.plot(nominal, cov, lw=1.2, label=f"{label(r['config'])} (RMSE {r['rmse']:.3f}{note})")
             ax.fill_between(nominal, np.clip(cov - sd, 0, 1), np.clip(cov + sd, 0, 1), color=line.get_color(),
                             alpha=0.2, lw=0)

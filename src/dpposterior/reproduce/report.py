@@ -54,7 +54,8 @@ def coverage_figures(results: Sequence[dict[str, Any]], out: Path, prefix: str) 
             for r in sorted((r for r in rs if r["config"]["epsilon"] == e), key=lambda r: method_label(r["config"])):
                 nominal = 1.0 - np.asarray(r["alpha"])
                 cov, sd = np.asarray(r["coverage"]), np.asarray(r["coverage_sd"])
-                line, = top.plot(nominal, cov, lw=1.1, label=f"{method_label(r['config'])} ({r['rmse']:.3f})")
+                line, = top.plot(nominal, cov, lw=1.1, label=f"{method_label(r['config'])} ({r['rmse']:.3f}"
+                                 f"{_worst_marginal_note(r)})")
                 bottom.plot(nominal, cov - nominal, lw=1.1, color=line.get_color())
                 bottom.fill_between(nominal, cov - nominal - sd, cov - nominal + sd, color=line.get_color(),
                                     alpha=0.15, lw=0)
@@ -68,6 +69,16 @@ def coverage_figures(results: Sequence[dict[str, Any]], out: Path, prefix: str) 
         paths.append(_savefig(fig, out / f"{prefix}-coverage-{model}.png"))
         plt.close(fig)
     return paths
+
+
+def _worst_marginal_note(record: dict[str, Any]) -> str:
+    """``"; worst marginal 0.245 sigma2"`` for a legend, where the cell has several coordinates and its file
+    records their marginals (one coordinate's marginal is the joint figure itself)."""
+    m = marginal_summary(record)
+    if len(m["coordinates"]) < 2 or not m["rmse"] or m["rmse_source"] != "stored":
+        return ""
+    j = int(np.argmax(m["rmse"]))
+    return f"; worst marginal {m['rmse'][j]:.3f} {m['coordinates'][j]}"
 
 
 def calibration_figures(records: Sequence[dict[str, Any]], out: Path, prefix: str) -> list[Path]:
