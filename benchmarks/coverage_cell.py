@@ -53,6 +53,7 @@ def main(argv=None) -> int:
 
     from dpposterior.experiments import CellConfig, compute_group
     from dpposterior.experiments.replicates import dpvi_setup, replicate_data
+    from dpposterior.experiments.report import marginal_text
     from dpposterior.noise_aware import noise_aware_posterior
     from dpposterior.vi.dpvi import dpvi
 
@@ -84,11 +85,11 @@ def main(argv=None) -> int:
     print(f"\nvmapped cell: {vm_wall:8.1f} s wall ({vm_cpu:.0f} s CPU, {vm_cpu / vm_wall:.2f} cores busy)")
     print(f"  set-up + simulation + DP-SGD of {k} replicates (compilation included): {rep_s:.1f} s")
     for m, t in timing.items():
-        print(f"  {m:6s} posterior {t['method_seconds']:6.1f} s, TARP x {sizes['repeats']} references "
-              f"{t['coverage_seconds']:5.1f} s")
+        print(f"  {m:6s} posterior {t['method_seconds']:6.1f} s, TARP (joint and per coordinate) x "
+              f"{sizes['repeats']} references {t['coverage_seconds']:5.1f} s")
     for r in records:
         print(f"  {r['config']['method']:6s} RMSE {r['rmse']:.4f} (single draw {r['single_draw_rmse_mean']:.4f} "
-              f"± {r['single_draw_rmse_sd']:.4f}), sharpness {r['sharpness']:.4f}")
+              f"± {r['single_draw_rmse_sd']:.4f}), {marginal_text(r)}, sharpness {r['sharpness']:.4f}")
 
     # ---- one by one through the public API, on a subset
     cfg = cells[0]

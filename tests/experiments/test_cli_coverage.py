@@ -23,8 +23,14 @@ def test_cli_runs_cells_and_writes_reports(tmp_path, capsys, tiny_cli_args):
     for r in rows:
         assert 0 <= float(r["rmse"]) <= 1 and float(r["sharpness"]) > 0
         assert float(r["single_draw_rmse_sd"]) >= 0
+        # beside the joint figures, the marginal ones (one latent coordinate: its TARP is the joint one)
+        assert float(r["marginal_rmse"]) == pytest.approx(float(r["rmse"]), abs=1e-12)
+        assert 0 <= float(r["central_coverage_0.9"]) <= 1
     md = (tmp_path / "coverage_table.md").read_text()
-    assert md.count("\n") == 2 + 4 and "single-draw RMSE (mean ± sd)" in md
+    joint, marginal = md.split("Marginal calibration per latent coordinate")
+    assert joint.count("| beta-bernoulli |") == 4 and "single-draw RMSE (mean ± sd)" in joint
+    assert "worst marginal RMSE (coordinate)" in joint and marginal.count("| theta |") == 4
+    assert "Marginal calibration per latent coordinate" in out      # the printed table shows them too
     assert main(args) == 0  # a re-run finds every cell finished
     assert "0 cell(s) computed, 4 found finished" in capsys.readouterr().out
 
@@ -77,7 +83,8 @@ def test_a_second_run_into_the_same_folder_keeps_the_earlier_cells_in_the_tables
                                                  "cell(s) in the folder") in out
     rows = list(csv.DictReader((tmp_path / "coverage_table.csv").read_text().splitlines()))
     assert [(r["epsilon"], r["method"]) for r in rows] == [("0.5", "naive"), ("2.0", "naive")]
-    assert (tmp_path / "coverage_table.md").read_text().count("| beta-bernoulli |") == 2
+    joint, marginal = (tmp_path / "coverage_table.md").read_text().split("Marginal calibration per latent coordinate")
+    assert joint.count("| beta-bernoulli |") == 2 and marginal.count("| beta-bernoulli |") == 2
 
     cells = sorted((tmp_path / "cells" / "beta-bernoulli").glob("*.json"))
     gone = json.loads(cells[0].read_text())

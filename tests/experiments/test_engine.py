@@ -73,6 +73,14 @@ def _check_sane(rec, cfg, calibrated_ends=True):
     assert rec["sharpness"] > 0 and np.isfinite(rec["sharpness"])
     assert rec["num_replicates_used"] == cfg.replicates
     assert rec["seed"] == cfg.seed and rec["config"] == cfg.to_dict()
+    # beside the joint figure, one marginal per latent coordinate; Beta-Bernoulli has one, whose
+    # marginal TARP statistic is the joint one (same references)
+    assert rec["marginal_rmse"] == pytest.approx([rec["rmse"]], abs=1e-12)
+    assert rec["central_coverage_level"] == 0.9
+    k = rec["num_replicates_used"]
+    cov90 = np.asarray(rec["central_coverage"])
+    assert cov90.shape == (1,) and np.all(np.round(cov90 * k) == cov90 * k)   # a share of the K replicates
+    np.testing.assert_allclose(rec["central_coverage_se"], np.sqrt(cov90 * (1 - cov90) / k))
 
 
 def test_every_method_end_to_end(tiny, tmp_path):

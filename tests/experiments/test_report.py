@@ -108,3 +108,45 @@ def test_two_epsilons_that_print_alike_are_told_apart(tmp_path, monkeypatch):
     (fig, _), = figures
     assert [ax.get_title() for ax in fig.axes] == ["epsilon = 0.3 (K = 4)", "epsilon = 0.30000000000000004 (K = 4)",
                                                    "epsilon = 1 (K = 4)"]
+
+
+def test_marginals_stand_beside_the_joint_figures():
+    c = CellConfig("linear-regression", 0.3, "grid", repeats=2, **SMALL)
+    rec = dict(_record("grid", 0.05), config=c.to_dict(), config_digest=c.digest(), coordinates=["w[0]", "sigma2"],
+               marginal_rmse=[0.02, 0.31], central_coverage_level=0.9, central_coverage=[0.875, 0.5],
+               central_coverage_se=[0.1654, 0.25])
+    md = table_markdown([rec])
+    assert "| 0.3100 (sigma2) | 0.500 – 0.875 |" in md, md
+    assert "| linear-regression | 0.3 | grid | sigma2 | 0.3100 | 0.500 ± 0.250 |" in md, md
+    assert "| linear-regression | 0.3 | grid | w[0] | 0.0200 | 0.875 ± 0.165 |" in md, md
+    row = next(csv.DictReader(table_csv([rec]).splitlines()))
+    assert float(row["marginal_rmse_max"]) == 0.31 and row["marginal_rmse"] == "0.02;0.31"
+    assert row["central_coverage_0.9"] == "0.875;0.5"
+
+
+def test_files_without_marginals_say_so():
+    one = dict(_record("grid", 0.07), coordinates=["logit(p)"])          # one coordinate: marginal = joint
+    c = CellConfig("dirichlet-categorical", 1.0, "grid", repeats=2, **SMALL)
+    two = dict(_record("grid", 0.05), config=c.to_dict(), config_digest=c.digest(), coordinates=["a", "b"])
+    md = table_markdown([one, two])
+    assert "| logit(p) | 0.0700 (= joint) | not in file (no draws kept) |" in md, md
+    assert "| 0.0700 (logit(p)) | not in file |" in md, md
+    assert "not in file | not in file |" in md and "dirichlet-categorical epsilon 1 grid." in md, md
+    assert report.marginal_summary(two)["rmse"] is None
+
+
+def test_a_line_names_its_worst_marginal(tmp_path, monkeypatch):
+    c = CellConfig("linear-regression", 0.3, "grid", repeats=2, **SMALL)
+    several = dict(_record("grid", 0.05), config=c.to_dict(), config_digest=c.digest(), coordinates=["w[0]", "sigma2"],
+                   marginal_rmse=[0.02, 0.31])
+    one = dict(_record("naive", 0.2), coordinates=["theta"], marginal_rmse=[0.2])
+    labels = []
+
+    def capture(fig, path, dpi=110):
+        labels.extend(t.get_text() for ax in fig.axes for t in ax.get_legend().get_texts())
+        return path
+
+    monkeypatch.setattr(report, "save_figure_atomic", capture)
+    write_reports([several, one], tmp_path)
+    assert "naive (RMSE 0.200)" in labels                          # one coordinate: the joint curve is its own
+    assert "grid (RMSE 0.050; worst marginal 0.310)" in labels, labels

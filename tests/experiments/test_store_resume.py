@@ -118,6 +118,18 @@ def test_corrupted_results_file_is_a_clear_error(tiny, tmp_path):
     with pytest.raises(CorruptResultError, match="lacks the fields"):
         ResultStore(tmp_path).load(cfg)
 
+    for bad in (["0.1"], [float("nan")], [0.1, 0.2], "0.1"):   # a marginal of the wrong type or length
+        rec = json.loads(text)
+        rec["marginal_rmse"] = bad
+        path.write_text(json.dumps(rec))
+        with pytest.raises(CorruptResultError, match="per-coordinate figures"):
+            ResultStore(tmp_path).load(cfg)
+    rec = json.loads(text)
+    for key in ("marginal_rmse", "central_coverage", "central_coverage_se"):   # a file from before: read
+        del rec[key]
+    path.write_text(json.dumps(rec))
+    assert "marginal_rmse" not in ResultStore(tmp_path).load(cfg)
+
     other = tiny("naive", seed=3)  # a valid result under another cell's name
     run_coverage([other], tmp_path / "o", progress=False)
     os.replace(ResultStore(tmp_path / "o").path(other), path)

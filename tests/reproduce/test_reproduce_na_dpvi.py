@@ -60,8 +60,14 @@ def test_quick_reproduction_runs_every_part_and_resumes(tmp_path):
     assert out["report"] == tmp_path / "docs" / "na-dpvi-quick.md"
     for needle in ("## Wall time", "bernstein-sheldon", "gibbs-ss-noisy", "dpvim", "| beta-bernoulli |",
                    "## UCI Adult", "best NA-DPVI solver", "smoke test", "## Widths", "| 0.5 | 60 | 0.1 |",
-                   "### Solver and sampler diagnostics per cell", "ess_min", "latent_acceptance_mean"):
+                   "### Solver and sampler diagnostics per cell", "ess_min", "latent_acceptance_mean",
+                   # the marginal figures beside the joint ones: every coordinate of the regression cells
+                   "worst marginal RMSE (coordinate)", "meets bar (every marginal)",
+                   "### Marginal calibration per coordinate", "| linear-regression | 1 | grid | sigma2 |",
+                   "| linear-regression | 1 | naive | w[10] |"):
         assert needle in report, needle
+    for r in out["coverage"]:
+        assert len(r["marginal_rmse"]) == len(r["central_coverage"]) == len(r["coordinates"])
     pngs = sorted(p.name for p in (tmp_path / "docs").glob("*.png"))
     assert "na-dpvi-quick-adult-calibration.png" in pngs
     assert "na-dpvi-quick-coverage-linear-regression.png" in pngs

@@ -21,6 +21,7 @@ import numpyro
 import numpyro.distributions as dist
 
 from dpposterior.experiments import CellConfig, run_coverage
+from dpposterior.experiments.report import marginal_text
 from dpposterior.models import ModelSpec, register_model
 
 NUM_GROUPS = 5
@@ -113,7 +114,8 @@ def main() -> None:
         t = time.time()
         cells = [CellConfig(spec.name, 1.0, m, **size) for m in ("grid", "laplace", "naive")]
         for r in run_coverage(cells, "/tmp/othercov/out", progress=False).results:
-            print(spec.name, r["label"], "rmse", round(r["rmse"], 3), "sharpness", round(r["sharpness"], 3), flush=True)
+            print(spec.name, r["label"], "rmse", round(r["rmse"], 3), "sharpness", round(r["sharpness"], 3),
+                  marginal_text(r), flush=True)
         print(spec.name, "time", round(time.time() - t), flush=True)
 
 
@@ -144,7 +146,7 @@ def variants() -> None:
     for cell in cells:
         t = time.time()
         for r in run_coverage([cell], "/tmp/othercov/out", progress=False).results:
-            print(r["label"], "rmse", round(r["rmse"], 3), "sharpness", round(r["sharpness"], 3),
+            print(r["label"], "rmse", round(r["rmse"], 3), "sharpness", round(r["sharpness"], 3), marginal_text(r),
                   "time", round(time.time() - t), flush=True)
 
 
@@ -157,7 +159,7 @@ def smaller_epsilons() -> None:
             t = time.time()
             cells = [CellConfig(spec.name, eps, m, **size) for m in ("grid", "naive")]
             for r in run_coverage(cells, "/tmp/othercov/out", progress=False).results:
-                print(r["label"], "rmse", round(r["rmse"], 3), "sharpness", round(r["sharpness"], 3),
+                print(r["label"], "rmse", round(r["rmse"], 3), "sharpness", round(r["sharpness"], 3), marginal_text(r),
                       "time", round(time.time() - t), flush=True)
 
 

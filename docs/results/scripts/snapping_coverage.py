@@ -17,6 +17,7 @@ import sys
 import time
 
 from dpposterior.experiments import CellConfig, run_coverage
+from dpposterior.experiments.report import marginal_text
 from dpposterior.experiments.xla import configure_xla_cpu
 
 
@@ -39,7 +40,8 @@ def main(kind: str) -> None:
     for r in summary.results:
         c = r["config"]
         print(f"{c['model']:22s} eps={c['epsilon']:<4} {dict(c['method_options'])}  K={c['replicates']}  "
-              f"RMSE {r['rmse']:.4f}  sharpness {r['sharpness']:.4f}  method {r['timing']['method_seconds']:.0f} s")
+              f"RMSE {r['rmse']:.4f}  {marginal_text(r)}  sharpness {r['sharpness']:.4f}  "
+              f"method {r['timing']['method_seconds']:.0f} s")
 
 
 if __name__ == "__main__":

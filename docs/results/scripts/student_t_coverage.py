@@ -20,6 +20,7 @@ import numpyro
 import numpyro.distributions as dist
 
 from dpposterior.experiments import CellConfig, run_coverage
+from dpposterior.experiments.report import marginal_text
 from dpposterior.models import ModelSpec, register_model
 
 BURN_IN_PRIOR = (("priors", "burn_in"),)
@@ -44,7 +45,8 @@ def simulate(key, n):
 def run(name: str, cells: list[CellConfig], out: str) -> None:
     t = time.time()
     for r in run_coverage(cells, out, progress=False).results:
-        print(name, r["label"], "rmse", round(r["rmse"], 3), "sharpness", round(r["sharpness"], 3), flush=True)
+        print(name, r["label"], "rmse", round(r["rmse"], 3), "sharpness", round(r["sharpness"], 3), marginal_text(r),
+              flush=True)
     print(name, "time", round(time.time() - t), flush=True)
 
 

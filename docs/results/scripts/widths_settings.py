@@ -14,6 +14,7 @@ import sys
 import time
 
 from dpposterior.experiments import CellConfig, run_coverage
+from dpposterior.experiments.report import marginal_text
 from dpposterior.models import registry
 
 
@@ -31,7 +32,7 @@ def main(kind: str, values: str) -> None:
     t0 = time.time()
     for r in run_coverage(cells, f"/tmp/widths-settings-{kind}-{values}", progress=False).results:
         print(f"clip {r['model_settings']['clip']} T {r['config']['num_steps']} q {r['config']['sampling_rate']}: "
-              f"RMSE {r['rmse']:.4f} sharpness {r['sharpness']:.4f}", flush=True)
+              f"RMSE {r['rmse']:.4f} {marginal_text(r)} sharpness {r['sharpness']:.4f}", flush=True)
     print(f"{time.time() - t0:.0f} s")
 
 

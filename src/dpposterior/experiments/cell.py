@@ -5,7 +5,10 @@ the paper's data-dependent reference points: per replicate, the mean of the mu-t
 (a statistic of the release) plus Uniform(-4, 4) times the method's posterior sd, per coordinate.
 The R repeats re-draw the references over the same K replicates (they are not new DP-SGD runs); the
 summary is the RMSE of the curve averaged over the repeats, with the RMSE of each single draw beside
-it (:func:`dpposterior.validation.tarp_coverage_repeats`).
+it (:func:`dpposterior.validation.tarp_coverage_repeats`). Beside the joint figure each latent
+coordinate gets its own: the marginal TARP RMSE with the same references
+(:func:`dpposterior.validation.marginal_tarp_rmse`) and the coverage of its equal-tailed 90% interval
+with a binomial standard error (:func:`dpposterior.validation.central_coverage`).
 
 References must be centred on a statistic of the release the method's posterior conditions on (TARP's
 guarantee, Lemos et al. 2023, theorem 3). For the NA-DPVI methods and the naive baseline that is the
@@ -42,6 +45,9 @@ from .replicates import DPVISetup, ReplicateSummaries, cell_data, dpvi_privacy, 
 
 RESULT_FORMAT = "dpposterior.coverage_cell"
 RESULT_VERSION = 1
+
+#: central probability of the equal-tailed interval whose coverage each cell records per coordinate.
+CENTRAL_LEVEL = 0.9
 
 
 def _package_version() -> str:
@@ -141,7 +147,9 @@ def evaluate_cell(config: CellConfig, setup: DPVISetup, summaries: ReplicateSumm
 
     Returns:
       A JSON-ready dict (see :mod:`.store` for the file format): configuration, seed, coverage curve
-      (averaged over repeats) and its sd over repeats, RMSE, single-draw RMSEs, sharpness, privacy,
+      (averaged over repeats) and its sd over repeats, RMSE, single-draw RMSEs, per coordinate the
+      marginal TARP RMSE (``marginal_rmse``) and the 90% central coverage (``central_coverage``, with
+      ``central_coverage_se``), sharpness, privacy,
       timings, diagnostics (as :func:`json_ready_diagnostics` stores them, so the record equals the one
       read back from its file) and versions.
 
@@ -213,10 +221,15 @@ def evaluate_cell(config: CellConfig, setup: DPVISetup, summaries: ReplicateSumm
     refs = validation.repeated_reference_points(reference_key(config.seed), np.where(ok[:, None], center, 0.0),
                                                 scale, config.repeats)
     if ok.all():
-        res = validation.tarp_coverage_repeats(draws, summaries.theta, refs)
+        used_draws, used_theta, used_refs = draws, summaries.theta, refs
     else:
-        res = validation.tarp_coverage_repeats(draws[ok], summaries.theta[ok], refs[:, ok])
+        used_draws, used_theta, used_refs = draws[ok], summaries.theta[ok], refs[:, ok]
+    res = validation.tarp_coverage_repeats(used_draws, used_theta, used_refs)
     single = np.asarray(res.single_draw_rmse, np.float64)
+    # each coordinate on its own, with the joint's references: a joint curve can hide a miscalibrated
+    # coordinate behind the widest one (validation.marginal)
+    marginal = validation.marginal_tarp_rmse(used_draws, used_theta, used_refs)
+    central = validation.central_coverage(used_draws, used_theta, level=CENTRAL_LEVEL)
     t_cov = time.perf_counter() - t1
 
     sharp_coord = post_sd[ok].mean(axis=0)
@@ -236,6 +249,10 @@ def evaluate_cell(config: CellConfig, setup: DPVISetup, summaries: ReplicateSumm
         "single_draw_rmse_sd": float(single.std(ddof=1)) if single.size > 1 else 0.0,
         "sharpness": float(sharp_coord.mean()),
         "sharpness_per_coordinate": sharp_coord.tolist(),
+        "marginal_rmse": marginal.tolist(),
+        "central_coverage_level": CENTRAL_LEVEL,
+        "central_coverage": central.coverage.tolist(),
+        "central_coverage_se": central.standard_error.tolist(),
         "coordinates": setup.layout.coordinate_names(),
         "num_replicates_used": int(ok.sum()),
         "excluded_replicates": excluded,

@@ -26,7 +26,8 @@ examples:
 Each finished cell (model, epsilon, method) is written at once to OUT/cells/; re-running the same
 command skips finished cells. OUT gets coverage_<model>.png, coverage_table.csv and coverage_table.md,
 which show every finished cell in OUT (earlier runs' too; a run with other settings adds rows marked
-with them); the table printed is this run's cells.
+with them); the table printed is this run's cells. Beside each joint TARP RMSE the tables show each
+latent coordinate's own: its marginal TARP RMSE and the coverage of its equal-tailed 90% interval.
 Cells of one (model, epsilon) share their DP-SGD replicates (the same K traces for every method).
 The baselines (bernstein-sheldon, gibbs-ss-noisy, dpvim) release the same K synthetic data sets by
 their own mechanism under the same budget; each cell records the privacy of its release.

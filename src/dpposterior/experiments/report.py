@@ -27,7 +27,8 @@ from .store import write_text_atomic
 
 TABLE_COLUMNS = ("model", "epsilon", "method", "replicates", "repeats", "num_steps", "num_records",
                  "sampling_rate", "delta", "seed", "rmse", "single_draw_rmse_mean", "single_draw_rmse_sd",
-                 "sharpness", "coverage_at_0.95", "replicates_used", "num_draws", "burn_in", "num_mc", "accountant",
+                 "sharpness", "coverage_at_0.95", "marginal_rmse_max", "marginal_rmse", "central_coverage_0.9",
+                 "central_coverage_0.9_se", "replicates_used", "num_draws", "burn_in", "num_mc", "accountant",
                  "method_options")
 
 #: configuration fields that tell apart cells of one (model, epsilon, method), with their short names
@@ -85,6 +86,33 @@ def _coverage_at(record: dict[str, Any], nominal: float) -> float:
     return float(record["coverage"][i])
 
 
+def marginal_summary(record: dict[str, Any]) -> dict[str, Any]:
+    """Per-coordinate calibration of a cell: its coordinates' names, marginal TARP RMSEs and 90% central
+    coverages (with standard errors), as far as its file holds them.
+
+    A cell computed before the engine recorded marginals has none, except that with one latent coordinate
+    the marginal TARP statistic is the joint one (the same references, and a Euclidean distance in one
+    dimension is the absolute difference), so its marginal RMSE is its joint RMSE; its central coverage
+    needs the posterior draws, which no cell file keeps, and stays None.
+
+    Returns:
+      A dict with ``coordinates`` (names), ``rmse`` and ``rmse_source`` (``"stored"``, ``"joint (one
+      coordinate)"`` or None), ``central``, ``central_se`` and ``level`` (None where not recorded).
+    """
+    names = list(record.get("coordinates") or [])
+    if not names:
+        names = [f"theta[{j}]" for j in range(len(record.get("sharpness_per_coordinate") or []))]
+    rmse, source = record.get("marginal_rmse"), "stored"
+    if rmse is None:
+        rmse, source = ([record["rmse"]], "joint (one coordinate)") if len(names) == 1 else (None, None)
+    return {"coordinates": names, "rmse": rmse, "rmse_source": source, "central": record.get("central_coverage"),
+            "central_se": record.get("central_coverage_se"), "level": record.get("central_coverage_level")}
+
+
+def _joined(values: Any) -> str:
+    return "" if values is None else ";".join(repr(float(v)) for v in values)
+
+
 def unique_cells(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The records with one per configuration (the first), in order: ``run_coverage`` returns a record per
     requested cell, so a list of configurations that names a cell twice gives its record twice."""
@@ -104,12 +132,16 @@ def table_rows(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for r in unique_cells(results):
         c = r["config"]
+        m = marginal_summary(r)
         rows.append({
             "model": c["model"], "epsilon": c["epsilon"], "method": method_label(c), "replicates": c["replicates"],
             "repeats": c["repeats"], "num_steps": c["num_steps"], "num_records": c["num_records"],
             "sampling_rate": c["sampling_rate"], "delta": c["delta"], "seed": c["seed"], "rmse": r["rmse"],
             "single_draw_rmse_mean": r["single_draw_rmse_mean"], "single_draw_rmse_sd": r["single_draw_rmse_sd"],
             "sharpness": r["sharpness"], "coverage_at_0.95": _coverage_at(r, 0.95),
+            "marginal_rmse_max": max(m["rmse"]) if m["rmse"] else "", "marginal_rmse": _joined(m["rmse"]),
+            "central_coverage_0.9": _joined(m["central"]), "central_coverage_0.9_se": _joined(m["central_se"]),
+            "_marginal": m,
             "replicates_used": r["num_replicates_used"], "num_draws": c["num_draws"], "burn_in": c["burn_in"],
             "num_mc": c["num_mc"], "accountant": c["accountant"], "method_options": _options_text(c),
             "_config": c,
@@ -130,18 +162,22 @@ def table_csv(results: Sequence[dict[str, Any]]) -> str:
 
 
 def table_markdown(results: Sequence[dict[str, Any]]) -> str:
-    """The table as Markdown: RMSE of the repeat-averaged curve, single-draw RMSE mean +- sd, sharpness.
+    """The table as Markdown: RMSE of the repeat-averaged curve, single-draw RMSE mean +- sd, sharpness,
+    and beside the joint figures the marginal ones: the worst coordinate's marginal TARP RMSE and the
+    range of the coordinates' 90% central coverage; then a second table with every coordinate
+    (:func:`marginal_table_markdown`).
 
     Cells of one model, epsilon and method that differ in another setting (N, T, q, delta, seed, options
     ...) get one more column per such setting (:func:`distinguishing_fields`), so no two rows look alike.
     A cell of one reference draw (R = 1) has no sd over draws and shows "(R = 1: no sd)" (the CSV and
-    the cell file hold 0.0 there).
+    the cell file hold 0.0 there). A cell whose file holds no marginals (computed before they were
+    recorded) shows "not in file" there (:func:`marginal_summary`).
     """
     extra = [f for f in distinguishing_fields(results) if f not in ("replicates", "repeats")]
     lines = ["| model | epsilon | method | K | R | " + "".join(f"{_SETTING_NAMES[f]} | " for f in extra)
              + "RMSE (averaged curve) | single-draw RMSE (mean ± sd) | sharpness (mean posterior sd) "
-             "| coverage at 0.95 |",
-             "|---|---:|---|---:|---:|" + "---|" * len(extra) + "---:|---:|---:|---:|"]
+             "| coverage at 0.95 | worst marginal RMSE (coordinate) | 90% central coverage (lowest – highest) |",
+             "|---|---:|---|---:|---:|" + "---|" * len(extra) + "---:|---:|---:|---:|---:|---:|"]
     rows = table_rows(results)
     eps_text = epsilon_texts(r["epsilon"] for r in rows)
     for r in rows:
@@ -153,7 +189,65 @@ def table_markdown(results: Sequence[dict[str, Any]]) -> str:
         eps = eps_text[float(r["epsilon"])]
         lines.append(f"| {r['model']} | {eps} | {r['method']} | {k} | {r['repeats']} | {settings}"
                      f"{r['rmse']:.4f} | {r['single_draw_rmse_mean']:.4f}{sd} | "
-                     f"{r['sharpness']:.4f} | {r['coverage_at_0.95']:.3f} |")
+                     f"{r['sharpness']:.4f} | {r['coverage_at_0.95']:.3f} | {worst_marginal_text(r['_marginal'])} | "
+                     f"{central_range_text(r['_marginal'])} |")
+    return "\n".join(lines) + "\n" + marginal_table_markdown(results)
+
+
+def worst_marginal_text(m: dict[str, Any]) -> str:
+    """``"0.0123 (w[3])"``: the largest marginal TARP RMSE of a :func:`marginal_summary` and its coordinate."""
+    if not m["rmse"]:
+        return "not in file"
+    j = int(np.argmax(m["rmse"]))
+    return f"{m['rmse'][j]:.4f} ({m['coordinates'][j]})"
+
+
+def central_range_text(m: dict[str, Any]) -> str:
+    """``"0.874 – 0.912"``: the lowest and highest 90% central coverage of a :func:`marginal_summary`."""
+    if not m["central"]:
+        return "not in file"
+    lo, hi = min(m["central"]), max(m["central"])
+    return f"{lo:.3f}" if len(m["central"]) == 1 else f"{lo:.3f} – {hi:.3f}"
+
+
+def marginal_text(record: dict[str, Any]) -> str:
+    """One line for logs: ``"worst marginal RMSE 0.0310 (w[3]), 90% central coverage 0.862 – 0.914"``."""
+    m = marginal_summary(record)
+    return f"worst marginal RMSE {worst_marginal_text(m)}, 90% central coverage {central_range_text(m)}"
+
+
+def marginal_table_markdown(results: Sequence[dict[str, Any]]) -> str:
+    """Markdown: one row per cell and latent coordinate with its marginal TARP RMSE (same references as the
+    joint curve, averaged over the reference re-draws) and its 90% central coverage ± its binomial
+    standard error. Cells whose files hold no marginals are named below the table instead."""
+    extra = [f for f in distinguishing_fields(results) if f not in ("replicates", "repeats")]
+    lines = ["", "Marginal calibration per latent coordinate (each coordinate's own TARP curve with the joint "
+             "curve's references; the share of replicates whose truth lies in the equal-tailed 90% interval "
+             "of that coordinate's draws):", "",
+             "| model | epsilon | method | " + "".join(f"{_SETTING_NAMES[f]} | " for f in extra)
+             + "coordinate | marginal RMSE | 90% central coverage ± se |",
+             "|---|---:|---|" + "---|" * len(extra) + "---|---:|---:|"]
+    rows = table_rows(results)
+    eps_text = epsilon_texts(r["epsilon"] for r in rows)
+    missing = []
+    for r in rows:
+        m = r["_marginal"]
+        if not m["rmse"] and not m["central"]:
+            missing.append(f"{r['model']} epsilon {eps_text[float(r['epsilon'])]} {r['method']}")
+            continue
+        settings = "".join(f"{_setting(r['_config'], f)} | " for f in extra)
+        for j, name in enumerate(m["coordinates"]):
+            rmse = f"{m['rmse'][j]:.4f}" if m["rmse"] else "not in file"
+            if m["rmse_source"] == "joint (one coordinate)":
+                rmse += " (= joint)"
+            central = (f"{m['central'][j]:.3f} ± {m['central_se'][j]:.3f}" if m["central"]
+                       else "not in file (no draws kept)")
+            lines.append(f"| {r['model']} | {eps_text[float(r['epsilon'])]} | {r['method']} | {settings}{name} | "
+                         f"{rmse} | {central} |")
+    if missing:
+        lines += ["", "No marginals in the files of these cells (computed before the engine recorded them, and a "
+                  "cell file keeps no posterior draws to compute them from; the engine records them for every "
+                  "cell it computes): " + "; ".join(missing) + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -162,7 +256,8 @@ def coverage_plot(results: Sequence[dict[str, Any]], path: str | os.PathLike, ti
 
     A line is labelled by its method, and by the settings that tell it apart from other cells of the same
     epsilon and method (:func:`distinguishing_fields`), e.g. ``grid, N = 100``, with its RMSE and, when
-    replicates were excluded, how many it used (a panel's K is the configured number). A long title is
+    replicates were excluded, how many it used (a panel's K is the configured number), and, for a cell of
+    several latent coordinates whose file records them, its worst marginal TARP RMSE. A long title is
     wrapped to the figure's width."""
     import matplotlib
 
@@ -187,6 +282,9 @@ def coverage_plot(results: Sequence[dict[str, Any]], path: str | os.PathLike, ti
             sd = np.asarray(r["coverage_sd"])
             used, k = r["num_replicates_used"], r["config"]["replicates"]
             note = "" if used == k else f", {used} of {k} replicates"   # the panel's K is the configured one
+            m = marginal_summary(r)
+            if len(m["coordinates"]) > 1 and m["rmse"]:  # one coordinate: its marginal is the joint curve
+                note += f"; worst marginal {max(m['rmse']):.3f}"
             line, = ax.plot(nominal, cov, lw=1.2, label=f"{label(r['config'])} (RMSE {r['rmse']:.3f}{note})")
             ax.fill_between(nominal, np.clip(cov - sd, 0, 1), np.clip(cov + sd, 0, 1), color=line.get_color(),
                             alpha=0.2, lw=0)

@@ -39,6 +39,9 @@ _REQUIRED = ("config", "config_digest", "coverage", "alpha", "rmse", "single_dra
 #: the numbers and curves the reports read (:mod:`.report`), checked when a file is read.
 _NUMBERS = ("rmse", "sharpness", "single_draw_rmse_mean", "single_draw_rmse_sd")
 _CURVES = ("alpha", "coverage", "coverage_sd")
+#: the per-coordinate figures a cell records beside the joint ones (absent from files written before);
+#: checked when present, so that the reports never format a value of the wrong type.
+_PER_COORDINATE = ("marginal_rmse", "central_coverage", "central_coverage_se")
 
 
 class CorruptResultError(ValueError):
@@ -162,6 +165,14 @@ def read_result(path: str | os.PathLike) -> dict[str, Any]:
         raise CorruptResultError(f"results file {path} holds values of the wrong type or length "
                                  f"({', '.join(bad) if bad else 'alpha/coverage/coverage_sd or num_replicates_used'}); "
                                  "delete it to recompute the cell")
+    present = [k for k in _PER_COORDINATE if k in record]
+    lengths = {len(record[k]) for k in present if isinstance(record[k], list)}
+    if present and (len(lengths) != 1 or not all(
+            isinstance(record[k], list) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                and math.isfinite(v) for v in record[k]) for k in present)):
+        raise CorruptResultError(f"results file {path} holds per-coordinate figures ({', '.join(present)}) that are "
+                                 "not lists of finite numbers of one length per latent coordinate; delete it to "
+                                 "recompute the cell")
     try:
         CellConfig.from_dict(record["config"])
     except (TypeError, ValueError) as e:
