@@ -180,7 +180,7 @@ def check_dpsgd_privacy(privacy: Any, meta: dict[str, Any], num_rows: int, grads
             raise ValueError(f"{where} has {name}={recorded!r}, but {what} give {actual!r}: the record does not "
                              "describe this release")
     if grads is not None and beta is not None:
-        _check_noise_level(sigma, float(meta["clip"]), np.asarray(grads, np.float64), np.asarray(beta, np.float64))
+        _check_noise_level(sigma, float(meta["clip"]), np.asarray(grads), np.asarray(beta, np.float64))
     if privacy.accountant not in ACCOUNTANTS:
         raise ValueError(f"{where} names the accountant {privacy.accountant!r}; a DP-SGD release is accounted "
                          f"with one of {ACCOUNTANTS}, so its epsilon cannot be checked")
@@ -205,8 +205,14 @@ def _check_noise_level(sigma: float, clip: float, grads: np.ndarray, beta: np.nd
     k = grads.size
     if k == 0 or grads.ndim != 2 or beta.shape not in ((), (grads.shape[1],)):
         return  # shapes that the release's own field checks refuse, naming the array
-    standardised = grads * beta / (sigma * clip)
-    total = float(np.sum(standardised * standardised))
+    scale = np.broadcast_to(beta / (sigma * clip), (grads.shape[1],))
+    # summed in float64 over blocks of about 4M entries: a float64 copy of a whole large trace would
+    # double its memory
+    rows = max(1, 2**22 // grads.shape[1])
+    total = 0.0
+    for start in range(0, grads.shape[0], rows):
+        block = grads[start:start + rows].astype(np.float64) * scale
+        total += float(np.sum(block * block))
     floor = float(stats.chi2.ppf(NOISE_CHECK_LEVEL, k))
     if total < floor:
         implied = sigma * math.sqrt(total / k)
