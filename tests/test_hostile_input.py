@@ -468,14 +468,16 @@ def test_dpvi_with_nan_record_gradients_is_finite_and_ignores_them():
 # noise_aware_posterior: hostile releases (validated before any solver runs)
 
 def _spent(T):
-    return PrivacySpent(epsilon=1.0, delta=1e-5, neighbouring="add_remove", accountant="pld", noise_multiplier=2.0,
-                        mechanism="poisson_subsampled_gaussian", sampling_rate=0.1, num_steps=T, seeded_by="user")
+    # the record of sigma 2, q 0.1, T steps at delta 1e-5 (DPVITrace.load checks that it describes the trace)
+    return PrivacySpent(epsilon=privacy.dpsgd_epsilon(2.0, 1e-5, 0.1, T), delta=1e-5, neighbouring="add_remove",
+                        accountant="pld", noise_multiplier=2.0, mechanism="poisson_subsampled_gaussian",
+                        sampling_rate=0.1, num_steps=T, seeded_by="user")
 
 
 def _trace(T=40, phi=None, **kw):
     layout = ParamLayout.flat(2)
     rng = np.random.default_rng(0)
-    fields = dict(phi=rng.normal(size=(T, 4)) if phi is None else phi, grads=rng.normal(size=(T, 4)),
+    fields = dict(phi=rng.normal(size=(T, 4)) if phi is None else phi, grads=2.0 * rng.normal(size=(T, 4)),
                   final_phi=rng.normal(size=4), beta=np.ones(4), learning_rate=0.01, clip=1.0, noise_multiplier=2.0,
                   sampling_rate=0.1, num_steps=T, dataset_size=100, num_mc=10, layout=layout, privacy=_spent(T),
                   model_name="m")

@@ -386,15 +386,16 @@ def test_compare_methods_as_one_string_is_a_type_error(tiny_table):
 def _fake_release(T=20, d=6):
     import numpy as np
 
-    from dpposterior.privacy import PrivacySpent
+    from dpposterior.privacy import PrivacySpent, dpsgd_epsilon
     from dpposterior.vi.layout import ParamLayout
     from dpposterior.vi.trace import DPVITrace
 
     rng = np.random.default_rng(0)
-    spent = PrivacySpent(epsilon=1.0, delta=1e-5, neighbouring="add_remove", accountant="pld",
-                         mechanism="poisson_subsampled_gaussian", noise_multiplier=2.0, sampling_rate=0.1,
-                         num_steps=T)
-    return DPVITrace(phi=rng.normal(size=(T, d)), grads=rng.normal(size=(T, d)), final_phi=rng.normal(size=d),
+    # a record that describes the trace (saving checks it): sigma 2 on gradients of noise std 2
+    spent = PrivacySpent(epsilon=dpsgd_epsilon(2.0, 1e-5, 0.1, T), delta=1e-5, neighbouring="add_remove",
+                         accountant="pld", mechanism="poisson_subsampled_gaussian", noise_multiplier=2.0,
+                         sampling_rate=0.1, num_steps=T)
+    return DPVITrace(phi=rng.normal(size=(T, d)), grads=2.0 * rng.normal(size=(T, d)), final_phi=rng.normal(size=d),
                      beta=np.ones(d), learning_rate=0.01, clip=1.0, noise_multiplier=2.0, sampling_rate=0.1,
                      num_steps=T, dataset_size=3, num_mc=10, layout=ParamLayout.flat(d // 2), privacy=spent)
 

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dpposterior.privacy import PrivacySpent
+from dpposterior.privacy import PrivacySpent, dpsgd_epsilon
 from dpposterior.vi import DPVITrace, ParamLayout
 from dpposterior.vi import family
 from dpposterior.vi.layout import Site, spec_to_support, support_to_spec
@@ -27,10 +27,11 @@ def _trace(layout=None, T=20):
     layout = layout or _layout()
     d = 2 * layout.num_latent
     rng = np.random.default_rng(0)
-    spent = PrivacySpent(epsilon=1.0, delta=1e-5, neighbouring="add_remove", accountant="pld(test)",
-                         mechanism="poisson_subsampled_gaussian", noise_multiplier=2.0, sampling_rate=0.1,
-                         num_steps=T, seeded_by="user")
-    return DPVITrace(phi=rng.normal(size=(T, d)), grads=rng.normal(size=(T, d)), final_phi=rng.normal(size=d),
+    # a record that describes the trace (DPVITrace.load checks it): sigma 2 on gradients of noise std 2
+    spent = PrivacySpent(epsilon=dpsgd_epsilon(2.0, 1e-5, 0.1, T), delta=1e-5, neighbouring="add_remove",
+                         accountant="pld", mechanism="poisson_subsampled_gaussian", noise_multiplier=2.0,
+                         sampling_rate=0.1, num_steps=T, seeded_by="user")
+    return DPVITrace(phi=rng.normal(size=(T, d)), grads=2.0 * rng.normal(size=(T, d)), final_phi=rng.normal(size=d),
                      beta=np.ones(d), learning_rate=0.01, clip=1.0, noise_multiplier=2.0, sampling_rate=0.1,
                      num_steps=T, dataset_size=100, num_mc=10, layout=layout, privacy=spent, model_name="m")
 

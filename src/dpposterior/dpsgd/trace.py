@@ -11,7 +11,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .._checks import check_output_file
-from .._io import check_dpsgd_fields, read_checked_npz, write_checked_npz
+from .._io import check_dpsgd_fields, check_dpsgd_privacy, read_checked_npz, write_checked_npz
 from ..privacy import PrivacySpent
 
 _ARRAYS = ("params", "grads", "final_params", "learning_rate", "beta")
@@ -95,13 +95,22 @@ class DPSGDTrace:
         """Writes the release to one ``.npz`` file (arrays, scalars, the privacy record and a SHA-256
         checksum), atomically: a reader never sees a partial file.
 
+        The release is checked as :meth:`load` checks it before anything is written, so a file is never
+        written that :meth:`load` would refuse.
+
         Raises:
           TypeError: ``path`` is not a str or os.PathLike.
-          ValueError: ``path`` is a folder, or its folder cannot be created or written.
+          ValueError: ``path`` is a folder, or its folder cannot be created or written; or the release holds
+            what :meth:`load` refuses (a privacy record that contradicts the settings, an invalid field).
         """
         path = check_output_file(path, "path")
         meta = {"format": FORMAT, "version": FORMAT_VERSION, **{n: getattr(self, n) for n in _SCALARS},
                 "privacy": self.privacy.to_dict()}
+        try:
+            _check_loaded(json.loads(json.dumps(meta)), {n: getattr(self, n) for n in _ARRAYS})
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"the trace cannot be saved to {path}: DPSGDTrace.load would refuse the file ({e}); "
+                             "nothing was written") from e
         write_checked_npz(path, {n: getattr(self, n) for n in _ARRAYS}, json.dumps(meta, sort_keys=True),
                           compress=False)
         return path
@@ -113,10 +122,17 @@ class DPSGDTrace:
         Files of an earlier format (no checksum, a ``meta`` entry) are read too, with the
         same field checks.
 
+        The SHA-256 checksum is unkeyed: it catches accidental corruption, not an edit that writes a fresh
+        checksum. The fields are checked, and the privacy record against the settings and the arrays
+        (:func:`dpposterior._io.check_dpsgd_privacy`: noise multiplier, sampling rate, steps, rows, clip,
+        the epsilon recomputed by the record's accountant, within 1%, and the noise the released gradients
+        carry, by a chi-square bound), so a record that contradicts the release is refused; a consistently rewritten file cannot be told from a real one.
+
         Raises:
           FileNotFoundError: no such file.
-          ValueError: the file is truncated, corrupted or tampered with (checksum or field checks), or of
-            an unknown format version.
+          ValueError: the file is truncated or corrupted (checksum), holds an invalid field, has a privacy
+            record that contradicts its settings or arrays (naming what disagrees), or is of an unknown
+            format version.
         """
         path = Path(path)
         legacy = _is_legacy(path)
@@ -161,7 +177,8 @@ def _is_legacy(path: Path) -> bool:
 
 
 def _check_loaded(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
-    """Checks a loaded trace's fields: all present, real finite arrays of consistent shapes, valid scalars."""
+    """Checks a loaded trace's fields: all present, real finite arrays of consistent shapes, valid scalars,
+    and a privacy record that agrees with them (:func:`~dpposterior._io.check_dpsgd_privacy`)."""
     missing = [k for k in _ARRAYS if k not in arrays] + [k for k in _SCALARS + ("privacy",) if k not in meta]
     if missing:
         raise ValueError(f"the file lacks {missing}")
@@ -176,3 +193,5 @@ def _check_loaded(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
     for name in ("learning_rate", "beta"):
         if arrays[name].shape != d:
             raise ValueError(f"{name} must have shape (d={d[0]},), got {arrays[name].shape}")
+    check_dpsgd_privacy(PrivacySpent.from_dict(meta["privacy"]), meta, arrays["params"].shape[0],
+                        arrays["grads"], arrays["beta"])

@@ -492,8 +492,11 @@ def entropy_sgld_privacy(params: EntropySGLDParams, m: int, *, num_steps: int = 
     """The PrivacySpent of the prior mean w released by Entropy-SGLD on m records.
 
     epsilon = 2 beta L_max tau / m, pure (delta = 0), replace-one neighbours, accountant
-    ``"exponential_mechanism(exact_sample_assumed)"``; ``details`` carries the caveat
-    (``GIBBS_SAMPLE_CAVEAT``). Entropy-SGD (``beta is None``) returns a not-private record.
+    ``"exponential_mechanism(exact_sample_assumed)"``. The guarantee is conditional: it holds for an
+    exact sample from the local-entropy Gibbs distribution, which the run only approximates. The record
+    says so: ``details`` carries the caveat (``GIBBS_SAMPLE_CAVEAT``, also ``record.caveat``), its
+    ``summary()`` begins with ``CONDITIONAL``, and a :class:`~dpposterior.privacy.Ledger` total that
+    composes it keeps the caveat. Entropy-SGD (``beta is None``) returns a not-private record.
     """
     _check_params(params)
     num_steps = check_positive_int(num_steps, "num_steps")

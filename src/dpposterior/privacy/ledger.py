@@ -28,6 +28,17 @@ given for replace-one adjacency (a replacement is a removal and an addition): DP
 re-accounted by dp-accounting under ``REPLACE_ONE``, a Gaussian mechanism's sensitivity is doubled,
 and any other add/remove (epsilon, delta) release becomes (2 epsilon, (1 + e^epsilon) delta) by
 group privacy. A release that is not private (epsilon = inf) makes the total not private.
+
+What the ledger refuses to compose, at once and with a ValueError naming the release: a Gaussian
+release of more than ``MAX_COMPOSED_STEPS`` self-composed steps, or one whose RDP epsilon at the
+total's delta exceeds ``MAX_GAUSSIAN_EPSILON`` (a noise multiplier of 1e-9, say): the PLD grid of
+such a release grows until it exhausts memory or runs for minutes, and a release that costly protects
+nothing. Record a release without a useful guarantee with :func:`~dpposterior.privacy.not_private`.
+
+Conditional guarantees: a release whose record carries a ``"caveat"`` detail (Entropy-SGLD's prior,
+whose epsilon holds only for an exact sample from its Gibbs distribution) keeps it in the total: the
+total's ``details`` list every caveat under ``"caveat"`` with its release's label, and its summary says
+that the guarantee is conditional.
 """
 
 from __future__ import annotations
@@ -46,6 +57,14 @@ from .spent import PrivacySpent
 DPSGD_MECHANISMS = ("poisson_subsampled_gaussian",)
 DPD_MECHANISMS = ("dp_sgld", "dp_dropout_gaussian")
 GAUSSIAN_MECHANISMS = ("gaussian", "penalty_mh")
+
+#: the most self-composed steps of one Gaussian release (DP-SGD, DP-SGLD, DP dropout) the ledger composes
+#: exactly: the PLD accountant's cost grows with the number of steps, to minutes well before 1e7.
+MAX_COMPOSED_STEPS = 10**6
+#: the largest epsilon of one Gaussian release, by the RDP accountant at the total's delta, that the
+#: ledger composes: the PLD grid grows with the privacy loss (a noise multiplier of 1e-9 asks for more
+#: memory than exists), and a release beyond it protects nothing.
+MAX_GAUSSIAN_EPSILON = 100.0
 
 #: PLD discretisation: start here, refine by 4x until two values agree to _RTOL (or _MIN reached).
 _START_DVI = 1e-2
@@ -182,19 +201,32 @@ class Ledger:
           ValueError: an empty ledger, an invalid delta, a delta below what the releases'
             own deltas already use (:meth:`delta_used`: no finite epsilon exists then), a release
             whose delta as composed is 1 (an add/remove (epsilon, delta) release in a replace-one
-            total when (1 + e^epsilon) delta >= 1, or a delta of 1), or a release whose epsilon is
-            too large to compose (above about 700).
+            total when (1 + e^epsilon) delta >= 1, or a delta of 1), a release whose epsilon is
+            too large to compose (above about 700), or a Gaussian release the PLD accountant cannot
+            compose in reasonable time and memory (more than ``MAX_COMPOSED_STEPS`` steps, or an RDP
+            epsilon above ``MAX_GAUSSIAN_EPSILON``); each checked before any composition, so that such a
+            ledger fails at once.
+
+        A release whose record carries a ``"caveat"`` (a guarantee that holds only under a stated
+        assumption) passes it on: the total's ``details`` hold ``("caveat", ...)`` naming each such
+        release, and its :meth:`~dpposterior.privacy.PrivacySpent.summary` says the guarantee is
+        conditional.
         """
         delta = check_delta(delta)
         if not self._entries:
             raise ValueError("the ledger is empty: add releases before asking for their total")
         parts = tuple((e.label, e.privacy.summary()) for e in self._entries)
         relation = self.neighbouring()
+        caveats = tuple(f"{e.label}: {e.privacy.detail('caveat')}" for e in self._entries
+                        if e.privacy.detail("caveat"))
+        caveat = (("caveat", "; ".join(caveats)),) if caveats else ()
         if any(not e.privacy.is_private for e in self._entries):
             return PrivacySpent(epsilon=math.inf, delta=1.0, neighbouring=relation, accountant="none",
                                 mechanism="composition", num_steps=len(self._entries), seeded_by="none",
                                 details=(("parts", parts),
-                                         ("reason", "at least one release is not private")))
+                                         ("reason", "at least one release is not private")) + caveat)
+        for e in self._entries:  # before any composition: an uncomposable release fails at once
+            _check_composable(e, relation, delta)
         epsilon = self._epsilon(delta, relation)
         seeding = {e.privacy.seeded_by for e in self._entries}
         seeded_by = seeding.pop() if len(seeding) == 1 else ("user" if "user" in seeding else "os")
@@ -202,7 +234,7 @@ class Ledger:
         return PrivacySpent(epsilon=epsilon, delta=delta, neighbouring=relation, accountant="pld(ledger)",
                             mechanism="composition", num_steps=len(self._entries), seeded_by=seeded_by,
                             details=(("parts", parts), ("composed_exactly", exact),
-                                     ("composed_from_epsilon_delta", len(self._entries) - exact)))
+                                     ("composed_from_epsilon_delta", len(self._entries) - exact)) + caveat)
 
     # ---------------------------------------------------------------------------------------------
 
@@ -222,8 +254,6 @@ class Ledger:
     def _epsilon_at(self, delta: float, relation: str, dvi: float) -> float:
         pld = None
         for e in self._entries:
-            if not _is_gaussian(e.privacy):
-                _check_composable(e, relation)
             try:
                 part = _pld_of(e.privacy, relation, dvi)
             except OverflowError as err:  # dp-accounting computes e^epsilon
@@ -232,6 +262,11 @@ class Ledger:
                     f"{e.privacy.neighbouring}; doubled when converted to replace-one): e^epsilon overflows "
                     "(epsilon above about 700); such a release protects nothing, record it with "
                     "not_private() instead") from err
+            except (MemoryError, ValueError) as err:  # e.g. numpy's "Maximum allowed size exceeded"
+                raise ValueError(
+                    f"the PLD accountant cannot compose release {e.label!r} ({e.privacy.summary()}): "
+                    f"{type(err).__name__}: {err}; record a release without a useful guarantee with "
+                    "not_private()") from err
             pld = part if pld is None else pld.compose(part)
         try:
             eps = float(pld.get_epsilon_for_delta(delta))
@@ -287,10 +322,47 @@ def _composed_epsilon_delta(p: PrivacySpent, relation: str) -> tuple[float, floa
     return eps, dlt
 
 
-def _check_composable(entry: LedgerEntry, relation: str) -> None:
-    """A ValueError for a release whose guarantee, as composed, has delta = 1: it bounds nothing (and
-    dp-accounting fails on it with a bare IndexError when composed with another release)."""
+def _gaussian_cost_problem(p: PrivacySpent, relation: str, delta: float) -> str | None:
+    """Why the PLD accountant cannot compose the Gaussian release ``p`` in reasonable time and memory
+    (see ``MAX_COMPOSED_STEPS``, ``MAX_GAUSSIAN_EPSILON``), or None. The epsilon is dp-accounting's RDP
+    bound at ``delta`` (cheap for any setting) of the release as the ledger composes it; it decides only
+    what is composed, never a reported total."""
+    from .dpsgd_accounting import _epsilon_raw
+
+    if p.mechanism in DPSGD_MECHANISMS or p.mechanism in DPD_MECHANISMS:
+        if p.num_steps > MAX_COMPOSED_STEPS:
+            return (f"it has {p.num_steps} self-composed steps, more than the {MAX_COMPOSED_STEPS} the PLD "
+                    "accountant composes in reasonable time")
+        std = p.noise_multiplier * (2.0 if p.mechanism in DPD_MECHANISMS and p.neighbouring == "replace_one" else 1.0)
+        std = std / (2.0 if relation == "replace_one" else 1.0)  # a replacement moves a sum by up to 2C
+        q, steps = p.sampling_rate, p.num_steps
+    else:  # T Gaussian mechanisms = one of noise multiplier sigma / sqrt(T)
+        std = p.noise_multiplier / math.sqrt(p.num_steps) / (2.0 if p.neighbouring != relation else 1.0)
+        q, steps = 1.0, 1
+    try:
+        eps = _epsilon_raw(std, delta, q, steps, "rdp", 0.0)
+    except (ArithmeticError, ValueError):
+        eps = math.inf
+    if eps > MAX_GAUSSIAN_EPSILON:
+        return (f"its noise multiplier {p.noise_multiplier!r} over {p.num_steps} steps at sampling rate "
+                f"{p.sampling_rate!r} gives an epsilon above {MAX_GAUSSIAN_EPSILON:g} (RDP bound {eps:.3g} at "
+                f"delta {delta:g}): the PLD accountant's grid for it would exhaust memory or run for minutes, "
+                "and a release that costly protects nothing")
+    return None
+
+
+def _check_composable(entry: LedgerEntry, relation: str, delta: float) -> None:
+    """A ValueError for a release the ledger cannot compose: a guarantee whose delta, as composed, is 1
+    (it bounds nothing, and dp-accounting fails on it with a bare IndexError when composed with another
+    release), or a Gaussian release beyond what the PLD accountant composes (:func:`_gaussian_cost_problem`)."""
     p = entry.privacy
+    if _is_gaussian(p):
+        why = _gaussian_cost_problem(p, relation, delta)
+        if why is not None:
+            raise ValueError(f"the ledger cannot compose release {entry.label!r}: {why}. Allowed: at most "
+                             f"{MAX_COMPOSED_STEPS} steps and epsilon up to {MAX_GAUSSIAN_EPSILON:g} per Gaussian "
+                             "release (record a release without a useful guarantee with not_private())")
+        return
     eps, dlt = _composed_epsilon_delta(p, relation)
     if dlt < 1.0:
         return

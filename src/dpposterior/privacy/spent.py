@@ -89,8 +89,17 @@ class PrivacySpent:
 
     @property
     def is_private(self) -> bool:
-        """True when the guarantee is finite (epsilon < inf)."""
+        """True when the guarantee is finite (epsilon < inf), conditional or not (see :attr:`caveat`)."""
         return math.isfinite(self.epsilon)
+
+    @property
+    def caveat(self) -> str:
+        """What the guarantee assumes beyond the mechanism as run, or ``""`` when it is unconditional.
+
+        Read from ``details["caveat"]`` (e.g. Entropy-SGLD's exact Gibbs sample). A record with a caveat
+        holds only if its assumption does; :meth:`summary` says so, and a
+        :class:`~dpposterior.privacy.Ledger` total carries the caveats of its parts."""
+        return str(self.detail("caveat", "") or "")
 
     def detail(self, key: str, default: Any = None) -> Any:
         """Looks up one of ``details`` by key."""
@@ -121,11 +130,12 @@ class PrivacySpent:
             raise ValueError(f"malformed privacy record {d!r}: {e}") from e
 
     def summary(self) -> str:
-        """One human-readable line."""
+        """One human-readable line; a conditional guarantee (:attr:`caveat`) says so first."""
         if not self.is_private:
             return f"NOT PRIVATE ({self.mechanism}; accountant {self.accountant})"
-        parts = [f"(epsilon={self.epsilon:.4g}, delta={self.delta:.3g})-DP", f"{self.neighbouring} neighbours",
-                 f"accountant {self.accountant}", f"mechanism {self.mechanism}"]
+        conditional = (f"CONDITIONAL (holds only if the caveat does: {self.caveat}) " if self.caveat else "")
+        parts = [f"{conditional}(epsilon={self.epsilon:.4g}, delta={self.delta:.3g})-DP",
+                 f"{self.neighbouring} neighbours", f"accountant {self.accountant}", f"mechanism {self.mechanism}"]
         if self.noise_multiplier is not None:
             parts.append(f"noise multiplier {self.noise_multiplier:.4g}")
         parts.append(f"q={self.sampling_rate:.4g}, steps={self.num_steps}")

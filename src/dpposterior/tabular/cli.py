@@ -30,10 +30,18 @@ examples:
       --bounds bounds.toml --methods na-dpvi naive dpvim --out compare/
   dpposterior compare data.csv --target spend --model linear --epsilon 1 --delta 1e-5 \\
       --bounds schema.toml --methods na-dpvi gibbs-ss-noisy --budget each --out compare-linear/
+  dpposterior compare data.csv --target income --epsilon 1 --delta 1e-5 --bounds bounds.toml \\
+      --ledger ledger.json --out compare2/   # adds these releases to ledger.json, reports the total
 
 --budget split (default): the k separate releases get epsilon/k and delta/k each, so together they
-stay within (epsilon, delta); --budget each: every release gets the full budget (equal-cost
+stay within (epsilon, delta) by basic composition; when their neighbouring relations differ
+(dp-fast-mh is replace-one, the others add/remove-one) the total is for replace-one neighbours and
+each add/remove release gets epsilon/(2k) and delta/(k (1 + e^(epsilon/2k))) (group privacy: a
+replacement is a removal and an addition), so that together they stay within (epsilon, delta) for
+replace-one neighbours. --budget each: every release gets the full budget (equal-cost
 comparison; the report gives the larger composed total). 'naive' reuses the na-dpvi release.
+The ledger (out/ledger.json, or --ledger) is append-only: a second run adds its releases to those
+of earlier runs, and the report gives the total of all of them.
 --clip-check EPSILON checks the clip of each DP-SGD release (na-dpvi, dpvim), with one more release
 per checked release on top of the budget (the report's composed total includes them).
 """
@@ -84,7 +92,7 @@ def _compare(args: argparse.Namespace) -> int:
                   epsilon=args.epsilon, delta=args.delta, budget=args.budget, num_steps=args.steps,
                   sampling_rate=args.sampling_rate, clip=args.clip, out=args.out, seed=args.seed,
                   features=args.features, prob=args.prob, progress=not args.no_progress,
-                  target_kind=args.target_kind, clip_check=args.clip_check)
+                  target_kind=args.target_kind, clip_check=args.clip_check, ledger=args.ledger)
     return 0
 
 
@@ -122,8 +130,14 @@ def add_fit_parsers(subparsers: Any) -> None:
                       help="na-dpvi, naive (same release as na-dpvi), dpvim, gibbs-ss-noisy (linear only), "
                            "dp-fast-mh (DP MCMC, logistic only; mixes only at large N); default: na-dpvi naive dpvim")
     cmp_.add_argument("--budget", choices=("split", "each"), default="split",
-                      help="split (default): releases share the budget; each: every release gets all of it")
+                      help="split (default): releases share the budget, so that together they stay within it for "
+                           "replace-one neighbours when the methods' relations differ (dp-fast-mh beside add/remove "
+                           "releases), else for their shared relation; each: every release gets all of it")
     cmp_.add_argument("--out", default="compare-report", help="report folder (default compare-report/)")
+    cmp_.add_argument("--ledger", default=None, metavar="LEDGER.json",
+                      help="a ledger file of earlier releases from the same data (default OUT/ledger.json): these "
+                           "releases are appended, never overwriting earlier ones, and the report gives the total of "
+                           "all (created if missing)")
     cmp_.add_argument("--clip-check", type=float, default=None, metavar="EPSILON",
                       help="also release, at this epsilon (pure DP), a noisy histogram of the per-record gradient "
                            "norms at the end of each DP-SGD run: na-dpvi's (the release naive shares; "

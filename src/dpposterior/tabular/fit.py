@@ -133,6 +133,8 @@ def _after_release(saved: Path, ledger: str | Path | None, made: dict[str, Any] 
     """
     try:
         yield
+    except ReleaseWriteError:
+        raise  # already says where the release is
     except (ValueError, TypeError, OSError) as e:
         if made is not None and not made:
             raise
@@ -142,6 +144,103 @@ def _after_release(saved: Path, ledger: str | Path | None, made: dict[str, Any] 
                          + (f" and recorded in the ledger {str(ledger)!r}" if ledger is not None else "")
                          + ("" if made is not None else "; dpposterior.DPVITrace.load reads it for other "
                             "post-processing") + ")") from e
+
+
+class ReleaseWriteError(ValueError):
+    """A DP release was made (its privacy spent) but a file could not be written where asked.
+
+    The message says which write failed and why, where the release was saved instead (a folder made by
+    :func:`tempfile.mkdtemp`), and where it is recorded in the ledger; the run stops there, so no
+    further release is made.
+    """
+
+
+def _why(e: BaseException) -> str:
+    """A short reason for a failed write: the OS's words without the errno number."""
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror + (f": {e.filename}" if e.filename else "")
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def _save_or_spare(save: Callable[[Path], Any], path: Path, what: str, log: Callable[[str], Any],
+                   problems: list[str]) -> Path | None:
+    """Writes with ``save(path)``; if that fails, writes the same with ``save`` into a new temporary folder
+    and appends to ``problems`` a sentence saying where. Returns the path written, or None when both
+    writes failed (``problems`` says so)."""
+    try:
+        save(path)
+        return path
+    except (OSError, ValueError) as e:
+        first = _why(e)
+    import tempfile
+
+    try:
+        spare = Path(tempfile.mkdtemp(prefix="dpposterior-release-")) / path.name
+        save(spare)
+    except (OSError, ValueError) as e:
+        problems.append(f"{what} could not be written to {str(path)!r} ({first}), nor to a temporary folder "
+                        f"({_why(e)}): it is lost")
+        return None
+    log(f"      WARNING: {what} could not be written to {path} ({first}); it is saved in {spare}")
+    problems.append(f"{what} could not be written to {str(path)!r} ({first}); it is saved in {str(spare)!r}")
+    return spare
+
+
+def _stop_if(problems: list[str], ledger_at: Path | None) -> None:
+    """Raises :class:`ReleaseWriteError` stating ``problems`` (the writes that failed after a release) and
+    ``ledger_at``, where the ledger that records the releases was written (None: no ledger)."""
+    if problems:
+        raise ReleaseWriteError("; ".join(problems) + ("" if ledger_at is None else
+                                                       f"; the releases made are recorded in the ledger "
+                                                       f"{str(ledger_at)!r}")
+                                + ". Nothing more was released and no report was written: fix the output "
+                                  "folder (space, permissions) and move the saved files back, or use another")
+
+
+def _check_outputs(paths: Sequence[Path]) -> None:
+    """Every file a run will write can be written (checked before any data is read or budget spent)."""
+    for path in paths:
+        check_output_file(path, "output file")
+
+
+def planned_dpsgd_privacy(epsilon: float, delta: float, sampling_rate: float, num_steps: int) -> Any:
+    """The PrivacySpent that ``dpvi`` / ``dpvim`` will record for these settings (noise multiplier
+    calibrated as they calibrate it, PLD), computed before the release from public settings alone."""
+    from ..privacy import PrivacySpent, calibrate_noise_multiplier, dpsgd_epsilon
+
+    sigma = calibrate_noise_multiplier(epsilon, delta, sampling_rate, num_steps)
+    return PrivacySpent(epsilon=dpsgd_epsilon(sigma, delta, sampling_rate, num_steps), delta=delta,
+                        neighbouring="add_remove", accountant="pld", mechanism="poisson_subsampled_gaussian",
+                        noise_multiplier=sigma, sampling_rate=sampling_rate, num_steps=num_steps)
+
+
+def _open_ledger(path: str | Path, planned: Sequence[tuple[str, Any]], delta: float) -> Any:
+    """The ledger at ``path`` (empty if the file is missing), after checking that it can be written and
+    that it composes with this run's ``planned`` releases (label, PrivacySpent) at ``delta`` or at
+    ``delta`` plus the recorded deltas: an unreadable or uncomposable ledger is refused here, before any
+    data is read or budget spent, not after the release."""
+    from ..privacy import Ledger
+
+    check_output_file(path, "ledger")
+    book = Ledger.load(path) if Path(path).exists() else Ledger()
+    trial = Ledger()
+    for e in book.entries:
+        trial.add(e.privacy, e.label)
+    for label, privacy in planned:
+        trial.add(privacy, label)
+    fallback = delta + trial.delta_used()
+    if not fallback < 1:
+        raise ValueError(f"the releases recorded in the ledger {str(path)!r} already use a total delta of "
+                         f"{fallback - delta:g}: with this run's delta = {delta:g} no total below 1 exists; "
+                         "use a new ledger for other data")
+    try:
+        _composed_total(trial, delta, fallback)
+    except ValueError as e:
+        raise ValueError(f"the ledger {str(path)!r} cannot be composed with this run's release(s), so its total "
+                         f"could not be stated: {e}; nothing was released (use a new ledger, or remove that "
+                         "release from it)") from e
+    return book
 
 
 def _check_inputs(data: Any, schema: Any, target: Any) -> None:
@@ -368,7 +467,8 @@ def clip_check_key(seed: int) -> Any:
 
 
 def _clip_check(trace: Any, fn: Callable, design: Design, model: str, epsilon: float, seed: int | None,
-                secure: bool, out: Path, log: Callable[[str], Any], *, method: str | None = None) -> Any:
+                secure: bool, out: Path, log: Callable[[str], Any], *, method: str | None = None,
+                problems: list[str] | None = None) -> Any:
     """The gradient-norm histogram release of ``fit --clip-check`` (and ``compare --clip-check``, of the
     DP-SGD release of ``method``), saved as ``out/clip_check.json`` (``compare``:
     ``out/CLIP_CHECK_FILES[method]``). With ``seed``, its key is :func:`clip_check_key` of it, no key
@@ -376,7 +476,10 @@ def _clip_check(trace: Any, fn: Callable, design: Design, model: str, epsilon: f
 
     In ``compare`` (``method`` given) the record names the checked release and states the release and
     its check composed (``"release"``, ``"release_and_check"``: PLD, :class:`~dpposterior.privacy.Ledger`,
-    at the release's delta); the histogram is returned with that total, ``(hist, total)``."""
+    at the release's delta); the histogram is returned with that total, ``(hist, total)``.
+
+    A file that cannot be written is written into a temporary folder instead, and ``problems`` gets a
+    sentence saying where (the caller records the histogram in the ledger, then stops)."""
     from ..privacy import Ledger
     from ..vi import gradient_norm_histogram
 
@@ -396,7 +499,9 @@ def _clip_check(trace: Any, fn: Callable, design: Design, model: str, epsilon: f
             "epsilon": together.epsilon, "delta": together.delta, "neighbouring": together.neighbouring,
             "accountant": together.accountant}})
     name = "clip_check.json" if method is None else CLIP_CHECK_FILES[method]
-    write_bytes_atomic(out / name, (json.dumps(record, indent=1) + "\n").encode())
+    text = (json.dumps(record, indent=1) + "\n").encode()
+    _save_or_spare(lambda path: write_bytes_atomic(path, text), out / name, "the clip check's histogram", log,
+                   [] if problems is None else problems)
     log(f"      clip check{'' if method in (None, 'na-dpvi') else f' of {method}'}: {hist.clipped_fraction:.1%} of "
         f"the records at or above C = {hist.clip:.4g} (noisy; {hist.privacy.summary()})")
     return hist if method is None else (hist, together)
@@ -503,6 +608,22 @@ def dp_fast_mh_logistic(design: Design, *, epsilon: float, delta: float, num_ste
                           diagnostics=diagnostics)
 
 
+#: the files ``fit`` writes into its report folder (each checked writable before any release)
+FIT_FILES = ("trace.npz", "clip_check.json", "intervals.png", "naive_vs_noise_aware.png", "trace.png", "summary.md",
+             "summary.html")
+#: the files ``compare`` writes into its report folder, besides ``releases/<method>.npz``, the clip checks
+#: and the ledger (``ledger.json`` there unless ``--ledger`` names another file)
+COMPARE_FILES = ("compare_intervals.png", "summary.md", "summary.html")
+
+
+def _planned_clip_check(epsilon: float) -> Any:
+    """The PrivacySpent a clip check at ``epsilon`` will record (pure epsilon-DP, add/remove-one)."""
+    from ..privacy import PrivacySpent
+
+    return PrivacySpent(epsilon=epsilon, delta=0.0, neighbouring="add_remove", accountant="pure",
+                        mechanism="laplace_histogram")
+
+
 def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str = "logistic", epsilon: float,
               delta: float, num_steps: int = 2000, sampling_rate: float = 0.1, clip: float | None = None,
               beta_rho: float = 100.0, method: str = "grid", out: str | Path = "report", seed: int | None = None,
@@ -552,9 +673,14 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
       and ``"clip_check"`` (the :class:`~dpposterior.vi.GradientNormHistogram`, or None).
 
     Raises:
-      ValueError, TypeError: a setting outside its range, a table or schema that does not fit, or an
-        ``out`` or ``ledger`` that cannot be written; all checked before the release. An error of
-        the post-processing after the release is a ValueError that says where the release was saved.
+      ValueError, TypeError: a setting outside its range, a table or schema that does not fit, an
+        ``out`` file or ``ledger`` that cannot be written, or a ledger that cannot be composed with this
+        run's release (composed with its privacy record, computed from the settings alone); all checked
+        before the data is read. An error of the post-processing after the release is a ValueError that
+        says where the release was saved.
+      ReleaseWriteError: (a ValueError) the release was made but ``out/trace.npz`` (or the ledger, or
+        the clip check) could not be written: it was written into a new temporary folder instead and
+        recorded in the ledger, and the message says why and where.
       FileNotFoundError: no data or schema file.
     """
     import jax
@@ -575,19 +701,18 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     clip_check = _check_clip_check(clip_check)
     out = check_output_dir(out, "out")  # before the release, so that no result is lost
+    _check_outputs([out / name for name in FIT_FILES])
+    _check_steps(num_steps, ["na-dpvi"])
     book = None
     if ledger is not None:
-        check_output_file(ledger, "ledger")
-        book = Ledger.load(ledger) if Path(ledger).exists() else Ledger()
         # the composed total is stated at delta, or (when the earlier releases' own deltas use it up) at
-        # delta plus their deltas (basic composition); a total with no valid delta is refused here,
-        # before the release, not after it
+        # delta plus their deltas (basic composition); a ledger with no valid total, or one the accountant
+        # cannot compose with this run's release, is refused here, before the release, not after it
+        planned = [("this run", planned_dpsgd_privacy(epsilon, delta, sampling_rate, num_steps))]
+        if clip_check is not None:
+            planned.append(("this run's clip check", _planned_clip_check(clip_check)))
+        book = _open_ledger(ledger, planned, delta)
         fallback = delta + book.delta_used()
-        if not fallback < 1:
-            raise ValueError(f"the releases recorded in the ledger {str(ledger)!r} already use a total delta of "
-                             f"{fallback - delta:g}: with this run's delta = {delta:g} no total below 1 exists; "
-                             "use a new ledger for other data")
-    _check_steps(num_steps, ["na-dpvi"])
     t0 = time.perf_counter()
     design, fn, label, _ = _load(data, schema, target, model, features, log, target_kind=target_kind)
     clip = default_clip(design, model) if clip is None else clip
@@ -599,21 +724,28 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
                  rng_key=None if seed is None else jax.random.PRNGKey(seed), progress=progress,
                  model_name=label, secure=secure, **model_kwargs(model))
     log(f"      privacy spent: {trace.privacy.summary()}")
-    # the release first: whatever fails in the post-processing below cannot lose it (nor its ledger entry)
-    out.mkdir(parents=True, exist_ok=True)
-    trace.save(out / "trace.npz")
+    # the release first: whatever fails in the post-processing below cannot lose it (nor its ledger entry);
+    # a write that fails puts it in a temporary folder instead, records it, and stops with where it is
+    problems: list[str] = []
+    with contextlib.suppress(OSError):  # a folder that cannot be made: the write below says so
+        out.mkdir(parents=True, exist_ok=True)
+    saved = _save_or_spare(trace.save, out / "trace.npz", "the DPVI release", log, problems)
+    ledger_at = None
     if book is not None:
         book.add(trace, f"fit {Path(data).name} -> {out.name}")
-        book.save(ledger)
+        ledger_at = _save_or_spare(book.save, Path(ledger), "the ledger", log, problems)
+    _stop_if(problems, ledger_at)
     hist = None
-    (out / "clip_check.json").unlink(missing_ok=True)  # an earlier run's into this folder: not this report's
+    with contextlib.suppress(OSError):
+        (out / "clip_check.json").unlink(missing_ok=True)  # an earlier run's into this folder: not this report's
     if clip_check is not None:  # a second release from the data, saved and recorded at once, like the first
-        with _after_release(out / "trace.npz", ledger):
-            hist = _clip_check(trace, fn, design, model, clip_check, seed, secure, out, log)
+        with _after_release(saved, ledger):
+            hist = _clip_check(trace, fn, design, model, clip_check, seed, secure, out, log, problems=problems)
             if book is not None:
                 book.add(hist, f"fit {Path(data).name} -> {out.name}: gradient-norm histogram")
-                book.save(ledger)
-    with _after_release(out / "trace.npz", ledger):
+                ledger_at = _save_or_spare(book.save, Path(ledger), "the ledger", log, problems)
+            _stop_if(problems, ledger_at)
+    with _after_release(saved, ledger):
         log(f"[3/4] noise-aware posterior ({method}) from the release alone")
         naive = trace.last_iterate_posterior()
         post = noise_aware_posterior(trace, method=method, burn_in=NA_DPVI_BURN_IN)
@@ -690,13 +822,72 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
             "naive_summary": s_naive, "report_md": md, "report_html": page, "clip_check": hist}
 
 
+#: how the report names a neighbouring relation
+_RELATION_WORDS = {"add_remove": "add/remove-one", "replace_one": "replace-one"}
+#: the neighbouring relation each release of ``compare`` is accounted under
+RELATIONS = {"na-dpvi": "add_remove", "dpvim": "add_remove", "gibbs-ss-noisy": "add_remove",
+             "dp-fast-mh": "replace_one"}
+
+
+def split_budget(releases: Sequence[str], epsilon: float, delta: float,
+                 budget: str = "split") -> dict[str, tuple[float, float]]:
+    """The (epsilon, delta) each release of ``compare`` gets.
+
+    ``"each"``: the full (epsilon, delta) each. ``"split"``: shares whose basic composition is
+    (epsilon, delta) under the relation the total is stated for. When the k releases share a
+    neighbouring relation, (epsilon / k, delta / k) each. When they mix (``"dp-fast-mh"`` is replace-one,
+    the others add/remove-one), the total is for replace-one neighbours, and each release gets 1/k of the
+    budget as a replace-one guarantee: a replace-one release (epsilon / k, delta / k), an add/remove
+    release (e, d) = (epsilon / (2k), delta / (k (1 + e^e))), since by group privacy it is (2e, (1 + e^e) d)
+    for replace-one neighbours (a replacement is a removal and an addition). Without that, a DP-Fast MH
+    chain beside NA-DPVI, each given (epsilon / 2, delta / 2) at epsilon 1, composed to about 1.5 for
+    replace-one neighbours.
+
+    Raises:
+      ValueError: an unknown release or budget.
+    """
+    if budget not in BUDGETS:
+        raise ValueError(f"budget must be one of {BUDGETS}, got {budget!r}")
+    unknown = [m for m in releases if m not in RELATIONS]
+    if unknown or not releases:
+        raise ValueError(f"releases must be among {tuple(RELATIONS)}, got {list(releases)}")
+    k = len(releases)
+    if budget == "each":
+        return {m: (epsilon, delta) for m in releases}
+    if len({RELATIONS[m] for m in releases}) == 1:
+        return {m: (epsilon / k, delta / k) for m in releases}
+    shares = {}
+    for m in releases:
+        if RELATIONS[m] == "replace_one":
+            shares[m] = (epsilon / k, delta / k)
+        else:
+            e = epsilon / (2 * k)
+            shares[m] = (e, delta / (k * (1.0 + math.exp(e))))
+    return shares
+
+
+def _planned_release(method: str, epsilon: float, delta: float, sampling_rate: float, num_steps: int) -> Any:
+    """The PrivacySpent that the release of ``method`` at (epsilon, delta) will record, or one that the
+    ledger composes no better (composed from its (epsilon, delta) under its relation), from public
+    settings alone: to check before any release that the ledger can take it."""
+    from ..privacy import PrivacySpent
+
+    if method in ("na-dpvi", "dpvim"):
+        return planned_dpsgd_privacy(epsilon, delta, sampling_rate, num_steps)
+    if method == "gibbs-ss-noisy":
+        return PrivacySpent(epsilon=epsilon, delta=0.0, neighbouring="add_remove", accountant="pure",
+                            mechanism="laplace_sufficient_statistics")
+    return PrivacySpent(epsilon=epsilon, delta=delta, neighbouring=RELATIONS[method], accountant="planned",
+                        mechanism=method)
+
+
 def compare_table(data: str | Path, schema: str | Path, target: str, *, model: str = "logistic",
                   methods: Sequence[str] = ("na-dpvi", "naive", "dpvim"), epsilon: float, delta: float,
                   budget: str = "split", num_steps: int = 2000, sampling_rate: float = 0.1,
                   clip: float | None = None, out: str | Path = "compare-report", seed: int | None = None,
                   features: Sequence[str] | None = None, prob: float = 0.9, progress: bool = True,
                   log: Callable[[str], Any] = print, target_kind: str | None = None,
-                  clip_check: float | None = None) -> dict[str, Any]:
+                  clip_check: float | None = None, ledger: str | Path | None = None) -> dict[str, Any]:
     """Runs several methods on one table under one privacy budget and reports them side by side.
 
     Methods: ``"na-dpvi"`` (DPVI + noise-aware grid), ``"naive"`` (the last iterate of the SAME DPVI
@@ -705,15 +896,25 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
     ``"dp-fast-mh"`` (logistic model only: a DP-Fast MH chain of ``num_steps`` iterations,
     :func:`dp_fast_mh_logistic`; replace-one adjacency; mixes only at large N).
 
-    Budget: ``"split"`` (default): the k separate releases get (epsilon / k, delta / k) each, so
-    together they are (epsilon, delta)-DP by basic composition (the ledger's PLD total, reported,
-    is lower); ``"each"``: every release gets the full (epsilon, delta) (a fair method comparison;
-    the report states the larger composed total).
+    Budget: ``"split"`` (default): the k separate releases share (epsilon, delta) so that together
+    they are (epsilon, delta)-DP by basic composition (the ledger's PLD total, reported, is lower), under
+    the relation the total is stated for (:func:`split_budget`): (epsilon / k, delta / k) each when the
+    releases share a neighbouring relation; with ``"dp-fast-mh"`` (replace-one) beside add/remove
+    releases, shares for replace-one adjacency, an add/remove release getting epsilon / (2k) (group
+    privacy doubles it for a replacement). ``"each"``: every release gets the full (epsilon, delta) (a
+    fair method comparison; the report states the larger composed total).
 
     Settings as :func:`fit_table` (``target_kind`` included); release i of the k is seeded with ``seed + i``
     when ``seed`` is given. Each release is written as soon as it is made, before the next method runs:
-    ``out/releases/<method>.npz`` (:func:`dpposterior.tabular.releases.save_release`) and the ledger of
-    the releases so far, ``out/ledger.json``; an error after a release says where they are.
+    ``out/releases/<method>.npz`` (:func:`dpposterior.tabular.releases.save_release`) and the ledger,
+    ``ledger`` (default ``out/ledger.json``), to which each release is appended: the ledger is
+    append-only, so a second run into the same ``out`` (or with the same ``ledger``) adds its releases to
+    those recorded before, and the report states the total of all of them. Before anything is read from
+    the data, every output path is checked writable and the ledger is composed with this run's planned
+    releases (an unreadable or uncomposable ledger is refused then, not after a release). An error after
+    a release says where they are; a release whose file cannot be written is written into a temporary
+    folder instead, recorded in the ledger, and the run stops with a :class:`ReleaseWriteError` that
+    says where it is.
 
     Clip check: ``clip_check`` None, or the epsilon of one more release per DP-SGD release, as
     ``fit_table``'s: a Laplace histogram of the per-record gradient norms at the release's final
@@ -732,13 +933,17 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
     with ``seed``: :func:`clip_check_key` of ``seed + i`` for the checked release i).
 
     Returns:
-      ``{"posteriors": {method: posterior}, "ledger": Ledger, "total": PrivacySpent, "report_html",
+      ``{"posteriors": {method: posterior}, "ledger": Ledger of this run's releases, "total": PrivacySpent
+      of them, "ledger_total": PrivacySpent of every release in the ledger file, "report_html",
       "clip_check": the NA-DPVI release's GradientNormHistogram or None, "clip_checks": {"na-dpvi" /
       "dpvim": GradientNormHistogram} of every checked release, ...}``.
 
     Raises:
-      ValueError, TypeError: a setting outside its range, a table or schema that does not fit, or an
-        ``out`` that cannot be written; all checked before any release.
+      ValueError, TypeError: a setting outside its range, a table or schema that does not fit, an
+        ``out`` or ``ledger`` that cannot be written, or a ledger that cannot be composed with this run's
+        releases; all checked before any release.
+      ReleaseWriteError: (a ValueError) a release was made but could not be written where asked; the
+        message says where it was saved instead and where it is recorded.
       FileNotFoundError: no data or schema file.
     """
     import jax
@@ -774,16 +979,34 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
         raise ValueError(f"seed must be an integer in [0, 2**32 - {k - 1}) here: release i of the {k} is seeded "
                          f"with seed + i, and JAX keeps only 32 bits of a seed; got {seed}")
     out = check_output_dir(out, "out")  # before the releases, so that no result is lost
+    folder = out / "releases"
+    ledger_path = out / "ledger.json" if ledger is None else Path(check_output_file(ledger, "ledger"))
+    checked_files = [] if clip_check is None else [out / CLIP_CHECK_FILES[m] for m in _checked(releases)]
+    _check_outputs([out / name for name in COMPARE_FILES] + [folder / f"{m}.npz" for m in releases]
+                   + [ledger_path] + checked_files)
     _check_steps(num_steps, releases)
-    design, fn, label, _ = _load(data, schema, target, model, features, log, f"[1/{k + 2}]", target_kind)
-    clip = default_clip(design, model) if clip is None else clip
-    eps_each, delta_each = (epsilon / k, delta / k) if budget == "split" else (epsilon, delta)
+    budgets = split_budget(releases, epsilon, delta, budget)
     if "dp-fast-mh" in releases:  # its calibration can refuse the budget: find out before any release
         from .. import mcmc
 
-        mcmc.calibrate_chain("dp_fast_mh", eps_each, delta_each, num_steps)
-    log(f"      {k} release(s): {', '.join(releases)}; each gets ({eps_each:.4g}, {delta_each:.3g}) "
-        f"(budget {budget!r})" + ("" if clip_check is None else
+        mcmc.calibrate_chain("dp_fast_mh", *budgets["dp-fast-mh"], num_steps)
+    planned = [(m, _planned_release(m, *budgets[m], sampling_rate, num_steps)) for m in releases]
+    if clip_check is not None:
+        planned += [(f"clip check of {m}", _planned_clip_check(clip_check)) for m in _checked(releases)]
+    this_run = Ledger()
+    for name, privacy in planned:
+        this_run.add(privacy, name)
+    try:  # the report's total of this run: refused now rather than after the releases
+        _composed_total(this_run, delta, k * delta)
+    except ValueError as e:
+        raise ValueError(f"the releases of this run could not be composed into a total: {e}; nothing was "
+                         "released") from e
+    book = _open_ledger(ledger_path, planned, delta)  # append-only: earlier runs' releases are kept
+    earlier = len(book)
+    design, fn, label, _ = _load(data, schema, target, model, features, log, f"[1/{k + 2}]", target_kind)
+    clip = default_clip(design, model) if clip is None else clip
+    shares = "; ".join(f"{m} ({e:.4g}, {d:.3g})" for m, (e, d) in budgets.items())
+    log(f"      {k} release(s) (budget {budget!r}): {shares}" + ("" if clip_check is None else
                                   f"; and the clip check of {' and '.join(_checked(releases))} at epsilon "
                                   f"{clip_check:g}{' each' if len(_checked(releases)) > 1 else ''}, beyond the "
                                   "budget"))
@@ -798,22 +1021,22 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
     def key(i):
         return None if seed is None else jax.random.PRNGKey(seed + i)
 
-    ledger = Ledger()
+    run_ledger = Ledger()
     # the releases first, each written to disk with the ledger as soon as it is made: a failure of a
     # later release or of the post-processing below cannot lose the privacy already spent
-    out.mkdir(parents=True, exist_ok=True)
-    folder, ledger_path = out / "releases", out / "ledger.json"
-    folder.mkdir(exist_ok=True)
+    with contextlib.suppress(OSError):  # a folder that cannot be made: the first write says so
+        folder.mkdir(parents=True, exist_ok=True)
     for name in CLIP_CHECK_FILES.values():  # an earlier run's into this folder: not this report's
-        (out / name).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            (out / name).unlink(missing_ok=True)
     made: dict[str, Any] = {}
     with _after_release(folder, ledger_path, made):
-        checks = _make_releases(made, releases, ledger, folder, ledger_path, design, fn, label, model, eps_each,
-                              delta_each, num_steps, sampling_rate, clip, progress, key, k, log,
-                              clip_check=clip_check, seed=seed)
-        return _compare_report(made, methods, releases, ledger, design, model, label, prob, out, data, schema,
-                               target, epsilon, delta, eps_each, delta_each, budget, num_steps, sampling_rate,
-                               clip, k, t0, log, checks)
+        checks = _make_releases(made, releases, (run_ledger, book), folder, ledger_path, design, fn, label, model,
+                                budgets, num_steps, sampling_rate, clip, progress, key, k, log,
+                                clip_check=clip_check, seed=seed)
+        return _compare_report(made, methods, releases, run_ledger, design, model, label, prob, out, data, schema,
+                               target, epsilon, delta, budgets, budget, num_steps, sampling_rate,
+                               clip, k, t0, log, checks, book=book, earlier=earlier, ledger_path=ledger_path)
 
 
 def _checked(releases: Sequence[str]) -> list[str]:
@@ -821,19 +1044,31 @@ def _checked(releases: Sequence[str]) -> list[str]:
     return [m for m in releases if m in CLIP_CHECK_FILES]
 
 
-def _make_releases(made, releases, ledger, folder, ledger_path, design, fn, label, model, eps_each, delta_each,
+def _make_releases(made, releases, ledgers, folder, ledger_path, design, fn, label, model, budgets,
                    num_steps, sampling_rate, clip, progress, key, k, log, *, clip_check=None, seed=None) -> Any:
-    """The mechanisms of :func:`compare_table`, in order; each release is added to ``made`` and
-    ``ledger`` and written (with the ledger) as soon as it exists. With ``clip_check``, the
+    """The mechanisms of :func:`compare_table`, in order, release ``m`` at the ``budgets[m]`` (epsilon,
+    delta); each release is added to ``made`` and to both ``ledgers`` (this run's, and the ledger file's,
+    which is written to ``ledger_path``) as soon as it exists, and written. With ``clip_check``, the
     gradient-norm histogram of each DP-SGD release (na-dpvi, dpvim) follows it at once (``folder.parent /
-    CLIP_CHECK_FILES[method]``, and the ledger). Returns ``{method: (histogram, release and check
-    composed)}`` for the checked releases (empty without ``clip_check``)."""
+    CLIP_CHECK_FILES[method]``, and the ledgers). A file that cannot be written goes to a temporary folder,
+    is recorded, and the run stops (:class:`ReleaseWriteError`). Returns ``{method: (histogram, release and
+    check composed)}`` for the checked releases (empty without ``clip_check``)."""
     from ..baselines import release_regression_statistics
     from ..vi import dpvi
     from ..vi.dpvim import dpvim
 
+    run_ledger, book = ledgers
+    problems: list[str] = []
+
+    def record(release, what):
+        run_ledger.add(release, what)
+        book.add(release, what)
+        at = _save_or_spare(book.save, ledger_path, "the ledger", log, problems)
+        _stop_if(problems, at)
+
     checks: dict[str, Any] = {}
     for i, m in enumerate(releases):
+        eps_each, delta_each = budgets[m]
         log(f"[{i + 2}/{k + 2}] {m}")
         if m == "na-dpvi":
             made[m] = dpvi(fn, design.X, design.y, epsilon=eps_each, delta=delta_each, num_steps=num_steps,
@@ -860,23 +1095,23 @@ def _make_releases(made, releases, ledger, folder, ledger_path, design, fn, labe
             made[m] = release_regression_statistics(Xf, design.y, epsilon=eps_each, x_bound=1.0, y_bound=1.0,
                                                     rng_key=key(i))
             what = "gibbs-ss-noisy (Laplace sufficient statistics)"
-        ledger.add(made[m], what)
-        save_release(made[m], folder / f"{m}.npz")
-        ledger.save(ledger_path)
+        _save_or_spare(lambda path, r=made[m]: save_release(r, path), folder / f"{m}.npz", f"the {m} release", log,
+                       problems)
+        record(made[m], what)
         if m in CLIP_CHECK_FILES and clip_check is not None:  # one more release, beyond the budget: saved at once
             checks[m] = _clip_check(made[m], fn, design, model, clip_check, None if seed is None else seed + i,
-                                    False, folder.parent, log, method=m)
-            ledger.add(checks[m][0], f"clip check of {m} (gradient-norm histogram, beyond the budget)")
-            ledger.save(ledger_path)
+                                    False, folder.parent, log, method=m, problems=problems)
+            record(checks[m][0], f"clip check of {m} (gradient-norm histogram, beyond the budget)")
     return checks
 
 
 def _compare_report(made, methods, releases, ledger, design, model, label, prob, out, data, schema, target,
-                    epsilon, delta, eps_each, delta_each, budget, num_steps, sampling_rate, clip, k, t0, log,
-                    checks=None):
+                    epsilon, delta, budgets, budget, num_steps, sampling_rate, clip, k, t0, log,
+                    checks=None, *, book=None, earlier=0, ledger_path=None):
     """The post-processing of :func:`compare_table`: posteriors from the releases alone, the report
     (with ``checks``, ``{method: (gradient-norm histogram, release and check composed)}`` of the clip
-    checks, a section each)."""
+    checks, a section each; with ``earlier`` releases recorded in the ledger file ``book`` before this
+    run, the total of all of them too)."""
     import jax
 
     from ..baselines import gibbs_ss_noisy
@@ -900,6 +1135,12 @@ def _compare_report(made, methods, releases, ledger, design, model, label, prob,
                                                      rng_key=jax.random.PRNGKey(0))
     total = _composed_total(ledger, delta, k * delta)
     log(f"      all releases together: epsilon = {total.epsilon:.4g} at delta = {total.delta:g}")
+    book_total = None
+    if book is not None:
+        book_total = _composed_total(book, delta, delta + book.delta_used())
+    if earlier:
+        log(f"      ledger {ledger_path}: {len(book)} releases ({earlier} from earlier runs), together epsilon = "
+            f"{book_total.epsilon:.4g} at delta = {book_total.delta:g}")
     log(f"[{k + 2}/{k + 2}] writing the report to {out}")
     pkey = jax.random.PRNGKey(0)
     sums = {m: _summaries(posts[m], design, model, prob, pkey) for m in methods}
@@ -908,13 +1149,22 @@ def _compare_report(made, methods, releases, ledger, design, model, label, prob,
                             f"{pct} intervals by method")
     report = Report(f"dpposterior compare: {label} of {target!r} on {Path(data).name}")
     report.heading("How the budget was shared")
-    share = (f"budget 'split': each of the {k} releases got (epsilon, delta) = ({eps_each:.4g}, {delta_each:.3g}), "
-             f"1/{k} of the total ({epsilon:g}, {delta:g}); by basic composition they are within it together"
-             + ("" if len({e.privacy.neighbouring for e in ledger.entries}) == 1 else
-                " under each release's own neighbouring relation (they differ here: see the replace-one total)")
-             if budget == "split" else
-             f"budget 'each': each of the {k} releases got the full ({epsilon:g}, {delta:g}) so the methods are "
-             "compared at equal cost; together they spent more (below)")
+    (eps_each, delta_each), mixed = budgets[releases[0]], len({RELATIONS[m] for m in releases}) > 1
+    if budget == "each":
+        share = (f"budget 'each': each of the {k} releases got the full ({epsilon:g}, {delta:g}) so the methods are "
+                 "compared at equal cost; together they spent more (below)")
+    elif not mixed:
+        share = (f"budget 'split': each of the {k} releases got (epsilon, delta) = ({eps_each:.4g}, {delta_each:.3g}), "
+                 f"1/{k} of the total ({epsilon:g}, {delta:g}); by basic composition they are within it together")
+    else:
+        share = (f"budget 'split' for replace-one neighbours (the releases' neighbouring relations differ, so the "
+                 f"total is stated for replace-one adjacency): each of the {k} releases got 1/{k} of ({epsilon:g}, "
+                 f"{delta:g}) as a replace-one guarantee: "
+                 + "; ".join(f"{m} ({e:.4g}, {d:.3g}) for {_RELATION_WORDS[RELATIONS[m]]} neighbours"
+                             for m, (e, d) in budgets.items())
+                 + ". An add/remove (e, d) release is (2e, (1 + e^e) d) for replace-one neighbours (group privacy: a "
+                   "replacement is a removal and an addition), so by basic composition they are within "
+                   f"({epsilon:g}, {delta:g}) together for replace-one neighbours")
     checks = dict(checks or {})
     hists = {m: h for m, (h, _) in checks.items()}
     hist = hists.get("na-dpvi")
@@ -937,8 +1187,8 @@ def _compare_report(made, methods, releases, ledger, design, model, label, prob,
                      "a chain that has not travelled a posterior's width has not mixed, and its interval then says "
                      "nothing about the data (at small N it cannot: docs/user-guide.md). "
                      "Its guarantee is for replace-one neighbours, so the composed total below is "
-                     "stated for replace-one adjacency (DP-SGD re-accounted for it), which can exceed the budget "
-                     "split for add/remove-one")
+                     "stated for replace-one adjacency (DP-SGD re-accounted for it)"
+                     + (", for which the budget was split" if budget == "split" else ""))
     report.bullets([share, "'naive' is the last iterate of the na-dpvi release: it costs nothing extra", *notes,
                     f"composed total of everything released (PLD, privacy.Ledger): epsilon = {total.epsilon:.4g} "
                     f"at delta = {total.delta:g}"
@@ -946,7 +1196,13 @@ def _compare_report(made, methods, releases, ledger, design, model, label, prob,
                        f" ({k} x delta: the releases' own deltas, composed from (epsilon, delta), already use all of "
                        f"delta = {delta:g}, so no finite epsilon exists at it)"),
                     "each release is saved in releases/ (one .npz per method, with its PrivacySpent; "
-                    "dpposterior.DPVITrace.load reads na-dpvi.npz) and recorded in ledger.json"
+                    "dpposterior.DPVITrace.load reads na-dpvi.npz) and recorded in "
+                    + ("ledger.json" if ledger_path is None or ledger_path == out / "ledger.json" else
+                       f"the ledger {Path(ledger_path).name}")
+                    + ("" if not earlier else
+                       f", which also records {earlier} release(s) of earlier runs: all {len(book)} together "
+                       f"(PLD, privacy.Ledger): epsilon = {book_total.epsilon:.4g} at delta = {book_total.delta:g} "
+                       f"({book_total.neighbouring} neighbours)")
                     + ("" if not hists else "; the clip check " + ", ".join(
                         f"{'' if len(hists) == 1 else f'of {m} '}in {CLIP_CHECK_FILES[m]}" for m in hists))])
     _privacy_block(report, ledger, total.delta, {e.privacy.seeded_by for e in ledger.entries})
@@ -977,5 +1233,6 @@ def _compare_report(made, methods, releases, ledger, design, model, label, prob,
     ])
     md, page = report.write(out)
     log(f"      wrote {md} and {page} ({time.perf_counter() - t0:.1f} s)")
-    return {"posteriors": posts, "ledger": ledger, "total": total, "design": design, "summaries": sums,
+    return {"posteriors": posts, "ledger": ledger, "total": total, "ledger_total": book_total, "design": design,
+            "summaries": sums,
             "trace": trace, "report_md": md, "report_html": page, "clip_check": hist, "clip_checks": hists}

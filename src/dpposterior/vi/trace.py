@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import check_output_file
-from .._io import check_dpsgd_fields, read_checked_npz, write_checked_npz
+from .._io import check_dpsgd_fields, check_dpsgd_privacy, read_checked_npz, write_checked_npz
 from ..privacy.spent import PrivacySpent
 from .layout import ParamLayout
 
@@ -127,7 +127,8 @@ class DPVITrace:
           TypeError: ``path`` is not a str or os.PathLike.
           ValueError: ``path`` is a folder, or its folder cannot be created or written; or the trace holds
             what :meth:`load` refuses (NaN or inf in an array, ``num_steps`` other than the number of rows
-            of ``phi``, a negative count, clip <= 0, noise multiplier < 0, sampling rate outside (0, 1]).
+            of ``phi``, a negative count, clip <= 0, noise multiplier < 0, sampling rate outside (0, 1], a
+            privacy record that contradicts the settings).
         """
         path = check_output_file(path, "path")
         arrays = {"phi": self.phi, "grads": self.grads, "final_phi": self.final_phi, "beta": self.beta,
@@ -144,8 +145,26 @@ class DPVITrace:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "DPVITrace":
-        """Reads a trace written by :meth:`save`; raises ValueError if it is truncated, tampered with,
-        or written by an unknown format version."""
+        """Reads a trace written by :meth:`save`, checking that it is whole and that its privacy record
+        describes it.
+
+        What is checked, and what that protects against: the file's SHA-256 checksum is unkeyed, so it
+        catches accidental corruption (a truncated or altered file) but not someone who edits the file and
+        writes a fresh checksum. Every field is then checked, and the privacy record against the release
+        (:func:`dpposterior._io.check_dpsgd_privacy`): its noise multiplier, sampling rate, number of steps
+        and clip must be the settings', its number of steps the trace's rows, and its epsilon the one the
+        record's accountant gives for them at its delta (within 1%); and the released gradients must carry
+        the noise the record claims (a chi-square bound on their standardised sum of squares, failed by a
+        real release with probability at most 1e-9). A record that contradicts the arrays and settings is
+        refused; a file rewritten consistently (other arrays and a matching record) cannot be
+        told from a real release: keep releases where only trusted writers can change them.
+
+        Raises:
+          FileNotFoundError: no such file.
+          ValueError: the file is truncated or corrupted (checksum), of an unknown format version, holds an
+            invalid field, or its privacy record contradicts the settings or the trace (naming what
+            disagrees).
+        """
         path = Path(path)
         names = ("phi", "grads", "final_phi", "beta", "learning_rate")
         meta_text, arrays = read_checked_npz(path, names, "DPVI trace")
@@ -160,8 +179,8 @@ class DPVITrace:
         if meta.get("version") != FORMAT_VERSION:
             raise ValueError(f"{path}: trace format version {meta.get('version')!r} is not supported by this "
                              f"dpposterior (reads version {FORMAT_VERSION})")
-        # The checksum catches accidental corruption; a file rewritten with a fresh checksum is checked
-        # field by field, so a tampered trace fails here rather than deep inside post-processing.
+        # The checksum catches accidental corruption only (anyone can recompute it): the fields and the
+        # privacy record are checked against each other, so a record that contradicts the trace is refused.
         try:
             _check_loaded(meta, arrays)
             return cls(layout=ParamLayout.from_dict(meta["layout"]),
@@ -180,7 +199,8 @@ _META_FIELDS = ("clip", "noise_multiplier", "sampling_rate", "num_steps", "datas
 
 
 def _check_loaded(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
-    """Checks the fields of a loaded trace: types, ranges, finite float arrays, T = num_steps."""
+    """Checks the fields of a loaded trace: types, ranges, finite float arrays, T = num_steps, and a
+    privacy record that agrees with them (:func:`~dpposterior._io.check_dpsgd_privacy`)."""
     missing = [k for k in _META_FIELDS if k not in meta]
     if missing:
         raise ValueError(f"metadata lacks {missing}")
@@ -189,6 +209,8 @@ def _check_loaded(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
     phi = arrays["phi"]
     if phi.ndim != 2 or phi.shape[0] != meta["num_steps"]:
         raise ValueError(f"phi must have shape (num_steps={meta['num_steps']}, d), got {phi.shape}")
+    check_dpsgd_privacy(PrivacySpent.from_dict(meta["privacy"]), meta, phi.shape[0], arrays["grads"],
+                        arrays["beta"])
 
 
 def _is_finite(x: float) -> bool:
