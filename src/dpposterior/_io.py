@@ -184,8 +184,16 @@ def check_dpsgd_privacy(privacy: Any, meta: dict[str, Any], num_rows: int, grads
     if privacy.accountant not in ACCOUNTANTS:
         raise ValueError(f"{where} names the accountant {privacy.accountant!r}; a DP-SGD release is accounted "
                          f"with one of {ACCOUNTANTS}, so its epsilon cannot be checked")
+    # the recorded delta includes the noise sampler's tail term (privacy.noise), which the accountant's does not
+    tail = privacy.detail("noise_tail_delta", 0.0)
+    if not (isinstance(tail, (int, float)) and not isinstance(tail, bool) and 0.0 <= tail):
+        raise ValueError(f"{where}'s noise_tail_delta must be a number >= 0, got {tail!r}")
+    if privacy.delta >= 1.0:   # a vacuous guarantee (the tail term reached 1 at a huge epsilon) claims nothing
+        return
+    if tail >= privacy.delta:
+        raise ValueError(f"{where}'s noise_tail_delta {tail!r} is not below its delta {privacy.delta!r}")
     try:
-        expected = dpsgd_epsilon(sigma, privacy.delta, q, steps, privacy.accountant)
+        expected = dpsgd_epsilon(sigma, privacy.delta - tail, q, steps, privacy.accountant)
     except (TypeError, ValueError) as e:
         raise ValueError(f"{where}'s epsilon cannot be recomputed from its settings (noise multiplier {sigma!r}, "
                          f"sampling rate {q!r}, {steps} steps, delta {privacy.delta!r}, accountant "
