@@ -128,3 +128,27 @@ def test_compare_says_gibbs_ss_noisy_cost_before_any_release(loans, tmp_path, mo
     note = [s for s in lines if "note: Gibbs-SS-Noisy with p = " in s]
     assert len(note) == 1 and "2500 sweeps" in note[0]
     assert not (tmp_path / "cmp" / "releases" / "gibbs-ss-noisy.npz").exists()
+
+
+def test_compare_secure_reaches_every_release_and_refuses_a_seed(loans, tmp_path, monkeypatch, capsys):
+    """``compare --secure`` hands secure=True to the release (stopped there: no chain is sampled), and
+    cannot be combined with --seed (a seed would make the noise reproducible)."""
+    import dpposterior.baselines as baselines
+
+    seen = {}
+
+    def record(*a, **k):
+        seen.update(k)
+        raise RuntimeError("release reached")
+
+    monkeypatch.setattr(baselines, "release_regression_statistics", record)
+    csv, toml = loans
+    with pytest.raises(RuntimeError, match="release reached"):
+        compare_table(csv, toml, "income", model="linear", features=["age"], methods=["gibbs-ss-noisy"],
+                      epsilon=1.0, delta=1e-5, out=tmp_path / "cmp", progress=False, log=lambda s: None,
+                      secure=True)
+    assert seen["secure"] is True and seen["rng_key"] is None
+    rc = main(["compare", str(csv), "--target", "income", "--model", "linear", "--methods", "gibbs-ss-noisy",
+               "--epsilon", "1", "--delta", "1e-5", "--bounds", str(toml), "--out", str(tmp_path / "c2"),
+               "--secure", "--seed", "3"])
+    assert rc == 2 and "--seed cannot be combined with --secure" in capsys.readouterr().err

@@ -92,7 +92,8 @@ def _compare(args: argparse.Namespace) -> int:
                   epsilon=args.epsilon, delta=args.delta, budget=args.budget, num_steps=args.steps,
                   sampling_rate=args.sampling_rate, clip=args.clip, out=args.out, seed=args.seed,
                   features=args.features, prob=args.prob, progress=not args.no_progress,
-                  target_kind=args.target_kind, clip_check=args.clip_check, ledger=args.ledger)
+                  target_kind=args.target_kind, clip_check=args.clip_check, ledger=args.ledger,
+                  secure=args.secure)
     return 0
 
 
@@ -145,4 +146,7 @@ def add_fit_parsers(subparsers: Any) -> None:
                            "na-dpvi, naive or dpvim must be among the methods. The report says what share of "
                            "the records C cut in each. Beyond the budget under --budget split and each alike: not "
                            "taken from any method's share, added to the composed total and ledger.json")
+    cmp_.add_argument("--secure", action="store_true",
+                      help="every release's noise and sampling bits from the OS CSPRNG (no seed exists; not with "
+                           "--seed)")
     cmp_.set_defaults(func=_compare)

@@ -24,6 +24,7 @@ import numpy as np
 from .._checks import (check_delta, check_epsilon, check_output_dir, check_output_file, check_positive,
                        check_positive_int, check_sampling_rate, check_seed)
 from .._io import write_bytes_atomic
+from ..privacy.secure import check_secure
 from .design import INTERCEPT, Design, build_design
 from .read import read_table
 from .releases import save_release
@@ -553,6 +554,7 @@ def _public_block(report: Report, design: Design, schema_name: str) -> None:
 
 
 def dp_fast_mh_logistic(design: Design, *, epsilon: float, delta: float, num_steps: int, rng_key: Any = None,
+                        secure: bool = False,
                         layout: Any = None, burn_in: float = DP_FAST_MH_BURN_IN) -> Any:
     """DP-Fast MH (``dpposterior.mcmc``) for logistic regression on a design in [-1, 1]^p.
 
@@ -597,7 +599,7 @@ def dp_fast_mh_logistic(design: Design, *, epsilon: float, delta: float, num_ste
     scale = 1.0 / (sigma2 * 2.0 * c * math.sqrt(p))
     kernel = mcmc.dp_fast_mh_kernel(model, mcmc.random_walk(scale), epsilon=per.epsilon, delta=per.delta,
                                     batch_cap=batch_cap)
-    res = mcmc.run_chain(kernel, [0.0] * p, num_steps, rng_key=rng_key, total_delta=delta)
+    res = mcmc.run_chain(kernel, [0.0] * p, num_steps, rng_key=rng_key, total_delta=delta, secure=secure)
     samples = np.asarray(res.samples[0], np.float32)
     steps = np.linalg.norm(np.diff(samples, axis=0), axis=1)
     diagnostics = {"moved": float(np.mean(steps > 0)), "mean_step": float(np.mean(steps)),
@@ -887,7 +889,8 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
                   clip: float | None = None, out: str | Path = "compare-report", seed: int | None = None,
                   features: Sequence[str] | None = None, prob: float = 0.9, progress: bool = True,
                   log: Callable[[str], Any] = print, target_kind: str | None = None,
-                  clip_check: float | None = None, ledger: str | Path | None = None) -> dict[str, Any]:
+                  clip_check: float | None = None, ledger: str | Path | None = None,
+                  secure: bool = False) -> dict[str, Any]:
     """Runs several methods on one table under one privacy budget and reports them side by side.
 
     Methods: ``"na-dpvi"`` (DPVI + noise-aware grid), ``"naive"`` (the last iterate of the SAME DPVI
@@ -904,8 +907,9 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
     privacy doubles it for a replacement). ``"each"``: every release gets the full (epsilon, delta) (a
     fair method comparison; the report states the larger composed total).
 
-    Settings as :func:`fit_table` (``target_kind`` included); release i of the k is seeded with ``seed + i``
-    when ``seed`` is given. Each release is written as soon as it is made, before the next method runs:
+    Settings as :func:`fit_table` (``target_kind`` and ``secure`` included: with ``secure=True`` every
+    release, and the clip checks, draw their noise and sampling bits from the OS CSPRNG); release i of the
+    k is seeded with ``seed + i`` when ``seed`` is given. Each release is written as soon as it is made, before the next method runs:
     ``out/releases/<method>.npz`` (:func:`dpposterior.tabular.releases.save_release`) and the ledger,
     ``ledger`` (default ``out/ledger.json``), to which each release is appended: the ledger is
     append-only, so a second run into the same ``out`` (or with the same ``ledger``) adds its releases to
@@ -974,6 +978,10 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
     if "naive" in methods and "na-dpvi" not in methods:
         releases.append("na-dpvi")  # naive needs the DPVI release
     k = len(releases)
+    secure = check_secure(secure)
+    if secure and seed is not None:
+        raise ValueError("--seed cannot be combined with --secure: secure mode draws the noise from the operating "
+                         "system's CSPRNG, with no seed to give")
     seed = check_seed(seed)
     if seed is not None and seed + k - 1 >= 2**32:
         raise ValueError(f"seed must be an integer in [0, 2**32 - {k - 1}) here: release i of the {k} is seeded "
@@ -1033,7 +1041,7 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
     with _after_release(folder, ledger_path, made):
         checks = _make_releases(made, releases, (run_ledger, book), folder, ledger_path, design, fn, label, model,
                                 budgets, num_steps, sampling_rate, clip, progress, key, k, log,
-                                clip_check=clip_check, seed=seed)
+                                clip_check=clip_check, seed=seed, secure=secure)
         return _compare_report(made, methods, releases, run_ledger, design, model, label, prob, out, data, schema,
                                target, epsilon, delta, budgets, budget, num_steps, sampling_rate,
                                clip, k, t0, log, checks, book=book, earlier=earlier, ledger_path=ledger_path)
@@ -1045,7 +1053,8 @@ def _checked(releases: Sequence[str]) -> list[str]:
 
 
 def _make_releases(made, releases, ledgers, folder, ledger_path, design, fn, label, model, budgets,
-                   num_steps, sampling_rate, clip, progress, key, k, log, *, clip_check=None, seed=None) -> Any:
+                   num_steps, sampling_rate, clip, progress, key, k, log, *, clip_check=None, seed=None,
+                   secure=False) -> Any:
     """The mechanisms of :func:`compare_table`, in order, release ``m`` at the ``budgets[m]`` (epsilon,
     delta); each release is added to ``made`` and to both ``ledgers`` (this run's, and the ledger file's,
     which is written to ``ledger_path``) as soon as it exists, and written. With ``clip_check``, the
@@ -1073,19 +1082,19 @@ def _make_releases(made, releases, ledgers, folder, ledger_path, design, fn, lab
         if m == "na-dpvi":
             made[m] = dpvi(fn, design.X, design.y, epsilon=eps_each, delta=delta_each, num_steps=num_steps,
                            sampling_rate=sampling_rate, clip=clip, rng_key=key(i), progress=progress,
-                           model_name=label, **model_kwargs(model))
+                           model_name=label, secure=secure, **model_kwargs(model))
             what = "na-dpvi (DPVI release; naive shares it)"
         elif m == "dpvim":
             made[m] = dpvim(fn, design.X, design.y, epsilon=eps_each, delta=delta_each, num_steps=num_steps,
                             sampling_rate=sampling_rate, clip=clip, rng_key=key(i), model_name=label,
-                            **model_kwargs(model))
+                            secure=secure, **model_kwargs(model))
             what = "dpvim (its own DP-SGD release)"
         elif m == "dp-fast-mh":
             from ..vi.model_inspect import inspect_model
 
             layout = inspect_model(fn, (design.X, design.y), {})
             made[m] = dp_fast_mh_logistic(design, epsilon=eps_each, delta=delta_each, num_steps=num_steps,
-                                          rng_key=key(i), layout=layout)
+                                          rng_key=key(i), layout=layout, secure=secure)
             what = "dp-fast-mh (DP MCMC chain, replace-one)"
             dg = made[m].diagnostics
             log(f"      dp-fast-mh: mean step {dg['mean_step']:.3g}, final distance from the start "
@@ -1093,14 +1102,14 @@ def _make_releases(made, releases, ledgers, folder, ledger_path, design, fn, lab
         else:  # gibbs-ss-noisy: the design's numeric features and target are in [-1, 1] by construction
             Xf = design.X[:, [j for j, c in enumerate(design.feature_names) if c != INTERCEPT]]
             made[m] = release_regression_statistics(Xf, design.y, epsilon=eps_each, x_bound=1.0, y_bound=1.0,
-                                                    rng_key=key(i))
+                                                    rng_key=key(i), secure=secure)
             what = "gibbs-ss-noisy (Laplace sufficient statistics)"
         _save_or_spare(lambda path, r=made[m]: save_release(r, path), folder / f"{m}.npz", f"the {m} release", log,
                        problems)
         record(made[m], what)
         if m in CLIP_CHECK_FILES and clip_check is not None:  # one more release, beyond the budget: saved at once
             checks[m] = _clip_check(made[m], fn, design, model, clip_check, None if seed is None else seed + i,
-                                    False, folder.parent, log, method=m, problems=problems)
+                                    secure, folder.parent, log, method=m, problems=problems)
             record(checks[m][0], f"clip check of {m} (gradient-norm histogram, beyond the budget)")
     return checks
 
