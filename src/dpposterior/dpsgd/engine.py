@@ -632,8 +632,10 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
             if not secure:
                 if seeded_by == "user" and not np.array_equal(np.asarray(base_key, np.uint32).reshape(-1),
                                                               ck.base_key):
-                    raise ValueError(f"{checkpoint} was written by a run with another rng_key; resume with the "
-                                     "same key (or rng_key=None to continue the stored stream)")
+                    raise ValueError(f"{checkpoint} was written by a run started with another rng_key; resume "
+                                     "with the rng_key that run was started with, or delete the checkpoint to "
+                                     "start afresh with this key (rng_key=None resumes only a run that was "
+                                     "itself started with rng_key=None)")
                 base_key = jnp.asarray(ck.base_key, jnp.uint32)
             start = ck.steps_done
             phis[:start], grads[:start] = ck.phis, ck.grads
