@@ -141,13 +141,16 @@ def test_default_natural_gradient_run_is_stable_under_strong_noise():
 
 
 def test_a_collapsed_scale_is_refused_not_read(bern):
-    """A q whose scale collapsed (mu + s == mu in float32) has intervals of width zero: every reading
-    refuses it with a message naming the coordinate, instead of printing sd 0.0."""
+    """A q whose scale collapsed (mu + s == mu in float32) stops mu too (the natural step is s^2 times
+    the gradient), so every reading had width zero and printed sd 0.0: each now refuses it, naming
+    the coordinate. Where mu still moves, the noise-aware reading's trace variance is a width."""
     import dataclasses
 
     _, trace = bern
-    flat = dataclasses.replace(trace, rho=np.full_like(trace.rho, -40.0),
+    flat = dataclasses.replace(trace, mu=np.full_like(trace.mu, trace.mu[-1, 0]), rho=np.full_like(trace.rho, -40.0),
                                final_phi=np.concatenate([trace.final_phi[:1], [-40.0]]).astype(np.float32))
     for reading in (flat.noise_aware_posterior, flat.averaged_posterior, flat.last_iterate_posterior):
         with pytest.raises(ValueError, match="degenerate: the scale of q collapsed.*theta"):
             reading()
+    moving = dataclasses.replace(flat, mu=trace.mu)
+    assert float(moving.noise_aware_posterior().sd_unconstrained()[0]) > 0
