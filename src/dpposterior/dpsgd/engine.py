@@ -548,7 +548,9 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
       checkpoint: a file path (None: no checkpoints). The run writes its progress there every
         ``checkpoint_every`` steps (at chunk ends) and deletes the file when it finishes; if the file
         exists when the run starts, the run resumes from it (its settings must match, ValueError
-        otherwise) and continues the same noise stream, so the final trace equals an uninterrupted
+        otherwise, and so must its noise source: the same ``rng_key`` for a run started with one,
+        ``rng_key=None`` for one seeded by the OS, ``secure=True`` for a secure one) and continues
+        the same noise stream, so the final trace equals an uninterrupted
         run's (in secure mode the resumed steps draw fresh OS noise instead). The privacy is that of
         the T released steps, accounted once. The file holds the noise key: keep it as secret as the
         data (:mod:`dpposterior.dpsgd.checkpoint`).
