@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     from dpposterior import datasets, models, noise_aware_posterior
     from dpposterior.vi.dpvi import dpvi
 
-    X, y, _ = datasets.adult_design("train")
+    X, y, _ = datasets.adult_design("train", reference_levels=False)
     steps, nuts = 10_000, dict(num_warmup=1000, num_samples=4000)
     if args.quick:
         X, y, steps, nuts = X[:600], y[:600], 60, dict(num_warmup=20, num_samples=20)

@@ -59,7 +59,7 @@ def adult_trace(seed: int, num_steps: int, log) -> DPVITrace | None:
     except ImportError as e:  # pragma: no cover - depends on what is installed
         log(f"(dpposterior.dpvi or the Adult loader is not available: {e})")
         return None
-    X, y, _ = datasets.adult_design("train")
+    X, y, _ = datasets.adult_design("train", reference_levels=False)
     t0 = time.perf_counter()
     trace = dpvi(models.logistic_regression, X, y, epsilon=1.0, delta=1e-5, num_steps=num_steps, sampling_rate=0.1,
                  clip=11.0, beta_rho=550.0, lr_scale=math.sqrt(X.shape[1]), rng_key=jax.random.PRNGKey(seed),

@@ -165,3 +165,23 @@ def test_dpvi_passes_checkpoints_through_and_refuses_another_models(tmp_path, mo
     full = dpvi(model_a, x, **kw)
     np.testing.assert_array_equal(resumed.grads, full.grads)
     assert not path.exists()
+
+
+@pytest.mark.parametrize("started_with, wrong_key", [(7, 8), (7, None), (None, 7)])
+def test_a_refused_resume_names_the_arguments_that_resume(tmp_path, monkeypatch, started_with, wrong_key):
+    """Each refusal names what resumes the run, and following it does (it once suggested rng_key=None for
+    a keyed run's checkpoint, which was then refused as a different run)."""
+    path = tmp_path / "run.ckpt"
+    with _crash_after(monkeypatch, 3), pytest.raises(KeyboardInterrupt):
+        W.run(checkpoint=path, rng_key=started_with)
+    with pytest.raises(ValueError) as refused:
+        W.run(checkpoint=path, rng_key=wrong_key)
+    message = str(refused.value)
+    if started_with is None:
+        assert "resume with rng_key=None" in message
+    else:
+        assert "resume with the rng_key that run was started with" in message or \
+            "resume with that same rng_key" in message
+        assert "or rng_key=None to continue" not in message
+    done = W.run(checkpoint=path, rng_key=started_with)        # the suggested arguments resume it
+    assert done.privacy.num_steps == W.STEPS and not path.exists()

@@ -60,6 +60,9 @@ def run_demo(epsilon: float = 1.0, delta: float = 1e-5, num_steps: int = 10_000,
     n = X.shape[1]
     log(f"UCI Adult (vendored): {n} features incl. intercept; private training set, public test split "
         f"of {Xt.shape[0]} rows. Target: ({epsilon}, {delta})-DP, T={num_steps}, q={sampling_rate}, C={clip}.")
+    refs = ", ".join(f"{column}={level}" for column, level in datasets.ADULT_REFERENCE_LEVELS.items())
+    log(f"Reference levels (the first level of each categorical column in adult.names; a coefficient "
+        f"'column=level' is the change in log-odds against its column's reference level): {refs}.")
     rng_key = None if seed is None else jax.random.PRNGKey(seed)
     trace = dpvi(models.logistic_regression, X, y, epsilon=epsilon, delta=delta, num_steps=num_steps,
                  sampling_rate=sampling_rate, clip=clip, beta_rho=beta_rho, lr_scale=math.sqrt(n),

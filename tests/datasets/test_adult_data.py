@@ -1,4 +1,4 @@
-"""UCI Adult: raw columns and the design matrix of the NA-DPVI reference."""
+"""UCI Adult: raw columns, the design matrix with reference levels, and the NA-DPVI reference's one-hot one."""
 
 import importlib.resources
 
@@ -7,6 +7,7 @@ import pytest
 
 from dpposterior.datasets import ADULT_CATEGORIES
 from dpposterior.datasets import ADULT_COLUMNS
+from dpposterior.datasets import ADULT_REFERENCE_LEVELS
 from dpposterior.datasets import ADULT_SCALING_BOUNDS
 from dpposterior.datasets import adult_design
 from dpposterior.datasets import adult_feature_names
@@ -25,6 +26,12 @@ def raw_train():
 @pytest.fixture(scope="module")
 def designs():
     return {split: adult_design(split) for split in ("train", "test")}
+
+
+@pytest.fixture(scope="module")
+def onehot():
+    """The NA-DPVI reference's design: every level one-hot (reference_levels=False)."""
+    return adult_design("train", reference_levels=False)
 
 
 def _record(**changes):
@@ -84,11 +91,12 @@ def test_dropping_missing_keeps_exactly_the_complete_records(raw_train):
 
 def test_design_shapes_types_and_identical_columns(designs):
     names = adult_feature_names()
-    assert len(names) == 57 and names[-1] == "intercept" and names[:5] == CONTINUOUS
+    assert len(names) == 51 and names[-1] == "intercept" and names[:5] == CONTINUOUS
+    assert len(adult_feature_names(reference_levels=False)) == 57
     for split, n in (("train", 30_162), ("test", 15_060)):
         X, y, feature_names = designs[split]
         assert feature_names == names
-        assert X.shape == (n, 57) and X.dtype == np.float32
+        assert X.shape == (n, 51) and X.dtype == np.float32
         assert y.shape == (n,) and y.dtype == np.int32
         assert set(np.unique(y).tolist()) == {0, 1}
 
@@ -102,8 +110,8 @@ def test_scaled_columns_lie_in_the_unit_interval_and_use_the_public_bounds(desig
         np.testing.assert_allclose(X[:, names.index(name)], expected, rtol=1e-6, atol=1e-7)
 
 
-def test_one_hot_blocks_sum_to_one_and_match_the_raw_levels(designs, raw_train):
-    X, _, names = designs["train"]
+def test_one_hot_blocks_sum_to_one_and_match_the_raw_levels(onehot, raw_train):
+    X, _, names = onehot
     for column in CATEGORICAL:
         block = [j for j, name in enumerate(names) if name.startswith(f"{column}=")]
         np.testing.assert_array_equal(X[:, block].sum(axis=1), 1.0)
@@ -112,6 +120,28 @@ def test_one_hot_blocks_sum_to_one_and_match_the_raw_levels(designs, raw_train):
     np.testing.assert_array_equal(X[:, names.index("intercept")], 1.0)
     # Every design column varies on the training data: no dead level.
     assert (X[:, :-1].max(axis=0) > X[:, :-1].min(axis=0)).all()
+
+
+def test_indicator_blocks_leave_out_the_reference_level_and_match_the_raw_levels(designs, raw_train):
+    X, _, names = designs["train"]
+    for column in CATEGORICAL:
+        block = [j for j, name in enumerate(names) if name.startswith(f"{column}=")]
+        levels = np.array([ADULT_REFERENCE_LEVELS[column]] + [names[j].split("=", 1)[1] for j in block])
+        assert ADULT_REFERENCE_LEVELS[column] == ADULT_CATEGORIES[column][0]   # the schema's first level
+        assert X[:, block].sum(axis=1).max() == 1.0
+        # a record of the reference level has zeros in the block
+        chosen = levels[np.where(X[:, block].sum(axis=1) == 0, 0, X[:, block].argmax(axis=1) + 1)]
+        np.testing.assert_array_equal(chosen, raw_train[column])
+    assert (X[:, :-1].max(axis=0) > X[:, :-1].min(axis=0)).all()
+
+
+def test_the_design_has_full_column_rank(designs, onehot):
+    """Every categorical one-hot encoded beside an intercept gave 57 columns of rank 51: along six
+    directions the coefficients were the prior's alone. With reference levels every column counts."""
+    for split in ("train", "test"):
+        X = designs[split].X.astype(np.float64)
+        assert np.linalg.matrix_rank(X) == X.shape[1] == 51
+    assert np.linalg.matrix_rank(onehot.X.astype(np.float64)) == 51 < onehot.X.shape[1]
 
 
 def _schema_from_adult_names():
@@ -139,8 +169,8 @@ def test_levels_come_from_the_schema_in_its_order():
     for column in CATEGORICAL:
         levels = [name.split("=", 1)[1] for name in names if name.startswith(f"{column}=")]
         expected = [level for level in ADULT_CATEGORIES[column] if level != "Never-worked"]
-        assert levels == expected
-    assert len(names) == 5 + 7 + 16 + 7 + 14 + 5 + 2 + 1
+        assert levels == expected[1:]
+    assert len(names) == 5 + 6 + 15 + 6 + 13 + 4 + 1 + 1
 
 
 def test_label_balance(designs):
@@ -152,7 +182,7 @@ def test_label_balance(designs):
 
 def test_without_intercept():
     X, y, names = adult_design("test", intercept=False)
-    assert X.shape == (15_060, 56) and names == adult_feature_names(intercept=False)
+    assert X.shape == (15_060, 50) and names == adult_feature_names(intercept=False)
     assert "intercept" not in names
 
 
@@ -178,9 +208,13 @@ def test_encode_adult_encodes_one_record():
     X, y, names = encode_adult(_record(income=[">50K"]))
     row = dict(zip(names, X[0].tolist(), strict=True))
     assert row["age"] == pytest.approx((39 - 17) / 73)
-    assert row["workclass=State-gov"] == 1.0 and row["workclass=Private"] == 0.0
-    assert sum(v for k, v in row.items() if k.startswith("education=")) == 1.0
+    assert row["workclass=State-gov"] == 1.0 and "workclass=Private" not in names   # Private: the reference
+    assert sum(v for k, v in row.items() if k.startswith("education=")) == 0.0      # Bachelors: the reference
+    assert row["marital-status=Never-married"] == 1.0
     assert y.tolist() == [1]
+    X, _, names = encode_adult(_record(), reference_levels=False)
+    row = dict(zip(names, X[0].tolist(), strict=True))
+    assert row["workclass=Private"] == 0.0 and row["education=Bachelors"] == 1.0
 
 
 @pytest.mark.parametrize("split", ["validation", "Train", "", None, 1])
@@ -198,6 +232,8 @@ def test_non_bool_flags_are_refused():
         adult_design("train", intercept=1)
     with pytest.raises(TypeError, match="intercept must be a bool"):
         adult_feature_names(intercept=None)
+    with pytest.raises(TypeError, match="reference_levels must be a bool"):
+        adult_design("train", reference_levels="no")
 
 
 @pytest.mark.parametrize(

@@ -111,7 +111,7 @@ def test_analysis_scripts_helper_remakes_the_adult_release(tmp_path):
                       parts=("adult",), log=lambda _: None)
     (adult,) = out["adult"]
     settings = na_dpvi_plan(quick=True).adult
-    (X, y), (Xt, yt) = datasets.adult_design("train")[:2], datasets.adult_design("test")[:2]
+    (X, y), (Xt, yt) = (datasets.adult_design(split, reference_levels=False)[:2] for split in ("train", "test"))
     trace = dpvi_release(settings, 1.0, 0, X, y)
     i_naive = settings.methods.index("naive")
     again_naive = _posterior_stats(trace.last_iterate_posterior(), Xt, yt,

@@ -72,6 +72,20 @@ def test_committed_example_is_the_generator_output():
     assert (ROOT / "docs/examples/loans.toml").read_text() == example.SCHEMA
 
 
+def test_example_design_has_full_column_rank_and_names_its_reference_level():
+    """The loans design (age, income, region with reference level north, intercept) has full column
+    rank, so no coefficient is identified by the prior alone; the report names the reference level."""
+    from dpposterior.tabular import build_design, load_schema, read_table
+
+    schema = load_schema(ROOT / "docs/examples/loans.toml")
+    design = build_design(read_table(ROOT / "docs/examples/loans.csv"), schema, "default")
+    assert design.feature_names == ("age", "income", "region=south", "region=east", "(intercept)")
+    assert np.linalg.matrix_rank(design.X.astype(np.float64)) == design.X.shape[1]
+    assert design.reference_levels == (("region", "north"),)
+    assert any("region: categorical" in line and "'north' (the reference level" in line
+               for line in design.transforms())
+
+
 def test_noise_aware_posterior_covers_the_known_answer(fitted):
     out, result = fitted
     trace, post = result["trace"], result["posterior"]

@@ -24,8 +24,8 @@ from dpposterior.reproduce.adult import AdultSettings, _keys, _posterior_stats, 
 
 def main(epsilons: list[float], multipliers: list[float], first: int, stop: int) -> None:
     s = AdultSettings()
-    X, y = datasets.adult_design("train")[:2]
-    Xt, yt = datasets.adult_design("test")[:2]
+    X, y = datasets.adult_design("train", reference_levels=False)[:2]
+    Xt, yt = datasets.adult_design("test", reference_levels=False)[:2]
     for eps in epsilons:
         for m in multipliers:
             for r in range(first, stop):

@@ -22,8 +22,8 @@ from dpposterior.reproduce.adult import AdultSettings, _posterior_stats, dpvi_re
 
 def main(eps: float, first: int, stop: int) -> None:
     s = AdultSettings()
-    X, y = datasets.adult_design("train")[:2]
-    Xt, yt = datasets.adult_design("test")[:2]
+    X, y = datasets.adult_design("train", reference_levels=False)[:2]
+    Xt, yt = datasets.adult_design("test", reference_levels=False)[:2]
     res: dict[str, list] = {}
     for r in range(first, stop):
         tr = dpvi_release(s, eps, r, X, y)

@@ -281,8 +281,8 @@ def dpvim_cell(model_name: str, datasets: Any, epsilon: float, key: Any, num_dra
       num_draws: M draws per replicate from the Gaussian reading.
       num_steps, sampling_rate: T and q (the papers': 10,000 and 0.1).
       clip: C (default: the model's reference clip, ``ModelSpec.clip``).
-      natural_gradient: the natural-gradient variant (default False: with its default learning rate it
-        diverges at high noise, e.g. Beta-Bernoulli at epsilon = 0.1, where s^2 amplifies the noise).
+      natural_gradient: the natural-gradient variant (default False; its steps are damped where s^2
+        amplifies strong noise: :mod:`dpposterior.vi.dpvim`).
       learning_rate: None (defaults of :func:`dpposterior.vi.dpvim.default_learning_rates`) or
         (lr_mu, lr_rho).
       reading: "noise_aware" (N(mean, sigma_q^2 + trace variance); the NA-DPVI paper's baseline) or

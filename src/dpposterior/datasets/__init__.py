@@ -13,6 +13,7 @@ none of it depends on other records or costs privacy.
 
 from .adult import ADULT_CATEGORIES
 from .adult import ADULT_COLUMNS
+from .adult import ADULT_REFERENCE_LEVELS
 from .adult import ADULT_SCALING_BOUNDS
 from .adult import AdultDesign
 from .adult import adult_design
@@ -25,6 +26,7 @@ from .mnist import load_mnist_public_digits
 __all__ = [
     "ADULT_CATEGORIES",
     "ADULT_COLUMNS",
+    "ADULT_REFERENCE_LEVELS",
     "ADULT_SCALING_BOUNDS",
     "AdultDesign",
     "adult_design",

@@ -5,7 +5,10 @@ package, beside the public schema ``adult.names``; sources and licence in
 ``datasets/data/LICENSE.md``). The preprocessing follows the NA-DPVI
 reference implementation of Räisä et al. (2024): drop records with missing values, drop
 education-num, native-country and relationship, one-hot encode the categorical columns, scale the
-continuous columns to [0, 1] and add an intercept.
+continuous columns to [0, 1] and add an intercept. By default one level of each categorical column,
+its first in ``adult.names`` (:data:`ADULT_REFERENCE_LEVELS`), is the reference level and has no
+column, so the design has full column rank (51 columns); ``reference_levels=False`` keeps every
+level, the reference implementation's 57 columns (rank 51).
 
 Nothing in the preprocessing is learnt from the data, so the transformation applied to one record
 does not depend on any other record and costs no privacy: the category levels come from the public
@@ -142,31 +145,42 @@ DESIGN_LEVELS: dict[str, tuple[str, ...]] = {
 """The one-hot levels of the design per categorical column: the schema's levels, except
 workclass "Never-worked" (such records always have a missing occupation; see :func:`encode_adult`)."""
 
+ADULT_REFERENCE_LEVELS: dict[str, str] = {column: DESIGN_LEVELS[column][0] for column in DESIGN_CATEGORICAL}
+"""The reference level of each categorical column of the design: its first level in ``adult.names``
+(workclass Private, education Bachelors, marital-status Married-civ-spouse, occupation Tech-support,
+race White, sex Female). Chosen from the public schema's order, never from the data (the most
+common level of the records would be a statistic of the private data). With reference levels the
+coefficient of ``"<column>=<level>"`` is the difference in log-odds from the reference level."""
+
 INTERCEPT_NAME = "intercept"
 
 
-def adult_feature_names(*, intercept: bool = True) -> tuple[str, ...]:
+def adult_feature_names(*, intercept: bool = True, reference_levels: bool = True) -> tuple[str, ...]:
     """The column names of the Adult design matrix, in column order.
 
     First the five scaled continuous columns (``age``, ``fnlwgt``, ``capital-gain``,
     ``capital-loss``, ``hours-per-week``), then one column ``"<column>=<level>"`` per level of
     :data:`DESIGN_LEVELS` (workclass, education, marital-status, occupation, race, sex, each in the
-    order of ``adult.names``), then ``"intercept"`` when ``intercept`` is true: 57 names with the
-    intercept, 56 without. The names depend only on the public schema, never on data.
+    order of ``adult.names``) except each column's reference level (:data:`ADULT_REFERENCE_LEVELS`)
+    when ``reference_levels`` is true, then ``"intercept"`` when ``intercept`` is true: 51 names
+    (50 without the intercept); with ``reference_levels=False`` 57 (56). The names depend only on
+    the public schema, never on data.
 
     Args:
       intercept: whether the design ends with an intercept column of ones.
+      reference_levels: leave out each categorical column's reference level (full column rank).
 
     Returns:
       The names, as a tuple of str.
 
     Raises:
-      TypeError: ``intercept`` is not a bool.
+      TypeError: ``intercept`` or ``reference_levels`` is not a bool.
     """
     _check_bool("intercept", intercept)
+    _check_bool("reference_levels", reference_levels)
     names = list(DESIGN_CONTINUOUS)
     for column in DESIGN_CATEGORICAL:
-        names.extend(f"{column}={level}" for level in DESIGN_LEVELS[column])
+        names.extend(f"{column}={level}" for level in DESIGN_LEVELS[column][1 if reference_levels else 0:])
     if intercept:
         names.append(INTERCEPT_NAME)
     return tuple(names)
@@ -176,7 +190,8 @@ class AdultDesign(NamedTuple):
     """The Adult design matrix, labels and column names (unpacks as ``X, y, feature_names``).
 
     Attributes:
-      X: float32 array of shape (N, p); p = 57 with the intercept (see :func:`adult_feature_names`).
+      X: float32 array of shape (N, p); p = 51 with the intercept and reference levels, 57 with every
+        level (see :func:`adult_feature_names`).
       y: int32 array of shape (N,); 1 for income ">50K", 0 for "<=50K".
       feature_names: the p column names of ``X``.
     """
@@ -231,19 +246,23 @@ def _parsed_columns(split: str, drop_missing: bool) -> dict[str, np.ndarray]:
     return columns
 
 
-def adult_design(split: str = "train", *, intercept: bool = True) -> AdultDesign:
-    """The Adult design matrix for (Bayesian) logistic regression, as in the NA-DPVI reference.
+def adult_design(split: str = "train", *, intercept: bool = True, reference_levels: bool = True) -> AdultDesign:
+    """The Adult design matrix for (Bayesian) logistic regression.
 
     Mechanism-side: this returns the sensitive records themselves. Only mechanism code may call it.
 
-    Equivalent to ``encode_adult(load_adult(split, drop_missing=True), intercept=intercept)``;
-    see :func:`encode_adult` for the encoding. Both splits have the same columns, since the encoding
-    reads nothing from the data. Train: 30,162 records; test: 15,060. With the intercept the design
-    has 57 columns (5 continuous + 51 one-hot + 1 intercept), the dimension the reference used.
+    Equivalent to ``encode_adult(load_adult(split, drop_missing=True), intercept=intercept,
+    reference_levels=reference_levels)``; see :func:`encode_adult` for the encoding. Both splits have
+    the same columns, since the encoding reads nothing from the data. Train: 30,162 records; test:
+    15,060. With the intercept the design has 51 columns (5 continuous + 45 indicators + 1
+    intercept), of full column rank; with ``reference_levels=False`` 57 (5 + 51 one-hot + 1), the
+    dimension the NA-DPVI reference used, of rank 51.
 
     Args:
       split: ``"train"`` or ``"test"``.
       intercept: end the design with a column of ones (the logistic regression's bias).
+      reference_levels: leave out each categorical column's reference level
+        (:data:`ADULT_REFERENCE_LEVELS`); False keeps every level (the reference implementation's design).
 
     Returns:
       ``AdultDesign(X, y, feature_names)``: X float32 (N, p), y int32 (N,) with 1 for ">50K",
@@ -251,14 +270,16 @@ def adult_design(split: str = "train", *, intercept: bool = True) -> AdultDesign
 
     Raises:
       ValueError: ``split`` is not ``"train"`` or ``"test"``.
-      TypeError: ``intercept`` is not a bool.
+      TypeError: ``intercept`` or ``reference_levels`` is not a bool.
     """
     check_split(split)
     _check_bool("intercept", intercept)
-    return encode_adult(load_adult(split, drop_missing=True), intercept=intercept)
+    _check_bool("reference_levels", reference_levels)
+    return encode_adult(load_adult(split, drop_missing=True), intercept=intercept, reference_levels=reference_levels)
 
 
-def encode_adult(columns: Mapping[str, Any], *, intercept: bool = True) -> AdultDesign:
+def encode_adult(columns: Mapping[str, Any], *, intercept: bool = True,
+                 reference_levels: bool = True) -> AdultDesign:
     """Encodes raw Adult columns (as :func:`load_adult` returns them) into the design matrix.
 
     The encoding is a fixed function of each record alone; nothing is estimated from the data:
@@ -271,19 +292,25 @@ def encode_adult(columns: Mapping[str, Any], *, intercept: bool = True) -> Adult
       per-record transformation of the input, not a data-dependent statistic. Bounds read from the
       data (a min-max scaler) would instead leak the extremes of the sensitive records. With these
       bounds no value in the vendored files is clipped.
-    - Categorical columns are one-hot encoded with the levels of :data:`DESIGN_LEVELS` (fixed from
-      the public schema ``adult.names``, in its order), so every split gets identical columns.
-      All levels are kept (no reference level is dropped): each categorical block of a row sums to
-      1. Together with the intercept the columns are linearly dependent, which the logistic
-      regression's proper N(0, I) prior makes harmless (the coefficients stay identified), while
-      every level is treated alike by that exchangeable prior. The schema level workclass
-      "Never-worked" has no column: such a person has no occupation, so the census leaves
-      occupation unknown ("?") and the record always goes with the missing-value rule.
-    - The intercept, when asked for, is the last column, all ones.
+    - Categorical columns get a 0/1 indicator per level of :data:`DESIGN_LEVELS` (fixed from the
+      public schema ``adult.names``, in its order), so every split gets identical columns.
+      By default each column's reference level (:data:`ADULT_REFERENCE_LEVELS`, its first level)
+      has no indicator: a record of that level has zeros in the block, each indicator's
+      coefficient is a difference from the reference level, and the design has full column rank.
+      With ``reference_levels=False`` every level is kept (one-hot, the NA-DPVI reference's
+      design): each block of a row sums to 1, so together with the intercept six columns are
+      linear combinations of the others (rank 51 of 57), and along those directions the
+      coefficients are identified by the prior alone; their intervals are the prior's.
+      The schema level workclass "Never-worked" has no column: such a person has no occupation,
+      so the census leaves occupation unknown ("?") and the record always goes with the
+      missing-value rule.
+    - The intercept, when asked for, is the last column, all ones: with reference levels, the
+      log-odds of a record at every reference level and every continuous column's lower bound.
 
-    Resulting columns (:func:`adult_feature_names`): 5 continuous, then 7 workclass, 16 education,
-    7 marital-status, 14 occupation, 5 race and 2 sex indicators, then the intercept: 57 in all
-    (56 without the intercept).
+    Resulting columns (:func:`adult_feature_names`): 5 continuous, then 6 workclass, 15 education,
+    6 marital-status, 13 occupation, 4 race and 1 sex indicators, then the intercept: 51 in all
+    (50 without the intercept); with ``reference_levels=False`` 7, 16, 7, 14, 5 and 2 indicators,
+    57 in all (56).
 
     Args:
       columns: a mapping with at least the columns of :data:`DESIGN_CONTINUOUS`,
@@ -291,13 +318,14 @@ def encode_adult(columns: Mapping[str, Any], *, intercept: bool = True) -> Adult
         Continuous values must be finite real numbers, categorical values levels of
         :data:`DESIGN_LEVELS`, income one of :data:`ADULT_LABELS`. Other columns are ignored.
       intercept: end the design with a column of ones.
+      reference_levels: leave out each categorical column's reference level (default; full rank).
 
     Returns:
       ``AdultDesign(X, y, feature_names)``: X float32 (N, p) with every entry in [0, 1], y int32
       (N,) with 1 for ">50K" and 0 for "<=50K".
 
     Raises:
-      TypeError: ``columns`` is not a mapping, or ``intercept`` is not a bool.
+      TypeError: ``columns`` is not a mapping, or ``intercept`` or ``reference_levels`` is not a bool.
       ValueError: a column is missing, not 1-D, of another length than the others, or empty; a
         continuous value is not a finite number; a categorical value is missing (``"?"``: drop
         such records first, e.g. with ``load_adult(drop_missing=True)``) or not a level of the
@@ -306,6 +334,7 @@ def encode_adult(columns: Mapping[str, Any], *, intercept: bool = True) -> Adult
     if not isinstance(columns, Mapping):
         raise TypeError(f"columns must be a mapping from column name to values, got {type(columns).__name__}")
     _check_bool("intercept", intercept)
+    _check_bool("reference_levels", reference_levels)
     required = (*DESIGN_CONTINUOUS, *DESIGN_CATEGORICAL, "income")
     absent = [name for name in required if name not in columns]
     if absent:
@@ -327,7 +356,8 @@ def encode_adult(columns: Mapping[str, Any], *, intercept: bool = True) -> Adult
         low, high = ADULT_SCALING_BOUNDS[name]
         blocks.append(((np.clip(values, low, high) - low) / (high - low))[:, None])
     for name in DESIGN_CATEGORICAL:
-        blocks.append(_one_hot(name, arrays[name], DESIGN_LEVELS[name]))
+        one_hot = _one_hot(name, arrays[name], DESIGN_LEVELS[name])
+        blocks.append(one_hot[:, 1:] if reference_levels else one_hot)  # column 0: the reference level
     if intercept:
         blocks.append(np.ones((n, 1)))
     X = np.concatenate(blocks, axis=1).astype(np.float32)
@@ -337,7 +367,8 @@ def encode_adult(columns: Mapping[str, Any], *, intercept: bool = True) -> Adult
     if unknown:
         raise ValueError(f"income values must be one of {ADULT_LABELS}, got {unknown[:5]}")
     y = (income == ADULT_LABELS[1]).astype(np.int32)
-    return AdultDesign(X=X, y=y, feature_names=adult_feature_names(intercept=intercept))
+    return AdultDesign(X=X, y=y, feature_names=adult_feature_names(intercept=intercept,
+                                                                    reference_levels=reference_levels))
 
 
 def _read_rows(filename: str, drop_missing: bool) -> list[list[str]]:

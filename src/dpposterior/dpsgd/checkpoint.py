@@ -86,6 +86,19 @@ def save_checkpoint(path: str | os.PathLike, ckpt: Checkpoint) -> Path:
     return write_checked_npz(path, arrays, meta, compress=False)
 
 
+_RESUME_WITH = {
+    "user": "; it was started with an rng_key: resume with that same rng_key",
+    "os": "; it was started with rng_key=None and secure=False: resume with rng_key=None (the OS seed it "
+          "drew is stored in the checkpoint, and the run continues that stream)",
+    "secure": "; it was started with secure=True: resume with secure=True and rng_key=None",
+}
+
+
+def _how_to_resume(saved: dict[str, Any], differ: list[str]) -> str:
+    """When the noise source differs: the rng_key/secure arguments that resume the saved run."""
+    return _RESUME_WITH.get(saved.get("seeded_by"), "") if "seeded_by" in differ else ""
+
+
 def load_checkpoint(path: str | os.PathLike, settings: dict[str, Any]) -> Checkpoint:
     """Reads a checkpoint and checks it belongs to a run with ``settings``.
 
@@ -110,7 +123,7 @@ def load_checkpoint(path: str | os.PathLike, settings: dict[str, Any]) -> Checkp
     differ = sorted(k for k in set(saved) | set(settings) if saved.get(k) != settings.get(k))
     if differ:
         raise ValueError(f"{path} is the checkpoint of a different run: {', '.join(differ)} differ "
-                         "(delete it to start afresh, or resume with the same settings)")
+                         f"(delete it to start afresh, or resume with the same settings{_how_to_resume(saved, differ)})")
     t = meta.get("steps_done")
     d, total = int(settings["num_params"]), int(settings["num_steps"])
     phis, grads, phi = arrays["phis"], arrays["grads"], arrays["phi"]

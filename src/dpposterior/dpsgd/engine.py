@@ -550,7 +550,9 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
       checkpoint: a file path (None: no checkpoints). The run writes its progress there every
         ``checkpoint_every`` steps (at chunk ends) and deletes the file when it finishes; if the file
         exists when the run starts, the run resumes from it (its settings must match, ValueError
-        otherwise) and continues the same noise stream, so the final trace equals an uninterrupted
+        otherwise, and so must its noise source: the same ``rng_key`` for a run started with one,
+        ``rng_key=None`` for one seeded by the OS, ``secure=True`` for a secure one) and continues
+        the same noise stream, so the final trace equals an uninterrupted
         run's (in secure mode the resumed steps draw fresh OS noise instead). The privacy is that of
         the T released steps, accounted once. The file holds the noise key: keep it as secret as the
         data (:mod:`dpposterior.dpsgd.checkpoint`).
@@ -636,8 +638,10 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
             if not secure:
                 if seeded_by == "user" and not np.array_equal(np.asarray(base_key, np.uint32).reshape(-1),
                                                               ck.base_key):
-                    raise ValueError(f"{checkpoint} was written by a run with another rng_key; resume with the "
-                                     "same key (or rng_key=None to continue the stored stream)")
+                    raise ValueError(f"{checkpoint} was written by a run started with another rng_key; resume "
+                                     "with the rng_key that run was started with, or delete the checkpoint to "
+                                     "start afresh with this key (rng_key=None resumes only a run that was "
+                                     "itself started with rng_key=None)")
                 base_key = jnp.asarray(ck.base_key, jnp.uint32)
             start = ck.steps_done
             phis[:start], grads[:start] = ck.phis, ck.grads

@@ -112,7 +112,7 @@ def _data(name: str, s: DPDropoutSettings, rng: np.random.Generator):
     elif name == "adult":
         from ..datasets import adult_design
 
-        tr, te = adult_design("train"), adult_design("test")
+        tr, te = adult_design("train", reference_levels=False), adult_design("test", reference_levels=False)
         xtr, ytr, xte, yte = tr.X, tr.y, te.X, te.y
         model = S.logistic_regression(xtr.shape[1], prior_scale=s.prior_scale)
     else:

@@ -17,7 +17,20 @@ is rebuilt from it,
 which is the reparametrisation gradient of the per-record ELBO summed over an expected batch of qN
 records (the entropy term E_q[log q] / N contributes -T'(rho) / (s N) per record; the realised batch
 size is data-dependent, so the expected size qN is used). It is a post-processing of g~_mu: no extra
-privacy cost. Natural-gradient variant: g~_mu * s^2 and g~_rho * (s / T'(rho))^2 / 2.
+privacy cost. Natural-gradient variant: g~_mu * s^2 and g~_rho * (s / T'(rho))^2 / 2, each damped
+by 1 / (1 + lr sigma C s / kappa) (kappa = ``NATURAL_DAMPING``, lr that parameter's learning rate).
+
+Why the damping: the preconditioner multiplies the NOISE by s^2 too, so one noise draw of sd sigma C
+moves mu by lr s^2 sigma C, i.e. lr sigma C s widths of q, and changes s by a relative amount of about
+lr sigma C s / 2 (in the other direction as often as not). With the undamped default step and strong
+noise (Beta-Bernoulli at epsilon 0.1; a two-parameter Normal model at epsilon 1 and N = 100) that
+product reaches 1, s does a multiplicative random walk, and the run either overflows float32 or the
+scale collapses (softplus(rho) about 1e-16: mu stops moving, and the entropy drift of lr q / 2 per
+step takes tens of thousands of steps to bring rho back). Damped, one noise sd moves mu by less than
+kappa s and s by less than a relative kappa / 2, whatever s is. The factor is positive, so the
+stationary points of the update (where the expected gradient vanishes) are those of the undamped
+one; where lr sigma C s << kappa (weak noise or a small scale) the step is the natural one. It reads
+only public settings and the current iterate: post-processing, no privacy cost.
 
 Update: mu <- mu - lr_mu g~_mu, rho <- rho - lr_rho g~_rho.
 
@@ -66,6 +79,8 @@ MECHANISM = "poisson_subsampled_gaussian"
 DEFAULT_INIT_SCALE = 0.1
 DEFAULT_SLOPE_THRESHOLD = 0.05
 DEFAULT_NUM_WINDOWS = 20
+#: kappa of the natural-gradient damping (module docstring): one noise sd moves mu by < kappa s
+NATURAL_DAMPING = 0.05
 
 
 def make_loc_loss(model: Callable, layout: ParamLayout, dataset_size: int,
@@ -120,6 +135,7 @@ def make_dpvim_run(loss: Callable, *, num_records: int, num_latent: int, clip: f
         base = as_key(key)
         lr_mu = jnp.broadcast_to(jnp.asarray(lr_mu, jnp.float32), (n,))
         lr_rho = jnp.broadcast_to(jnp.asarray(lr_rho, jnp.float32), (n,))
+        noise_c = jnp.asarray(noise_multiplier, jnp.float32) * jnp.float32(clip)  # the noise's sd, sigma C
 
         def step(phi, t):
             k_t = jax.random.fold_in(base, t)
@@ -132,6 +148,9 @@ def make_dpvim_run(loss: Callable, *, num_records: int, num_latent: int, clip: f
             g_rho = tp * eta * g_mu - q * tp / s
             if natural_gradient:
                 d_mu, d_rho = s * s * g_mu, 0.5 * jnp.square(s / tp) * g_rho
+                # damping (module docstring): a noise step moves mu by at most about NATURAL_DAMPING s
+                d_mu = d_mu / (1.0 + lr_mu * noise_c * s / NATURAL_DAMPING)
+                d_rho = d_rho / (1.0 + lr_rho * noise_c * s / NATURAL_DAMPING)
             else:
                 d_mu, d_rho = g_mu, g_rho
             new = jnp.concatenate([mu - lr_mu * d_mu, rho - lr_rho * d_rho])
@@ -173,6 +192,30 @@ def trace_summary(mu_trace: jax.Array, rho_trace: jax.Array, num_windows: int = 
     mean_rho = jnp.sum(mask * rho_trace, axis=0) / cnt
     return {"mean_mu": mean_mu, "var_mu": var_mu, "mean_rho": mean_rho, "start": start,
             "converged": jnp.any(ok), "slopes": slopes}
+
+
+def check_scale(phi: Any, layout: ParamLayout, reading: str) -> None:
+    """Refuses a Gaussian reading whose scale is not finite or has collapsed.
+
+    Collapsed: the sd is at most 16 float32 rounding units of the mean, 2^-19 max(1, |mu|): mu + s
+    is mu or its neighbouring float32 numbers, so every draw of q is the point mu and the interval has
+    width zero (a trace variance of that size is the rounding of a frozen mu's float32 mean). It is
+    an artefact of the optimisation, not a posterior.
+
+    Raises:
+      ValueError: naming the reading and the first coordinates whose scale is degenerate.
+    """
+    mu, rho = (np.asarray(v, np.float64) for v in family.split_phi(np.asarray(phi, np.float32)))
+    sd = np.asarray(family.scale(jnp.asarray(rho, jnp.float32)), np.float64)
+    bad = ~np.isfinite(sd) | ~np.isfinite(mu) | (sd <= 2.0**-19 * np.maximum(1.0, np.abs(mu)))
+    if bad.any():
+        names = layout.coordinate_names()
+        idx = np.flatnonzero(bad)[:5]
+        where = ", ".join(f"{names[i]}: sd {sd[i]:.3g} at mean {mu[i]:.4g}" for i in idx)
+        raise ValueError(f"the DPVIm {reading} reading is degenerate: the scale of q collapsed to zero or is "
+                         f"not finite ({where}; {int(bad.sum())} of {bad.size} coordinates), so its intervals "
+                         "would have width zero. The optimisation failed, this is no posterior: run again with "
+                         "a smaller learning_rate or lr_scale, more num_steps, or natural_gradient=False")
 
 
 def noise_aware_phi(summary: dict[str, jax.Array]) -> jax.Array:
@@ -233,6 +276,7 @@ class DPVImTrace:
         from ..noise_aware.posterior import point_posterior
 
         s = self.summary(**kw)
+        check_scale(averaged_phi(s), self.layout, "averaged")
         return point_posterior(self.layout, averaged_phi(s), self.privacy, "dpvim_average")
 
     def noise_aware_posterior(self, **kw: Any):
@@ -240,6 +284,7 @@ class DPVImTrace:
         from ..noise_aware.posterior import point_posterior
 
         s = self.summary(**kw)
+        check_scale(noise_aware_phi(s), self.layout, "noise-aware")
         post = point_posterior(self.layout, noise_aware_phi(s), self.privacy, "dpvim_noise_aware")
         post.diagnostics.update({"start": int(s["start"]), "converged": bool(s["converged"])})
         return post
@@ -248,6 +293,7 @@ class DPVImTrace:
         """q at the last iterate."""
         from ..noise_aware.posterior import point_posterior
 
+        check_scale(self.final_phi, self.layout, "last-iterate")
         return point_posterior(self.layout, jnp.asarray(self.final_phi), self.privacy, "dpvim_last_iterate")
 
 
@@ -262,10 +308,9 @@ def default_learning_rates(num_steps: int, num_latent: int, noise_multiplier: fl
     when the noise is weak (at epsilon = 300 on Beta-Bernoulli the scale collapsed to 5e-5).
     Natural gradients: lr = 20 lambda / (q T) for both, so that a step moves mu by the fraction
     lr q = 20 lambda / T of a full Newton step (converged after about a fifth of the run). The
-    natural scale step multiplies the noisy gradient by (s / T'(rho))^2 / 2, so with strong noise
-    (sigma C s of order 1 / lr) it can blow up: Beta-Bernoulli at epsilon = 0.1 (sigma about 300)
-    diverged to NaN, while epsilon = 1 and above worked. Use the plain variant (the default) or a
-    smaller ``lr_scale`` there.
+    natural steps multiply the noise by s^2 too; undamped, with strong noise (lr sigma C s of order
+    1) they overflowed or collapsed the scale (Beta-Bernoulli at epsilon = 0.1); the run damps them
+    (module docstring), so where the noise dominates they are smaller than this lr.
     """
     if natural_gradient:
         lr = lr_scale * 20.0 / (sampling_rate * num_steps)
