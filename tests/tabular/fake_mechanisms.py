@@ -31,7 +31,7 @@ def dpvi(model, X, y, *, epsilon, delta, num_steps, sampling_rate, clip, rng_key
                      layout=ParamLayout.flat(2), privacy=privacy, model_name=model_name)
 
 
-def dp_fast_mh_logistic(design, *, epsilon, delta, num_steps, rng_key=None, layout=None):
+def dp_fast_mh_logistic(design, *, epsilon, delta, num_steps, rng_key=None, layout=None, secure=False):
     """A DP-Fast MH release: replace-one, (epsilon, delta) as calibrated (the chain's record is at most that)."""
     CALLS.append(("dp-fast-mh", epsilon, delta))
     p = design.X.shape[1]
