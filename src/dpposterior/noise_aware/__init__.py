@@ -1,6 +1,9 @@
 """Noise-aware post-processing of DPVI traces (papers/na-dpvi.txt). Never sees data."""
 
 from .grid import GridPosterior
+from .identify import Identifiability
+from .identify import identifiability
+from .identify import model_prior_sampler
 from .grid import grid_h_moments
 from .grid import grid_phi_star_moments
 from .grid import grid_phi_star_quantiles
@@ -36,6 +39,7 @@ from .stats import sufficient_statistics_jnp
 
 __all__ = [
     "GridPosterior",
+    "Identifiability",
     "LaplaceResult",
     "METHODS",
     "Posterior",
@@ -52,12 +56,14 @@ __all__ = [
     "grid_sample",
     "grid_sample_phi_star",
     "heuristic_learning_rate",
+    "identifiability",
     "laplace_posterior",
     "laplace_sample",
     "log_joint",
     "log_likelihood_full",
     "log_likelihood_stats",
     "log_marginal_h",
+    "model_prior_sampler",
     "noise_aware_posterior",
     "noise_sd_of",
     "nuts_posterior",
