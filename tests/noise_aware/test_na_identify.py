@@ -32,7 +32,7 @@ def _prior(key, m):
 @pytest.mark.parametrize("seed", [0, 1])
 def test_slow_latent_gets_the_prior_and_says_why(seed):
     trace = _trace(SLOW, seed)
-    with pytest.warns(RuntimeWarning, match=r"does not identify latents \['theta\[0\]'\]"):
+    with pytest.warns(na.UnidentifiedLatentsWarning, match=r"does not identify latents \['theta\[0\]'\]"):
         kept = na.noise_aware_posterior(trace, "grid", rng_key=0)
     assert list(kept.diagnostics["unidentified_latents"]) == ["theta[0]"]
     assert kept.diagnostics["prior_only_latents"] == {}

@@ -124,8 +124,6 @@ def _replace(trace, **kw):
     return dataclasses.replace(trace, **kw)
 
 
-# its 10-step window trips the identifiability rule's warning, which is not what it tests
-@pytest.mark.filterwarnings("ignore:the release does not identify latents:RuntimeWarning")
 def test_errors(small_trace):
     t = small_trace
     with pytest.raises(ValueError, match=r"method must be one of \('grid', 'nuts', 'laplace'\), got 'mcmc'"):

@@ -107,8 +107,6 @@ def test_simulate_trace_refuses_bad_settings(kwargs, match):
         na.simulate_trace(jax.random.PRNGKey(0), PHI_STAR, A, num_steps=kwargs.pop("num_steps", 50), **kwargs)
 
 
-# the identifiability rule may flag these small or rescaled test traces; that warning is not what they test
-@pytest.mark.filterwarnings("ignore:the release does not identify latents:RuntimeWarning")
 def test_burn_in_start_is_the_floor_of_the_exact_product(small_noise_trace):
     """0.29 * 100 is 28.999999999999996 in floating point: 28 steps were dropped where 29 are meant."""
     assert na.burn_in_start(100, 0.29) == 29 and na.burn_in_start(100, 0.57) == 57
@@ -157,8 +155,6 @@ def test_tracepriors_beyond_float32_are_an_error_naming_the_priors(small_noise_t
         na.noise_aware_posterior(small_noise_trace, "grid", rng_key=0, priors=pr._replace(phi_scale=np.full(4, 1e-50)))
 
 
-# the identifiability rule may flag these small or rescaled test traces; that warning is not what they test
-@pytest.mark.filterwarnings("ignore:the release does not identify latents:RuntimeWarning")
 def test_subsampling_noise_below_its_checked_noise_sd_is_an_error(small_noise_trace):
     """The s grid and Laplace were checked down to a noise sd of 4e-6; the solvers without subsampling
     noise hold far smaller ones (rescaled traces down to 1e-9), so only the subsampling path refuses."""

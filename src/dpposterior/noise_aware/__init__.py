@@ -2,6 +2,7 @@
 
 from .grid import GridPosterior
 from .identify import Identifiability
+from .identify import UnidentifiedLatentsWarning
 from .identify import identifiability
 from .identify import model_prior_sampler
 from .grid import grid_h_moments
@@ -45,6 +46,7 @@ __all__ = [
     "Posterior",
     "TracePriors",
     "TraceStats",
+    "UnidentifiedLatentsWarning",
     "burn_in_priors",
     "burn_in_start",
     "conditional_phi_star",

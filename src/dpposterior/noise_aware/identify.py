@@ -37,6 +37,12 @@ import numpy as np
 SLOPE_Z = 2.0
 
 
+class UnidentifiedLatentsWarning(RuntimeWarning):
+    """``noise_aware_posterior`` found latents that the release cannot identify and was given no prior
+    sampler, so their posterior is the gradient model's, resting on a drift (the message names them and
+    why)."""
+
+
 class Identifiability(NamedTuple):
     """The rule's quantities per coordinate of phi (each (..., d)) and its verdict per latent.
 

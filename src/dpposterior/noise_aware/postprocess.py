@@ -98,7 +98,8 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
         coordinate, at two standard errors below the fitted slope A, exceeds the steps after burn-in)
         then get the prior's push-forward with their likelihood term dropped: their draws are prior draws,
         independent of the other latents. Without it such latents keep the gradient model's posterior,
-        with a RuntimeWarning that names them.
+        with an :class:`~dpposterior.noise_aware.identify.UnidentifiedLatentsWarning` (a RuntimeWarning)
+        that names them.
       **solver_options:
         grid: num_points (256, cells per stage along h), num_points_s (48, along s), num_stages (3),
           tail (1e-7), num_draws (4000 stored draws; sampling is exact on demand).
@@ -234,7 +235,7 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
                       + "; ".join(f"{k}: {v}" for k, v in unidentified.items())
                       + ". Their noise-aware posterior rests on a drift, not a fixed point; pass "
                       "prior=dpposterior.noise_aware.model_prior_sampler(model, *data) to give them the model "
-                      "prior's push-forward", RuntimeWarning, stacklevel=2)
+                      "prior's push-forward", I.UnidentifiedLatentsWarning, stacklevel=2)
     elif unidentified:
         mask = jnp.asarray(ident.prior_only)
         phi_draws = _prior_latents(prior, jax.random.fold_in(raw_key, 2), phi_draws, mask, trace.num_params // 2)
