@@ -41,7 +41,7 @@ from ..privacy.spent import PrivacySpent
 from .config import CellConfig, mechanism_key, postprocessing_keys, reference_key
 from .methods import (CellData, CellReleases, MethodSettings, check_method_model, check_method_options, get_method,
                       method_fingerprint)
-from .replicates import DPVISetup, ReplicateSummaries, cell_data, dpvi_privacy, model_settings
+from .replicates import DPVISetup, ReplicateSummaries, cell_data, dpvi_privacy, model_settings, prior_sampler
 
 RESULT_FORMAT = "dpposterior.coverage_cell"
 RESULT_VERSION = 1
@@ -60,7 +60,8 @@ def releases_of(summaries: ReplicateSummaries, setup: DPVISetup, config: CellCon
     """The post-processing inputs of a group's replicates (statistics, last iterates, public settings)."""
     return CellReleases(stats=summaries.stats, final_phi=summaries.final_phi, noise_sd=setup.noise_sd,
                         sampling_rate=config.sampling_rate, num_latent=setup.num_latent,
-                        burn_stats=summaries.burn_stats)
+                        burn_stats=summaries.burn_stats, learning_rate=setup.learning_rate,
+                        prior_sampler=prior_sampler(config.model, config.num_records))
 
 
 def _privacy_record(privacy: PrivacySpent, release: str) -> dict[str, Any]:

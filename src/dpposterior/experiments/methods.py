@@ -97,6 +97,10 @@ class CellReleases(NamedTuple):
       num_latent: n (d = 2n).
       burn_stats: the statistics of the burn-in steps, fields (K, d), for ``priors="burn_in"``; None
         when the burn-in is too short (:data:`dpposterior.experiments.replicates.MIN_BURN_STEPS`).
+      learning_rate: (d,) the DP-SGD learning rate (public; in every release), for the identifiability
+        rule (:mod:`dpposterior.noise_aware.identify`); None: the rule is not applied.
+      prior_sampler: ``(key, m) -> (m, n)`` draws of the model's prior in the unconstrained space, for the
+        latents the rule finds unidentified; None: the rule is not applied.
     """
 
     stats: TraceStats
@@ -105,6 +109,8 @@ class CellReleases(NamedTuple):
     sampling_rate: float
     num_latent: int
     burn_stats: TraceStats | None = None
+    learning_rate: np.ndarray | None = None
+    prior_sampler: Callable[[jax.Array, int], jax.Array] | None = None
 
 
 class CellData(NamedTuple):
@@ -458,9 +464,13 @@ PRIOR_CHOICES = ("paper", "burn_in")
 #: epsilon means (the baselines' neighbouring relation: DP-SGD's is add/remove-one): a cell with one of
 #: them set to another value than its default is a different method in tables and figures
 #: (:func:`method_label`).
-LABEL_OPTIONS = ("priors", "neighbouring")
+LABEL_OPTIONS = ("priors", "neighbouring", "unidentified")
 #: the default value of each of :data:`LABEL_OPTIONS` (not shown in labels).
-LABEL_OPTION_DEFAULTS = {"priors": "paper", "neighbouring": "add_remove"}
+LABEL_OPTION_DEFAULTS = {"priors": "paper", "neighbouring": "add_remove", "unidentified": "prior"}
+#: the ``unidentified`` option of the NA-DPVI solvers: "prior" (default: latents that the release cannot
+#: identify get the model prior's push-forward, as ``noise_aware_posterior(prior=...)``) or "keep" (the
+#: gradient model's posterior for every latent; the rule is still reported).
+UNIDENTIFIED_CHOICES = ("prior", "keep")
 
 
 def method_label(config: dict[str, Any]) -> str:
@@ -483,11 +493,16 @@ def _check_na_options(options: dict[str, Any], model: str | None, solver: str = 
     priors = options.get("priors", "paper")
     if not isinstance(priors, str) or priors not in PRIOR_CHOICES:
         raise ValueError(f"the priors option must be one of {PRIOR_CHOICES}, got {priors!r}")
+    unidentified = options.get("unidentified", "prior")
+    if not isinstance(unidentified, str) or unidentified not in UNIDENTIFIED_CHOICES:
+        raise ValueError(f"the unidentified option must be one of {UNIDENTIFIED_CHOICES} (the model prior for "
+                         f"latents the release cannot identify, or the gradient model's posterior), got "
+                         f"{unidentified!r}")
     if "num_phi_draws" in options:
         from .._checks import check_positive_int
 
         check_positive_int(options["num_phi_draws"], f"{solver} option num_phi_draws".strip())
-    rest = {k: v for k, v in options.items() if k not in ("priors", "num_phi_draws")}
+    rest = {k: v for k, v in options.items() if k not in ("priors", "num_phi_draws", "unidentified")}
     _check_solver_options(solver or "solver", rest)
 
 
@@ -508,6 +523,33 @@ def _replicate_priors(stats: TraceStats, burn: TraceStats | None, noise_sd: jax.
     if burn is None:
         return M.trace_priors(stats, noise_sd, q)
     return M.burn_in_priors(stats, burn, noise_sd, q)
+
+
+def _prior_rule(releases: CellReleases, settings: MethodSettings, draws: np.ndarray, choice: str
+                ) -> tuple[np.ndarray, dict[str, Any]]:
+    """The identifiability rule (:mod:`dpposterior.noise_aware.identify`) on each replicate's release:
+    with ``choice`` "prior" the draws of its unidentified latents are replaced by draws of the model's prior
+    (independent of the other latents); with "keep" they stay. Returns the draws and diagnostics (how many
+    replicates each latent failed in, and whether the prior was applied)."""
+    if releases.learning_rate is None:
+        return draws, {}
+    from ..noise_aware.identify import identifiability
+
+    ident = identifiability(releases.stats, releases.noise_sd, releases.sampling_rate, releases.learning_rate)
+    mask = np.asarray(ident.prior_only)                                   # (K, n)
+    applied = choice == "prior" and releases.prior_sampler is not None and bool(mask.any())
+    if applied:
+        draws = np.array(draws)
+        m = draws.shape[1]
+        for k in np.flatnonzero(mask.any(axis=1)):
+            key = jax.random.fold_in(jax.random.wrap_key_data(jnp.asarray(settings.keys[k], jnp.uint32)), 7)
+            prior = np.asarray(releases.prior_sampler(key, m), draws.dtype)
+            draws[k][:, mask[k]] = prior[:, mask[k]]
+    diag = {"unidentified_replicates_per_latent": mask.sum(axis=0).tolist(), "prior_only_applied": applied,
+            "median_relaxation_steps_of_means": np.median(ident.relaxation_steps[:, :releases.num_latent],
+                                                          axis=0).tolist(),
+            "median_slope_z_of_means": np.median(ident.slope_z[:, :releases.num_latent], axis=0).tolist()}
+    return draws, diag
 
 
 def _options(settings: MethodSettings, defaults: dict[str, Any]) -> dict[str, Any]:
@@ -547,7 +589,7 @@ def naive_method(releases: CellReleases, settings: MethodSettings) -> MethodOutp
 DEFAULT_PHI_DRAWS = 4000
 
 GRID_DEFAULTS = {"num_points": 256, "num_stages": 3, "tail": 1e-7, "num_phi_draws": DEFAULT_PHI_DRAWS,
-                 "priors": "paper"}
+                 "priors": "paper", "unidentified": "prior"}
 
 
 @partial(jax.jit, static_argnames=("num_draws", "num_phi_draws", "num_points", "num_stages", "tail"))
@@ -576,13 +618,15 @@ def grid_method(releases: CellReleases, settings: MethodSettings) -> MethodOutpu
                           devices=settings.devices)
     diag = {"max_edge_mass": float(np.max(edge)), "max_cell_mass": float(np.max(cell)),
             "replicates_with_edge_mass_over_1e-4": int(np.sum(np.max(edge, axis=1) > 1e-4))}
+    draws, rule = _prior_rule(releases, settings, draws, opts["unidentified"])
+    diag.update(rule)
     return MethodOutput(draws=draws, posterior_sd=_summarise(draws), diagnostics=diag)
 
 
 # ------------------------------------------------------------------------------ laplace
 
 LAPLACE_DEFAULTS = {"num_iterations": 100, "num_points": 128, "tol": 1e-3, "num_phi_draws": DEFAULT_PHI_DRAWS,
-                    "priors": "paper"}
+                    "priors": "paper", "unidentified": "prior"}
 
 
 @partial(jax.jit, static_argnames=("num_draws", "num_phi_draws", "num_iterations", "num_points"))
@@ -612,13 +656,15 @@ def laplace_method(releases: CellReleases, settings: MethodSettings) -> MethodOu
     draws, converged = map_in_chunks(fn, (_stats32(releases), burn, np.asarray(settings.keys)), size,
                           devices=settings.devices)
     diag = {"replicates_not_converged": int(np.sum(~np.all(converged, axis=1)))}
+    draws, rule = _prior_rule(releases, settings, draws, opts["unidentified"])
+    diag.update(rule)
     return MethodOutput(draws=draws, posterior_sd=_summarise(draws), diagnostics=diag)
 
 
 # ------------------------------------------------------------------------------ nuts
 
 NUTS_DEFAULTS = {"num_warmup": 1000, "num_samples": 4000, "target_accept_prob": 0.8, "max_tree_depth": 10,
-                 "priors": "paper"}
+                 "priors": "paper", "unidentified": "prior"}
 
 
 def _nuts_potential_gen(stats, priors, noise_sd, q):
@@ -679,6 +725,8 @@ def nuts_method(releases: CellReleases, settings: MethodSettings) -> MethodOutpu
     draws, div, _, _ = map_in_chunks(fn, (_stats32(releases), burn, np.asarray(settings.keys)), size,
                           devices=settings.devices)
     diag = {"divergences": int(np.sum(div)), "replicates_with_divergences": int(np.sum(div > 0))}
+    draws, rule = _prior_rule(releases, settings, draws, opts["unidentified"])
+    diag.update(rule)
     return MethodOutput(draws=draws, posterior_sd=_summarise(draws), diagnostics=diag)
 
 

@@ -63,7 +63,8 @@ class DPVISetup:
       spec: the model's :class:`~dpposterior.models.registry.ModelSpec`.
       layout: the model's latent-site layout (from the data shapes, never values).
       num_latent: n; the variational family has d = 2n parameters.
-      phi0: (d,) float32 initial parameters (prior median, sd 0.1), as ``dpvi``.
+      phi0: (d,) float32 initial parameters (prior median, sd 0.1, as ``dpvi``; or the spec's
+        ``init_loc`` and ``init_rho`` where it sets them).
       beta: (d,) float32 preconditioning (1 for mu, ``spec.beta_rho`` for rho).
       learning_rate: (d,) float32, the heuristic with ``spec.lr_scale``, the means of the sites in
         ``spec.mean_lr_factors`` scaled by their factors.
@@ -112,6 +113,23 @@ def _model_structure(model_name: str, num_records: int):
     return spec, layout, data_shapes, mu0
 
 
+@functools.lru_cache(maxsize=64)
+def prior_sampler(model_name: str, num_records: int) -> Callable[[jax.Array, int], jax.Array]:
+    """``(key, m) -> (m, n)`` draws of the model's prior of its latents in the unconstrained space, from the
+    model's simulator (theta of a one-record data set; the prior of the global latents does not depend on
+    the number of records), for the identifiability rule of the NA-DPVI methods."""
+    spec, layout, _, _ = _model_structure(model_name, num_records)
+
+    @jax.jit
+    def draw(keys):
+        return jax.vmap(lambda k: layout.unconstrain(spec.simulate(k, 1)[0]))(keys)
+
+    def sampler(key, m):
+        return draw(jax.random.split(key, int(m)))
+
+    return sampler
+
+
 def model_settings(model: str, num_records: int) -> dict[str, Any]:
     """What a cell's results depend on beyond its :class:`CellConfig`: the model's DP-SGD settings
     (clip, beta_rho, lr_scale of its :class:`~dpposterior.models.registry.ModelSpec`) and its
@@ -126,6 +144,10 @@ def model_settings(model: str, num_records: int) -> dict[str, Any]:
                 "layout": layout.to_dict()}
     if spec.mean_lr_factors:   # only where set, so that the other models' records stay current
         settings["mean_lr_factors"] = {site: float(f) for site, f in spec.mean_lr_factors}
+    if spec.init_loc:
+        settings["init_loc"] = {site: float(v) for site, v in spec.init_loc}
+    if spec.init_rho is not None:
+        settings["init_rho"] = float(spec.init_rho)
     return settings
 
 
@@ -155,7 +177,11 @@ def dpvi_setup(config: CellConfig) -> DPVISetup:
                                        config.accountant)
     lr = mean_learning_rate_factors(layout, spec.mean_lr_factors) * heuristic_learning_rate(
         config.num_steps, d, sigma, spec.clip, beta, spec.lr_scale)
-    phi0 = jnp.concatenate([mu0, jnp.full(n, family.inverse_scale(DEFAULT_INIT_SCALE))]).astype(jnp.float32)
+    mu0 = np.array(mu0, np.float64)
+    for site, value in spec.init_loc:   # the spec's initial point, where it sets one
+        mu0[layout.site_slice(site)] = float(value)
+    rho0 = family.inverse_scale(DEFAULT_INIT_SCALE) if spec.init_rho is None else float(spec.init_rho)
+    phi0 = jnp.concatenate([jnp.asarray(mu0), jnp.full(n, rho0)]).astype(jnp.float32)
     return DPVISetup(spec=spec, layout=layout, num_latent=n, phi0=np.asarray(phi0, np.float32),
                      beta=np.asarray(beta, np.float32), learning_rate=np.asarray(lr, np.float32),
                      noise_multiplier=float(sigma), clip=float(spec.clip), data_shapes=data_shapes)
@@ -461,6 +487,7 @@ def _clear_model_caches() -> None:
     _model_structure.cache_clear()
     _program.cache_clear()
     _simulator.cache_clear()
+    prior_sampler.cache_clear()
 
 
 _registry._ON_CHANGE.append(_clear_model_caches)

@@ -3,6 +3,10 @@ variational inference" (2024)). Never sees
 data."""
 
 from .grid import GridPosterior
+from .identify import Identifiability
+from .identify import UnidentifiedLatentsWarning
+from .identify import identifiability
+from .identify import model_prior_sampler
 from .grid import grid_h_moments
 from .grid import grid_phi_star_moments
 from .grid import grid_phi_star_quantiles
@@ -38,11 +42,13 @@ from .stats import sufficient_statistics_jnp
 
 __all__ = [
     "GridPosterior",
+    "Identifiability",
     "LaplaceResult",
     "METHODS",
     "Posterior",
     "TracePriors",
     "TraceStats",
+    "UnidentifiedLatentsWarning",
     "burn_in_priors",
     "burn_in_start",
     "conditional_phi_star",
@@ -54,12 +60,14 @@ __all__ = [
     "grid_sample",
     "grid_sample_phi_star",
     "heuristic_learning_rate",
+    "identifiability",
     "laplace_posterior",
     "laplace_sample",
     "log_joint",
     "log_likelihood_full",
     "log_likelihood_stats",
     "log_marginal_h",
+    "model_prior_sampler",
     "noise_aware_posterior",
     "noise_sd_of",
     "nuts_posterior",

@@ -18,6 +18,7 @@ from .._checks import check_positive, check_positive_int, check_real
 from ..privacy.randomness import resolve_key
 from ..vi.trace import DPVITrace
 from . import grid as G
+from . import identify as I
 from . import laplace as L
 from . import model as M
 from . import nuts as N
@@ -38,7 +39,8 @@ PRIOR_CHOICES = M.H_LOCATIONS + ("burn_in",)
 
 def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float = 0.2,
                           subsampling_noise: bool = False, rng_key: Any = None, *,
-                          priors: TracePriors | str = "paper", **solver_options: Any) -> Posterior:
+                          priors: TracePriors | str = "paper", prior: Any = None,
+                          **solver_options: Any) -> Posterior:
     """The noise-aware posterior of NA-DPVI (Räisä et al. 2024, section 3.3) from a DPVI trace alone.
 
     Model, per coordinate j of phi = (mu, rho) (A = diag(softplus(h)) is diagonal, so the posterior
@@ -90,6 +92,14 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
         slope is not counted twice; better calibrated where A is weakly identified, as on Adult, and the
         same elsewhere: :func:`model.burn_in_priors`; needs at least 10 burn-in steps), or a
         :class:`TracePriors` (fields broadcastable to (d,)) to override them (experiments, tests).
+      prior: None, or a sampler ``(key, m) -> (m, n)`` of the model's prior in the unconstrained space
+        (:func:`dpposterior.noise_aware.model_prior_sampler`). Latents that the release cannot identify
+        (:func:`dpposterior.noise_aware.identifiability`: the relaxation time 1 / (eta q A) of their mean
+        coordinate, at two standard errors below the fitted slope A, exceeds the steps after burn-in)
+        then get the prior's push-forward with their likelihood term dropped: their draws are prior draws,
+        independent of the other latents. Without it such latents keep the gradient model's posterior,
+        with an :class:`~dpposterior.noise_aware.identify.UnidentifiedLatentsWarning` (a RuntimeWarning)
+        that names them.
       **solver_options:
         grid: num_points (256, cells per stage along h), num_points_s (48, along s), num_stages (3),
           tail (1e-7), num_draws (4000 stored draws; sampling is exact on demand).
@@ -106,6 +116,9 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
     Returns:
       A Posterior with phi_star draws (M, d), the trace's PrivacySpent, and diagnostics: the per-
       coordinate posterior mean and sd of phi* ("phi_star_mean", "phi_star_sd"), the burn-in used,
+      "identifiability" (:class:`~dpposterior.noise_aware.identify.Identifiability`),
+      "unidentified_latents" (``{latent coordinate name: reason}``, whatever ``prior``),
+      "prior_only_latents" (the same for the latents that got the prior: empty without ``prior``),
       and the solver's checks (grid: "edge_mass", "max_cell_mass"; laplace: "converged",
       "max_grad_norm"; nuts: split R-hat, ESS and divergences from numpyro.diagnostics, and "stuck",
       the chains and coordinates whose draws never changed, with a RuntimeWarning).
@@ -138,6 +151,10 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
     _check_solver_options(method, solver_options)
     if not isinstance(subsampling_noise, (bool, np.bool_)):
         raise TypeError(f"subsampling_noise must be True or False, got {subsampling_noise!r}")
+    if prior is not None and not callable(prior):
+        raise TypeError(f"prior must be None or a sampler (key, m) -> (m, n) of the model's prior in the "
+                        f"unconstrained space (dpposterior.noise_aware.model_prior_sampler(model, *data)), got "
+                        f"{type(prior).__name__}")
     stats, noise_sd, start = _checked_statistics(trace, burn_in, bool(subsampling_noise))
     q = float(trace.sampling_rate)
     user_priors = not isinstance(priors, str)
@@ -214,11 +231,44 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
                           RuntimeWarning, stacklevel=2)
     if method != "nuts":
         phi_draws = sampler(jax.random.fold_in(raw_key, 1), num_draws)
+    ident = I.identifiability(stats, noise_sd, q, np.asarray(trace.learning_rate, np.float64))
+    unidentified = I.reasons(ident, trace.layout.coordinate_names())
+    diagnostics.update(identifiability=ident, unidentified_latents=unidentified, prior_only_latents={})
+    if unidentified and prior is None:
+        warnings.warn(f"the release does not identify latents {list(unidentified)}: "
+                      + "; ".join(f"{k}: {v}" for k, v in unidentified.items())
+                      + ". Their noise-aware posterior rests on a drift, not a fixed point; pass "
+                      "prior=dpposterior.noise_aware.model_prior_sampler(model, *data) to give them the model "
+                      "prior's push-forward", I.UnidentifiedLatentsWarning, stacklevel=2)
+    elif unidentified:
+        mask = jnp.asarray(ident.prior_only)
+        phi_draws = _prior_latents(prior, jax.random.fold_in(raw_key, 2), phi_draws, mask, trace.num_params // 2)
+        inner = sampler
+
+        def sampler(key, m, _inner=inner, _mask=mask):
+            k1, k2 = jax.random.split(_as_key(key))
+            phis = _inner(k1, m) if _inner is not None else phi_draws[jax.random.randint(k1, (int(m),), 0,
+                                                                                            phi_draws.shape[0])]
+            return _prior_latents(prior, k2, phis, _mask, trace.num_params // 2)
+
+        mean, sd = jnp.mean(phi_draws, axis=0), jnp.std(phi_draws, axis=0)
+        diagnostics["prior_only_latents"] = unidentified
     _check_finite_result(trace, method, mean, sd, phi_draws, noise_sd, user_priors=user_priors)
     diagnostics["phi_star_mean"] = np.asarray(mean)
     diagnostics["phi_star_sd"] = np.asarray(sd)
     return Posterior(layout=trace.layout, phi_star=jnp.asarray(phi_draws), privacy=trace.privacy, method=method,
                      phi_sampler=sampler, diagnostics=diagnostics)
+
+
+def _prior_latents(prior: Any, key: jax.Array, phi: jax.Array, mask: jax.Array, n: int) -> jax.Array:
+    """phi* draws whose latents in ``mask`` carry draws of the user's ``prior`` sampler (checked shape)."""
+    m = int(phi.shape[0])
+    draws = jnp.asarray(prior(key, m))
+    if draws.shape != (m, n) or not bool(jnp.all(jnp.isfinite(draws))):
+        raise ValueError(f"prior(key, {m}) must return {m} finite draws of the {n} unconstrained latent coordinates, "
+                         f"shape ({m}, {n}); got shape {tuple(draws.shape)}"
+                         + ("" if draws.shape != (m, n) else " with NaN or inf values"))
+    return I.with_prior_latents(phi, draws.astype(phi.dtype), mask)
 
 
 def _checked_priors(priors: TracePriors, d: int) -> TracePriors:

@@ -350,9 +350,12 @@ def write_report(coverage: Sequence[dict[str, Any]], adult: Sequence[dict[str, A
             factors = ms.get("mean_lr_factors") or {}
             per_model.setdefault(r["config"]["model"], f"C = {r['clip']:g}, beta_rho = {r['beta'][-1]:g}"
                                  + (f", learning-rate scale {lr_scale:g}" if lr_scale is not None else "")
-                                 + "".join(f", means of {site} at {f:g} of that rate" for site, f in factors.items()))
+                                 + "".join(f", means of {site} at {f:g} of that rate" for site, f in factors.items())
+                                 + "".join(f", initial mean of {site} {v:.4g}" for site, v in
+                                           (ms.get("init_loc") or {}).items())
+                                 + (f", initial rho {ms['init_rho']:g}" if ms.get("init_rho") is not None else ""))
         lines += ["DP-SGD settings per model: " + "; ".join(f"{m}: {v}" for m, v in sorted(per_model.items()))
-                  + " (the reference implementation's, except Dirichlet-Categorical's and linear regression's: `models/registry.py` says why).",
+                  + " (the reference implementation's, except Dirichlet-Categorical's: `models/registry.py` says why).",
                   ""]
         options = sorted({(r["config"]["model"], r["config"]["method"],
                            ", ".join(f"{k} {v}" for k, v in sorted((r["config"].get("method_options") or {}).items())))

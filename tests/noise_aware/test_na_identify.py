@@ -1,0 +1,115 @@
+"""The release-only identifiability rule: a latent whose trace cannot have relaxed within the modelled
+window gets the model prior's push-forward and says so; an identified twin does not."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+import dpposterior.noise_aware as na
+from dpposterior.noise_aware import identify as I
+from dpposterior.noise_aware.simulate import simulate_trace
+
+T = 2000          # burn-in 0.2: a window of 1,600 steps
+ETA = 1e-3
+FAST = 500.0      # eta q a = 0.05: relaxes in 20 steps
+SLOW = 0.05       # eta q a = 5e-6: relaxes in 2e5 steps, far beyond the window
+PRIOR_LOC, PRIOR_SD = 5.0, 0.5
+
+
+def _trace(a0: float, seed: int = 0, noise_multiplier: float = 1.0, phi_init=None):
+    """n = 2 latents; latent 0's mean coordinate has curvature a0, every other coordinate FAST."""
+    a = np.array([a0, FAST, FAST, FAST])
+    return simulate_trace(jax.random.PRNGKey(seed), np.zeros(4), a, num_steps=T, noise_multiplier=noise_multiplier,
+                          learning_rate=np.full(4, ETA), phi_init=phi_init)
+
+
+def _prior(key, m):
+    return PRIOR_LOC + PRIOR_SD * jax.random.normal(key, (m, 2))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_slow_latent_gets_the_prior_and_says_why(seed):
+    trace = _trace(SLOW, seed)
+    with pytest.warns(na.UnidentifiedLatentsWarning, match=r"does not identify latents \['theta\[0\]'\]"):
+        kept = na.noise_aware_posterior(trace, "grid", rng_key=0)
+    assert list(kept.diagnostics["unidentified_latents"]) == ["theta[0]"]
+    assert kept.diagnostics["prior_only_latents"] == {}
+    post = na.noise_aware_posterior(trace, "grid", rng_key=0, prior=_prior)
+    why = post.diagnostics["prior_only_latents"]
+    assert list(why) == ["theta[0]"], why
+    assert "window" in why["theta[0]"] or "standard errors" in why["theta[0]"]
+    ident = post.diagnostics["identifiability"]
+    assert ident.prior_only.tolist() == [True, False]
+    assert not ident.relaxation_steps[0] <= 1600 and ident.relaxation_steps[1] < 100
+    theta = np.asarray(post.sample_unconstrained(jax.random.PRNGKey(3), 20_000))
+    # latent 0 is the prior (mean 5, sd 0.5), latent 1 keeps the noise-aware posterior
+    assert abs(theta[:, 0].mean() - PRIOR_LOC) < 0.02 and abs(theta[:, 0].std() - PRIOR_SD) < 0.02
+    assert abs(float(post.sd_unconstrained()[0]) - PRIOR_SD) < 0.03
+    ref = np.asarray(kept.sample_unconstrained(jax.random.PRNGKey(3), 20_000))
+    assert abs(theta[:, 1].mean() - ref[:, 1].mean()) < 0.1 * ref[:, 1].std()
+    assert abs(theta[:, 1].std() / ref[:, 1].std() - 1) < 0.05
+    assert abs(theta[:, 1].mean()) < 0.5  # near phi* = 0, nowhere near the prior's 5
+
+
+def test_identified_twin_is_left_alone():
+    """The power twin: the same trace with latent 0's curvature fast is not touched, and no warning."""
+    import warnings
+
+    trace = _trace(FAST, 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        post = na.noise_aware_posterior(trace, "grid", rng_key=0, prior=_prior)
+        plain = na.noise_aware_posterior(trace, "grid", rng_key=0)
+    assert post.diagnostics["unidentified_latents"] == {} and post.diagnostics["prior_only_latents"] == {}
+    assert post.diagnostics["identifiability"].slope_z[:2].min() > 4
+    np.testing.assert_array_equal(np.asarray(post.phi_star), np.asarray(plain.phi_star))
+
+
+def test_relaxation_branch_fires_on_a_well_measured_slow_drift():
+    """A slope measured to many standard errors (low noise, a long drift from 5 away) still fails when
+    1 / (eta q A) exceeds the window: the trace has drifted, not relaxed."""
+    trace = _trace(2.0, 0, noise_multiplier=1e-3, phi_init=np.array([5.0, 0.0, 0.0, 0.0]))
+    stats = na.sufficient_statistics(trace.phi, trace.grads, 0.2)
+    ident = na.identifiability(stats, trace.noise_multiplier * trace.clip / np.asarray(trace.beta), 0.1,
+                               trace.learning_rate)
+    assert ident.slope_z[0] > 100 and abs(ident.slope[0] / 2.0 - 1) < 0.05
+    assert 4000 < ident.relaxation_steps[0] < 6000 and ident.window[0] == 1600
+    assert ident.prior_only.tolist() == [True, False]
+    why = I.reasons(ident, ["a", "b"])
+    assert list(why) == ["a"] and "exceeds the 1600-step window" in why["a"]
+
+
+def test_slope_within_two_standard_errors_is_not_identified():
+    """Slope 150 with s.e. 10 (15 s.e.) is identified; slope 15 with s.e. 10 (1.5 s.e.) is not, whatever
+    the learning rate: the relaxation time is not known."""
+    stats = na.TraceStats(count=np.full(4, 100.0), phi_mean=np.zeros(4), grad_mean=np.zeros(4),
+                          phi_ss=np.ones(4), cross_ss=np.array([15.0, 1.5, 15.0, 15.0]), grad_ss=np.ones(4))
+    ident = na.identifiability(stats, np.ones(4), 0.1, np.ones(4))
+    np.testing.assert_allclose(ident.slope_z, [15.0, 1.5, 15.0, 15.0])
+    assert ident.prior_only.tolist() == [False, True] and np.isinf(ident.relaxation_steps[1])
+    why = I.reasons(ident, ["x", "y"])
+    assert list(why) == ["y"] and "within 2 standard errors" in why["y"] and "1.50 s.e." in why["y"]
+
+
+def test_bad_prior_sampler_is_refused():
+    trace = _trace(SLOW, 0)
+    with pytest.raises(TypeError, match="prior must be None or a sampler"):
+        na.noise_aware_posterior(trace, "grid", rng_key=0, prior="normal")
+    with pytest.raises(ValueError, match=r"must return 4000 finite draws of the 2 unconstrained latent coordinates"):
+        na.noise_aware_posterior(trace, "grid", rng_key=0, prior=lambda k, m: np.zeros((m, 3)))
+
+
+def test_model_prior_sampler_reads_shapes_only():
+    from dpposterior.models.regression import linear_regression
+
+    X = np.full((7, 3), np.nan, np.float32)   # values never read: NaN would poison any use
+    y = np.full(7, np.nan, np.float32)
+    draws = np.asarray(na.model_prior_sampler(linear_regression, X, y)(jax.random.PRNGKey(0), 20_000))
+    assert draws.shape == (20_000, 5) and np.all(np.isfinite(draws))
+    # log sigma2 with sigma2 ~ InvGamma(20, 0.5): mean log(0.5) - digamma(20)
+    from scipy.special import digamma, polygamma
+
+    assert abs(draws[:, 0].mean() - (np.log(0.5) - digamma(20))) < 0.01
+    assert abs(draws[:, 0].std() - np.sqrt(polygamma(1, 20))) < 0.01
