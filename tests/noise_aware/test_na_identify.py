@@ -113,3 +113,53 @@ def test_model_prior_sampler_reads_shapes_only():
 
     assert abs(draws[:, 0].mean() - (np.log(0.5) - digamma(20))) < 0.01
     assert abs(draws[:, 0].std() - np.sqrt(polygamma(1, 20))) < 0.01
+
+
+def test_the_warning_travels_with_the_posterior_into_its_summary():
+    """What noise_aware_posterior warns about is kept: Posterior.warnings, summary().warnings and the
+    printed summary carry it, so a report or a notebook that prints the estimates prints the warning."""
+    trace = _trace(SLOW, 0)
+    with pytest.warns(na.UnidentifiedLatentsWarning):
+        kept = na.noise_aware_posterior(trace, "grid", rng_key=0)
+    assert len(kept.warnings) == 1 and "does not identify latents ['theta[0]']" in kept.warnings[0]
+    table = kept.summary(num_samples=200)
+    assert table.warnings == kept.warnings
+    text = str(table)
+    assert text.splitlines()[0].split() == ["parameter", "mean", "sd", "robust_sd", "q0.05", "q0.95"]
+    assert "warning: the release does not identify latents ['theta[0]']" in text
+    post = na.noise_aware_posterior(trace, "grid", rng_key=0, prior=_prior)  # asked for: a note, no warning
+    assert any("prior's push-forward" in w and "theta[0]" in w for w in post.warnings)
+    assert any("prior's push-forward" in w for w in post.summary(num_samples=200).warnings)
+
+
+def test_an_identified_release_has_no_warnings_and_the_naive_baseline_says_what_it_is():
+    import warnings
+
+    trace = _trace(FAST, 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        post = na.noise_aware_posterior(trace, "grid", rng_key=0)
+    assert post.warnings == () and post.summary(num_samples=100).warnings == ()
+    assert "warning" not in str(post.summary(num_samples=100))
+    naive = trace.last_iterate_posterior()
+    assert len(naive.warnings) == 1 and "ignores the privacy noise" in naive.warnings[0]
+
+
+def test_robust_sd_matches_the_interval_and_ignores_a_heavy_tail():
+    from dpposterior.noise_aware.summary import summary_rows
+
+    class _Site:
+        def __init__(self, name):
+            self.name, self.shape = name, ()
+
+    class _Layout:
+        sites = [_Site("x")]
+        names = ["x"]
+
+    x = np.concatenate([np.random.default_rng(0).normal(0, 1, 9990), np.full(10, 1e3)])
+    row = summary_rows({"x": x}, _Layout(), 0.9, x.size)[0]
+    assert row["robust_sd"] == pytest.approx((row["q0.95"] - row["q0.05"]) / (2 * 1.6448536))
+    assert 0.95 < row["robust_sd"] < 1.05 and row["sd"] > 20  # one heavy tail: sd 30x, the robust sd unmoved
+    normal = np.random.default_rng(1).normal(0, 2, 20000)
+    row = summary_rows({"x": normal}, _Layout(), 0.8, normal.size)[0]
+    assert row["robust_sd"] == pytest.approx(row["sd"], rel=0.03)  # the same as sd for normal draws

@@ -169,3 +169,16 @@ def test_html_report_renders_with_its_figures(fitted, tmp_path, benchmark_script
     bare.write_text(re.sub(r'<img [^>]*>', "", (fitted / "summary.html").read_text()))
     rgb = (matplotlib.image.imread(shooter.screenshot(bare, tmp_path / "bare.png", height=2400))[..., :3] * 255).round()
     assert np.all(np.abs(rgb - [31, 119, 180]) < 40, axis=-1).sum() < 50
+
+
+def test_the_posterior_warnings_are_in_the_report_and_on_the_terminal(fitted):
+    """The README example's weakly identified slopes: what noise_aware_posterior warned about is not left
+    on stderr alone; the report states it under Warnings and the terminal repeats it."""
+    out, result = fitted
+    warned = result["posterior"].warnings
+    assert any("does not identify latents" in w for w in warned), warned
+    md = (out / "summary.md").read_text()
+    assert "## Warnings" in md and md.index("## Warnings") < md.index("## Posterior")
+    for w in warned:
+        assert f"> {w}" in md
+        assert f"warning: {w}" in result["stdout"]

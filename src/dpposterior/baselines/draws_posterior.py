@@ -11,10 +11,10 @@ from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from .._checks import check_real
 from ..noise_aware.posterior import _check_num, _key, _model_keywords, _summary_table, draws_to_arviz, run_predictive
+from ..noise_aware.summary import PosteriorSummary, summary_rows
 from ..privacy.spent import PrivacySpent
 from ..vi.layout import ParamLayout
 
@@ -92,25 +92,18 @@ class DrawsPosterior:
         are accepted for compatibility with :class:`Posterior` and ignored)."""
         return {k: jnp.mean(v, axis=0) for k, v in self.constrained_draws().items()}
 
-    def summary(self, key: Any = None, num_samples: int | None = None, prob: float = 0.9) -> list[dict[str, Any]]:
-        """Rows (one per constrained scalar) with mean, sd and the central ``prob`` interval of the
-        stored draws (``key``/``num_samples`` ignored: every stored draw is used); each ``parameter``
-        named as ArviZ names it, as :meth:`Posterior.summary`."""
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What post-processing warned about (``diagnostics["warnings"]``), as :attr:`Posterior.warnings`."""
+        return tuple(self.diagnostics.get("warnings", ()))
+
+    def summary(self, key: Any = None, num_samples: int | None = None, prob: float = 0.9) -> PosteriorSummary:
+        """Rows (one per constrained scalar) with mean, sd, robust sd and the central ``prob`` interval of the
+        stored draws (``key``/``num_samples`` ignored: every stored draw is used), with this posterior's
+        :attr:`warnings` attached; each ``parameter`` named as ArviZ names it, as :meth:`Posterior.summary`."""
         if not 0 < check_real("prob", prob) < 1:
             raise ValueError(f"prob must lie in (0, 1), got {prob!r}")
-        from ..noise_aware.posterior import interval_labels, scalar_labels
-
-        lo_q, hi_q = (1 - prob) / 2, 1 - (1 - prob) / 2
-        lo_key, hi_key = interval_labels(prob)  # as Posterior.summary: q0.0005 / q0.9995 at 0.999, not q1
-        rows = []
-        for name, v in self.constrained_draws().items():
-            v = np.asarray(v).reshape(self.num_draws, -1)
-            shape = self.layout.sites[self.layout.names.index(name)].shape
-            for j, label in enumerate(scalar_labels(name, shape)):
-                col = v[:, j]
-                rows.append({"parameter": label, "mean": float(col.mean()), "sd": float(col.std()),
-                             lo_key: float(np.quantile(col, lo_q)), hi_key: float(np.quantile(col, hi_q))})
-        return rows
+        return summary_rows(self.constrained_draws(), self.layout, prob, self.num_draws, self.warnings)
 
     def predictive(self, key: Any, model: Callable, *new_data: Any, num_samples: int | None = None,
                    model_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, jax.Array]:

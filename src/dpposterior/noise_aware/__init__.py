@@ -30,6 +30,7 @@ from .model import trace_priors
 from .nuts import nuts_posterior
 from .posterior import Posterior
 from .posterior import point_posterior
+from .summary import PosteriorSummary
 from .postprocess import METHODS
 from .postprocess import noise_aware_posterior
 from .simulate import heuristic_learning_rate
@@ -46,6 +47,7 @@ __all__ = [
     "LaplaceResult",
     "METHODS",
     "Posterior",
+    "PosteriorSummary",
     "TracePriors",
     "TraceStats",
     "UnidentifiedLatentsWarning",

@@ -19,6 +19,7 @@ from ..privacy.randomness import user_key
 from ..privacy.spent import PrivacySpent
 from ..vi import family
 from ..vi.layout import ParamLayout
+from .summary import PosteriorSummary, summary_rows
 
 PhiSampler = Callable[[jax.Array, int], jax.Array]
 
@@ -134,31 +135,32 @@ class Posterior:
         return run_predictive(self.layout, self.sample(k1, 1000 if num_samples is None else num_samples), k2,
                               model, new_data, kw)
 
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What post-processing warned about (``diagnostics["warnings"]``): unidentified latents, solver
+        checks that failed, the naive baseline's overconfidence. Empty when nothing was flagged."""
+        return tuple(self.diagnostics.get("warnings", ()))
+
     def summary(self, key: jax.Array | None = None, num_samples: int = 4000,
-                prob: float = 0.9) -> list[dict[str, Any]]:
-        """Rows (one per constrained scalar) with mean, sd and the central ``prob`` interval.
+                prob: float = 0.9) -> PosteriorSummary:
+        """Rows (one per constrained scalar) with mean, sd, robust sd and the central ``prob`` interval.
 
         Each row's ``parameter`` names the scalar as ArviZ does (:meth:`to_arviz`, :meth:`summary_table`):
         the site name for a scalar site, else the name with its index, ``w[0]`` for a site of shape (1,)
         and ``M[0, 1]`` for a matrix site. The statistics are those of :meth:`sample`'s draws at ``key``
-        (fixed key 0 unless given, as :meth:`to_arviz`); ``sd`` is their population sd (ddof 0; ArviZ's
-        is ddof 1). The interval's ends are keyed by their quantile levels, e.g. ``q0.05`` and ``q0.95``
+        (fixed key 0 unless given, as :meth:`to_arviz`), in float64; ``sd`` is their population sd (ddof 0;
+        ArviZ's is ddof 1) and ``robust_sd`` the sd of the normal with the same interval (robust where the
+        draws have heavy tails). The interval's ends are keyed by their quantile levels, e.g. ``q0.05`` and ``q0.95``
         for ``prob=0.9`` and ``q0.0005`` and ``q0.9995`` for ``prob=0.999``.
+
+        Returns:
+          A :class:`~dpposterior.noise_aware.summary.PosteriorSummary`: the list of rows, with this
+          posterior's :attr:`warnings` attached; ``print()`` it for an aligned table and the warnings.
         """
         if not 0 < check_real("prob", prob) < 1:
             raise ValueError(f"prob must lie in (0, 1), got {prob!r}")
         draws = self.sample(jax.random.PRNGKey(0) if key is None else key, num_samples)
-        lo_q, hi_q = (1 - prob) / 2, 1 - (1 - prob) / 2
-        lo_key, hi_key = interval_labels(prob)
-        rows = []
-        for name, v in draws.items():
-            v = np.asarray(v).reshape(num_samples, -1)
-            shape = self.layout.sites[self.layout.names.index(name)].shape
-            for j, label in enumerate(scalar_labels(name, shape)):
-                col = v[:, j]
-                rows.append({"parameter": label, "mean": float(col.mean()), "sd": float(col.std()),
-                             lo_key: float(np.quantile(col, lo_q)), hi_key: float(np.quantile(col, hi_q))})
-        return rows
+        return summary_rows(draws, self.layout, prob, num_samples, self.warnings)
 
     def to_arviz(self, key: jax.Array | None = None, num_samples: int = 4000):
         """An ArviZ InferenceData of constrained draws (one chain), with the privacy record in attrs.
@@ -219,29 +221,14 @@ def _summary_table(idata: Any, privacy: PrivacySpent, prob: float):
 
 def point_posterior(layout: ParamLayout, phi: jax.Array, privacy: PrivacySpent,
                     method: str = "last_iterate") -> Posterior:
-    """q(theta; phi) at one phi: the naive baseline that ignores the DP noise."""
-    return Posterior(layout=layout, phi_star=jnp.asarray(phi)[None, :], privacy=privacy, method=method)
+    """q(theta; phi) at one phi: the naive baseline that ignores the DP noise (its warnings say so)."""
+    return Posterior(layout=layout, phi_star=jnp.asarray(phi)[None, :], privacy=privacy, method=method,
+                     diagnostics={"warnings": [NAIVE_WARNING]})
 
 
-def scalar_labels(name: str, shape: tuple[int, ...]) -> list[str]:
-    """The names of a site's scalars in C order, as ArviZ's summary names them: ``name`` for a scalar
-    site (shape ()), else ``name[i]`` / ``name[i, j]`` (a site of shape (1,) is ``w[0]``, not ``w``)."""
-    if len(shape) == 0:
-        return [name]
-    return [f"{name}[{', '.join(map(str, idx))}]" for idx in np.ndindex(*shape)]
-
-
-def interval_labels(prob: float) -> tuple[str, str]:
-    """The keys of a central ``prob`` interval's ends: ``"q"`` and each quantile level with the fewest
-    significant digits (at least 3) that name it, e.g. q0.05 / q0.95 for 0.9 and q0.0005 / q0.9995 for
-    0.999 (three digits alone print the 0.9995 quantile as q1, the maximum)."""
-    lo, hi = (1 - prob) / 2, 1 - (1 - prob) / 2
-    tol = 1e-6 * min(lo, prob)  # close on the scale of the tails and of the interval itself
-    for digits in range(3, 18):
-        lo_text, hi_text = f"{lo:.{digits}g}", f"{hi:.{digits}g}"
-        if (abs(float(lo_text) - lo) <= tol and abs(float(hi_text) - hi) <= tol and lo_text != hi_text) or digits == 17:
-            break
-    return f"q{lo_text}", f"q{hi_text}"
+#: the warning a point posterior carries: it is a baseline, not a calibrated posterior
+NAIVE_WARNING = ("naive baseline: one DP-SGD iterate taken as the posterior ignores the privacy noise, so its "
+                 "intervals are too narrow; use dpposterior.noise_aware_posterior(trace) for calibrated ones")
 
 
 def _as_model_input(a: Any, i: int) -> Any:

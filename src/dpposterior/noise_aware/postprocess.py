@@ -119,6 +119,8 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
       "identifiability" (:class:`~dpposterior.noise_aware.identify.Identifiability`),
       "unidentified_latents" (``{latent coordinate name: reason}``, whatever ``prior``),
       "prior_only_latents" (the same for the latents that got the prior: empty without ``prior``),
+      "warnings" (every warning this call raised, and the note on prior-only latents, as text: the
+      same list as :attr:`Posterior.warnings`, which summaries and reports carry),
       and the solver's checks (grid: "edge_mass", "max_cell_mass"; laplace: "converged",
       "max_grad_norm"; nuts: split R-hat, ESS and divergences from numpyro.diagnostics, and "stuck",
       the chains and coordinates whose draws never changed, with a RuntimeWarning).
@@ -176,7 +178,7 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
     diagnostics: dict[str, Any] = {"burn_in": float(burn_in), "burn_in_start": start,
                                    "num_steps_used": int(trace.phi.shape[0] - start),
                                    "subsampling_noise": bool(subsampling_noise), "seeded_by": seeded_by,
-                                   "stats": stats, "priors": priors}
+                                   "stats": stats, "priors": priors, "warnings": []}
     stats32 = stats.astype(jnp.float32)
     priors32 = TracePriors(*(jnp.asarray(x, jnp.float32) for x in priors))
     noise32 = jnp.asarray(noise_sd, jnp.float32)
@@ -189,9 +191,9 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
         diagnostics.update(grid=grid, edge_mass=float(edge.max()), max_cell_mass=float(np.max(grid.max_cell_mass)),
                            log_evidence=float(np.sum(grid.log_evidence)))
         if edge.max() > EDGE_MASS_WARNING:
-            warnings.warn(f"grid: coordinates {np.nonzero(edge > EDGE_MASS_WARNING)[0].tolist()} have posterior mass "
+            _warn(diagnostics, f"grid: coordinates {np.nonzero(edge > EDGE_MASS_WARNING)[0].tolist()} have posterior mass "
                           f"up to {edge.max():.2g} at the edge of the widest grid box; the trace may not fit the "
-                          "linear gradient model (not converged?)", RuntimeWarning, stacklevel=2)
+                          "linear gradient model (not converged?)", RuntimeWarning)
 
         def sampler(key, m, _grid=grid):
             return G.grid_sample_phi_star(_grid, _as_key(key), int(m))
@@ -202,8 +204,8 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
         conv = np.asarray(res.converged)
         diagnostics.update(laplace=res, converged=bool(conv.all()), max_grad_norm=float(np.max(res.grad_norm)))
         if not conv.all():
-            warnings.warn(f"laplace: the mode search did not converge (or the Hessian is not negative definite) "
-                          f"for coordinates {np.nonzero(~conv)[0].tolist()}", RuntimeWarning, stacklevel=2)
+            _warn(diagnostics, f"laplace: the mode search did not converge (or the Hessian is not negative definite) "
+                          f"for coordinates {np.nonzero(~conv)[0].tolist()}", RuntimeWarning)
 
         def sampler(key, m, _res=res):
             return _laplace_draws(_res, _as_key(key), int(m))
@@ -219,27 +221,27 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
         mean, sd = phi_draws.mean(axis=0), phi_draws.std(axis=0)
         stuck = np.asarray(nd["stuck"])
         if nd["num_divergences"] > 0:
-            warnings.warn(f"nuts: {nd['num_divergences']} divergent transitions after warm-up: the draws may miss "
+            _warn(diagnostics, f"nuts: {nd['num_divergences']} divergent transitions after warm-up: the draws may miss "
                           "part of the posterior; raise target_accept_prob (default 0.8, e.g. 0.95) or use "
-                          "method=\"grid\" (diagnostics[\"num_divergences\"])", RuntimeWarning, stacklevel=2)
+                          "method=\"grid\" (diagnostics[\"num_divergences\"])", RuntimeWarning)
         if stuck.any():
-            warnings.warn(f"nuts: chains {np.nonzero(stuck.any(axis=1))[0].tolist()} never moved for coordinates "
+            _warn(diagnostics, f"nuts: chains {np.nonzero(stuck.any(axis=1))[0].tolist()} never moved for coordinates "
                           f"{_named(trace, stuck.any(axis=0))[1]} (every draw the same), so "
                           "the draws are not a posterior sample; with num_warmup="
                           f"{solver_options.get('num_warmup', 1000)} NUTS's step size was not adapted to the "
                           "posterior: raise num_warmup (default 1000), or use method=\"grid\"",
-                          RuntimeWarning, stacklevel=2)
+                          RuntimeWarning)
     if method != "nuts":
         phi_draws = sampler(jax.random.fold_in(raw_key, 1), num_draws)
     ident = I.identifiability(stats, noise_sd, q, np.asarray(trace.learning_rate, np.float64))
     unidentified = I.reasons(ident, trace.layout.coordinate_names())
     diagnostics.update(identifiability=ident, unidentified_latents=unidentified, prior_only_latents={})
     if unidentified and prior is None:
-        warnings.warn(f"the release does not identify latents {list(unidentified)}: "
+        _warn(diagnostics, f"the release does not identify latents {list(unidentified)}: "
                       + "; ".join(f"{k}: {v}" for k, v in unidentified.items())
                       + ". Their noise-aware posterior rests on a drift, not a fixed point; pass "
                       "prior=dpposterior.noise_aware.model_prior_sampler(model, *data) to give them the model "
-                      "prior's push-forward", I.UnidentifiedLatentsWarning, stacklevel=2)
+                      "prior's push-forward", I.UnidentifiedLatentsWarning)
     elif unidentified:
         mask = jnp.asarray(ident.prior_only)
         phi_draws = _prior_latents(prior, jax.random.fold_in(raw_key, 2), phi_draws, mask, trace.num_params // 2)
@@ -253,6 +255,10 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
 
         mean, sd = jnp.mean(phi_draws, axis=0), jnp.std(phi_draws, axis=0)
         diagnostics["prior_only_latents"] = unidentified
+        diagnostics["warnings"].append(
+            f"the release does not identify latents {list(unidentified)}, so their posterior is the model "
+            "prior's push-forward (their likelihood term is dropped): the data said nothing about them "
+            "through this release")
     _check_finite_result(trace, method, mean, sd, phi_draws, noise_sd, user_priors=user_priors)
     diagnostics["phi_star_mean"] = np.asarray(mean)
     diagnostics["phi_star_sd"] = np.asarray(sd)
@@ -323,6 +329,13 @@ def _check_solver_options(method: str, options: dict[str, Any]) -> None:
 
 
 _laplace_draws = jax.jit(L.laplace_sample, static_argnames=("num_samples",))
+
+
+def _warn(diagnostics: dict[str, Any], message: str, category: type[Warning]) -> None:
+    """Warns at the caller of :func:`noise_aware_posterior` and keeps the message in
+    ``diagnostics["warnings"]``, so that :attr:`Posterior.warnings`, its summary and reports carry it."""
+    diagnostics["warnings"].append(message)
+    warnings.warn(message, category, stacklevel=3)
 
 
 def _as_key(key: Any) -> jax.Array:

@@ -350,10 +350,12 @@ def _summaries(post, design: Design, model: str, prob: float, key) -> list[dict[
     rows = post.summary(key, 4000, prob=prob)
     names = _param_names(post, design, model)
     out = []
+    from ..noise_aware.summary import interval_labels  # not at import: the CLI starts without JAX
+
+    lo_key, hi_key = interval_labels(prob)
     for r in rows:
-        vals = list(r.values())
-        out.append({"parameter": names.get(r["parameter"], r["parameter"]), "mean": vals[1], "sd": vals[2],
-                    "lo": vals[3], "hi": vals[4]})
+        out.append({"parameter": names.get(r["parameter"], r["parameter"]), "mean": r["mean"], "sd": r["sd"],
+                    "robust_sd": r["robust_sd"], "lo": r[lo_key], "hi": r[hi_key]})
     return out
 
 
@@ -767,6 +769,11 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
         f_tr = plots.trace_plot(trace, out / "trace.png")
 
         report = Report(f"dpposterior fit: {label} of {target!r} on {Path(data).name}")
+        if post.warnings:
+            report.heading("Warnings")
+            for w in post.warnings:
+                report.paragraph(w, note=True)
+                log(f"      warning: {w}")
         this = Ledger()
         this.add(trace, "DPVI (DP-SGD on the ELBO)")
         if hist is not None:
@@ -788,13 +795,16 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
         report.heading(f"Posterior ({pct} central intervals)")
         report.paragraph("Noise-aware intervals include the uncertainty added by the privacy noise; the naive ones "
                          "(the last DP-SGD iterate) ignore it and are usually too narrow. Coefficients are on the "
-                         "rescaled features (see the transforms below).")
-        header = ["parameter", "mean", "sd", f"{pct} interval (noise-aware)", f"{pct} interval (naive)",
+                         "rescaled features (see the transforms below). \"robust sd\" is the sd of the normal "
+                         "with the same interval: where it is much smaller than sd, the posterior has heavy tails and "
+                         "the interval describes its bulk better than mean +- sd does. \"width ratio\" is the "
+                         "noise-aware interval's width over the naive one's: how much the privacy noise widens it.")
+        header = ["parameter", "mean", "sd", "robust sd", f"{pct} interval (noise-aware)", f"{pct} interval (naive)",
                   "width ratio"]
         rows = []
         for a, b in zip(s_aware, s_naive):
             wa, wb = a["hi"] - a["lo"], b["hi"] - b["lo"]
-            rows.append([a["parameter"], a["mean"], a["sd"], f"[{a['lo']:+.4g}, {a['hi']:+.4g}]",
+            rows.append([a["parameter"], a["mean"], a["sd"], a["robust_sd"], f"[{a['lo']:+.4g}, {a['hi']:+.4g}]",
                          f"[{b['lo']:+.4g}, {b['hi']:+.4g}]", wa / wb if wb > 0 else float("inf")])
         report.table(header, rows)
         report.heading("Figures")
@@ -1157,6 +1167,12 @@ def _compare_report(made, methods, releases, ledger, design, model, label, prob,
     fig = _figure_intervals([_interval_rows(sums[m]) for m in methods], methods, out / "compare_intervals.png",
                             f"{pct} intervals by method")
     report = Report(f"dpposterior compare: {label} of {target!r} on {Path(data).name}")
+    flagged = [(m, w) for m in methods if m != "naive" for w in getattr(posts[m], "warnings", ())]
+    if flagged:
+        report.heading("Warnings")
+        for m, w in flagged:
+            report.paragraph(f"{m}: {w}", note=True)
+            log(f"      warning ({m}): {w}")
     report.heading("How the budget was shared")
     (eps_each, delta_each), mixed = budgets[releases[0]], len({RELATIONS[m] for m in releases}) > 1
     if budget == "each":
