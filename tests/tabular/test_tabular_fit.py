@@ -182,3 +182,39 @@ def test_the_posterior_warnings_are_in_the_report_and_on_the_terminal(fitted):
     for w in warned:
         assert f"> {w}" in md
         assert f"warning: {w}" in result["stdout"]
+
+
+def test_effects_in_original_units_map_the_true_coefficients(fitted):
+    """The report's effects table: odds ratios per round number of original units (age: +10 years of a
+    half-range of 36; income: +100 thousand of 100) and per category against its reference level."""
+    from dpposterior.tabular.effects import original_unit_effects, round_unit
+
+    out, result = fitted
+    design = result["design"]
+    assert round_unit(36.0) == 10 and round_unit(100.0) == 100 and round_unit(4.0) == 1
+    cols = list(design.feature_names)
+    truth = np.array([[example.TRUE_COEFFICIENTS[c] for c in cols]])
+    rows = {r["term"]: r for r in original_unit_effects(truth, cols, design, "logistic", 0.9)}
+    assert "(intercept)" not in rows
+    assert rows["age"]["per"] == "+10 age" and rows["age"]["median"] == pytest.approx(np.exp(-0.8 * 10 / 36))
+    assert rows["income"]["median"] == pytest.approx(np.exp(-1.2))
+    assert rows["region=south"]["per"] == "south instead of north"
+    assert rows["region=south"]["median"] == pytest.approx(np.exp(0.6))
+    md = (out / "summary.md").read_text()
+    assert "## Effects in the table's units (90% central intervals, noise-aware)" in md
+    assert "| age | +10 age | odds ratio |" in md
+    assert "odds ratio per south instead of north" in result["stdout"]
+
+
+def test_effects_of_a_linear_model_are_in_the_target_units():
+    from dpposterior.tabular.design import Design
+    from dpposterior.tabular.effects import original_unit_effects
+    from dpposterior.tabular.schema import Column
+
+    target = Column(name="spend", type="numeric", bounds=(0.0, 500.0))
+    design = Design(X=np.zeros((2, 2), np.float32), y=np.zeros(2, np.float32), feature_names=("age", "(intercept)"),
+                    feature_scales=(36.0, None), target=target, target_kind="numeric", clipped_to_bounds=True)
+    draws = np.array([[0.2, 0.0], [0.4, 0.0], [0.3, 0.0]])
+    (row,) = original_unit_effects(draws, ["age", "(intercept)"], design, "linear", 0.5)
+    assert row["measure"] == "change in spend" and row["per"] == "+10 age"
+    assert row["median"] == pytest.approx(0.3 * 10 / 36 * 250)   # the target's half-range is 250

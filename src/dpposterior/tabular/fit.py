@@ -359,6 +359,20 @@ def _summaries(post, design: Design, model: str, prob: float, key) -> list[dict[
     return out
 
 
+def _effects(post, design: Design, model: str, prob: float, key) -> list[dict[str, Any]]:
+    """The coefficients in original units (:mod:`.effects`) for the built-in models; [] for a model of the
+    user's own, whose weights this module cannot map to columns."""
+    from .effects import original_unit_effects
+
+    kinds = {"linear": "numeric", "logistic": "binary"}
+    names = _param_names(post, design, model)
+    columns = [names.get(f"w[{j}]") for j in range(len(design.feature_names))]
+    if kinds.get(model) != design.target_kind or None in columns:
+        return []
+    w = np.asarray(post.sample(key, 4000)["w"]).reshape(4000, -1)
+    return original_unit_effects(w, columns, design, model, prob)
+
+
 def _interval_rows(summary: list[dict[str, Any]]) -> dict[str, tuple[float, float, float]]:
     return {r["parameter"]: (r["lo"], r["mean"], r["hi"]) for r in summary}
 
@@ -807,6 +821,24 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
             rows.append([a["parameter"], a["mean"], a["sd"], a["robust_sd"], f"[{a['lo']:+.4g}, {a['hi']:+.4g}]",
                          f"[{b['lo']:+.4g}, {b['hi']:+.4g}]", wa / wb if wb > 0 else float("inf")])
         report.table(header, rows)
+        effects = _effects(post, design, model, prob, key)
+        if effects:
+            report.heading(f"Effects in the table's units ({pct} central intervals, noise-aware)")
+            report.paragraph("Each row translates one coefficient back to the original columns: for a numeric "
+                             "feature, the effect of the stated increase with the other features held fixed; for "
+                             "a category, the difference from its reference level. "
+                             + ("An odds ratio above 1 raises the odds of the outcome, below 1 lowers them; an "
+                                "interval that contains 1 does not tell the direction." if model == "logistic" else
+                                f"Changes are in the units of {target}; an interval that contains 0 does not tell "
+                                "the direction."))
+            report.table(["term", "per", "measure", "median", f"{pct} interval"],
+                         [[e["term"], e["per"], e["measure"], e["median"], f"[{e['lo']:.4g}, {e['hi']:.4g}]"]
+                          for e in effects])
+            log(f"      estimates ({pct} intervals, noise-aware):")
+            width = max(len(f"{e['measure']} per {e['per']}") for e in effects)
+            for e in effects:
+                what = f"{e['measure']} per {e['per']}"
+                log(f"        {what:<{width}}  {e['median']:.4g}  [{e['lo']:.4g}, {e['hi']:.4g}]")
         report.heading("Figures")
         report.figure(f_int, f"{pct} noise-aware posterior intervals of {_every_parameter(s_aware)}")
         report.figure(f_cmp, "naive (last iterate) vs noise-aware intervals")
