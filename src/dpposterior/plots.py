@@ -110,6 +110,9 @@ def calibration_plot(curves: Mapping[str, Any], path: str | Path, title: str = "
       curves: a non-empty mapping from method name to a ``CalibrationResult``.
       path: the image file to write (its suffix names the format).
       title: the figure's title.
+      xlabel: the x axis's label (what the values are, in which units).
+      reference: a value drawn as a vertical line (0 by default: "no effect" for a coefficient), or
+        None for none.
 
     Returns:
       ``path`` as a Path.
@@ -145,7 +148,8 @@ def calibration_plot(curves: Mapping[str, Any], path: str | Path, title: str = "
 
 
 def interval_plot(rows: Sequence[Mapping[str, Any]], labels: Sequence[str], path: str | Path,
-                  title: str = "") -> Path:
+                  title: str = "", xlabel: str = "posterior value (dot: mean; line: central interval)",
+                  reference: float | None = 0.0) -> Path:
     """Side-by-side posterior intervals: ``rows[m][param] = (lo, mean, hi)`` for each method ``labels[m]``.
 
     The parameters are those of every row, in order of first appearance; a method without a parameter
@@ -199,9 +203,12 @@ def interval_plot(rows: Sequence[Mapping[str, Any]], labels: Sequence[str], path
         lo, mid, hi = (np.array([float(r[p][i]) for p in params if p in r]) for i in range(3))
         (dots,) = ax.plot(mid, y, "o", ms=2, label=lab)
         ax.hlines(y, lo, hi, color=dots.get_color(), lw=1)
+    if reference is not None:
+        ax.axvline(check_real("reference", reference), color="0.5", lw=0.8, ls="--", zorder=0)
     ax.set_yticks(np.arange(len(params)), params, fontsize=6)
     ax.invert_yaxis()
-    ax.legend(fontsize=8)
+    ax.set_xlabel(xlabel, fontsize=8)
+    ax.legend(fontsize=8, loc="best")
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
     return _save(fig, path)

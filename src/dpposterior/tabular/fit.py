@@ -390,7 +390,8 @@ def _figure_intervals(rows, labels, path: Path, title: str) -> Path:
         keep = set(names[:MAX_FIGURE_PARAMETERS])
         rows = [{k: v for k, v in r.items() if k in keep} for r in rows]
         title = f"{title}\n(the first {MAX_FIGURE_PARAMETERS} of {len(names)} parameters; the table lists all)"
-    return plots.interval_plot(rows, labels, path, title=title)
+    return plots.interval_plot(rows, labels, path, title=title,
+                               xlabel="coefficient on the rescaled features (dashed line: no effect)")
 
 
 def _every_parameter(summary: list[dict[str, Any]]) -> str:
