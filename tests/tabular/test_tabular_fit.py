@@ -218,3 +218,15 @@ def test_effects_of_a_linear_model_are_in_the_target_units():
     (row,) = original_unit_effects(draws, ["age", "(intercept)"], design, "linear", 0.5)
     assert row["measure"] == "change in spend" and row["per"] == "+10 age"
     assert row["median"] == pytest.approx(0.3 * 10 / 36 * 250)   # the target's half-range is 250
+
+
+def test_privacy_is_explained_in_plain_words(fitted):
+    from dpposterior.tabular.fit import plain_privacy
+
+    text = plain_privacy(1.0, 1e-5, "add_remove")
+    assert "adding or removing any one person's record" in text and "factor of e^epsilon = 2.72" in text
+    assert "delta = 1e-05" in text
+    assert "replacing any one person's record" in plain_privacy(0.5, 1e-6, "replace_one")
+    md = (fitted[0] / "summary.md").read_text()
+    assert "What the privacy guarantee means: adding or removing any one person's record" in md
+    assert f"| dpposterior version | {dpp.__version__} |" in md

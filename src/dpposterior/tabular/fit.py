@@ -421,11 +421,31 @@ def _privacy_block(report: Report, ledger, delta: float, seeded_by: set[str]) ->
     if len(ledger) > 1:
         lines.append(f"all releases together (PLD composition, privacy.Ledger): epsilon = {total.epsilon:.4g} at "
                      f"delta = {total.delta:.3g} ({total.neighbouring} neighbours)")
+    report.paragraph(plain_privacy(total.epsilon, total.delta, total.neighbouring))
     report.bullets(lines)
     if "user" in seeded_by:
         report.paragraph("WARNING: the privacy noise was seeded with --seed (reproduction only). Anyone who knows "
                          "the seed can remove the noise: do not publish this report as a private release.",
                          note=True)
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def plain_privacy(epsilon: float, delta: float, neighbouring: str) -> str:
+    """The (epsilon, delta) guarantee in words, for a reader who does not know differential privacy."""
+    who = ("adding or removing any one person's record" if neighbouring == "add_remove" else
+           "replacing any one person's record by another")
+    factor = math.exp(epsilon)
+    return (f"What the privacy guarantee means: {who} changes the probability of anything this report could show "
+            f"by at most a factor of e^epsilon = {factor:.3g} (epsilon = {epsilon:.3g}), except with probability "
+            f"delta = {delta:.3g}. So whatever one learns about a person from the report, one would learn nearly as "
+            "well if their record had not been used; the smaller epsilon, the stronger that promise. It holds "
+            "whatever else the reader knows, and it covers every number and figure below, which are computed from "
+            "the releases alone.")
 
 
 #: a clipped share above this is flagged in the report (clipping bias: docs/user-guide.md).
@@ -855,7 +875,7 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
             ["sampling rate q", sampling_rate], ["clip norm C", f"{clip:.4g}"], ["beta_rho", beta_rho],
             ["noise multiplier sigma", f"{trace.noise_multiplier:.4g}"], ["noise-aware solver", method],
             ["model options", ", ".join(f"{k}={v:g}" for k, v in model_kwargs(model).items()) or "defaults"],
-            ["noise seeded by", trace.privacy.seeded_by],
+            ["noise seeded by", trace.privacy.seeded_by], ["dpposterior version", _version()],
         ])
         report.heading("Reading this report")
         report.paragraph("docs/user-guide.md, 'Reading the report', explains every part; trace.npz is the release "
