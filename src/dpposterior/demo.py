@@ -92,11 +92,14 @@ def run_demo(epsilon: float = 1.0, delta: float = 1e-5, num_steps: int = 10_000,
         results[label] = {"test_accuracy": acc, "calibration_rmse": float(curve.rmse),
                           "brier": float(curve.brier), "mean_interval_width": float(np.mean(hi - lo))}
     log("")
-    log(f"{'coefficient':<32}{'naive 90% interval':>24}{'noise-aware 90% interval':>28}{'width ratio':>12}")
+    width = max(len("coefficient"), *(len(name) for name in names)) + 2   # whole names: none cut short
+    log(f"{'coefficient':<{width}}{'naive 90% interval':>24}{'noise-aware 90% interval':>28}{'width ratio':>13}")
     for name in names:
         a, b = intervals[0][name], intervals[1][name]
-        ratio = (b[2] - b[0]) / (a[2] - a[0])
-        log(f"{name[:31]:<32}{f'[{a[0]:+.3f}, {a[2]:+.3f}]':>24}{f'[{b[0]:+.3f}, {b[2]:+.3f}]':>28}{ratio:>12.2f}")
+        ratio = (b[2] - b[0]) / (a[2] - a[0]) if a[2] > a[0] else float("inf")
+        log(f"{name:<{width}}{f'[{a[0]:+.3f}, {a[2]:+.3f}]':>24}{f'[{b[0]:+.3f}, {b[2]:+.3f}]':>28}{ratio:>13.2f}")
+    for w in aware.warnings:
+        log(f"warning: {w}")
     log("")
     log(f"{'method':<28}{'test accuracy':>14}{'calibration RMSE':>18}{'Brier':>8}{'mean 90% width':>16}")
     for label in curves:
