@@ -108,7 +108,7 @@ def run_demo(epsilon: float = 1.0, delta: float = 1e-5, num_steps: int = 10_000,
             f"{r['mean_interval_width']:>16.4f}")
     plots.calibration_plot(curves, out / "calibration.png",
                            title=f"Adult test set, epsilon={trace.privacy.epsilon:.3g}")
-    plots.trace_plot(trace, out / "trace.png")
+    plots.trace_plot(trace, out / "trace.png", names=names)
     plots.interval_plot(intervals, list(curves), out / "intervals.png", title="90% posterior intervals")
     trace.save(out / "trace.npz")
     results["seconds_total"] = time.perf_counter() - t0

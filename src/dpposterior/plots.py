@@ -59,14 +59,18 @@ def _save(fig, path: Path) -> Path:
     return write_bytes_atomic(path, buf.getvalue())
 
 
-def trace_plot(trace, path: str | Path, max_coords: int = 6, burn_in: float = 0.2) -> Path:
-    """Plots the first coordinates of the released DP-SGD trace (mu and rho blocks) and the burn-in cut.
+def trace_plot(trace, path: str | Path, max_coords: int | None = None, burn_in: float = 0.2,
+               names: Sequence[str] | None = None) -> Path:
+    """Plots the released DP-SGD trace (mu and rho blocks) and the burn-in cut.
 
     Args:
       trace: a DP-SGD release with ``phi`` (T, 2 d), ``layout`` and ``privacy`` (e.g. a ``DPVITrace``).
       path: the image file to write (its suffix names the format).
-      max_coords: how many coordinates of each block to draw (>= 1).
+      max_coords: how many coordinates of each block to draw (>= 1); None (the default) draws every one.
+        A legend names them when there are at most :data:`MAX_LEGEND` (the rest are drawn unnamed).
       burn_in: where to draw the burn-in cut, as a share of the trace in [0, 1).
+      names: one label per latent coordinate (e.g. the design's column names) instead of the layout's
+        ``w[3]``-style names.
 
     Returns:
       ``path`` as a Path.
@@ -78,7 +82,8 @@ def trace_plot(trace, path: str | Path, max_coords: int = 6, burn_in: float = 0.
     if not all(hasattr(trace, a) for a in ("phi", "layout", "privacy")):
         raise TypeError(f"trace must be a DP-SGD release with phi, layout and privacy (e.g. a DPVITrace), got "
                         f"{type(trace).__name__}")
-    check_positive_int(max_coords, "max_coords")
+    if max_coords is not None:
+        check_positive_int(max_coords, "max_coords")
     b = check_real("burn_in", burn_in)
     if not 0.0 <= b < 1.0:
         raise ValueError(f"burn_in must be a share of the trace in [0, 1), got {burn_in!r}")
@@ -87,20 +92,32 @@ def trace_plot(trace, path: str | Path, max_coords: int = 6, burn_in: float = 0.
     phi = np.asarray(trace.phi)
     T, d = phi.shape
     n = d // 2
-    k = min(max_coords, n)
-    names = trace.layout.coordinate_names()
+    k = n if max_coords is None else min(max_coords, n)
+    if names is None:
+        names = trace.layout.coordinate_names()
+    elif isinstance(names, str) or len(names) != n:
+        raise ValueError(f"names must give one label per latent coordinate ({n}), got "
+                         f"{names if isinstance(names, str) else len(names)!r}")
+    legend = k <= MAX_LEGEND
     fig, axes = plt.subplots(2, 1, figsize=(8, 5), sharex=True)
     for j in range(k):
-        axes[0].plot(phi[:, j], lw=0.6, label=names[j])
-        axes[1].plot(phi[:, n + j], lw=0.6)
+        axes[0].plot(phi[:, j], lw=0.6 if legend else 0.4, label=str(names[j]) if legend else None)
+        axes[1].plot(phi[:, n + j], lw=0.6 if legend else 0.4)
     for ax, lab in zip(axes, ("mu (variational mean)", "rho (softplus^-1 of sd)")):
         ax.axvline(b * T, color="k", ls="--", lw=0.8)
         ax.set_ylabel(lab)
-    axes[0].legend(fontsize=7, ncol=3)
+    if legend:
+        axes[0].legend(fontsize=7, ncol=3)
+    else:
+        axes[0].set_title(f"all {k} coordinates (too many to name; the report's tables list them)", fontsize=8)
     axes[1].set_xlabel("DP-SGD step")
     fig.suptitle(f"Released DP-SGD trace ({trace.privacy.summary().split(';')[0]})", fontsize=9)
     fig.tight_layout()
     return _save(fig, path)
+
+
+#: the most coordinates :func:`trace_plot` names in a legend
+MAX_LEGEND = 12
 
 
 def calibration_plot(curves: Mapping[str, Any], path: str | Path, title: str = "") -> Path:
@@ -110,9 +127,6 @@ def calibration_plot(curves: Mapping[str, Any], path: str | Path, title: str = "
       curves: a non-empty mapping from method name to a ``CalibrationResult``.
       path: the image file to write (its suffix names the format).
       title: the figure's title.
-      xlabel: the x axis's label (what the values are, in which units).
-      reference: a value drawn as a vertical line (0 by default: "no effect" for a coefficient), or
-        None for none.
 
     Returns:
       ``path`` as a Path.
@@ -161,6 +175,9 @@ def interval_plot(rows: Sequence[Mapping[str, Any]], labels: Sequence[str], path
       labels: one name per row.
       path: the image file to write (its suffix names the format).
       title: the figure's title.
+      xlabel: the x axis's label (what the values are, in which units).
+      reference: a value drawn as a vertical line (0 by default: "no effect" for a coefficient), or
+        None for none.
 
     Returns:
       ``path`` as a Path.

@@ -801,7 +801,9 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
         f_cmp = _figure_intervals([_interval_rows(s_naive), _interval_rows(s_aware)],
                                   ["naive (last iterate)", f"noise-aware ({method})"], out / "naive_vs_noise_aware.png",
                                   f"{pct} intervals: naive vs noise-aware")
-        f_tr = plots.trace_plot(trace, out / "trace.png")
+        coord = trace.layout.coordinate_names()
+        f_tr = plots.trace_plot(trace, out / "trace.png",
+                                names=[_param_names(post, design, model).get(c, c) for c in coord])
 
         report = Report(f"dpposterior fit: {label} of {target!r} on {Path(data).name}")
         if post.warnings:
@@ -863,10 +865,7 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
         report.heading("Figures")
         report.figure(f_int, f"{pct} noise-aware posterior intervals of {_every_parameter(s_aware)}")
         report.figure(f_cmp, "naive (last iterate) vs noise-aware intervals")
-        names = _param_names(post, design, model)
-        legend = ", ".join(f"{k} = {v}" for k, v in names.items() if k.startswith("w["))
-        report.figure(f_tr, "the released DP-SGD trace of the variational parameters (dashed: burn-in cut)"
-                      + (f"; {legend}" if legend else ""))
+        report.figure(f_tr, "the released DP-SGD trace of the variational parameters (dashed: burn-in cut)")
         _public_block(report, design, Path(schema).name)
         report.heading("Settings")
         report.table(["setting", "value"], [
