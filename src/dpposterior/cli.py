@@ -60,6 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # the command line, for reports that record it
     try:
         return args.func(args)
     except (ValueError, TypeError, OSError) as e:  # OSError: a file that cannot be read or written

@@ -230,3 +230,12 @@ def test_privacy_is_explained_in_plain_words(fitted):
     md = (fitted[0] / "summary.md").read_text()
     assert "What the privacy guarantee means: adding or removing any one person's record" in md
     assert f"| dpposterior version | {dpp.__version__} |" in md
+
+
+def test_report_records_the_command_and_says_what_to_do_next(fitted):
+    md = (fitted[0] / "summary.md").read_text()
+    assert "| command | dpposterior fit " in md and "--seed 5" in md
+    assert "## What to do next" in md
+    assert "Some coefficients are not identified by this release" in md
+    assert "This run used --seed, so it is not private" in md
+    assert "the ledger records it (--ledger)." in md

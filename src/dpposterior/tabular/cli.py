@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from typing import Any
 
 FIT_EPILOG = """\
@@ -81,7 +82,7 @@ def _fit(args: argparse.Namespace) -> int:
               num_steps=args.steps, sampling_rate=args.sampling_rate, clip=args.clip, beta_rho=args.beta_rho,
               method=args.method, out=args.out, seed=args.seed, features=args.features, prob=args.prob,
               progress=not args.no_progress, ledger=args.ledger, secure=args.secure, target_kind=args.target_kind,
-              clip_check=args.clip_check)
+              clip_check=args.clip_check, command=shlex.join(["dpposterior", *args.argv]))
     return 0
 
 

@@ -429,6 +429,28 @@ def _privacy_block(report: Report, ledger, delta: float, seeded_by: set[str]) ->
                          note=True)
 
 
+def _next_steps(warned: Sequence[str], seeded_by: str, ledger: bool) -> list[str]:
+    """What the reader of a fit report can do next, given what it shows."""
+    steps = []
+    if any("does not identify latents" in w for w in warned):
+        steps.append("Some coefficients are not identified by this release (Warnings above): read their intervals "
+                     "as 'unknown', not as estimates. A larger epsilon, more records or fewer features identify "
+                     "them; more DP-SGD steps at the same epsilon do not (the noise per step grows).")
+    elif warned:
+        steps.append("Act on the warnings above before using the intervals.")
+    if seeded_by == "user":
+        steps.append("This run used --seed, so it is not private: rerun without --seed before publishing anything.")
+    steps.append("Post-process again at no privacy cost from the release itself: "
+                 "trace = dpposterior.DPVITrace.load(\"trace.npz\"); "
+                 "dpposterior.noise_aware_posterior(trace, method=\"nuts\") (or \"laplace\").")
+    steps.append("Every further fit on the same data spends more privacy: "
+                 + ("the ledger records it (--ledger)." if ledger else
+                    "pass --ledger FILE to keep count of the total."))
+    steps.append("The user guide (docs/user-guide.md in the source distribution), section 'Reading the report', "
+                 "explains every part of this report.")
+    return steps
+
+
 def _version() -> str:
     from .. import __version__
 
@@ -669,7 +691,7 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
               features: Sequence[str] | None = None, prob: float = 0.9, progress: bool = True,
               ledger: str | Path | None = None, log: Callable[[str], Any] = print,
               secure: bool = False, target_kind: str | None = None,
-              clip_check: float | None = None) -> dict[str, Any]:
+              clip_check: float | None = None, command: str | None = None) -> dict[str, Any]:
     """Fits a regression model to a table with NA-DPVI and writes a report folder.
 
     Privacy: one DPVI release (``dpposterior.dpvi``; Poisson-subsampled DP-SGD, add/remove-one
@@ -706,6 +728,7 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
         gradient norms at the trace's end (:func:`dpposterior.vi.gradient_norm_histogram`; pure
         epsilon-DP, add/remove-one), saved as ``out/clip_check.json``, added to the ledger, composed with
         the DPVI release in the report, which says what share of the records C clipped.
+      command: the command line that ran this (recorded in the report; the CLI passes its own).
 
     Returns:
       ``{"trace", "posterior", "naive", "design", "summary", "naive_summary", "report_md", "report_html"}``,
@@ -875,11 +898,10 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
             ["noise multiplier sigma", f"{trace.noise_multiplier:.4g}"], ["noise-aware solver", method],
             ["model options", ", ".join(f"{k}={v:g}" for k, v in model_kwargs(model).items()) or "defaults"],
             ["noise seeded by", trace.privacy.seeded_by], ["dpposterior version", _version()],
+            ["command", command or "dpposterior.tabular.fit_table (called from Python)"],
         ])
-        report.heading("Reading this report")
-        report.paragraph("docs/user-guide.md, 'Reading the report', explains every part; trace.npz is the release "
-                         "itself (dpposterior.DPVITrace.load), from which any other post-processing can be run "
-                         "without touching the data again.")
+        report.heading("What to do next")
+        report.bullets(_next_steps(post.warnings, trace.privacy.seeded_by, ledger is not None))
         md, page = report.write(out)
         log(f"      wrote {md} and {page} ({time.perf_counter() - t0:.1f} s)")
     return {"trace": trace, "posterior": post, "naive": naive, "design": design, "summary": s_aware,
