@@ -26,6 +26,7 @@ def test_demo_table_keeps_whole_names_and_aligns_its_columns(printed):
         rows.append(line)
     longest = max(datasets.adult_design("test")[2], key=len)
     assert len(longest) > 31 and any(r.startswith(longest + " ") for r in rows)   # whole, not cut at 31
+    assert "non-private" in header and "NOT PRIVATE" in printed[start - 1]
     ends = [m.end() for m in re.finditer(r"interval|ratio", header)]
     for r in rows:   # every right-aligned column ends where its header does
         assert [m.end() for m in re.finditer(r"\]|\S$", r)][-3:] == ends, (header, r)
@@ -34,3 +35,18 @@ def test_demo_table_keeps_whole_names_and_aligns_its_columns(printed):
 def test_demo_prints_what_the_post_processing_warned_about(printed):
     # 60 steps leave most coefficients unidentified: the terminal says so under the table
     assert any(line.startswith("warning: the release does not identify latents") for line in printed)
+
+
+def test_non_private_map_is_the_mode_of_the_model():
+    import numpy as np
+
+    from dpposterior.demo import non_private_map
+
+    rng = np.random.default_rng(0)
+    X = np.c_[rng.normal(size=(4000, 2)), np.ones(4000)]
+    w_true = np.array([1.0, -0.5, 0.3])
+    y = (rng.random(4000) < 1 / (1 + np.exp(-X @ w_true))).astype(float)
+    w = non_private_map(X, y)
+    p = 1 / (1 + np.exp(-X @ w))
+    assert np.allclose(X.T @ (y - p) - w, 0, atol=1e-8)   # the gradient of the log posterior vanishes
+    assert np.allclose(w, w_true, atol=0.12)
