@@ -239,3 +239,35 @@ def test_report_records_the_command_and_says_what_to_do_next(fitted):
     assert "Some coefficients are not identified by this release" in md
     assert "This run used --seed, so it is not private" in md
     assert "the ledger records it (--ledger)." in md
+
+
+def test_the_units_table_renders_in_a_real_browser(fitted, tmp_path, benchmark_script):
+    """The report's effects table, alone on a page, draws its header band (#eee) and cell borders (#bbb)
+    in chromium; the same page without the table draws a small fraction of those greys (anti-aliased
+    text only: the check's power)."""
+    shooter = benchmark_script("report_screenshot")
+    if shooter.find_browser() is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("no chromium on PATH under CI=true: .ci/run should have installed it")
+        pytest.skip("no chromium on PATH (apt-get install chromium)")
+    import matplotlib.image
+
+    page = (fitted[0] / "summary.html").read_text()
+    section = re.search(r"<h2>Effects in the table&#x27;s units.*?</table>", page, re.S)
+    assert section, "the report has no effects table"
+    assert "odds ratio" in section.group(0) and "+10 age" in section.group(0)
+    head, body_end = page[:page.index("<body>") + len("<body>")], "</body></html>"
+
+    def pixels(html: str, name: str) -> tuple[int, int]:
+        (tmp_path / f"{name}.html").write_text(head + html + body_end)
+        rgb = (matplotlib.image.imread(shooter.screenshot(tmp_path / f"{name}.html", tmp_path / f"{name}.png",
+                                                          height=900))[..., :3] * 255).round()
+        band = np.all(np.abs(rgb - 238) < 3, axis=-1).sum()
+        border = np.all(np.abs(rgb - 187) < 3, axis=-1).sum()
+        return int(band), int(border)
+
+    band, border = pixels(section.group(0), "table")
+    assert band > 2000 and border > 500, (band, border)
+    bare = re.sub(r"<table>.*?</table>", "", section.group(0), flags=re.S)
+    bare_band, bare_border = pixels(bare, "bare")   # grey in anti-aliased text only
+    assert bare_band < band / 5 and bare_border < border / 5, (band, border, bare_band, bare_border)
