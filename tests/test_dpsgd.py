@@ -413,10 +413,11 @@ def test_release_contents_privacy_and_round_trip(tmp_path):
         DPSGDTrace.load(tmp_path / "nan.npz")
     with pytest.raises(ValueError, match="is a folder"):
         tr.save(tmp_path)
-    # a file of the first format (no checksum, a "meta" entry) still loads
+    # a file of the unreleased format before the checksum (a "meta" entry) is refused, saying so
     legacy = {k: v for k, v in meta.items() if k not in ("format", "version")}
     np.savez(tmp_path / "old.npz", **arrays, meta=np.array(json.dumps(legacy)))
-    assert DPSGDTrace.load(tmp_path / "old.npz") == tr
+    with pytest.raises(ValueError, match="never released .* reads format version 1 only: run the release again"):
+        DPSGDTrace.load(tmp_path / "old.npz")
 
 
 def test_progress_bar_runs(capsys):

@@ -119,9 +119,6 @@ class DPSGDTrace:
     def load(cls, path: str | os.PathLike, unravel: Callable[[Any], Any] | None = None) -> "DPSGDTrace":
         """Reads a release written by :meth:`save`; ``unravel`` may be supplied again.
 
-        Files of an earlier format (no checksum, a ``meta`` entry) are read too, with the
-        same field checks.
-
         The SHA-256 checksum is unkeyed: it catches accidental corruption, not an edit that writes a fresh
         checksum. The fields are checked, and the privacy record against the settings and the arrays
         (:func:`dpposterior._io.check_dpsgd_privacy`: noise multiplier, sampling rate, steps, rows, clip,
@@ -135,25 +132,22 @@ class DPSGDTrace:
             format version.
         """
         path = Path(path)
-        legacy = _is_legacy(path)
-        if legacy:
-            with np.load(path, allow_pickle=False) as z:
-                arrays = {n: z[n] for n in _ARRAYS if n in z.files}
-                meta_text = str(z["meta"])
-        else:
-            meta_text, arrays = read_checked_npz(path, _ARRAYS, "DP-SGD trace")
+        if _is_unreleased_format(path):
+            raise ValueError(f"{path}: a DP-SGD trace of a format that was never released (no checksum, a 'meta' "
+                             f"entry); this dpposterior reads format version {FORMAT_VERSION} only: run the "
+                             "release again to get a file of it")
+        meta_text, arrays = read_checked_npz(path, _ARRAYS, "DP-SGD trace")
         try:
             meta = json.loads(meta_text)
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}: unreadable metadata: {e}") from e
         if not isinstance(meta, dict):
             raise ValueError(f"{path}: unreadable metadata: expected a JSON object, got {type(meta).__name__}")
-        if not legacy:
-            if meta.get("format") != FORMAT:
-                raise ValueError(f"{path}: not a DP-SGD trace (format {meta.get('format')!r})")
-            if meta.get("version") != FORMAT_VERSION:
-                raise ValueError(f"{path}: DP-SGD trace format version {meta.get('version')!r} is not "
-                                 f"supported by this dpposterior (reads version {FORMAT_VERSION})")
+        if meta.get("format") != FORMAT:
+            raise ValueError(f"{path}: not a DP-SGD trace (format {meta.get('format')!r})")
+        if meta.get("version") != FORMAT_VERSION:
+            raise ValueError(f"{path}: DP-SGD trace format version {meta.get('version')!r} is not "
+                             f"supported by this dpposterior (reads version {FORMAT_VERSION})")
         try:
             _check_loaded(meta, arrays)
             return cls(**arrays, clip=float(meta["clip"]), noise_multiplier=float(meta["noise_multiplier"]),
@@ -165,8 +159,9 @@ class DPSGDTrace:
             raise ValueError(f"{path}: invalid DP-SGD trace contents: {what}") from e
 
 
-def _is_legacy(path: Path) -> bool:
-    """Whether ``path`` is a trace file of the first format (a ``meta`` entry, no checksum)."""
+def _is_unreleased_format(path: Path) -> bool:
+    """Whether ``path`` is a trace file of the format before the checksum (a ``meta`` entry, no checksum),
+    which no release of dpposterior wrote; it is refused with a message that says so."""
     if not path.exists():
         raise FileNotFoundError(f"no such DP-SGD trace file: {path}")
     try:
