@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 TEST_WORKERS ?= 2
 PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
-.PHONY: demo test test-slow lint benchmarks clean
+.PHONY: demo test test-slow lint wheel-check benchmarks clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,11 @@ test-slow: $(VENV)/.dev
 # static checks (settings in pyproject.toml [tool.ruff]); `ruff format` is not applied yet
 lint: $(VENV)/.dev
 	$(BIN)/ruff check src tests
+
+# the package as users install it: a wheel, installed (not editable) into a fresh virtual environment,
+# `dpposterior --version` and its vendored data checked from outside the checkout (.ci/wheel_check)
+wheel-check: | $(BIN)/python
+	.ci/wheel_check $(BIN)/python
 
 clean:
 	rm -rf $(VENV) demo-output .pytest_cache .hypothesis

@@ -69,3 +69,25 @@ def test_doc_examples_score_the_dp_sgld_predictive_on_held_out_records(monkeypat
     train = {row.tobytes() for x in seen["train"] for row in x}
     for x in seen["scored"]:
         assert not any(row.tobytes() in train for row in x), "a doc example scores the records it trained on"
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_the_user_guide_lists_every_section_in_its_contents():
+    text = (ROOT / "docs" / "user-guide.md").read_text()
+    outside_code = re.sub(r"```.*?```", "", text, flags=re.S)
+    headings = [(len(m[1]), m[2]) for m in re.finditer(r"^(##+) (.+)$", outside_code, flags=re.M)
+                if m[2] != "Contents"]
+    contents = outside_code.split("## Contents", 1)[1].split("\n## ", 1)[0]
+    listed = [(len(m[1]) // 2 + 2, m[2], m[3]) for m in re.finditer(r"^( *)- \[(.+)\]\(#([^)]+)\)$", contents,
+                                                                     flags=re.M)]
+    assert listed == [(level, title, _anchor(title)) for level, title in headings]
+
+
+def test_the_readme_leads_to_the_getting_started_page():
+    assert (ROOT / "docs" / "getting-started.md").is_file()
+    assert "docs/getting-started.md" in (ROOT / "README.md").read_text()
+    assert "docs/getting-started.md" in (ROOT / "docs" / "user-guide.md").read_text()

@@ -90,3 +90,25 @@ def test_the_change_log_has_unreleased_and_the_current_version():
     headings = re.findall(r"^## \[([^\]]+)\]", text, flags=re.M)
     assert headings[0] == "Unreleased"
     assert dpposterior.__version__ in headings
+
+
+def test_ci_installs_a_wheel_not_editable_and_runs_it_outside_the_checkout():
+    """The README documented only ``pip install -e .``; nothing checked the package as users install it."""
+    script = ROOT / ".ci" / "wheel_check"
+    assert os.access(script, os.X_OK)
+    text = script.read_text()
+    assert "pip wheel" in text and "-m venv" in text and "--version" in text
+    assert " -e " not in text and "--editable" not in text
+    assert re.search(r"^wheel-check:.*\n\t\.ci/wheel_check ", (ROOT / "Makefile").read_text(), flags=re.M)
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "make wheel-check" in ci and ci.index("make wheel-check") < ci.index("make test")
+    readme = (ROOT / "README.md").read_text()
+    assert "pip install .  " in readme and 'pip install -e ".[dev]"' in readme
+
+
+@pytest.mark.slow  # builds a wheel and installs its dependencies into a fresh environment (the package registry)
+def test_the_wheel_installs_and_runs_outside_the_checkout():
+    done = subprocess.run([str(ROOT / ".ci" / "wheel_check"), sys.executable], capture_output=True, text=True,
+                          timeout=600, check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert f"wheel check: dpposterior {dpposterior.__version__} from a non-editable install" in done.stdout

@@ -20,6 +20,10 @@ def test_report_has_the_table_the_figure_and_the_command(tmp_path):
     assert "`dpposterior reproduce pacbayes --quick`" in text and "NOT results" in text
     assert "| true | dp | 0.1 |" in text and "| random | data-independent | - |" in text
     assert "exact-sample assumption" in text
+    # every row, machine-readable, beside the report (the terminal shows a table, not the rows)
+    import json
+    data = json.loads((tmp_path / "pacbayes-quick.json").read_text())
+    assert data["rows"] == rows and data["settings"]["pca_dims"] > 0 and "`pacbayes-quick.json`" in text
 
 
 def test_report_states_the_settings_the_rows_were_computed_with(tmp_path):

@@ -3,15 +3,35 @@ tables from rows whose numbers are known."""
 
 from __future__ import annotations
 
+import json
+
 from dpposterior.cli import main
 from dpposterior.reproduce.dp_dropout import METHODS, format_tables
 
 
-def test_quick_cli_writes_the_report(tmp_path, capsys):
-    assert main(["reproduce", "dp-dropout", "--quick", "--out", str(tmp_path), "--no-progress"]) == 0
-    md = (tmp_path / "dp-dropout-quick.md").read_text()
-    assert (tmp_path / "dp-dropout-quick.png").stat().st_size > 1000
-    assert f"Command: `dpposterior reproduce dp-dropout --quick --out {tmp_path}`" in md
+def test_quick_cli_writes_the_report_under_the_working_directory_and_prints_a_table(tmp_path, capsys,
+                                                                                    monkeypatch):
+    # the report went to docs/results (the source tree) by default, and the progress lines were Python dicts
+    monkeypatch.chdir(tmp_path)
+    assert main(["reproduce", "dp-dropout", "--quick"]) == 0
+    out = tmp_path / "dpposterior-results" / "dp-dropout"
+    md = (out / "dp-dropout-quick.md").read_text()
+    assert (out / "dp-dropout-quick.png").stat().st_size > 1000
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dpposterior-results"]
+    assert "Command: `dpposterior reproduce dp-dropout --quick --out dpposterior-results/dp-dropout`" in md
+    data = json.loads((out / "dp-dropout-quick.json").read_text())   # the machine-readable rows
+    printed = capsys.readouterr().out
+    assert "{'" not in printed and "': " not in printed, printed   # no dict
+    lines = printed.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.split()[:3] == ["dataset", "epsilon", "method"])
+    table = lines[head:head + 2 + len(data["rows"])]
+    assert set(table[1]) <= {"-", " "}
+    assert len({len(line) for line in table[2:]}) == 1    # aligned: every row as long as the others
+    for line, row in zip(table[2:], data["rows"]):
+        assert line.split()[:4] == [row["dataset"], f"{row['epsilon']:g}", row["method"], str(row["seed"])]
+        assert f"{row['accuracy']:.4f}" in line
+    assert lines[-1] == f"wrote {out.relative_to(tmp_path) / 'dp-dropout-quick.md'} and dp-dropout-quick.json " \
+                        "(every row, machine-readable)"
     assert "wall time" in md and "NOT results" in md
     for m in METHODS:
         assert f"| adult | 2 | {m} |" in md or f"| 2 | {m} |" in md

@@ -84,3 +84,6 @@ def test_quick_run_writes_the_report(tmp_path):
     assert "### Done-when (mixture, per-iteration epsilon 0.05)" in text
     for png in ("gmm-kl", "gmm-epsilon", "gmm-density", "mnist"):
         assert (tmp_path / f"dp-fast-mh-quick-{png}.png").stat().st_size > 1000
+    import json
+    data = json.loads((tmp_path / "dp-fast-mh-quick.json").read_text())   # every chain's row, machine-readable
+    assert [r["kl"] for r in data["gmm"]] == [r["kl"] for r in rows] and len(data["mnist"]) == len(results["mnist"])

@@ -180,24 +180,34 @@ def test_adult_records_that_are_corrupted_are_a_clear_error(tmp_path):
     assert _read_record(path, "abc", 0)["repeat"] == 0
 
 
-def test_default_work_folder_is_tracked_for_the_full_run_and_ignored_for_quick(monkeypatch):
+def test_default_folders_are_under_the_working_directory_not_the_source_tree(monkeypatch, tmp_path, capsys):
+    # --out defaulted to docs/results and --work to docs/results/na-dpvi-work: `reproduce na-dpvi --quick` wrote
+    # into the source tree (untracked files in git), or made a docs/ folder wherever it ran
     from pathlib import Path
 
     import dpposterior.reproduce.na_dpvi as na
     from dpposterior.cli import main
 
-    assert na.default_work(False) == "docs/results/na-dpvi-work"
-    assert na.default_work(True) == "results/na-dpvi-quick"
-    root = Path(__file__).resolve().parents[2]
-    ignored = (root / ".gitignore").read_text().split()
-    assert "/results/" in ignored and not any(p.strip("/").startswith("docs") for p in ignored)
+    assert na.default_work("docs/results", False) == Path("docs/results/na-dpvi-work")  # the maintainers' run
+    assert na.default_work("x", True) == Path("x/na-dpvi-quick-work")
+    assert na.DEFAULT_OUT == "dpposterior-results/na-dpvi"
+    import inspect
+    assert inspect.signature(na.run).parameters["out"].default == na.DEFAULT_OUT
     seen = []
     monkeypatch.setattr(na, "run", lambda **kw: seen.append(kw))
     monkeypatch.setattr("dpposterior.experiments.xla.configure_xla_cpu", lambda n: None)
+    monkeypatch.chdir(tmp_path)
     assert main(["reproduce", "na-dpvi", "--report-only"]) == 0
-    assert seen[-1]["work"] is None and seen[-1]["quick"] is False   # run() picks DEFAULT_WORK
+    assert seen[-1]["out"] == "dpposterior-results/na-dpvi" and seen[-1]["work"] is None   # run() picks out/...
+    assert seen[-1]["quick"] is False
     assert main(["reproduce", "na-dpvi", "--work", "elsewhere", "--quick", "--report-only"]) == 0
     assert seen[-1]["work"] == "elsewhere" and seen[-1]["quick"] is True
+    assert main(["reproduce", "na-dpvi", "--out", "docs/results", "--report-only"]) == 0
+    assert seen[-1]["out"] == "docs/results"     # still the maintainers' path on request
+    with pytest.raises(SystemExit):
+        main(["reproduce", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "default ./dpposterior-results/<experiment>" in help_text and "--out docs/results" in help_text
 
 
 def _adult_record(eps: float, errors: dict[str, list[float]], rmse_shift: float = 0.0) -> dict:

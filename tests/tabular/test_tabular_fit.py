@@ -107,9 +107,14 @@ def test_noise_aware_posterior_covers_the_known_answer(fitted):
     assert list(table.columns) == ["mean", "sd", "hdi_5%", "hdi_95%"] and len(table) == len(truth)
     assert table.attrs["privacy"] == trace.privacy.summary()
     idata = post.to_arviz()
-    assert idata.posterior["w"].shape == (1, 4000, len(truth))
-    assert idata.attrs["privacy_epsilon"] == str(trace.privacy.epsilon)
+    assert idata.posterior["w"].shape == (4, 1000, len(truth))
+    assert idata.attrs["privacy_epsilon"] == trace.privacy.epsilon  # a number, not its text
     assert idata.attrs["privacy"] == trace.privacy.summary()
+    # the result's InferenceData names the weights by the design's columns (ArviZ numbered them)
+    named = result["inference_data"]
+    assert named.posterior["w"].dims == ("chain", "draw", "feature")
+    assert list(named.posterior["feature"].values) == list(result["design"].feature_names)
+    np.testing.assert_array_equal(named.posterior["w"].values, idata.posterior["w"].values)
 
 
 def test_progress_lines(fitted):

@@ -119,13 +119,32 @@ class DrawsPosterior:
         return run_predictive(self.layout, self.sample(k1, 1000 if num_samples is None else num_samples), k2,
                               model, new_data, kw)
 
-    def to_arviz(self, key: Any = None, num_samples: int | None = None):
-        """An ArviZ InferenceData of the stored constrained draws (one chain), privacy record in attrs.
+    def to_arviz(self, key: Any = None, num_samples: int | None = None, *, num_chains: int = 4,
+                 coords: dict[str, Any] | None = None, dims: dict[str, Any] | None = None):
+        """An ArviZ InferenceData of the stored constrained draws, privacy record in its attributes.
 
-        The variables keep the model's order of the latent sites (ArviZ's ``from_dict`` sorts them)."""
-        return draws_to_arviz(self.constrained_draws(), self.method, self.privacy)
+        The stored draws (one sampler run's, in order) are split into ``num_chains`` consecutive blocks,
+        ArviZ's chains, so that R-hat compares the run's parts as split R-hat does. When the number of
+        stored draws M is not a multiple of ``num_chains``, the first M mod ``num_chains`` draws (fewer
+        than ``num_chains``, the ones nearest the warm-up) are left out, and the attribute
+        ``draws_left_out`` says how many. ``coords``, ``dims``, the attributes and the errors are those
+        of :meth:`Posterior.to_arviz <dpposterior.noise_aware.Posterior.to_arviz>`; ``key`` and
+        ``num_samples`` are accepted for compatibility with it and ignored. The variables keep the
+        model's order of the latent sites (ArviZ's ``from_dict`` sorts them)."""
+        from .._checks import check_positive_int
+
+        c = check_positive_int(num_chains, "num_chains")
+        if c > self.num_draws:
+            raise ValueError(f"num_chains={c} is more than the {self.num_draws} stored draws")
+        left_out = self.num_draws % c
+        draws = {k: v[left_out:] for k, v in self.constrained_draws().items()}
+        idata = draws_to_arviz(draws, self.method, self.privacy, num_chains=c, coords=coords, dims=dims,
+                               chains="blocks")
+        for attrs in (idata.attrs, idata.posterior.attrs):
+            attrs["draws_left_out"] = left_out
+        return idata
 
     def summary_table(self, key: Any = None, num_samples: int | None = None, prob: float = 0.9):
         """ArviZ's summary table (mean, sd, HDI at ``prob``) of the stored draws, privacy in ``.attrs``."""
-        return _summary_table(self.to_arviz(), self.privacy, prob)
+        return _summary_table(self.to_arviz(num_chains=1), self.privacy, prob)
 

@@ -335,7 +335,8 @@ class ChainDiagnostics:
 
     Attributes:
       ess: bulk effective sample size per coordinate (ArviZ), from the released samples.
-      rhat: rank-normalised split R-hat per coordinate (ArviZ), from the released samples.
+      rhat: rank-normalised split R-hat per coordinate (ArviZ), from the released samples; NaN for a
+        single chain (R-hat compares chains: run several, an ``initial_position`` of shape (chains, dim)).
       nonprivate_acceptance_rate: fraction of accepted proposals. NOT PRIVATE (from MHInfo).
       nonprivate_mean_batch_size: mean records evaluated per step. NOT PRIVATE.
       nonprivate_full_batch_fraction: fraction of steps that ran the full-batch test. NOT PRIVATE.
@@ -376,7 +377,9 @@ def diagnostics(result: ChainResult, burn_in: int = 0) -> ChainDiagnostics:
         warnings.filterwarnings("ignore", "More chains", UserWarning)  # many short chains are fine here
         ds = az.convert_to_dataset({"theta": draws})
         ess = np.asarray(az.ess(ds, method="bulk")["theta"].values, np.float64)
-        rhat = np.asarray(az.rhat(ds)["theta"].values, np.float64)
+        # R-hat compares chains: undefined for one (ArviZ would log a shape warning and give NaN)
+        rhat = (np.asarray(az.rhat(ds)["theta"].values, np.float64) if draws.shape[0] > 1
+                else np.full(draws.shape[2:], np.nan))
     info = result.nonprivate_info
     return ChainDiagnostics(ess=ess, rhat=rhat,
                             nonprivate_acceptance_rate=float(np.mean(info.accepted)),

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import check_real
+from .._checks import check_positive_int, check_real
 from ..privacy.randomness import user_key
 from ..privacy.spent import PrivacySpent
 from ..vi import family
@@ -162,50 +162,59 @@ class Posterior:
         draws = self.sample(jax.random.PRNGKey(0) if key is None else key, num_samples)
         return summary_rows(draws, self.layout, prob, num_samples, self.warnings)
 
-    def to_arviz(self, key: jax.Array | None = None, num_samples: int = 4000):
-        """An ArviZ InferenceData of constrained draws (one chain), with the privacy record in attrs.
+    def to_arviz(self, key: jax.Array | None = None, num_samples: int = 4000, *, num_chains: int = 4,
+                 coords: dict[str, Any] | None = None, dims: dict[str, Any] | None = None):
+        """An ArviZ InferenceData of constrained draws, with the privacy record in its attributes.
 
         The draws are :meth:`sample`'s at ``key`` (fixed key 0 unless given, as :meth:`summary`, so the
-        two describe the same draws); the variables keep the model's order of the latent sites.
+        two describe the same draws), split in order into ``num_chains`` chains of
+        ``num_samples / num_chains`` draws. They are independent draws of the posterior, not a Markov
+        chain's: the chains let ArviZ compute R-hat (about 1 by construction) and its per-chain plots,
+        and check nothing about a sampler. The variables keep the model's order of the latent sites.
+
+        Args:
+          key: as :meth:`sample`; fixed key 0 unless given.
+          num_samples: the number of draws, a multiple of ``num_chains``.
+          num_chains: how many chains the draws are split into (4 by default).
+          coords: ArviZ's coordinates: a dimension's labels, e.g. ``{"feature": ["age", "income"]}``.
+          dims: ArviZ's dimension names of a site, one per axis, e.g. ``{"w": ["feature"]}``; a site's
+            axis without a name is ArviZ's ``<site>_dim_<k>`` (which ``coords`` may also label).
+
+        Returns:
+          An ``arviz.InferenceData`` with a ``posterior`` group. Its attributes (and the posterior
+          group's) hold ``method``, ``num_chains``, ``chains`` (what the chains are) and the privacy
+          record as numbers and strings (``privacy_epsilon``, ``privacy_delta``, ..., ``privacy_record``
+          as JSON; :func:`dpposterior._arviz.privacy_attrs`), so ``to_netcdf`` writes them.
 
         Raises:
-          ValueError: a latent site is named like an ArviZ dimension (``chain``, ``draw``,
-            ``<site>_dim_<k>``), which ArviZ would make a coordinate and leave out; a bad ``key`` as in
-            :meth:`sample`.
+          ValueError: ``num_samples`` not a multiple of ``num_chains``; ``coords`` or ``dims`` that do not
+            fit the latent sites (an unknown site or dimension, a wrong number of names or labels); a
+            latent site named like an ArviZ dimension (``chain``, ``draw``, ``<site>_dim_<k>``), which
+            ArviZ would make a coordinate and leave out; a bad ``key`` as in :meth:`sample`.
         """
+        _check_num(num_samples)
+        if num_samples % check_positive_int(num_chains, "num_chains"):
+            raise ValueError(f"num_samples={num_samples} is not a multiple of num_chains={num_chains}: the draws are "
+                             "split into chains of equal length")
         draws = self.sample(jax.random.PRNGKey(0) if key is None else key, num_samples)
-        return draws_to_arviz(draws, self.method, self.privacy)
+        return draws_to_arviz(draws, self.method, self.privacy, num_chains=num_chains, coords=coords, dims=dims)
 
     def summary_table(self, key: jax.Array | None = None, num_samples: int = 4000, prob: float = 0.9):
         """ArviZ's summary table (``arviz.summary(kind="stats")``: mean, sd, HDI at ``prob``) of
         :meth:`to_arviz`, as a pandas DataFrame with the privacy record in ``.attrs["privacy"]``."""
-        return _summary_table(self.to_arviz(key, num_samples), self.privacy, prob)
+        return _summary_table(self.to_arviz(key, num_samples, num_chains=1), self.privacy, prob)
 
 
-def draws_to_arviz(draws: dict[str, Any], method: str, privacy: PrivacySpent):
-    """An InferenceData of one chain of constrained ``draws`` (one array (M, *site shape) per site), with
-    the privacy record in attrs and the variables in the order of ``draws`` (the model's order of the
-    latent sites; ``arviz.from_dict`` sorts them by name, so its summary table listed ``A`` before ``s``
-    where ``summary`` lists ``s`` first)."""
-    from .._arviz import import_arviz
-    az = import_arviz()
+def draws_to_arviz(draws: dict[str, Any], method: str, privacy: PrivacySpent, *, num_chains: int = 4,
+                   coords: dict[str, Any] | None = None, dims: dict[str, Any] | None = None,
+                   chains: str = "independent"):
+    """An InferenceData of constrained ``draws`` (one array (M, *site shape) per site) split into
+    ``num_chains`` chains, with the privacy record in attrs and the variables in the order of ``draws``
+    (the model's order of the latent sites; ``arviz.from_dict`` sorts them by name).
+    :func:`dpposterior._arviz.inference_data` holds the rules and the errors."""
+    from .._arviz import inference_data
 
-    posterior = {k: np.asarray(v)[None, ...] for k, v in draws.items()}
-    attrs = {"method": method, "privacy": privacy.summary()}
-    attrs.update({f"privacy_{k}": str(v) for k, v in privacy.to_dict().items()})
-    try:
-        idata = az.from_dict(posterior=posterior, attrs=attrs)
-    except ValueError as e:  # e.g. a site named like another site's dimension, of another length
-        raise ValueError(f"ArviZ cannot hold the latent sites {list(posterior)} as variables ({e}); a site "
-                         "named 'chain', 'draw' or '<site>_dim_<k>' takes a dimension's name: rename it in the "
-                         "model") from e
-    lost = [k for k in posterior if k not in idata.posterior.data_vars]
-    if lost:  # ArviZ made them coordinates: they would be left out of to_arviz and summary_table, silently
-        raise ValueError(f"the latent sites {lost} cannot be ArviZ variables: ArviZ names its dimensions 'chain', "
-                         "'draw' and '<site>_dim_<k>', and makes a variable of such a name a coordinate, so it would "
-                         "be left out of to_arviz and summary_table; rename the site in the model (sample and "
-                         "summary hold it)")
-    return az.InferenceData(posterior=idata.posterior[list(posterior)], attrs=dict(idata.attrs))
+    return inference_data(draws, method, privacy, num_chains=num_chains, coords=coords, dims=dims, chains=chains)
 
 
 def _summary_table(idata: Any, privacy: PrivacySpent, prob: float):

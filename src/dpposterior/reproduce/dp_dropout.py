@@ -36,10 +36,18 @@ import numpy as np
 
 from .._checks import check_delta, check_epsilon, check_positive, check_positive_int, check_seed
 from ..mcmc import dp_sgld as S
+from .console import Column, RowPrinter
 
 __all__ = ["FULL", "QUICK", "DPDropoutSettings", "format_tables", "run_dp_dropout", "write_dp_dropout_report"]
 
 METHODS = ("DPD-AC", "DPD-zCDP", "DPD-PLD", "DP-SGD")
+
+#: the progress table ``run_dp_dropout(verbose=True)`` prints, one line per run
+PROGRESS_COLUMNS = (Column("dataset", "dataset", "s", 7), Column("epsilon", "epsilon", "g", 7),
+                    Column("method", "method", "s", 8), Column("seed", "seed", "d", 4),
+                    Column("sigma", "sigma", ".4g", 8), Column("epsilon_spent", "eps spent", ".4g", 9),
+                    Column("accuracy", "accuracy", ".4f", 8), Column("log_likelihood", "log lik", ".4f", 8),
+                    Column("seconds", "seconds", ".1f", 7))
 ACCOUNTANT_OF = {"DPD-AC": "ac", "DPD-zCDP": "zcdp", "DPD-PLD": "pld"}
 
 
@@ -177,6 +185,7 @@ def run_dp_dropout(quick: bool = False, settings: DPDropoutSettings | None = Non
     s = settings or (QUICK if quick else FULL)
     rows: list[dict] = []
     sigma_rows: list[dict] = []
+    show = RowPrinter(PROGRESS_COLUMNS, title="one row per run (every field in the report's JSON file):")
     for dname in s.datasets:
         rng = np.random.default_rng(1234)
         train, test, model = _data(dname, s, rng)
@@ -211,7 +220,7 @@ def run_dp_dropout(quick: bool = False, settings: DPDropoutSettings | None = Non
                         row["epsilon_add_remove"] = sc["epsilon_add_remove"]
                     rows.append(row)
                     if verbose:
-                        print({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
+                        show(row)
     return rows, sigma_rows
 
 

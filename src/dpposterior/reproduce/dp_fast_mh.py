@@ -44,9 +44,20 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import mcmc
+from .console import Column, RowPrinter
 
 __all__ = ["FULL", "QUICK", "DpFastMhSettings", "fast_mh_batch_cap", "gmm_model", "run_dp_fast_mh",
            "symmetric_kl", "write_dp_fast_mh_report"]
+
+#: the progress tables ``run_dp_fast_mh(verbose=True)`` prints, one line per chain (epsilon "-": not private)
+GMM_COLUMNS = (Column("label", "method", "s", 18), Column("epsilon", "epsilon", "g", 7), Column("seed", "seed", "d", 4),
+               Column("kl_final", "KL at T", ".3f", 7), Column("wall_seconds", "seconds", ".1f", 7),
+               Column("nonprivate_acceptance", "acceptance", ".2f", 10),
+               Column("nonprivate_mean_batch", "mean batch", ".0f", 10))
+MNIST_COLUMNS = (Column("projection", "PCA", "s", 7), Column("label", "method", "s", 18),
+                 Column("epsilon", "epsilon", "g", 7), Column("accuracy_final", "accuracy", ".4f", 8),
+                 Column("wall_seconds", "seconds", ".1f", 7), Column("nonprivate_mean_batch", "mean batch", ".0f", 10),
+                 Column("nonprivate_full_batch_fraction", "full batch", ".2f", 10))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -304,6 +315,7 @@ def run_gmm(s: DpFastMhSettings, verbose: bool = False) -> dict:
     ref_seconds = time.perf_counter() - t0
     checkpoints = sorted({int(v) for v in np.unique(np.geomspace(100, s.gmm_steps, 12).astype(int))} | {s.gmm_steps})
     rows, density = [], {}
+    show = RowPrinter(GMM_COLUMNS, title="Gaussian mixture, one row per chain (NON-PRIVATE diagnostics):")
     groups = [(None, _kernels(model, prop, None, s, s.nonprivate_versions, False))] if s.tuna_rows else []
     groups += [(eps, _kernels(model, prop, eps, s, False, s.paper_k_row)) for eps in s.gmm_epsilons]
     for eps, kernels in groups:
@@ -320,9 +332,7 @@ def run_gmm(s: DpFastMhSettings, verbose: bool = False) -> dict:
                 if seed == 0:
                     density[(label, eps)] = smp
                 if verbose:
-                    print(f"gmm {label} eps={eps} seed={seed}: KL@T={kl[-1]:.3f} wall={row['wall_seconds']:.1f}s "
-                          f"acc={row['nonprivate_acceptance']:.2f} batch={row['nonprivate_mean_batch']:.0f}",
-                          flush=True)
+                    show({**row, "kl_final": kl[-1]})
     return dict(rows=rows, reference=ref, edges=[e.tolist() for e in edges], density=density,
                 reference_seconds=ref_seconds, total_bound=model.total_bound, max_bound=model.max_bound,
                 num_records=model.num_records)
@@ -413,6 +423,7 @@ def _accuracy_curve(samples: np.ndarray, test: tuple[np.ndarray, np.ndarray], po
 
 def run_mnist(s: DpFastMhSettings, verbose: bool = False) -> list[dict]:
     rows = []
+    show = RowPrinter(MNIST_COLUMNS, title="MNIST 7 vs 9, one row per chain (NON-PRIVATE diagnostics):")
     for projection in s.mnist_projections:
         feats = mnist_features(projection, s.mnist_dims, s.mnist_records, s.seed, s.mnist_clip_quantile)
         model = mnist_model(feats)
@@ -433,9 +444,7 @@ def run_mnist(s: DpFastMhSettings, verbose: bool = False) -> list[dict]:
                                     max_bound=model.max_bound, feature_clip=feats["clip"], **totals))
                 rows.append(row)
                 if verbose:
-                    print(f"mnist[{projection}] {label} eps={eps}: acc={acc[-1]:.4f} wall={row['wall_seconds']:.1f}s "
-                          f"batch={row['nonprivate_mean_batch']:.0f} full={row['nonprivate_full_batch_fraction']:.2f}",
-                          flush=True)
+                    show({**row, "accuracy_final": acc[-1]})
     return rows
 
 
@@ -665,7 +674,8 @@ def _calibration_lines(s: DpFastMhSettings, gmm: dict) -> list[str]:
 
 
 def write_dp_fast_mh_report(results: dict, out, *, quick: bool, wall_seconds: float, command: str):
-    """Writes ``dp-fast-mh[-quick].md`` and its figures under ``out``; returns the Markdown path."""
+    """Writes ``dp-fast-mh[-quick].md``, its figures and ``dp-fast-mh[-quick].json`` (the settings and
+    every chain's row) under ``out``; returns the Markdown path."""
     import datetime
     import json
     import os
@@ -690,6 +700,7 @@ def write_dp_fast_mh_report(results: dict, out, *, quick: bool, wall_seconds: fl
              f"(1 min) at the start {results.get('load_start', float('nan')):.1f}, at the end "
              f"{results.get('load_end', float('nan')):.1f}: wall times are of a shared machine.", "",
              f"Settings: `{json.dumps(dataclasses.asdict(s), default=str)}`", "",
+             f"Every chain's row (NON-PRIVATE diagnostics included) is in `{name}.json`.", "",
              "Privacy is compared at equal per-iteration (epsilon, delta) as in the paper; the totals over a chain "
              "(composed by `mcmc.chain_privacy`) are in the tables. Acceptance, batch sizes and full-batch "
              "fractions are NON-PRIVATE diagnostics (data-dependent, not covered by any guarantee). C = sum c_i and "
@@ -780,4 +791,14 @@ def write_dp_fast_mh_report(results: dict, out, *, quick: bool, wall_seconds: fl
     lines += ["## Budgets over a whole chain (`mcmc.calibrate_chain`, `mcmc.barker_batch_size`)", "",
               "What a total budget allows per iteration over the mixture chain's length (the paper's per-iteration "
               "0.05 composes to far more, see the tables):", ""] + _calibration_lines(s, gmm) + [""]
+    rows = {"settings": dataclasses.asdict(s), "gmm": gmm["rows"], "mnist": mrows,
+            "gmm_seconds": results["gmm_seconds"], "mnist_seconds": results["mnist_seconds"]}
+    write_text_atomic(out / f"{name}.json", json.dumps(rows, indent=1, default=_jsonable))
     return write_text_atomic(out / f"{name}.md", "\n".join(lines))
+
+
+def _jsonable(value: Any) -> Any:
+    """A NumPy value of a row as plain JSON (anything else as its text)."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return str(value)

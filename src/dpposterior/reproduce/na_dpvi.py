@@ -141,23 +141,27 @@ def plan(quick: bool = False, seed: int = 0) -> Plan:
     return Plan(tuple(cells), AdultSettings(seed=seed), False, widths)
 
 
-#: where the full run keeps its result files by default: tracked in git beside the report, so that
+#: the folder under ``out`` where the full run keeps its result files by default. With the maintainers'
+#: ``--out docs/results`` it is ``docs/results/na-dpvi-work``, tracked in git beside the report, so that
 #: ``--report-only`` works on a fresh clone and a run longer than one sitting can be finished elsewhere
 #: (the files are small JSON: about 50 kB a coverage cell, 5 kB an Adult release). An earlier run kept
-#: them in the ignored ``results/`` folder and they were lost with the machine, so its report could no
-#: longer be rewritten.
-DEFAULT_WORK = "docs/results/na-dpvi-work"
+#: them in an ignored folder and they were lost with the machine, so its report could no longer be
+#: rewritten.
+DEFAULT_WORK = "na-dpvi-work"
 
-#: the default for ``quick`` runs (toy results: never committed).
-DEFAULT_QUICK_WORK = "results/na-dpvi-quick"
+#: the same for ``quick`` runs (toy results: never committed).
+DEFAULT_QUICK_WORK = "na-dpvi-quick-work"
 
-
-def default_work(quick: bool) -> str:
-    """The default result-file folder: tracked for the full run, ignored for ``quick``."""
-    return DEFAULT_QUICK_WORK if quick else DEFAULT_WORK
+#: where :func:`run` writes without ``out`` (``dpposterior reproduce na-dpvi`` without ``--out``)
+DEFAULT_OUT = "dpposterior-results/na-dpvi"
 
 
-def run(work: str | Path | None = None, out: str | Path = "docs/results", *, quick: bool = False,
+def default_work(out: str | Path, quick: bool) -> Path:
+    """The default result-file folder: ``out/na-dpvi-work`` (``out/na-dpvi-quick-work`` for ``quick``)."""
+    return Path(out) / (DEFAULT_QUICK_WORK if quick else DEFAULT_WORK)
+
+
+def run(work: str | Path | None = None, out: str | Path = DEFAULT_OUT, *, quick: bool = False,
         backend: str = "local", address: str | None = None, seed: int = 0,
         parts: Sequence[str] = ("coverage", "adult", "widths"),
         progress: bool = True, log=print, report_only: bool = False) -> dict[str, Any]:
@@ -165,8 +169,10 @@ def run(work: str | Path | None = None, out: str | Path = "docs/results", *, qui
 
     Args:
       work: folder of the resumable result files (cells and Adult releases); default
-        :data:`DEFAULT_WORK` (``DEFAULT_QUICK_WORK`` with ``quick``).
-      out: folder of the report: ``na-dpvi.md`` (``na-dpvi-quick.md`` with ``quick``) and its PNGs.
+        ``out/na-dpvi-work`` (``out/na-dpvi-quick-work`` with ``quick``): :func:`default_work`.
+      out: folder of the report: ``na-dpvi.md`` (``na-dpvi-quick.md`` with ``quick``) and its PNGs;
+        default ``dpposterior-results/na-dpvi`` under the working directory (``docs/results`` for the
+        reports the repository keeps).
       quick: toy sizes (smoke test).
       backend, address: coverage-engine backend (``"local"`` or ``"ray"``) and Ray address.
       seed: base seed of every key (reproduction; the experiment's data are synthetic or public-split).
@@ -187,7 +193,7 @@ def run(work: str | Path | None = None, out: str | Path = "docs/results", *, qui
     if unknown or not parts:
         raise ValueError(f"parts must be a non-empty subset of {PARTS}, got {list(parts)}")
     p = plan(quick, seed)
-    work, out = Path(default_work(quick) if work is None else work), Path(out)
+    work, out = Path(default_work(out, quick) if work is None else work), Path(out)
     timing: dict[str, float] = {}
     if report_only:
         return _report_from_disk(p, parts, work, out, quick, backend, log)

@@ -49,8 +49,18 @@ from ..pacbayes import certificate as cert_mod
 from ..pacbayes import entropy_sgld as es
 from ..pacbayes.bounds import c_bound
 from ..pacbayes.bounds import h_bound
+from .console import Column
+from .console import RowPrinter
 
 __all__ = ["FULL", "QUICK", "PacBayesSettings", "format_table", "public_pca_features", "public_pca_rank", "run_pacbayes"]
+
+#: the progress table ``run_pacbayes(verbose=True)`` prints, one line per row (epsilon "-": not private)
+PROGRESS_COLUMNS = (Column("labels", "labels", "s", 6), Column("prior", "prior", "s", 16),
+                    Column("epsilon", "epsilon", "g", 7), Column("train_error", "train err", ".4f", 9),
+                    Column("test_error", "test err", ".4f", 8), Column("stochastic_test_error", "test err Q", ".4f", 10),
+                    Column("kl", "KL", ".4g", 8), Column("bound", "bound", ".4f", 6),
+                    Column("h_bound", "H-bound", ".4f", 7), Column("c_bound", "C-bound", ".4f", 7),
+                    Column("seconds", "seconds", ".1f", 7))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -200,6 +210,7 @@ def run_pacbayes(quick: bool = False, settings: PacBayesSettings | None = None,
                         f"{type(settings).__name__}")
     s = settings or (QUICK if quick else FULL)
     t_start = time.time()
+    show = RowPrinter(PROGRESS_COLUMNS, title="one row per certificate (every field in the report's JSON file):")
     key = jax.random.PRNGKey(s.seed)
     centre, proj = public_pca_features(s.pca_dims, "pca_dims")
     x_tr, y_tr = load_mnist79("train")
@@ -242,8 +253,7 @@ def run_pacbayes(quick: bool = False, settings: PacBayesSettings | None = None,
                        certificate=c.to_dict(), seconds=round(time.time() - t_start, 1),
                        settings=dataclasses.asdict(s))
             if verbose:
-                print({k2: (round(v, 4) if isinstance(v, float) else v) for k2, v in out.items()
-                       if k2 not in ("certificate", "settings")}, flush=True)
+                show(out)
             return out
 
         # data-independent prior (Entropy-SGD, not private)
@@ -323,7 +333,8 @@ def pacbayes_figure(rows: list[dict], path) -> "Path":
 
 
 def write_pacbayes_report(rows: list[dict], out, *, quick: bool, wall_seconds: float, command: str) -> "Path":
-    """Writes ``pacbayes[-quick].md`` and its figure under ``out``; returns the Markdown path.
+    """Writes ``pacbayes[-quick].md``, its figure and ``pacbayes[-quick].json`` (the settings and every
+    row) under ``out``; returns the Markdown path.
 
     The settings stated are the ones recorded in the rows (``row["settings"]``, from :func:`run_pacbayes`), or
     QUICK / FULL (by ``quick``) for rows without them.
@@ -354,5 +365,7 @@ def write_pacbayes_report(rows: list[dict], out, *, quick: bool, wall_seconds: f
              "approximates the exponential mechanism, so the DP rows are optimistic by that gap). "
              "The H- and C-bounds certify the deterministic network w; the PAC-Bayes bounds certify the "
              "Gaussian posterior Q. The rows report training errors and are NOT private releases.", "",
+             f"Every row, with its certificate, is in `{name}.json`.", "",
              format_table(rows), "", f"![bounds]({fig.name})", ""]
+    write_text_atomic(out / f"{name}.json", json.dumps({"settings": settings, "rows": rows}, indent=1, default=str))
     return write_text_atomic(out / f"{name}.md", "\n".join(lines))

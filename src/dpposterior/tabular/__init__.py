@@ -9,6 +9,7 @@ data-independent transform, stated in the report) or refused (``out_of_bounds = 
 
 from .design import Design
 from .design import build_design
+from .fit import arviz_names
 from .fit import compare_table
 from .fit import fit_table
 from .read import read_table
@@ -21,6 +22,7 @@ __all__ = [
     "Column",
     "Design",
     "Schema",
+    "arviz_names",
     "build_design",
     "compare_table",
     "fit_table",

@@ -346,6 +346,23 @@ def _param_names(post, design: Design, model: str) -> dict[str, str]:
     return names
 
 
+def arviz_names(post: Any, design: Design, model: str = "logistic") -> dict[str, Any]:
+    """ArviZ's ``coords`` and ``dims`` that name the weights ``w`` by their design columns.
+
+    For :meth:`Posterior.to_arviz <dpposterior.noise_aware.Posterior.to_arviz>`:
+    ``post.to_arviz(**arviz_names(post, design, model))`` gives ``w`` the dimension ``feature``, labelled
+    by the design's column names (``age``, ``region=south``, ``(intercept)``), where the model's weights
+    line up with them (the built-in models; a model of your own whose ``w`` has one entry per column);
+    otherwise ``{}`` (ArviZ's numbered dimensions).
+    """
+    sites = {s.name: s.shape for s in post.layout.sites}
+    cols = ([c for c in design.feature_names if c != INTERCEPT] + [INTERCEPT] if model == "linear"
+            else list(design.feature_names))
+    if sites.get("w") != (len(cols),):
+        return {}
+    return {"coords": {"feature": cols}, "dims": {"w": ["feature"]}}
+
+
 def _summaries(post, design: Design, model: str, prob: float, key) -> list[dict[str, Any]]:
     rows = post.summary(key, 4000, prob=prob)
     names = _param_names(post, design, model)
@@ -732,7 +749,8 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
 
     Returns:
       ``{"trace", "posterior", "naive", "design", "summary", "naive_summary", "report_md", "report_html"}``,
-      and ``"clip_check"`` (the :class:`~dpposterior.vi.GradientNormHistogram`, or None).
+      ``"inference_data"`` (the noise-aware posterior's ArviZ InferenceData, the draws the summary
+      describes, ``w`` labelled by the design's columns: :func:`arviz_names`), and ``"clip_check"`` (the :class:`~dpposterior.vi.GradientNormHistogram`, or None).
 
     Raises:
       ValueError, TypeError: a setting outside its range, a table or schema that does not fit, an
@@ -905,7 +923,7 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
         md, page = report.write(out)
         log(f"      wrote {md} and {page} ({time.perf_counter() - t0:.1f} s)")
     return {"trace": trace, "posterior": post, "naive": naive, "design": design, "summary": s_aware,
-            "naive_summary": s_naive, "report_md": md, "report_html": page, "clip_check": hist}
+            "naive_summary": s_naive, "inference_data": post.to_arviz(key, **arviz_names(post, design, model)), "report_md": md, "report_html": page, "clip_check": hist}
 
 
 #: how the report names a neighbouring relation
