@@ -163,3 +163,16 @@ def test_robust_sd_matches_the_interval_and_ignores_a_heavy_tail():
     normal = np.random.default_rng(1).normal(0, 2, 20000)
     row = summary_rows({"x": normal}, _Layout(), 0.8, normal.size)[0]
     assert row["robust_sd"] == pytest.approx(row["sd"], rel=0.03)  # the same as sd for normal draws
+
+
+def test_a_long_warning_names_every_latent_but_gives_three_reasons():
+    a = np.array([SLOW] * 8 + [FAST] * 8)
+    trace = simulate_trace(jax.random.PRNGKey(0), np.zeros(16), a, num_steps=T, noise_multiplier=1.0,
+                           learning_rate=np.full(16, ETA))
+    with pytest.warns(na.UnidentifiedLatentsWarning) as caught:
+        post = na.noise_aware_posterior(trace, "grid", rng_key=0)
+    text = str(caught[0].message)
+    flagged = list(post.diagnostics["unidentified_latents"])
+    assert len(flagged) > 3, flagged
+    assert str(flagged) in text and text.count("s.e.") <= 6
+    assert f"and {len(flagged) - 3} more (every reason: diagnostics[\"unidentified_latents\"])" in text

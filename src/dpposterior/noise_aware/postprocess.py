@@ -237,8 +237,11 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
     unidentified = I.reasons(ident, trace.layout.coordinate_names())
     diagnostics.update(identifiability=ident, unidentified_latents=unidentified, prior_only_latents={})
     if unidentified and prior is None:
+        shown = list(unidentified.items())[:MAX_REASONS]
+        more = len(unidentified) - len(shown)
         _warn(diagnostics, f"the release does not identify latents {list(unidentified)}: "
-                      + "; ".join(f"{k}: {v}" for k, v in unidentified.items())
+                      + "; ".join(f"{k}: {v}" for k, v in shown)
+                      + (f"; and {more} more (every reason: diagnostics[\"unidentified_latents\"])" if more else "")
                       + ". Their noise-aware posterior rests on a drift, not a fixed point; pass "
                       "prior=dpposterior.noise_aware.model_prior_sampler(model, *data) to give them the model "
                       "prior's push-forward", I.UnidentifiedLatentsWarning)
@@ -329,6 +332,10 @@ def _check_solver_options(method: str, options: dict[str, Any]) -> None:
 
 
 _laplace_draws = jax.jit(L.laplace_sample, static_argnames=("num_samples",))
+
+
+#: how many unidentified latents the warning gives a reason for (the diagnostics keep every reason)
+MAX_REASONS = 3
 
 
 def _warn(diagnostics: dict[str, Any], message: str, category: type[Warning]) -> None:
