@@ -41,6 +41,8 @@ DEFAULT_MULTIPLES = (0.25, 0.5, 1.0, 2.0, 4.0)
 #: records per compiled batch of per-record gradients.
 BATCH_RECORDS = 1024
 MECHANISM = "laplace_histogram"
+#: the seed of the public key of the ELBO's Monte Carlo draws in the per-record norms (not privacy noise)
+MC_SEED = 20_231
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,7 +181,9 @@ def gradient_norm_histogram(trace: DPVITrace | DPVImTrace, model: Callable, *dat
     noise, rounded to a power-of-two grid; epsilon-DP in total, the slack taken from the budget), its
     bits from JAX's threefry generator seeded from the OS (or from ``rng_key``, recorded as
     ``seeded_by="user"``), or with ``secure=True`` from the OS CSPRNG. The Monte Carlo draws (DPVIm:
-    the eta draw) come from the same key, or from an OS-seeded key in secure mode.
+    the eta draw) come from a fixed public key (:data:`MC_SEED`): they protect nothing, and fixing them
+    makes the exact counts a function of the data and the public trace, so the privacy noise is the
+    only randomness of the release and ``clipped_fraction_se`` its real standard error.
 
     Args:
       trace: the DPVITrace of the run (its layout, clip, beta, num_mc, dataset_size, final_phi), or the
@@ -219,8 +223,11 @@ def gradient_norm_histogram(trace: DPVITrace | DPVImTrace, model: Callable, *dat
                          f"{[s.name for s in trace.layout.sites]} ({[s.shape for s in trace.layout.sites]}): pass the "
                          "model, data and keyword arguments of the run that released the trace")
     raw_key, seeded_by = resolve_noise_source(rng_key, secure)
-    mc_raw = raw_key if raw_key is not None else resolve_noise_source(None, False)[0]
-    k_mc, k_noise = jax.random.split(jax.random.wrap_key_data(mc_raw))
+    # The ELBO's Monte Carlo draws come from a fixed, public key (they protect nothing): the exact counts are
+    # then a function of the data and the public trace alone, and the privacy noise is the count's only
+    # randomness, so clipped_fraction_se is its real standard error.
+    k_mc = jax.random.PRNGKey(MC_SEED)
+    k_noise = None if raw_key is None else jax.random.split(jax.random.wrap_key_data(raw_key))[1]
     if isinstance(trace, DPVImTrace):  # the loc gradient DPVIm clips (its rho half is 0), one shared eta, no beta
         loss = cached_model_loss(make_loc_loss, model, layout, int(trace.dataset_size), model_kwargs)
         beta = (1.0,) * int(np.asarray(trace.final_phi).shape[0])
@@ -247,8 +254,7 @@ def gradient_norm_histogram(trace: DPVITrace | DPVImTrace, model: Callable, *dat
     finite = np.isfinite(norms)
     bins = np.searchsorted(m * clip, norms[finite], side="right")  # bin i: [edges[i], edges[i + 1])
     counts = np.concatenate([np.bincount(bins, minlength=m.size + 1), [np.sum(~finite)]]).astype(np.float64)
-    noisy, scale, extra = _noisy_counts(counts, epsilon, None if raw_key is None else k_noise,
-                                        int(trace.dataset_size))
+    noisy, scale, extra = _noisy_counts(counts, epsilon, k_noise, int(trace.dataset_size))
     privacy = PrivacySpent(
         epsilon=epsilon, delta=0.0, neighbouring="add_remove", accountant="pure", mechanism=MECHANISM,
         noise_multiplier=None, sampling_rate=1.0, num_steps=1, seeded_by=seeded_by,
