@@ -164,7 +164,7 @@ def _point_posterior():
 def test_summary_interval_keys_name_their_quantile_levels(prob, lo, hi):
     # at prob=0.999 the upper end (the 0.9995 quantile) was keyed "q1", which names the maximum
     row = _point_posterior().summary(prob=prob, num_samples=20_000)[0]
-    assert list(row) == ["parameter", "mean", "sd", lo, hi]
+    assert list(row) == ["parameter", "mean", "sd", "robust_sd", lo, hi]
     z = NormalDist().inv_cdf(float(hi[1:]))  # the N(0, 1) quantile that the key names
     se = math.sqrt((1 - float(hi[1:])) / 20_000) / NormalDist().pdf(z)  # Monte Carlo error of that quantile
     assert row[hi] == pytest.approx(z, abs=4 * se) and row[lo] == pytest.approx(-z, abs=4 * se)

@@ -425,7 +425,7 @@ def test_interval_figures_of_a_wide_table_show_a_stated_subset(tmp_path, monkeyp
 
     seen = {}
 
-    def record(rows, labels, path, title):
+    def record(rows, labels, path, title, **kwargs):
         seen.update(rows=rows, title=title)
         return path
 
