@@ -32,9 +32,10 @@ test: $(VENV)/.dev
 test-slow: $(VENV)/.dev
 	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m slow
 
-# static checks (settings in pyproject.toml [tool.ruff]); `ruff format` is not applied yet
+# static checks (settings in pyproject.toml [tool.ruff]): lint and the formatter's check
 lint: $(VENV)/.dev
 	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
 
 # the package as users install it: a wheel, installed (not editable) into a fresh virtual environment,
 # `dpposterior --version` and its vendored data checked from outside the checkout (.ci/wheel_check)

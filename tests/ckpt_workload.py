@@ -23,9 +23,20 @@ def data():
 def run(checkpoint=None, rng_key=7, secure=False, **overrides):
     from dpposterior.dpsgd import dpsgd
 
-    kw = dict(noise_multiplier=1.0, clip=1.0, sampling_rate=0.1, num_steps=STEPS, learning_rate=0.01, delta=1e-5,
-              chunk_steps=CHUNK, progress=False, checkpoint=checkpoint, checkpoint_every=EVERY, rng_key=rng_key,
-              secure=secure)
+    kw = dict(
+        noise_multiplier=1.0,
+        clip=1.0,
+        sampling_rate=0.1,
+        num_steps=STEPS,
+        learning_rate=0.01,
+        delta=1e-5,
+        chunk_steps=CHUNK,
+        progress=False,
+        checkpoint=checkpoint,
+        checkpoint_every=EVERY,
+        rng_key=rng_key,
+        secure=secure,
+    )
     kw.update(overrides)
     return dpsgd(loss, np.zeros(D, np.float32), data(), **kw)
 

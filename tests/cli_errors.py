@@ -12,4 +12,4 @@ def cli_error(capsys, argv, command):
     prefix = f"dpposterior {command}: error: "
     assert rc == 2, err
     assert "\n" not in err and err.startswith(prefix), err
-    return err[len(prefix):]
+    return err[len(prefix) :]

@@ -32,8 +32,7 @@ def point_trace():
     """A real trace whose final iterate is moved to m = 0 with q's sd 6e-6 (rho = -12; at -30 float32 loses
     the location gradient to the entropy terms): theta ~ 0 in every Monte Carlo draw, so record i's
     gradient is (-y_i, ~ -beta_rho / N) to 1e-3 (beta_rho = 1e-3: negligible)."""
-    tr = dpvi(location, Y, epsilon=1.0, delta=1e-5, num_steps=12, sampling_rate=0.5, clip=1.0, beta_rho=1e-3,
-              rng_key=0)
+    tr = dpvi(location, Y, epsilon=1.0, delta=1e-5, num_steps=12, sampling_rate=0.5, clip=1.0, beta_rho=1e-3, rng_key=0)
     return dataclasses.replace(tr, final_phi=np.array([0.0, -12.0], np.float32))
 
 

@@ -33,7 +33,8 @@ JAX_CACHE_SETTINGS = {
 #: caller's own level in XLA_FLAGS wins; DPPOSTERIOR_TEST_XLA_DEFAULT=1 keeps XLA's default.
 TEST_XLA_FLAG = "--xla_backend_optimization_level=0"
 if not os.environ.get("DPPOSTERIOR_TEST_XLA_DEFAULT") and "xla_backend_optimization_level" not in os.environ.get(
-        "XLA_FLAGS", ""):  # read when JAX creates its backend, so in time for every test
+    "XLA_FLAGS", ""
+):  # read when JAX creates its backend, so in time for every test
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + TEST_XLA_FLAG).strip()
 if importlib.util.find_spec("filelock") is None:  # JAX's lock needs it (a dev dependency): no cache without it
     JAX_CACHE_SETTINGS["JAX_COMPILATION_CACHE_DIR"] = ""
@@ -43,8 +44,9 @@ if "jax" in sys.modules and os.environ["JAX_COMPILATION_CACHE_DIR"]:  # JAX impo
     import jax
 
     jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
-    jax.config.update("jax_persistent_cache_min_compile_time_secs",
-                      float(os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]))
+    jax.config.update(
+        "jax_persistent_cache_min_compile_time_secs", float(os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"])
+    )
     jax.config.update("jax_compilation_cache_max_size", int(os.environ["JAX_COMPILATION_CACHE_MAX_SIZE"]))
 
 
@@ -104,6 +106,7 @@ LONG_FILES_FIRST = (
 
 def pytest_collection_modifyitems(config, items):
     """Moves the :data:`LONG_FILES_FIRST` files to the front; the order within each file is kept."""
+
     def rank(item):
         path = Path(str(item.fspath)).as_posix()
         for i, name in enumerate(LONG_FILES_FIRST):

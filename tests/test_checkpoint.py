@@ -43,13 +43,16 @@ def _crash_after(monkeypatch, chunks: int):
 def _start_and_kill(path: Path, key: str = "user") -> None:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
     code = "import sys, ckpt_workload; ckpt_workload.main(sys.argv[1:])"
-    proc = subprocess.Popen([sys.executable, "-c", code, str(path), key], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(path), key], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     try:
         deadline = time.monotonic() + 120
         while not path.exists():
             if proc.poll() is not None:
-                raise AssertionError(f"the run ended before writing a checkpoint: {proc.stderr.read().decode()[-2000:]}")
+                raise AssertionError(
+                    f"the run ended before writing a checkpoint: {proc.stderr.read().decode()[-2000:]}"
+                )
             if time.monotonic() > deadline:
                 raise AssertionError("no checkpoint within 120 s")
             time.sleep(0.05)
@@ -74,7 +77,7 @@ def test_killed_run_resumes_to_the_uninterrupted_trace(tmp_path):
     np.testing.assert_array_equal(resumed.grads, full.grads)
     np.testing.assert_array_equal(resumed.params, full.params)
     np.testing.assert_array_equal(resumed.final_params, full.final_params)
-    assert resumed.privacy == full.privacy and resumed.privacy.num_steps == W.STEPS   # accounted once, T steps
+    assert resumed.privacy == full.privacy and resumed.privacy.num_steps == W.STEPS  # accounted once, T steps
     assert not path.exists(), "a finished run deletes its checkpoint (it holds the noise key)"
 
 
@@ -85,7 +88,7 @@ def test_os_seeded_run_resumes_the_stored_stream(tmp_path):
     shutil.copy(path, copy)
     a = W.run(checkpoint=path, rng_key=None)
     b = W.run(checkpoint=copy, rng_key=None)
-    np.testing.assert_array_equal(a.grads, b.grads)   # the stream is the stored one, not a new OS seed
+    np.testing.assert_array_equal(a.grads, b.grads)  # the stream is the stored one, not a new OS seed
     assert a.privacy.seeded_by == "os"
 
 
@@ -108,9 +111,9 @@ def test_crashed_secure_run_resumes_with_fresh_noise(tmp_path, monkeypatch):
     with _crash_after(monkeypatch, 3), pytest.raises(KeyboardInterrupt):
         W.run(checkpoint=path, rng_key=None, secure=True, num_steps=200)
     ck = load_checkpoint(path, {**_settings(), "num_steps": 200, "seeded_by": "secure"})
-    assert ck.base_key is None and ck.steps_done == 3 * W.CHUNK   # no key stored in secure mode
+    assert ck.base_key is None and ck.steps_done == 3 * W.CHUNK  # no key stored in secure mode
     resumed = W.run(checkpoint=path, rng_key=None, secure=True, num_steps=200)
-    np.testing.assert_array_equal(resumed.grads[:ck.steps_done], ck.grads)  # the checkpointed steps are kept
+    np.testing.assert_array_equal(resumed.grads[: ck.steps_done], ck.grads)  # the checkpointed steps are kept
     assert np.isfinite(resumed.grads).all() and resumed.privacy.seeded_by == "secure"
     assert not path.exists()
     with pytest.raises(ValueError, match="rng_key"):
@@ -130,11 +133,24 @@ def _settings():
     from dpposterior.dpsgd import default_capacity
     from dpposterior.dpsgd.checkpoint import run_settings
 
-    return run_settings(loss=W.loss, num_records=W.N, num_params=W.D, sampling_rate=0.1,
-                        capacity=default_capacity(W.N, 0.1), sampling="packed", noise_multiplier=1.0, clip=1.0,
-                        learning_rate=np.full(W.D, 0.01, np.float32), beta=np.ones(W.D, np.float32),
-                        num_steps=W.STEPS, accountant="pld", delta=1e-5, phi0=np.zeros(W.D, np.float32),
-                        seeded_by="user", loss_needs_key=False)
+    return run_settings(
+        loss=W.loss,
+        num_records=W.N,
+        num_params=W.D,
+        sampling_rate=0.1,
+        capacity=default_capacity(W.N, 0.1),
+        sampling="packed",
+        noise_multiplier=1.0,
+        clip=1.0,
+        learning_rate=np.full(W.D, 0.01, np.float32),
+        beta=np.ones(W.D, np.float32),
+        num_steps=W.STEPS,
+        accountant="pld",
+        delta=1e-5,
+        phi0=np.zeros(W.D, np.float32),
+        seeded_by="user",
+        loss_needs_key=False,
+    )
 
 
 def test_dpvi_passes_checkpoints_through_and_refuses_another_models(tmp_path, monkeypatch):
@@ -180,8 +196,9 @@ def test_a_refused_resume_names_the_arguments_that_resume(tmp_path, monkeypatch,
     if started_with is None:
         assert "resume with rng_key=None" in message
     else:
-        assert "resume with the rng_key that run was started with" in message or \
-            "resume with that same rng_key" in message
+        assert (
+            "resume with the rng_key that run was started with" in message or "resume with that same rng_key" in message
+        )
         assert "or rng_key=None to continue" not in message
-    done = W.run(checkpoint=path, rng_key=started_with)        # the suggested arguments resume it
+    done = W.run(checkpoint=path, rng_key=started_with)  # the suggested arguments resume it
     assert done.privacy.num_steps == W.STEPS and not path.exists()

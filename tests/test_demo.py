@@ -20,15 +20,15 @@ def printed(tmp_path_factory):
 def test_demo_table_keeps_whole_names_and_aligns_its_columns(printed):
     start = next(i for i, line in enumerate(printed) if line.startswith("coefficient"))
     header, rows = printed[start], []
-    for line in printed[start + 1:]:
+    for line in printed[start + 1 :]:
         if not line or line.startswith("warning:"):
             break
         rows.append(line)
     longest = max(datasets.adult_design("test")[2], key=len)
-    assert len(longest) > 31 and any(r.startswith(longest + " ") for r in rows)   # whole, not cut at 31
+    assert len(longest) > 31 and any(r.startswith(longest + " ") for r in rows)  # whole, not cut at 31
     assert "non-private" in header and "NOT PRIVATE" in printed[start - 1]
     ends = [m.end() for m in re.finditer(r"interval|ratio", header)]
-    for r in rows:   # every right-aligned column ends where its header does
+    for r in rows:  # every right-aligned column ends where its header does
         assert [m.end() for m in re.finditer(r"\]|\S$", r)][-3:] == ends, (header, r)
 
 
@@ -48,5 +48,5 @@ def test_non_private_map_is_the_mode_of_the_model():
     y = (rng.random(4000) < 1 / (1 + np.exp(-X @ w_true))).astype(float)
     w = non_private_map(X, y)
     p = 1 / (1 + np.exp(-X @ w))
-    assert np.allclose(X.T @ (y - p) - w, 0, atol=1e-8)   # the gradient of the log posterior vanishes
+    assert np.allclose(X.T @ (y - p) - w, 0, atol=1e-8)  # the gradient of the log posterior vanishes
     assert np.allclose(w, w_true, atol=0.12)

@@ -40,7 +40,7 @@ def test_subpackages_the_docs_use_as_attributes_are_imported_by_the_package():
     assert out.stdout.strip() == "[]"
 
 
-@pytest.mark.slow   # runs the example's 400-step chain (about 11 s)
+@pytest.mark.slow  # runs the example's 400-step chain (about 11 s)
 def test_doc_examples_score_the_dp_sgld_predictive_on_held_out_records(monkeypatch):
     """DESIGN: accuracy on the training data is not shown unless privatised or labelled non-private. The
     user guide's DP-SGLD example printed ``predictive_scores`` on X[:500], records the chain was run on."""
@@ -79,11 +79,11 @@ def _anchor(heading: str) -> str:
 def test_the_user_guide_lists_every_section_in_its_contents():
     text = (ROOT / "docs" / "user-guide.md").read_text()
     outside_code = re.sub(r"```.*?```", "", text, flags=re.S)
-    headings = [(len(m[1]), m[2]) for m in re.finditer(r"^(##+) (.+)$", outside_code, flags=re.M)
-                if m[2] != "Contents"]
+    headings = [(len(m[1]), m[2]) for m in re.finditer(r"^(##+) (.+)$", outside_code, flags=re.M) if m[2] != "Contents"]
     contents = outside_code.split("## Contents", 1)[1].split("\n## ", 1)[0]
-    listed = [(len(m[1]) // 2 + 2, m[2], m[3]) for m in re.finditer(r"^( *)- \[(.+)\]\(#([^)]+)\)$", contents,
-                                                                     flags=re.M)]
+    listed = [
+        (len(m[1]) // 2 + 2, m[2], m[3]) for m in re.finditer(r"^( *)- \[(.+)\]\(#([^)]+)\)$", contents, flags=re.M)
+    ]
     assert listed == [(level, title, _anchor(title)) for level, title in headings]
 
 

@@ -17,9 +17,17 @@ import pytest
 from jax.flatten_util import ravel_pytree
 from scipy import stats
 
-from dpposterior.dpsgd import (DPSGDTrace, clip_gradients, debug_batch_sizes, default_capacity,
-                               dpsgd, make_dpsgd_run, per_example_gradients,
-                               poisson_sample_indices, step_keys)
+from dpposterior.dpsgd import (
+    DPSGDTrace,
+    clip_gradients,
+    debug_batch_sizes,
+    default_capacity,
+    dpsgd,
+    make_dpsgd_run,
+    per_example_gradients,
+    poisson_sample_indices,
+    step_keys,
+)
 from dpposterior.dpsgd import core
 from dpposterior.dpsgd.core import tiling
 from dpposterior.privacy import dpsgd_epsilon, resolve_key
@@ -77,8 +85,10 @@ def test_per_example_gradients_match_batch_size_one_loop(d):
 def test_clip_gradients_oracle_including_zero():
     c = 1.5
     rng = np.random.default_rng(2)
-    g = rng.normal(size=(9, 4)).astype(np.float32) * np.array([0, 1e-20, 0.1, 0.5, 1, 2, 5, 1e3, 1e15],
-                                                               np.float32)[:, None]
+    g = (
+        rng.normal(size=(9, 4)).astype(np.float32)
+        * np.array([0, 1e-20, 0.1, 0.5, 1, 2, 5, 1e3, 1e15], np.float32)[:, None]
+    )
     g[0] = 0.0
     g = np.vstack([g, g[6] / np.linalg.norm(g[6]) * c])  # a row exactly at the bound
     out = clip_gradients(g, c)
@@ -101,8 +111,19 @@ def test_engine_clips_beta_scaled_gradients_jointly(d):
     norms = np.array([0.0, 0.1, 1.0, 3.0, 10.0, 1e4], np.float32)
     x *= (norms / np.linalg.norm(x, axis=1).clip(1e-9))[:, None]
     beta = np.linspace(0.5, 3.0, d).astype(np.float32)
-    tr = dpsgd(linear, np.zeros(d, np.float32), x, noise_multiplier=0.0, clip=c, sampling_rate=1.0,
-               num_steps=1, learning_rate=0.0, delta=1e-5, beta=beta, rng_key=0)
+    tr = dpsgd(
+        linear,
+        np.zeros(d, np.float32),
+        x,
+        noise_multiplier=0.0,
+        clip=c,
+        sampling_rate=1.0,
+        num_steps=1,
+        learning_rate=0.0,
+        delta=1e-5,
+        beta=beta,
+        rng_key=0,
+    )
     scaled = x.astype(np.float64) * beta
     norms = np.linalg.norm(scaled, axis=1)
     clipped = scaled * np.minimum(1.0, c / np.where(norms > 0, norms, 1.0))[:, None]
@@ -116,8 +137,18 @@ def test_non_finite_per_example_gradients_contribute_zero():
     def blows_up(params, rec):  # log(0) for the second record: its gradient is -inf / NaN
         return jnp.dot(params, rec) * jnp.log(rec[0])
 
-    tr = dpsgd(blows_up, np.ones(2, np.float32), x, noise_multiplier=0.0, clip=100.0,
-               sampling_rate=1.0, num_steps=1, learning_rate=0.0, delta=1e-5, rng_key=0)
+    tr = dpsgd(
+        blows_up,
+        np.ones(2, np.float32),
+        x,
+        noise_multiplier=0.0,
+        clip=100.0,
+        sampling_rate=1.0,
+        num_steps=1,
+        learning_rate=0.0,
+        delta=1e-5,
+        rng_key=0,
+    )
     expected = x[0] * np.log(x[0, 0]) + x[2] * np.log(x[2, 0])  # record 1's gradient: [NaN, -inf]
     assert np.all(np.isfinite(tr.grads))
     np.testing.assert_allclose(tr.grads[0], expected, rtol=1e-5)
@@ -131,8 +162,18 @@ def test_sigma_zero_no_clipping_full_batch_is_plain_sgd_on_the_sum():
     x, y = logistic_data(n=30, d=3, seed=4)
     params = {"w": jnp.array([0.1, -0.2, 0.3]), "b": jnp.float32(0.0)}
     lr, t_steps = 0.05, 15
-    tr = dpsgd(logistic, params, (x, y), noise_multiplier=0.0, clip=1e6, sampling_rate=1.0,
-               num_steps=t_steps, learning_rate=lr, delta=1e-5, rng_key=0)
+    tr = dpsgd(
+        logistic,
+        params,
+        (x, y),
+        noise_multiplier=0.0,
+        clip=1e6,
+        sampling_rate=1.0,
+        num_steps=t_steps,
+        learning_rate=lr,
+        delta=1e-5,
+        rng_key=0,
+    )
     total_grad = jax.jit(jax.grad(lambda p: sum(logistic(p, (x[i], y[i])) for i in range(len(y)))))
     phi, unravel = ravel_pytree(params)
     for t in range(t_steps):
@@ -148,12 +189,21 @@ def test_sigma_zero_no_clipping_full_batch_is_plain_sgd_on_the_sum():
 def test_make_dpsgd_run_vmaps_replicates_and_matches_dpsgd():
     x, y = logistic_data(n=40, d=3, seed=5)
     kw = dict(clip=1.0, sampling_rate=0.25, num_steps=12)
-    ref = dpsgd(logistic, {"w": jnp.zeros(3), "b": jnp.float32(0.0)}, (x, y), noise_multiplier=1.3,
-                learning_rate=0.1, delta=1e-5, rng_key=7, **kw)
+    ref = dpsgd(
+        logistic,
+        {"w": jnp.zeros(3), "b": jnp.float32(0.0)},
+        (x, y),
+        noise_multiplier=1.3,
+        learning_rate=0.1,
+        delta=1e-5,
+        rng_key=7,
+        **kw,
+    )
     run = make_dpsgd_run(logistic, num_records=40, num_params=4, unravel=ref.unravel, **kw)
     keys = jnp.stack([raw_key(7), raw_key(8), raw_key(9)])
     phis, gs, final = jax.jit(jax.vmap(run, in_axes=(0, 0, 0, None, None, None)))(
-        keys, jnp.zeros((3, 4)), (jnp.stack([x] * 3), jnp.stack([y] * 3)), 1.3, 0.1, 1.0)
+        keys, jnp.zeros((3, 4)), (jnp.stack([x] * 3), jnp.stack([y] * 3)), 1.3, 0.1, 1.0
+    )
     assert phis.shape == (3, 12, 4) and gs.shape == (3, 12, 4) and final.shape == (3, 4)
     np.testing.assert_allclose(phis[0], ref.params, atol=1e-5)
     np.testing.assert_allclose(gs[0], ref.grads, atol=1e-4)
@@ -167,9 +217,20 @@ def test_make_dpsgd_run_vmaps_replicates_and_matches_dpsgd():
 
 def _standardised_noise(rng_key, sigma=2.0, c=0.7, t_steps=500, progress=None):
     beta = np.array([1.0, 2.0, 0.5, 4.0], np.float32)
-    tr = dpsgd(zero_grad, np.zeros(4, np.float32), np.ones((10, 1), np.float32), noise_multiplier=sigma,
-               clip=c, sampling_rate=0.5, num_steps=t_steps, learning_rate=0.0, delta=1e-5, beta=beta,
-               rng_key=rng_key, progress=progress)
+    tr = dpsgd(
+        zero_grad,
+        np.zeros(4, np.float32),
+        np.ones((10, 1), np.float32),
+        noise_multiplier=sigma,
+        clip=c,
+        sampling_rate=0.5,
+        num_steps=t_steps,
+        learning_rate=0.0,
+        delta=1e-5,
+        beta=beta,
+        rng_key=rng_key,
+        progress=progress,
+    )
     return tr, tr.grads / (sigma * c / beta)
 
 
@@ -242,19 +303,39 @@ def test_tiny_sampling_rate_gives_empty_batches_that_run():
     assert default_capacity(n, q) == 16
     # the engine runs; g~_t = (batch size of step t) + noise, so it equals the noise on empty steps
     x = np.ones((n, 1), np.float32)
-    tr = dpsgd(linear, np.zeros(1, np.float32), x, noise_multiplier=1.0, clip=1.0, sampling_rate=q,
-               num_steps=30, learning_rate=0.1, delta=1e-5, rng_key=22, accountant="rdp")
+    tr = dpsgd(
+        linear,
+        np.zeros(1, np.float32),
+        x,
+        noise_multiplier=1.0,
+        clip=1.0,
+        sampling_rate=q,
+        num_steps=30,
+        learning_rate=0.1,
+        delta=1e-5,
+        rng_key=22,
+        accountant="rdp",
+    )
     noise = jax.jit(jax.vmap(lambda t: standard_normal(step_keys(raw_key(22), t)[2], (1,)).astype(jnp.float32)))
-    np.testing.assert_allclose(tr.grads, sizes[:30, None] + np.asarray(noise(jnp.arange(30))),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(tr.grads, sizes[:30, None] + np.asarray(noise(jnp.arange(30))), rtol=1e-5, atol=1e-6)
 
 
 def test_each_record_enters_with_probability_q_including_first_and_last():
     """One-hot data: g~_t is the inclusion vector of step t (sigma = 0)."""
     n, q, t_steps = 20, 0.3, 3000
-    tr = dpsgd(linear, np.zeros(n, np.float32), np.eye(n, dtype=np.float32), noise_multiplier=0.0,
-               clip=10.0, sampling_rate=q, num_steps=t_steps, learning_rate=0.0, delta=1e-5, capacity=2,
-               rng_key=23)
+    tr = dpsgd(
+        linear,
+        np.zeros(n, np.float32),
+        np.eye(n, dtype=np.float32),
+        noise_multiplier=0.0,
+        clip=10.0,
+        sampling_rate=q,
+        num_steps=t_steps,
+        learning_rate=0.0,
+        delta=1e-5,
+        capacity=2,
+        rng_key=23,
+    )
     inc = tr.grads
     np.testing.assert_array_equal(np.unique(inc), [0.0, 1.0])
     se = math.sqrt(q * (1 - q) / t_steps)
@@ -269,8 +350,19 @@ def test_engine_sums_exactly_the_true_sample_with_overflow_chunks():
     rng = np.random.default_rng(24)
     n, q, cap = 300, 0.2, 5
     x = rng.normal(size=(n, 3)).astype(np.float32)
-    tr = dpsgd(linear, np.zeros(3, np.float32), x, noise_multiplier=0.0, clip=1e6, sampling_rate=q,
-               num_steps=25, learning_rate=0.0, delta=1e-5, capacity=cap, rng_key=24)
+    tr = dpsgd(
+        linear,
+        np.zeros(3, np.float32),
+        x,
+        noise_multiplier=0.0,
+        clip=1e6,
+        sampling_rate=q,
+        num_steps=25,
+        learning_rate=0.0,
+        delta=1e-5,
+        capacity=cap,
+        rng_key=24,
+    )
     raw = raw_key(24)
     for t in range(25):
         idx = poisson_sample_indices(step_keys(raw, t)[0], n, q, capacity=cap)
@@ -284,8 +376,19 @@ def test_tiled_chunks_with_padding_and_overflow_sum_the_true_sample(monkeypatch)
     monkeypatch.setattr(core, "TILE_FLOATS", 500 * d)  # read at trace time; this config is unique
     assert tiling(d, cap) == (2, 500)
     x = np.random.default_rng(29).normal(size=(n, d)).astype(np.float32)
-    tr = dpsgd(linear, np.zeros(d, np.float32), x, noise_multiplier=0.0, clip=1e6, sampling_rate=q,
-               num_steps=6, learning_rate=0.0, delta=1e-5, capacity=cap, rng_key=29)
+    tr = dpsgd(
+        linear,
+        np.zeros(d, np.float32),
+        x,
+        noise_multiplier=0.0,
+        clip=1e6,
+        sampling_rate=q,
+        num_steps=6,
+        learning_rate=0.0,
+        delta=1e-5,
+        capacity=cap,
+        rng_key=29,
+    )
     raw = raw_key(29)
     sizes = []
     for t in range(6):
@@ -302,11 +405,24 @@ def test_step_equals_direct_reference_given_the_same_sample(sampling):
     params = {"w": jnp.array([2.0, -1.0, 0.5]), "b": jnp.float32(0.2)}
     beta = np.array([0.5, 1.0, 2.0, 3.0], np.float32)
     sigma, c, q, lr = 0.8, 0.3, 0.4, 0.05
-    tr = dpsgd(logistic, params, (x, y), noise_multiplier=sigma, clip=c, sampling_rate=q, num_steps=5,
-               learning_rate=lr, delta=1e-5, beta=beta, rng_key=25, sampling=sampling)
+    tr = dpsgd(
+        logistic,
+        params,
+        (x, y),
+        noise_multiplier=sigma,
+        clip=c,
+        sampling_rate=q,
+        num_steps=5,
+        learning_rate=lr,
+        delta=1e-5,
+        beta=beta,
+        rng_key=25,
+        sampling=sampling,
+    )
     raw, unravel = raw_key(25), tr.unravel
-    grads = jax.jit(jax.vmap(lambda phi, xi, yi: ravel_pytree(jax.grad(logistic)(unravel(phi), (xi, yi)))[0],
-                             in_axes=(None, 0, 0)))
+    grads = jax.jit(
+        jax.vmap(lambda phi, xi, yi: ravel_pytree(jax.grad(logistic)(unravel(phi), (xi, yi)))[0], in_axes=(None, 0, 0))
+    )
     for t in range(5):
         ks, _, kn = step_keys(raw, t)
         idx = poisson_sample_indices(ks, 60, q, sampling=sampling)
@@ -315,8 +431,9 @@ def test_step_equals_direct_reference_given_the_same_sample(sampling):
         sg *= np.minimum(1.0, c / np.linalg.norm(sg, axis=1))[:, None]
         xi = np.asarray(standard_normal(kn, (4,)), np.float64)
         np.testing.assert_allclose(tr.grads[t], (sg.sum(0) + sigma * c * xi) / beta, rtol=1e-4, atol=1e-5)
-        np.testing.assert_allclose(tr.params[t] - lr * tr.grads[t],
-                                   tr.params[t + 1] if t < 4 else tr.final_params, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(
+            tr.params[t] - lr * tr.grads[t], tr.params[t + 1] if t < 4 else tr.final_params, rtol=1e-6, atol=1e-6
+        )
 
 
 def test_masked_and_packed_give_the_same_distribution():
@@ -326,8 +443,19 @@ def test_masked_and_packed_give_the_same_distribution():
     mean, var = q * x.sum(), q * (1 - q) * (x**2).sum()
     res = {}
     for sampling in ("packed", "masked"):
-        g = dpsgd(linear, np.zeros(1, np.float32), x, noise_multiplier=0.0, clip=1e6, sampling_rate=q,
-                  num_steps=t_steps, learning_rate=0.0, delta=1e-5, rng_key=26, sampling=sampling).grads[:, 0]
+        g = dpsgd(
+            linear,
+            np.zeros(1, np.float32),
+            x,
+            noise_multiplier=0.0,
+            clip=1e6,
+            sampling_rate=q,
+            num_steps=t_steps,
+            learning_rate=0.0,
+            delta=1e-5,
+            rng_key=26,
+            sampling=sampling,
+        ).grads[:, 0]
         res[sampling] = g
         assert within(g.mean(), mean, math.sqrt(var / t_steps))
         assert within(g.var(ddof=1), var, var * math.sqrt(2.0 / t_steps) * 1.1)
@@ -345,8 +473,19 @@ def test_loss_key_is_one_per_step_shared_by_all_records():
         return jnp.dot(params, x) * jax.random.normal(key, ())
 
     x = np.array([[1.0, 2.0], [3.0, 1.0], [0.5, 0.5]], np.float32)
-    tr = dpsgd(mc_loss, np.zeros(2, np.float32), x, noise_multiplier=0.0, clip=1e6, sampling_rate=1.0,
-               num_steps=4, learning_rate=0.0, delta=1e-5, rng_key=27, loss_needs_key=True)
+    tr = dpsgd(
+        mc_loss,
+        np.zeros(2, np.float32),
+        x,
+        noise_multiplier=0.0,
+        clip=1e6,
+        sampling_rate=1.0,
+        num_steps=4,
+        learning_rate=0.0,
+        delta=1e-5,
+        rng_key=27,
+        loss_needs_key=True,
+    )
     raw = raw_key(27)
     for t in range(4):
         z = float(jax.random.normal(step_keys(raw, t)[1], ()))
@@ -357,12 +496,34 @@ def test_release_contents_privacy_and_round_trip(tmp_path):
     x, y = logistic_data(n=40, d=3, seed=28)
     params = {"w": jnp.zeros(3), "b": jnp.float32(0.0)}
     lr = {"w": jnp.full(3, 0.1), "b": jnp.float32(0.01)}
-    tr = dpsgd(logistic, params, (x, y), noise_multiplier=1.1, clip=1.0, sampling_rate=0.25,
-               num_steps=12, learning_rate=lr, delta=1e-5, beta={"w": jnp.ones(3), "b": 2.0},
-               rng_key=7, accountant="rdp")
+    tr = dpsgd(
+        logistic,
+        params,
+        (x, y),
+        noise_multiplier=1.1,
+        clip=1.0,
+        sampling_rate=0.25,
+        num_steps=12,
+        learning_rate=lr,
+        delta=1e-5,
+        beta={"w": jnp.ones(3), "b": 2.0},
+        rng_key=7,
+        accountant="rdp",
+    )
     assert {f.name for f in dataclasses.fields(tr)} == {
-        "params", "grads", "final_params", "learning_rate", "beta", "clip", "noise_multiplier",
-        "sampling_rate", "num_steps", "num_records", "privacy", "unravel"}  # no batch sizes, no counts
+        "params",
+        "grads",
+        "final_params",
+        "learning_rate",
+        "beta",
+        "clip",
+        "noise_multiplier",
+        "sampling_rate",
+        "num_steps",
+        "num_records",
+        "privacy",
+        "unravel",
+    }  # no batch sizes, no counts
     assert tr.params.dtype == np.float32 and tr.params.shape == (12, 4) and tr.grads.shape == (12, 4)
     np.testing.assert_array_equal(tr.learning_rate, np.array([0.01, 0.1, 0.1, 0.1], np.float32))
     np.testing.assert_array_equal(tr.beta, [2.0, 1.0, 1.0, 1.0])
@@ -371,7 +532,12 @@ def test_release_contents_privacy_and_round_trip(tmp_path):
     p = tr.privacy
     assert p.epsilon == pytest.approx(dpsgd_epsilon(1.1, 1e-5, 0.25, 12, "rdp"))
     assert (p.delta, p.neighbouring, p.mechanism, p.accountant, p.seeded_by) == (
-        1e-5, "add_remove", "poisson_subsampled_gaussian", "rdp", "user")
+        1e-5,
+        "add_remove",
+        "poisson_subsampled_gaussian",
+        "rdp",
+        "user",
+    )
     assert (p.noise_multiplier, p.sampling_rate, p.num_steps) == (1.1, 0.25, 12)
     with pytest.raises(ValueError):
         tr.params[0, 0] = 1.0  # read-only
@@ -402,9 +568,12 @@ def test_release_contents_privacy_and_round_trip(tmp_path):
     np.savez(tmp_path / "swap.npz", **swapped)  # an edit that kept the old checksum
     with pytest.raises(ValueError, match="checksum mismatch"):
         DPSGDTrace.load(tmp_path / "swap.npz")
-    for change, match in [({"num_steps": 11}, r"params must have shape \(num_steps=11"),
-                          ({"clip": -1.0}, "need clip > 0"), ({"version": 2}, "format version 2"),
-                          ({"privacy": None}, "invalid DP-SGD trace contents")]:
+    for change, match in [
+        ({"num_steps": 11}, r"params must have shape \(num_steps=11"),
+        ({"clip": -1.0}, "need clip > 0"),
+        ({"version": 2}, "format version 2"),
+        ({"privacy": None}, "invalid DP-SGD trace contents"),
+    ]:
         write_checked_npz(tmp_path / "bad.npz", arrays, json.dumps({**meta, **change}))
         with pytest.raises(ValueError, match=match):
             DPSGDTrace.load(tmp_path / "bad.npz")
@@ -439,12 +608,27 @@ def test_second_call_with_the_same_loss_does_not_recompile():
     first = traces["n"]
     assert first > 0
     # other runtime values: sigma, learning rate, beta, clip, key, data values
-    dpsgd(counted, np.ones(2, np.float32), 2 * x, noise_multiplier=2.0, learning_rate=0.3, rng_key=2,
-          beta=[1.0, 2.0], **{**kw, "clip": 3.0})
+    dpsgd(
+        counted,
+        np.ones(2, np.float32),
+        2 * x,
+        noise_multiplier=2.0,
+        learning_rate=0.3,
+        rng_key=2,
+        beta=[1.0, 2.0],
+        **{**kw, "clip": 3.0},
+    )
     assert traces["n"] == first
     # a different number of steps within the same compiled chunk length (32) reuses it too
-    dpsgd(counted, np.zeros(2, np.float32), x, noise_multiplier=1.0, learning_rate=0.1, rng_key=1,
-          **{**kw, "num_steps": 17})
+    dpsgd(
+        counted,
+        np.zeros(2, np.float32),
+        x,
+        noise_multiplier=1.0,
+        learning_rate=0.1,
+        rng_key=1,
+        **{**kw, "num_steps": 17},
+    )
     assert traces["n"] == first
 
 
@@ -452,55 +636,62 @@ def test_second_call_with_the_same_loss_does_not_recompile():
 # errors at the boundary
 
 X2 = np.ones((10, 2), np.float32)
-GOOD = dict(noise_multiplier=1.0, clip=1.0, sampling_rate=0.5, num_steps=3, learning_rate=0.1,
-            delta=1e-5, rng_key=0)
+GOOD = dict(noise_multiplier=1.0, clip=1.0, sampling_rate=0.5, num_steps=3, learning_rate=0.1, delta=1e-5, rng_key=0)
 
 
-@pytest.mark.parametrize("change,exc,match", [
-    (dict(noise_multiplier=-1.0), ValueError, r"noise_multiplier must be a finite number >= 0"),
-    (dict(noise_multiplier=float("nan")), ValueError, r"noise_multiplier must be a finite number >= 0"),
-    (dict(clip=0.0), ValueError, r"clip must be a finite number > 0"),
-    (dict(clip=float("inf")), ValueError, r"clip must be a finite number > 0"),
-    (dict(sampling_rate=0.0), ValueError, r"sampling_rate must lie in \(0, 1\]"),
-    (dict(sampling_rate=1.5), ValueError, r"sampling_rate must lie in \(0, 1\]"),
-    (dict(num_steps=0), ValueError, r"num_steps must be an integer >= 1"),
-    (dict(num_steps=10.0), TypeError, r"num_steps must be an integer >= 1"),
-    (dict(delta=0.0), ValueError, r"delta must lie in \(0, 1\)"),
-    (dict(delta=1.0), ValueError, r"delta must lie in \(0, 1\)"),
-    (dict(learning_rate=float("nan")), ValueError, r"learning_rate must be a finite number >= 0"),
-    (dict(learning_rate=-0.1), ValueError, r"learning_rate must be a finite number >= 0"),
-    (dict(learning_rate=[0.1, 0.2, 0.3]), ValueError, r"learning_rate .* flat vector of length 2"),
-    (dict(beta=[1.0, 0.0]), ValueError, r"beta must be a finite number > 0"),
-    (dict(beta=[1.0, float("inf")]), ValueError, r"beta must be a finite number > 0"),
-    (dict(capacity=0), ValueError, r"capacity must be an integer >= 1"),
-    (dict(capacity=5, sampling="masked"), ValueError, r"capacity applies to sampling='packed' only"),  # was ignored
-    (dict(sampling="shuffled"), ValueError, r"sampling must be one of \('packed', 'masked'\)"),
-    (dict(accountant="gdp"), ValueError, r"accountant must be one of \('pld', 'rdp'\)"),
-    (dict(chunk_steps=0), ValueError, r"chunk_steps must be an integer >= 1"),
-    (dict(rng_key="seed"), TypeError, r"rng_key must be None"),
-    (dict(loss_needs_key=1), TypeError, r"loss_needs_key must be True or False"),
-    (dict(progress="yes"), TypeError, r"progress must be True or False"),
-])
+@pytest.mark.parametrize(
+    "change,exc,match",
+    [
+        (dict(noise_multiplier=-1.0), ValueError, r"noise_multiplier must be a finite number >= 0"),
+        (dict(noise_multiplier=float("nan")), ValueError, r"noise_multiplier must be a finite number >= 0"),
+        (dict(clip=0.0), ValueError, r"clip must be a finite number > 0"),
+        (dict(clip=float("inf")), ValueError, r"clip must be a finite number > 0"),
+        (dict(sampling_rate=0.0), ValueError, r"sampling_rate must lie in \(0, 1\]"),
+        (dict(sampling_rate=1.5), ValueError, r"sampling_rate must lie in \(0, 1\]"),
+        (dict(num_steps=0), ValueError, r"num_steps must be an integer >= 1"),
+        (dict(num_steps=10.0), TypeError, r"num_steps must be an integer >= 1"),
+        (dict(delta=0.0), ValueError, r"delta must lie in \(0, 1\)"),
+        (dict(delta=1.0), ValueError, r"delta must lie in \(0, 1\)"),
+        (dict(learning_rate=float("nan")), ValueError, r"learning_rate must be a finite number >= 0"),
+        (dict(learning_rate=-0.1), ValueError, r"learning_rate must be a finite number >= 0"),
+        (dict(learning_rate=[0.1, 0.2, 0.3]), ValueError, r"learning_rate .* flat vector of length 2"),
+        (dict(beta=[1.0, 0.0]), ValueError, r"beta must be a finite number > 0"),
+        (dict(beta=[1.0, float("inf")]), ValueError, r"beta must be a finite number > 0"),
+        (dict(capacity=0), ValueError, r"capacity must be an integer >= 1"),
+        (dict(capacity=5, sampling="masked"), ValueError, r"capacity applies to sampling='packed' only"),  # was ignored
+        (dict(sampling="shuffled"), ValueError, r"sampling must be one of \('packed', 'masked'\)"),
+        (dict(accountant="gdp"), ValueError, r"accountant must be one of \('pld', 'rdp'\)"),
+        (dict(chunk_steps=0), ValueError, r"chunk_steps must be an integer >= 1"),
+        (dict(rng_key="seed"), TypeError, r"rng_key must be None"),
+        (dict(loss_needs_key=1), TypeError, r"loss_needs_key must be True or False"),
+        (dict(progress="yes"), TypeError, r"progress must be True or False"),
+    ],
+)
 def test_invalid_arguments_are_refused(change, exc, match):
     with pytest.raises(exc, match=match):
         dpsgd(linear, np.zeros(2, np.float32), X2, **{**GOOD, **change})
 
 
-@pytest.mark.parametrize("params,data,exc,match", [
-    (np.zeros(2, np.float32), (), ValueError, r"non-empty tuple of arrays"),
-    (np.zeros(2, np.float32), np.ones((0, 2)), ValueError, r"at least one record"),
-    (np.zeros(2, np.float32), (X2, np.ones(9)), ValueError,
-     r"share their first axis \(records\): got lengths \[10, 9\]"),
-    (np.zeros(2, np.float32), np.array([[1.0, np.nan]] * 10), ValueError,
-     r"data must not contain NaN or inf"),
-    (np.zeros(2, np.float32), (X2, np.full(10, np.inf)), ValueError,
-     r"data\[1\] must not contain NaN or inf"),
-    (np.zeros(2, np.float32), np.array(["a"] * 10), TypeError, r"data must hold real numbers"),
-    (np.zeros(2, np.float32), np.float32(1.0), ValueError, r"leading record axis"),
-    (np.array([0.0, np.nan]), X2, ValueError, r"params must be finite"),
-    (np.zeros(2, np.int32), X2, TypeError, r"params must hold floating-point arrays"),
-    ({}, X2, ValueError, r"params must contain at least one array"),
-])
+@pytest.mark.parametrize(
+    "params,data,exc,match",
+    [
+        (np.zeros(2, np.float32), (), ValueError, r"non-empty tuple of arrays"),
+        (np.zeros(2, np.float32), np.ones((0, 2)), ValueError, r"at least one record"),
+        (
+            np.zeros(2, np.float32),
+            (X2, np.ones(9)),
+            ValueError,
+            r"share their first axis \(records\): got lengths \[10, 9\]",
+        ),
+        (np.zeros(2, np.float32), np.array([[1.0, np.nan]] * 10), ValueError, r"data must not contain NaN or inf"),
+        (np.zeros(2, np.float32), (X2, np.full(10, np.inf)), ValueError, r"data\[1\] must not contain NaN or inf"),
+        (np.zeros(2, np.float32), np.array(["a"] * 10), TypeError, r"data must hold real numbers"),
+        (np.zeros(2, np.float32), np.float32(1.0), ValueError, r"leading record axis"),
+        (np.array([0.0, np.nan]), X2, ValueError, r"params must be finite"),
+        (np.zeros(2, np.int32), X2, TypeError, r"params must hold floating-point arrays"),
+        ({}, X2, ValueError, r"params must contain at least one array"),
+    ],
+)
 def test_invalid_params_and_data_are_refused(params, data, exc, match):
     with pytest.raises(exc, match=match):
         dpsgd(linear, params, data, **GOOD)
@@ -521,10 +712,15 @@ def test_loss_errors():
 
 
 def pytree_loss(p, rec):
-    x, k, m, z = rec            # float32 (3,), int32 (), bool (), float64 (2, 2)
+    x, k, m, z = rec  # float32 (3,), int32 (), bool (), float64 (2, 2)
     a = jnp.array([1.0, -0.5])
-    return (jnp.sum(p["w"] * jnp.outer(a, x)) + p["b"] * k + 0.5 * p["b"] ** 2
-            + m * jnp.sum(p["t"][0] * z[0]) + p["t"][1] * jnp.sum(z))
+    return (
+        jnp.sum(p["w"] * jnp.outer(a, x))
+        + p["b"] * k
+        + 0.5 * p["b"] ** 2
+        + m * jnp.sum(p["t"][0] * z[0])
+        + p["t"][1] * jnp.sum(z)
+    )
 
 
 def test_pytree_params_with_per_leaf_learning_rate_and_beta_match_numpy():
@@ -535,23 +731,35 @@ def test_pytree_params_with_per_leaf_learning_rate_and_beta_match_numpy():
     m = np.array([True, False, True])
     z = rng.normal(size=(n, 2, 2))
     params = {"w": np.full((2, 3), 0.3, np.float32), "b": np.float32(0.7), "t": (np.array([0.1, -0.2]), 1.5)}
-    lr = {"w": 0.01, "b": 0.1, "t": (np.array([0.2, 0.3]), 0.05)}          # numbers for whole leaves
+    lr = {"w": 0.01, "b": 0.1, "t": (np.array([0.2, 0.3]), 0.05)}  # numbers for whole leaves
     beta = {"w": 2.0, "b": 0.5, "t": (4.0, 3.0)}
 
-    def flat(b, t0, t1, w):     # ravel_pytree's order: dict keys sorted (b, t, w), tuples in order
+    def flat(b, t0, t1, w):  # ravel_pytree's order: dict keys sorted (b, t, w), tuples in order
         return np.concatenate([np.ravel(b), np.ravel(t0), np.ravel(t1), np.ravel(w)]).astype(np.float64)
 
     lr_f = flat(0.1, [0.2, 0.3], 0.05, np.full(6, 0.01))
     beta_f = flat(0.5, [4.0, 4.0], 3.0, np.full(6, 2.0))
     phi = flat(0.7, [0.1, -0.2], 1.5, np.full(6, 0.3))
     a = np.array([1.0, -0.5])
-    tr = dpsgd(pytree_loss, params, (x, k, m, z), noise_multiplier=0.0, clip=clip, sampling_rate=1.0,
-               num_steps=t_steps, learning_rate=lr, beta=beta, delta=1e-5, rng_key=0, capacity=2)
+    tr = dpsgd(
+        pytree_loss,
+        params,
+        (x, k, m, z),
+        noise_multiplier=0.0,
+        clip=clip,
+        sampling_rate=1.0,
+        num_steps=t_steps,
+        learning_rate=lr,
+        beta=beta,
+        delta=1e-5,
+        rng_key=0,
+        capacity=2,
+    )
     np.testing.assert_allclose(tr.learning_rate, lr_f, rtol=1e-6)
     np.testing.assert_allclose(tr.beta, beta_f, rtol=1e-6)
     for t in range(t_steps):
         total = np.zeros(10)
-        for i in range(n):      # the analytic per-record gradient, scaled by beta and clipped jointly
+        for i in range(n):  # the analytic per-record gradient, scaled by beta and clipped jointly
             g = flat(k[i] + phi[0], m[i] * z[i][0], z[i].sum(), np.outer(a, x[i]))
             s = beta_f * g
             total += s * min(1.0, clip / np.linalg.norm(s))
@@ -560,17 +768,35 @@ def test_pytree_params_with_per_leaf_learning_rate_and_beta_match_numpy():
         phi = phi - lr_f * total / beta_f
     np.testing.assert_allclose(tr.final_params, phi, rtol=1e-5, atol=1e-6)
     # the flat vectors in ravel order give the same run
-    flat_run = dpsgd(pytree_loss, params, (x, k, m, z), noise_multiplier=0.0, clip=clip, sampling_rate=1.0,
-                     num_steps=t_steps, learning_rate=lr_f, beta=beta_f, delta=1e-5, rng_key=0)
+    flat_run = dpsgd(
+        pytree_loss,
+        params,
+        (x, k, m, z),
+        noise_multiplier=0.0,
+        clip=clip,
+        sampling_rate=1.0,
+        num_steps=t_steps,
+        learning_rate=lr_f,
+        beta=beta_f,
+        delta=1e-5,
+        rng_key=0,
+    )
     np.testing.assert_array_equal(flat_run.grads, tr.grads)
 
 
-@pytest.mark.parametrize("lr,exc,match", [
-    ({"w": np.ones(3), "b": 0.1, "t": (0.1, 0.1)}, ValueError, r"leaf of shape \(3,\) at \"\['w'\]\".*shape \(2, 3\)"),
-    ({"w": 0.1, "b": 0.1}, ValueError, r"learning_rate .*pytree of structure .*params have"),
-    ({"w": 0.1, "b": 0.1, "t": [0.1, 0.1]}, ValueError, r"learning_rate .*pytree of structure"),
-    ({"w": 0.1, "b": np.True_, "t": (0.1, 0.1)}, TypeError, r"learning_rate .*boolean leaf"),
-])
+@pytest.mark.parametrize(
+    "lr,exc,match",
+    [
+        (
+            {"w": np.ones(3), "b": 0.1, "t": (0.1, 0.1)},
+            ValueError,
+            r"leaf of shape \(3,\) at \"\['w'\]\".*shape \(2, 3\)",
+        ),
+        ({"w": 0.1, "b": 0.1}, ValueError, r"learning_rate .*pytree of structure .*params have"),
+        ({"w": 0.1, "b": 0.1, "t": [0.1, 0.1]}, ValueError, r"learning_rate .*pytree of structure"),
+        ({"w": 0.1, "b": np.True_, "t": (0.1, 0.1)}, TypeError, r"learning_rate .*boolean leaf"),
+    ],
+)
 def test_per_leaf_learning_rate_errors_name_the_leaf(lr, exc, match):
     params = {"w": np.zeros((2, 3), np.float32), "b": np.float32(0.0), "t": (np.zeros(2), 0.0)}
     data = (np.ones((2, 3), np.float32), np.ones(2, np.int32), np.ones(2, bool), np.ones((2, 2, 2)))
@@ -589,14 +815,26 @@ def test_nested_data_containers_are_refused_not_stacked():
         xi, (yi, wi) = rec
         return wi * (jnp.dot(p, xi) - yi) ** 2
 
-    for data, what in (((x, (y, w)), r"data\[1\] is a tuple of 2 arrays"),
-                       ({"x": x, "y": y}, r"data is a dict with keys \['x', 'y'\]"),
-                       ([x, {"y": y}], r"data\[1\] is a dict")):
+    for data, what in (
+        ((x, (y, w)), r"data\[1\] is a tuple of 2 arrays"),
+        ({"x": x, "y": y}, r"data is a dict with keys \['x', 'y'\]"),
+        ([x, {"y": y}], r"data\[1\] is a dict"),
+    ):
         with pytest.raises(TypeError, match=r"one array or a flat tuple of arrays.*" + what):
             dpsgd(weighted, np.zeros(2), data, **{**GOOD, "sampling_rate": 1.0})
     # array-likes of numbers stay accepted: a list column, a tuple of tuples
-    tr = dpsgd(first_linear, np.zeros(2), (x, [0.0, 1.0], ((1, 2), (3, 4))), noise_multiplier=0.0, clip=10.0,
-               sampling_rate=1.0, num_steps=1, learning_rate=0.1, delta=1e-5, rng_key=0)
+    tr = dpsgd(
+        first_linear,
+        np.zeros(2),
+        (x, [0.0, 1.0], ((1, 2), (3, 4))),
+        noise_multiplier=0.0,
+        clip=10.0,
+        sampling_rate=1.0,
+        num_steps=1,
+        learning_rate=0.1,
+        delta=1e-5,
+        rng_key=0,
+    )
     np.testing.assert_allclose(tr.final_params, [-0.2, -0.2])
 
 
@@ -609,13 +847,31 @@ def test_python_rows_are_refused_not_read_as_columns():
     with pytest.raises(TypeError, match=r"data\[1\] is a Python number: .*np\.asarray\(data\)"):
         dpsgd(first_linear, np.zeros(2), (np.ones((2, 2)), 3.0), **{**GOOD, "sampling_rate": 1.0})
     # the arrays the message names run, with N = 3 records
-    tr = dpsgd(first_linear, np.zeros(2), (np.asarray(rows),), noise_multiplier=0.0, clip=100.0,
-               sampling_rate=1.0, num_steps=1, learning_rate=0.1, delta=1e-5, rng_key=0)
+    tr = dpsgd(
+        first_linear,
+        np.zeros(2),
+        (np.asarray(rows),),
+        noise_multiplier=0.0,
+        clip=100.0,
+        sampling_rate=1.0,
+        num_steps=1,
+        learning_rate=0.1,
+        delta=1e-5,
+        rng_key=0,
+    )
     np.testing.assert_allclose(tr.final_params, [-0.6, -0.2])
 
 
 def test_make_dpsgd_run_refuses_a_capacity_with_masked_sampling():
     # was silently ignored (the masked engine has no buffer), eighteenth session
     with pytest.raises(ValueError, match=r"capacity applies to sampling='packed' only"):
-        make_dpsgd_run(linear, num_records=10, num_params=2, clip=1.0, sampling_rate=0.5, num_steps=2,
-                       capacity=4, sampling="masked")
+        make_dpsgd_run(
+            linear,
+            num_records=10,
+            num_params=2,
+            clip=1.0,
+            sampling_rate=0.5,
+            num_steps=2,
+            capacity=4,
+            sampling="masked",
+        )

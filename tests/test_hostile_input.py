@@ -45,6 +45,7 @@ CLEAR = (ValueError, TypeError)
 @contextlib.contextmanager
 def finishes_within(seconds: int):
     """Fails (instead of hanging) if the block runs longer than ``seconds``."""
+
     def on_alarm(signum, frame):
         raise AssertionError(f"did not finish within {seconds} s (a hang)")
 
@@ -69,9 +70,16 @@ def raises_clear(fn, *names):
 # ---------------------------------------------------------------------------------------------
 # strategies
 
-NOT_A_NUMBER = st.one_of(st.booleans(), st.text(max_size=3), st.complex_numbers(allow_nan=False),
-                         st.none(), st.lists(st.floats(0.1, 1.0), min_size=1, max_size=2),
-                         st.just(np.bool_(True)), st.just(np.array([0.5])), st.just({"x": 1.0}))
+NOT_A_NUMBER = st.one_of(
+    st.booleans(),
+    st.text(max_size=3),
+    st.complex_numbers(allow_nan=False),
+    st.none(),
+    st.lists(st.floats(0.1, 1.0), min_size=1, max_size=2),
+    st.just(np.bool_(True)),
+    st.just(np.array([0.5])),
+    st.just({"x": 1.0}),
+)
 NON_FINITE = st.sampled_from([math.nan, math.inf, -math.inf])
 
 
@@ -80,23 +88,30 @@ def bad_epsilon():
 
 
 def bad_delta():
-    return st.one_of(NOT_A_NUMBER, NON_FINITE, st.floats(max_value=0.0, allow_nan=False),
-                     st.floats(min_value=1.0, allow_nan=False))
+    return st.one_of(
+        NOT_A_NUMBER, NON_FINITE, st.floats(max_value=0.0, allow_nan=False), st.floats(min_value=1.0, allow_nan=False)
+    )
 
 
 def bad_sampling_rate():
-    return st.one_of(NOT_A_NUMBER, NON_FINITE, st.floats(max_value=0.0, allow_nan=False),
-                     st.floats(min_value=1.0, exclude_min=True, allow_nan=False))
+    return st.one_of(
+        NOT_A_NUMBER,
+        NON_FINITE,
+        st.floats(max_value=0.0, allow_nan=False),
+        st.floats(min_value=1.0, exclude_min=True, allow_nan=False),
+    )
 
 
 def bad_steps():
-    return st.one_of(NOT_A_NUMBER, NON_FINITE, st.integers(max_value=0),
-                     st.floats(allow_nan=False, allow_infinity=False))
+    return st.one_of(
+        NOT_A_NUMBER, NON_FINITE, st.integers(max_value=0), st.floats(allow_nan=False, allow_infinity=False)
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # the functions, with everything but one argument valid (no JAX program is compiled: the
 # arguments are validated before any work)
+
 
 def _xy(n=20, p=2):
     rng = np.random.default_rng(0)
@@ -108,31 +123,50 @@ def _linear(p, x):
 
 
 X20, Y20 = _xy()
-DPSGD_KW = dict(noise_multiplier=1.0, clip=1.0, sampling_rate=0.5, num_steps=5, learning_rate=0.1, delta=1e-5,
-                rng_key=0)
+DPSGD_KW = dict(
+    noise_multiplier=1.0, clip=1.0, sampling_rate=0.5, num_steps=5, learning_rate=0.1, delta=1e-5, rng_key=0
+)
 VI_KW = dict(epsilon=1.0, delta=1e-5, num_steps=5, sampling_rate=0.5, clip=1.0, rng_key=0)
 
 CALLS = {
     "calibrate_noise_multiplier": lambda **k: privacy.calibrate_noise_multiplier(
-        **{**dict(epsilon=1.0, delta=1e-5, sampling_rate=0.1, num_steps=10), **k}),
+        **{**dict(epsilon=1.0, delta=1e-5, sampling_rate=0.1, num_steps=10), **k}
+    ),
     "dpsgd_epsilon": lambda **k: privacy.dpsgd_epsilon(
-        **{**dict(noise_multiplier=1.0, delta=1e-5, sampling_rate=0.1, num_steps=10), **k}),
+        **{**dict(noise_multiplier=1.0, delta=1e-5, sampling_rate=0.1, num_steps=10), **k}
+    ),
     "gaussian_sigma": lambda **k: privacy.gaussian_sigma(**{**dict(epsilon=0.5, delta=1e-5), **k}),
     "analytic_gaussian_sigma": lambda **k: privacy.analytic_gaussian_sigma(**{**dict(epsilon=1.0, delta=1e-5), **k}),
     "dpvi": lambda **k: dpp.dpvi(logistic_regression, X20, Y20, **{**VI_KW, **k}),
     "dpvim": lambda **k: dpvim(logistic_regression, X20, Y20, **{**VI_KW, **k}),
     "dpsgd": lambda **k: dpsgd(_linear, np.zeros(2, np.float32), X20, **{**DPSGD_KW, **k}),
     "release_sufficient_statistics": lambda **k: release_sufficient_statistics(
-        "beta-bernoulli", np.array([0, 1, 1]), **{**dict(epsilon=1.0, rng_key=0), **k}),
+        "beta-bernoulli", np.array([0, 1, 1]), **{**dict(epsilon=1.0, rng_key=0), **k}
+    ),
     "release_regression_statistics": lambda **k: release_regression_statistics(
-        X20, Y20.astype(np.float32), **{**dict(epsilon=1.0, x_bound=2.0, y_bound=1.0, rng_key=0), **k}),
+        X20, Y20.astype(np.float32), **{**dict(epsilon=1.0, x_bound=2.0, y_bound=1.0, rng_key=0), **k}
+    ),
 }
 # which functions take which privacy argument (dpsgd takes a noise multiplier, not an epsilon)
 TAKES = {
-    "epsilon": ["calibrate_noise_multiplier", "gaussian_sigma", "analytic_gaussian_sigma", "dpvi", "dpvim",
-                "release_sufficient_statistics", "release_regression_statistics"],
-    "delta": ["calibrate_noise_multiplier", "dpsgd_epsilon", "gaussian_sigma", "analytic_gaussian_sigma", "dpvi",
-              "dpvim", "dpsgd"],
+    "epsilon": [
+        "calibrate_noise_multiplier",
+        "gaussian_sigma",
+        "analytic_gaussian_sigma",
+        "dpvi",
+        "dpvim",
+        "release_sufficient_statistics",
+        "release_regression_statistics",
+    ],
+    "delta": [
+        "calibrate_noise_multiplier",
+        "dpsgd_epsilon",
+        "gaussian_sigma",
+        "analytic_gaussian_sigma",
+        "dpvi",
+        "dpvim",
+        "dpsgd",
+    ],
     "sampling_rate": ["calibrate_noise_multiplier", "dpsgd_epsilon", "dpvi", "dpvim", "dpsgd"],
     "num_steps": ["calibrate_noise_multiplier", "dpsgd_epsilon", "dpvi", "dpvim", "dpsgd"],
 }
@@ -184,8 +218,9 @@ def test_invalid_noise_multiplier_and_clip_are_refused_by_name(value):
 
 TINY = st.floats(min_value=5e-324, max_value=1e-200)
 POSITIVE = st.one_of(TINY, st.floats(min_value=1e-200, max_value=1e300), st.sampled_from([5e-324, 1e300]))
-OPEN_UNIT = st.one_of(st.floats(min_value=5e-324, max_value=1.0, exclude_max=True),
-                      st.sampled_from([5e-324, 1e-300, 1 - 1e-16]))
+OPEN_UNIT = st.one_of(
+    st.floats(min_value=5e-324, max_value=1.0, exclude_max=True), st.sampled_from([5e-324, 1e-300, 1 - 1e-16])
+)
 
 
 @FAST
@@ -203,12 +238,15 @@ def test_gaussian_calibration_is_finite_or_a_clear_error(epsilon, delta, sensiti
                 assert math.isfinite(sigma) and sigma > 0
 
 
-@pytest.mark.parametrize("args,accountant", [
-    ((1.0, 1e-15, 0.1, 10), "pld"),     # delta below PLD's truncated tail mass: was 80 s of refinement, then inf
-    ((1.0, 5e-324, 0.1, 10), "pld"),
-    ((1e-5, 1e-5, 0.1, 10), "pld"),     # was a MemoryError from dp-accounting (a 600 GB grid)
-    ((1.0, 1e-5, 5e-324, 10), "pld"),   # was dp-accounting's "a must be greater than b"
-])
+@pytest.mark.parametrize(
+    "args,accountant",
+    [
+        ((1.0, 1e-15, 0.1, 10), "pld"),  # delta below PLD's truncated tail mass: was 80 s of refinement, then inf
+        ((1.0, 5e-324, 0.1, 10), "pld"),
+        ((1e-5, 1e-5, 0.1, 10), "pld"),  # was a MemoryError from dp-accounting (a 600 GB grid)
+        ((1.0, 1e-5, 5e-324, 10), "pld"),  # was dp-accounting's "a must be greater than b"
+    ],
+)
 def test_accountant_limits_are_clear_errors(args, accountant):
     with finishes_within(20):
         msg = raises_clear(lambda: privacy.dpsgd_epsilon(*args, accountant=accountant), "delta", "noise_multiplier")
@@ -216,9 +254,12 @@ def test_accountant_limits_are_clear_errors(args, accountant):
 
 
 @FEW
-@given(sigma=st.floats(0.3, 1e6), delta=st.floats(1e-12, 0.5), q=st.one_of(st.floats(1e-300, 1.0),
-                                                                               st.just(1.0)),
-       steps=st.integers(1, 200))
+@given(
+    sigma=st.floats(0.3, 1e6),
+    delta=st.floats(1e-12, 0.5),
+    q=st.one_of(st.floats(1e-300, 1.0), st.just(1.0)),
+    steps=st.integers(1, 200),
+)
 def test_dpsgd_epsilon_is_finite_non_negative_or_a_clear_error(sigma, delta, q, steps):
     with finishes_within(30):
         try:
@@ -247,8 +288,12 @@ DATA_FNS = {
 
 @pytest.mark.parametrize("fn", list(DATA_FNS))
 @FAST
-@given(n=st.integers(1, 30), bad=st.sampled_from([math.nan, math.inf, -math.inf, 1e39, -1e300]),
-       where=st.integers(0, 10**6), dtype=st.sampled_from([np.float32, np.float64]))
+@given(
+    n=st.integers(1, 30),
+    bad=st.sampled_from([math.nan, math.inf, -math.inf, 1e39, -1e300]),
+    where=st.integers(0, 10**6),
+    dtype=st.sampled_from([np.float32, np.float64]),
+)
 def test_non_finite_or_float32_overflowing_data_is_refused(fn, n, bad, where, dtype):
     X, y = _xy(n)
     X = X.astype(np.float64)
@@ -261,8 +306,9 @@ def test_non_finite_or_float32_overflowing_data_is_refused(fn, n, bad, where, dt
 
 
 @pytest.mark.parametrize("fn", list(DATA_FNS))
-@pytest.mark.parametrize("case", ["strings", "object", "complex", "datetime", "empty", "scalar", "lengths",
-                                  "ragged", "int64 overflow"])
+@pytest.mark.parametrize(
+    "case", ["strings", "object", "complex", "datetime", "empty", "scalar", "lengths", "ragged", "int64 overflow"]
+)
 def test_wrong_data_types_shapes_and_lengths(fn, case):
     X, y = _xy()
     if case == "strings":
@@ -289,32 +335,36 @@ def test_wrong_data_types_shapes_and_lengths(fn, case):
 # ---------------------------------------------------------------------------------------------
 # dpsgd: other hostile arguments (validated before compilation) ...
 
-@pytest.mark.parametrize("kw,names", [
-    (dict(params=np.full(2, 1e300)), "params"),                 # was: inf parameters after float32 cast
-    (dict(params=np.zeros(2, complex)), "params"),
-    (dict(params="ab"), "params"),
-    (dict(params=np.array([0.0, np.nan])), "params"),
-    (dict(learning_rate=1e300), "learning_rate"),                # was: a NaN trace
-    (dict(learning_rate=0.1 + 0j), "learning_rate"),
-    (dict(learning_rate=np.array([0.1, np.nan])), "learning_rate"),
-    (dict(beta=1e-300), "beta"),                                 # was: beta -> 0 in float32, a NaN trace
-    (dict(beta=1e300), "beta"),
-    (dict(beta=True), "beta"),
-    (dict(clip=1e300), "clip"),                                  # was: a NaN trace
-    (dict(noise_multiplier=1e30, clip=1e30), "noise_multiplier * clip"),
-    (dict(capacity=10**12), "capacity"),                         # was: a 32 TB allocation attempt
-    (dict(capacity=True), "capacity"),
-    (dict(rng_key=2**70), "rng_key"),                            # was: OverflowError inside JAX
-    (dict(rng_key=2**40), "rng_key"),                            # was: silently the same key as 2**40 mod 2**32
-    (dict(rng_key=-1), "rng_key"),                               # was: silently the same key as 2**32 - 1
-    (dict(rng_key="0"), "rng_key"),
-    (dict(data=np.ma.masked_array(X20, mask=X20 > 1)), "masked"),   # was: the values under the mask used
-    (dict(rng_key=1.5), "rng_key"),
-    (dict(sampling="poisson"), "sampling"),
-    (dict(accountant="gdp"), "accountant"),
-    (dict(progress="yes"), "progress"),
-    (dict(loss_needs_key=1), "loss_needs_key"),
-])
+
+@pytest.mark.parametrize(
+    "kw,names",
+    [
+        (dict(params=np.full(2, 1e300)), "params"),  # was: inf parameters after float32 cast
+        (dict(params=np.zeros(2, complex)), "params"),
+        (dict(params="ab"), "params"),
+        (dict(params=np.array([0.0, np.nan])), "params"),
+        (dict(learning_rate=1e300), "learning_rate"),  # was: a NaN trace
+        (dict(learning_rate=0.1 + 0j), "learning_rate"),
+        (dict(learning_rate=np.array([0.1, np.nan])), "learning_rate"),
+        (dict(beta=1e-300), "beta"),  # was: beta -> 0 in float32, a NaN trace
+        (dict(beta=1e300), "beta"),
+        (dict(beta=True), "beta"),
+        (dict(clip=1e300), "clip"),  # was: a NaN trace
+        (dict(noise_multiplier=1e30, clip=1e30), "noise_multiplier * clip"),
+        (dict(capacity=10**12), "capacity"),  # was: a 32 TB allocation attempt
+        (dict(capacity=True), "capacity"),
+        (dict(rng_key=2**70), "rng_key"),  # was: OverflowError inside JAX
+        (dict(rng_key=2**40), "rng_key"),  # was: silently the same key as 2**40 mod 2**32
+        (dict(rng_key=-1), "rng_key"),  # was: silently the same key as 2**32 - 1
+        (dict(rng_key="0"), "rng_key"),
+        (dict(data=np.ma.masked_array(X20, mask=X20 > 1)), "masked"),  # was: the values under the mask used
+        (dict(rng_key=1.5), "rng_key"),
+        (dict(sampling="poisson"), "sampling"),
+        (dict(accountant="gdp"), "accountant"),
+        (dict(progress="yes"), "progress"),
+        (dict(loss_needs_key=1), "loss_needs_key"),
+    ],
+)
 def test_dpsgd_hostile_arguments(kw, names):
     kw = dict(kw)
     params = kw.pop("params", np.zeros(2, np.float32))
@@ -322,19 +372,23 @@ def test_dpsgd_hostile_arguments(kw, names):
     raises_clear(lambda: dpsgd(_linear, params, data, **{**DPSGD_KW, **kw}), names)
 
 
-@pytest.mark.parametrize("loss,names", [
-    (lambda p, x: p - x, "scalar"),
-    (lambda p, x: "x", "loss"),
-    (lambda p, x: jnp.sum(p[:3] @ x[:3].T @ jnp.ones((5, 5))), "loss"),  # fails on these shapes
-    (lambda p, x: 1 / 0, "ZeroDivisionError"),
-    (lambda p, x: jnp.int32(1), "floating-point"),
-    ("loss", "callable"),
-])
+@pytest.mark.parametrize(
+    "loss,names",
+    [
+        (lambda p, x: p - x, "scalar"),
+        (lambda p, x: "x", "loss"),
+        (lambda p, x: jnp.sum(p[:3] @ x[:3].T @ jnp.ones((5, 5))), "loss"),  # fails on these shapes
+        (lambda p, x: 1 / 0, "ZeroDivisionError"),
+        (lambda p, x: jnp.int32(1), "floating-point"),
+        ("loss", "callable"),
+    ],
+)
 def test_dpsgd_bad_losses_are_reported_before_the_run(loss, names):
     raises_clear(lambda: dpsgd(loss, np.zeros(2, np.float32), X20, **DPSGD_KW), names)
 
 
 # ... and the few inputs that do run (tiny): documented results, never NaN
+
 
 def _quadratic(p, x):
     return 0.5 * jnp.sum((p - x) ** 2)
@@ -358,6 +412,7 @@ def test_dpsgd_that_overflows_is_an_error_not_a_nan_trace():
 # ---------------------------------------------------------------------------------------------
 # non-finite per-example gradients: dropped (zero), and privacy holds for that rule
 
+
 def _hostile_loss(p, r):
     # gradient x for a normal record (r[2] = 0); NaN when r[2] < 0 (sqrt of a negative number);
     # a gradient whose squared norm overflows float32 when r[2] is huge (1e20 * ones).
@@ -367,23 +422,37 @@ def _hostile_loss(p, r):
 
 def _released_sum(data, *, noise=0.0, clip=1.0):
     """grads[0] of one step with q = 1 and learning rate 0: the released (noisy) clipped sum."""
-    tr = dpsgd(_hostile_loss, np.zeros(2, np.float32), data, noise_multiplier=noise, clip=clip, sampling_rate=1.0,
-               num_steps=1, learning_rate=0.0, delta=1e-5, rng_key=3)
+    tr = dpsgd(
+        _hostile_loss,
+        np.zeros(2, np.float32),
+        data,
+        noise_multiplier=noise,
+        clip=clip,
+        sampling_rate=1.0,
+        num_steps=1,
+        learning_rate=0.0,
+        delta=1e-5,
+        rng_key=3,
+    )
     return tr.grads[0]
 
 
 def test_records_with_non_finite_gradients_contribute_exactly_zero():
     rng = np.random.default_rng(1)
     normal = np.column_stack([rng.normal(size=(12, 2)), np.zeros(12)]).astype(np.float32)
-    nan_record = np.array([[0.3, -0.2, -1.0]], np.float32)       # NaN gradient
+    nan_record = np.array([[0.3, -0.2, -1.0]], np.float32)  # NaN gradient
     overflow_record = np.array([[0.3, -0.2, 3e38]], np.float32)  # finite gradient ~1.7e19, squared norm overflows
     base = _released_sum(normal)
     for hostile in (nan_record, overflow_record):
         with_it = _released_sum(np.concatenate([normal[:5], hostile, normal[5:]]))
         np.testing.assert_allclose(with_it, base, rtol=1e-6, atol=1e-6)
         # with noise and the same key the whole release is the same distribution: the same draw here
-        np.testing.assert_allclose(_released_sum(np.concatenate([normal, hostile]), noise=2.0),
-                                   _released_sum(normal, noise=2.0), rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(
+            _released_sum(np.concatenate([normal, hostile]), noise=2.0),
+            _released_sum(normal, noise=2.0),
+            rtol=1e-6,
+            atol=1e-6,
+        )
     # power: a finite large record is not dropped, it is clipped to norm C (and moves the sum by <= C)
     big = _released_sum(np.concatenate([normal, np.array([[50.0, 0.0, 0.0]], np.float32)]))
     assert 0.5 < np.linalg.norm(big - base) <= 1.0 + 1e-5
@@ -412,26 +481,39 @@ def test_clipped_sum_sensitivity_is_at_most_clip_for_any_gradients(g, drop, clip
 
 
 @pytest.mark.parametrize("fn", ["dpvi", "dpvim"])
-@pytest.mark.parametrize("kw,names", [
-    (dict(clip=1e300), "clip"),                      # was: a NaN trace (dpvim) / inf noise
-    (dict(init_scale=1e300), "init_scale"),          # was: a NaN trace
-    (dict(init_scale=1e-300), "init_scale"),         # was: rho = -inf, a NaN trace
-    (dict(learning_rate="0.1"), "learning_rate"),    # was: silently 0.1
-    (dict(learning_rate=True), "learning_rate"),     # was: silently 1.0
-    (dict(learning_rate=[[1.0], [1.0, 2.0]]), "learning_rate"),
-    (dict(learning_rate=1e300), "learning_rate"),
-    (dict(dataset_size=True), "dataset_size"),
-    (dict(dataset_size=0), "dataset_size"),
-    (dict(model_name=3), "model_name"),
-    (dict(accountant=None), "accountant"),
-    (dict(lr_scale=-1.0), "lr_scale"),
-])
+@pytest.mark.parametrize(
+    "kw,names",
+    [
+        (dict(clip=1e300), "clip"),  # was: a NaN trace (dpvim) / inf noise
+        (dict(init_scale=1e300), "init_scale"),  # was: a NaN trace
+        (dict(init_scale=1e-300), "init_scale"),  # was: rho = -inf, a NaN trace
+        (dict(learning_rate="0.1"), "learning_rate"),  # was: silently 0.1
+        (dict(learning_rate=True), "learning_rate"),  # was: silently 1.0
+        (dict(learning_rate=[[1.0], [1.0, 2.0]]), "learning_rate"),
+        (dict(learning_rate=1e300), "learning_rate"),
+        (dict(dataset_size=True), "dataset_size"),
+        (dict(dataset_size=0), "dataset_size"),
+        (dict(model_name=3), "model_name"),
+        (dict(accountant=None), "accountant"),
+        (dict(lr_scale=-1.0), "lr_scale"),
+    ],
+)
 def test_dpvi_and_dpvim_hostile_settings(fn, kw, names):
     raises_clear(lambda: CALLS[fn](**kw), names)
 
 
-@pytest.mark.parametrize("kw", [dict(beta=True), dict(beta="1"), dict(beta=1 + 1j), dict(beta=np.ones(5)),
-                                dict(beta=1e-300), dict(num_mc=0), dict(num_mc=2.0)])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(beta=True),
+        dict(beta="1"),
+        dict(beta=1 + 1j),
+        dict(beta=np.ones(5)),
+        dict(beta=1e-300),
+        dict(num_mc=0),
+        dict(num_mc=2.0),
+    ],
+)
 def test_dpvi_hostile_beta_and_num_mc(kw):
     raises_clear(lambda: CALLS["dpvi"](**kw), *kw)
 
@@ -444,6 +526,7 @@ def test_dpvim_run_that_overflows_is_an_error_not_a_nan_trace():
 # ---------------------------------------------------------------------------------------------
 # dpvi on a model whose per-record gradient is NaN for some records (compiles: N = 20, T = 10)
 
+
 def sqrt_model(x, y):
     w = numpyro.sample("w", dist.Normal(0.0, 1.0))
     with numpyro.plate("records", x.shape[0]):
@@ -454,8 +537,7 @@ def test_dpvi_with_nan_record_gradients_is_finite_and_ignores_them():
     rng = np.random.default_rng(2)
     x = rng.random(20).astype(np.float32) + 0.5
     y = (0.7 * np.sqrt(x) + rng.normal(size=20)).astype(np.float32)
-    kw = dict(epsilon=2.0, delta=1e-5, num_steps=10, sampling_rate=1.0, clip=2.0, rng_key=5, dataset_size=20,
-              num_mc=2)
+    kw = dict(epsilon=2.0, delta=1e-5, num_steps=10, sampling_rate=1.0, clip=2.0, rng_key=5, dataset_size=20, num_mc=2)
     clean = dpp.dpvi(sqrt_model, x[:18], y[:18], **kw)
     hostile_x = x.copy()
     hostile_x[18:] = -1.0  # two records whose per-record ELBO gradient is NaN
@@ -467,42 +549,66 @@ def test_dpvi_with_nan_record_gradients_is_finite_and_ignores_them():
 # ---------------------------------------------------------------------------------------------
 # noise_aware_posterior: hostile releases (validated before any solver runs)
 
+
 def _spent(T):
     # the record of sigma 2, q 0.1, T steps at delta 1e-5 (DPVITrace.load checks that it describes the trace)
-    return PrivacySpent(epsilon=privacy.dpsgd_epsilon(2.0, 1e-5, 0.1, T), delta=1e-5, neighbouring="add_remove",
-                        accountant="pld", noise_multiplier=2.0, mechanism="poisson_subsampled_gaussian",
-                        sampling_rate=0.1, num_steps=T, seeded_by="user")
+    return PrivacySpent(
+        epsilon=privacy.dpsgd_epsilon(2.0, 1e-5, 0.1, T),
+        delta=1e-5,
+        neighbouring="add_remove",
+        accountant="pld",
+        noise_multiplier=2.0,
+        mechanism="poisson_subsampled_gaussian",
+        sampling_rate=0.1,
+        num_steps=T,
+        seeded_by="user",
+    )
 
 
 def _trace(T=40, phi=None, **kw):
     layout = ParamLayout.flat(2)
     rng = np.random.default_rng(0)
-    fields = dict(phi=rng.normal(size=(T, 4)) if phi is None else phi, grads=2.0 * rng.normal(size=(T, 4)),
-                  final_phi=rng.normal(size=4), beta=np.ones(4), learning_rate=0.01, clip=1.0, noise_multiplier=2.0,
-                  sampling_rate=0.1, num_steps=T, dataset_size=100, num_mc=10, layout=layout, privacy=_spent(T),
-                  model_name="m")
+    fields = dict(
+        phi=rng.normal(size=(T, 4)) if phi is None else phi,
+        grads=2.0 * rng.normal(size=(T, 4)),
+        final_phi=rng.normal(size=4),
+        beta=np.ones(4),
+        learning_rate=0.01,
+        clip=1.0,
+        noise_multiplier=2.0,
+        sampling_rate=0.1,
+        num_steps=T,
+        dataset_size=100,
+        num_mc=10,
+        layout=layout,
+        privacy=_spent(T),
+        model_name="m",
+    )
     fields.update(kw)
     return DPVITrace(**fields)
 
 
-@pytest.mark.parametrize("make,kw,names", [
-    (lambda: {"phi": np.zeros((10, 4))}, {}, "trace"),
-    (lambda: None, {}, "trace"),
-    (lambda: _trace(), dict(method="mcmc"), "method"),
-    (lambda: _trace(), dict(burn_in=1.0), "burn_in"),
-    (lambda: _trace(), dict(burn_in=math.nan), "burn_in"),
-    (lambda: _trace(), dict(burn_in=True), "burn_in"),
-    (lambda: _trace(), dict(burn_in="0.2"), "burn_in"),
-    (lambda: _trace(), dict(bogus_option=1), "bogus_option"),
-    (lambda: _trace(phi=np.where(np.eye(40, 4) > 0, np.nan, 1.0)), {}, "phi"),
-    (lambda: _trace(grads=np.full((40, 4), np.inf)), {}, "grads"),
-    (lambda: _trace(T=2), {}, "too short"),
-    (lambda: _trace(noise_multiplier=0.0), {}, "noise_multiplier"),
-    (lambda: _trace(clip=math.nan), {}, "clip"),
-    (lambda: _trace(sampling_rate=1.5), {}, "sampling_rate"),
-    (lambda: _trace(beta=-np.ones(4)), {}, "beta"),
-    (lambda: _trace(phi=np.ones((40, 4))), {}, "do not move"),
-])
+@pytest.mark.parametrize(
+    "make,kw,names",
+    [
+        (lambda: {"phi": np.zeros((10, 4))}, {}, "trace"),
+        (lambda: None, {}, "trace"),
+        (lambda: _trace(), dict(method="mcmc"), "method"),
+        (lambda: _trace(), dict(burn_in=1.0), "burn_in"),
+        (lambda: _trace(), dict(burn_in=math.nan), "burn_in"),
+        (lambda: _trace(), dict(burn_in=True), "burn_in"),
+        (lambda: _trace(), dict(burn_in="0.2"), "burn_in"),
+        (lambda: _trace(), dict(bogus_option=1), "bogus_option"),
+        (lambda: _trace(phi=np.where(np.eye(40, 4) > 0, np.nan, 1.0)), {}, "phi"),
+        (lambda: _trace(grads=np.full((40, 4), np.inf)), {}, "grads"),
+        (lambda: _trace(T=2), {}, "too short"),
+        (lambda: _trace(noise_multiplier=0.0), {}, "noise_multiplier"),
+        (lambda: _trace(clip=math.nan), {}, "clip"),
+        (lambda: _trace(sampling_rate=1.5), {}, "sampling_rate"),
+        (lambda: _trace(beta=-np.ones(4)), {}, "beta"),
+        (lambda: _trace(phi=np.ones((40, 4))), {}, "do not move"),
+    ],
+)
 def test_noise_aware_posterior_refuses_hostile_releases(make, kw, names):
     raises_clear(lambda: dpp.noise_aware_posterior(make(), **kw), names)
 
@@ -514,7 +620,10 @@ EXPFAM_X = st.one_of(
     hnp.arrays(np.float64, st.integers(1, 8), elements=st.sampled_from([0.0, 1.0, math.nan, math.inf, 0.5, -1.0])),
     hnp.arrays(st.sampled_from([np.complex128, np.dtype("U2"), np.dtype("O")]), st.integers(1, 4)),
     hnp.arrays(np.float64, st.tuples(st.integers(0, 3), st.integers(0, 3))),
-    st.just(np.zeros(0)), st.just([[1.0], [0.0, 1.0]]), st.just(1.0))
+    st.just(np.zeros(0)),
+    st.just([[1.0], [0.0, 1.0]]),
+    st.just(1.0),
+)
 
 
 @FAST
@@ -532,16 +641,19 @@ def test_release_sufficient_statistics_bad_records(x, family):
         assert np.isfinite(release.noisy_statistic).all()
 
 
-@pytest.mark.parametrize("kw,names", [
-    (dict(epsilon=1e-300), "epsilon"),                       # was: an inf release
-    (dict(bounds=(0.0, 1e300)), "bounds"),                   # was: an inf release
-    (dict(bounds=(0.0, math.inf)), "bounds"),
-    (dict(bounds=(5.0, 1.0)), "bounds"),
-    (dict(bounds=("0", "1")), "bounds"),
-    (dict(bounds=None), "bounds"),
-    (dict(neighbouring="replace"), "neighbouring"),
-    (dict(num_categories=3), "num_categories"),
-])
+@pytest.mark.parametrize(
+    "kw,names",
+    [
+        (dict(epsilon=1e-300), "epsilon"),  # was: an inf release
+        (dict(bounds=(0.0, 1e300)), "bounds"),  # was: an inf release
+        (dict(bounds=(0.0, math.inf)), "bounds"),
+        (dict(bounds=(5.0, 1.0)), "bounds"),
+        (dict(bounds=("0", "1")), "bounds"),
+        (dict(bounds=None), "bounds"),
+        (dict(neighbouring="replace"), "neighbouring"),
+        (dict(num_categories=3), "num_categories"),
+    ],
+)
 def test_release_sufficient_statistics_bad_settings(kw, names):
     kw = {**dict(epsilon=1.0, bounds=(0.0, 5.0), rng_key=0), **kw}
     raises_clear(lambda: release_sufficient_statistics("gamma-exponential", np.array([1.0, 2.0]), **kw), names)
@@ -550,37 +662,44 @@ def test_release_sufficient_statistics_bad_settings(kw, names):
 def test_release_sufficient_statistics_with_the_records_first_is_a_clear_error():
     # was numpy's "truth value of an array ... is ambiguous" from `family not in FAMILIES`
     x = np.array([0.0, 1.0, 1.0, 0.0])
-    with pytest.raises(TypeError, match=r"family must be one of .* \(a string\), got a ndarray; the records come "
-                                        "second") as info:
+    with pytest.raises(
+        TypeError,
+        match=r"family must be one of .* \(a string\), got a ndarray; the records come "
+        "second",
+    ) as info:
         release_sufficient_statistics(x, "beta-bernoulli", epsilon=1.0, rng_key=0)
     assert "[0." not in str(info.value)  # the records are not echoed
 
 
 def test_release_sufficient_statistics_huge_records_are_clipped_as_documented():
-    r = release_sufficient_statistics("gamma-exponential", np.array([1e300, 1.0]), epsilon=1.0, bounds=(0.0, 5.0),
-                                      rng_key=0)
+    r = release_sufficient_statistics(
+        "gamma-exponential", np.array([1e300, 1.0]), epsilon=1.0, bounds=(0.0, 5.0), rng_key=0
+    )
     assert np.isfinite(r.noisy_statistic).all() and abs(r.noisy_statistic[0] - 6.0) < 100
 
 
-@pytest.mark.parametrize("kw,names", [
-    (dict(x_bound=1e100), "x_bound"),               # was: an inf release (x'x sensitivity 1e200)
-    (dict(x_bound=1e30), "noise scale"),            # was: an inf release (float32 noise)
-    (dict(epsilon=1e-300), "epsilon"),              # was: an inf release
-    (dict(x_bound=True), "x_bound"),                # was: silently 1.0
-    (dict(x_bound="2.0"), "x_bound"),               # was: silently 2.0
-    (dict(x_bound=[1.0, 2.0, 3.0]), "x_bound"),
-    (dict(x_bound=-1.0), "x_bound"),
-    (dict(y_bound=math.nan), "y_bound"),
-    (dict(y_bound=False), "y_bound"),
-    (dict(budget_split={"xx": 0.5, "xy": 0.5}), "budget_split"),
-    (dict(fourth_moments="yes"), "fourth_moments"),
-    (dict(X=X20[:, 0]), "X"),
-    (dict(X=X20[:0], y=Y20[:0]), "records"),
-    (dict(y=Y20[:5]), "same N"),
-    (dict(X=np.where(X20 > 1, np.nan, X20)), "X"),
-    (dict(X=X20.astype(complex)), "X"),
-    (dict(y=Y20.astype(str)), "y"),
-])
+@pytest.mark.parametrize(
+    "kw,names",
+    [
+        (dict(x_bound=1e100), "x_bound"),  # was: an inf release (x'x sensitivity 1e200)
+        (dict(x_bound=1e30), "noise scale"),  # was: an inf release (float32 noise)
+        (dict(epsilon=1e-300), "epsilon"),  # was: an inf release
+        (dict(x_bound=True), "x_bound"),  # was: silently 1.0
+        (dict(x_bound="2.0"), "x_bound"),  # was: silently 2.0
+        (dict(x_bound=[1.0, 2.0, 3.0]), "x_bound"),
+        (dict(x_bound=-1.0), "x_bound"),
+        (dict(y_bound=math.nan), "y_bound"),
+        (dict(y_bound=False), "y_bound"),
+        (dict(budget_split={"xx": 0.5, "xy": 0.5}), "budget_split"),
+        (dict(fourth_moments="yes"), "fourth_moments"),
+        (dict(X=X20[:, 0]), "X"),
+        (dict(X=X20[:0], y=Y20[:0]), "records"),
+        (dict(y=Y20[:5]), "same N"),
+        (dict(X=np.where(X20 > 1, np.nan, X20)), "X"),
+        (dict(X=X20.astype(complex)), "X"),
+        (dict(y=Y20.astype(str)), "y"),
+    ],
+)
 def test_release_regression_statistics_bad_input(kw, names):
     kw = {**dict(X=X20, y=Y20.astype(np.float32), epsilon=1.0, x_bound=2.0, y_bound=1.0, rng_key=0), **kw}
     raises_clear(lambda: release_regression_statistics(**kw), names)
@@ -588,8 +707,9 @@ def test_release_regression_statistics_bad_input(kw, names):
 
 def test_release_regression_statistics_one_record_and_huge_values():
     one = release_regression_statistics(X20[:1], Y20[:1], epsilon=1.0, x_bound=2.0, y_bound=1.0, rng_key=0)
-    huge = release_regression_statistics(X20.astype(np.float64) * 1e300, Y20, epsilon=1.0, x_bound=2.0, y_bound=1.0,
-                                         rng_key=0)
+    huge = release_regression_statistics(
+        X20.astype(np.float64) * 1e300, Y20, epsilon=1.0, x_bound=2.0, y_bound=1.0, rng_key=0
+    )
     for r in (one, huge):  # huge records are clipped into the box (documented)
         assert all(np.isfinite(v).all() for v in r.noisy.values())
 
@@ -602,9 +722,13 @@ VALUES = st.sampled_from([0.0, 1.0, -2.5, math.nan, math.inf, 1e200])
 
 
 @FAST
-@given(dshape=st.one_of(SHAPES, st.tuples(st.integers(1, 3), st.integers(1, 3))),
-       tshape=st.tuples(st.integers(0, 4), st.integers(0, 3)), rshape=st.tuples(st.integers(0, 4), st.integers(0, 3)),
-       value=VALUES, dtype=st.sampled_from([np.float64, np.float32, np.int64, np.bool_, np.complex128]))
+@given(
+    dshape=st.one_of(SHAPES, st.tuples(st.integers(1, 3), st.integers(1, 3))),
+    tshape=st.tuples(st.integers(0, 4), st.integers(0, 3)),
+    rshape=st.tuples(st.integers(0, 4), st.integers(0, 3)),
+    value=VALUES,
+    dtype=st.sampled_from([np.float64, np.float32, np.int64, np.bool_, np.complex128]),
+)
 def test_tarp_coverage_hostile_arrays(dshape, tshape, rshape, value, dtype):
     with np.errstate(over="ignore"):  # 1e200 becomes inf in float32: a hostile value too
         draws = np.full(dshape, value if dtype in (np.float64, np.float32) else 1).astype(dtype)
@@ -620,29 +744,39 @@ def test_tarp_coverage_hostile_arrays(dshape, tshape, rshape, value, dtype):
         assert draws.ndim == 3 and draws.size > 0 and finite and np.abs(draws).astype(np.float64).max() < 1e150
 
 
-@pytest.mark.parametrize("kw,names", [
-    (dict(alpha=[0.0, 0.5]), "alpha"),
-    (dict(alpha=[math.nan]), "alpha"),
-    (dict(alpha=[[0.5]]), "alpha"),
-    (dict(bootstrap=True), "bootstrap"),
-    (dict(bootstrap=-1), "bootstrap"),
-    (dict(band_level=1.0), "band_level"),
-    (dict(rng_key=2**70, bootstrap=2), "rng_key"),
-    (dict(theta_true=np.full((3, 2), 1e200)), "theta_true"),    # was: squared distances inf, coverage silently 0
-    (dict(draws=np.full((3, 5, 2), 1e200)), "draws"),           # was: coverage silently 1
-    (dict(draws={"w": np.zeros((3, 5, 2))}), "draws"),
-])
+@pytest.mark.parametrize(
+    "kw,names",
+    [
+        (dict(alpha=[0.0, 0.5]), "alpha"),
+        (dict(alpha=[math.nan]), "alpha"),
+        (dict(alpha=[[0.5]]), "alpha"),
+        (dict(bootstrap=True), "bootstrap"),
+        (dict(bootstrap=-1), "bootstrap"),
+        (dict(band_level=1.0), "band_level"),
+        (dict(rng_key=2**70, bootstrap=2), "rng_key"),
+        (dict(theta_true=np.full((3, 2), 1e200)), "theta_true"),  # was: squared distances inf, coverage silently 0
+        (dict(draws=np.full((3, 5, 2), 1e200)), "draws"),  # was: coverage silently 1
+        (dict(draws={"w": np.zeros((3, 5, 2))}), "draws"),
+    ],
+)
 def test_tarp_coverage_bad_settings(kw, names):
     kw = {**dict(draws=np.zeros((3, 5, 2)), theta_true=np.ones((3, 2)), references=np.zeros((3, 2))), **kw}
     raises_clear(lambda: tarp_coverage(**kw), names)
 
 
 @FAST
-@given(p=st.one_of(hnp.arrays(st.sampled_from([np.float64, np.float32]), st.integers(0, 6),
-                               elements=st.sampled_from([0.0, 0.3, 1.0, 1.5, -0.1, math.nan])),
-                   hnp.arrays(st.sampled_from([np.bool_, np.int64]), st.integers(0, 6))),
-       y=hnp.arrays(np.float64, st.integers(0, 6), elements=st.sampled_from([0.0, 1.0, 0.5, 2.0, math.nan])),
-       bins=st.one_of(st.integers(-1, 7), st.just(True), st.just(2.0)))
+@given(
+    p=st.one_of(
+        hnp.arrays(
+            st.sampled_from([np.float64, np.float32]),
+            st.integers(0, 6),
+            elements=st.sampled_from([0.0, 0.3, 1.0, 1.5, -0.1, math.nan]),
+        ),
+        hnp.arrays(st.sampled_from([np.bool_, np.int64]), st.integers(0, 6)),
+    ),
+    y=hnp.arrays(np.float64, st.integers(0, 6), elements=st.sampled_from([0.0, 1.0, 0.5, 2.0, math.nan])),
+    bins=st.one_of(st.integers(-1, 7), st.just(True), st.just(2.0)),
+)
 def test_calibration_curve_hostile_inputs(p, y, bins):
     try:
         result = calibration_curve(p, y, bins)
@@ -705,20 +839,23 @@ def test_trace_load_truncated_anywhere_is_an_error(tmp_path_factory, keep):
         DPVITrace.load(path)
 
 
-@pytest.mark.parametrize("change,match", [
-    (lambda c, m: c.__setitem__("phi", np.full_like(c["phi"], np.nan)), "NaN or inf"),
-    (lambda c, m: c.__setitem__("phi", c["phi"][:5]), "shape"),
-    (lambda c, m: c.__setitem__("grads", c["grads"].astype(str)), "real numbers"),
-    (lambda c, m: c.__setitem__("beta", np.ones(3)), "beta"),
-    (lambda c, m: m.pop("clip"), "clip"),
-    (lambda c, m: m.__setitem__("clip", "big"), "clip"),
-    (lambda c, m: m.__setitem__("num_steps", 12.5), "num_steps"),
-    (lambda c, m: m.__setitem__("num_steps", 99), "num_steps"),
-    (lambda c, m: m.__setitem__("sampling_rate", 0.0), "sampling_rate"),
-    (lambda c, m: m.__setitem__("privacy", {"epsilon": 1.0}), "privacy"),
-    (lambda c, m: m.__setitem__("layout", {"sites": [{"name": "w"}]}), "layout"),
-    (lambda c, m: m.__setitem__("version", "1"), "version"),
-])
+@pytest.mark.parametrize(
+    "change,match",
+    [
+        (lambda c, m: c.__setitem__("phi", np.full_like(c["phi"], np.nan)), "NaN or inf"),
+        (lambda c, m: c.__setitem__("phi", c["phi"][:5]), "shape"),
+        (lambda c, m: c.__setitem__("grads", c["grads"].astype(str)), "real numbers"),
+        (lambda c, m: c.__setitem__("beta", np.ones(3)), "beta"),
+        (lambda c, m: m.pop("clip"), "clip"),
+        (lambda c, m: m.__setitem__("clip", "big"), "clip"),
+        (lambda c, m: m.__setitem__("num_steps", 12.5), "num_steps"),
+        (lambda c, m: m.__setitem__("num_steps", 99), "num_steps"),
+        (lambda c, m: m.__setitem__("sampling_rate", 0.0), "sampling_rate"),
+        (lambda c, m: m.__setitem__("privacy", {"epsilon": 1.0}), "privacy"),
+        (lambda c, m: m.__setitem__("layout", {"sites": [{"name": "w"}]}), "layout"),
+        (lambda c, m: m.__setitem__("version", "1"), "version"),
+    ],
+)
 def test_trace_load_rewritten_with_a_valid_checksum_is_still_checked(tmp_path, change, match):
     path, raw = _saved(tmp_path)
     contents = _contents(raw)
@@ -732,7 +869,7 @@ def test_trace_load_rewritten_with_a_valid_checksum_is_still_checked(tmp_path, c
 def test_trace_load_metadata_that_is_not_a_json_object(tmp_path):
     path, raw = _saved(tmp_path)
     contents = _contents(raw)
-    for text in ("[1, 2]", "\"trace\"", "null"):
+    for text in ("[1, 2]", '"trace"', "null"):
         contents["metadata"] = np.frombuffer(text.encode(), dtype=np.uint8)
         contents["checksum"] = np.frombuffer(_digest({k: contents[k] for k in ARRAYS}, text).encode(), np.uint8)
         np.savez_compressed(path, **contents)
@@ -768,17 +905,41 @@ def test_an_untouched_trace_file_loads(tmp_path):
 def test_a_trace_too_large_for_the_machine_is_refused_before_any_work(fn):
     from dpposterior.mcmc import dp_sgld
 
-    calls = {**CALLS, "dp_sgld": lambda **k: dp_sgld.run(
-        dp_sgld.logistic_regression(2), (X20, Y20), sampling_rate=0.5, clip=1.0, step_size=1e-3, delta=1e-5,
-        noise_multiplier=1.0, rng_key=0, **k)}
-    with finishes_within(30), pytest.raises(ValueError, match=r"num_steps=1000000000000 is too large for this machine: "
-                                                        r"the (trace|chain) .* use at most \d+ steps"):
+    calls = {
+        **CALLS,
+        "dp_sgld": lambda **k: dp_sgld.run(
+            dp_sgld.logistic_regression(2),
+            (X20, Y20),
+            sampling_rate=0.5,
+            clip=1.0,
+            step_size=1e-3,
+            delta=1e-5,
+            noise_multiplier=1.0,
+            rng_key=0,
+            **k,
+        ),
+    }
+    with (
+        finishes_within(30),
+        pytest.raises(
+            ValueError,
+            match=r"num_steps=1000000000000 is too large for this machine: "
+            r"the (trace|chain) .* use at most \d+ steps",
+        ),
+    ):
         calls[fn](num_steps=10**12)
     if fn == "dpvi":  # likewise the K counts of a Dirichlet-Categorical release (1e9 were allocated)
-        with finishes_within(10), pytest.raises(ValueError, match=r"num_categories=1000000000000 is too large .* "
-                                                                  r"use at most \d+ categories"):
-            release_sufficient_statistics("dirichlet-categorical", np.array([0, 1]), epsilon=1.0,
-                                          num_categories=10**12, rng_key=0)
+        with (
+            finishes_within(10),
+            pytest.raises(
+                ValueError,
+                match=r"num_categories=1000000000000 is too large .* "
+                r"use at most \d+ categories",
+            ),
+        ):
+            release_sufficient_statistics(
+                "dirichlet-categorical", np.array([0, 1]), epsilon=1.0, num_categories=10**12, rng_key=0
+            )
 
 
 # an error about the records quoted a value of the data ("got 1.234e+39", "got values in [lo, hi]"):
@@ -787,15 +948,18 @@ def test_a_trace_too_large_for_the_machine_is_refused_before_any_work(fn):
 def test_errors_about_the_records_do_not_quote_their_values(fn):
     x = np.asarray(X20, np.float64)
     x[3, 1] = 1.234e39
-    call = {"dpvi": lambda: dpp.dpvi(logistic_regression, x, Y20, **VI_KW),
-            "dpsgd": lambda: dpsgd(_linear, np.zeros(2, np.float32), x, **DPSGD_KW)}[fn]
+    call = {
+        "dpvi": lambda: dpp.dpvi(logistic_regression, x, Y20, **VI_KW),
+        "dpsgd": lambda: dpsgd(_linear, np.zeros(2, np.float32), x, **DPSGD_KW),
+    }[fn]
     with pytest.raises(ValueError, match=r"float32 range .* 1 value\(s\) lie beyond it") as e:
         call()
     assert "1.234e+39" not in str(e.value) and "e+39" not in str(e.value)
     big = np.asarray(Y20, np.int64) + 2**40
     with pytest.raises(ValueError, match=r"32-bit integer range .* 20 value\(s\) lie outside it") as e:
         dpp.dpvi(logistic_regression, X20, big, **VI_KW) if fn == "dpvi" else dpsgd(
-            _linear, np.zeros(2, np.float32), np.c_[X20, big].astype(np.int64), **DPSGD_KW)
+            _linear, np.zeros(2, np.float32), np.c_[X20, big].astype(np.int64), **DPSGD_KW
+        )
     assert str(2**40) not in str(e.value)
     # a setting (not data) is still quoted, so the user sees what was wrong
     with pytest.raises(ValueError, match=r"got np.float64\(1e\+300\)"):

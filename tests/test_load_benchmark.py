@@ -19,7 +19,7 @@ def test_finiteness_check_is_blockwise_and_exact():
     a = np.zeros((3000, 7), np.float32)
     old = engine._FINITE_BLOCK_ELEMENTS
     try:
-        engine._FINITE_BLOCK_ELEMENTS = 64            # many blocks: the last row must still be seen
+        engine._FINITE_BLOCK_ELEMENTS = 64  # many blocks: the last row must still be seen
         assert engine._all_finite(a)
         a[-1, -1] = np.nan
         assert not engine._all_finite(a)

@@ -31,8 +31,14 @@ def test_version_option_prints_the_package_version(capsys):
 
 def test_python_dash_m_prints_the_version():
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-m", "dpposterior", "--version"], capture_output=True, text=True,
-                          env=env, timeout=300, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "dpposterior", "--version"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"dpposterior {dpposterior.__version__}"
 
@@ -43,9 +49,13 @@ def test_the_version_is_written_in_one_place():
     assert PYPROJECT["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "dpposterior.__version__"}
     # a plain string literal, so that setuptools reads it without importing the package
     tree = ast.parse((PACKAGE / "__init__.py").read_text())
-    literals = [node.value.value for node in tree.body if isinstance(node, ast.Assign)
-                and [getattr(t, "id", None) for t in node.targets] == ["__version__"]
-                and isinstance(node.value, ast.Constant)]
+    literals = [
+        node.value.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and [getattr(t, "id", None) for t in node.targets] == ["__version__"]
+        and isinstance(node.value, ast.Constant)
+    ]
     assert literals == [dpposterior.__version__]
     assert re.fullmatch(r"\d+\.\d+\.\d+(\.dev\d+|rc\d+)?", dpposterior.__version__)
 
@@ -59,8 +69,9 @@ def test_the_licence_is_an_spdx_expression_with_its_file():
     assert "TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION" in text
     assert not any("License ::" in c for c in project.get("classifiers", ())), "SPDX replaces licence classifiers"
     build = PYPROJECT["build-system"]["requires"]
-    assert any(re.fullmatch(r"setuptools>=(\d+).*", r) and int(re.match(r"setuptools>=(\d+)", r)[1]) >= 77
-               for r in build), "setuptools 77 is the first to read an SPDX project.license"
+    assert any(
+        re.fullmatch(r"setuptools>=(\d+).*", r) and int(re.match(r"setuptools>=(\d+)", r)[1]) >= 77 for r in build
+    ), "setuptools 77 is the first to read an SPDX project.license"
 
 
 def test_installed_metadata_carries_the_licence_and_version():
@@ -108,7 +119,8 @@ def test_ci_installs_a_wheel_not_editable_and_runs_it_outside_the_checkout():
 
 @pytest.mark.slow  # builds a wheel and installs its dependencies into a fresh environment (the package registry)
 def test_the_wheel_installs_and_runs_outside_the_checkout():
-    done = subprocess.run([str(ROOT / ".ci" / "wheel_check"), sys.executable], capture_output=True, text=True,
-                          timeout=600, check=False)
+    done = subprocess.run(
+        [str(ROOT / ".ci" / "wheel_check"), sys.executable], capture_output=True, text=True, timeout=600, check=False
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert f"wheel check: dpposterior {dpposterior.__version__} from a non-editable install" in done.stdout

@@ -25,8 +25,10 @@ def test_peer_worker_protocol(tmp_path, benchmark_script):
     """A worker's PEER_RESULT line is read back; a failing worker is reported, not raised."""
     module = benchmark_script("peers")
     good = tmp_path / "good.py"
-    good.write_text("import json, sys\ncfg = json.loads(sys.argv[1])\n"
-                    "print('noise')\nprint('PEER_RESULT ' + json.dumps({'per_step': cfg['n'] * 1e-3}))\n")
+    good.write_text(
+        "import json, sys\ncfg = json.loads(sys.argv[1])\n"
+        "print('noise')\nprint('PEER_RESULT ' + json.dumps({'per_step': cfg['n'] * 1e-3}))\n"
+    )
     bad = tmp_path / "bad.py"
     bad.write_text("raise SystemExit('no torch here')\n")
     out = module.run_worker(sys.executable, str(good), {"n": 3}, timeout=60)

@@ -31,9 +31,14 @@ _BINARY_SUFFIXES = {".gz", ".npz", ".pyc", ".png", ".so"}
 
 def _source_files() -> list[Path]:
     # build outputs (an editable install's *.egg-info copies the README) are not sources
-    return sorted(p for p in SRC.rglob("*")
-                  if p.is_file() and p.suffix not in _BINARY_SUFFIXES and "__pycache__" not in p.parts
-                  and not any(part.endswith(".egg-info") for part in p.parts))
+    return sorted(
+        p
+        for p in SRC.rglob("*")
+        if p.is_file()
+        and p.suffix not in _BINARY_SUFFIXES
+        and "__pycache__" not in p.parts
+        and not any(part.endswith(".egg-info") for part in p.parts)
+    )
 
 
 def _offences(text: str) -> list[str]:
@@ -64,25 +69,31 @@ def test_no_history_or_missing_references_under_src():
 _DAY = "-".join(("2026", "12"))
 
 
-@pytest.mark.parametrize("line", [
-    "# measured in the eleventh " + "session",
-    "used until " + _DAY + "-02",
-    "(NOTES.md section 4)",
-    "the bound of NOTES 6",
-    "papers/na-dpvi.txt section 4",
-    "see ../shared/papers",
-    "measured on the 2-core machine",
-    "about 7.5 hours of compute on 2 cores",
-    "(" + _DAY + "-01, 14:41 UTC)",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "# measured in the eleventh " + "session",
+        "used until " + _DAY + "-02",
+        "(NOTES.md section 4)",
+        "the bound of NOTES 6",
+        "papers/na-dpvi.txt section 4",
+        "see ../shared/papers",
+        "measured on the 2-core machine",
+        "about 7.5 hours of compute on 2 cores",
+        "(" + _DAY + "-01, 14:41 UTC)",
+    ],
+)
 def test_each_pattern_catches_its_example(line):
     assert _offences(line)
 
 
-@pytest.mark.parametrize("line", [
-    "Räisä, Jälkö & Honkela, \"Noise-aware differentially private variational inference\" (2024)",
-    "one eta shared by the records",
-    "version 1.2.3; seed 2026",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        'Räisä, Jälkö & Honkela, "Noise-aware differentially private variational inference" (2024)',
+        "one eta shared by the records",
+        "version 1.2.3; seed 2026",
+    ],
+)
 def test_ordinary_text_passes(line):
     assert not _offences(line)

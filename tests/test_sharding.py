@@ -13,7 +13,7 @@ import subprocess
 import sys
 import textwrap
 
-SCRIPT = textwrap.dedent('''
+SCRIPT = textwrap.dedent("""
     import json, os
     os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
     import jax, jax.numpy as jnp, numpy as np
@@ -54,7 +54,7 @@ SCRIPT = textwrap.dedent('''
         tiles=core.tiling(d, default_capacity(n, 0.05))[0],
         tiled_max_rel=float(np.max(np.abs(np.asarray(tiled.params) - np.asarray(one.params)))
                             / np.max(np.abs(np.asarray(one.params)))))))
-''')
+""")
 
 
 def test_sharded_data_and_tiled_gradients_give_the_same_trace():
@@ -63,13 +63,13 @@ def test_sharded_data_and_tiled_gradients_give_the_same_trace():
     assert out.returncode == 0, out.stderr[-3000:]
     r = json.loads(out.stdout.strip().splitlines()[-1])
     assert r["devices"] == 4 and r["shard_count"] == 4
-    assert r["sharded_equal"]                        # bit for bit
-    assert r["all_reduce"] and not r["all_gather"]   # data stay sharded
-    assert r["tiles"] > 1                            # the run really was chunked
-    assert 0 < r["tiled_max_rel"] < 1e-5             # same sums, another float32 summation order
+    assert r["sharded_equal"]  # bit for bit
+    assert r["all_reduce"] and not r["all_gather"]  # data stay sharded
+    assert r["tiles"] > 1  # the run really was chunked
+    assert 0 < r["tiled_max_rel"] < 1e-5  # same sums, another float32 summation order
 
 
-CPU_KERNELS_SCRIPT = textwrap.dedent('''
+CPU_KERNELS_SCRIPT = textwrap.dedent("""
     import json, os, time
     os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
     import jax, jax.numpy as jnp, numpy as np
@@ -106,7 +106,7 @@ CPU_KERNELS_SCRIPT = textwrap.dedent('''
                         and np.array_equal(one.final_params, sharded.final_params))
     out["caller_data_still_sharded"] = len(xs.sharding.device_set)
     print(json.dumps(out))
-''')
+""")
 
 
 def test_sharded_data_with_a_loss_calling_cpu_lapack_kernels_runs_on_one_device_without_hanging():
@@ -116,11 +116,13 @@ def test_sharded_data_with_a_loss_calling_cpu_lapack_kernels_runs_on_one_device_
     trace is the unsharded run's, bit for bit. A loss without such kernels keeps its sharded run."""
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     try:
-        out = subprocess.run([sys.executable, "-c", CPU_KERNELS_SCRIPT], capture_output=True, text=True, env=env,
-                             timeout=120)
+        out = subprocess.run(
+            [sys.executable, "-c", CPU_KERNELS_SCRIPT], capture_output=True, text=True, env=env, timeout=120
+        )
     except subprocess.TimeoutExpired as e:
-        raise AssertionError("dpsgd on data sharded over 2 CPU devices with a Cholesky loss hung (killed after "
-                             "120 s)") from e
+        raise AssertionError(
+            "dpsgd on data sharded over 2 CPU devices with a Cholesky loss hung (killed after 120 s)"
+        ) from e
     assert out.returncode == 0, out.stderr[-3000:]
     r = json.loads(out.stdout.strip().splitlines()[-1])
     assert r["shards"] == 2 and r["caller_data_still_sharded"] == 2
@@ -128,4 +130,4 @@ def test_sharded_data_with_a_loss_calling_cpu_lapack_kernels_runs_on_one_device_
     assert out.stderr.count("dpposterior: dpsgd's step program calls jaxlib CPU kernels") == 1  # mvn only
     assert "(lapack_spotrf_ffi, lapack_strsm_ffi)" in out.stderr
     assert "running on one device (cpu:0) instead of 2" in out.stderr
-    assert "0.2 MiB more host memory" in out.stderr   # x and w: 4000 x 13 float32
+    assert "0.2 MiB more host memory" in out.stderr  # x and w: 4000 x 13 float32

@@ -37,6 +37,7 @@ def _raises(fn, exc, *words):
 # ---------------------------------------------------------------------------------------------
 # dpvi: model structures the registry does not have
 
+
 def test_data_passed_as_keyword_is_refused_not_broadcast_into_every_record():
     # y=y lands in model_kwargs: every record's likelihood would hold ALL the labels, unprotected
     _raises(lambda: dpp.dpvi(linear, X, y=Y, **RUN), ValueError, "'y'", "positionally")
@@ -64,7 +65,7 @@ def test_subsampled_plate_gets_its_own_message():
 def test_factor_outside_the_record_plate_gets_its_own_message():
     def model(x):
         m = numpyro.sample("m", dist.Normal(0.0, 1.0))
-        numpyro.factor("penalty", -m ** 2)
+        numpyro.factor("penalty", -(m**2))
         with numpyro.plate("records", x.shape[0]):
             numpyro.sample("x", dist.Normal(m, 1.0), obs=x)
 
@@ -78,32 +79,55 @@ def test_dict_of_data_is_a_clear_type_error():
 # ---------------------------------------------------------------------------------------------
 # noise_aware_posterior: solver options
 
+
 def _trace(T=40):
     rng = np.random.default_rng(0)
-    privacy = PrivacySpent(epsilon=1.0, delta=1e-5, neighbouring="add_remove", accountant="pld",
-                           mechanism="poisson_subsampled_gaussian", noise_multiplier=2.0, sampling_rate=0.1,
-                           num_steps=T)
-    return DPVITrace(phi=rng.normal(size=(T, 4)), grads=rng.normal(size=(T, 4)), final_phi=rng.normal(size=4),
-                     beta=np.ones(4), learning_rate=0.01, clip=1.0, noise_multiplier=2.0, sampling_rate=0.1,
-                     num_steps=T, dataset_size=100, num_mc=10, layout=ParamLayout.flat(2), privacy=privacy)
+    privacy = PrivacySpent(
+        epsilon=1.0,
+        delta=1e-5,
+        neighbouring="add_remove",
+        accountant="pld",
+        mechanism="poisson_subsampled_gaussian",
+        noise_multiplier=2.0,
+        sampling_rate=0.1,
+        num_steps=T,
+    )
+    return DPVITrace(
+        phi=rng.normal(size=(T, 4)),
+        grads=rng.normal(size=(T, 4)),
+        final_phi=rng.normal(size=4),
+        beta=np.ones(4),
+        learning_rate=0.01,
+        clip=1.0,
+        noise_multiplier=2.0,
+        sampling_rate=0.1,
+        num_steps=T,
+        dataset_size=100,
+        num_mc=10,
+        layout=ParamLayout.flat(2),
+        privacy=privacy,
+    )
 
 
-@pytest.mark.parametrize("method,kw,words", [
-    ("grid", dict(num_points=0), ("num_points", ">= 2")),
-    ("grid", dict(num_points=1.5), ("num_points", "integer")),
-    ("grid", dict(num_points_s=1), ("num_points_s",)),
-    ("grid", dict(num_stages=0), ("num_stages",)),
-    ("grid", dict(tail=2.0), ("tail", "(0, 0.5)")),
-    ("grid", dict(tail=float("nan")), ("tail",)),
-    ("grid", dict(num_draws=0), ("num_draws",)),
-    ("grid", dict(num_draws=-3), ("num_draws",)),
-    ("laplace", dict(num_iterations=0), ("num_iterations",)),
-    ("laplace", dict(tol=-1.0), ("tol",)),
-    ("nuts", dict(num_chains=0), ("num_chains",)),
-    ("nuts", dict(num_samples=0), ("num_samples",)),
-    ("nuts", dict(num_warmup=-1), ("num_warmup",)),
-    ("nuts", dict(target_accept_prob=1.5), ("target_accept_prob",)),
-])
+@pytest.mark.parametrize(
+    "method,kw,words",
+    [
+        ("grid", dict(num_points=0), ("num_points", ">= 2")),
+        ("grid", dict(num_points=1.5), ("num_points", "integer")),
+        ("grid", dict(num_points_s=1), ("num_points_s",)),
+        ("grid", dict(num_stages=0), ("num_stages",)),
+        ("grid", dict(tail=2.0), ("tail", "(0, 0.5)")),
+        ("grid", dict(tail=float("nan")), ("tail",)),
+        ("grid", dict(num_draws=0), ("num_draws",)),
+        ("grid", dict(num_draws=-3), ("num_draws",)),
+        ("laplace", dict(num_iterations=0), ("num_iterations",)),
+        ("laplace", dict(tol=-1.0), ("tol",)),
+        ("nuts", dict(num_chains=0), ("num_chains",)),
+        ("nuts", dict(num_samples=0), ("num_samples",)),
+        ("nuts", dict(num_warmup=-1), ("num_warmup",)),
+        ("nuts", dict(target_accept_prob=1.5), ("target_accept_prob",)),
+    ],
+)
 def test_bad_solver_options_are_refused_by_name(method, kw, words):
     with pytest.raises((ValueError, TypeError)) as info:
         dpp.noise_aware_posterior(_trace(), method=method, rng_key=0, **kw)
@@ -113,6 +137,7 @@ def test_bad_solver_options_are_refused_by_name(method, kw, words):
 
 # ---------------------------------------------------------------------------------------------
 # Posterior: keys and predictive
+
 
 def _posterior():
     return _trace().last_iterate_posterior()
@@ -168,9 +193,18 @@ def test_predictive_with_the_fitted_model_still_works():
 # ---------------------------------------------------------------------------------------------
 # the demo: settings checked before anything is printed or written
 
-@pytest.mark.parametrize("kw,word", [(dict(epsilon=0.0), "epsilon"), (dict(delta=1.0), "delta"),
-                                     (dict(num_steps=0), "num_steps"), (dict(sampling_rate=2.0), "sampling_rate"),
-                                     (dict(clip=float("nan")), "clip"), (dict(method="mcmc"), "method")])
+
+@pytest.mark.parametrize(
+    "kw,word",
+    [
+        (dict(epsilon=0.0), "epsilon"),
+        (dict(delta=1.0), "delta"),
+        (dict(num_steps=0), "num_steps"),
+        (dict(sampling_rate=2.0), "sampling_rate"),
+        (dict(clip=float("nan")), "clip"),
+        (dict(method="mcmc"), "method"),
+    ],
+)
 def test_demo_refuses_bad_settings_before_printing_a_target_or_making_the_folder(tmp_path, kw, word):
     from dpposterior.demo import run_demo
 

@@ -17,8 +17,24 @@ from dpposterior.validation import calibration_curve
 
 from cli_errors import cli_error as _error
 
-COVERAGE = ["coverage", "--model", "beta-bernoulli", "--epsilon", "1", "--replicates", "2", "--repeats", "1",
-            "--num-steps", "20", "--num-records", "10", "--num-draws", "2", "--no-progress"]
+COVERAGE = [
+    "coverage",
+    "--model",
+    "beta-bernoulli",
+    "--epsilon",
+    "1",
+    "--replicates",
+    "2",
+    "--repeats",
+    "1",
+    "--num-steps",
+    "20",
+    "--num-records",
+    "10",
+    "--num-draws",
+    "2",
+    "--no-progress",
+]
 
 
 @pytest.fixture
@@ -28,12 +44,29 @@ def files(tiny_table):
 
 
 def _table_argv(tmp, command, *extra, out="out"):
-    return [command, tmp / "d.csv", "--target", "y", "--bounds", tmp / "s.toml", "--epsilon", "1", "--delta", "1e-5",
-            "--steps", "20", "--no-progress", "--out", tmp / out, *extra]
+    return [
+        command,
+        tmp / "d.csv",
+        "--target",
+        "y",
+        "--bounds",
+        tmp / "s.toml",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-5",
+        "--steps",
+        "20",
+        "--no-progress",
+        "--out",
+        tmp / out,
+        *extra,
+    ]
 
 
 def _no_release(monkeypatch):
     """Makes any DP release fail loudly: the checks under test must come first."""
+
     def boom(*a, **k):
         raise AssertionError("a release was computed before the argument check")
 
@@ -43,6 +76,7 @@ def _no_release(monkeypatch):
 
 # ---------------------------------------------------------------------------------------------
 # --out that is a file: a traceback after the computation, before the fix
+
 
 @pytest.mark.parametrize("command", ["fit", "compare"])
 def test_table_out_that_is_a_file_is_refused_before_the_release(capsys, files, monkeypatch, command):
@@ -81,6 +115,7 @@ def test_demo_out_that_is_a_file_is_an_error_not_a_traceback(capsys, files):
 # ---------------------------------------------------------------------------------------------
 # values silently clamped or aliased
 
+
 @pytest.mark.parametrize("size", ["0", "-3"])
 def test_coverage_batch_size_below_one_is_refused_not_clamped(capsys, tmp_path, size):
     msg = _error(capsys, [*COVERAGE, "--out", tmp_path / "c", "--batch-size", size], "coverage")
@@ -112,12 +147,15 @@ def test_compare_seed_plus_release_index_must_stay_below_2_32(capsys, files, mon
 def test_fit_beta_rho_is_checked_before_the_data_are_read(capsys, files, monkeypatch):
     _no_release(monkeypatch)
     monkeypatch.setattr("dpposterior.tabular.fit.read_table", lambda *a: pytest.fail("data read first"))
-    assert _error(capsys, _table_argv(files, "fit", "--beta-rho", "-1"), "fit") == \
-        "beta_rho must be a finite number > 0, got -1.0"
+    assert (
+        _error(capsys, _table_argv(files, "fit", "--beta-rho", "-1"), "fit")
+        == "beta_rho must be a finite number > 0, got -1.0"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # tables: repeated columns, wrong types
+
 
 def test_repeated_header_in_a_csv_is_refused(tmp_path):
     # pandas renamed the second 'age' to 'age.1', and the fit silently used only the first
@@ -198,13 +236,16 @@ def test_interval_plot_shows_every_parameter_of_every_row(tmp_path):
         plots.interval_plot([], [], tmp_path / "k.png")
 
 
-@pytest.mark.parametrize("entry, error, match", [
-    ((float("nan"), 0.0, 1.0), ValueError, r"rows\[0\]\['a'\] must be finite numbers \(lo, mean, hi\), got \(nan"),
-    ((0.0, 1.0, float("inf")), ValueError, r"rows\[0\]\['a'\] must be finite numbers"),
-    (("0", "1", "2"), TypeError, r"each entry of rows\[0\]\['a'\] \(lo, mean, hi\) must be a real number, got '0'"),
-    ((False, True, True), TypeError, r"must be a real number, got False of type bool"),
-    ((0j, 1.0, 2.0), TypeError, r"must be a real number, got 0j of type complex"),
-])
+@pytest.mark.parametrize(
+    "entry, error, match",
+    [
+        ((float("nan"), 0.0, 1.0), ValueError, r"rows\[0\]\['a'\] must be finite numbers \(lo, mean, hi\), got \(nan"),
+        ((0.0, 1.0, float("inf")), ValueError, r"rows\[0\]\['a'\] must be finite numbers"),
+        (("0", "1", "2"), TypeError, r"each entry of rows\[0\]\['a'\] \(lo, mean, hi\) must be a real number, got '0'"),
+        ((False, True, True), TypeError, r"must be a real number, got False of type bool"),
+        ((0j, 1.0, 2.0), TypeError, r"must be a real number, got 0j of type complex"),
+    ],
+)
 def test_interval_plot_refuses_entries_that_are_not_finite_numbers(tmp_path, entry, error, match):
     """Twenty-first session: a NaN or infinite end was drawn as no interval without a word, strings and bools
     were converted silently ("0" -> 0.0, True -> 1.0), a complex number failed in float() with no name."""
@@ -223,8 +264,9 @@ def test_plot_path_without_a_suffix_or_a_folder_is_refused(tmp_path):
     assert not (tmp_path / "figure.png").exists() and not tmp_path.with_suffix(".png").exists()
 
 
-def test_a_plot_into_a_missing_folder_creates_it_and_a_path_under_a_file_is_refused_before_drawing(tmp_path,
-                                                                                                   monkeypatch):
+def test_a_plot_into_a_missing_folder_creates_it_and_a_path_under_a_file_is_refused_before_drawing(
+    tmp_path, monkeypatch
+):
     """Twenty-first session: ``calibration_plot(curves, "figures/c.png")`` without a ``figures`` folder drew
     the figure and then failed with matplotlib's bare ``FileNotFoundError`` (a path under a file: a
     ``NotADirectoryError``), though the package's other writers create the folder; now the folder is
@@ -235,7 +277,7 @@ def test_a_plot_into_a_missing_folder_creates_it_and_a_path_under_a_file_is_refu
     assert png == tmp_path / "figures" / "new" / "c.png" and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     pdf = plots.interval_plot([ROW], ["x"], tmp_path / "other" / "i.pdf")
     assert pdf.read_bytes()[:5] == b"%PDF-"
-    assert sorted(p.name for p in (tmp_path / "other").iterdir()) == ["i.pdf"]     # no temporary file left
+    assert sorted(p.name for p in (tmp_path / "other").iterdir()) == ["i.pdf"]  # no temporary file left
     (tmp_path / "table.csv").write_text("a\n")
     monkeypatch.setattr(plots, "_plt", lambda: pytest.fail("drew before checking the path"))
     with pytest.raises(ValueError, match="path .*table.csv/c.png' cannot be created: .*table.csv' is a file"):
@@ -255,8 +297,11 @@ def test_trace_plot_refuses_settings_that_drew_an_empty_or_misplaced_figure(tmp_
     # max_coords=0 drew no line (and an empty legend); burn_in=1.5 put the cut past the trace's end
     from types import SimpleNamespace
 
-    trace = SimpleNamespace(phi=np.zeros((10, 4)), layout=SimpleNamespace(coordinate_names=lambda: ["a", "b"]),
-                            privacy=SimpleNamespace(summary=lambda: "epsilon 1"))
+    trace = SimpleNamespace(
+        phi=np.zeros((10, 4)),
+        layout=SimpleNamespace(coordinate_names=lambda: ["a", "b"]),
+        privacy=SimpleNamespace(summary=lambda: "epsilon 1"),
+    )
     assert plots.trace_plot(trace, tmp_path / "t.png").exists()
     with pytest.raises(ValueError, match="max_coords must be an integer >= 1"):
         plots.trace_plot(trace, tmp_path / "t.png", max_coords=0)

@@ -27,6 +27,7 @@ SETTINGS = dict(epsilon=10.0, delta=1e-5, num_steps=20, sampling_rate=0.5, clip=
 
 def _no_release(monkeypatch):
     """Makes any DP release fail loudly: the checks under test must come first."""
+
     def boom(*a, **k):
         raise AssertionError("a release was computed before the check")
 
@@ -122,8 +123,13 @@ def _prior_from_n(X, y):
         numpyro.sample("y", dist.Normal(X @ w, 1.0), obs=y)
 
 
-@pytest.mark.parametrize("model, what", [(_centred_inside, "likelihood of a record changes with the other records"),
-                                         (_prior_from_n, "prior changes with the number of records")])
+@pytest.mark.parametrize(
+    "model, what",
+    [
+        (_centred_inside, "likelihood of a record changes with the other records"),
+        (_prior_from_n, "prior changes with the number of records"),
+    ],
+)
 def test_model_that_reads_the_whole_batch_is_refused(monkeypatch, model, what):
     # dpvi evaluates each record alone: covariates centred inside the model became X_i - X_i = 0 (the
     # weights kept their prior), a prior scaled by X.shape[0] became the N = 1 prior; both silently
@@ -153,14 +159,22 @@ def _point_posterior():
     from dpposterior.noise_aware import point_posterior
     from dpposterior.vi.layout import ParamLayout
 
-    spent = dpp.PrivacySpent(epsilon=1.0, delta=1e-5, neighbouring="add_remove", accountant="pld",
-                             mechanism="poisson_subsampled_gaussian", noise_multiplier=1.0, sampling_rate=0.1,
-                             num_steps=100)
+    spent = dpp.PrivacySpent(
+        epsilon=1.0,
+        delta=1e-5,
+        neighbouring="add_remove",
+        accountant="pld",
+        mechanism="poisson_subsampled_gaussian",
+        noise_multiplier=1.0,
+        sampling_rate=0.1,
+        num_steps=100,
+    )
     return point_posterior(ParamLayout.flat(1, "mu"), np.array([0.0, 0.5413], np.float32), spent)  # N(0, 1)
 
 
-@pytest.mark.parametrize("prob, lo, hi", [(0.9, "q0.05", "q0.95"), (0.999, "q0.0005", "q0.9995"),
-                                          (0.9999, "q5e-05", "q0.99995")])
+@pytest.mark.parametrize(
+    "prob, lo, hi", [(0.9, "q0.05", "q0.95"), (0.999, "q0.0005", "q0.9995"), (0.9999, "q5e-05", "q0.99995")]
+)
 def test_summary_interval_keys_name_their_quantile_levels(prob, lo, hi):
     # at prob=0.999 the upper end (the 0.9995 quantile) was keyed "q1", which names the maximum
     row = _point_posterior().summary(prob=prob, num_samples=20_000)[0]
@@ -177,13 +191,25 @@ def simulated_trace():
 
     from dpposterior.noise_aware import simulate_trace
 
-    return simulate_trace(jax.random.PRNGKey(0), np.array([0.5, -1.0], np.float32), 2.0, num_steps=40,
-                          sampling_rate=0.5, noise_multiplier=1.0, clip=1.0)
+    return simulate_trace(
+        jax.random.PRNGKey(0),
+        np.array([0.5, -1.0], np.float32),
+        2.0,
+        num_steps=40,
+        sampling_rate=0.5,
+        noise_multiplier=1.0,
+        clip=1.0,
+    )
 
 
-@pytest.mark.parametrize("field, exc, words", [(np.zeros(3), ValueError, ["priors.phi_loc", "shape (3,)", "(2,)"]),
-                                               (None, TypeError, ["priors.phi_loc", "None"]),
-                                               ("0.5", TypeError, ["priors.phi_loc", "'0.5'"])])
+@pytest.mark.parametrize(
+    "field, exc, words",
+    [
+        (np.zeros(3), ValueError, ["priors.phi_loc", "shape (3,)", "(2,)"]),
+        (None, TypeError, ["priors.phi_loc", "None"]),
+        ("0.5", TypeError, ["priors.phi_loc", "'0.5'"]),
+    ],
+)
 def test_trace_priors_of_the_wrong_shape_or_type_name_the_field(simulated_trace, field, exc, words):
     # a TracePriors field of the wrong length raised NumPy's "operands could not be broadcast together
     # with remapped shapes"; a string, "could not convert string to float"
@@ -312,8 +338,9 @@ def _boom(*a, **k):
     raise AssertionError("a release was computed before the check (or the model run)")
 
 
-@pytest.mark.parametrize("fitter, model, name", [("dpvi", _prior_precision, "beta"),
-                                                 ("dpvim", _prior_scale, "init_scale")])
+@pytest.mark.parametrize(
+    "fitter, model, name", [("dpvi", _prior_precision, "beta"), ("dpvim", _prior_scale, "init_scale")]
+)
 def test_model_keyword_named_like_a_setting_is_refused(monkeypatch, fitter, model, name):
     # dpvi(model, x, ..., beta=0.01) meant for model(x, beta=...) became dpvi's preconditioning vector and
     # the model kept beta=1.0, silently (dpvim: init_scale)
@@ -325,8 +352,11 @@ def test_model_keyword_named_like_a_setting_is_refused(monkeypatch, fitter, mode
     _no_release(monkeypatch)
     for module in ("dpposterior.vi.dpvi", "dpposterior.vi.dpvim"):  # the check comes before the model is run
         monkeypatch.setattr(sys.modules[module], "inspect_model", _boom)
-    with pytest.raises(ValueError, match=rf"{name}= is a setting of {fitter} and also a parameter of your model.*"
-                                         rf"functools\.partial\(model, {name}=\.\.\.\)"):
+    with pytest.raises(
+        ValueError,
+        match=rf"{name}= is a setting of {fitter} and also a parameter of your model.*"
+        rf"functools\.partial\(model, {name}=\.\.\.\)",
+    ):
         fit(model, X20, **{name: 0.5}, **SETTINGS)
     # bound with functools.partial, it is the model's, and the fitter's own setting stays at its default
     with pytest.raises(AssertionError, match="a release was computed"):
@@ -411,8 +441,9 @@ def test_draws_posterior_predictive_converts_inputs_as_posterior_does():
     from dpposterior.baselines.draws_posterior import DrawsPosterior
 
     post = _regression_posterior()
-    draws = DrawsPosterior(layout=post.layout, draws=np.tile([1.0, -1.0], (50, 1)).astype(np.float32),
-                           privacy=post.privacy, method="test")
+    draws = DrawsPosterior(
+        layout=post.layout, draws=np.tile([1.0, -1.0], (50, 1)).astype(np.float32), privacy=post.privacy, method="test"
+    )
     new = np.array([[1.0, 2.0], [0.5, 0.5]], np.float32)
     a = draws.predictive(0, _regression, pd.DataFrame(new, columns=["a", "b"]), num_samples=5)["y"]
     np.testing.assert_allclose(draws.predictive(0, _regression, new.tolist(), num_samples=5)["y"], a)
@@ -433,8 +464,7 @@ def test_keyword_data_of_one_record_is_refused(num_records):
     X = np.ones(num_records, np.float32)
     y = np.full(num_records, 2.0, np.float32)
     with pytest.raises(ValueError, match="keyword argument"):  # two records: the shape check's error
-        dpp.dpvi(_normal_mean, X, y=y, epsilon=1.0, delta=1e-5, num_steps=5, sampling_rate=1.0, clip=1.0,
-                 rng_key=0)
+        dpp.dpvi(_normal_mean, X, y=y, epsilon=1.0, delta=1e-5, num_steps=5, sampling_rate=1.0, clip=1.0, rng_key=0)
 
 
 def test_public_keyword_arrays_that_do_not_feed_an_observation_pass():
@@ -442,8 +472,19 @@ def test_public_keyword_arrays_that_do_not_feed_an_observation_pass():
     # is refused, as data passed by keyword would be
     X = np.ones(4, np.float32)
     y = np.full(4, 2.0, np.float32)
-    dpp.dpvi(_normal_mean, X, y, offset=1.0, epsilon=1.0, delta=1e-5, num_steps=5, sampling_rate=1.0,
-             clip=1.0, rng_key=0)
+    dpp.dpvi(
+        _normal_mean, X, y, offset=1.0, epsilon=1.0, delta=1e-5, num_steps=5, sampling_rate=1.0, clip=1.0, rng_key=0
+    )
     with pytest.raises(ValueError, match="keyword argument 'offset'"):
-        dpp.dpvi(_normal_mean, X, y, offset=np.ones(1, np.float32), epsilon=1.0, delta=1e-5, num_steps=5,
-                 sampling_rate=1.0, clip=1.0, rng_key=0)
+        dpp.dpvi(
+            _normal_mean,
+            X,
+            y,
+            offset=np.ones(1, np.float32),
+            epsilon=1.0,
+            delta=1e-5,
+            num_steps=5,
+            sampling_rate=1.0,
+            clip=1.0,
+            rng_key=0,
+        )

@@ -29,20 +29,24 @@ SMALL = dict(replicates=4, repeats=2, num_steps=20, num_records=20, num_draws=50
 # (or ran) only after the group's DP-SGD replicates; duplicated (name, value) pairs kept one silently;
 # a NaN option made the finished cell unsavable (the JSON writer refuses NaN).
 
-@pytest.mark.parametrize("method, options, exc, words", [
-    ("grid", {"num_points": 64.5}, TypeError, ("grid option num_points", "integer >= 2")),
-    ("grid", {"num_points": "x"}, TypeError, ("grid option num_points",)),
-    ("grid", {"num_stages": 0}, ValueError, ("grid option num_stages", ">= 1")),
-    ("grid", {"tail": 0.7}, ValueError, ("tail", "(0, 0.5)")),
-    ("grid", {"num_phi_draws": 0}, ValueError, ("num_phi_draws", ">= 1")),
-    ("laplace", {"tol": -1.0}, ValueError, ("laplace option tol",)),
-    ("laplace", {"num_iterations": 0}, ValueError, ("laplace option num_iterations",)),
-    ("nuts", {"num_warmup": -1}, ValueError, ("nuts option num_warmup", ">= 0")),
-    ("nuts", {"num_samples": 0}, ValueError, ("nuts option num_samples", ">= 1")),
-    ("nuts", {"target_accept_prob": 2.0}, ValueError, ("target_accept_prob", "(0, 1)")),
-    ("grid", {"num_points": float("nan")}, ValueError, ("finite", "num_points")),
-    ("grid", (("num_points", 32), ("num_points", 64)), ValueError, ("'num_points' more than once",)),
-])
+
+@pytest.mark.parametrize(
+    "method, options, exc, words",
+    [
+        ("grid", {"num_points": 64.5}, TypeError, ("grid option num_points", "integer >= 2")),
+        ("grid", {"num_points": "x"}, TypeError, ("grid option num_points",)),
+        ("grid", {"num_stages": 0}, ValueError, ("grid option num_stages", ">= 1")),
+        ("grid", {"tail": 0.7}, ValueError, ("tail", "(0, 0.5)")),
+        ("grid", {"num_phi_draws": 0}, ValueError, ("num_phi_draws", ">= 1")),
+        ("laplace", {"tol": -1.0}, ValueError, ("laplace option tol",)),
+        ("laplace", {"num_iterations": 0}, ValueError, ("laplace option num_iterations",)),
+        ("nuts", {"num_warmup": -1}, ValueError, ("nuts option num_warmup", ">= 0")),
+        ("nuts", {"num_samples": 0}, ValueError, ("nuts option num_samples", ">= 1")),
+        ("nuts", {"target_accept_prob": 2.0}, ValueError, ("target_accept_prob", "(0, 1)")),
+        ("grid", {"num_points": float("nan")}, ValueError, ("finite", "num_points")),
+        ("grid", (("num_points", 32), ("num_points", 64)), ValueError, ("'num_points' more than once",)),
+    ],
+)
 def test_solver_options_are_checked_when_the_cell_is_configured(method, options, exc, words):
     with pytest.raises(exc) as info:
         CellConfig("beta-bernoulli", 1.0, method, method_options=options, **SMALL)
@@ -51,11 +55,12 @@ def test_solver_options_are_checked_when_the_cell_is_configured(method, options,
 
 
 def test_valid_solver_options_still_pass_and_numpy_numbers_are_numbers():
-    c = CellConfig("beta-bernoulli", 1.0, "grid", method_options={"num_points": np.int64(64), "tail": 1e-6},
-                   **SMALL)
+    c = CellConfig("beta-bernoulli", 1.0, "grid", method_options={"num_points": np.int64(64), "tail": 1e-6}, **SMALL)
     assert dict(c.method_options) == {"num_points": 64, "tail": 1e-6}
-    assert c.digest() == CellConfig("beta-bernoulli", 1.0, "grid", method_options={"num_points": 64, "tail": 1e-6},
-                                    **SMALL).digest()
+    assert (
+        c.digest()
+        == CellConfig("beta-bernoulli", 1.0, "grid", method_options={"num_points": 64, "tail": 1e-6}, **SMALL).digest()
+    )
     CellConfig("beta-bernoulli", 1.0, "nuts", method_options={"num_warmup": 0, "target_accept_prob": 0.9}, **SMALL)
     CellConfig("beta-bernoulli", 1.0, "grid", burn_in=np.float64(0.25), **SMALL)
 
@@ -68,12 +73,21 @@ def test_valid_solver_options_still_pass_and_numpy_numbers_are_numbers():
 # (shape (1, n): every replicate got the first one's scale) or failed deep inside NumPy; a release
 # that spent more than the cell's budget was reported under the cell's epsilon.
 
+
 def _own_privacy(epsilon, delta=0.0):
     from dpposterior.privacy.spent import PrivacySpent
 
-    return PrivacySpent(epsilon=epsilon, delta=delta, neighbouring="add_remove", accountant="pure",
-                        mechanism="test_own_mechanism", noise_multiplier=None, sampling_rate=1.0, num_steps=1,
-                        seeded_by="user")
+    return PrivacySpent(
+        epsilon=epsilon,
+        delta=delta,
+        neighbouring="add_remove",
+        accountant="pure",
+        mechanism="test_own_mechanism",
+        noise_multiplier=None,
+        sampling_rate=1.0,
+        num_steps=1,
+        seeded_by="user",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -81,8 +95,7 @@ def own_method_cell():
     """Evaluates cells of a method of the test's own (its own mechanism: no DP-SGD) on a fake group
     setup; ``run(**returned)`` overrides what the method returns."""
     from dpposterior.baselines.expfam import family_layout
-    from dpposterior.experiments import (CellData, MethodOutput, ReplicateSummaries, evaluate_cell,
-                                         register_method)
+    from dpposterior.experiments import CellData, MethodOutput, ReplicateSummaries, evaluate_cell, register_method
     from dpposterior.experiments.methods import METHODS
     from dpposterior.experiments.replicates import DPVISetup
     from dpposterior.models.registry import get_model
@@ -93,21 +106,42 @@ def own_method_cell():
         k = data.num_replicates
         rng = np.random.default_rng(0)
         draws = rng.normal(size=(k, settings.num_draws, 1)).astype(np.float32)
-        out = dict(draws=draws, posterior_sd=draws.std(axis=1).astype(np.float64),
-                   diagnostics={"ok": 1}, privacy=_own_privacy(data.epsilon))
+        out = dict(
+            draws=draws,
+            posterior_sd=draws.std(axis=1).astype(np.float64),
+            diagnostics={"ok": 1},
+            privacy=_own_privacy(data.epsilon),
+        )
         out.update(returned)
         return MethodOutput(**out)
 
     register_method("test-audit-own", own, needs_data=True, description="test: a user's own mechanism")
     cfg = CellConfig("beta-bernoulli", 1.0, "test-audit-own", **SMALL)
     k, n = cfg.replicates, cfg.num_records
-    setup = DPVISetup(spec=get_model("beta-bernoulli"), layout=family_layout("beta-bernoulli"), num_latent=1,
-                      phi0=np.zeros(2, np.float32), beta=np.ones(2, np.float32), learning_rate=np.ones(2, np.float32),
-                      noise_multiplier=1.0, clip=2.0, data_shapes=())
+    setup = DPVISetup(
+        spec=get_model("beta-bernoulli"),
+        layout=family_layout("beta-bernoulli"),
+        num_latent=1,
+        phi0=np.zeros(2, np.float32),
+        beta=np.ones(2, np.float32),
+        learning_rate=np.ones(2, np.float32),
+        noise_multiplier=1.0,
+        clip=2.0,
+        data_shapes=(),
+    )
     rng = np.random.default_rng(1)
     summaries = ReplicateSummaries(theta=rng.normal(size=(k, 1)), final_phi=None, stats=None)
-    data = CellData("beta-bernoulli", (rng.integers(0, 2, (k, n)).astype(np.int32),), 1.0, cfg.delta, cfg.num_steps,
-                    cfg.sampling_rate, n, "pld", 2.0)
+    data = CellData(
+        "beta-bernoulli",
+        (rng.integers(0, 2, (k, n)).astype(np.int32),),
+        1.0,
+        cfg.delta,
+        cfg.num_steps,
+        cfg.sampling_rate,
+        n,
+        "pld",
+        2.0,
+    )
 
     def run(**override):
         returned.clear()
@@ -122,16 +156,33 @@ def test_own_method_diagnostics_are_stored_as_they_read_back(own_method_cell, tm
     from dpposterior.experiments import ResultStore
 
     cfg, run = own_method_cell
-    diag = {"spread": np.float32(1.5), "counts": np.array([1, 2]), "pair": (1, 2.5), "bad": float("nan"),
-            "worst": -np.inf, "flag": np.bool_(True), 3: "int key"}
+    diag = {
+        "spread": np.float32(1.5),
+        "counts": np.array([1, 2]),
+        "pair": (1, 2.5),
+        "bad": float("nan"),
+        "worst": -np.inf,
+        "flag": np.bool_(True),
+        3: "int key",
+    }
     rec = run(diagnostics=diag)
     store = ResultStore(tmp_path)
-    store.save(rec)                       # was: TypeError / ValueError from json, the cell lost
+    store.save(rec)  # was: TypeError / ValueError from json, the cell lost
     back = store.load(cfg)
-    assert back == rec                    # the fresh record is the one a resumed run reads back
-    assert back["diagnostics"] == rec["diagnostics"] == {
-        "spread": 1.5, "counts": [1, 2], "pair": [1, 2.5], "bad": "nan", "worst": "-inf", "flag": True,
-        "3": "int key"}
+    assert back == rec  # the fresh record is the one a resumed run reads back
+    assert (
+        back["diagnostics"]
+        == rec["diagnostics"]
+        == {
+            "spread": 1.5,
+            "counts": [1, 2],
+            "pair": [1, 2.5],
+            "bad": "nan",
+            "worst": "-inf",
+            "flag": True,
+            "3": "int key",
+        }
+    )
     with pytest.raises(TypeError, match=r"test-audit-own.*diagnostics\.obj is a object"):
         run(diagnostics={"obj": object()})
 
@@ -147,7 +198,7 @@ def test_own_method_output_shapes_and_budget_are_checked(own_method_cell):
         run(privacy=_own_privacy(2.0))
     with pytest.raises(ValueError, match="more than the cell's budget"):
         run(privacy=_own_privacy(1.0, delta=1e-3))
-    assert run(privacy=_own_privacy(0.5))["privacy"]["epsilon"] == 0.5   # less than the budget is fine
+    assert run(privacy=_own_privacy(0.5))["privacy"]["epsilon"] == 0.5  # less than the budget is fine
 
 
 # ---------------------------------------------------------------------------------------------
@@ -155,12 +206,21 @@ def test_own_method_output_shapes_and_budget_are_checked(own_method_cell):
 # with two N, two T or two seeds): the Markdown table gave them identical-looking rows, the plot two
 # lines with the same legend, and its title named the first cell's N and T as if all cells had them.
 
+
 def _record(num_records, rmse, seed=0, method="grid"):
     c = CellConfig("beta-bernoulli", 1.0, method, seed=seed, **dict(SMALL, num_records=num_records)).to_dict()
     alpha = np.linspace(0, 1, 5)
-    return {"config": c, "alpha": alpha.tolist(), "coverage": (1 - alpha).tolist(), "coverage_sd": [0.0] * 5,
-            "rmse": rmse, "single_draw_rmse_mean": rmse, "single_draw_rmse_sd": 0.0, "sharpness": 0.3,
-            "num_replicates_used": 4}
+    return {
+        "config": c,
+        "alpha": alpha.tolist(),
+        "coverage": (1 - alpha).tolist(),
+        "coverage_sd": [0.0] * 5,
+        "rmse": rmse,
+        "single_draw_rmse_mean": rmse,
+        "single_draw_rmse_sd": 0.0,
+        "sharpness": 0.3,
+        "num_replicates_used": 4,
+    }
 
 
 def test_reports_tell_apart_cells_that_differ_in_other_settings(tmp_path, monkeypatch):
@@ -173,7 +233,7 @@ def test_reports_tell_apart_cells_that_differ_in_other_settings(tmp_path, monkey
     assert "| N |" in md
     assert "| beta-bernoulli | 1 | grid | 4 | 2 | 20 | 0.1000 |" in md
     assert "| beta-bernoulli | 1 | grid | 4 | 2 | 40 | 0.2000 |" in md
-    assert "| N |" not in table_markdown(results[:1])            # uniform cells: the table as before
+    assert "| N |" not in table_markdown(results[:1])  # uniform cells: the table as before
     rows = list(csv.DictReader(table_csv(results).splitlines()))
     assert {r["num_draws"] for r in rows} == {"50"} and "method_options" in rows[0]
 
@@ -192,12 +252,13 @@ def test_reports_tell_apart_cells_that_differ_in_other_settings(tmp_path, monkey
     assert "N = 20" in seen["title"]
     assert seen["labels"] == ["grid, seed = 0 (RMSE 0.100)", "grid, seed = 1 (RMSE 0.200)"]
     write_reports([_record(20, 0.1), _record(20, 0.2, method="naive")], tmp_path)
-    assert seen["labels"] == ["grid (RMSE 0.100)", "naive (RMSE 0.200)"]           # nothing to tell apart
+    assert seen["labels"] == ["grid (RMSE 0.100)", "naive (RMSE 0.200)"]  # nothing to tell apart
 
 
 # ---------------------------------------------------------------------------------------------
 # Bernstein-Sheldon release: Exponential bounds with three values ended in Python's own "too many
 # values to unpack (expected 2)", which names neither the argument nor what is allowed.
+
 
 def test_exponential_bounds_of_the_wrong_length_are_named():
     from dpposterior.baselines import release_sufficient_statistics
@@ -212,6 +273,7 @@ def test_exponential_bounds_of_the_wrong_length_are_named():
 # with no record of what its release cost; summary(prob="0.5") ended in Python's "'<' not supported";
 # bernstein_sheldon_gibbs(prior="abc") in NumPy's "could not convert string to float", and a prior of
 # strings ("10", "10") was converted silently.
+
 
 @pytest.fixture(scope="module")
 def dirichlet_release():
@@ -246,17 +308,22 @@ def test_bernstein_sheldon_prior_must_be_numbers(dirichlet_release, prior):
 # Gibbs-SS-Noisy with a public covariate model whose cov is not a covariance (negative eigenvalues,
 # asymmetric, NaN) ended in NumPy's "Matrix is not positive definite" (or ran on the NaN).
 
-@pytest.mark.parametrize("cov, words", [
-    (-np.eye(2), "positive semi-definite"),
-    (np.array([[1.0, 0.5], [0.0, 1.0]]), "symmetric"),
-    (np.array([[1.0, np.nan], [np.nan, 1.0]]), "finite"),
-])
+
+@pytest.mark.parametrize(
+    "cov, words",
+    [
+        (-np.eye(2), "positive semi-definite"),
+        (np.array([[1.0, 0.5], [0.0, 1.0]]), "symmetric"),
+        (np.array([[1.0, np.nan], [np.nan, 1.0]]), "finite"),
+    ],
+)
 def test_public_covariate_model_must_be_a_covariance(cov, words):
     from dpposterior.baselines import regression_sampler_params, release_regression_statistics
 
     rng = np.random.default_rng(0)
-    rel = release_regression_statistics(rng.normal(size=(20, 2)), rng.normal(size=20), epsilon=1.0, x_bound=3.0,
-                                        y_bound=5.0, rng_key=0)
+    rel = release_regression_statistics(
+        rng.normal(size=(20, 2)), rng.normal(size=20), epsilon=1.0, x_bound=3.0, y_bound=5.0, rng_key=0
+    )
     with pytest.raises(ValueError, match=words):
         regression_sampler_params(rel, fourth_moments=(np.zeros(2), cov))
     regression_sampler_params(rel, fourth_moments=(np.zeros(2), np.diag([1.0, 0.0])))  # a constant covariate is fine
@@ -266,18 +333,38 @@ def test_public_covariate_model_must_be_a_covariance(cov, words):
 # `dpposterior coverage --epsilon 0.1 --epsilon 1` (a flag given twice, as with most command lines)
 # kept only the last value: the run silently dropped epsilon 0.1 (likewise --model and --method).
 
-@pytest.mark.parametrize("flags, cells", [
-    (["--model", "beta-bernoulli", "--epsilon", "0.1", "--epsilon", "1"],
-     [("beta-bernoulli", 0.1, "grid"), ("beta-bernoulli", 0.1, "naive"), ("beta-bernoulli", 1.0, "grid"),
-      ("beta-bernoulli", 1.0, "naive")]),
-    (["--model", "beta-bernoulli", "--model", "gamma-exponential", "--epsilon", "1", "--method", "naive"],
-     [("beta-bernoulli", 1.0, "naive"), ("gamma-exponential", 1.0, "naive")]),
-    (["--model", "beta-bernoulli", "--epsilon", "1", "--method", "grid", "--method", "laplace"],
-     [("beta-bernoulli", 1.0, "grid"), ("beta-bernoulli", 1.0, "laplace")]),
-    (["--model", "beta-bernoulli", "--epsilon", "1", "0.5"],                  # the default methods
-     [("beta-bernoulli", 1.0, "grid"), ("beta-bernoulli", 1.0, "naive"), ("beta-bernoulli", 0.5, "grid"),
-      ("beta-bernoulli", 0.5, "naive")]),
-])
+
+@pytest.mark.parametrize(
+    "flags, cells",
+    [
+        (
+            ["--model", "beta-bernoulli", "--epsilon", "0.1", "--epsilon", "1"],
+            [
+                ("beta-bernoulli", 0.1, "grid"),
+                ("beta-bernoulli", 0.1, "naive"),
+                ("beta-bernoulli", 1.0, "grid"),
+                ("beta-bernoulli", 1.0, "naive"),
+            ],
+        ),
+        (
+            ["--model", "beta-bernoulli", "--model", "gamma-exponential", "--epsilon", "1", "--method", "naive"],
+            [("beta-bernoulli", 1.0, "naive"), ("gamma-exponential", 1.0, "naive")],
+        ),
+        (
+            ["--model", "beta-bernoulli", "--epsilon", "1", "--method", "grid", "--method", "laplace"],
+            [("beta-bernoulli", 1.0, "grid"), ("beta-bernoulli", 1.0, "laplace")],
+        ),
+        (
+            ["--model", "beta-bernoulli", "--epsilon", "1", "0.5"],  # the default methods
+            [
+                ("beta-bernoulli", 1.0, "grid"),
+                ("beta-bernoulli", 1.0, "naive"),
+                ("beta-bernoulli", 0.5, "grid"),
+                ("beta-bernoulli", 0.5, "naive"),
+            ],
+        ),
+    ],
+)
 def test_coverage_command_keeps_every_value_of_a_repeated_flag(flags, cells, tmp_path, monkeypatch):
     import dpposterior.experiments.runner as runner
     from dpposterior.cli import main
@@ -297,6 +384,7 @@ def test_coverage_command_keeps_every_value_of_a_repeated_flag(flags, cells, tmp
 # run_coverage (Python) with an ``out`` that is a file, or whose cells/<model> is a file: the cells were
 # computed, then lost when the first save failed (NotADirectoryError / FileExistsError); the command line
 # checks --out first, the Python entry point did not.
+
 
 def test_run_coverage_checks_its_folder_before_computing(tmp_path, monkeypatch):
     import dpposterior.experiments.runner as runner
@@ -322,6 +410,7 @@ def test_run_coverage_checks_its_folder_before_computing(tmp_path, monkeypatch):
 # for 20 windows"; dpvim_cell itself took learning_rate=-1 (a negative step), a learning rate of three
 # values failed in NumPy's broadcasting, natural_gradient="no" was taken as True.
 
+
 def test_dpvim_steps_and_learning_rates_are_checked_first():
     from dpposterior.baselines import dpvim_cell
 
@@ -342,6 +431,7 @@ def test_dpvim_steps_and_learning_rates_are_checked_first():
 # ---------------------------------------------------------------------------------------------
 # run_coverage / compute_group from Python: batch_size=0 or -5 was silently replaced by the device count,
 # 2.5 truncated to 2, "a" failed inside min() after the set-up (the command line checks --batch-size).
+
 
 @pytest.mark.parametrize("batch_size, exc", [(0, ValueError), (-5, ValueError), (2.5, TypeError), ("a", TypeError)])
 def test_batch_size_is_checked_before_computing(batch_size, exc, tmp_path, monkeypatch):
@@ -366,18 +456,28 @@ def test_batch_size_is_checked_before_computing(batch_size, exc, tmp_path, monke
 # report's table and plot as plain "bernstein-sheldon" beside the add/remove-one DP-SGD methods at the
 # same epsilon: only the cell file said that its epsilon is for another neighbouring relation.
 
+
 def test_report_says_when_a_baseline_used_another_neighbouring_relation():
     from dpposterior.experiments import table_markdown
 
     rec = _record(20, 0.1, method="bernstein-sheldon")
-    rec["config"] = CellConfig("beta-bernoulli", 1.0, "bernstein-sheldon",
-                               method_options={"neighbouring": "replace_one"}, **SMALL).to_dict()
-    md = table_markdown([rec, _record(20, 0.2)])             # beside grid (DP-SGD, add/remove-one)
+    rec["config"] = CellConfig(
+        "beta-bernoulli", 1.0, "bernstein-sheldon", method_options={"neighbouring": "replace_one"}, **SMALL
+    ).to_dict()
+    md = table_markdown([rec, _record(20, 0.2)])  # beside grid (DP-SGD, add/remove-one)
     assert "| bernstein-sheldon (neighbouring replace_one) |" in md
     assert "| bernstein-sheldon |" in table_markdown([_record(20, 0.2, method="bernstein-sheldon")])  # default
     # (the burn-in h prior needs >= 10 burn-in steps: 50 steps at the default burn-in 0.2)
-    assert "(priors burn_in)" in table_markdown([dict(_record(20, 0.1), config=CellConfig(
-        "beta-bernoulli", 1.0, "grid", method_options={"priors": "burn_in"}, **dict(SMALL, num_steps=50)).to_dict())])
+    assert "(priors burn_in)" in table_markdown(
+        [
+            dict(
+                _record(20, 0.1),
+                config=CellConfig(
+                    "beta-bernoulli", 1.0, "grid", method_options={"priors": "burn_in"}, **dict(SMALL, num_steps=50)
+                ).to_dict(),
+            )
+        ]
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -385,13 +485,17 @@ def test_report_says_when_a_baseline_used_another_neighbouring_relation():
 # fields the reports read, or with text where numbers belong, was trusted as finished: the run then
 # ended in a raw KeyError / TypeError while writing the reports (after computing the other cells).
 
-@pytest.mark.parametrize("edit", [
-    lambda r: r.pop("single_draw_rmse_mean"),
-    lambda r: r.pop("coverage_sd"),
-    lambda r: r.__setitem__("rmse", "0.1"),
-    lambda r: r.__setitem__("coverage", r["coverage"][:-1]),
-    lambda r: r.__setitem__("num_replicates_used", "4"),
-])
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda r: r.pop("single_draw_rmse_mean"),
+        lambda r: r.pop("coverage_sd"),
+        lambda r: r.__setitem__("rmse", "0.1"),
+        lambda r: r.__setitem__("coverage", r["coverage"][:-1]),
+        lambda r: r.__setitem__("num_replicates_used", "4"),
+    ],
+)
 def test_a_finished_cell_file_must_hold_what_the_reports_read(edit, own_method_cell, tmp_path):
     import json
 
@@ -412,8 +516,9 @@ def test_a_finished_cell_file_must_hold_what_the_reports_read(edit, own_method_c
 # A Bernstein-Sheldon (or Gibbs-SS-Noisy) cell with M = 2 or 3 draws (CellConfig allows M >= 2) ran its
 # chains and then failed in the ESS diagnostic ("draws must be (K, M, n) with M >= 4"): the draws were lost.
 
+
 def test_baseline_cell_with_fewer_than_four_draws_keeps_its_draws():
-    from dpposterior.baselines._mixing import ess_summary   # what both Gibbs cells call on their draws
+    from dpposterior.baselines._mixing import ess_summary  # what both Gibbs cells call on their draws
 
     draws = np.random.default_rng(0).normal(size=(2, 3, 1))
     assert ess_summary(draws) == {"ess_min": None, "ess_median": None, "replicates_with_ess_below_100": None}
@@ -424,6 +529,7 @@ def test_baseline_cell_with_fewer_than_four_draws_keeps_its_draws():
 # register_method(options="alpha") registered the options "a", "l", "p", "h", "a" (a string is a tuple of
 # its letters), so the method's own option "alpha" was then refused as unknown; a misspelt model name in
 # models= made the method unusable with every model, found only when a cell was configured.
+
 
 def test_register_method_checks_its_options_and_models():
     from dpposterior.experiments import register_method
@@ -439,8 +545,9 @@ def test_register_method_checks_its_options_and_models():
             register_method("test-audit-opts", fn, models=("beta-bernouli",))
         assert "test-audit-opts" not in METHODS
         register_method("test-audit-opts", fn, options=("alpha",), models=("beta-bernoulli",))
-        assert CellConfig("beta-bernoulli", 1.0, "test-audit-opts", method_options={"alpha": 0.5},
-                          **SMALL).method_options == (("alpha", 0.5),)
+        assert CellConfig(
+            "beta-bernoulli", 1.0, "test-audit-opts", method_options={"alpha": 0.5}, **SMALL
+        ).method_options == (("alpha", 0.5),)
     finally:
         METHODS.pop("test-audit-opts", None)
 
@@ -450,15 +557,22 @@ def test_register_method_checks_its_options_and_models():
 # with epsilon times the given shares, so a split summing to 1 + 5e-10 spent more than the epsilon that
 # the release's PrivacySpent records.
 
+
 def test_budget_split_parts_never_add_up_to_more_than_epsilon():
     import math
 
     from dpposterior.baselines import release_regression_statistics
 
     rng = np.random.default_rng(0)
-    rel = release_regression_statistics(rng.normal(size=(20, 2)), rng.normal(size=20), epsilon=1.0, x_bound=3.0,
-                                        y_bound=5.0, budget_split={"xx": 0.5, "xy": 0.3, "yy": 0.2 + 5e-10},
-                                        rng_key=0)
+    rel = release_regression_statistics(
+        rng.normal(size=(20, 2)),
+        rng.normal(size=20),
+        epsilon=1.0,
+        x_bound=3.0,
+        y_bound=5.0,
+        budget_split={"xx": 0.5, "xy": 0.3, "yy": 0.2 + 5e-10},
+        rng_key=0,
+    )
     assert math.fsum(rel.epsilon_parts.values()) <= rel.privacy.epsilon * (1 + 1e-15)
 
 
@@ -469,13 +583,15 @@ def test_budget_split_parts_never_add_up_to_more_than_epsilon():
 # The coordinate updates held the last count (N minus the others) fixed, so mass moved between categories
 # only by small steps from the chain's start at the prior mean.
 
+
 def test_dirichlet_gibbs_with_unused_categories_recovers_the_exact_posterior():
     from dpposterior.baselines import bernstein_sheldon_gibbs, release_sufficient_statistics
 
     x = np.random.default_rng(0).integers(0, 5, 100)
     rel = release_sufficient_statistics("dirichlet-categorical", x, epsilon=1e4, num_categories=20, rng_key=0)
-    theta = np.asarray(bernstein_sheldon_gibbs(rel, num_warmup=200, num_draws=800, rng_key=1)
-                       .constrained_draws()["theta"])
+    theta = np.asarray(
+        bernstein_sheldon_gibbs(rel, num_warmup=200, num_draws=800, rng_key=1).constrained_draws()["theta"]
+    )
     alpha = 5.0 + np.bincount(x, minlength=20)
     mean = alpha / alpha.sum()
     sd = np.sqrt(mean * (1 - mean) / (alpha.sum() + 1))
@@ -494,8 +610,9 @@ def test_gibbs_ss_noisy_warns_when_its_chain_barely_moves(monkeypatch):
     from dpposterior.baselines import regression as RG
 
     rng = np.random.default_rng(0)
-    rel = RG.release_regression_statistics(rng.uniform(-1, 1, (1, 2)), rng.uniform(-1, 1, 1), epsilon=1.0,
-                                           x_bound=1.0, y_bound=1.0, rng_key=0)
+    rel = RG.release_regression_statistics(
+        rng.uniform(-1, 1, (1, 2)), rng.uniform(-1, 1, 1), epsilon=1.0, x_bound=1.0, y_bound=1.0, rng_key=0
+    )
 
     def chain(acceptance):
         return lambda *a, **k: (jnp.zeros((4, 3)), jnp.ones(4), jnp.float32(acceptance))
@@ -506,6 +623,7 @@ def test_gibbs_ss_noisy_warns_when_its_chain_barely_moves(monkeypatch):
     assert post.diagnostics["acceptance"] == 0.0
     monkeypatch.setattr(RG, "sample_chain", chain(0.5))
     import warnings
+
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         RG.gibbs_ss_noisy(rel, num_warmup=1, num_draws=4, rng_key=0)
@@ -528,8 +646,12 @@ def test_draws_posterior_summary_keys_name_their_quantile_levels():
     from dpposterior.baselines import DrawsPosterior
     from dpposterior.baselines.expfam import family_layout
 
-    post = DrawsPosterior(layout=family_layout("beta-bernoulli"), draws=np.linspace(-1, 1, 50, dtype=np.float32)[:, None],
-                          privacy=_own_privacy(1.0), method="test")
+    post = DrawsPosterior(
+        layout=family_layout("beta-bernoulli"),
+        draws=np.linspace(-1, 1, 50, dtype=np.float32)[:, None],
+        privacy=_own_privacy(1.0),
+        method="test",
+    )
     (row,) = post.summary(prob=0.999)
     assert {"q0.0005", "q0.9995"} <= set(row) and "q1" not in row
     (row,) = post.summary(prob=0.9)

@@ -39,8 +39,12 @@ def _barker_b15_chains():
     log ratio clipped, half at +B, half at -B), and records all -2 (every energy NaN: log(-0.5))."""
     n = 400
     x = np.where(np.arange(n) % 2 == 0, 1.0, -1.0).astype(np.float32)
-    model = mcmc.energy_model(lambda th, r: 1e3 * r * th[0] + 0.0 * jnp.log(r + 1.5), x,
-                              log_prior_fn=lambda th: -0.5 * jnp.sum(th**2), bound_constants=np.full(n, 1e3))
+    model = mcmc.energy_model(
+        lambda th, r: 1e3 * r * th[0] + 0.0 * jnp.log(r + 1.5),
+        x,
+        log_prior_fn=lambda th: -0.5 * jnp.sum(th**2),
+        bound_constants=np.full(n, 1e3),
+    )
     kernel = mcmc.dp_barker_kernel(model, mcmc.random_walk(1.0), batch_size=15)
     run = jax.jit(mcmc.make_chain_run(kernel, 40))
     state = kernel.init(np.array([0.0]))
@@ -57,7 +61,7 @@ def test_private_barker_noise_variance_stays_in_the_range_of_its_privacy_analysi
     var = _barker_b15_chains()[0].noise_std.astype(np.float64) ** 2
     c = mcmc.accounting.BARKER_NORMAL_VARIANCE
     assert var.min() >= c - barker.CLIP_FACTOR**2 - 1e-5, var.min()
-    assert np.any(var < c - 0.9), var.min()   # the clip binds: the cap is what holds the bound here
+    assert np.any(var < c - 0.9), var.min()  # the clip binds: the cap is what holds the bound here
 
 
 def test_private_barker_records_with_a_nan_energy_do_not_decide_the_test():
@@ -93,15 +97,23 @@ def _logistic(x, y=None, plate_size=None):
 
 def test_numpyro_energy_model_refuses_a_record_plate_fixed_at_n():
     # numpyro.plate("data", N) instead of x.shape[0]: each energy was N times the record's own (6x here)
-    _raises(lambda: mcmc.numpyro_energy_model(_logistic, _XN, _YN, bound_constants=_CN, model_kwargs={"plate_size": 6}),
-            ValueError, "plate", "from the data")
+    _raises(
+        lambda: mcmc.numpyro_energy_model(_logistic, _XN, _YN, bound_constants=_CN, model_kwargs={"plate_size": 6}),
+        ValueError,
+        "plate",
+        "from the data",
+    )
     assert mcmc.numpyro_energy_model(_logistic, _XN, _YN, bound_constants=_CN).num_records == 6
 
 
 def test_numpyro_energy_model_refuses_observations_passed_outside_the_positional_data():
     # y in model_kwargs: each record's energy was the sum over all N labels with that record's x
-    _raises(lambda: mcmc.numpyro_energy_model(_logistic, _XN, bound_constants=_CN, model_kwargs={"y": _YN}),
-            ValueError, "observed site 'y'", "positional")
+    _raises(
+        lambda: mcmc.numpyro_energy_model(_logistic, _XN, bound_constants=_CN, model_kwargs={"y": _YN}),
+        ValueError,
+        "observed site 'y'",
+        "positional",
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -110,8 +122,7 @@ def test_numpyro_energy_model_refuses_observations_passed_outside_the_positional
 _RNG = np.random.default_rng(0)
 _X = _RNG.normal(size=(12, 2)).astype(np.float32)
 _Y = (_X[:, 0] > 0).astype(np.float32)
-_RUN = dict(num_steps=2, sampling_rate=0.5, clip=1.0, step_size=1e-3, delta=1e-5, noise_multiplier=1.0,
-            rng_key=0)
+_RUN = dict(num_steps=2, sampling_rate=0.5, clip=1.0, step_size=1e-3, delta=1e-5, noise_multiplier=1.0, rng_key=0)
 
 
 def _custom(**kw):
@@ -120,19 +131,29 @@ def _custom(**kw):
     return sg.logistic_regression(2)._replace(num_features=None, name="custom", **kw)
 
 
-@pytest.mark.parametrize("kw,exc,words", [
-    # forgot the sum: was JAX's "Gradient only defined for scalar-output functions" from inside the chain
-    (dict(log_prior=lambda th: -0.5 * th**2), ValueError, ("model.log_prior", "scalar", "(2,)")),
-    # a per-record log-likelihood of shape (d,): was "loss must return a scalar" (the engine's word)
-    (dict(log_likelihood=lambda th, r: r[1] * r[0] * th - jnp.logaddexp(0.0, r[0] * th)), ValueError,
-     ("model.log_likelihood", "scalar")),
-    (dict(log_likelihood=lambda th, r: jnp.dot(r[0], th) + jnp.dot(r[0], jnp.ones(3))), ValueError, ("model.log_likelihood", "failed")),
-    # was "initial_position must have shape (True,)"
-    (dict(num_params=True), TypeError, ("model.num_params",)),
-    # was a TypeError from calling log_likelihood with a key it does not take
-    (dict(needs_key="no"), TypeError, ("model.needs_key",)),
-    (dict(log_prior=None), TypeError, ("model.log_prior", "callable")),
-])
+@pytest.mark.parametrize(
+    "kw,exc,words",
+    [
+        # forgot the sum: was JAX's "Gradient only defined for scalar-output functions" from inside the chain
+        (dict(log_prior=lambda th: -0.5 * th**2), ValueError, ("model.log_prior", "scalar", "(2,)")),
+        # a per-record log-likelihood of shape (d,): was "loss must return a scalar" (the engine's word)
+        (
+            dict(log_likelihood=lambda th, r: r[1] * r[0] * th - jnp.logaddexp(0.0, r[0] * th)),
+            ValueError,
+            ("model.log_likelihood", "scalar"),
+        ),
+        (
+            dict(log_likelihood=lambda th, r: jnp.dot(r[0], th) + jnp.dot(r[0], jnp.ones(3))),
+            ValueError,
+            ("model.log_likelihood", "failed"),
+        ),
+        # was "initial_position must have shape (True,)"
+        (dict(num_params=True), TypeError, ("model.num_params",)),
+        # was a TypeError from calling log_likelihood with a key it does not take
+        (dict(needs_key="no"), TypeError, ("model.needs_key",)),
+        (dict(log_prior=None), TypeError, ("model.log_prior", "callable")),
+    ],
+)
 def test_dp_sgld_custom_model_mistakes_are_named_before_the_run(kw, exc, words):
     from dpposterior.mcmc import dp_sgld as sg
 
@@ -143,31 +164,42 @@ def test_dp_sgld_custom_model_mistakes_are_named_before_the_run(kw, exc, words):
 # DP-SGLD: the accountant the user chose decides
 
 
-@pytest.mark.parametrize("accountant,sigma,delta", [("zcdp", 1.0, 1e-16),     # below PLD's delta resolution
-                                                    ("zcdp", 1e-3, 1e-5)])    # below PLD's noise range
+@pytest.mark.parametrize(
+    "accountant,sigma,delta",
+    [
+        ("zcdp", 1.0, 1e-16),  # below PLD's delta resolution
+        ("zcdp", 1e-3, 1e-5),
+    ],
+)  # below PLD's noise range
 def test_dp_sgld_run_is_not_refused_by_an_accountant_it_only_reports(accountant, sigma, delta):
     # was the PLD accountant's ValueError (from the details' epsilon_by_accountant), for a run accounted by zCDP
     from dpposterior.mcmc import dp_sgld as sg
     from dpposterior.privacy import dpd_epsilon
 
-    r = sg.run(sg.logistic_regression(2), (_X, _Y), **{**_RUN, "noise_multiplier": sigma, "delta": delta,
-                                                         "accountant": accountant})
+    r = sg.run(
+        sg.logistic_regression(2),
+        (_X, _Y),
+        **{**_RUN, "noise_multiplier": sigma, "delta": delta, "accountant": accountant},
+    )
     assert r.privacy.epsilon == dpd_epsilon(sigma, delta, 0.5, 2, accountant).epsilon
     by = dict(dict(r.privacy.details)["epsilon_by_accountant"])
     assert by["zcdp"] == r.privacy.epsilon and by["pld"] is None
-    _raises(lambda: sg.epsilons_for(1.0, 1e-5, 0.5, 0), ValueError, "num_steps")   # bad input still refused
+    _raises(lambda: sg.epsilons_for(1.0, 1e-5, 0.5, 0), ValueError, "num_steps")  # bad input still refused
 
 
 # ---------------------------------------------------------------------------------------------
 # logistic_bound_constants
 
 
-@pytest.mark.parametrize("features,kw,exc,words", [
-    ([["1.5", "2"]], {}, TypeError, ("features", "real numbers")),           # was silently [2.5]
-    (np.ones((2, 2), complex), {}, TypeError, ("features", "real numbers")),  # was a ComplexWarning, imag dropped
-    (np.full((2, 2), 1e200), {}, ValueError, ("features", "float32")),       # was inf with an overflow warning
-    (np.ones((2, 2)), dict(temperature=1e-320), ValueError, ("temperature", "float32")),  # was inf
-])
+@pytest.mark.parametrize(
+    "features,kw,exc,words",
+    [
+        ([["1.5", "2"]], {}, TypeError, ("features", "real numbers")),  # was silently [2.5]
+        (np.ones((2, 2), complex), {}, TypeError, ("features", "real numbers")),  # was a ComplexWarning, imag dropped
+        (np.full((2, 2), 1e200), {}, ValueError, ("features", "float32")),  # was inf with an overflow warning
+        (np.ones((2, 2)), dict(temperature=1e-320), ValueError, ("temperature", "float32")),  # was inf
+    ],
+)
 def test_logistic_bound_constants_refuse_strings_complex_and_overflow(features, kw, exc, words):
     _raises(lambda: mcmc.logistic_bound_constants(features, **kw), exc, *words)
     assert mcmc.logistic_bound_constants([[3.0, 4.0]], temperature=2.0) == pytest.approx([2.5])
@@ -178,22 +210,35 @@ def test_masked_arrays_are_refused_naming_the_argument():
     # numpyro_energy_model failed in JAX ("numpy masked arrays are not supported") without naming the data
     x = np.ma.masked_array([[1.0, 2.0], [3.0, 4.0]], mask=[[0, 0], [0, 1]])
     _raises(lambda: mcmc.logistic_bound_constants(x), ValueError, "features", "1 masked")
-    _raises(lambda: mcmc.energy_model(lambda th, r: r[0] * th[0], x, log_prior_fn=lambda th: -jnp.sum(th**2),
-                                      bound_constants=np.ones(2)), ValueError, "data", "masked")
-    _raises(lambda: mcmc.numpyro_energy_model(_logistic, x[:, 1], _YN[:2], bound_constants=np.ones(2)),
-            ValueError, "data", "masked")
+    _raises(
+        lambda: mcmc.energy_model(
+            lambda th, r: r[0] * th[0], x, log_prior_fn=lambda th: -jnp.sum(th**2), bound_constants=np.ones(2)
+        ),
+        ValueError,
+        "data",
+        "masked",
+    )
+    _raises(
+        lambda: mcmc.numpyro_energy_model(_logistic, x[:, 1], _YN[:2], bound_constants=np.ones(2)),
+        ValueError,
+        "data",
+        "masked",
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # calibrate_chain
 
 
-@pytest.mark.parametrize("method,kw,word", [
-    ("penalty", dict(delta_fraction=0.1), "delta_fraction"),      # was ignored: the same sigma as 0.5
-    ("dp_barker", dict(delta_fraction=0.1, num_records=1000), "delta_fraction"),
-    ("dp_fast_mh", dict(num_records=1000), "num_records"),        # was ignored
-    ("penalty", dict(num_records=1000), "num_records"),
-])
+@pytest.mark.parametrize(
+    "method,kw,word",
+    [
+        ("penalty", dict(delta_fraction=0.1), "delta_fraction"),  # was ignored: the same sigma as 0.5
+        ("dp_barker", dict(delta_fraction=0.1, num_records=1000), "delta_fraction"),
+        ("dp_fast_mh", dict(num_records=1000), "num_records"),  # was ignored
+        ("penalty", dict(num_records=1000), "num_records"),
+    ],
+)
 def test_calibrate_chain_refuses_settings_its_method_ignores(method, kw, word):
     _raises(lambda: mcmc.calibrate_chain(method, 1.0, 1e-5, 10, **kw), ValueError, word, "only")
     assert mcmc.calibrate_chain("dp_fast_mh", 1.0, 1e-5, 10, delta_fraction=0.2).delta == pytest.approx(2e-7)
@@ -202,19 +247,34 @@ def test_calibrate_chain_refuses_settings_its_method_ignores(method, kw, word):
 def test_barker_kernel_refuses_settings_its_test_ignores():
     n = 20
     x = np.linspace(-1.0, 1.0, n).astype(np.float32)
-    model = mcmc.energy_model(lambda th, r: 0.5 * (r - th[0]) ** 2, x, log_prior_fn=lambda th: -0.5 * jnp.sum(th**2),
-                              bound_constants=np.full(n, 3.0))
+    model = mcmc.energy_model(
+        lambda th, r: 0.5 * (r - th[0]) ** 2,
+        x,
+        log_prior_fn=lambda th: -0.5 * jnp.sum(th**2),
+        bound_constants=np.full(n, 3.0),
+    )
     rw = mcmc.random_walk(0.1)
     # was stored and never used (a non-private chain is not accounted)
     _raises(lambda: mcmc.dp_barker_kernel(model, rw, private=False, delta=1e-7), ValueError, "delta", "ignored")
     # the exact test draws Logistic(0, 1): C = 1.0 changed nothing
-    _raises(lambda: mcmc.dp_barker_kernel(model, rw, private=False, normal_variance=1.0), ValueError,
-            "normal_variance", "ignored")
-    assert mcmc.dp_barker_kernel(model, rw, private=False, batch_size=10, normal_variance=1.0).config.normal_variance == 1.0
+    _raises(
+        lambda: mcmc.dp_barker_kernel(model, rw, private=False, normal_variance=1.0),
+        ValueError,
+        "normal_variance",
+        "ignored",
+    )
+    assert (
+        mcmc.dp_barker_kernel(model, rw, private=False, batch_size=10, normal_variance=1.0).config.normal_variance
+        == 1.0
+    )
     assert mcmc.dp_barker_kernel(model, rw).config.delta == 1e-5
     # the default batch is all N = 10 records: the message said "got 10" for a batch_size never given
-    small = mcmc.energy_model(lambda th, r: 0.5 * (r - th[0]) ** 2, x[:10], log_prior_fn=lambda th: -0.5 * jnp.sum(th**2),
-                              bound_constants=np.full(10, 3.0))
+    small = mcmc.energy_model(
+        lambda th, r: 0.5 * (r - th[0]) ** 2,
+        x[:10],
+        log_prior_fn=lambda th: -0.5 * jnp.sum(th**2),
+        bound_constants=np.full(10, 3.0),
+    )
     _raises(lambda: mcmc.dp_barker_kernel(small, rw), ValueError, "defaults to N", "N = 10")
 
 
@@ -235,8 +295,12 @@ def test_numpyro_energy_model_refuses_a_prior_that_reads_the_data():
         with numpyro.plate("data", x.shape[0]):
             numpyro.sample("y", dist.Bernoulli(logits=w * x), obs=y)
 
-    _raises(lambda: mcmc.numpyro_energy_model(empirical_bayes, _XN, _YN, bound_constants=_CN), ValueError,
-            "latent site 'w'", "must not read the records")
+    _raises(
+        lambda: mcmc.numpyro_energy_model(empirical_bayes, _XN, _YN, bound_constants=_CN),
+        ValueError,
+        "latent site 'w'",
+        "must not read the records",
+    )
 
 
 @pytest.mark.parametrize("eps,delta,steps", [(0.1, 1e-3, 7), (0.5, 1e-5, 10), (2.0, 1e-6, 300)])
@@ -246,10 +310,15 @@ def test_calibrate_chain_exact_penalty_never_exceeds_its_target(eps, delta, step
     assert mcmc.gaussian_chain_epsilon(per.noise_multiplier, steps, delta, "exact") <= eps
 
 
-@pytest.mark.parametrize("position,exc,word", [([True, False], TypeError, "real numbers"),   # was [1., 0.]
-                                               (["0.1"], TypeError, "real numbers"),          # was [0.1]
-                                               ([np.nan, 0.0], ValueError, "finite"),         # was a NaN state
-                                               ([1e39], ValueError, "float32")])              # was inf
+@pytest.mark.parametrize(
+    "position,exc,word",
+    [
+        ([True, False], TypeError, "real numbers"),  # was [1., 0.]
+        (["0.1"], TypeError, "real numbers"),  # was [0.1]
+        ([np.nan, 0.0], ValueError, "finite"),  # was a NaN state
+        ([1e39], ValueError, "float32"),
+    ],
+)  # was inf
 def test_dp_sgld_init_checks_the_position(position, exc, word):
     from dpposterior.mcmc import dp_sgld as sg
 
@@ -275,15 +344,18 @@ def test_numpyro_energy_model_accepts_a_feature_plate_as_large_as_n():
 # the DP dropout reproduction's settings
 
 
-@pytest.mark.parametrize("kw,exc,word", [
-    (dict(kept_samples=0), ValueError, "kept_samples"),     # was a ZeroDivisionError in run_dp_dropout
-    (dict(epsilons=()), TypeError, "epsilons"),             # was min() of an empty sequence in the report
-    (dict(seeds=(0, 0)), ValueError, "seeds"),              # was one run averaged as two seeds (sd 0)
-    (dict(epsilons=(-1.0,)), ValueError, "epsilon"),
-    (dict(batch_size=600), ValueError, "batch_size"),       # q = 600 / 500 > 1: was "sampling_rate" at run time
-    (dict(datasets=("mnist",)), ValueError, "datasets"),
-    (dict(seeds=(True,)), TypeError, "seeds"),
-])
+@pytest.mark.parametrize(
+    "kw,exc,word",
+    [
+        (dict(kept_samples=0), ValueError, "kept_samples"),  # was a ZeroDivisionError in run_dp_dropout
+        (dict(epsilons=()), TypeError, "epsilons"),  # was min() of an empty sequence in the report
+        (dict(seeds=(0, 0)), ValueError, "seeds"),  # was one run averaged as two seeds (sd 0)
+        (dict(epsilons=(-1.0,)), ValueError, "epsilon"),
+        (dict(batch_size=600), ValueError, "batch_size"),  # q = 600 / 500 > 1: was "sampling_rate" at run time
+        (dict(datasets=("mnist",)), ValueError, "datasets"),
+        (dict(seeds=(True,)), TypeError, "seeds"),
+    ],
+)
 def test_dp_dropout_settings_are_checked_when_made(kw, exc, word):
     import dataclasses
 
@@ -304,10 +376,17 @@ def test_numpyro_energy_model_box_must_lie_inside_a_constrained_support():
         with numpyro.plate("data", x.shape[0]):
             numpyro.sample("y", dist.Bernoulli(logits=w * x), obs=y)
 
-    _raises(lambda: mcmc.numpyro_energy_model(positive_weight, _XN, _YN, bound_constants=_CN, box=(-1.0, 5.0)),
-            ValueError, "inside the support", "'w'")
-    _raises(lambda: mcmc.numpyro_energy_model(positive_weight, _XN, _YN, bound_constants=_CN,
-                                              box=([0.1, 0.1], [1.0, 1.0])), ValueError, "one entry per coordinate")
+    _raises(
+        lambda: mcmc.numpyro_energy_model(positive_weight, _XN, _YN, bound_constants=_CN, box=(-1.0, 5.0)),
+        ValueError,
+        "inside the support",
+        "'w'",
+    )
+    _raises(
+        lambda: mcmc.numpyro_energy_model(positive_weight, _XN, _YN, bound_constants=_CN, box=([0.1, 0.1], [1.0, 1.0])),
+        ValueError,
+        "one entry per coordinate",
+    )
     assert mcmc.numpyro_energy_model(positive_weight, _XN, _YN, bound_constants=_CN, box=(0.0, 5.0)).lower is not None
 
 
@@ -321,9 +400,14 @@ def test_dp_sgld_builtin_prior_scale_must_give_a_float32_precision(scale):
     _raises(lambda: sg.mlp(2, prior_scale=scale), ValueError, "prior_scale", "float32")
 
 
-@pytest.mark.parametrize("logit", [lambda th, x: (x @ th)[:, None],       # was a (n, 1) "predictive"
-                                   lambda th, x: jnp.sum(x @ th),          # was one number for all rows
-                                   lambda th, x: x[:, 0] * th[0] > 0])     # was 0/1 taken as logits
+@pytest.mark.parametrize(
+    "logit",
+    [
+        lambda th, x: (x @ th)[:, None],  # was a (n, 1) "predictive"
+        lambda th, x: jnp.sum(x @ th),  # was one number for all rows
+        lambda th, x: x[:, 0] * th[0] > 0,
+    ],
+)  # was 0/1 taken as logits
 def test_dp_sgld_predictive_checks_a_custom_logit(logit):
     from dpposterior.mcmc import dp_sgld as sg
 
@@ -338,8 +422,12 @@ def test_dp_sgld_predictive_checks_a_custom_logit(logit):
 def test_non_private_minibatch_barker_says_when_its_test_was_invalid():
     n = 400
     x = np.where(np.arange(n) % 2 == 0, 1.0, -1.0).astype(np.float32)
-    model = mcmc.energy_model(lambda th, r: 50.0 * r * th[0], x, log_prior_fn=lambda th: -0.5 * jnp.sum(th**2),
-                              bound_constants=np.full(n, 50.0))
+    model = mcmc.energy_model(
+        lambda th, r: 50.0 * r * th[0],
+        x,
+        log_prior_fn=lambda th: -0.5 * jnp.sum(th**2),
+        bound_constants=np.full(n, 50.0),
+    )
     kernel = mcmc.dp_barker_kernel(model, mcmc.random_walk(1.0), batch_size=20, private=False)
     with pytest.warns(RuntimeWarning, match=r"of 30 minibatch Barker tests \(private=False\) had a variance"):
         res = mcmc.run_chain(kernel, [0.0], 30, rng_key=0)
@@ -348,6 +436,7 @@ def test_non_private_minibatch_barker_says_when_its_test_was_invalid():
     # a step small enough for s2 < C: no warning, nothing counted
     calm = mcmc.dp_barker_kernel(model, mcmc.random_walk(1e-4), batch_size=20, private=False)
     import warnings
+
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         res = mcmc.run_chain(calm, [0.0], 30, rng_key=0)

@@ -21,8 +21,16 @@ from dpposterior.privacy.spent import PrivacySpent
 
 CENTER = np.zeros((3, 2))
 SCALE = np.ones((3, 2))
-RECORD = dict(epsilon=1.0, delta=1e-5, neighbouring="add_remove", accountant="pld",
-              mechanism="poisson_subsampled_gaussian", noise_multiplier=1.0, sampling_rate=0.1, num_steps=10)
+RECORD = dict(
+    epsilon=1.0,
+    delta=1e-5,
+    neighbouring="add_remove",
+    accountant="pld",
+    mechanism="poisson_subsampled_gaussian",
+    noise_multiplier=1.0,
+    sampling_rate=0.1,
+    num_steps=10,
+)
 
 
 def _raises(fn, exc, *words):
@@ -35,13 +43,14 @@ def _raises(fn, exc, *words):
 # ---------------------------------------------------------------------------------------------
 # validation
 
+
 @pytest.mark.parametrize("low,high", [(-1e39, 0.0), (-3e38, 3e38)])
 def test_reference_offsets_beyond_float32_are_refused_not_nan(low, high):
     # were NaN reference points (the offsets are drawn in float32)
-    _raises(lambda: validation.reference_points(0, CENTER, SCALE, low=low, high=high), ValueError, "float32",
-            "low")
-    _raises(lambda: validation.repeated_reference_points(0, CENTER, SCALE, 2, low=low, high=high), ValueError,
-            "float32")
+    _raises(lambda: validation.reference_points(0, CENTER, SCALE, low=low, high=high), ValueError, "float32", "low")
+    _raises(
+        lambda: validation.repeated_reference_points(0, CENTER, SCALE, 2, low=low, high=high), ValueError, "float32"
+    )
 
 
 def test_reference_points_that_overflow_are_refused_not_inf():
@@ -55,6 +64,7 @@ def test_ragged_outcomes_are_a_type_error_naming_outcomes():
 
 # ---------------------------------------------------------------------------------------------
 # zCDP
+
 
 @pytest.mark.parametrize("sigma", [1e-200, 1e-160])
 def test_zcdp_rho_overflow_is_a_clear_error(sigma):
@@ -83,12 +93,13 @@ def test_tight_zcdp_conversion_of_extreme_rho_is_finite():
 # ---------------------------------------------------------------------------------------------
 # DP-SGD accounting and calibration
 
+
 def test_calibration_rtol_below_float_resolution_is_refused():
     # 1e-16 was a ZeroDivisionError (dpsgd) or a search that never ended (DP dropout)
-    _raises(lambda: privacy.calibrate_noise_multiplier(1.0, 1e-5, 0.1, 10, "rdp", rtol=1e-16), ValueError,
-            "rtol", "1e-12")
-    _raises(lambda: privacy.calibrate_dpd_noise_multiplier(1.0, 1e-5, 0.1, 10, "zcdp", rtol=1e-300), ValueError,
-            "rtol")
+    _raises(
+        lambda: privacy.calibrate_noise_multiplier(1.0, 1e-5, 0.1, 10, "rdp", rtol=1e-16), ValueError, "rtol", "1e-12"
+    )
+    _raises(lambda: privacy.calibrate_dpd_noise_multiplier(1.0, 1e-5, 0.1, 10, "zcdp", rtol=1e-300), ValueError, "rtol")
 
 
 def test_pld_noise_multiplier_below_its_floor_is_refused_at_once():
@@ -99,19 +110,23 @@ def test_pld_noise_multiplier_below_its_floor_is_refused_at_once():
 # ---------------------------------------------------------------------------------------------
 # PrivacySpent and the ledger
 
-@pytest.mark.parametrize("field,value,exc", [
-    ("epsilon", True, TypeError),
-    ("delta", "0.5", TypeError),          # was stored; summary() then crashed
-    ("delta", None, TypeError),
-    ("noise_multiplier", -1.0, ValueError),
-    ("noise_multiplier", math.nan, ValueError),
-    ("sampling_rate", 1.5, ValueError),   # Ledger.total then failed inside dp-accounting
-    ("num_steps", 0, ValueError),
-    ("num_steps", 2.5, TypeError),
-    ("num_steps", True, TypeError),
-    ("accountant", None, TypeError),
-    ("details", [("clip", 1.0)], TypeError),
-])
+
+@pytest.mark.parametrize(
+    "field,value,exc",
+    [
+        ("epsilon", True, TypeError),
+        ("delta", "0.5", TypeError),  # was stored; summary() then crashed
+        ("delta", None, TypeError),
+        ("noise_multiplier", -1.0, ValueError),
+        ("noise_multiplier", math.nan, ValueError),
+        ("sampling_rate", 1.5, ValueError),  # Ledger.total then failed inside dp-accounting
+        ("num_steps", 0, ValueError),
+        ("num_steps", 2.5, TypeError),
+        ("num_steps", True, TypeError),
+        ("accountant", None, TypeError),
+        ("details", [("clip", 1.0)], TypeError),
+    ],
+)
 def test_privacy_record_fields_are_checked(field, value, exc):
     _raises(lambda: PrivacySpent(**{**RECORD, field: value}), exc, field)
 
@@ -135,16 +150,20 @@ def test_ledger_file_whose_entries_are_not_a_list(tmp_path):
 
 def test_ledger_release_with_huge_epsilon_is_a_clear_error():
     ledger = privacy.Ledger()
-    ledger.add(PrivacySpent(epsilon=800.0, delta=0.0, neighbouring="add_remove", accountant="pure",
-                            mechanism="laplace"), "counts")
+    ledger.add(
+        PrivacySpent(epsilon=800.0, delta=0.0, neighbouring="add_remove", accountant="pure", mechanism="laplace"),
+        "counts",
+    )
     _raises(lambda: ledger.total(1e-5), ValueError, "'counts'", "epsilon")  # was OverflowError
 
 
 # ---------------------------------------------------------------------------------------------
 # secure randomness, audits, the Gaussian mechanism
 
-@pytest.mark.parametrize("shape,exc", [((2.7,), TypeError), (True, TypeError), ("3", TypeError),
-                                       (2.7, TypeError), ((-1,), ValueError)])
+
+@pytest.mark.parametrize(
+    "shape,exc", [((2.7,), TypeError), (True, TypeError), ("3", TypeError), (2.7, TypeError), ((-1,), ValueError)]
+)
 def test_secure_shapes_are_integers(shape, exc):
     # (2.7,) was silently 2 draws, True one draw, "3" three
     _raises(lambda: privacy.secure_normal(shape), exc, "shape")
@@ -155,23 +174,26 @@ def test_secure_laplace_scale_is_a_number(scale):
     _raises(lambda: privacy.secure_laplace(2, scale), TypeError, "scale")
 
 
-@pytest.mark.parametrize("args,exc,word", [
-    ((2.5, 10, 0.05), TypeError, "successes"),   # was truncated to 2
-    ((True, 10, 0.05), TypeError, "successes"),
-    (("3", 10, 0.05), TypeError, "successes"),
-    ((3, 10, "0.05"), TypeError, "alpha"),       # was a bare comparison TypeError
-    ((11, 10, 0.05), ValueError, "trials"),
-])
+@pytest.mark.parametrize(
+    "args,exc,word",
+    [
+        ((2.5, 10, 0.05), TypeError, "successes"),  # was truncated to 2
+        ((True, 10, 0.05), TypeError, "successes"),
+        (("3", 10, 0.05), TypeError, "successes"),
+        ((3, 10, "0.05"), TypeError, "alpha"),  # was a bare comparison TypeError
+        ((11, 10, 0.05), ValueError, "trials"),
+    ],
+)
 def test_clopper_pearson_counts_are_integers(args, exc, word):
     _raises(lambda: privacy.clopper_pearson_upper(*args), exc, word)
     _raises(lambda: privacy.clopper_pearson_lower(*args), exc, word)
 
 
 def test_audit_counts_are_integers():
-    _raises(lambda: privacy.epsilon_lower_bound_from_counts(2.5, 100, 3, 100, delta=1e-5), TypeError,
-            "false_positives")
-    _raises(lambda: privacy.epsilon_lower_bound_from_counts(3, 100, 101, 100, delta=1e-5), ValueError,
-            "false_negatives")
+    _raises(lambda: privacy.epsilon_lower_bound_from_counts(2.5, 100, 3, 100, delta=1e-5), TypeError, "false_positives")
+    _raises(
+        lambda: privacy.epsilon_lower_bound_from_counts(3, 100, 101, 100, delta=1e-5), ValueError, "false_negatives"
+    )
 
 
 def test_audit_many_runs_key_is_checked():
@@ -180,10 +202,13 @@ def test_audit_many_runs_key_is_checked():
     _raises(lambda: privacy.audit_many_runs(run, num_runs=4, delta=0.0, rng_key=True), TypeError, "rng_key")
 
 
-@pytest.mark.parametrize("fn", [
-    lambda: privacy.epsilon_lower_bound_from_scores([[1.0], [1.0, 2.0]], [1.0, 2.0], delta=1e-5),
-    lambda: privacy.gaussian_mechanism([[1.0], [1.0, 2.0]], epsilon=1.0, delta=1e-5, sensitivity=1.0, rng_key=0),
-])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda: privacy.epsilon_lower_bound_from_scores([[1.0], [1.0, 2.0]], [1.0, 2.0], delta=1e-5),
+        lambda: privacy.gaussian_mechanism([[1.0], [1.0, 2.0]], epsilon=1.0, delta=1e-5, sensitivity=1.0, rng_key=0),
+    ],
+)
 def test_ragged_arrays_are_a_type_error(fn):
     _raises(fn, TypeError, "could not convert")
 
@@ -195,8 +220,14 @@ def test_privacy_record_round_trips_through_json_with_nested_details():
 
     from dpposterior.privacy import PrivacySpent
 
-    p = PrivacySpent(epsilon=1.0, delta=0.0, neighbouring="add_remove", accountant="pure", mechanism="laplace",
-                     details=(("parts", ("xx", "xy")), ("scales", ((1.0, 2.0), (3.0,))), ("note", "n")))
+    p = PrivacySpent(
+        epsilon=1.0,
+        delta=0.0,
+        neighbouring="add_remove",
+        accountant="pure",
+        mechanism="laplace",
+        details=(("parts", ("xx", "xy")), ("scales", ((1.0, 2.0), (3.0,))), ("note", "n")),
+    )
     q = PrivacySpent.from_dict(json.loads(json.dumps(p.to_dict())))
     assert q == p and hash(q) == hash(p)
 

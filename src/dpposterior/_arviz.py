@@ -66,9 +66,16 @@ def _json_value(value: Any) -> Any:
     return str(value)
 
 
-def inference_data(draws: dict[str, Any], method: str, privacy: Any, *, num_chains: int = DEFAULT_CHAINS,
-                   coords: dict[str, Any] | None = None, dims: dict[str, Any] | None = None,
-                   chains: str = "independent") -> Any:
+def inference_data(
+    draws: dict[str, Any],
+    method: str,
+    privacy: Any,
+    *,
+    num_chains: int = DEFAULT_CHAINS,
+    coords: dict[str, Any] | None = None,
+    dims: dict[str, Any] | None = None,
+    chains: str = "independent",
+) -> Any:
     """An ArviZ ``InferenceData`` of constrained ``draws`` (one array (M, *site shape) per site).
 
     The M draws are split in order into ``num_chains`` chains of M / ``num_chains`` draws each, so that
@@ -103,27 +110,35 @@ def inference_data(draws: dict[str, Any], method: str, privacy: Any, *, num_chai
     arrays = {k: np.asarray(v) for k, v in draws.items()}
     m = next(iter(arrays.values())).shape[0] if arrays else 0
     if m % c:
-        raise ValueError(f"the {m} draws cannot be split into num_chains={c} chains of equal length: give a number "
-                         f"of draws that is a multiple of num_chains")
+        raise ValueError(
+            f"the {m} draws cannot be split into num_chains={c} chains of equal length: give a number "
+            f"of draws that is a multiple of num_chains"
+        )
     shapes = {k: v.shape[1:] for k, v in arrays.items()}
     dims, coords = _check_dims(dims, shapes), _check_coords(coords, dims, shapes)
     posterior = {k: v.reshape(c, m // c, *v.shape[1:]) for k, v in arrays.items()}
-    what = ("independent draws of the posterior, split in order into chains: R-hat is about 1 by construction"
-            if chains == "independent" else
-            "consecutive blocks of one sampler run's draws: R-hat compares the blocks, as split R-hat does")
+    what = (
+        "independent draws of the posterior, split in order into chains: R-hat is about 1 by construction"
+        if chains == "independent"
+        else "consecutive blocks of one sampler run's draws: R-hat compares the blocks, as split R-hat does"
+    )
     attrs = {"method": method, "num_chains": c, "chains": what, **privacy_attrs(privacy)}
     try:
         idata = az.from_dict(posterior=posterior, coords=coords, dims=dims, attrs=attrs)
     except ValueError as e:  # e.g. a site named like another site's dimension, of another length
-        raise ValueError(f"ArviZ cannot hold the latent sites {list(posterior)} as variables ({e}); a site "
-                         "named 'chain', 'draw' or '<site>_dim_<k>' takes a dimension's name: rename it in the "
-                         "model") from e
+        raise ValueError(
+            f"ArviZ cannot hold the latent sites {list(posterior)} as variables ({e}); a site "
+            "named 'chain', 'draw' or '<site>_dim_<k>' takes a dimension's name: rename it in the "
+            "model"
+        ) from e
     lost = [k for k in posterior if k not in idata.posterior.data_vars]
     if lost:  # ArviZ made them coordinates: they would be left out of to_arviz and summary_table, silently
-        raise ValueError(f"the latent sites {lost} cannot be ArviZ variables: ArviZ names its dimensions 'chain', "
-                         "'draw' and '<site>_dim_<k>', and makes a variable of such a name a coordinate, so it would "
-                         "be left out of to_arviz and summary_table; rename the site in the model (sample and "
-                         "summary hold it)")
+        raise ValueError(
+            f"the latent sites {lost} cannot be ArviZ variables: ArviZ names its dimensions 'chain', "
+            "'draw' and '<site>_dim_<k>', and makes a variable of such a name a coordinate, so it would "
+            "be left out of to_arviz and summary_table; rename the site in the model (sample and "
+            "summary hold it)"
+        )
     # the variables in the model's order of the latent sites (from_dict sorts them by name)
     group = idata.posterior[list(posterior)]
     group.attrs.update(attrs)
@@ -134,8 +149,9 @@ def _check_dims(dims: Any, shapes: dict[str, tuple[int, ...]]) -> dict[str, list
     if dims is None:
         return None
     if not isinstance(dims, dict):
-        raise TypeError(f"dims must be a dict of a site's dimension names, e.g. {{'w': ['feature']}}, got "
-                        f"{type(dims).__name__}")
+        raise TypeError(
+            f"dims must be a dict of a site's dimension names, e.g. {{'w': ['feature']}}, got {type(dims).__name__}"
+        )
     out = {}
     for site, names in dims.items():
         if site not in shapes:
@@ -144,8 +160,10 @@ def _check_dims(dims: Any, shapes: dict[str, tuple[int, ...]]) -> dict[str, list
             names = [names]
         names = list(names)
         if len(names) != len(shapes[site]) or not all(isinstance(n, str) for n in names):
-            raise ValueError(f"dims[{site!r}] must give one name (a string) per axis of the site, whose draws have "
-                             f"shape {tuple(shapes[site])}, got {names!r}")
+            raise ValueError(
+                f"dims[{site!r}] must give one name (a string) per axis of the site, whose draws have "
+                f"shape {tuple(shapes[site])}, got {names!r}"
+            )
         reserved = [n for n in names if n in _RESERVED_DIMS]
         if reserved:
             raise ValueError(f"dims[{site!r}] names {reserved}: 'chain' and 'draw' are ArviZ's sample dimensions")
@@ -153,13 +171,16 @@ def _check_dims(dims: Any, shapes: dict[str, tuple[int, ...]]) -> dict[str, list
     return out
 
 
-def _check_coords(coords: Any, dims: dict[str, list[str]] | None,
-                  shapes: dict[str, tuple[int, ...]]) -> dict[str, list[Any]] | None:
+def _check_coords(
+    coords: Any, dims: dict[str, list[str]] | None, shapes: dict[str, tuple[int, ...]]
+) -> dict[str, list[Any]] | None:
     if coords is None:
         return None
     if not isinstance(coords, dict):
-        raise TypeError(f"coords must be a dict of a dimension's labels, e.g. {{'feature': ['age', 'income']}}, "
-                        f"got {type(coords).__name__}")
+        raise TypeError(
+            f"coords must be a dict of a dimension's labels, e.g. {{'feature': ['age', 'income']}}, "
+            f"got {type(coords).__name__}"
+        )
     sizes: dict[str, set[int]] = {}
     for site, shape in shapes.items():
         names = (dims or {}).get(site) or [f"{site}_dim_{k}" for k in range(len(shape))]
@@ -168,15 +189,20 @@ def _check_coords(coords: Any, dims: dict[str, list[str]] | None,
     out = {}
     for name, labels in coords.items():
         if name in _RESERVED_DIMS:
-            raise ValueError(f"coords labels {name!r}: 'chain' and 'draw' are ArviZ's sample dimensions, numbered "
-                             "by to_arviz")
+            raise ValueError(
+                f"coords labels {name!r}: 'chain' and 'draw' are ArviZ's sample dimensions, numbered by to_arviz"
+            )
         if name not in sizes:
-            raise ValueError(f"coords labels the dimension {name!r}, which no latent site has; the dimensions are "
-                             f"{sorted(sizes)} (name a site's dimensions with dims)")
+            raise ValueError(
+                f"coords labels the dimension {name!r}, which no latent site has; the dimensions are "
+                f"{sorted(sizes)} (name a site's dimensions with dims)"
+            )
         labels = [labels] if isinstance(labels, str) else list(labels)
         if len(sizes[name]) != 1 or len(labels) not in sizes[name]:
-            raise ValueError(f"coords[{name!r}] has {len(labels)} labels, but the dimension {name!r} has "
-                             f"{' and '.join(map(str, sorted(sizes[name])))} entries: give one label per entry")
+            raise ValueError(
+                f"coords[{name!r}] has {len(labels)} labels, but the dimension {name!r} has "
+                f"{' and '.join(map(str, sorted(sizes[name])))} entries: give one label per entry"
+            )
         if len(set(map(str, labels))) != len(labels):
             raise ValueError(f"coords[{name!r}] repeats a label: each entry needs its own, got {labels!r}")
         out[name] = labels

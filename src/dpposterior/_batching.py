@@ -33,8 +33,9 @@ def cpu_kernel_calls(fn: Callable[..., Any], *args: Any) -> tuple[str, ...]:
     lowering ``fn`` (abstract shapes; nothing is computed)."""
     if jax.default_backend() != "cpu":
         return ()
-    abstract = jax.tree.map(lambda a: a if isinstance(a, jax.ShapeDtypeStruct)
-                            else jax.ShapeDtypeStruct(np.shape(a), _dtype(a)), args)
+    abstract = jax.tree.map(
+        lambda a: a if isinstance(a, jax.ShapeDtypeStruct) else jax.ShapeDtypeStruct(np.shape(a), _dtype(a)), args
+    )
     return custom_calls(jax.jit(fn).lower(*abstract).as_text())
 
 
@@ -55,13 +56,13 @@ def spread_over_devices(fn: Callable[..., Any], example: tuple, devices: int) ->
         return fn, 1
     from jax.sharding import PartitionSpec as P
 
-    sharded = jax.jit(jax.shard_map(fn, mesh=_mesh(devices), in_specs=P("rows"), out_specs=P("rows"),
-                                    check_vma=False))
+    sharded = jax.jit(jax.shard_map(fn, mesh=_mesh(devices), in_specs=P("rows"), out_specs=P("rows"), check_vma=False))
     return sharded, devices
 
 
-def map_in_chunks(fn: Callable[..., Any], batched_args: tuple, size: int, progress: Any = None,
-                  devices: int = 1) -> Any:
+def map_in_chunks(
+    fn: Callable[..., Any], batched_args: tuple, size: int, progress: Any = None, devices: int = 1
+) -> Any:
     """``fn(*chunk)`` over chunks of ``size`` rows (axis 0 of every leaf of ``batched_args``), concatenated.
 
     The last chunk is padded by repeating its last row, so one compiled program serves every chunk, and
@@ -76,12 +77,14 @@ def map_in_chunks(fn: Callable[..., Any], batched_args: tuple, size: int, progre
     k = int(jax.tree.leaves(batched_args)[0].shape[0])
     size = max(1, min(int(size), k))
     if isinstance(devices, bool) or not isinstance(devices, int) or not 1 <= devices <= jax.device_count():
-        raise ValueError(f"devices must be an integer in [1, {jax.device_count()}] (jax.device_count()), "
-                         f"got {devices!r}")
+        raise ValueError(
+            f"devices must be an integer in [1, {jax.device_count()}] (jax.device_count()), got {devices!r}"
+        )
     if devices > 1:
         padded = -(-size // devices) * devices
-        example = jax.tree.map(lambda a: jax.ShapeDtypeStruct((padded,) + np.shape(a)[1:], _dtype(a)),
-                               batched_args)  # shapes only: no copy of the data
+        example = jax.tree.map(
+            lambda a: jax.ShapeDtypeStruct((padded,) + np.shape(a)[1:], _dtype(a)), batched_args
+        )  # shapes only: no copy of the data
         fn, used = spread_over_devices(fn, example, devices)
         if used > 1:
             size = padded

@@ -69,9 +69,12 @@ def warn_if_delta_large(delta: float, num_records: int) -> None:
     if num_records > 0 and delta >= 1.0 / num_records:
         import warnings
 
-        warnings.warn(f"delta={delta:g} is at least 1/N = 1/{num_records} = {1.0 / num_records:.3g}: such a guarantee "
-                      "allows a release that publishes a random record in full; choose delta well below 1/N",
-                      LargeDeltaWarning, stacklevel=3)
+        warnings.warn(
+            f"delta={delta:g} is at least 1/N = 1/{num_records} = {1.0 / num_records:.3g}: such a guarantee "
+            "allows a release that publishes a random record in full; choose delta well below 1/N",
+            LargeDeltaWarning,
+            stacklevel=3,
+        )
 
 
 def check_sampling_rate(q: Any, name: str = "sampling_rate") -> float:
@@ -116,25 +119,37 @@ def check_float32_array(name: str, arr: np.ndarray, private: bool = False) -> No
         with np.errstate(invalid="ignore"):
             big = np.abs(arr) > FLOAT32_MAX
         if big.any():
-            got = (f"{int(big.sum())} value(s) lie beyond it (values of the data are not quoted)" if private
-                   else f"got {arr[big].flat[0]!r}")
-            raise ValueError(f"{name} must lie within the float32 range |x| <= {FLOAT32_MAX:.4g} (JAX computes in "
-                             f"float32 and larger values become inf), {got}")
+            got = (
+                f"{int(big.sum())} value(s) lie beyond it (values of the data are not quoted)"
+                if private
+                else f"got {arr[big].flat[0]!r}"
+            )
+            raise ValueError(
+                f"{name} must lie within the float32 range |x| <= {FLOAT32_MAX:.4g} (JAX computes in "
+                f"float32 and larger values become inf), {got}"
+            )
     elif arr.dtype.kind in "iu" and arr.dtype.itemsize > 4:
         info = np.iinfo(np.int32 if arr.dtype.kind == "i" else np.uint32)
         outside = (arr < info.min) | (arr > info.max)
         if outside.any():
-            got = (f"{int(outside.sum())} value(s) lie outside it (values of the data are not quoted)" if private
-                   else f"got values in [{arr.min()}, {arr.max()}]")
-            raise ValueError(f"{name} must lie within the 32-bit integer range [{info.min}, {info.max}] (JAX "
-                             f"computes in 32 bits and larger integers wrap around), {got}")
+            got = (
+                f"{int(outside.sum())} value(s) lie outside it (values of the data are not quoted)"
+                if private
+                else f"got values in [{arr.min()}, {arr.max()}]"
+            )
+            raise ValueError(
+                f"{name} must lie within the 32-bit integer range [{info.min}, {info.max}] (JAX "
+                f"computes in 32 bits and larger integers wrap around), {got}"
+            )
 
 
 def check_float32_positive(value: float, name: str) -> float:
     """A value already checked finite and > 0 that must also stay finite and > 0 in float32."""
     if not FLOAT32_TINY <= value <= FLOAT32_MAX:
-        raise ValueError(f"{name} must lie in [{FLOAT32_TINY:.4g}, {FLOAT32_MAX:.4g}] (the positive normal float32 "
-                         f"range: the computation runs in float32), got {value!r}")
+        raise ValueError(
+            f"{name} must lie in [{FLOAT32_TINY:.4g}, {FLOAT32_MAX:.4g}] (the positive normal float32 "
+            f"range: the computation runs in float32), got {value!r}"
+        )
     return value
 
 
@@ -146,8 +161,9 @@ def machine_memory_bytes() -> int | None:
         return None
 
 
-def check_trace_memory(num_steps: int, values_per_step: int, what: str, name: str = "num_steps",
-                       unit: str = "steps") -> None:
+def check_trace_memory(
+    num_steps: int, values_per_step: int, what: str, name: str = "num_steps", unit: str = "steps"
+) -> None:
     """Refuses, before any computation, a run whose released trace (``num_steps`` x ``values_per_step``
     float32 values) would not fit: more than half of this machine's memory (the run holds it on the
     device and again on the host). A huge step count otherwise ran the accountant for minutes and then
@@ -155,9 +171,11 @@ def check_trace_memory(num_steps: int, values_per_step: int, what: str, name: st
     need = 4 * int(num_steps) * int(values_per_step)
     total = machine_memory_bytes()
     if total is not None and need > total // 2:
-        raise ValueError(f"{name}={num_steps} is too large for this machine: {what} would hold {num_steps} x "
-                         f"{values_per_step} float32 values ({need / 2**30:.3g} GiB), more than half its memory "
-                         f"({total / 2**30:.3g} GiB); use at most {total // 2 // (4 * int(values_per_step))} {unit}")
+        raise ValueError(
+            f"{name}={num_steps} is too large for this machine: {what} would hold {num_steps} x "
+            f"{values_per_step} float32 values ({need / 2**30:.3g} GiB), more than half its memory "
+            f"({total / 2**30:.3g} GiB); use at most {total // 2 // (4 * int(values_per_step))} {unit}"
+        )
 
 
 #: seeds are kept below 2**32: JAX (x64 off) keeps only 32 bits of an int seed, so a larger seed, or a
@@ -172,8 +190,10 @@ def check_seed(seed: Any, name: str = "seed") -> int | None:
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise TypeError(f"{name} must be None or an integer in [0, 2**32), got {seed!r} of type {type(seed).__name__}")
     if not 0 <= int(seed) < SEED_LIMIT:
-        raise ValueError(f"{name} must be an integer in [0, 2**32) (JAX keeps only 32 bits of a seed, so another "
-                         f"one would silently repeat the noise of a seed in that range), got {seed!r}")
+        raise ValueError(
+            f"{name} must be an integer in [0, 2**32) (JAX keeps only 32 bits of a seed, so another "
+            f"one would silently repeat the noise of a seed in that range), got {seed!r}"
+        )
     return int(seed)
 
 

@@ -41,8 +41,11 @@ def _hash_value(h: Any, value: Any, depth: int) -> None:
     """A closure cell's or default argument's value: a function by its code (recursively), a class or
     module by its name, a plain value (number, string, tuple of them) by its repr, anything else (an
     array, an object) by its type only (a repr may hold an address)."""
-    if callable(value) and depth < 4 and (getattr(value, "__code__", None) is not None
-                                          or isinstance(value, functools.partial)):
+    if (
+        callable(value)
+        and depth < 4
+        and (getattr(value, "__code__", None) is not None or isinstance(value, functools.partial))
+    ):
         hash_function(h, value, depth + 1)
     elif isinstance(value, type):
         h.update(f"<class {value.__module__}.{value.__qualname__}>".encode())

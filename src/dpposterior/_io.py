@@ -52,13 +52,18 @@ def array_digest(arrays: dict[str, np.ndarray], meta: str) -> str:
     return h.hexdigest()
 
 
-def write_checked_npz(path: str | os.PathLike, arrays: dict[str, np.ndarray], meta: str, *,
-                      compress: bool = True) -> Path:
+def write_checked_npz(
+    path: str | os.PathLike, arrays: dict[str, np.ndarray], meta: str, *, compress: bool = True
+) -> Path:
     """Writes ``arrays`` and the metadata text to one ``.npz`` with a SHA-256 checksum, atomically."""
     buf = io.BytesIO()
     save = np.savez_compressed if compress else np.savez
-    save(buf, metadata=np.frombuffer(meta.encode(), dtype=np.uint8),
-         checksum=np.frombuffer(array_digest(arrays, meta).encode(), dtype=np.uint8), **arrays)
+    save(
+        buf,
+        metadata=np.frombuffer(meta.encode(), dtype=np.uint8),
+        checksum=np.frombuffer(array_digest(arrays, meta).encode(), dtype=np.uint8),
+        **arrays,
+    )
     return write_bytes_atomic(path, buf.getvalue())
 
 
@@ -86,8 +91,9 @@ def read_checked_npz(path: str | os.PathLike, names: tuple[str, ...], what: str)
     return meta_text, arrays
 
 
-def check_dpsgd_fields(meta: dict[str, Any], arrays: dict[str, np.ndarray],
-                       counts: tuple[tuple[str, int], ...]) -> None:
+def check_dpsgd_fields(
+    meta: dict[str, Any], arrays: dict[str, np.ndarray], counts: tuple[tuple[str, int], ...]
+) -> None:
     """Checks the fields every loaded DP-SGD release shares: real finite arrays, the integer ``counts``
     (name, lowest allowed value), and the finite clip > 0, noise multiplier >= 0, sampling rate in (0, 1].
 
@@ -108,8 +114,10 @@ def check_dpsgd_fields(meta: dict[str, Any], arrays: dict[str, np.ndarray],
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise ValueError(f"{name} must be a finite number, got {v!r}")
     if meta["clip"] <= 0 or meta["noise_multiplier"] < 0 or not 0 < meta["sampling_rate"] <= 1:
-        raise ValueError(f"need clip > 0, noise_multiplier >= 0 and sampling_rate in (0, 1], got "
-                         f"{meta['clip']!r}, {meta['noise_multiplier']!r}, {meta['sampling_rate']!r}")
+        raise ValueError(
+            f"need clip > 0, noise_multiplier >= 0 and sampling_rate in (0, 1], got "
+            f"{meta['clip']!r}, {meta['noise_multiplier']!r}, {meta['sampling_rate']!r}"
+        )
 
 
 #: how far a loaded release's recorded epsilon may lie from the one recomputed from its settings,
@@ -124,8 +132,9 @@ DPSGD_MECHANISM = "poisson_subsampled_gaussian"
 NOISE_CHECK_LEVEL = 1e-9
 
 
-def check_dpsgd_privacy(privacy: Any, meta: dict[str, Any], num_rows: int, grads: np.ndarray | None = None,
-                        beta: np.ndarray | None = None) -> None:
+def check_dpsgd_privacy(
+    privacy: Any, meta: dict[str, Any], num_rows: int, grads: np.ndarray | None = None, beta: np.ndarray | None = None
+) -> None:
     """Checks that a loaded DP-SGD release's privacy record is the one its settings and arrays imply.
 
     The checksum of a release file is an unkeyed SHA-256: anyone who edits the file can write a fresh one.
@@ -156,18 +165,25 @@ def check_dpsgd_privacy(privacy: Any, meta: dict[str, Any], num_rows: int, grads
     sigma, q, steps = meta["noise_multiplier"], meta["sampling_rate"], meta["num_steps"]
     where = "the privacy record"
     if privacy.mechanism != DPSGD_MECHANISM:
-        raise ValueError(f"{where} names the mechanism {privacy.mechanism!r}, but the release is DP-SGD "
-                         f"({DPSGD_MECHANISM!r})")
+        raise ValueError(
+            f"{where} names the mechanism {privacy.mechanism!r}, but the release is DP-SGD ({DPSGD_MECHANISM!r})"
+        )
     if privacy.neighbouring != "add_remove":
-        raise ValueError(f"{where} states {privacy.neighbouring!r} neighbours, but DP-SGD with Poisson sampling is "
-                         "accounted under 'add_remove'")
+        raise ValueError(
+            f"{where} states {privacy.neighbouring!r} neighbours, but DP-SGD with Poisson sampling is "
+            "accounted under 'add_remove'"
+        )
     if sigma == 0:
-        raise ValueError(f"{where} claims (epsilon={privacy.epsilon!r}, delta={privacy.delta!r})-DP, but the "
-                         "settings' noise multiplier is 0 (no noise): such a release is not private")
-    pairs = [("noise_multiplier", privacy.noise_multiplier, sigma, "the settings' noise_multiplier"),
-             ("sampling_rate", privacy.sampling_rate, q, "the settings' sampling_rate"),
-             ("num_steps", privacy.num_steps, steps, "the settings' num_steps"),
-             ("num_steps", privacy.num_steps, num_rows, "the trace's rows")]
+        raise ValueError(
+            f"{where} claims (epsilon={privacy.epsilon!r}, delta={privacy.delta!r})-DP, but the "
+            "settings' noise multiplier is 0 (no noise): such a release is not private"
+        )
+    pairs = [
+        ("noise_multiplier", privacy.noise_multiplier, sigma, "the settings' noise_multiplier"),
+        ("sampling_rate", privacy.sampling_rate, q, "the settings' sampling_rate"),
+        ("num_steps", privacy.num_steps, steps, "the settings' num_steps"),
+        ("num_steps", privacy.num_steps, num_rows, "the trace's rows"),
+    ]
     clip = privacy.detail("clip")
     if isinstance(clip, (int, float)) and not isinstance(clip, bool):
         pairs.append(("clip", clip, meta["clip"], "the settings' clip"))
@@ -177,32 +193,40 @@ def check_dpsgd_privacy(privacy: Any, meta: dict[str, Any], num_rows: int, grads
             pairs.append((size_key, size, meta[size_key], f"the settings' {size_key}"))
     for name, recorded, actual, what in pairs:
         if recorded is None or not math.isclose(float(recorded), float(actual), rel_tol=1e-6):
-            raise ValueError(f"{where} has {name}={recorded!r}, but {what} give {actual!r}: the record does not "
-                             "describe this release")
+            raise ValueError(
+                f"{where} has {name}={recorded!r}, but {what} give {actual!r}: the record does not "
+                "describe this release"
+            )
     if grads is not None and beta is not None:
         _check_noise_level(sigma, float(meta["clip"]), np.asarray(grads), np.asarray(beta, np.float64))
     if privacy.accountant not in ACCOUNTANTS:
-        raise ValueError(f"{where} names the accountant {privacy.accountant!r}; a DP-SGD release is accounted "
-                         f"with one of {ACCOUNTANTS}, so its epsilon cannot be checked")
+        raise ValueError(
+            f"{where} names the accountant {privacy.accountant!r}; a DP-SGD release is accounted "
+            f"with one of {ACCOUNTANTS}, so its epsilon cannot be checked"
+        )
     # the recorded delta includes the noise sampler's tail term (privacy.noise), which the accountant's does not
     tail = privacy.detail("noise_tail_delta", 0.0)
     if not (isinstance(tail, (int, float)) and not isinstance(tail, bool) and 0.0 <= tail):
         raise ValueError(f"{where}'s noise_tail_delta must be a number >= 0, got {tail!r}")
-    if privacy.delta >= 1.0:   # a vacuous guarantee (the tail term reached 1 at a huge epsilon) claims nothing
+    if privacy.delta >= 1.0:  # a vacuous guarantee (the tail term reached 1 at a huge epsilon) claims nothing
         return
     if tail >= privacy.delta:
         raise ValueError(f"{where}'s noise_tail_delta {tail!r} is not below its delta {privacy.delta!r}")
     try:
         expected = dpsgd_epsilon(sigma, privacy.delta - tail, q, steps, privacy.accountant)
     except (TypeError, ValueError) as e:
-        raise ValueError(f"{where}'s epsilon cannot be recomputed from its settings (noise multiplier {sigma!r}, "
-                         f"sampling rate {q!r}, {steps} steps, delta {privacy.delta!r}, accountant "
-                         f"{privacy.accountant!r}): {e}") from e
+        raise ValueError(
+            f"{where}'s epsilon cannot be recomputed from its settings (noise multiplier {sigma!r}, "
+            f"sampling rate {q!r}, {steps} steps, delta {privacy.delta!r}, accountant "
+            f"{privacy.accountant!r}): {e}"
+        ) from e
     if abs(privacy.epsilon - expected) > EPSILON_RTOL * expected + EPSILON_ATOL:
-        raise ValueError(f"{where} claims epsilon={privacy.epsilon:.6g}, but the {privacy.accountant} accountant "
-                         f"gives {expected:.6g} for its noise multiplier {sigma!r}, sampling rate {q!r}, {steps} "
-                         f"steps and delta {privacy.delta!r} (allowed: within {EPSILON_RTOL:.0%}): the record does "
-                         "not describe this release")
+        raise ValueError(
+            f"{where} claims epsilon={privacy.epsilon:.6g}, but the {privacy.accountant} accountant "
+            f"gives {expected:.6g} for its noise multiplier {sigma!r}, sampling rate {q!r}, {steps} "
+            f"steps and delta {privacy.delta!r} (allowed: within {EPSILON_RTOL:.0%}): the record does "
+            "not describe this release"
+        )
 
 
 def _check_noise_level(sigma: float, clip: float, grads: np.ndarray, beta: np.ndarray) -> None:
@@ -219,7 +243,7 @@ def _check_noise_level(sigma: float, clip: float, grads: np.ndarray, beta: np.nd
     rows = max(1, 2**22 // grads.shape[1])
     total = 0.0
     for start in range(0, grads.shape[0], rows):
-        block = grads[start:start + rows].astype(np.float64) * scale
+        block = grads[start : start + rows].astype(np.float64) * scale
         total += float(np.sum(block * block))
     floor = float(stats.chi2.ppf(NOISE_CHECK_LEVEL, k))
     if total < floor:
@@ -229,4 +253,5 @@ def _check_noise_level(sigma: float, clip: float, grads: np.ndarray, beta: np.nd
             f"std {sigma!r} x clip / beta in each of their {k} entries, the mean square of the standardised "
             f"gradients is at least about 1, but it is {total / k:.3g} (below the chi-square({k}) quantile at "
             f"{NOISE_CHECK_LEVEL:g}); the gradients carry the noise of a multiplier of at most about "
-            f"{implied:.3g}")
+            f"{implied:.3g}"
+        )

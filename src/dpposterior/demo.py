@@ -42,9 +42,19 @@ def non_private_map(X: np.ndarray, y: np.ndarray, prior_scale: float = 1.0, iter
     return w
 
 
-def run_demo(epsilon: float = 1.0, delta: float = 1e-5, num_steps: int = 10_000, sampling_rate: float = 0.1,
-             clip: float = 11.0, beta_rho: float = 550.0, method: str = "grid", out: str | Path = "demo-output",
-             seed: int | None = None, progress: bool = True, log=print) -> dict[str, Any]:
+def run_demo(
+    epsilon: float = 1.0,
+    delta: float = 1e-5,
+    num_steps: int = 10_000,
+    sampling_rate: float = 0.1,
+    clip: float = 11.0,
+    beta_rho: float = 550.0,
+    method: str = "grid",
+    out: str | Path = "demo-output",
+    seed: int | None = None,
+    progress: bool = True,
+    log=print,
+) -> dict[str, Any]:
     """Runs the Adult demo and writes figures to ``out``; returns the figures it printed.
 
     Settings follow the reference implementation of Räisä et al. (2024) for Adult: T = 10,000, q = 0.1,
@@ -56,8 +66,15 @@ def run_demo(epsilon: float = 1.0, delta: float = 1e-5, num_steps: int = 10_000,
         a file or cannot be written (checked before the data are read or anything is written).
     """
     from . import datasets, models, plots, validation
-    from ._checks import (check_delta, check_epsilon, check_output_dir, check_positive, check_positive_int,
-                          check_sampling_rate, check_seed)
+    from ._checks import (
+        check_delta,
+        check_epsilon,
+        check_output_dir,
+        check_positive,
+        check_positive_int,
+        check_sampling_rate,
+        check_seed,
+    )
     from .noise_aware import METHODS, noise_aware_posterior
     from .vi import dpvi
 
@@ -77,15 +94,31 @@ def run_demo(epsilon: float = 1.0, delta: float = 1e-5, num_steps: int = 10_000,
     X, y, names = datasets.adult_design("train")
     Xt, yt, _ = datasets.adult_design("test")
     n = X.shape[1]
-    log(f"UCI Adult (vendored): {n} features incl. intercept; private training set, public test split "
-        f"of {Xt.shape[0]} rows. Target: ({epsilon}, {delta})-DP, T={num_steps}, q={sampling_rate}, C={clip}.")
+    log(
+        f"UCI Adult (vendored): {n} features incl. intercept; private training set, public test split "
+        f"of {Xt.shape[0]} rows. Target: ({epsilon}, {delta})-DP, T={num_steps}, q={sampling_rate}, C={clip}."
+    )
     refs = ", ".join(f"{column}={level}" for column, level in datasets.ADULT_REFERENCE_LEVELS.items())
-    log(f"Reference levels (the first level of each categorical column in adult.names; a coefficient "
-        f"'column=level' is the change in log-odds against its column's reference level): {refs}.")
+    log(
+        f"Reference levels (the first level of each categorical column in adult.names; a coefficient "
+        f"'column=level' is the change in log-odds against its column's reference level): {refs}."
+    )
     rng_key = None if seed is None else jax.random.PRNGKey(seed)
-    trace = dpvi(models.logistic_regression, X, y, epsilon=epsilon, delta=delta, num_steps=num_steps,
-                 sampling_rate=sampling_rate, clip=clip, beta_rho=beta_rho, lr_scale=math.sqrt(n),
-                 rng_key=rng_key, progress=progress, model_name="adult-logistic-regression")
+    trace = dpvi(
+        models.logistic_regression,
+        X,
+        y,
+        epsilon=epsilon,
+        delta=delta,
+        num_steps=num_steps,
+        sampling_rate=sampling_rate,
+        clip=clip,
+        beta_rho=beta_rho,
+        lr_scale=math.sqrt(n),
+        rng_key=rng_key,
+        progress=progress,
+        model_name="adult-logistic-regression",
+    )
     t_dpsgd = time.perf_counter() - t0
     log(f"Privacy spent: {trace.privacy.summary()}")
     log(f"DP-SGD: {t_dpsgd:.1f} s")
@@ -108,24 +141,36 @@ def run_demo(epsilon: float = 1.0, delta: float = 1e-5, num_steps: int = 10_000,
         draws = np.asarray(post.sample(key, 4000)["w"])
         lo, mid, hi = np.quantile(draws, 0.05, axis=0), draws.mean(axis=0), np.quantile(draws, 0.95, axis=0)
         intervals.append({names[j]: (lo[j], mid[j], hi[j]) for j in range(n)})
-        results[label] = {"test_accuracy": acc, "calibration_rmse": float(curve.rmse),
-                          "brier": float(curve.brier), "mean_interval_width": float(np.mean(hi - lo))}
+        results[label] = {
+            "test_accuracy": acc,
+            "calibration_rmse": float(curve.rmse),
+            "brier": float(curve.brier),
+            "mean_interval_width": float(np.mean(hi - lo)),
+        }
     log("")
-    known = non_private_map(X, y)   # NOT PRIVATE: the known answer, printed as such
-    width = max(len("coefficient"), *(len(name) for name in names)) + 2   # whole names: none cut short
-    log("The non-private estimate (the posterior mode on the raw training data, NOT PRIVATE: shown only as the "
-        "known answer) beside the two DP posteriors:")
-    log(f"{'coefficient':<{width}}{'non-private':>12}{'naive 90% interval':>24}{'noise-aware 90% interval':>28}"
-        f"{'width ratio':>13}")
+    known = non_private_map(X, y)  # NOT PRIVATE: the known answer, printed as such
+    width = max(len("coefficient"), *(len(name) for name in names)) + 2  # whole names: none cut short
+    log(
+        "The non-private estimate (the posterior mode on the raw training data, NOT PRIVATE: shown only as the "
+        "known answer) beside the two DP posteriors:"
+    )
+    log(
+        f"{'coefficient':<{width}}{'non-private':>12}{'naive 90% interval':>24}{'noise-aware 90% interval':>28}"
+        f"{'width ratio':>13}"
+    )
     for j, name in enumerate(names):
         a, b = intervals[0][name], intervals[1][name]
         ratio = (b[2] - b[0]) / (a[2] - a[0]) if a[2] > a[0] else float("inf")
-        log(f"{name:<{width}}{known[j]:>+12.3f}{f'[{a[0]:+.3f}, {a[2]:+.3f}]':>24}"
-            f"{f'[{b[0]:+.3f}, {b[2]:+.3f}]':>28}{ratio:>13.2f}")
+        log(
+            f"{name:<{width}}{known[j]:>+12.3f}{f'[{a[0]:+.3f}, {a[2]:+.3f}]':>24}"
+            f"{f'[{b[0]:+.3f}, {b[2]:+.3f}]':>28}{ratio:>13.2f}"
+        )
     inside = [float(np.mean([r[n][0] <= known[j] <= r[n][2] for j, n in enumerate(names)])) for r in intervals]
     log("")
-    log(f"Share of the non-private estimates inside the 90% intervals: naive {inside[0]:.2f}, "
-        f"noise-aware {inside[1]:.2f}")
+    log(
+        f"Share of the non-private estimates inside the 90% intervals: naive {inside[0]:.2f}, "
+        f"noise-aware {inside[1]:.2f}"
+    )
     results["known_answer_inside"] = {"naive": inside[0], "noise-aware": inside[1]}
     for w in aware.warnings:
         log(f"warning: {w}")
@@ -133,10 +178,13 @@ def run_demo(epsilon: float = 1.0, delta: float = 1e-5, num_steps: int = 10_000,
     log(f"{'method':<28}{'test accuracy':>14}{'calibration RMSE':>18}{'Brier':>8}{'mean 90% width':>16}")
     for label in curves:
         r = results[label]
-        log(f"{label:<28}{r['test_accuracy']:>14.4f}{r['calibration_rmse']:>18.4f}{r['brier']:>8.4f}"
-            f"{r['mean_interval_width']:>16.4f}")
-    plots.calibration_plot(curves, out / "calibration.png",
-                           title=f"Adult test set, epsilon={trace.privacy.epsilon:.3g}")
+        log(
+            f"{label:<28}{r['test_accuracy']:>14.4f}{r['calibration_rmse']:>18.4f}{r['brier']:>8.4f}"
+            f"{r['mean_interval_width']:>16.4f}"
+        )
+    plots.calibration_plot(
+        curves, out / "calibration.png", title=f"Adult test set, epsilon={trace.privacy.epsilon:.3g}"
+    )
     plots.trace_plot(trace, out / "trace.png", names=names)
     plots.interval_plot(intervals, list(curves), out / "intervals.png", title="90% posterior intervals")
     trace.save(out / "trace.npz")

@@ -39,8 +39,10 @@ def _figure_path(path: Any) -> Path:
     formats = FigureCanvasBase.get_supported_filetypes()
     fmt = path.suffix.lstrip(".").lower()
     if fmt not in formats:
-        raise ValueError(f"path {str(path)!r} must end in the suffix of an image format, one of "
-                         f"{', '.join('.' + f for f in sorted(formats))}; got {path.suffix or 'no suffix'!r}")
+        raise ValueError(
+            f"path {str(path)!r} must end in the suffix of an image format, one of "
+            f"{', '.join('.' + f for f in sorted(formats))}; got {path.suffix or 'no suffix'!r}"
+        )
     return path
 
 
@@ -59,8 +61,9 @@ def _save(fig, path: Path) -> Path:
     return write_bytes_atomic(path, buf.getvalue())
 
 
-def trace_plot(trace, path: str | Path, max_coords: int | None = None, burn_in: float = 0.2,
-               names: Sequence[str] | None = None) -> Path:
+def trace_plot(
+    trace, path: str | Path, max_coords: int | None = None, burn_in: float = 0.2, names: Sequence[str] | None = None
+) -> Path:
     """Plots the released DP-SGD trace (mu and rho blocks) and the burn-in cut.
 
     Args:
@@ -80,8 +83,10 @@ def trace_plot(trace, path: str | Path, max_coords: int | None = None, burn_in: 
         folder or lacks an image suffix.
     """
     if not all(hasattr(trace, a) for a in ("phi", "layout", "privacy")):
-        raise TypeError(f"trace must be a DP-SGD release with phi, layout and privacy (e.g. a DPVITrace), got "
-                        f"{type(trace).__name__}")
+        raise TypeError(
+            f"trace must be a DP-SGD release with phi, layout and privacy (e.g. a DPVITrace), got "
+            f"{type(trace).__name__}"
+        )
     if max_coords is not None:
         check_positive_int(max_coords, "max_coords")
     b = check_real("burn_in", burn_in)
@@ -96,8 +101,10 @@ def trace_plot(trace, path: str | Path, max_coords: int | None = None, burn_in: 
     if names is None:
         names = trace.layout.coordinate_names()
     elif isinstance(names, str) or len(names) != n:
-        raise ValueError(f"names must give one label per latent coordinate ({n}), got "
-                         f"{names if isinstance(names, str) else len(names)!r}")
+        raise ValueError(
+            f"names must give one label per latent coordinate ({n}), got "
+            f"{names if isinstance(names, str) else len(names)!r}"
+        )
     legend = k <= MAX_LEGEND
     fig, axes = plt.subplots(2, 1, figsize=(8, 5), sharex=True)
     for j in range(k):
@@ -136,23 +143,31 @@ def calibration_plot(curves: Mapping[str, Any], path: str | Path, title: str = "
         a folder or lacks an image suffix.
     """
     if not isinstance(curves, Mapping):
-        raise TypeError(f"curves must be a mapping from method name to a calibration_curve result, got "
-                        f"{type(curves).__name__}")
+        raise TypeError(
+            f"curves must be a mapping from method name to a calibration_curve result, got {type(curves).__name__}"
+        )
     if not curves:
         raise ValueError("curves is empty: give at least one calibration_curve result")
     for name, c in curves.items():
         if not all(hasattr(c, a) for a in ("mean_predicted", "observed_frequency", "rmse")):
             raise TypeError(f"curves[{name!r}] must be a validation.calibration_curve result, got {type(c).__name__}")
         if np.shape(c.mean_predicted) != np.shape(c.observed_frequency):
-            raise ValueError(f"curves[{name!r}]: mean_predicted and observed_frequency must have the same shape, got "
-                             f"{np.shape(c.mean_predicted)} and {np.shape(c.observed_frequency)}")
+            raise ValueError(
+                f"curves[{name!r}]: mean_predicted and observed_frequency must have the same shape, got "
+                f"{np.shape(c.mean_predicted)} and {np.shape(c.observed_frequency)}"
+            )
     path = _figure_path(path)
     plt = _plt()
     fig, ax = plt.subplots(figsize=(5, 5))
     ax.plot([0, 1], [0, 1], color="k", lw=0.8, ls=":", label="perfect")
     for name, c in curves.items():
-        ax.plot(np.asarray(c.mean_predicted), np.asarray(c.observed_frequency), marker="o", ms=3,
-                label=f"{name} (cal. RMSE {float(c.rmse):.3f})")
+        ax.plot(
+            np.asarray(c.mean_predicted),
+            np.asarray(c.observed_frequency),
+            marker="o",
+            ms=3,
+            label=f"{name} (cal. RMSE {float(c.rmse):.3f})",
+        )
     ax.set_xlabel("mean predicted probability (bin)")
     ax.set_ylabel("observed frequency (bin)")
     ax.set_title(title, fontsize=9)
@@ -161,9 +176,14 @@ def calibration_plot(curves: Mapping[str, Any], path: str | Path, title: str = "
     return _save(fig, path)
 
 
-def interval_plot(rows: Sequence[Mapping[str, Any]], labels: Sequence[str], path: str | Path,
-                  title: str = "", xlabel: str = "posterior value (dot: mean; line: central interval)",
-                  reference: float | None = 0.0) -> Path:
+def interval_plot(
+    rows: Sequence[Mapping[str, Any]],
+    labels: Sequence[str],
+    path: str | Path,
+    title: str = "",
+    xlabel: str = "posterior value (dot: mean; line: central interval)",
+    reference: float | None = 0.0,
+) -> Path:
     """Side-by-side posterior intervals: ``rows[m][param] = (lo, mean, hi)`` for each method ``labels[m]``.
 
     The parameters are those of every row, in order of first appearance; a method without a parameter
@@ -187,8 +207,10 @@ def interval_plot(rows: Sequence[Mapping[str, Any]], labels: Sequence[str], path
         not three finite real numbers with lo <= hi, or a path that is a folder or lacks an image suffix.
     """
     if isinstance(labels, str) or not isinstance(labels, Sequence) or not isinstance(rows, Sequence):
-        raise TypeError("rows and labels must be sequences (one mapping and one name per method), got "
-                        f"{type(rows).__name__} and {type(labels).__name__}")
+        raise TypeError(
+            "rows and labels must be sequences (one mapping and one name per method), got "
+            f"{type(rows).__name__} and {type(labels).__name__}"
+        )
     if not rows:
         raise ValueError("rows is empty: give one mapping {parameter: (lo, mean, hi)} per method")
     if len(labels) != len(rows):

@@ -35,9 +35,9 @@ def exact_unconstrained_moments(family: str, params) -> tuple[np.ndarray, np.nda
         hi = np.log(stats.gamma.isf(1e-13, a, scale=1.0 / b))
         u = lo + (hi - lo) * np.linspace(0.0, 1.0, 4001)[None, :]
         t = np.exp(u)
-        log_dens = a * np.log(b) - gammaln(a) + a * u - b * t       # density of log(theta)
+        log_dens = a * np.log(b) - gammaln(a) + a * u - b * t  # density of log(theta)
         w = np.exp(log_dens - log_dens.max(axis=1, keepdims=True))
-        inv = t + np.log(-np.expm1(-t))                              # log(expm1(theta)), stable
+        inv = t + np.log(-np.expm1(-t))  # log(expm1(theta)), stable
         trapezoid = getattr(np, "trapezoid", None) or np.trapz  # numpy < 2 has only the old name
         z = trapezoid(w, u, axis=1)[:, None]
         m1 = trapezoid(w * inv, u, axis=1)[:, None] / z
@@ -46,7 +46,7 @@ def exact_unconstrained_moments(family: str, params) -> tuple[np.ndarray, np.nda
     k = p.shape[1]
     means, sds = [], []
     for i in range(k - 1):
-        a, b = p[:, i], p[:, i + 1:].sum(1)
+        a, b = p[:, i], p[:, i + 1 :].sum(1)
         means.append(digamma(a) - digamma(b) + math.log(k - 1 - i))
         sds.append(np.sqrt(polygamma(1, a) + polygamma(1, b)))
     return np.stack(means, 1), np.stack(sds, 1)
@@ -74,7 +74,7 @@ def ess(x: np.ndarray) -> np.ndarray:
     f = np.fft.rfft(xc, n=2 * m, axis=-1)
     acov = np.fft.irfft(f * np.conj(f), axis=-1)[..., :m] / m
     rho = acov / np.maximum(acov[..., :1], 1e-300)
-    pairs = rho[..., 0:m - 1:2] + rho[..., 1:m:2]
+    pairs = rho[..., 0 : m - 1 : 2] + rho[..., 1:m:2]
     positive = np.cumprod(pairs > 0, axis=-1).astype(bool)
     tau = -1.0 + 2.0 * np.sum(np.where(positive, pairs, 0.0), axis=-1)
     return m / np.maximum(tau, 1.0 / np.log10(max(m, 10)))
@@ -85,9 +85,12 @@ def helpers():
     """The helper functions above, as a namespace (test modules here are not a package)."""
     import types
 
-    return types.SimpleNamespace(exact_unconstrained_moments=exact_unconstrained_moments,
-                                 central_coverage=central_coverage, binomial_tolerance=binomial_tolerance,
-                                 ess=ess)
+    return types.SimpleNamespace(
+        exact_unconstrained_moments=exact_unconstrained_moments,
+        central_coverage=central_coverage,
+        binomial_tolerance=binomial_tolerance,
+        ess=ess,
+    )
 
 
 @pytest.fixture(scope="session")

@@ -23,8 +23,17 @@ N, T, Q = 2000, 2000, 0.1
 @pytest.fixture(scope="module")
 def bern():
     x = (np.random.default_rng(3).random(N) < 0.3).astype(np.int32)
-    trace = DV.dpvim(beta_bernoulli, x, epsilon=300.0, delta=1e-5, num_steps=T, sampling_rate=Q, clip=2.0,
-                     natural_gradient=True, rng_key=11)
+    trace = DV.dpvim(
+        beta_bernoulli,
+        x,
+        epsilon=300.0,
+        delta=1e-5,
+        num_steps=T,
+        sampling_rate=Q,
+        clip=2.0,
+        natural_gradient=True,
+        rng_key=11,
+    )
     return x, trace
 
 
@@ -79,10 +88,11 @@ def test_scale_update_is_rebuilt_from_the_noisy_loc_gradient(bern):
         s = float(family.scale(jnp.float32(rho)))
         tp = 1.0 / (1.0 + math.exp(-rho))
         g_rho = tp * eta * g - Q * tp / s
-        noise = trace.noise_multiplier * trace.clip   # the damping 1 / (1 + lr sigma C s / kappa)
+        noise = trace.noise_multiplier * trace.clip  # the damping 1 / (1 + lr sigma C s / kappa)
         damp_mu, damp_rho = (1.0 / (1.0 + lr * noise * s / DV.NATURAL_DAMPING) for lr in (lr_mu, lr_rho))
-        assert trace.rho[t + 1, 0] == pytest.approx(rho - lr_rho * damp_rho * 0.5 * (s / tp) ** 2 * g_rho,
-                                                    rel=1e-4, abs=1e-5)
+        assert trace.rho[t + 1, 0] == pytest.approx(
+            rho - lr_rho * damp_rho * 0.5 * (s / tp) ** 2 * g_rho, rel=1e-4, abs=1e-5
+        )
         assert trace.mu[t + 1, 0] == pytest.approx(mu - lr_mu * damp_mu * s * s * g, rel=1e-4, abs=1e-6)
 
 
@@ -98,14 +108,17 @@ def test_convergence_window_and_averaging():
     assert not bool(drift["converged"]) and int(drift["start"]) == 1900
 
 
-@pytest.mark.parametrize("kw, err", [
-    ({"epsilon": 0.0}, ValueError),
-    ({"delta": 1.0}, ValueError),
-    ({"learning_rate": [1.0, 2.0, 3.0]}, ValueError),
-    ({"natural_gradient": 1}, TypeError),
-    ({"sampling_rate": 1.5}, ValueError),
-    ({"clip": -1.0}, ValueError),
-])
+@pytest.mark.parametrize(
+    "kw, err",
+    [
+        ({"epsilon": 0.0}, ValueError),
+        ({"delta": 1.0}, ValueError),
+        ({"learning_rate": [1.0, 2.0, 3.0]}, ValueError),
+        ({"natural_gradient": 1}, TypeError),
+        ({"sampling_rate": 1.5}, ValueError),
+        ({"clip": -1.0}, ValueError),
+    ],
+)
 def test_invalid_arguments_raise(kw, err):
     args = {"epsilon": 1.0, "delta": 1e-5, "num_steps": 10, "clip": 1.0}
     args.update(kw)
@@ -152,8 +165,12 @@ def test_a_collapsed_scale_is_refused_not_read(bern):
     import dataclasses
 
     _, trace = bern
-    flat = dataclasses.replace(trace, mu=np.full_like(trace.mu, trace.mu[-1, 0]), rho=np.full_like(trace.rho, -40.0),
-                               final_phi=np.concatenate([trace.final_phi[:1], [-40.0]]).astype(np.float32))
+    flat = dataclasses.replace(
+        trace,
+        mu=np.full_like(trace.mu, trace.mu[-1, 0]),
+        rho=np.full_like(trace.rho, -40.0),
+        final_phi=np.concatenate([trace.final_phi[:1], [-40.0]]).astype(np.float32),
+    )
     for reading in (flat.noise_aware_posterior, flat.averaged_posterior, flat.last_iterate_posterior):
         with pytest.raises(ValueError, match="degenerate: the scale of q collapsed.*theta"):
             reading()

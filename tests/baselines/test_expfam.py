@@ -11,8 +11,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpposterior.baselines import (DrawsPosterior, bernstein_sheldon_cell, bernstein_sheldon_gibbs,
-                                   release_sufficient_statistics)
+from dpposterior.baselines import (
+    DrawsPosterior,
+    bernstein_sheldon_cell,
+    bernstein_sheldon_gibbs,
+    release_sufficient_statistics,
+)
 from dpposterior.baselines import expfam as EF
 from dpposterior.baselines import _sampling as S
 
@@ -42,8 +46,9 @@ def test_privacy_record_and_sensitivities():
     assert EF.sensitivity("dirichlet-categorical", neighbouring="replace_one") == 2.0
     assert EF.sensitivity("gamma-exponential", bounds=(0.5, 4.0)) == 4.0
     assert EF.sensitivity("gamma-exponential", bounds=(0.5, 4.0), neighbouring="replace_one") == 3.5
-    rel2 = release_sufficient_statistics("gamma-exponential", np.array([0.1, 9.0]), epsilon=2.0,
-                                         bounds=(0.0, 4.0), neighbouring="replace_one", rng_key=1)
+    rel2 = release_sufficient_statistics(
+        "gamma-exponential", np.array([0.1, 9.0]), epsilon=2.0, bounds=(0.0, 4.0), neighbouring="replace_one", rng_key=1
+    )
     # snapped by default: the scale carries the mechanism's slack (taken out of the budget)
     assert rel2.privacy.neighbouring == "replace_one" and rel2.noise_scale == pytest.approx(2.0, rel=1e-12)
     assert rel2.privacy.detail("records_outside_bounds") == "clipped"
@@ -70,8 +75,9 @@ def test_laplace_scale_is_sensitivity_over_epsilon():
     # Categorical with 3000 categories: one release gives 3000 i.i.d. noise draws of scale 1/epsilon.
     k, eps = 3000, 0.7
     x = np.arange(k) % k
-    rel = release_sufficient_statistics("dirichlet-categorical", x, epsilon=eps, num_categories=k, rng_key=11,
-                                        snapping=False)
+    rel = release_sufficient_statistics(
+        "dirichlet-categorical", x, epsilon=eps, num_categories=k, rng_key=11, snapping=False
+    )
     noise = rel.noisy_statistic - 1.0
     assert _ks_laplace(noise, 1.0 / eps) > 1e-3
     # power: the same test rejects 2/3 and 3/2 of the scale
@@ -82,9 +88,17 @@ def test_laplace_scale_is_sensitivity_over_epsilon():
 def test_exponential_noise_scale_uses_upper_bound():
     # add/remove: Delta = hi (clipped records in [lo, hi]); 1000 releases with different keys.
     x = np.array([0.5, 2.0, 7.0])  # 7.0 is clipped to 4.0
-    noise = np.array([release_sufficient_statistics("gamma-exponential", x, epsilon=2.0, bounds=(0.0, 4.0),
-                                                    rng_key=i, snapping=False).noisy_statistic[0]
-                      for i in range(1000)]) - 6.5
+    noise = (
+        np.array(
+            [
+                release_sufficient_statistics(
+                    "gamma-exponential", x, epsilon=2.0, bounds=(0.0, 4.0), rng_key=i, snapping=False
+                ).noisy_statistic[0]
+                for i in range(1000)
+            ]
+        )
+        - 6.5
+    )
     assert _ks_laplace(noise, 2.0) > 1e-3
     assert _ks_laplace(noise, 2.0 * 2 / 3) < 1e-3 and _ks_laplace(noise, 3.0) < 1e-3
 
@@ -96,25 +110,28 @@ def test_bounds_enforced_by_clipping():
     assert rel.bounds == (0.1, 2.0)
 
 
-@pytest.mark.parametrize("family, x, kw, err", [
-    ("beta-bernoulli", [0, 1, 2], {}, ValueError),
-    ("beta-bernoulli", [0.0, np.nan], {}, ValueError),
-    ("beta-bernoulli", [[0, 1]], {}, ValueError),
-    ("beta-bernoulli", [], {}, ValueError),
-    ("beta-bernoulli", ["a", "b"], {}, TypeError),
-    ("dirichlet-categorical", [0, 1, 3], {}, ValueError),
-    ("dirichlet-categorical", [0, 1, 1.5], {}, ValueError),
-    ("dirichlet-categorical", [0, 1, -1], {}, ValueError),
-    ("gamma-exponential", [0.5, -0.1], {"bounds": (0.0, 5.0)}, ValueError),
-    ("gamma-exponential", [0.5, np.inf], {"bounds": (0.0, 5.0)}, ValueError),
-    ("gamma-exponential", [0.5], {}, ValueError),
-    ("gamma-exponential", [0.5], {"bounds": (2.0, 1.0)}, ValueError),
-    ("gamma-exponential", [0.5], {"bounds": (-1.0, 1.0)}, ValueError),
-    ("gamma-exponential", [0.5], {"bounds": (0.0, np.inf)}, ValueError),
-    ("beta-bernoulli", [0, 1], {"bounds": (0.0, 1.0)}, ValueError),
-    ("beta-bernoulli", [0, 1], {"neighbouring": "swap"}, ValueError),
-    ("poisson-gamma", [0, 1], {}, ValueError),
-])
+@pytest.mark.parametrize(
+    "family, x, kw, err",
+    [
+        ("beta-bernoulli", [0, 1, 2], {}, ValueError),
+        ("beta-bernoulli", [0.0, np.nan], {}, ValueError),
+        ("beta-bernoulli", [[0, 1]], {}, ValueError),
+        ("beta-bernoulli", [], {}, ValueError),
+        ("beta-bernoulli", ["a", "b"], {}, TypeError),
+        ("dirichlet-categorical", [0, 1, 3], {}, ValueError),
+        ("dirichlet-categorical", [0, 1, 1.5], {}, ValueError),
+        ("dirichlet-categorical", [0, 1, -1], {}, ValueError),
+        ("gamma-exponential", [0.5, -0.1], {"bounds": (0.0, 5.0)}, ValueError),
+        ("gamma-exponential", [0.5, np.inf], {"bounds": (0.0, 5.0)}, ValueError),
+        ("gamma-exponential", [0.5], {}, ValueError),
+        ("gamma-exponential", [0.5], {"bounds": (2.0, 1.0)}, ValueError),
+        ("gamma-exponential", [0.5], {"bounds": (-1.0, 1.0)}, ValueError),
+        ("gamma-exponential", [0.5], {"bounds": (0.0, np.inf)}, ValueError),
+        ("beta-bernoulli", [0, 1], {"bounds": (0.0, 1.0)}, ValueError),
+        ("beta-bernoulli", [0, 1], {"neighbouring": "swap"}, ValueError),
+        ("poisson-gamma", [0, 1], {}, ValueError),
+    ],
+)
 def test_invalid_records_and_settings_raise(family, x, kw, err):
     with pytest.raises(err):
         release_sufficient_statistics(family, np.asarray(x), epsilon=1.0, rng_key=0, **kw)
@@ -252,8 +269,14 @@ def test_small_epsilon_coverage_is_calibrated(cell, rng, helpers):
     k_rel = jax.random.split(jax.random.PRNGKey(2))[0]
     rel_keys = np.asarray(jax.random.split(k_rel, K))
     bounds = EF_BOUNDS if family == "gamma-exponential" else None
-    z = np.stack([release_sufficient_statistics(family, data[0][i], epsilon=eps, bounds=bounds,
-                                                rng_key=rel_keys[i]).noisy_statistic for i in range(K)])
+    z = np.stack(
+        [
+            release_sufficient_statistics(
+                family, data[0][i], epsilon=eps, bounds=bounds, rng_key=rel_keys[i]
+            ).noisy_statistic
+            for i in range(K)
+        ]
+    )
     naive = helpers.central_coverage(_naive_draws(family, z, rng), theta)
     assert np.any(naive < 0.9 - tol), naive
 
@@ -314,8 +337,15 @@ def test_small_prior_concentrations_give_finite_exact_unconstrained_draws():
     unc = np.asarray(jax.vmap(EF._stick_breaking_from_log_gammas)(lg))
     np.testing.assert_allclose(unc[0], StickBreakingTransform().inv(jax.nn.softmax(lg[0])), rtol=1e-5)
     assert np.all(np.isfinite(unc[1])) and not np.all(np.isfinite(StickBreakingTransform().inv(jax.nn.softmax(lg[1]))))
-    np.testing.assert_allclose(unc[1], [4.0 - np.logaddexp(np.logaddexp(-900.0, -2500.0), 1.0) + np.log(3),
-                                        -900.0 - np.logaddexp(-2500.0, 1.0) + np.log(2), -2500.0 - 1.0], rtol=1e-6)
+    np.testing.assert_allclose(
+        unc[1],
+        [
+            4.0 - np.logaddexp(np.logaddexp(-900.0, -2500.0), 1.0) + np.log(3),
+            -900.0 - np.logaddexp(-2500.0, 1.0) + np.log(2),
+            -2500.0 - 1.0,
+        ],
+        rtol=1e-6,
+    )
 
 
 def test_layouts_have_the_models_supports():
@@ -343,10 +373,12 @@ def test_layouts_match_the_models():
     from dpposterior.vi.model_inspect import inspect_model
 
     assert EF.family_layout("beta-bernoulli") == inspect_model(conjugate.beta_bernoulli, (jnp.zeros(3, jnp.int32),), {})
-    assert EF.family_layout("gamma-exponential") == inspect_model(conjugate.gamma_exponential,
-                                                                  (jnp.zeros(3, jnp.float32),), {})
-    assert EF.family_layout("dirichlet-categorical") == inspect_model(conjugate.dirichlet_categorical,
-                                                                      (jnp.zeros(3, jnp.int32),), {})
+    assert EF.family_layout("gamma-exponential") == inspect_model(
+        conjugate.gamma_exponential, (jnp.zeros(3, jnp.float32),), {}
+    )
+    assert EF.family_layout("dirichlet-categorical") == inspect_model(
+        conjugate.dirichlet_categorical, (jnp.zeros(3, jnp.int32),), {}
+    )
     assert regression_layout(10) == inspect_model(linear_regression, (jnp.zeros((3, 10)), jnp.zeros(3)), {})
 
 

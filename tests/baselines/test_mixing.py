@@ -29,7 +29,7 @@ def test_summary_counts_poorly_mixed_replicates_and_frozen_coordinates():
     rng = np.random.default_rng(1)
     d = rng.normal(size=(5, 1000, 2))  # the median replicate is an independent chain
     d[1] = _ar1(rng, 1, 1000, 2, 0.995)[0]  # ESS about 2.5
-    d[2, :, 1] = 0.7                        # a coordinate that never moved
+    d[2, :, 1] = 0.7  # a coordinate that never moved
     s = ess_summary(d)
     assert s["replicates_with_ess_below_100"] == 2
     assert s["ess_min"] == 0.0

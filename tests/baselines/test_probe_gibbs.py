@@ -13,15 +13,21 @@ from dpposterior.baselines import expfam as EF
 from dpposterior.baselines import regression as R
 
 
-@pytest.mark.parametrize("family, grid, kw", [
-    ("beta-bernoulli", [0, 1], {}),
-    ("dirichlet-categorical", [0, 1, 2, 3], {"num_categories": 4}),
-    ("gamma-exponential", np.linspace(0.0, 7.0, 29), {"bounds": (0.5, 5.0)}),  # also records outside [lo, hi]
-])
+@pytest.mark.parametrize(
+    "family, grid, kw",
+    [
+        ("beta-bernoulli", [0, 1], {}),
+        ("dirichlet-categorical", [0, 1, 2, 3], {"num_categories": 4}),
+        ("gamma-exponential", np.linspace(0.0, 7.0, 29), {"bounds": (0.5, 5.0)}),  # also records outside [lo, hi]
+    ],
+)
 def test_expfam_sensitivity_equals_brute_force(family, grid, kw):
     def t(v):
-        return np.asarray(EF.statistic(family, np.array([v]), bounds=kw.get("bounds"),
-                                       num_categories=kw.get("num_categories")), np.float64)
+        return np.asarray(
+            EF.statistic(family, np.array([v]), bounds=kw.get("bounds"), num_categories=kw.get("num_categories")),
+            np.float64,
+        )
+
     add_remove = max(np.abs(t(v)).sum() for v in grid)
     replace_one = max(np.abs(t(v) - t(u)).sum() for v in grid for u in grid)
     bounds = kw.get("bounds")
@@ -55,10 +61,14 @@ def test_budget_parts_sum_exactly_to_at_most_epsilon():
     # was: epsilon * share products whose exact sum exceeded epsilon by 1 ulp (half of the two-decimal
     # splits tried; e.g. this one), so the composed release spent more than PrivacySpent records
     x, y = np.zeros((5, 1)), np.zeros(5)
-    for eps, split in ((4.1, {"xx": 0.53, "xy": 0.22, "yy": 0.25}), (1.2, {"xx": 0.3, "xy": 0.04, "yy": 0.66}),
-                       (0.7, None)):
-        rel = B.release_regression_statistics(x, y, epsilon=eps, x_bound=1.0, y_bound=1.0, budget_split=split,
-                                              rng_key=0, snapping=False)
+    for eps, split in (
+        (4.1, {"xx": 0.53, "xy": 0.22, "yy": 0.25}),
+        (1.2, {"xx": 0.3, "xy": 0.04, "yy": 0.66}),
+        (0.7, None),
+    ):
+        rel = B.release_regression_statistics(
+            x, y, epsilon=eps, x_bound=1.0, y_bound=1.0, budget_split=split, rng_key=0, snapping=False
+        )
         assert sum(Fraction(v) for v in rel.epsilon_parts.values()) <= Fraction(eps)
         assert rel.privacy.epsilon == eps
         shares = split or dict.fromkeys(R.PARTS, 1 / 3)
@@ -75,8 +85,9 @@ def test_release_at_many_features_builds_no_sampler_tables():
     R._index.cache_clear()
     tracemalloc.start()
     try:
-        rel = B.release_regression_statistics(x, x[:, 0], epsilon=1.0, x_bound=3.0, y_bound=3.0, secure=True,
-                                              snapping=False)
+        rel = B.release_regression_statistics(
+            x, x[:, 0], epsilon=1.0, x_bound=3.0, y_bound=3.0, secure=True, snapping=False
+        )
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -88,8 +99,9 @@ def test_fourth_moment_part_unchanged_by_lazy_monomials():
     rng = np.random.default_rng(1)
     x = rng.uniform(-1, 1, size=(30, 3))
     stats = R._statistics(x, x[:, 0], True)
-    monos = list(itertools.combinations_with_replacement(range(3), 3)) + \
-        list(itertools.combinations_with_replacement(range(3), 4))
+    monos = list(itertools.combinations_with_replacement(range(3), 3)) + list(
+        itertools.combinations_with_replacement(range(3), 4)
+    )
     assert np.allclose(stats["x4"], [np.prod(x[:, list(m)], axis=1).sum() for m in monos])
 
 

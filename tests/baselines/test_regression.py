@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpposterior.baselines import (DrawsPosterior, gibbs_ss_noisy, gibbs_ss_noisy_cell,
-                                   release_regression_statistics)
+from dpposterior.baselines import DrawsPosterior, gibbs_ss_noisy, gibbs_ss_noisy_cell, release_regression_statistics
 from dpposterior.baselines import regression as RG
 
 
@@ -40,8 +39,12 @@ def test_sensitivities_match_brute_force():
     # add/remove: max ||t||_1 is attained at the corners of the box (every |monomial| maximal at once)
     pts = [(np.array(v[:2]) * bx, v[2] * by) for v in itertools.product((-1, 0, 1), repeat=3)]
     ts = [_t(x, y) for x, y in pts]
-    rand = [(x, y) for x, y in zip(np.random.default_rng(0).uniform(-1, 1, (400, 2)) * bx,
-                                   np.random.default_rng(1).uniform(-1, 1, 400) * by)]
+    rand = [
+        (x, y)
+        for x, y in zip(
+            np.random.default_rng(0).uniform(-1, 1, (400, 2)) * bx, np.random.default_rng(1).uniform(-1, 1, 400) * by
+        )
+    ]
     ts_all = ts + [_t(x, y) for x, y in rand]
     for i, part in enumerate(("xx", "xy", "yy", "x4")):
         assert add[part] == pytest.approx(max(np.abs(t[i]).sum() for t in ts))
@@ -66,9 +69,16 @@ def test_release_parts_privacy_and_clipping(rng):
     assert (p.epsilon, p.delta, p.accountant, p.num_steps) == (3e8, 0.0, "pure", 3)
     assert sum(p.detail("epsilon_parts")) == pytest.approx(3e8)
     assert p.detail("records_outside_bounds") == "clipped" and p.neighbouring == "add_remove"
-    rel4 = release_regression_statistics(X[:, :2], y, epsilon=1.0, x_bound=2.0, y_bound=4.0,
-                                         fourth_moments="released", rng_key=1,
-                                         budget_split={"xx": 0.4, "xy": 0.3, "yy": 0.2, "x4": 0.1})
+    rel4 = release_regression_statistics(
+        X[:, :2],
+        y,
+        epsilon=1.0,
+        x_bound=2.0,
+        y_bound=4.0,
+        fourth_moments="released",
+        rng_key=1,
+        budget_split={"xx": 0.4, "xy": 0.3, "yy": 0.2, "x4": 0.1},
+    )
     assert rel4.noisy["x4"].shape == (4 + 5,) and rel4.privacy.num_steps == 4
     assert rel4.epsilon_parts["x4"] == pytest.approx(0.1)
     assert rel4.noise_scales["x4"] == pytest.approx(rel4.sensitivities["x4"] / 0.1)
@@ -81,10 +91,12 @@ def test_laplace_scale_per_part(rng):
     eps = 2.0
     noise, scale = [], None
     for i in range(20):
-        rel = release_regression_statistics(X[0], y[0], epsilon=eps, x_bound=1.0, y_bound=1.0, rng_key=i,
-                                            snapping=False)
-        exact = release_regression_statistics(X[0], y[0], epsilon=1e12, x_bound=1.0, y_bound=1.0, rng_key=i,
-                                              snapping=False)
+        rel = release_regression_statistics(
+            X[0], y[0], epsilon=eps, x_bound=1.0, y_bound=1.0, rng_key=i, snapping=False
+        )
+        exact = release_regression_statistics(
+            X[0], y[0], epsilon=1e12, x_bound=1.0, y_bound=1.0, rng_key=i, snapping=False
+        )
         noise.append(rel.noisy["xx"] - exact.noisy["xx"])
         scale = rel.noise_scales["xx"]
     noise = np.concatenate(noise)
@@ -96,8 +108,7 @@ def test_laplace_scale_per_part(rng):
 
 def test_psd_projection_of_noisy_second_moments(rng):
     _, X, y = _simulate(rng, 1, 100, 4)
-    rel = release_regression_statistics(X[0], y[0], epsilon=0.01, x_bound=3.0, y_bound=5.0, rng_key=3,
-                                        snapping=False)
+    rel = release_regression_statistics(X[0], y[0], epsilon=0.01, x_bound=3.0, y_bound=5.0, rng_key=3, snapping=False)
     raw = np.zeros((4, 4))
     raw[np.triu_indices(4)] = rel.noisy["xx"][:10] / 100
     assert np.min(np.linalg.eigvalsh(raw + np.triu(raw, 1).T)) < 0  # the noise breaks PSD ...
@@ -106,21 +117,24 @@ def test_psd_projection_of_noisy_second_moments(rng):
     assert np.min(np.linalg.eigvalsh(m)) > 0  # ... the projection restores it
 
 
-@pytest.mark.parametrize("kw, err", [
-    ({"epsilon": 0.0}, ValueError),
-    ({"epsilon": float("nan")}, ValueError),
-    ({"x_bound": -1.0}, ValueError),
-    ({"x_bound": [1.0, 2.0]}, ValueError),
-    ({"y_bound": 0.0}, ValueError),
-    ({"budget_split": {"xx": 0.5, "xy": 0.5}}, ValueError),
-    ({"budget_split": {"xx": 0.5, "xy": 0.3, "yy": 0.3}}, ValueError),
-    ({"budget_split": (0.3, 0.3, 0.4)}, TypeError),
-    ({"fourth_moments": "exact"}, ValueError),
-    ({"neighbouring": "any"}, ValueError),
-    ({"X": np.full((5, 3), np.nan)}, ValueError),
-    ({"X": np.zeros((4, 3))}, ValueError),
-    ({"y": np.zeros((5, 1))}, ValueError),
-])
+@pytest.mark.parametrize(
+    "kw, err",
+    [
+        ({"epsilon": 0.0}, ValueError),
+        ({"epsilon": float("nan")}, ValueError),
+        ({"x_bound": -1.0}, ValueError),
+        ({"x_bound": [1.0, 2.0]}, ValueError),
+        ({"y_bound": 0.0}, ValueError),
+        ({"budget_split": {"xx": 0.5, "xy": 0.5}}, ValueError),
+        ({"budget_split": {"xx": 0.5, "xy": 0.3, "yy": 0.3}}, ValueError),
+        ({"budget_split": (0.3, 0.3, 0.4)}, TypeError),
+        ({"fourth_moments": "exact"}, ValueError),
+        ({"neighbouring": "any"}, ValueError),
+        ({"X": np.full((5, 3), np.nan)}, ValueError),
+        ({"X": np.zeros((4, 3))}, ValueError),
+        ({"y": np.zeros((5, 1))}, ValueError),
+    ],
+)
 def test_invalid_arguments_raise(kw, err):
     args = {"X": np.zeros((5, 3)), "y": np.zeros(5), "epsilon": 1.0, "x_bound": 1.0, "y_bound": 1.0}
     args.update(kw)
@@ -179,8 +193,9 @@ def test_small_epsilon_coverage_is_calibrated(replicates, helpers):
     tol = helpers.binomial_tolerance(K, z=3.5)
     assert np.all(np.abs(cov - 0.9) < tol), cov
     # power twin: the NIG posterior of the noisy (PSD-projected) statistics taken as exact
-    k_rel = np.asarray(__import__("jax").random.split(__import__("jax").random.split(
-        __import__("jax").random.PRNGKey(5))[0], K))
+    k_rel = np.asarray(
+        __import__("jax").random.split(__import__("jax").random.split(__import__("jax").random.PRNGKey(5))[0], K)
+    )
     mean, sd = [], []
     for i in range(K):
         rel = release_regression_statistics(X[i], y[i], epsilon=1.0, x_bound=3.0, y_bound=5.0, rng_key=k_rel[i])
@@ -194,8 +209,9 @@ def test_small_epsilon_coverage_is_calibrated(replicates, helpers):
 @pytest.mark.slow
 def test_public_sampler_and_noisy_fourth_moments(rng):
     _, X, y = _simulate(rng, 1, 300, 2)
-    rel = release_regression_statistics(X[0], y[0], epsilon=1.0, x_bound=2.0, y_bound=4.0,
-                                        fourth_moments="released", rng_key=1)
+    rel = release_regression_statistics(
+        X[0], y[0], epsilon=1.0, x_bound=2.0, y_bound=4.0, fourth_moments="released", rng_key=1
+    )
     post = gibbs_ss_noisy(rel, num_warmup=50, num_draws=100, rng_key=0)
     assert isinstance(post, DrawsPosterior) and post.privacy is rel.privacy
     assert post.draws.shape == (100, 4) and np.all(np.isfinite(np.asarray(post.draws)))
@@ -215,8 +231,9 @@ def test_gamma_from_variates_is_exact(shape):
 
     def one(k):
         k1, k2, k3 = jax.random.split(k, 3)
-        return S.gamma_from_variates(k3, jnp.float32(shape), jax.random.normal(k1, (2,)),
-                                     jax.random.uniform(k2, (3,), minval=1e-38, maxval=1.0))
+        return S.gamma_from_variates(
+            k3, jnp.float32(shape), jax.random.normal(k1, (2,)), jax.random.uniform(k2, (3,), minval=1e-38, maxval=1.0)
+        )
 
     x = np.asarray(jax.jit(jax.vmap(one))(jax.random.split(jax.random.PRNGKey(3), n)), np.float64)
     assert stats.kstest(x, stats.gamma(shape).cdf).pvalue > 1e-3
@@ -254,8 +271,10 @@ def test_bulk_variate_forms_match_the_keyed_samplers():
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
     lo, hi = r - 1.0, r + 2.0
     u = jax.random.uniform(key, r.shape, jnp.float32, minval=jnp.finfo(jnp.float32).tiny, maxval=1.0)
-    np.testing.assert_array_equal(np.asarray(S.truncated_obs_from_uniform(u, r + 0.5, jnp.full(r.shape, 4.0), (lo, hi))),
-                                  np.asarray(S.truncated_obs(key, r + 0.5, jnp.full(r.shape, 4.0), (lo, hi))))
+    np.testing.assert_array_equal(
+        np.asarray(S.truncated_obs_from_uniform(u, r + 0.5, jnp.full(r.shape, 4.0), (lo, hi))),
+        np.asarray(S.truncated_obs(key, r + 0.5, jnp.full(r.shape, 4.0), (lo, hi))),
+    )
 
 
 def test_expected_sampler_time_grows_as_m_cubed():

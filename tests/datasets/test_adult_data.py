@@ -37,10 +37,20 @@ def onehot():
 def _record(**changes):
     """One complete raw record (the first line of adult.data), with some fields changed."""
     record = {
-        "age": [39], "workclass": ["State-gov"], "fnlwgt": [77516], "education": ["Bachelors"],
-        "education-num": [13], "marital-status": ["Never-married"], "occupation": ["Adm-clerical"],
-        "relationship": ["Not-in-family"], "race": ["White"], "sex": ["Male"], "capital-gain": [2174],
-        "capital-loss": [0], "hours-per-week": [40], "native-country": ["United-States"],
+        "age": [39],
+        "workclass": ["State-gov"],
+        "fnlwgt": [77516],
+        "education": ["Bachelors"],
+        "education-num": [13],
+        "marital-status": ["Never-married"],
+        "occupation": ["Adm-clerical"],
+        "relationship": ["Not-in-family"],
+        "race": ["White"],
+        "sex": ["Male"],
+        "capital-gain": [2174],
+        "capital-loss": [0],
+        "hours-per-week": [40],
+        "native-country": ["United-States"],
         "income": ["<=50K"],
     }
     record.update(changes)
@@ -68,8 +78,15 @@ def test_raw_columns_types_labels_and_missing_values():
     text = {name: values for name, values in columns.items() if values.dtype.kind == "U"}
     missing = {name: int((values == "?").sum()) for name, values in text.items()}
     assert missing == {
-        "workclass": 963, "education": 0, "marital-status": 0, "occupation": 966,
-        "relationship": 0, "race": 0, "sex": 0, "native-country": 274, "income": 0,
+        "workclass": 963,
+        "education": 0,
+        "marital-status": 0,
+        "occupation": 966,
+        "relationship": 0,
+        "race": 0,
+        "sex": 0,
+        "native-country": 274,
+        "income": 0,
     }
 
 
@@ -127,7 +144,7 @@ def test_indicator_blocks_leave_out_the_reference_level_and_match_the_raw_levels
     for column in CATEGORICAL:
         block = [j for j, name in enumerate(names) if name.startswith(f"{column}=")]
         levels = np.array([ADULT_REFERENCE_LEVELS[column]] + [names[j].split("=", 1)[1] for j in block])
-        assert ADULT_REFERENCE_LEVELS[column] == ADULT_CATEGORIES[column][0]   # the schema's first level
+        assert ADULT_REFERENCE_LEVELS[column] == ADULT_CATEGORIES[column][0]  # the schema's first level
         assert X[:, block].sum(axis=1).max() == 1.0
         # a record of the reference level has zeros in the block
         chosen = levels[np.where(X[:, block].sum(axis=1) == 0, 0, X[:, block].argmax(axis=1) + 1)]
@@ -188,10 +205,15 @@ def test_without_intercept():
 
 def test_out_of_bound_values_are_clipped_to_the_public_bounds():
     two = {name: values * 2 for name, values in _record().items()}
-    two.update({
-        "age": [5, 120], "fnlwgt": [-1, 2e6], "capital-gain": [-3, 10**6], "capital-loss": [-1, 10**4],
-        "hours-per-week": [-5, 168],
-    })
+    two.update(
+        {
+            "age": [5, 120],
+            "fnlwgt": [-1, 2e6],
+            "capital-gain": [-3, 10**6],
+            "capital-loss": [-1, 10**4],
+            "hours-per-week": [-5, 168],
+        }
+    )
     X, _, _ = encode_adult(two)
     np.testing.assert_array_equal(X[0, :5], 0.0)
     np.testing.assert_array_equal(X[1, :5], 1.0)
@@ -208,8 +230,8 @@ def test_encode_adult_encodes_one_record():
     X, y, names = encode_adult(_record(income=[">50K"]))
     row = dict(zip(names, X[0].tolist(), strict=True))
     assert row["age"] == pytest.approx((39 - 17) / 73)
-    assert row["workclass=State-gov"] == 1.0 and "workclass=Private" not in names   # Private: the reference
-    assert sum(v for k, v in row.items() if k.startswith("education=")) == 0.0      # Bachelors: the reference
+    assert row["workclass=State-gov"] == 1.0 and "workclass=Private" not in names  # Private: the reference
+    assert sum(v for k, v in row.items() if k.startswith("education=")) == 0.0  # Bachelors: the reference
     assert row["marital-status=Never-married"] == 1.0
     assert y.tolist() == [1]
     X, _, names = encode_adult(_record(), reference_levels=False)

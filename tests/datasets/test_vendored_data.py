@@ -9,7 +9,11 @@ from fnmatch import fnmatch
 
 DATA = importlib.resources.files("dpposterior.datasets").joinpath("data")
 VENDORED = (
-    "adult.data.gz", "adult.test.gz", "adult.names", "mnist_7_vs_9.npz", "mnist_other_digits_5k.npz",
+    "adult.data.gz",
+    "adult.test.gz",
+    "adult.names",
+    "mnist_7_vs_9.npz",
+    "mnist_other_digits_5k.npz",
     "LICENSE.md",
 )
 
@@ -39,8 +43,17 @@ def test_vendored_files_are_present_and_small():
 
 def test_licence_file_names_each_source_and_licence():
     text = DATA.joinpath("LICENSE.md").read_text(encoding="utf-8")
-    for needle in ("CC BY 4.0", "CC BY-SA 3.0", "Becker", "Kohavi", "LeCun", "Cortes", "Burges",
-                   "UCI Machine Learning Repository", "5d7c39d7b8804f071cdd1f2a7c460872"):
+    for needle in (
+        "CC BY 4.0",
+        "CC BY-SA 3.0",
+        "Becker",
+        "Kohavi",
+        "LeCun",
+        "Cortes",
+        "Burges",
+        "UCI Machine Learning Repository",
+        "5d7c39d7b8804f071cdd1f2a7c460872",
+    ):
         assert needle in text
 
 

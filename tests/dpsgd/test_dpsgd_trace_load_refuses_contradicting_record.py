@@ -18,17 +18,36 @@ NAMES = ("params", "grads", "final_params", "learning_rate", "beta")
 
 def _record(sigma=SIGMA, steps=T, epsilon=None):
     eps = dpsgd_epsilon(sigma, DELTA, Q, steps) if epsilon is None else epsilon
-    return PrivacySpent(epsilon=eps, delta=DELTA, neighbouring="add_remove", accountant="pld",
-                        mechanism="poisson_subsampled_gaussian", noise_multiplier=sigma, sampling_rate=Q,
-                        num_steps=steps, seeded_by="os", details=(("clip", CLIP), ("sampling", "poisson")))
+    return PrivacySpent(
+        epsilon=eps,
+        delta=DELTA,
+        neighbouring="add_remove",
+        accountant="pld",
+        mechanism="poisson_subsampled_gaussian",
+        noise_multiplier=sigma,
+        sampling_rate=Q,
+        num_steps=steps,
+        seeded_by="os",
+        details=(("clip", CLIP), ("sampling", "poisson")),
+    )
 
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
     rng = np.random.default_rng(1)
-    trace = DPSGDTrace(params=rng.normal(size=(T, 3)), grads=rng.normal(size=(T, 3)) * SIGMA * CLIP,
-                       final_params=np.zeros(3), learning_rate=np.full(3, 0.1), beta=np.ones(3), clip=CLIP,
-                       noise_multiplier=SIGMA, sampling_rate=Q, num_steps=T, num_records=1000, privacy=_record())
+    trace = DPSGDTrace(
+        params=rng.normal(size=(T, 3)),
+        grads=rng.normal(size=(T, 3)) * SIGMA * CLIP,
+        final_params=np.zeros(3),
+        learning_rate=np.full(3, 0.1),
+        beta=np.ones(3),
+        clip=CLIP,
+        noise_multiplier=SIGMA,
+        sampling_rate=Q,
+        num_steps=T,
+        num_records=1000,
+        privacy=_record(),
+    )
     path = trace.save(tmp_path_factory.mktemp("dpsgd") / "trace.npz")
     with np.load(path) as z:
         meta = json.loads(z["metadata"].tobytes())

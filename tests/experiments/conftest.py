@@ -39,6 +39,16 @@ def grid_cells():
 @pytest.fixture
 def tiny_cli_args():
     """Command-line options of the tiny cells (no progress bars)."""
-    return ["--replicates", str(TINY["replicates"]), "--repeats", str(TINY["repeats"]),
-            "--num-steps", str(TINY["num_steps"]), "--num-records", str(TINY["num_records"]),
-            "--num-draws", str(TINY["num_draws"]), "--no-progress"]
+    return [
+        "--replicates",
+        str(TINY["replicates"]),
+        "--repeats",
+        str(TINY["repeats"]),
+        "--num-steps",
+        str(TINY["num_steps"]),
+        "--num-records",
+        str(TINY["num_records"]),
+        "--num-draws",
+        str(TINY["num_draws"]),
+        "--no-progress",
+    ]

@@ -28,34 +28,51 @@ def test_baselines_are_registered_as_mechanism_methods():
     assert not any(METHODS[m].needs_data for m in ("naive", "grid", "laplace", "nuts"))
 
 
-@pytest.mark.parametrize("model, method, message", [
-    ("linear-regression", "bernstein-sheldon",
-     "method 'bernstein-sheldon' does not support model 'linear-regression'; it supports: ['beta-bernoulli', "
-     "'dirichlet-categorical', 'gamma-exponential']"),
-    ("beta-bernoulli", "gibbs-ss-noisy",
-     "method 'gibbs-ss-noisy' does not support model 'beta-bernoulli'; it supports: ['linear-regression']"),
-])
+@pytest.mark.parametrize(
+    "model, method, message",
+    [
+        (
+            "linear-regression",
+            "bernstein-sheldon",
+            "method 'bernstein-sheldon' does not support model 'linear-regression'; it supports: ['beta-bernoulli', "
+            "'dirichlet-categorical', 'gamma-exponential']",
+        ),
+        (
+            "beta-bernoulli",
+            "gibbs-ss-noisy",
+            "method 'gibbs-ss-noisy' does not support model 'beta-bernoulli'; it supports: ['linear-regression']",
+        ),
+    ],
+)
 def test_unsupported_model_fails_when_the_cell_is_configured(model, method, message):
     with pytest.raises(ValueError) as e:
         CellConfig(model, 1.0, method, **TINY)
     assert message in str(e.value)
 
 
-@pytest.mark.parametrize("model, method, options, message", [
-    ("beta-bernoulli", "bernstein-sheldon", {"bounds": "0,5"}, "bounds applies only to gamma-exponential"),
-    ("gamma-exponential", "bernstein-sheldon", {"bounds": "5,1"}, "0 <= lo < hi"),
-    ("gamma-exponential", "bernstein-sheldon", {"bounds": "1"}, "'lo,hi' of two numbers"),
-    ("beta-bernoulli", "bernstein-sheldon", {"thin": 0}, "thin must be an integer >= 1"),
-    ("beta-bernoulli", "bernstein-sheldon", {"neighbouring": "swap"}, "neighbouring must be one of"),
-    ("beta-bernoulli", "bernstein-sheldon", {"snapping": 1}, "snapping must be one of [True, False]"),
-    ("linear-regression", "gibbs-ss-noisy", {"snapping": "yes"}, "snapping must be one of [True, False]"),
-    ("linear-regression", "gibbs-ss-noisy", {"budget_split": "xx=0.5,xy=0.5"}, "exactly the parts ['xx', 'xy', 'yy']"),
-    ("linear-regression", "gibbs-ss-noisy", {"budget_split": "xx=a"}, "budget_split must be a string like"),
-    ("linear-regression", "gibbs-ss-noisy", {"x_bound": -1.0}, "x_bound must be a finite number > 0"),
-    ("beta-bernoulli", "dpvim", {"lr_mu": 0.01}, "lr_mu and lr_rho go together"),
-    ("beta-bernoulli", "dpvim", {"reading": "last"}, "reading must be one of ['noise_aware', 'averaged']"),
-    ("beta-bernoulli", "dpvim", {"num_warmup": 10}, "unknown options ['num_warmup'] for method 'dpvim'"),
-])
+@pytest.mark.parametrize(
+    "model, method, options, message",
+    [
+        ("beta-bernoulli", "bernstein-sheldon", {"bounds": "0,5"}, "bounds applies only to gamma-exponential"),
+        ("gamma-exponential", "bernstein-sheldon", {"bounds": "5,1"}, "0 <= lo < hi"),
+        ("gamma-exponential", "bernstein-sheldon", {"bounds": "1"}, "'lo,hi' of two numbers"),
+        ("beta-bernoulli", "bernstein-sheldon", {"thin": 0}, "thin must be an integer >= 1"),
+        ("beta-bernoulli", "bernstein-sheldon", {"neighbouring": "swap"}, "neighbouring must be one of"),
+        ("beta-bernoulli", "bernstein-sheldon", {"snapping": 1}, "snapping must be one of [True, False]"),
+        ("linear-regression", "gibbs-ss-noisy", {"snapping": "yes"}, "snapping must be one of [True, False]"),
+        (
+            "linear-regression",
+            "gibbs-ss-noisy",
+            {"budget_split": "xx=0.5,xy=0.5"},
+            "exactly the parts ['xx', 'xy', 'yy']",
+        ),
+        ("linear-regression", "gibbs-ss-noisy", {"budget_split": "xx=a"}, "budget_split must be a string like"),
+        ("linear-regression", "gibbs-ss-noisy", {"x_bound": -1.0}, "x_bound must be a finite number > 0"),
+        ("beta-bernoulli", "dpvim", {"lr_mu": 0.01}, "lr_mu and lr_rho go together"),
+        ("beta-bernoulli", "dpvim", {"reading": "last"}, "reading must be one of ['noise_aware', 'averaged']"),
+        ("beta-bernoulli", "dpvim", {"num_warmup": 10}, "unknown options ['num_warmup'] for method 'dpvim'"),
+    ],
+)
 def test_bad_options_fail_when_the_cell_is_configured(model, method, options, message):
     with pytest.raises(ValueError) as e:
         CellConfig(model, 1.0, method, method_options=options, **TINY)
@@ -78,8 +95,12 @@ def test_regenerated_data_are_the_programs_data():
     np.testing.assert_array_equal(data[0][3], np.asarray(d3[0]))
     cd = cell_data(cfg)
     np.testing.assert_array_equal(cd.arrays[0], data[0])
-    assert (cd.epsilon, cd.num_steps, cd.num_records, cd.num_replicates) == (0.5, TINY["num_steps"],
-                                                                             TINY["num_records"], TINY["replicates"])
+    assert (cd.epsilon, cd.num_steps, cd.num_records, cd.num_replicates) == (
+        0.5,
+        TINY["num_steps"],
+        TINY["num_records"],
+        TINY["replicates"],
+    )
     # power: another seed simulates other replicates
     other, _ = simulate_data(CellConfig("beta-bernoulli", 0.5, "naive", **{**TINY, "seed": 1}))
     assert not np.allclose(other, theta)
@@ -146,28 +167,74 @@ def _fake_cell(calls, n):
     def fake(*args, **kwargs):
         calls.append((args, kwargs))
         k, m = 6, TINY["num_draws"]
-        return BaselineCellOutput(draws=np.zeros((k, m, n), np.float32), posterior_sd=np.ones((k, n)),
-                                  diagnostics={"x": np.float32(1.5)},
-                                  privacy=PrivacySpent(1.0, 0.0, "add_remove", "pure", "laplace", seeded_by="user"))
+        return BaselineCellOutput(
+            draws=np.zeros((k, m, n), np.float32),
+            posterior_sd=np.ones((k, n)),
+            diagnostics={"x": np.float32(1.5)},
+            privacy=PrivacySpent(1.0, 0.0, "add_remove", "pure", "laplace", seeded_by="user"),
+        )
 
     return fake
 
 
-@pytest.mark.parametrize("model, method, cell_fn, options, expected", [
-    ("gamma-exponential", "bernstein-sheldon", "bernstein_sheldon_cell",
-     {"bounds": "0.5,4", "thin": 3, "num_warmup": 7, "neighbouring": "replace_one", "snapping": True},
-     {"bounds": (0.5, 4.0), "thin": 3, "num_warmup": 7, "neighbouring": "replace_one", "snapping": True}),
-    ("beta-bernoulli", "bernstein-sheldon", "bernstein_sheldon_cell", {},
-     {"bounds": None, "thin": None, "num_warmup": 1000, "neighbouring": "add_remove", "snapping": False}),
-    ("linear-regression", "gibbs-ss-noisy", "gibbs_ss_noisy_cell",
-     {"budget_split": "xx=0.5,xy=0.25,yy=0.25", "x_bound": 2.0, "y_bound": 4.0, "interweave": False, "thin": 2,
-      "snapping": True},
-     {"budget_split": {"xx": 0.5, "xy": 0.25, "yy": 0.25}, "x_bound": 2.0, "y_bound": 4.0, "interweave": False,
-      "thin": 2, "num_warmup": 1000, "fourth_moments": "normal", "snapping": True}),
-    ("beta-bernoulli", "dpvim", "dpvim_cell", {"lr_mu": 0.01, "lr_rho": 1.0, "reading": "averaged"},
-     {"learning_rate": (0.01, 1.0), "reading": "averaged", "natural_gradient": False, "clip": 2.0,
-      "num_steps": TINY["num_steps"], "sampling_rate": 0.1, "delta": 1e-5, "accountant": "pld"}),
-])
+@pytest.mark.parametrize(
+    "model, method, cell_fn, options, expected",
+    [
+        (
+            "gamma-exponential",
+            "bernstein-sheldon",
+            "bernstein_sheldon_cell",
+            {"bounds": "0.5,4", "thin": 3, "num_warmup": 7, "neighbouring": "replace_one", "snapping": True},
+            {"bounds": (0.5, 4.0), "thin": 3, "num_warmup": 7, "neighbouring": "replace_one", "snapping": True},
+        ),
+        (
+            "beta-bernoulli",
+            "bernstein-sheldon",
+            "bernstein_sheldon_cell",
+            {},
+            {"bounds": None, "thin": None, "num_warmup": 1000, "neighbouring": "add_remove", "snapping": False},
+        ),
+        (
+            "linear-regression",
+            "gibbs-ss-noisy",
+            "gibbs_ss_noisy_cell",
+            {
+                "budget_split": "xx=0.5,xy=0.25,yy=0.25",
+                "x_bound": 2.0,
+                "y_bound": 4.0,
+                "interweave": False,
+                "thin": 2,
+                "snapping": True,
+            },
+            {
+                "budget_split": {"xx": 0.5, "xy": 0.25, "yy": 0.25},
+                "x_bound": 2.0,
+                "y_bound": 4.0,
+                "interweave": False,
+                "thin": 2,
+                "num_warmup": 1000,
+                "fourth_moments": "normal",
+                "snapping": True,
+            },
+        ),
+        (
+            "beta-bernoulli",
+            "dpvim",
+            "dpvim_cell",
+            {"lr_mu": 0.01, "lr_rho": 1.0, "reading": "averaged"},
+            {
+                "learning_rate": (0.01, 1.0),
+                "reading": "averaged",
+                "natural_gradient": False,
+                "clip": 2.0,
+                "num_steps": TINY["num_steps"],
+                "sampling_rate": 0.1,
+                "delta": 1e-5,
+                "accountant": "pld",
+            },
+        ),
+    ],
+)
 def test_options_reach_the_baselines_cell_function(model, method, cell_fn, options, expected, monkeypatch):
     """The registered method hands the cell's data, budget, mechanism key and parsed options to the
     baseline's cell function, and returns its draws with its privacy (the real runs: the tests above and
@@ -181,8 +248,9 @@ def test_options_reach_the_baselines_cell_function(model, method, cell_fn, optio
     arrays = (np.zeros((6, 200)),)
     data = CellData(model, arrays, 0.7, cfg.delta, cfg.num_steps, cfg.sampling_rate, 200, "pld", 2.0)
     key = np.array([3, 4], np.uint32)
-    out = METHODS[method].fn(None, MethodSettings(np.zeros((6, 2), np.uint32), TINY["num_draws"],
-                                                  dict(cfg.method_options), key), data)
+    out = METHODS[method].fn(
+        None, MethodSettings(np.zeros((6, 2), np.uint32), TINY["num_draws"], dict(cfg.method_options), key), data
+    )
     ((args, kwargs),) = calls
     assert args[-4] is arrays and args[-3] == 0.7 and args[-2] is key and args[-1] == TINY["num_draws"]
     if method != "gibbs-ss-noisy":
@@ -207,8 +275,19 @@ def test_gibbs_ss_noisy_cell_through_compute_group():
 
 
 def test_cli_runs_a_baseline_and_resumes_without_recomputing(tmp_path, capsys, tiny_cli_args):
-    args = ["coverage", "--model", "beta-bernoulli", "--epsilon", "0.5", "--method", "naive", "bernstein-sheldon",
-            "--out", str(tmp_path), *tiny_cli_args]
+    args = [
+        "coverage",
+        "--model",
+        "beta-bernoulli",
+        "--epsilon",
+        "0.5",
+        "--method",
+        "naive",
+        "bernstein-sheldon",
+        "--out",
+        str(tmp_path),
+        *tiny_cli_args,
+    ]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "2 cell(s) computed, 0 found finished" in out and "| beta-bernoulli | 0.5 | bernstein-sheldon |" in out
@@ -226,8 +305,17 @@ def test_cli_runs_a_baseline_and_resumes_without_recomputing(tmp_path, capsys, t
 
 
 def test_cli_refuses_an_unsupported_model_before_running(tmp_path, capsys):
-    argv = ["coverage", "--model", "linear-regression", "--epsilon", "1", "--method", "bernstein-sheldon",
-            "--out", str(tmp_path)]
+    argv = [
+        "coverage",
+        "--model",
+        "linear-regression",
+        "--epsilon",
+        "1",
+        "--method",
+        "bernstein-sheldon",
+        "--out",
+        str(tmp_path),
+    ]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "does not support model 'linear-regression'" in err

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 
-MODEL = textwrap.dedent('''
+MODEL = textwrap.dedent("""
     import jax, jax.numpy as jnp, numpyro, numpyro.distributions as dist
     from dpposterior.models import ModelSpec, register_model
 
@@ -29,14 +29,17 @@ MODEL = textwrap.dedent('''
         return {"mu": mu, "s": s}, (mu + jax.random.normal(k3, (n, D)) @ chol.T, jnp.zeros((n,)))
 
     register_model(ModelSpec("test-mvn-per-record", mvn, simulate, clip=3.0, beta_rho=100.0), replace=True)
-''')
+""")
 
-SCRIPT = textwrap.dedent('''
+SCRIPT = (
+    textwrap.dedent("""
     import json, os, sys
     os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
     import jax
     from dpposterior.experiments import CellConfig, run_coverage
-''') + MODEL + textwrap.dedent('''
+""")
+    + MODEL
+    + textwrap.dedent("""
     sizes = dict(replicates=8, repeats=2, num_steps=200, num_records=200, num_draws=200)
     cells = [CellConfig("test-mvn-per-record", 1.0, "naive", **sizes), CellConfig("beta-bernoulli", 1.0, "naive", **sizes)]
     summary = run_coverage(cells, sys.argv[1], progress=False, devices=2, batch_size=8)
@@ -67,12 +70,12 @@ SCRIPT = textwrap.dedent('''
     g = BC.gibbs_ss_noisy_cell(arrays, 1.0, 0, 20, num_warmup=10, thin=1, devices=2)
     out["gibbs_finite"] = bool(np.all(np.isfinite(g.draws)))
     print(json.dumps(out))
-''')
+""")
+)
 
 
 def test_programs_with_cpu_lapack_kernels_run_on_one_device_and_the_others_on_two(tmp_path):
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], capture_output=True, text=True,
-                          timeout=240)
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["devices"] == {"test-mvn-per-record": 1, "beta-bernoulli": 2}

@@ -40,7 +40,7 @@ def test_replicates_equal_dpvi_traces(tiny):
         for got, want in zip(out.stats, ref):
             np.testing.assert_allclose(got[k], want, rtol=1e-3, atol=1e-6 * max(1.0, np.abs(want).max()))
         start = burn_in_start(cfg.num_steps, cfg.burn_in)
-        ref = sufficient_statistics(trace.phi[:start], trace.grads[:start], 0.0)   # the burn-in steps
+        ref = sufficient_statistics(trace.phi[:start], trace.grads[:start], 0.0)  # the burn-in steps
         for got, want in zip(out.burn_stats, ref):
             np.testing.assert_allclose(got[k], want, rtol=1e-3, atol=1e-6 * max(1.0, np.abs(want).max()))
     # power: another replicate's trace is far outside that tolerance
@@ -52,8 +52,9 @@ def test_keys_depend_only_on_seed_and_index(tiny):
     b = np.asarray(replicate_keys(7, 2, 2))
     np.testing.assert_array_equal(a[2:], b)
     assert not np.array_equal(np.asarray(replicate_keys(8, 0, 4)), a)
-    assert not np.array_equal(np.asarray(postprocessing_keys(7, "grid", 3)),
-                              np.asarray(postprocessing_keys(7, "naive", 3)))
+    assert not np.array_equal(
+        np.asarray(postprocessing_keys(7, "grid", 3)), np.asarray(postprocessing_keys(7, "naive", 3))
+    )
     # the group (and so the replicates) of a cell does not depend on the method
     assert tiny("grid").group_key() == tiny("naive").group_key()
     assert tiny("grid").group_key() != tiny("grid", epsilon=3.0).group_key()
@@ -79,7 +80,7 @@ def _check_sane(rec, cfg, calibrated_ends=True):
     assert rec["central_coverage_level"] == 0.9
     k = rec["num_replicates_used"]
     cov90 = np.asarray(rec["central_coverage"])
-    assert cov90.shape == (1,) and np.all(np.round(cov90 * k) == cov90 * k)   # a share of the K replicates
+    assert cov90.shape == (1,) and np.all(np.round(cov90 * k) == cov90 * k)  # a share of the K replicates
     np.testing.assert_allclose(rec["central_coverage_se"], np.sqrt(cov90 * (1 - cov90) / k))
 
 
@@ -105,8 +106,11 @@ def test_burn_in_priors_option_reaches_laplace_and_nuts(tiny, tmp_path):
     """``priors="burn_in"`` in the Laplace and NUTS solvers (new compilations of both: slow), on the
     same releases as the grid's."""
     burn = (("priors", "burn_in"),)
-    cells = [tiny("grid", method_options=burn), tiny("laplace", method_options=burn),
-             tiny("nuts", method_options=(("num_samples", 200), ("num_warmup", 100)) + burn)]
+    cells = [
+        tiny("grid", method_options=burn),
+        tiny("laplace", method_options=burn),
+        tiny("nuts", method_options=(("num_samples", 200), ("num_warmup", 100)) + burn),
+    ]
     by = {r["config"]["method"]: r for r in run_coverage(cells, tmp_path, progress=False).results}
     for cfg in cells:
         _check_sane(by[cfg.method], cfg)
@@ -127,7 +131,7 @@ def test_burn_in_priors_option_in_the_grid_solver(tiny, tmp_path):
     for cfg, rec in zip(cells, (paper, burned)):
         _check_sane(rec, cfg)
     assert {tuple(r["execution"]["group_methods"]) for r in (paper, burned)} == {("grid", "grid")}
-    assert burned["sharpness"] != paper["sharpness"]   # the option has an effect
+    assert burned["sharpness"] != paper["sharpness"]  # the option has an effect
     # the priors the solvers use: burn_in_priors of the release's statistics, as noise_aware_posterior builds
     cfg = tiny("grid")
     setup = dpvi_setup(cfg)
@@ -157,11 +161,14 @@ def test_burn_in_priors_with_too_short_a_burn_in_are_refused_when_configured(tin
     burn_in 0.2: 8 steps) was configured, its group's DP-SGD replicates ran (22 s for K = 3), and then the
     run stopped with "raise burn_in", the later groups never computed; now the cell is refused at once."""
     burn = (("priors", "burn_in"),)
-    with pytest.raises(ValueError, match=rf"method '{method}' with priors=\"burn_in\".*num_steps=40 with "
-                                         r"burn_in=0.2 keeps 8 of them, fewer than 10"):
+    with pytest.raises(
+        ValueError,
+        match=rf"method '{method}' with priors=\"burn_in\".*num_steps=40 with "
+        r"burn_in=0.2 keeps 8 of them, fewer than 10",
+    ):
         tiny(method, method_options=burn, num_steps=40)
-    assert tiny(method, method_options=burn, num_steps=50).burn_in == 0.2      # 10 burn-in steps: enough
-    assert tiny(method, num_steps=40).num_steps == 40                         # the paper's priors need none
+    assert tiny(method, method_options=burn, num_steps=50).burn_in == 0.2  # 10 burn-in steps: enough
+    assert tiny(method, num_steps=40).num_steps == 40  # the paper's priors need none
 
 
 def test_registered_method_plugs_in(tiny, tmp_path):
@@ -231,18 +238,30 @@ def test_config_validation(tiny):
 _TINY = dict(replicates=6, repeats=4, num_steps=60, num_records=200, num_draws=400)
 
 
-@pytest.mark.parametrize("model, method, spelling, canonical", [
-    ("gamma-exponential", "bernstein-sheldon", {"bounds": "0.0,5.0"}, {"bounds": "0,5"}),
-    ("gamma-exponential", "bernstein-sheldon", {"bounds": " 0 , 5.000"}, {"bounds": "0,5"}),
-    ("gamma-exponential", "bernstein-sheldon", {"bounds": "5e-1,4"}, {"bounds": "0.5,4"}),
-    ("beta-bernoulli", "bernstein-sheldon", {"thin": None, "num_warmup": 7}, {"num_warmup": 7}),
-    ("linear-regression", "gibbs-ss-noisy", {"budget_split": "yy=.2, xx=0.40,xy=4e-1"},
-     {"budget_split": "xx=0.4,xy=0.4,yy=0.2"}),
-    ("linear-regression", "gibbs-ss-noisy", {"x_bound": 3, "y_bound": np.float32(4)}, {"x_bound": 3.0, "y_bound": 4.0}),
-    ("beta-bernoulli", "dpvim", {"clip": 2, "lr_mu": None, "lr_rho": None}, {"clip": 2.0}),
-    ("beta-bernoulli", "laplace", {"tol": 1}, {"tol": 1.0}),
-    ("beta-bernoulli", "grid", {"tail": 0.0000001}, {"tail": 1e-7}),
-])
+@pytest.mark.parametrize(
+    "model, method, spelling, canonical",
+    [
+        ("gamma-exponential", "bernstein-sheldon", {"bounds": "0.0,5.0"}, {"bounds": "0,5"}),
+        ("gamma-exponential", "bernstein-sheldon", {"bounds": " 0 , 5.000"}, {"bounds": "0,5"}),
+        ("gamma-exponential", "bernstein-sheldon", {"bounds": "5e-1,4"}, {"bounds": "0.5,4"}),
+        ("beta-bernoulli", "bernstein-sheldon", {"thin": None, "num_warmup": 7}, {"num_warmup": 7}),
+        (
+            "linear-regression",
+            "gibbs-ss-noisy",
+            {"budget_split": "yy=.2, xx=0.40,xy=4e-1"},
+            {"budget_split": "xx=0.4,xy=0.4,yy=0.2"},
+        ),
+        (
+            "linear-regression",
+            "gibbs-ss-noisy",
+            {"x_bound": 3, "y_bound": np.float32(4)},
+            {"x_bound": 3.0, "y_bound": 4.0},
+        ),
+        ("beta-bernoulli", "dpvim", {"clip": 2, "lr_mu": None, "lr_rho": None}, {"clip": 2.0}),
+        ("beta-bernoulli", "laplace", {"tol": 1}, {"tol": 1.0}),
+        ("beta-bernoulli", "grid", {"tail": 0.0000001}, {"tail": 1e-7}),
+    ],
+)
 def test_equivalent_option_spellings_are_one_cell(model, method, spelling, canonical, tmp_path):
     """Options that mean the same computation give one configuration, one digest and one file name (they
     made separate cells, each computed, until 2026-12-02); the canonical spelling is what is recorded."""
@@ -260,8 +279,9 @@ def test_options_that_differ_stay_different_cells():
     """Canonical spellings never merge different computations: an int option stays an int (3.0 is still
     refused), another number is another cell, an option at its default value is not dropped."""
     a = CellConfig("gamma-exponential", 1.0, "bernstein-sheldon", method_options={"bounds": "0,5"}, **_TINY)
-    assert a != CellConfig("gamma-exponential", 1.0, "bernstein-sheldon", method_options={"bounds": "0,5.0001"},
-                           **_TINY)
+    assert a != CellConfig(
+        "gamma-exponential", 1.0, "bernstein-sheldon", method_options={"bounds": "0,5.0001"}, **_TINY
+    )
     assert a != CellConfig("gamma-exponential", 1.0, "bernstein-sheldon", **_TINY)
     with pytest.raises(ValueError, match="thin must be an integer"):
         CellConfig("beta-bernoulli", 1.0, "bernstein-sheldon", method_options={"thin": 3.0}, **_TINY)
@@ -302,8 +322,11 @@ def test_canonical_options_hook_is_checked(tiny):
         with pytest.raises(TypeError, match="canonical_options of method 'test-canon' must return a dict"):
             tiny("test-canon", method_options={"width": 2})
         register(lambda o: {"height": 1})
-        with pytest.raises(ValueError, match=r"canonical_options of method 'test-canon' returned unknown options "
-                                             r"\['height'\]"):
+        with pytest.raises(
+            ValueError,
+            match=r"canonical_options of method 'test-canon' returned unknown options "
+            r"\['height'\]",
+        ):
             tiny("test-canon", method_options={"width": 2})
         register(lambda o: {"width": o.get("width", 0) + 1})
         with pytest.raises(ValueError, match="canonical_options of method 'test-canon' is not idempotent"):

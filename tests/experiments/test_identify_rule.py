@@ -16,15 +16,29 @@ _UNIT_RATES = np.ones(4)
 def _releases(prior_sampler=lambda k, m: 5.0 + jax.random.normal(k, (m, 2)), learning_rate=_UNIT_RATES):
     # replicate 0: latent 0's slope 1.5 s.e. (not identified); everything else 15 s.e. at eta 1 (identified)
     cross = np.array([[1.5, 15.0, 15.0, 15.0], [15.0, 15.0, 15.0, 15.0]])
-    stats = TraceStats(count=np.full((2, 4), 100.0), phi_mean=np.zeros((2, 4)), grad_mean=np.zeros((2, 4)),
-                       phi_ss=np.ones((2, 4)), cross_ss=cross, grad_ss=np.ones((2, 4)))
-    return CellReleases(stats=stats, final_phi=np.zeros((2, 4)), noise_sd=np.ones(4), sampling_rate=0.1,
-                        num_latent=2, learning_rate=learning_rate, prior_sampler=prior_sampler)
+    stats = TraceStats(
+        count=np.full((2, 4), 100.0),
+        phi_mean=np.zeros((2, 4)),
+        grad_mean=np.zeros((2, 4)),
+        phi_ss=np.ones((2, 4)),
+        cross_ss=cross,
+        grad_ss=np.ones((2, 4)),
+    )
+    return CellReleases(
+        stats=stats,
+        final_phi=np.zeros((2, 4)),
+        noise_sd=np.ones(4),
+        sampling_rate=0.1,
+        num_latent=2,
+        learning_rate=learning_rate,
+        prior_sampler=prior_sampler,
+    )
 
 
 def _settings():
-    return MethodSettings(keys=np.asarray(jax.random.key_data(jax.random.split(jax.random.PRNGKey(0), 2))),
-                          num_draws=1000)
+    return MethodSettings(
+        keys=np.asarray(jax.random.key_data(jax.random.split(jax.random.PRNGKey(0), 2))), num_draws=1000
+    )
 
 
 def test_only_the_unidentified_latent_of_that_replicate_gets_the_prior():

@@ -12,9 +12,31 @@ from pathlib import Path
 
 import pytest
 
-CMD = [sys.executable, "-m", "dpposterior.cli", "coverage", "--model", "beta-bernoulli", "--epsilon", "0.5", "2.0",
-       "--method", "naive", "grid", "--replicates", "6", "--repeats", "4", "--num-steps", "60",
-       "--num-records", "200", "--num-draws", "400", "--no-progress"]
+CMD = [
+    sys.executable,
+    "-m",
+    "dpposterior.cli",
+    "coverage",
+    "--model",
+    "beta-bernoulli",
+    "--epsilon",
+    "0.5",
+    "2.0",
+    "--method",
+    "naive",
+    "grid",
+    "--replicates",
+    "6",
+    "--repeats",
+    "4",
+    "--num-steps",
+    "60",
+    "--num-records",
+    "200",
+    "--num-draws",
+    "400",
+    "--no-progress",
+]
 
 
 def _run(out: Path) -> subprocess.CompletedProcess:
@@ -32,8 +54,9 @@ def test_killed_run_resumes(tmp_path):
     assert "4 cell(s) computed" in full.stdout
 
     out = tmp_path / "killed"
-    proc = subprocess.Popen([*CMD, "--out", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [*CMD, "--out", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     try:
         deadline = time.monotonic() + 900
         while not _cells(out):

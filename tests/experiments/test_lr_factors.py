@@ -36,9 +36,14 @@ def test_factors_scale_only_the_named_sites_means():
     assert abs(s.learning_rate[0] / s.learning_rate[1] - 1 / 28) < 1e-6  # the noise variance 28x slower
 
 
-@pytest.mark.parametrize("factors, match", [((("v", 0.5),), "no latent site 'v'"),
-                                            ((("w", 0.0),), "finite and > 0"),
-                                            ((("w", float("nan")),), "finite and > 0")])
+@pytest.mark.parametrize(
+    "factors, match",
+    [
+        ((("v", 0.5),), "no latent site 'v'"),
+        ((("w", 0.0),), "finite and > 0"),
+        ((("w", float("nan")),), "finite and > 0"),
+    ],
+)
 def test_bad_factors_are_refused(factors, match):
     with pytest.raises(ValueError, match=match):
         mean_learning_rate_factors(_setup().layout, factors)

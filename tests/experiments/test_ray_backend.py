@@ -11,8 +11,9 @@ import numpy as np
 
 from dpposterior.experiments import comparable, run_coverage
 
-ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'dpposterior[distributed]'); the Ray "
-                                        "backend cannot be tested")
+ray = pytest.importorskip(
+    "ray", reason="Ray is not installed (pip install 'dpposterior[distributed]'); the Ray backend cannot be tested"
+)
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +53,7 @@ def test_ray_parallel_benchmark_quick(capsys, benchmark_script, local_cluster):
     out = capsys.readouterr().out
     assert "every cell identical to the in-process backend (bit for bit): True" in out
     assert "local/ray = " in out and "most groups running at the same moment: 1" in out
-    assert local_cluster.is_initialized()   # the benchmark reused the cluster and left it running
+    assert local_cluster.is_initialized()  # the benchmark reused the cluster and left it running
 
 
 def _prior_draws(releases, settings, data):
@@ -65,8 +66,12 @@ def _prior_draws(releases, settings, data):
     rng = np.random.default_rng([int(k) for k in settings.keys[0]])
     k, n = data.num_replicates, 1
     draws = np.stack([rng.standard_normal((settings.num_draws, n)) for _ in range(k)]).astype(np.float32)
-    return MethodOutput(draws, np.ones((k, n)), {"source": "prior"},
-                        PrivacySpent(0.0, 0.0, "add_remove", "none", "none", seeded_by="user"))
+    return MethodOutput(
+        draws,
+        np.ones((k, n)),
+        {"source": "prior"},
+        PrivacySpent(0.0, 0.0, "add_remove", "none", "none", seeded_by="user"),
+    )
 
 
 def test_a_user_registered_method_runs_on_ray_workers(tiny, tmp_path, local_cluster):
@@ -77,8 +82,13 @@ def test_a_user_registered_method_runs_on_ray_workers(tiny, tmp_path, local_clus
     from dpposterior.experiments import register_method
     from dpposterior.experiments.methods import METHODS as REG, method_fingerprint
 
-    register_method("test-prior", _prior_draws, needs_data=True, options=("scale",),
-                    canonical_options=lambda o: {k: float(v) for k, v in o.items()})
+    register_method(
+        "test-prior",
+        _prior_draws,
+        needs_data=True,
+        options=("scale",),
+        canonical_options=lambda o: {k: float(v) for k, v in o.items()},
+    )
     try:
         cell = tiny("test-prior", method_options={"scale": 1})
         local = run_coverage([cell], tmp_path / "local", progress=False)
@@ -111,8 +121,9 @@ def test_a_method_that_cannot_be_sent_to_ray_workers_is_refused_before_anything_
     try:
         with pytest.raises(ValueError, match="method 'test-locked' cannot be sent to the Ray workers.*lock"):
             run_coverage([tiny("test-locked")], tmp_path, backend="ray", progress=False)
-        assert not (tmp_path / "cells" / "beta-bernoulli").exists() or \
-            not list((tmp_path / "cells" / "beta-bernoulli").iterdir())
+        assert not (tmp_path / "cells" / "beta-bernoulli").exists() or not list(
+            (tmp_path / "cells" / "beta-bernoulli").iterdir()
+        )
     finally:
         REG.pop("test-locked", None)
 
@@ -144,8 +155,9 @@ def test_a_user_registered_model_runs_on_ray_workers(tmp_path, local_cluster):
 
     register_model(ModelSpec("test-ray-normal", _normal_model, _simulate_normal, clip=3.0, beta_rho=100.0))
     try:
-        cell = CellConfig("test-ray-normal", 1.0, "naive", replicates=4, repeats=2, num_steps=60, num_records=100,
-                          num_draws=100)
+        cell = CellConfig(
+            "test-ray-normal", 1.0, "naive", replicates=4, repeats=2, num_steps=60, num_records=100, num_draws=100
+        )
         local = run_coverage([cell], tmp_path / "local", progress=False)
         remote = run_coverage([cell], tmp_path / "ray", backend="ray", progress=False)
         assert remote.computed == [cell] and remote.results[0]["execution"]["backend"] == "ray"
@@ -189,8 +201,7 @@ def _all_nan_draws(releases, settings):
     return out._replace(draws=np.full_like(np.asarray(out.draws), np.nan))
 
 
-def test_a_cell_that_cannot_be_measured_on_a_ray_worker_is_named_and_the_others_saved(tiny, tmp_path,
-                                                                                      local_cluster):
+def test_a_cell_that_cannot_be_measured_on_a_ray_worker_is_named_and_the_others_saved(tiny, tmp_path, local_cluster):
     from dpposterior.experiments import CellsUnusableError, ResultStore, register_method
     from dpposterior.experiments.methods import METHODS as REG
 

@@ -18,7 +18,7 @@ def test_slope_recovers_a_power_law(benchmark_script):
 def test_scaling_quick_runs_a_sweep_end_to_end(capsys, benchmark_script, tmp_path):
     m = benchmark_script("scaling")
     png = tmp_path / "scaling.png"
-    assert m.main(["--quick", "--sweeps", "N", "--png", str(png)]) == 0   # two points, each a fresh process
+    assert m.main(["--quick", "--sweeps", "N", "--png", str(png)]) == 0  # two points, each a fresh process
     out = capsys.readouterr().out
     assert out.count("     N ") >= 3 and "time exponent (upper half)" in out
     assert png.stat().st_size > 0

@@ -118,14 +118,14 @@ def test_corrupted_results_file_is_a_clear_error(tiny, tmp_path):
     with pytest.raises(CorruptResultError, match="lacks the fields"):
         ResultStore(tmp_path).load(cfg)
 
-    for bad in (["0.1"], [float("nan")], [0.1, 0.2], "0.1"):   # a marginal of the wrong type or length
+    for bad in (["0.1"], [float("nan")], [0.1, 0.2], "0.1"):  # a marginal of the wrong type or length
         rec = json.loads(text)
         rec["marginal_rmse"] = bad
         path.write_text(json.dumps(rec))
         with pytest.raises(CorruptResultError, match="per-coordinate figures"):
             ResultStore(tmp_path).load(cfg)
     rec = json.loads(text)
-    for key in ("marginal_rmse", "central_coverage", "central_coverage_se"):   # a file from before: read
+    for key in ("marginal_rmse", "central_coverage", "central_coverage_se"):  # a file from before: read
         del rec[key]
     path.write_text(json.dumps(rec))
     assert "marginal_rmse" not in ResultStore(tmp_path).load(cfg)
@@ -189,8 +189,13 @@ def test_a_cell_file_under_an_older_option_spelling_is_found(tiny, tmp_path):
         written = tiny("test-width", method_options={"width": 2})
         first = run_coverage([written], tmp_path, progress=False)
         old_path = ResultStore(tmp_path).path(written)
-        register_method("test-width", widened, options=("width",), replace=True,
-                        canonical_options=lambda o: {k: float(v) for k, v in o.items()})
+        register_method(
+            "test-width",
+            widened,
+            options=("width",),
+            replace=True,
+            canonical_options=lambda o: {k: float(v) for k, v in o.items()},
+        )
         cfg = tiny("test-width", method_options={"width": np.int64(2)})  # now spelt {"width": 2.0}
         assert cfg.to_dict()["method_options"] == {"width": 2.0} and ResultStore(tmp_path).path(cfg) != old_path
         again = run_coverage([cfg], tmp_path, progress=False)
@@ -253,10 +258,12 @@ def test_a_cell_that_cannot_be_measured_does_not_stop_the_others(tiny, tmp_path,
     register_method("test-mostly-nan", mostly_nan)
     try:
         bad = tiny("test-mostly-nan", 0.5)
-        good = [tiny("naive", 0.5), tiny("naive", 2.0)]   # same group as bad, and another group
-        with pytest.raises(CellsUnusableError, match=r"1 cell\(s\) could not be measured: .*test-mostly-nan.*"
-                           r"fewer than 2 replicates .*\(\d+ of \d+ excluded\).*other 2 computed cell\(s\) are saved"
-                           ) as err:
+        good = [tiny("naive", 0.5), tiny("naive", 2.0)]  # same group as bad, and another group
+        with pytest.raises(
+            CellsUnusableError,
+            match=r"1 cell\(s\) could not be measured: .*test-mostly-nan.*"
+            r"fewer than 2 replicates .*\(\d+ of \d+ excluded\).*other 2 computed cell\(s\) are saved",
+        ) as err:
             run_coverage([bad] + good, tmp_path, progress=False)
         assert [c for c, _ in err.value.failed] == [bad] and err.value.computed == 2
         assert "not measured" in capsys.readouterr().err
@@ -281,8 +288,19 @@ def test_cli_reports_the_other_cells_and_names_the_one_that_failed(tmp_path, cap
 
     register_method("test-all-nan", all_nan)
     try:
-        args = ["coverage", "--model", "beta-bernoulli", "--epsilon", "0.5", "--method", "test-all-nan", "naive",
-                "--out", str(tmp_path), *tiny_cli_args]
+        args = [
+            "coverage",
+            "--model",
+            "beta-bernoulli",
+            "--epsilon",
+            "0.5",
+            "--method",
+            "test-all-nan",
+            "naive",
+            "--out",
+            str(tmp_path),
+            *tiny_cli_args,
+        ]
         assert main(args) == 1
         err = capsys.readouterr().err
         assert "error: 1 cell(s) could not be measured" in err and "test-all-nan" in err

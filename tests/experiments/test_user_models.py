@@ -92,13 +92,15 @@ def test_a_user_model_runs_in_coverage_cells_resumes_and_is_recomputed_when_repl
     assert third.stale == cells and sorted(c.method for c in third.computed) == ["grid", "naive"]
     assert all(r["model_fingerprint"] == model_fingerprint(NAME) for r in third.results)
 
-    records, notes = folder_results(tmp_path)   # the reports show the folder's cells ...
+    records, notes = folder_results(tmp_path)  # the reports show the folder's cells ...
     assert len(records) == 2 and notes == []
-    MODELS.pop(NAME)                            # ... and say which model to register in a new session
+    MODELS.pop(NAME)  # ... and say which model to register in a new session
     records, notes = folder_results(tmp_path)
     assert records == [] and len(notes) == 2
-    assert all(f"its model '{NAME}' is not registered in this process (register it with "
-               "dpposterior.models.register_model" in n for n in notes)
+    assert all(
+        f"its model '{NAME}' is not registered in this process (register it with dpposterior.models.register_model" in n
+        for n in notes
+    )
 
 
 def test_the_papers_models_keep_no_fingerprint_and_cannot_be_replaced():
@@ -124,18 +126,21 @@ def test_the_command_line_names_register_model_for_an_unknown_model(tmp_path, ca
     assert "dpposterior.models.register_model" in err
 
 
-@pytest.mark.parametrize("bad, error, match", [
-    (dict(name=""), ValueError, "model name must be a non-empty string of letters, digits"),
-    (dict(name="a/b"), ValueError, "model name must be a non-empty string.*got 'a/b'"),
-    (dict(clip=0.0), ValueError, r"spec.clip must be a finite number > 0, got 0.0"),
-    (dict(beta_rho=-1.0), ValueError, r"spec.beta_rho must be a finite number > 0"),
-    (dict(lr_scale=float("inf")), ValueError, r"spec.lr_scale must be a finite number > 0"),
-    (dict(clip="2"), TypeError, r"spec.clip must be a real number"),
-    (dict(simulate=None), TypeError, "spec.simulate must be callable"),
-    (dict(model=3), TypeError, "spec.model must be callable"),
-    (dict(mean_lr_factors=(("tau", 0.1),)), ValueError, r"mean_lr_factors names \['tau'\].*\['mu', 'sigma'\]"),
-    (dict(mean_lr_factors=(("mu", 0.0),)), ValueError, "factor of site 'mu' must be a finite number > 0"),
-])
+@pytest.mark.parametrize(
+    "bad, error, match",
+    [
+        (dict(name=""), ValueError, "model name must be a non-empty string of letters, digits"),
+        (dict(name="a/b"), ValueError, "model name must be a non-empty string.*got 'a/b'"),
+        (dict(clip=0.0), ValueError, r"spec.clip must be a finite number > 0, got 0.0"),
+        (dict(beta_rho=-1.0), ValueError, r"spec.beta_rho must be a finite number > 0"),
+        (dict(lr_scale=float("inf")), ValueError, r"spec.lr_scale must be a finite number > 0"),
+        (dict(clip="2"), TypeError, r"spec.clip must be a real number"),
+        (dict(simulate=None), TypeError, "spec.simulate must be callable"),
+        (dict(model=3), TypeError, "spec.model must be callable"),
+        (dict(mean_lr_factors=(("tau", 0.1),)), ValueError, r"mean_lr_factors names \['tau'\].*\['mu', 'sigma'\]"),
+        (dict(mean_lr_factors=(("mu", 0.0),)), ValueError, "factor of site 'mu' must be a finite number > 0"),
+    ],
+)
 def test_bad_specs_are_refused_saying_what_is_allowed(bad, error, match):
     with pytest.raises(error, match=match):
         register_model(spec(**bad))
@@ -178,14 +183,17 @@ def _vector_mu(key, n):
     return {"mu": jnp.stack([theta["mu"], theta["mu"]]), "sigma": theta["sigma"]}, data
 
 
-@pytest.mark.parametrize("sim, match", [
-    (_missing_sigma, r"theta with keys \['mu', 'tau'\], but the model's latent sites are \['mu', 'sigma'\]"),
-    (_data_not_tuple, "must return data as a non-empty tuple of arrays"),
-    (_data_per_replicate, r"data\[0\] must be an array with a leading axis of num_records = 5.*\(3,\)"),
-    (_numpy_inside, "failed on a trial call simulate\\(jax.random.PRNGKey\\(0\\), 5\\)"),
-    (_three, "must return a pair .*got tuple of length 3"),
-    (_vector_mu, r"theta\['mu'\] has shape \(2,\), but the model's latent site 'mu' has shape \(\)"),
-])
+@pytest.mark.parametrize(
+    "sim, match",
+    [
+        (_missing_sigma, r"theta with keys \['mu', 'tau'\], but the model's latent sites are \['mu', 'sigma'\]"),
+        (_data_not_tuple, "must return data as a non-empty tuple of arrays"),
+        (_data_per_replicate, r"data\[0\] must be an array with a leading axis of num_records = 5.*\(3,\)"),
+        (_numpy_inside, "failed on a trial call simulate\\(jax.random.PRNGKey\\(0\\), 5\\)"),
+        (_three, "must return a pair .*got tuple of length 3"),
+        (_vector_mu, r"theta\['mu'\] has shape \(2,\), but the model's latent site 'mu' has shape \(\)"),
+    ],
+)
 def test_a_simulator_that_does_not_fit_the_model_is_refused(sim, match):
     with pytest.raises(ValueError, match=match):
         register_model(spec(simulate=sim))
@@ -196,6 +204,7 @@ def _theta_as(dtype):
     def sim(key, n):
         theta, data = simulate(key, n)
         return {"mu": theta["mu"].astype(dtype), "sigma": theta["sigma"]}, data
+
     return sim
 
 
@@ -204,8 +213,11 @@ def test_a_truth_that_is_not_float32_or_float64_is_refused(dtype):
     """Twenty-first session: a simulator that returned mu as int32 (or float16) was registered, and every
     cell measured its coverage against the rounded truth (mu -1.566 was -1; float16 keeps 3 digits)."""
     name = jnp.dtype(dtype).name
-    with pytest.raises(ValueError, match=rf"theta\['mu'\] has dtype {name}, but the true value of a latent site "
-                                         "must be float32 or float64"):
+    with pytest.raises(
+        ValueError,
+        match=rf"theta\['mu'\] has dtype {name}, but the true value of a latent site "
+        "must be float32 or float64",
+    ):
         register_model(spec(simulate=_theta_as(dtype)))
     assert NAME not in MODELS
 
@@ -226,12 +238,15 @@ def test_simulated_data_with_infinite_values_are_refused(registered):
 
     registered(spec(simulate=_some_records_infinite))
     cell = CellConfig(NAME, 1.0, "dpvim", replicates=4, repeats=2, num_steps=40, num_records=50, num_draws=20)
-    with pytest.raises(ValueError, match=rf"spec.simulate of model '{NAME}' returned non-finite data: replicate "
-                                         r"\d \(seed 0, num_records=50\) has \d+ NaN or infinite value\(s\) in data\[0\]"):
+    with pytest.raises(
+        ValueError,
+        match=rf"spec.simulate of model '{NAME}' returned non-finite data: replicate "
+        r"\d \(seed 0, num_records=50\) has \d+ NaN or infinite value\(s\) in data\[0\]",
+    ):
         simulate_data(cell)
     from dpposterior.experiments.replicates import check_simulated_data
 
-    check_simulated_data(cell, [[0, 0], [0, 0]])                           # all finite: nothing to say
+    check_simulated_data(cell, [[0, 0], [0, 0]])  # all finite: nothing to say
     with pytest.raises(ValueError, match=r"replicate 7 .* in data\[1\], and 1 of the 2 replicates have some"):
         check_simulated_data(cell, [[0, 0], [0, 3]], start=6)
 
@@ -262,10 +277,12 @@ def test_a_model_dpvi_cannot_run_is_refused():
 
 def test_the_fingerprint_sees_what_a_factory_captured():
     """Two simulators made by one factory from different functions have different fingerprints."""
+
     def factory(draw_mu):
         def sim(key, n):
             theta, data = simulate(key, n)
             return {"mu": draw_mu(theta["mu"]), "sigma": theta["sigma"]}, data
+
         return sim
 
     prints = []

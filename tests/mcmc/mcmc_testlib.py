@@ -47,8 +47,9 @@ class Conjugate:
 
     def model(self, *, with_prior: bool = True, box=(-R, R), c=None):
         log_prior = self.log_prior if with_prior else (lambda theta: jnp.float32(0.0))
-        return mcmc.energy_model(self.energy, self.x, log_prior_fn=log_prior,
-                                 bound_constants=self.c if c is None else c, box=box)
+        return mcmc.energy_model(
+            self.energy, self.x, log_prior_fn=log_prior, bound_constants=self.c if c is None else c, box=box
+        )
 
     def posterior_draws(self, num: int, seed: int) -> np.ndarray:
         rng = np.random.default_rng(seed)

@@ -35,7 +35,7 @@ def _hand_sgld_step(key, theta, x, y, *, q, clip, eta, sigma, prior_scale, lange
     total = np.zeros_like(th)
     for i in idx:
         z = x[i] @ th
-        g = (y[i] - 1.0 / (1.0 + math.exp(-z))) * x[i]      # d/dtheta log p(y_i | x_i, theta)
+        g = (y[i] - 1.0 / (1.0 + math.exp(-z))) * x[i]  # d/dtheta log p(y_i | x_i, theta)
         total += g * min(1.0, clip / np.linalg.norm(g))
     total += 2.0 * clip * sigma * np.asarray(standard_normal(k_noise, th.shape), np.float64)
     prior_grad = -th / prior_scale**2
@@ -52,17 +52,19 @@ STEP_MODEL = S.logistic_regression(3, prior_scale=2.0)
 def _compiled_step(q, clip, langevin, eta):
     """The jitted step with sigma traced: the parametrised cases below share compilations."""
     x, y = _logistic_data()
-    cfg = S.config(num_records=40, sampling_rate=q, clip=clip, noise_multiplier=0.0, step_size=eta,
-                   langevin=langevin)
+    cfg = S.config(num_records=40, sampling_rate=q, clip=clip, noise_multiplier=0.0, step_size=eta, langevin=langevin)
     fn = jax.jit(lambda k, s, sig: S.step(k, s, (x, y), STEP_MODEL, cfg._replace(noise_multiplier=sig)))
     return fn, cfg
 
 
-@pytest.mark.parametrize("q, clip, sigma, langevin", [
-    (1.0, 1e6, 0.0, "add"),      # sigma = 0, full batch, no clipping: plain SGLD
-    (0.3, 0.5, 0.0, "top_up"),   # sigma = 0, Poisson minibatch, clipping active: SGLD on clipped grads
-    (0.3, 0.5, 12.0, "top_up"),  # privacy noise larger than eta: no Langevin top-up
-])
+@pytest.mark.parametrize(
+    "q, clip, sigma, langevin",
+    [
+        (1.0, 1e6, 0.0, "add"),  # sigma = 0, full batch, no clipping: plain SGLD
+        (0.3, 0.5, 0.0, "top_up"),  # sigma = 0, Poisson minibatch, clipping active: SGLD on clipped grads
+        (0.3, 0.5, 12.0, "top_up"),  # privacy noise larger than eta: no Langevin top-up
+    ],
+)
 def test_step_equals_hand_written_sgld(q, clip, sigma, langevin):
     x, y = _logistic_data()
     eta = 0.01
@@ -78,7 +80,7 @@ def test_step_equals_hand_written_sgld(q, clip, sigma, langevin):
     assert float(info.langevin_variance) == pytest.approx(v, rel=1e-5, abs=1e-12)
     np.testing.assert_allclose(np.asarray(info.dropout_alpha), (v_dp + v) / np.asarray(theta0) ** 2, rtol=1e-5)
     if sigma > 0:
-        assert v_dp > eta and float(info.langevin_variance) == 0.0   # the privacy noise is the Langevin noise
+        assert v_dp > eta and float(info.langevin_variance) == 0.0  # the privacy noise is the Langevin noise
         # power twin: privacy noise of std C sigma (sensitivity C, not 2C) does not match the step
         wrong, _, _ = _hand_sgld_step(key, theta0, x, y, sigma=sigma / 2, **hand)
         assert not np.allclose(np.asarray(new.position), wrong, rtol=2e-5, atol=2e-6)
@@ -110,9 +112,15 @@ def _conjugate():
         (xi,) = record
         return -0.5 * (xi - theta[0]) ** 2
 
-    model = S.DPSGLDModel(log_likelihood=log_lik, log_prior=lambda th: -0.5 * jnp.sum(th**2) / TAU**2,
-                          logit=lambda th, xx: xx[:, 0] * th[0], init=lambda k: jnp.zeros(1),
-                          num_params=1, needs_key=False, name="gaussian mean")
+    model = S.DPSGLDModel(
+        log_likelihood=log_lik,
+        log_prior=lambda th: -0.5 * jnp.sum(th**2) / TAU**2,
+        logit=lambda th, xx: xx[:, 0] * th[0],
+        init=lambda k: jnp.zeros(1),
+        num_params=1,
+        needs_key=False,
+        name="gaussian mean",
+    )
     return model, (x,), mean, var, precision
 
 
@@ -149,11 +157,11 @@ def test_sgld_conjugate_gaussian_exact_posterior(conjugate_draws):
 
 def test_sgld_conjugate_power_twins(conjugate_draws):
     draws, mean, var, eta_p = conjugate_draws
-    assert not _moments_agree(draws, mean, 1.3 * var, eta_p)               # a variance 30% too large
-    assert not _moments_agree(draws, mean, 0.75 * var, eta_p)              # and 25% too small
-    no_prior_mean = mean * (N_CONJ + 1.0 / TAU**2) / N_CONJ                  # the prior dropped
+    assert not _moments_agree(draws, mean, 1.3 * var, eta_p)  # a variance 30% too large
+    assert not _moments_agree(draws, mean, 0.75 * var, eta_p)  # and 25% too small
+    no_prior_mean = mean * (N_CONJ + 1.0 / TAU**2) / N_CONJ  # the prior dropped
     assert not _moments_agree(draws, no_prior_mean, 1.0 / N_CONJ, eta_p)
-    assert not _moments_agree(draws, mean + 0.2 * math.sqrt(var), var, eta_p)   # the mean 0.2 sd off
+    assert not _moments_agree(draws, mean + 0.2 * math.sqrt(var), var, eta_p)  # the mean 0.2 sd off
 
 
 # ------------------------------------------------------------------------------------------------
@@ -234,7 +242,7 @@ def test_posterior_predictive_averages_kept_samples():
     model = S.logistic_regression(3)
     rng = np.random.default_rng(0)
     samples = rng.normal(size=(10, 3)).astype(np.float32)
-    p = S.posterior_predictive(model, samples, x, burn_in=4, thin=3)    # samples 4 and 7
+    p = S.posterior_predictive(model, samples, x, burn_in=4, thin=3)  # samples 4 and 7
     kept = samples[[4, 7]].astype(np.float64)
     want = np.mean(1.0 / (1.0 + np.exp(-(x.astype(np.float64) @ kept.T))), axis=1)
     np.testing.assert_allclose(p, want, rtol=1e-5)
@@ -275,6 +283,7 @@ def test_predictive_of_many_inputs_is_computed_in_bounded_blocks(monkeypatch):
         def f(th, xb):
             shapes.append((th.shape[0], xb.shape[0]))
             return real(th, xb)
+
         return f
 
     monkeypatch.setattr(S, "_logits_fn", spy)
@@ -290,10 +299,10 @@ def test_mlp_refuses_a_dropout_alpha_float32_cannot_hold():
     # dropout_alpha 1e80 or 1e300 was accepted: u = 1 + sqrt(alpha) xi overflowed in float32, every record's
     # gradient was non-finite and counted as zero, so the chain sampled the prior (200 steps, 200 records:
     # every noisy gradient sum exactly 0) and was released as the posterior, without a word
-    for alpha in (2.0 ** 48, 1e80, 1e300):
+    for alpha in (2.0**48, 1e80, 1e300):
         with pytest.raises(ValueError, match=r"dropout_alpha must be below 2\*\*48 = 2.815e\+14 .*got "):
             S.mlp(3, hidden=2, dropout_alpha=alpha)
-    m = S.mlp(3, hidden=2, dropout_alpha=1e14)   # a dropout rate of 1 - 1e-14 is still a model
+    m = S.mlp(3, hidden=2, dropout_alpha=1e14)  # a dropout rate of 1 - 1e-14 is still a model
     assert m.needs_key
 
 
@@ -307,8 +316,11 @@ def test_run_counts_the_whole_trace_against_the_memory_limit(monkeypatch):
     x, y = _logistic_data()
     monkeypatch.setattr(checks, "machine_memory_bytes", lambda: 2_000_000)
     kw = dict(sampling_rate=0.5, clip=1.0, step_size=1e-3, delta=1e-5, noise_multiplier=1.0, rng_key=0)
-    with pytest.raises(ValueError, match=r"num_steps=30000 is too large for this machine: the chain and its info .* "
-                                         r"30000 x 12 float32 values.*use at most 20833 steps"):
+    with pytest.raises(
+        ValueError,
+        match=r"num_steps=30000 is too large for this machine: the chain and its info .* "
+        r"30000 x 12 float32 values.*use at most 20833 steps",
+    ):
         S.run(S.logistic_regression(3), (x, y), num_steps=30_000, **kw)
 
 
@@ -318,7 +330,7 @@ def test_custom_models_with_scalar_or_image_inputs_have_a_predictive():
     # to refuse their inputs ("x must have shape (n, num_features), got (5,)" / "(100, 4, 4)"), so such a
     # chain could be released but never used
     rng = np.random.default_rng(0)
-    prior = lambda th: -0.5 * jnp.sum(th ** 2)  # noqa: E731
+    prior = lambda th: -0.5 * jnp.sum(th**2)  # noqa: E731
 
     def ll_scalar(th, rec):
         xi, yi = rec
@@ -330,13 +342,28 @@ def test_custom_models_with_scalar_or_image_inputs_have_a_predictive():
         z = jnp.sum(xi * th[:16].reshape(4, 4)) + th[16]
         return yi * z - jax.nn.softplus(z)
 
-    scalar = S.DPSGLDModel(log_likelihood=ll_scalar, log_prior=prior, logit=lambda th, xb: th[0] * xb + th[1],
-                           init=lambda k: jnp.zeros(2), num_params=2, needs_key=False, name="scalar")
-    image = S.DPSGLDModel(log_likelihood=ll_image, log_prior=prior,
-                          logit=lambda th, xb: jnp.sum(xb * th[:16].reshape(4, 4), axis=(1, 2)) + th[16],
-                          init=lambda k: jnp.zeros(17), num_params=17, needs_key=False, name="image")
-    for model, x in ((scalar, rng.normal(size=6).astype(np.float32)),
-                     (image, rng.random((6, 4, 4)).astype(np.float32))):
+    scalar = S.DPSGLDModel(
+        log_likelihood=ll_scalar,
+        log_prior=prior,
+        logit=lambda th, xb: th[0] * xb + th[1],
+        init=lambda k: jnp.zeros(2),
+        num_params=2,
+        needs_key=False,
+        name="scalar",
+    )
+    image = S.DPSGLDModel(
+        log_likelihood=ll_image,
+        log_prior=prior,
+        logit=lambda th, xb: jnp.sum(xb * th[:16].reshape(4, 4), axis=(1, 2)) + th[16],
+        init=lambda k: jnp.zeros(17),
+        num_params=17,
+        needs_key=False,
+        name="image",
+    )
+    for model, x in (
+        (scalar, rng.normal(size=6).astype(np.float32)),
+        (image, rng.random((6, 4, 4)).astype(np.float32)),
+    ):
         y = (rng.random(6) < 0.5).astype(np.int32)
         samples = rng.normal(size=(5, model.num_params)).astype(np.float32)
         p = S.posterior_predictive(model, samples, x)
@@ -413,24 +440,39 @@ def test_errors():
 # ------------------------------------------------------------------------------------------------
 # a constrained parameter (2026-12-02, twentieth session): a Poisson rate used directly as theta
 
+
 def _rate_model(log_prior):
     def log_lik(theta, record):
         (xi,) = record
-        return xi * jnp.log(theta[0]) - theta[0]     # NaN for a rate < 0, but its gradient x / rate - 1 is finite
+        return xi * jnp.log(theta[0]) - theta[0]  # NaN for a rate < 0, but its gradient x / rate - 1 is finite
 
-    return S.DPSGLDModel(log_likelihood=log_lik, log_prior=log_prior, logit=lambda th, xx: xx[:, 0] * th[0],
-                         init=lambda k: jnp.full((1,), 0.5), num_params=1, needs_key=False, name="poisson rate")
+    return S.DPSGLDModel(
+        log_likelihood=log_lik,
+        log_prior=log_prior,
+        logit=lambda th, xx: xx[:, 0] * th[0],
+        init=lambda k: jnp.full((1,), 0.5),
+        num_params=1,
+        needs_key=False,
+        name="poisson rate",
+    )
 
 
 def _log_rate_model():
     """The same model in theta = log rate: an Exponential(1) prior on the rate plus the log-Jacobian theta."""
+
     def log_lik(theta, record):
         (xi,) = record
         return xi * theta[0] - jnp.exp(theta[0])
 
-    return S.DPSGLDModel(log_likelihood=log_lik, log_prior=lambda th: jnp.sum(th - jnp.exp(th)),
-                         logit=lambda th, xx: xx[:, 0] * th[0], init=lambda k: jnp.zeros((1,)), num_params=1,
-                         needs_key=False, name="poisson log rate")
+    return S.DPSGLDModel(
+        log_likelihood=log_lik,
+        log_prior=lambda th: jnp.sum(th - jnp.exp(th)),
+        logit=lambda th, xx: xx[:, 0] * th[0],
+        init=lambda k: jnp.zeros((1,)),
+        num_params=1,
+        needs_key=False,
+        name="poisson log rate",
+    )
 
 
 def test_run_refuses_a_chain_that_leaves_the_prior_support():
@@ -438,12 +480,14 @@ def test_run_refuses_a_chain_that_leaves_the_prior_support():
     finite) and all 300 samples were released as a posterior. Now an error naming model.log_prior; the
     reparametrised model runs (power twin)."""
     counts = np.random.default_rng(0).poisson(0.05, size=100).astype(np.float32)
-    kw = dict(num_steps=300, sampling_rate=0.5, clip=5.0, step_size=0.01, delta=1e-5, noise_multiplier=1.0,
-              rng_key=0)
-    exponential_prior = lambda th: jnp.sum(jnp.where(th >= 0, -th, -jnp.inf))   # noqa: E731
-    with pytest.raises(ValueError, match=r"model.log_prior is not finite at \d+ of the 300 samples .* left the "
-                                         r"prior's support.*theta = log rate.*nothing was released; the run still "
-                                         r"spent epsilon=\d+\.\d+, delta=[0-9.e+-]+ \(pld, replace_one\)"):
+    kw = dict(num_steps=300, sampling_rate=0.5, clip=5.0, step_size=0.01, delta=1e-5, noise_multiplier=1.0, rng_key=0)
+    exponential_prior = lambda th: jnp.sum(jnp.where(th >= 0, -th, -jnp.inf))  # noqa: E731
+    with pytest.raises(
+        ValueError,
+        match=r"model.log_prior is not finite at \d+ of the 300 samples .* left the "
+        r"prior's support.*theta = log rate.*nothing was released; the run still "
+        r"spent epsilon=\d+\.\d+, delta=[0-9.e+-]+ \(pld, replace_one\)",
+    ):
         S.run(_rate_model(exponential_prior), (counts,), **kw)
     with pytest.raises(ValueError, match="model.log_prior is not finite at initial_position"):
         S.run(_rate_model(exponential_prior), (counts,), initial_position=np.array([-1.0]), **kw)
@@ -473,12 +517,15 @@ def _chain_moments(x, eta, q, clip, sigma, langevin, precision):
     return m, (ea2 * m * m + 2 * eac * m + ec2 + v_e - m * m) / (1 - ea2), v_dp / eta
 
 
-@pytest.mark.parametrize("q, sigma, langevin, eta_p", [
-    (0.25, 1.0, "top_up", 0.2),   # the privacy noise is 77% of SGLD's: the Langevin noise tops it up
-    (0.25, 4.0, "top_up", 0.2),   # 12.3 times SGLD's: a tempered chain (variance 13 times the posterior's)
-    (0.25, 1.0, "add", 0.2),      # Langevin noise on top of the privacy noise
-    (1.0, 0.5, "top_up", 0.05),   # full batch: only the step-size bias remains
-])
+@pytest.mark.parametrize(
+    "q, sigma, langevin, eta_p",
+    [
+        (0.25, 1.0, "top_up", 0.2),  # the privacy noise is 77% of SGLD's: the Langevin noise tops it up
+        (0.25, 4.0, "top_up", 0.2),  # 12.3 times SGLD's: a tempered chain (variance 13 times the posterior's)
+        (0.25, 1.0, "add", 0.2),  # Langevin noise on top of the privacy noise
+        (1.0, 0.5, "top_up", 0.05),  # full batch: only the step-size bias remains
+    ],
+)
 def test_private_minibatch_chain_has_its_exact_stationary_moments(q, sigma, langevin, eta_p):
     """2000 chains of 100 steps from the exact stationary law (N = 100 records within 3.5 of the mean,
     clip 5: no gradient is clipped). Mean and variance within 4 standard errors. Power: the posterior's
@@ -488,8 +535,9 @@ def test_private_minibatch_chain_has_its_exact_stationary_moments(q, sigma, lang
     model = _conjugate()[0]
     eta, clip = eta_p / precision, 5.0
     m, v, dp_share = _chain_moments(x, eta, q, clip, sigma, langevin, precision)
-    cfg = S.config(num_records=N_PRIV, sampling_rate=q, clip=clip, noise_multiplier=0.0, step_size=eta,
-                   langevin=langevin)
+    cfg = S.config(
+        num_records=N_PRIV, sampling_rate=q, clip=clip, noise_multiplier=0.0, step_size=eta, langevin=langevin
+    )
     run = S.make_run(model, cfg, 100)
     k0, k1 = jax.random.split(jax.random.key(7))
     starts = m + math.sqrt(v) * jax.random.normal(k0, (2000, 1))
@@ -497,12 +545,13 @@ def test_private_minibatch_chain_has_its_exact_stationary_moments(q, sigma, lang
     d = np.asarray(s[:, -1, 0], np.float64)
 
     def agrees(mean, var):
-        return (abs(d.mean() - mean) <= 4 * math.sqrt(var / d.size)
-                and abs(d.var(ddof=1) - var) <= 4 * var * math.sqrt(2 / (d.size - 1)))
+        return abs(d.mean() - mean) <= 4 * math.sqrt(var / d.size) and abs(d.var(ddof=1) - var) <= 4 * var * math.sqrt(
+            2 / (d.size - 1)
+        )
 
     assert agrees(m, v)
     other = "add" if langevin == "top_up" else "top_up"
-    if min(dp_share, 1.0) / max(dp_share, 1.0) > 0.3:   # injected variance max(eta, v_dp) vs eta + v_dp
+    if min(dp_share, 1.0) / max(dp_share, 1.0) > 0.3:  # injected variance max(eta, v_dp) vs eta + v_dp
         assert not agrees(m, _chain_moments(x, eta, q, clip, sigma, other, precision)[1])
     if q < 1:
         assert not agrees(m, 1.0 / precision)
@@ -528,37 +577,53 @@ def test_binding_clip_targets_the_huber_posterior_as_documented():
     cfg = S.config(num_records=N_PRIV, sampling_rate=1.0, clip=clip, noise_multiplier=0.0, step_size=eta_p / precision)
     run = S.make_run(_conjugate()[0], cfg, 100)
     starts = np.interp(np.random.default_rng(5).random(2000), np.cumsum(w), grid)[:, None].astype(np.float32)
-    s, _ = jax.jit(jax.vmap(lambda k, p: run(k, p, (x,), 0.0)))(jax.random.split(jax.random.key(3), 2000),
-                                                                 jnp.asarray(starts))
+    s, _ = jax.jit(jax.vmap(lambda k, p: run(k, p, (x,), 0.0)))(
+        jax.random.split(jax.random.key(3), 2000), jnp.asarray(starts)
+    )
     d = np.asarray(s[:, -1, 0], np.float64)
 
     def agrees(mean, var):
-        return (abs(d.mean() - mean) <= 4 * math.sqrt(var / d.size)
-                and abs(d.var(ddof=1) - var) <= 4 * var * math.sqrt(2 / (d.size - 1)) + var * eta_p / 4)
+        return (
+            abs(d.mean() - mean) <= 4 * math.sqrt(var / d.size)
+            and abs(d.var(ddof=1) - var) <= 4 * var * math.sqrt(2 / (d.size - 1)) + var * eta_p / 4
+        )
 
     assert agrees(m, v)
-    assert (m - xs.sum() / precision) * math.sqrt(precision) > 0.4 and v * precision > 1.9   # the documented numbers
+    assert (m - xs.sum() / precision) * math.sqrt(precision) > 0.4 and v * precision > 1.9  # the documented numbers
     assert not agrees(xs.sum() / precision, 1.0 / precision)
 
 
-@pytest.mark.parametrize("make_cfg, state, exc, words", [
-    # old: "'float' object is not callable" from inside the step
-    (lambda c: S.DPSGLDConfig(40, 0.5, 1.0, 1.0, 0.01), S.init(np.zeros(3)), TypeError, "cfg.step_size must be a StepSize"),
-    # old: accepted silently (the noise std 2 C sigma used with a negative sigma)
-    (lambda c: c._replace(noise_multiplier=-1.0), S.init(np.zeros(3)), ValueError, "cfg.noise_multiplier must be a finite"),
-    (lambda c: c._replace(noise_multiplier=float("nan")), S.init(np.zeros(3)), ValueError, "cfg.noise_multiplier"),
-    # old: accepted, the step used q = 1.5 and divided the gradient sum by it
-    (lambda c: c._replace(sampling_rate=1.5), S.init(np.zeros(3)), ValueError, "sampling_rate must lie in (0, 1]"),
-    (lambda c: c._replace(clip=-1.0), S.init(np.zeros(3)), ValueError, "clip must be a finite number > 0"),
-    # old: accepted, and run as "top_up"
-    (lambda c: c._replace(langevin="none"), S.init(np.zeros(3)), ValueError, "langevin must be one of"),
-    # old: AttributeError "'dict' object has no attribute 'num_records'"
-    (lambda c: dict(c._asdict()), S.init(np.zeros(3)), TypeError, "cfg must be a DPSGLDConfig"),
-    # old: a JAX shape error from inside the step ("dot_general requires contracting dimensions ..." or, for
-    # a custom model, "while_loop body function carry input and carry output must have equal types")
-    (lambda c: c, S.init(np.zeros(2)), ValueError, "state.position must have shape (3,) for this model"),
-    (lambda c: c, (np.zeros(3), 0), TypeError, "state must be a DPSGLDState"),
-])
+@pytest.mark.parametrize(
+    "make_cfg, state, exc, words",
+    [
+        # old: "'float' object is not callable" from inside the step
+        (
+            lambda c: S.DPSGLDConfig(40, 0.5, 1.0, 1.0, 0.01),
+            S.init(np.zeros(3)),
+            TypeError,
+            "cfg.step_size must be a StepSize",
+        ),
+        # old: accepted silently (the noise std 2 C sigma used with a negative sigma)
+        (
+            lambda c: c._replace(noise_multiplier=-1.0),
+            S.init(np.zeros(3)),
+            ValueError,
+            "cfg.noise_multiplier must be a finite",
+        ),
+        (lambda c: c._replace(noise_multiplier=float("nan")), S.init(np.zeros(3)), ValueError, "cfg.noise_multiplier"),
+        # old: accepted, the step used q = 1.5 and divided the gradient sum by it
+        (lambda c: c._replace(sampling_rate=1.5), S.init(np.zeros(3)), ValueError, "sampling_rate must lie in (0, 1]"),
+        (lambda c: c._replace(clip=-1.0), S.init(np.zeros(3)), ValueError, "clip must be a finite number > 0"),
+        # old: accepted, and run as "top_up"
+        (lambda c: c._replace(langevin="none"), S.init(np.zeros(3)), ValueError, "langevin must be one of"),
+        # old: AttributeError "'dict' object has no attribute 'num_records'"
+        (lambda c: dict(c._asdict()), S.init(np.zeros(3)), TypeError, "cfg must be a DPSGLDConfig"),
+        # old: a JAX shape error from inside the step ("dot_general requires contracting dimensions ..." or, for
+        # a custom model, "while_loop body function carry input and carry output must have equal types")
+        (lambda c: c, S.init(np.zeros(2)), ValueError, "state.position must have shape (3,) for this model"),
+        (lambda c: c, (np.zeros(3), 0), TypeError, "state must be a DPSGLDState"),
+    ],
+)
 def test_step_checks_its_static_arguments(make_cfg, state, exc, words):
     x, y = _logistic_data()
     cfg = S.config(num_records=40, sampling_rate=0.5, clip=1.0, noise_multiplier=1.0, step_size=0.01)
@@ -570,15 +635,22 @@ def test_step_checks_its_static_arguments(make_cfg, state, exc, words):
         jax.jit(lambda k, sig: S.step(k, state, (x, y), STEP_MODEL, make_cfg(cfg)))(jax.random.key(0), 1.0)
 
 
-@pytest.mark.parametrize("key, exc, words", [
-    # old: JAX's "split accepts a single key, but was given a key array of shape (3,)" from inside the run
-    (lambda: jax.random.split(jax.random.key(0), 3), ValueError, "rng_key must be a single JAX key"),
-    # old: JAX's "invalid PRNG key data: expected key_data.shape to end with (2,); got shape=(4,)"
-    (lambda: jax.random.key(0, impl="rbg"), ValueError, "default implementation 'threefry2x32'"),
-    # old: "rng_key must be None ..., got ArrayImpl" (the key was a key, only of the wrong shape or dtype)
-    (lambda: jax.random.split(jax.random.PRNGKey(0), 3), TypeError, "uint32 array of shape (2,), got dtype uint32 and shape (3, 2)"),
-    (lambda: np.array([0, 1]), TypeError, "uint32 array of shape (2,), got dtype int64"),
-])
+@pytest.mark.parametrize(
+    "key, exc, words",
+    [
+        # old: JAX's "split accepts a single key, but was given a key array of shape (3,)" from inside the run
+        (lambda: jax.random.split(jax.random.key(0), 3), ValueError, "rng_key must be a single JAX key"),
+        # old: JAX's "invalid PRNG key data: expected key_data.shape to end with (2,); got shape=(4,)"
+        (lambda: jax.random.key(0, impl="rbg"), ValueError, "default implementation 'threefry2x32'"),
+        # old: "rng_key must be None ..., got ArrayImpl" (the key was a key, only of the wrong shape or dtype)
+        (
+            lambda: jax.random.split(jax.random.PRNGKey(0), 3),
+            TypeError,
+            "uint32 array of shape (2,), got dtype uint32 and shape (3, 2)",
+        ),
+        (lambda: np.array([0, 1]), TypeError, "uint32 array of shape (2,), got dtype int64"),
+    ],
+)
 def test_run_names_what_is_wrong_with_a_user_key(key, exc, words):
     """The shared `privacy.resolve_key` (every mechanism's rng_key): a key array, a key of another JAX
     implementation, a raw key of the wrong shape or dtype. Twins: the valid forms run and reproduce."""

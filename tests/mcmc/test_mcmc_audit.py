@@ -26,9 +26,13 @@ C = 1.0
 
 
 def canary_model(h: float):
-    model = mcmc.energy_model(lambda th, x: x * th[0], np.array([-C], np.float32),
-                              log_prior_fn=lambda th: jnp.float32(0.0), bound_constants=np.array([C]),
-                              box=(-1e4, 1e4))
+    model = mcmc.energy_model(
+        lambda th, x: x * th[0],
+        np.array([-C], np.float32),
+        log_prior_fn=lambda th: jnp.float32(0.0),
+        bound_constants=np.array([C]),
+        box=(-1e4, 1e4),
+    )
     proposal = mcmc.Proposal(sample=lambda key, th: th + h)
     return model, proposal
 
@@ -51,25 +55,28 @@ def test_penalty_audit_never_exceeds_claimed_epsilon():
     model, prop = canary_model(h)
     kernel = mcmc.penalty_kernel(model, prop, noise_multiplier=1.0)
     claimed = mcmc.chain_privacy(kernel, steps, total_delta=DELTA).epsilon
-    res = audit_many_runs(mechanism(kernel, steps, h), num_runs=4000, delta=DELTA, rng_key=1,
-                          static_include=False)
+    res = audit_many_runs(mechanism(kernel, steps, h), num_runs=4000, delta=DELTA, rng_key=1, static_include=False)
     assert res.epsilon_lower <= claimed
     assert res.epsilon_lower > 0.5  # power: the audit sees the canary (measured about 2.1 vs 10.0 claimed)
 
 
-@pytest.mark.parametrize("batch_cap,h,steps,min_lower", [
-    # minibatch branch: N = 1 gives no amplification, so epsilon' is tiny and the noise drowns the
-    # canary: the audit finds nothing (the bound holds trivially; the control below has the power)
-    pytest.param(1e6, 5.0, 1, 0.0, id="minibatch-branch"),
-    pytest.param(1.0, 0.1, 4, 0.1, id="full-batch-branch"),
-])
+@pytest.mark.parametrize(
+    "batch_cap,h,steps,min_lower",
+    [
+        # minibatch branch: N = 1 gives no amplification, so epsilon' is tiny and the noise drowns the
+        # canary: the audit finds nothing (the bound holds trivially; the control below has the power)
+        pytest.param(1e6, 5.0, 1, 0.0, id="minibatch-branch"),
+        pytest.param(1.0, 0.1, 4, 0.1, id="full-batch-branch"),
+    ],
+)
 def test_dp_fast_mh_audit_never_exceeds_claimed_epsilon(batch_cap, h, steps, min_lower):
     model, prop = canary_model(h)
     kernel = mcmc.dp_fast_mh_kernel(model, prop, epsilon=0.9, delta=DELTA, batch_cap=batch_cap, lam=10.0)
     total_delta = 2 * steps * DELTA
     claimed = mcmc.chain_privacy(kernel, steps, total_delta=total_delta).epsilon
-    res = audit_many_runs(mechanism(kernel, steps, h), num_runs=4000, delta=total_delta, rng_key=2,
-                          static_include=False)
+    res = audit_many_runs(
+        mechanism(kernel, steps, h), num_runs=4000, delta=total_delta, rng_key=2, static_include=False
+    )
     assert res.epsilon_lower <= claimed
     assert res.epsilon_lower >= min_lower
 
@@ -80,8 +87,7 @@ def test_control_penalty_without_noise_is_caught():
     honest = mcmc.penalty_kernel(model, prop, noise_multiplier=1.0)
     claimed = mcmc.chain_privacy(honest, steps, total_delta=DELTA).epsilon
     broken = mcmc.penalty_kernel(model, prop, private=False)  # BROKEN: no noise, claim as honest
-    res = audit_many_runs(mechanism(broken, steps, h), num_runs=4000, delta=DELTA, rng_key=3,
-                          static_include=False)
+    res = audit_many_runs(mechanism(broken, steps, h), num_runs=4000, delta=DELTA, rng_key=3, static_include=False)
     assert res.epsilon_lower > claimed + 1.0
 
 
@@ -91,8 +97,8 @@ def test_control_dp_fast_mh_without_noise_is_caught(batch_cap):
     model, prop = canary_model(h)
     honest = mcmc.dp_fast_mh_kernel(model, prop, epsilon=0.9, delta=DELTA, batch_cap=batch_cap, lam=10.0)
     claimed = mcmc.chain_privacy(honest, steps, total_delta=2 * DELTA).epsilon
-    broken = mcmc.dp_fast_mh_kernel(model, prop, epsilon=None, delta=None, batch_cap=batch_cap, lam=10.0,
-                                    private=False)  # BROKEN: no noise, claim as honest
-    res = audit_many_runs(mechanism(broken, steps, h), num_runs=4000, delta=2 * DELTA, rng_key=4,
-                          static_include=False)
+    broken = mcmc.dp_fast_mh_kernel(
+        model, prop, epsilon=None, delta=None, batch_cap=batch_cap, lam=10.0, private=False
+    )  # BROKEN: no noise, claim as honest
+    res = audit_many_runs(mechanism(broken, steps, h), num_runs=4000, delta=2 * DELTA, rng_key=4, static_include=False)
     assert res.epsilon_lower > claimed + 1.0

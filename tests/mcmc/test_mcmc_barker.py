@@ -127,8 +127,9 @@ def test_barker_privacy_record(conj):
     assert p.epsilon == eps and p.detail("per_iteration_epsilon") < eps
     d = mcmc.diagnostics(res)
     assert d.nonprivate_mean_batch_size == 40 and d.nonprivate_full_batch_fraction == 0.0
-    assert not mcmc.chain_privacy(mcmc.dp_barker_kernel(conj.model(), mcmc.random_walk(0.01), private=False),
-                                  5).is_private
+    assert not mcmc.chain_privacy(
+        mcmc.dp_barker_kernel(conj.model(), mcmc.random_walk(0.01), private=False), 5
+    ).is_private
 
 
 def test_barker_rdp_formula_and_amplification():
@@ -142,7 +143,8 @@ def test_barker_rdp_formula_and_amplification():
     # order 2 by hand (Wang, Balle & Kasiviswanathan 2019, Thm 9, only the j = 2 term)
     g, e2 = b / n, mcmc.barker_rdp(2, b)
     assert mcmc.barker_subsampled_rdp(2, b, n) == pytest.approx(
-        math.log1p(g * g * min(4 * math.expm1(e2), 2 * math.exp(e2))), rel=1e-9)
+        math.log1p(g * g * min(4 * math.expm1(e2), 2 * math.exp(e2))), rel=1e-9
+    )
     with pytest.raises(ValueError, match="alpha"):
         mcmc.barker_rdp(b / 5, b)
     e1, _ = mcmc.barker_epsilon(b, n, 1, 1e-5)
@@ -198,8 +200,10 @@ def test_full_batch_barker_is_accounted_as_the_gaussian_mechanism_it_is(n, t):
     pld.compose(dp_accounting.GaussianDpEvent(z), t)
     exact = pld.get_epsilon(1e-5)
     orders = np.arange(2, int(math.ceil(b / 5)))
-    paper = min(t * mcmc.barker_subsampled_rdp(int(a), b, n) + math.log1p(-1 / a)
-                - (math.log(1e-5) + math.log(a)) / (a - 1) for a in orders)
+    paper = min(
+        t * mcmc.barker_subsampled_rdp(int(a), b, n) + math.log1p(-1 / a) - (math.log(1e-5) + math.log(a)) / (a - 1)
+        for a in orders
+    )
     assert exact <= eps <= paper
     assert eps <= 1.35 * exact  # RDP's conversion loses little against the exact curve here
     with pytest.raises(ValueError, match="alpha must be > 1"):
@@ -209,6 +213,8 @@ def test_full_batch_barker_is_accounted_as_the_gaussian_mechanism_it_is(n, t):
 def test_subsampled_barker_keeps_the_papers_bound():
     b, n, t = 50, 200, 4
     orders = np.arange(2, 10)
-    paper = min(t * mcmc.barker_subsampled_rdp(int(a), b, n) + math.log1p(-1 / a)
-                - (math.log(1e-5) + math.log(a)) / (a - 1) for a in orders)
+    paper = min(
+        t * mcmc.barker_subsampled_rdp(int(a), b, n) + math.log1p(-1 / a) - (math.log(1e-5) + math.log(a)) / (a - 1)
+        for a in orders
+    )
     assert mcmc.barker_epsilon(b, n, t, 1e-5)[0] == pytest.approx(max(paper, 0.0), rel=1e-12)

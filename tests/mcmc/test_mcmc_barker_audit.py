@@ -48,16 +48,21 @@ from dpposterior.privacy import audit_many_runs
 from dpposterior.privacy.noise import add_gaussian_noise, normal_words
 
 DELTA = 1e-5
-H = 1.0          # the deterministic proposal's step
-X = 1.0          # |canary|: X H = 1 exceeds every clip bound B = 0.99 sqrt(b) / N <= 0.99 / sqrt(N)
+H = 1.0  # the deterministic proposal's step
+X = 1.0  # |canary|: X H = 1 exceeds every clip bound B = 0.99 sqrt(b) / N <= 0.99 / sqrt(N)
 
 
 def canary_model(num_records: int, x: float = X) -> tuple[mcmc.EnergyModel, mcmc.Proposal]:
     """N records (the canary slot first, at -x, the others 0), U = x theta, flat prior, theta' = theta + H."""
     data = np.zeros(num_records, np.float32)
     data[0] = -x
-    model = mcmc.energy_model(lambda th, r: r * th[0], data, log_prior_fn=lambda th: jnp.float32(0.0),
-                              bound_constants=np.full(num_records, x), box=(-1e4, 1e4))
+    model = mcmc.energy_model(
+        lambda th, r: r * th[0],
+        data,
+        log_prior_fn=lambda th: jnp.float32(0.0),
+        bound_constants=np.full(num_records, x),
+        box=(-1e4, 1e4),
+    )
     return model, mcmc.Proposal(sample=lambda key, th: th + H)
 
 
@@ -103,8 +108,11 @@ def BROKEN_barker(kernel: mcmc.Kernel, proposal: mcmc.Proposal, noise_scale: flo
         k_gauss, k_corr = jax.random.split(k_acc)
         s2 = jnp.minimum((1.0 - b / n) * n * n * jnp.var(d, ddof=1) / b, CLIP_FACTOR**2)
         sd = jnp.sqrt(jnp.maximum(c_var - s2, 0.0)).astype(jnp.float32)
-        noisy = add_gaussian_noise(delta_star + noise_scale * sample_correction(k_corr, cfg.correction),
-                                   noise_scale * sd, normal_words(k_gauss, 1))
+        noisy = add_gaussian_noise(
+            delta_star + noise_scale * sample_correction(k_corr, cfg.correction),
+            noise_scale * sd,
+            normal_words(k_gauss, 1),
+        )
         accept = p.in_box & (noisy > 0)
         return _decide_with(state, p, accept, sd, b, b == n, jnp.int32(0))
 
@@ -157,8 +165,10 @@ def canary_exact_epsilon(p_with: float, p_without: float, steps: int, delta: flo
     return hi
 
 
-@pytest.mark.parametrize("num_records,batch_size,steps", [
-    (200, 200, 8), (50, 50, 64), (200, 50, 4), (15, 15, 16), (1000, 100, 64), (1000, 1000, 256)])
+@pytest.mark.parametrize(
+    "num_records,batch_size,steps",
+    [(200, 200, 8), (50, 50, 64), (200, 50, 4), (15, 15, 16), (1000, 100, 64), (1000, 1000, 256)],
+)
 def test_dp_barker_claim_covers_the_canarys_exact_epsilon(num_records, batch_size, steps):
     """Analytic, no sampling: the claim is above what this canary's chain can reveal at delta 1e-5."""
     model, prop = canary_model(num_records)
@@ -172,7 +182,7 @@ def test_canary_exact_epsilon_exceeds_the_claim_with_a_tenth_of_the_noise():
     model, prop = canary_model(200)
     kernel = mcmc.dp_barker_kernel(model, prop, delta=DELTA)
     p_with, p_without = canary_acceptance(kernel)
-    assert canary_exact_epsilon(p_with, p_without, 8) == pytest.approx(0.5546, abs=1e-3)   # cf. docs
+    assert canary_exact_epsilon(p_with, p_without, 8) == pytest.approx(0.5546, abs=1e-3)  # cf. docs
     assert canary_exact_epsilon(*canary_acceptance(kernel, noise_scale=0.1), 8) > claimed_epsilon(kernel, 8) + 2.0
 
 
@@ -180,14 +190,17 @@ def test_canary_exact_epsilon_exceeds_the_claim_with_a_tenth_of_the_noise():
 # honest audits: the real package kernel
 
 
-@pytest.mark.parametrize("num_records,batch_size,steps,min_lower", [
-    # b = N (no subsampling), the controls' setup: this canary's exact epsilon 0.555 (claim 2.521)
-    pytest.param(200, 200, 8, 0.0, id="full-batch-N200-T8", marks=pytest.mark.slow),  # 3 s: the test budget
-    # b = N, more leakage a step over more steps (exact 4.811, claim 35.770): the audit sees the canary
-    pytest.param(50, 50, 64, 1.0, id="full-batch-N50-T64"),
-    # b < N: the claim (3.000) uses the amplification by sampling b of N without replacement (exact 0.139)
-    pytest.param(200, 50, 4, 0.0, id="subsampled-N200-b50-T4"),
-])
+@pytest.mark.parametrize(
+    "num_records,batch_size,steps,min_lower",
+    [
+        # b = N (no subsampling), the controls' setup: this canary's exact epsilon 0.555 (claim 2.521)
+        pytest.param(200, 200, 8, 0.0, id="full-batch-N200-T8", marks=pytest.mark.slow),  # 3 s: the test budget
+        # b = N, more leakage a step over more steps (exact 4.811, claim 35.770): the audit sees the canary
+        pytest.param(50, 50, 64, 1.0, id="full-batch-N50-T64"),
+        # b < N: the claim (3.000) uses the amplification by sampling b of N without replacement (exact 0.139)
+        pytest.param(200, 50, 4, 0.0, id="subsampled-N200-b50-T4"),
+    ],
+)
 def test_dp_barker_audit_never_exceeds_claimed_epsilon(num_records, batch_size, steps, min_lower):
     model, prop = canary_model(num_records)
     kernel = mcmc.dp_barker_kernel(model, prop, batch_size=batch_size, delta=DELTA)
@@ -204,20 +217,22 @@ def test_dp_barker_audit_never_exceeds_claimed_epsilon_many_runs():
     model, prop = canary_model(200)
     kernel = mcmc.dp_barker_kernel(model, prop, delta=DELTA)
     claimed = claimed_epsilon(kernel, steps)
-    res = audit_many_runs(mechanism(kernel, steps), num_runs=1_000_000, delta=DELTA, rng_key=62,
-                          static_include=False)
+    res = audit_many_runs(mechanism(kernel, steps), num_runs=1_000_000, delta=DELTA, rng_key=62, static_include=False)
     assert res.epsilon_lower <= claimed
-    assert res.epsilon_lower > 0.3   # power: 4,000 runs find 0.11, 1,000,000 should find about 0.5
+    assert res.epsilon_lower > 0.3  # power: 4,000 runs find 0.11, 1,000,000 should find about 0.5
 
 
 # ------------------------------------------------------------------------------------------------
 # positive controls: deliberately broken, claiming the private kernel's accounting
 
 
-@pytest.mark.parametrize("batch_size", [
-    pytest.param(200, id="full-batch"),
-    pytest.param(50, id="subsampled", marks=pytest.mark.slow),   # 3 s of compilation: the test budget
-])
+@pytest.mark.parametrize(
+    "batch_size",
+    [
+        pytest.param(200, id="full-batch"),
+        pytest.param(50, id="subsampled", marks=pytest.mark.slow),  # 3 s of compilation: the test budget
+    ],
+)
 def test_broken_barker_at_full_noise_is_the_kernel(batch_size):
     """The control's step differs from the package kernel only in the noise: at scale 1 the steps agree."""
     model, prop = canary_model(200)
@@ -225,33 +240,41 @@ def test_broken_barker_at_full_noise_is_the_kernel(batch_size):
     mirror = BROKEN_barker(honest, prop, noise_scale=1.0)
     keys = jax.random.split(jax.random.key(5), 2000)
     state = mcmc.MHState(jnp.zeros(1), jnp.float32(0.0))
-    data = jnp.zeros(200, jnp.float32).at[0].set(X)   # the canary present: acceptance 0.483 (b = N), 0.491 (b = 50)
-    accepted = [np.asarray(jax.jit(jax.vmap(k.step_on_data, in_axes=(0, None, None, None)))(
-        keys, state, data, model.bound_constants)[1].accepted) for k in (honest, mirror)]
+    data = jnp.zeros(200, jnp.float32).at[0].set(X)  # the canary present: acceptance 0.483 (b = N), 0.491 (b = 50)
+    accepted = [
+        np.asarray(
+            jax.jit(jax.vmap(k.step_on_data, in_axes=(0, None, None, None)))(keys, state, data, model.bound_constants)[
+                1
+            ].accepted
+        )
+        for k in (honest, mirror)
+    ]
     np.testing.assert_array_equal(accepted[0], accepted[1])
-    assert 0.45 < np.mean(accepted[0]) < 0.53   # both decisions occur (2000 draws: sd 0.011)
+    assert 0.45 < np.mean(accepted[0]) < 0.53  # both decisions occur (2000 draws: sd 0.011)
 
 
-@pytest.mark.parametrize("num_records,batch_size,steps,noise_scale,margin", [
-    pytest.param(200, 200, 8, 0.0, 2.0, id="no-noise-full-batch", marks=pytest.mark.slow),  # (tenth is stricter)
-    pytest.param(200, 200, 8, 0.1, 0.3, id="tenth-noise-full-batch"),
-    pytest.param(200, 50, 4, 0.0, 2.0, id="no-noise-subsampled"),
-])
+@pytest.mark.parametrize(
+    "num_records,batch_size,steps,noise_scale,margin",
+    [
+        pytest.param(200, 200, 8, 0.0, 2.0, id="no-noise-full-batch", marks=pytest.mark.slow),  # (tenth is stricter)
+        pytest.param(200, 200, 8, 0.1, 0.3, id="tenth-noise-full-batch"),
+        pytest.param(200, 50, 4, 0.0, 2.0, id="no-noise-subsampled"),
+    ],
+)
 def test_control_dp_barker_with_less_noise_is_caught(num_records, batch_size, steps, noise_scale, margin):
     model, prop = canary_model(num_records)
     honest = mcmc.dp_barker_kernel(model, prop, batch_size=batch_size, delta=DELTA)
     claimed = claimed_epsilon(honest, steps)
-    broken = BROKEN_barker(honest, prop, noise_scale)   # BROKEN: less noise, claim as honest
+    broken = BROKEN_barker(honest, prop, noise_scale)  # BROKEN: less noise, claim as honest
     res = audit_many_runs(mechanism(broken, steps), num_runs=4000, delta=DELTA, rng_key=63, static_include=False)
     assert res.epsilon_lower > claimed + margin
 
 
 def test_control_dp_barker_without_clip_is_caught():
-    steps, x = 8, 10.0   # an unclipped log ratio of X H = 10 (the clip would cut it to 0.07)
+    steps, x = 8, 10.0  # an unclipped log ratio of X H = 10 (the clip would cut it to 0.07)
     model, prop = canary_model(200, x)
     honest = mcmc.dp_barker_kernel(model, prop, delta=DELTA)
     claimed = claimed_epsilon(honest, steps)
     broken = mcmc.dp_barker_kernel(model, prop, private=False)  # BROKEN: no clip (exact test), claim as honest
-    res = audit_many_runs(mechanism(broken, steps, x), num_runs=4000, delta=DELTA, rng_key=64,
-                          static_include=False)
+    res = audit_many_runs(mechanism(broken, steps, x), num_runs=4000, delta=DELTA, rng_key=64, static_include=False)
     assert res.epsilon_lower > claimed + 2.0

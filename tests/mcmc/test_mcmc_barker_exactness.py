@@ -31,7 +31,7 @@ from dpposterior.mcmc.kernels import init_states
 
 from mcmc_testlib import TAU
 
-Z = 4.5   # standard errors allowed (fixed seeds; a two-sided normal tail of 7e-6 per check)
+Z = 4.5  # standard errors allowed (fixed seeds; a two-sided normal tail of 7e-6 per check)
 
 
 def _shift(delta):
@@ -61,13 +61,13 @@ def test_private_full_batch_barker_accepts_with_barkers_probability(conj):
     clip = 0.99 * math.sqrt(n) / n
     num_keys = 40_000
     thetas = conj.mean + conj.sd * np.array([-3.0, -1.5, 0.0, 1.0, 2.5])
-    for delta in (0.025, -0.025):   # |d_i| <= |delta| |x_i - theta - delta / 2| < B here
+    for delta in (0.025, -0.025):  # |d_i| <= |delta| |x_i - theta - delta / 2| < B here
         kernel = mcmc.dp_barker_kernel(conj.model(), _shift(delta))
         assert kernel.config.clip == clip and kernel.config.batch_size == n
         acc, clipped = _acceptance(kernel, thetas, num_keys, 3)
         for theta, a, c in zip(thetas, acc, clipped):
             d, prior = _log_ratios(conj, theta, delta)
-            assert np.max(np.abs(d)) < clip and np.all(c == 0)   # the clip does not bind
+            assert np.max(np.abs(d)) < clip and np.all(c == 0)  # the clip does not bind
             p = special.expit(d.sum() + prior)
             tol = kernel.config.correction.max_cdf_error + Z * math.sqrt(p * (1 - p) / num_keys)
             assert abs(a - p) < tol, (theta, delta, a, p, tol)
@@ -108,9 +108,12 @@ def test_private_barker_chain_samples_the_exact_posterior_when_the_clip_does_not
 
 def test_diagnostics_report_the_share_of_clipped_log_ratios(conj):
     n = len(conj.x)
-    binding = mcmc.dp_barker_kernel(conj.model(), mcmc.random_walk(0.2))   # |d_i| up to ~0.2 |x_i - theta| > B
+    binding = mcmc.dp_barker_kernel(conj.model(), mcmc.random_walk(0.2))  # |d_i| up to ~0.2 |x_i - theta| > B
     res = mcmc.run_chain(binding, conj.posterior_draws(4, 5), 40, rng_key=2)
     frac = mcmc.diagnostics(res).nonprivate_clipped_fraction
     assert frac == np.sum(res.nonprivate_info.clipped_ratios) / (n * res.nonprivate_info.clipped_ratios.size) > 0.05
-    exact = mcmc.dp_barker_kernel(conj.model(), mcmc.random_walk(0.2), private=False)   # no clip: nothing counted
-    assert mcmc.diagnostics(mcmc.run_chain(exact, conj.posterior_draws(4, 5), 40, rng_key=2)).nonprivate_clipped_fraction == 0
+    exact = mcmc.dp_barker_kernel(conj.model(), mcmc.random_walk(0.2), private=False)  # no clip: nothing counted
+    assert (
+        mcmc.diagnostics(mcmc.run_chain(exact, conj.posterior_draws(4, 5), 40, rng_key=2)).nonprivate_clipped_fraction
+        == 0
+    )

@@ -20,11 +20,12 @@ START = np.array([[0.5], [1.0]], np.float32)
 
 
 def _kernels(model, proposal, **kw):
-    return {"tuna_chi": mcmc.tuna_mh_kernel(model, proposal, **kw),
-            "tuna_lam": mcmc.tuna_mh_kernel(model, proposal, lam=10.0, **kw),
-            # batch_cap far beyond the paper's epsilon C / (6 c_max) ~ 10: the minibatch branch runs at any M
-            "fast": mcmc.dp_fast_mh_kernel(model, proposal, epsilon=None, delta=None, batch_cap=1e40,
-                                           private=False, **kw)}
+    return {
+        "tuna_chi": mcmc.tuna_mh_kernel(model, proposal, **kw),
+        "tuna_lam": mcmc.tuna_mh_kernel(model, proposal, lam=10.0, **kw),
+        # batch_cap far beyond the paper's epsilon C / (6 c_max) ~ 10: the minibatch branch runs at any M
+        "fast": mcmc.dp_fast_mh_kernel(model, proposal, epsilon=None, delta=None, batch_cap=1e40, private=False, **kw),
+    }
 
 
 @pytest.mark.parametrize("name", ["tuna_chi", "tuna_lam", "fast"])
@@ -34,8 +35,14 @@ def test_step_far_beyond_posterior_scale_is_refused_before_the_run(conj, name):
     with pytest.raises(mcmc.BatchLimitError, match=r"max_batch = 1000000") as err:
         mcmc.run_chain(kernel, START, 5, rng_key=0)
     msg = str(err.value)
-    for word in ("C = ", "proposal step M = ", "lambda = ", "rescale the data", "smaller proposal step",
-                 "never truncated"):
+    for word in (
+        "C = ",
+        "proposal step M = ",
+        "lambda = ",
+        "rescale the data",
+        "smaller proposal step",
+        "never truncated",
+    ):
         assert word in msg, (word, msg)
     assert err.value.partial is None and err.value.step is None
     assert isinstance(err.value, ValueError)
@@ -46,18 +53,18 @@ def test_step_far_beyond_posterior_scale_is_refused_before_the_run(conj, name):
 def test_limit_is_the_documented_default_and_checked(conj):
     model = conj.model()
     prop = mcmc.random_walk(0.05)
-    assert mcmc.tuna_mh_kernel(model, prop).config.max_batch == 10**6           # N = 100: max(10 N, 10^6)
+    assert mcmc.tuna_mh_kernel(model, prop).config.max_batch == 10**6  # N = 100: max(10 N, 10^6)
     assert mcmc.tuna_mh_kernel(model, prop, max_batch=7).config.max_batch == 7
     for bad, exc in ((0, ValueError), (2**30 + 1, ValueError), (1e6, TypeError), (True, TypeError)):
         with pytest.raises(exc, match="max_batch"):
             mcmc.tuna_mh_kernel(model, prop, max_batch=bad)
         with pytest.raises(exc, match="max_batch"):
-            mcmc.dp_fast_mh_kernel(model, prop, epsilon=None, delta=None, batch_cap=30.0, private=False,
-                                   max_batch=bad)
+            mcmc.dp_fast_mh_kernel(model, prop, epsilon=None, delta=None, batch_cap=30.0, private=False, max_batch=bad)
 
 
 def _rare_jumps(p_jump: float = 0.05) -> mcmc.Proposal:
     """A symmetric mixture: a random walk of 0.05, or (probability p_jump) a uniform point of the box [-3, 3]."""
+
     def sample(key, theta):
         k_mix, k_walk, k_unif = jax.random.split(key, 3)
         walk = theta + 0.05 * jax.random.normal(k_walk, theta.shape)
@@ -70,8 +77,11 @@ def _rare_jumps(p_jump: float = 0.05) -> mcmc.Proposal:
 def test_a_step_over_the_limit_ends_the_chain_and_keeps_the_samples_before_it(conj):
     # typical step M ~ 0.04: lambda + C M ~ 26 records, within max_batch = 300; a jump (M ~ 2) draws ~ 800
     kernel = mcmc.tuna_mh_kernel(conj.model(), _rare_jumps(), lam=10.0, max_batch=300)
-    with pytest.raises(mcmc.BatchLimitError, match=r"step \d+ of chain \d would have evaluated more than "
-                                                    r"max_batch = 300") as err:
+    with pytest.raises(
+        mcmc.BatchLimitError,
+        match=r"step \d+ of chain \d would have evaluated more than "
+        r"max_batch = 300",
+    ) as err:
         mcmc.run_chain(kernel, START, 200, rng_key=0)
     t0, partial = err.value.step, err.value.partial
     assert 0 < t0 < 200
@@ -96,21 +106,29 @@ def test_step_reports_the_overflow_and_rejects(conj):
 
 # draws of run_chain(kernel, START, 40, rng_key=0) before the limit existed (commit 75f8e3d): final
 # positions of the two chains, then sum of batch sizes, accepted steps, full-batch steps (exact integers)
-BEFORE = {"tuna_chi": ([0.5391806960105896, 0.8185327053070068], 1155, 48, 0),
-          "fast": ([0.501006007194519, 1.0], 3169, 2, 20)}
+BEFORE = {
+    "tuna_chi": ([0.5391806960105896, 0.8185327053070068], 1155, 48, 0),
+    "fast": ([0.501006007194519, 1.0], 3169, 2, 20),
+}
 
 
 @pytest.mark.parametrize("name", sorted(BEFORE))
 def test_sensible_setting_draws_what_it_drew_before(conj, name):
     prop = mcmc.random_walk(0.05)
-    kernel = (mcmc.tuna_mh_kernel(conj.model(), prop) if name == "tuna_chi" else
-              mcmc.dp_fast_mh_kernel(conj.model(), prop, epsilon=0.5, delta=1e-5, batch_cap=30.0))
+    kernel = (
+        mcmc.tuna_mh_kernel(conj.model(), prop)
+        if name == "tuna_chi"
+        else mcmc.dp_fast_mh_kernel(conj.model(), prop, epsilon=0.5, delta=1e-5, batch_cap=30.0)
+    )
     res = mcmc.run_chain(kernel, START, 40, rng_key=0)
     info = res.nonprivate_info
     final, batch, accepted, full = BEFORE[name]
     np.testing.assert_allclose(res.samples[:, -1, 0], final, rtol=1e-6)
-    assert (int(info.batch_size.sum()), int(info.accepted.sum()), int(info.used_full_batch.sum())) == \
-        (batch, accepted, full)
+    assert (int(info.batch_size.sum()), int(info.accepted.sum()), int(info.used_full_batch.sum())) == (
+        batch,
+        accepted,
+        full,
+    )
     assert not info.batch_overflow.any()
 
 

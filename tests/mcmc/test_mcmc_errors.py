@@ -26,36 +26,45 @@ def model(**kw):
     return mcmc.energy_model(energy, data, **args)
 
 
-@pytest.mark.parametrize("data,match", [
-    (np.array([0.0, np.nan] + [0.0] * 8), "finite"),
-    (np.array([0.0, np.inf] + [0.0] * 8), "finite"),
-    (np.zeros(0), "at least one record"),
-    ({"a": np.zeros(10), "b": np.zeros(9)}, "share their first axis"),
-    (np.full(10, 1e300), "float32 range"),
-])
+@pytest.mark.parametrize(
+    "data,match",
+    [
+        (np.array([0.0, np.nan] + [0.0] * 8), "finite"),
+        (np.array([0.0, np.inf] + [0.0] * 8), "finite"),
+        (np.zeros(0), "at least one record"),
+        ({"a": np.zeros(10), "b": np.zeros(9)}, "share their first axis"),
+        (np.full(10, 1e300), "float32 range"),
+    ],
+)
 def test_bad_data(data, match):
     with pytest.raises(ValueError, match=match):
         model(data=data)
 
 
-@pytest.mark.parametrize("c,match", [
-    (-np.ones(10), ">= 0"),
-    (np.zeros(10), "positive sum"),
-    (np.ones(9), "shape"),
-    (np.full(10, np.nan), "finite"),
-])
+@pytest.mark.parametrize(
+    "c,match",
+    [
+        (-np.ones(10), ">= 0"),
+        (np.zeros(10), "positive sum"),
+        (np.ones(9), "shape"),
+        (np.full(10, np.nan), "finite"),
+    ],
+)
 def test_bad_bound_constants(c, match):
     with pytest.raises(ValueError, match=match):
         model(bound_constants=c)
 
 
-@pytest.mark.parametrize("box,match", [
-    ((1.0, -1.0), "lower < upper"),
-    ((1.0, 1.0), "lower < upper"),
-    ((np.nan, 1.0), "NaN"),
-    (([0.0, 0.0], [1.0]), "one shape"),
-    ((0.0,), "pair"),
-])
+@pytest.mark.parametrize(
+    "box,match",
+    [
+        ((1.0, -1.0), "lower < upper"),
+        ((1.0, 1.0), "lower < upper"),
+        ((np.nan, 1.0), "NaN"),
+        (([0.0, 0.0], [1.0]), "one shape"),
+        ((0.0,), "pair"),
+    ],
+)
 def test_bad_box(box, match):
     with pytest.raises(ValueError, match=match):
         model(box=box)
@@ -105,8 +114,12 @@ def test_bad_kernel_settings():
 
 def test_bad_initial_positions():
     kernel = mcmc.tuna_mh_kernel(model(), mcmc.random_walk(0.1))
-    for pos, match in ((np.array([3.0]), "inside the box"), (np.array([np.nan]), "finite"),
-                       (np.zeros(2), "dimension"), (np.zeros((1, 1, 1)), "shape")):
+    for pos, match in (
+        (np.array([3.0]), "inside the box"),
+        (np.array([np.nan]), "finite"),
+        (np.zeros(2), "dimension"),
+        (np.zeros((1, 1, 1)), "shape"),
+    ):
         with pytest.raises(ValueError, match=match):
             mcmc.run_chain(kernel, pos, 5, rng_key=0)
     with pytest.raises(ValueError, match="inside the box"):
@@ -138,8 +151,10 @@ def test_bad_accounting_arguments():
 def test_non_scalar_energy_or_log_prior_is_refused():
     # a log prior of shape (dim,) used to accept each coordinate separately, and an energy of shape (1,)
     # broadcast a minibatch's records against each other (TunaMH): both ran silently
-    for kw, match in ((dict(log_prior_fn=lambda th: -0.5 * th**2), "log_prior_fn must return a scalar"),
-                      (dict(energy_fn=lambda th, r: 0.5 * (r - th[:1]) ** 2), "energy_fn must return a scalar")):
+    for kw, match in (
+        (dict(log_prior_fn=lambda th: -0.5 * th**2), "log_prior_fn must return a scalar"),
+        (dict(energy_fn=lambda th, r: 0.5 * (r - th[:1]) ** 2), "energy_fn must return a scalar"),
+    ):
         args = dict(energy_fn=energy, log_prior_fn=log_prior)
         args.update(kw)
         m = mcmc.energy_model(args["energy_fn"], X, log_prior_fn=args["log_prior_fn"], bound_constants=np.abs(X) + 2.0)
@@ -150,10 +165,15 @@ def test_non_scalar_energy_or_log_prior_is_refused():
             kernel.init(np.zeros(2))
 
 
-@pytest.mark.parametrize("epsilon,delta,match", [
-    (5e-324, 1e-5, "overflows"), (0.5, 5e-324, "overflows"),        # were ZeroDivisionError / an inf sigma
-    (1e-300, 1e-5, "sigma2"), (0.5, 1e-300, "delta"),                # beyond float32: inf or 0 in the step
-])
+@pytest.mark.parametrize(
+    "epsilon,delta,match",
+    [
+        (5e-324, 1e-5, "overflows"),
+        (0.5, 5e-324, "overflows"),  # were ZeroDivisionError / an inf sigma
+        (1e-300, 1e-5, "sigma2"),
+        (0.5, 1e-300, "delta"),  # beyond float32: inf or 0 in the step
+    ],
+)
 def test_subnormal_or_tiny_privacy_parameters_are_refused(epsilon, delta, match):
     with pytest.raises(ValueError, match=match):
         mcmc.dp_fast_mh_constants(epsilon, delta, total_bound=10.0, max_bound=1.0, batch_cap=100.0)
@@ -178,14 +198,20 @@ def test_float64_data_with_jax_x64_runs_every_kernel():
 
     kernels = {
         "tuna_mh": lambda m: mcmc.tuna_mh_kernel(m, mcmc.random_walk(0.1)),
-        "dp_fast_mh": lambda m: mcmc.dp_fast_mh_kernel(m, mcmc.random_walk(0.01), epsilon=0.9, delta=1e-4,
-                                                       batch_cap=20.0),
+        "dp_fast_mh": lambda m: mcmc.dp_fast_mh_kernel(
+            m, mcmc.random_walk(0.01), epsilon=0.9, delta=1e-4, batch_cap=20.0
+        ),
         "penalty": lambda m: mcmc.penalty_kernel(m, mcmc.random_walk(0.05), epsilon=0.9, delta=1e-4),
         "dp_barker": lambda m: mcmc.dp_barker_kernel(m, mcmc.random_walk(0.05), private=False),
     }
     with jax.enable_x64(True):
-        x64 = mcmc.energy_model(energy, X.astype(np.float64), bound_constants=np.abs(X) + 2.0, box=(-2.0, 2.0),
-                                log_prior_fn=lambda th: -0.5 * jnp.sum((th - np.zeros(1)) ** 2))  # float64 prior
+        x64 = mcmc.energy_model(
+            energy,
+            X.astype(np.float64),
+            bound_constants=np.abs(X) + 2.0,
+            box=(-2.0, 2.0),
+            log_prior_fn=lambda th: -0.5 * jnp.sum((th - np.zeros(1)) ** 2),
+        )  # float64 prior
         for name, make in kernels.items():
             res = mcmc.run_chain(make(x64), np.zeros(1), 8, rng_key=3)
             # (the draws of jax.random differ under x64, so the chains are not compared value by value)

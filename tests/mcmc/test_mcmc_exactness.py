@@ -48,8 +48,9 @@ def test_tuna_mh_without_the_prior_is_rejected(conj):
 
 
 def test_dp_fast_mh_without_noise_samples_the_exact_posterior(conj):
-    kernel = mcmc.dp_fast_mh_kernel(conj.model(), mcmc.random_walk(SCALE), epsilon=None, delta=None,
-                                    batch_cap=50.0, lam=10.0, private=False)
+    kernel = mcmc.dp_fast_mh_kernel(
+        conj.model(), mcmc.random_walk(SCALE), epsilon=None, delta=None, batch_cap=50.0, lam=10.0, private=False
+    )
     draws, info = _run(conj, kernel)
     assert ks_pvalue(draws, conj.cdf) > ALPHA
     assert 0.15 < info.used_full_batch.mean() < 0.85  # both branches ran often
@@ -77,16 +78,17 @@ def test_penalty_with_noise_samples_the_exact_posterior(conj):
 
 def _broken_penalty_without_correction(model, proposal, sigma):
     """BROKEN on purpose (test only): noise added to the log ratio without the -s^2/2 correction."""
+
     def step(key, state):
         k_prop, k_noise, k_u = jax.random.split(key, 3)
         p = _propose(k_prop, state, model, proposal)
-        log_r, _ = _full_log_ratio(model.energy_fn, model.data, model.bound_constants, state.position,
-                                   p.theta_new, p.m)
+        log_r, _ = _full_log_ratio(model.energy_fn, model.data, model.bound_constants, state.position, p.theta_new, p.m)
         sd = sigma * 2.0 * jnp.max(model.bound_constants) * p.m
         log_a = p.base_log_ratio + log_r + sd * jax.random.normal(k_noise, ())
         acc = p.in_box & (jnp.log(jax.random.uniform(k_u, ())) < log_a)
-        return MHState(jnp.where(acc, p.theta_new, state.position),
-                       jnp.where(acc, p.log_prior_new, state.log_prior)), acc
+        return MHState(
+            jnp.where(acc, p.theta_new, state.position), jnp.where(acc, p.log_prior_new, state.log_prior)
+        ), acc
 
     return step
 
@@ -102,8 +104,9 @@ def test_penalty_noise_without_the_correction_is_rejected(conj):
 def _noisy_fast_mh(conj, delta, with_prior=True):
     # Per-iteration deltas this large are for the tests only: whenever the minibatch noise is on its
     # std is at least sqrt(2 ln(1.25/delta')), and a small one lets the chains move.
-    return mcmc.dp_fast_mh_kernel(conj.model(with_prior=with_prior), mcmc.random_walk(0.05), epsilon=0.9,
-                                  delta=delta, batch_cap=30.0, lam=15.0)
+    return mcmc.dp_fast_mh_kernel(
+        conj.model(with_prior=with_prior), mcmc.random_walk(0.05), epsilon=0.9, delta=delta, batch_cap=30.0, lam=15.0
+    )
 
 
 def _check_noisy_fast_mh(info):
@@ -159,8 +162,9 @@ def _independence_proposal(centre, scale, with_ratio=True):
     def log_q(v):
         return -0.5 * jnp.sum(((v - centre) / scale) ** 2)
 
-    return mcmc.Proposal(sample=sample, log_ratio=(lambda th, th_new: log_q(th) - log_q(th_new)) if with_ratio
-                         else None)
+    return mcmc.Proposal(
+        sample=sample, log_ratio=(lambda th, th_new: log_q(th) - log_q(th_new)) if with_ratio else None
+    )
 
 
 def test_asymmetric_proposal_ratio_is_included(conj):
@@ -183,8 +187,9 @@ def test_asymmetric_proposal_without_its_ratio_is_rejected(conj):
 
 
 def test_run_chain_and_diagnostics(conj):
-    kernel = mcmc.dp_fast_mh_kernel(conj.model(), mcmc.random_walk(SCALE), epsilon=None, delta=None,
-                                    batch_cap=50.0, private=False)
+    kernel = mcmc.dp_fast_mh_kernel(
+        conj.model(), mcmc.random_walk(SCALE), epsilon=None, delta=None, batch_cap=50.0, private=False
+    )
     res = mcmc.run_chain(kernel, conj.posterior_draws(4, 7), 400, rng_key=3)
     assert res.samples.shape == (4, 400, 1)
     assert not res.privacy.is_private

@@ -36,8 +36,9 @@ def _hand_written(x, y):
     def log_prior(w):
         return jnp.sum(-0.5 * (w / 2.0) ** 2 - jnp.log(2.0) - 0.5 * jnp.log(2 * jnp.pi))
 
-    return mcmc.energy_model(energy, (x, y), log_prior_fn=log_prior,
-                             bound_constants=mcmc.logistic_bound_constants(x, T))
+    return mcmc.energy_model(
+        energy, (x, y), log_prior_fn=log_prior, bound_constants=mcmc.logistic_bound_constants(x, T)
+    )
 
 
 def test_numpyro_model_gives_the_hand_written_energies_and_chain():
@@ -47,13 +48,17 @@ def test_numpyro_model_gives_the_hand_written_energies_and_chain():
     ours = mcmc.numpyro_energy_model(logistic_numpyro, x, y, bound_constants=c, temperature=T)
     hand = _hand_written(x, y)
     thetas = jnp.asarray(np.random.default_rng(1).normal(size=(5, D)), jnp.float32)
+
     def energies(mdl):
         return jax.jit(jax.vmap(lambda th: jax.vmap(mdl.energy_fn, (None, 0))(th, mdl.data)))(thetas)
 
     e_ours, e_hand = energies(ours), energies(hand)
     np.testing.assert_allclose(np.asarray(e_ours), np.asarray(e_hand), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(np.asarray(jax.jit(jax.vmap(ours.log_prior_fn))(thetas)),
-                               np.asarray(jax.jit(jax.vmap(hand.log_prior_fn))(thetas)), rtol=1e-5)
+    np.testing.assert_allclose(
+        np.asarray(jax.jit(jax.vmap(ours.log_prior_fn))(thetas)),
+        np.asarray(jax.jit(jax.vmap(hand.log_prior_fn))(thetas)),
+        rtol=1e-5,
+    )
     # the declared bound holds at these points
     du = np.abs(np.asarray(e_ours[1:] - e_ours[:1]))
     m = np.linalg.norm(np.asarray(thetas[1:] - thetas[:1]), axis=1)
@@ -134,13 +139,15 @@ def test_hierarchical_model_with_integer_group_indices_gives_the_hand_energies()
         with numpyro.plate("records", g.shape[0]):
             numpyro.sample("v", dist.Normal(mu[g], 1.0), obs=v)
 
-    em = mcmc.numpyro_energy_model(hier, g, v, bound_constants=np.full(N, 10.0),
-                                   box=(np.array([-3, 0.01, -3, -3, -3.0]), np.full(5, 3.0)))
+    em = mcmc.numpyro_energy_model(
+        hier, g, v, bound_constants=np.full(N, 10.0), box=(np.array([-3, 0.01, -3, -3, -3.0]), np.full(5, 3.0))
+    )
     theta = np.array([0.2, 1.5, 0.5, -0.5, 1.0], np.float32)
     energies = jax.vmap(em.energy_fn, in_axes=(None, 0))(jnp.asarray(theta), em.data)
     np.testing.assert_allclose(energies, -stats.norm.logpdf(v, theta[2:][g]), rtol=1e-5)
-    expected_prior = (stats.norm.logpdf(0.2) + stats.halfnorm.logpdf(1.5)
-                      + np.sum(stats.norm.logpdf(theta[2:], 0.2, 1.5)))
+    expected_prior = (
+        stats.norm.logpdf(0.2) + stats.halfnorm.logpdf(1.5) + np.sum(stats.norm.logpdf(theta[2:], 0.2, 1.5))
+    )
     assert float(em.log_prior_fn(jnp.asarray(theta))) == pytest.approx(expected_prior, rel=1e-5)
 
 
@@ -156,8 +163,9 @@ def test_per_record_weights_in_handlers_scale_give_weighted_energies():
         with numpyro.plate("records", x.shape[0]), numpyro.handlers.scale(scale=wts):
             numpyro.sample("y", dist.Bernoulli(logits=x @ w), obs=(y + 1.0) / 2.0)
 
-    em = mcmc.numpyro_energy_model(weighted, x, y, wts, bound_constants=wts * mcmc.logistic_bound_constants(x, T),
-                                   temperature=T)
+    em = mcmc.numpyro_energy_model(
+        weighted, x, y, wts, bound_constants=wts * mcmc.logistic_bound_constants(x, T), temperature=T
+    )
     theta = jnp.asarray([0.3, -0.2, 0.5])
     energies = jax.vmap(em.energy_fn, in_axes=(None, 0))(theta, em.data)
     np.testing.assert_allclose(energies, wts * np.logaddexp(0.0, -y * (x @ np.asarray(theta))) / T, rtol=1e-5)
@@ -181,7 +189,7 @@ def test_a_likelihood_that_reads_the_other_records_is_refused():
     with pytest.raises(ValueError, match="do not add up.*reads the other records"):
         mcmc.numpyro_energy_model(centred, x, y, bound_constants=np.full(N, 10.0), box=box)
 
-    def public_centre(x, y):   # the same model with a public constant: accepted
+    def public_centre(x, y):  # the same model with a public constant: accepted
         w = numpyro.sample("w", dist.Normal(0.0, 1.0))
         with numpyro.plate("records", x.shape[0]):
             numpyro.sample("y", dist.Normal(w * (x - 3.0), 1.0), obs=y)
@@ -227,7 +235,7 @@ def test_a_transformed_latent_gets_no_prior_mass_outside_its_base_support():
             assert np.all(np.asarray(lp[2:]) == -np.inf)
             result = mcmc.run_chain(mcmc.tuna_mh_kernel(em, mcmc.random_walk(0.5)), np.zeros(1), 300, rng_key=0)
             s = result.samples[0, :, 0]
-            assert np.all(np.abs(s) < 1.0) and s[100:].mean() > 0.9   # moved, to the edge the data pull towards
+            assert np.all(np.abs(s) < 1.0) and s[100:].mean() > 0.9  # moved, to the edge the data pull towards
 
 
 def test_a_factor_outside_the_record_plate_is_part_of_the_prior():
@@ -238,10 +246,10 @@ def test_a_factor_outside_the_record_plate_is_part_of_the_prior():
 
     def penalised(x):
         mu = numpyro.sample("mu", dist.Normal(0.0, 2.0))
-        numpyro.factor("pen", -0.5 * mu ** 2)
+        numpyro.factor("pen", -0.5 * mu**2)
         with numpyro.plate("records", x.shape[0]):
             r = numpyro.deterministic("resid", x - mu)
-            numpyro.factor("lik", -0.5 * r ** 2)
+            numpyro.factor("lik", -0.5 * r**2)
 
     em = mcmc.numpyro_energy_model(penalised, x, bound_constants=np.full(N, 6.0), box=(-3.0, 3.0))
     from scipy import stats
@@ -276,9 +284,11 @@ def test_latents_no_box_can_hold_are_refused_naming_the_support():
         with numpyro.plate("records", x.shape[0]):
             numpyro.sample("x", dist.MultivariateNormal(jnp.zeros(3), scale_tril=L), obs=x)
 
-    for model, box, what in ((dirichlet, None, r"Simplex\(\), a set of lower dimension \(2 free coordinates in its 3"),
-                             (dirichlet, (np.zeros(3), np.ones(3)), "Simplex.*Gamma"),
-                             (lkj, (-np.ones(9), np.ones(9)), r"CorrCholesky\(\), a set of lower dimension")):
+    for model, box, what in (
+        (dirichlet, None, r"Simplex\(\), a set of lower dimension \(2 free coordinates in its 3"),
+        (dirichlet, (np.zeros(3), np.ones(3)), "Simplex.*Gamma"),
+        (lkj, (-np.ones(9), np.ones(9)), r"CorrCholesky\(\), a set of lower dimension"),
+    ):
         with pytest.raises(ValueError, match=f"latent site '{'p' if model is dirichlet else 'L'}' has support {what}"):
             mcmc.numpyro_energy_model(model, x, bound_constants=np.ones(N), box=box)
 
@@ -289,8 +299,9 @@ def test_a_box_with_unordered_points_is_refused_for_an_ordered_latent():
     x = np.zeros((N, 2), np.float32)
 
     def ordered(x):
-        mu = numpyro.sample("mu", dist.TransformedDistribution(dist.Normal(0.0, 2.0).expand([2]),
-                                                               dist.transforms.OrderedTransform()))
+        mu = numpyro.sample(
+            "mu", dist.TransformedDistribution(dist.Normal(0.0, 2.0).expand([2]), dist.transforms.OrderedTransform())
+        )
         with numpyro.plate("records", x.shape[0]):
             numpyro.sample("x", dist.Normal(mu, 1.0).to_event(1), obs=x)
 

@@ -88,15 +88,19 @@ def test_the_papers_per_iteration_budget_forces_a_large_total_delta():
 
 def _tiny_model():
     x = np.linspace(-1, 1, 20).astype(np.float32)
-    return mcmc.energy_model(lambda th, r: 0.5 * (r - th[0]) ** 2, x, log_prior_fn=lambda th: -0.5 * jnp.sum(th**2),
-                             bound_constants=np.abs(x) + 2.0, box=(-2.0, 2.0))
+    return mcmc.energy_model(
+        lambda th, r: 0.5 * (r - th[0]) ** 2,
+        x,
+        log_prior_fn=lambda th: -0.5 * jnp.sum(th**2),
+        bound_constants=np.abs(x) + 2.0,
+        box=(-2.0, 2.0),
+    )
 
 
 def test_chain_release_carries_its_privacy():
     model = _tiny_model()
     per = mcmc.calibrate_chain("dp_fast_mh", 1.0, DELTA, 3 * 30)
-    kernel = mcmc.dp_fast_mh_kernel(model, mcmc.random_walk(0.1), epsilon=per.epsilon, delta=per.delta,
-                                    batch_cap=10.0)
+    kernel = mcmc.dp_fast_mh_kernel(model, mcmc.random_walk(0.1), epsilon=per.epsilon, delta=per.delta, batch_cap=10.0)
     res = mcmc.run_chain(kernel, np.zeros((3, 1)), 30, rng_key=4, total_delta=DELTA)
     p = res.privacy
     assert p.is_private and p.neighbouring == "replace_one" and p.mechanism == "dp_fast_mh"
@@ -130,9 +134,11 @@ def test_non_private_chains_say_so():
     res = mcmc.run_chain(tuna, np.zeros(1), 12, rng_key=0)  # 12 steps: the program of the test below
     assert not res.privacy.is_private and math.isinf(res.privacy.epsilon)
     # the record run_chain attaches (chain_privacy) for the other two, without compiling their chains
-    for kernel in (tuna, mcmc.penalty_kernel(model, mcmc.random_walk(0.3), private=False),
-                   mcmc.dp_fast_mh_kernel(model, mcmc.random_walk(0.3), epsilon=None, delta=None, batch_cap=10.0,
-                                          private=False)):
+    for kernel in (
+        tuna,
+        mcmc.penalty_kernel(model, mcmc.random_walk(0.3), private=False),
+        mcmc.dp_fast_mh_kernel(model, mcmc.random_walk(0.3), epsilon=None, delta=None, batch_cap=10.0, private=False),
+    ):
         privacy = mcmc.chain_privacy(kernel, 5)
         assert not privacy.is_private and math.isinf(privacy.epsilon) and privacy.mechanism == kernel.method
 

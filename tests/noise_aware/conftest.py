@@ -15,7 +15,7 @@ from dpposterior.privacy.spent import not_private
 from dpposterior.vi.layout import ParamLayout
 from dpposterior.vi.trace import DPVITrace
 
-N_LATENT = 3                      # phi = (mu (3), rho (3)): d = 6 coordinates per replicate
+N_LATENT = 3  # phi = (mu (3), rho (3)): d = 6 coordinates per replicate
 CLIP = 2.0
 Q = 0.1
 NUM_STEPS = 10_000
@@ -26,17 +26,17 @@ BETA = np.r_[np.ones(N_LATENT), 100.0 * np.ones(N_LATENT)]
 class Replicates:
     """R simulated traces flattened into one problem of R*d independent coordinates."""
 
-    stats: na.TraceStats          # float64 numpy, (R*d,)
-    noise_sd: np.ndarray          # (R*d,)
-    truth: np.ndarray             # phi* (R*d,)
-    a: np.ndarray                 # the true diagonal of A (R*d,)
+    stats: na.TraceStats  # float64 numpy, (R*d,)
+    noise_sd: np.ndarray  # (R*d,)
+    truth: np.ndarray  # phi* (R*d,)
+    a: np.ndarray  # the true diagonal of A (R*d,)
     num_replicates: int
     num_params: int
-    priors: na.TracePriors | None = None      # the priors the truth was drawn from (exact design)
+    priors: na.TracePriors | None = None  # the priors the truth was drawn from (exact design)
     final_phi: np.ndarray | None = None
-    trace_sd: np.ndarray | None = None        # sd of phi over the trace after burn-in
-    traces: list | None = None                # the DPVITraces (only when asked for)
-    burn_stats: na.TraceStats | None = None   # statistics of the burn-in steps (burn_in > 0)
+    trace_sd: np.ndarray | None = None  # sd of phi over the trace after burn-in
+    traces: list | None = None  # the DPVITraces (only when asked for)
+    burn_stats: na.TraceStats | None = None  # statistics of the burn-in steps (burn_in > 0)
 
     def stats32(self):
         return self.stats.astype(jnp.float32)
@@ -45,9 +45,15 @@ class Replicates:
         return jnp.reshape(jnp.asarray(x), (self.num_replicates, self.num_params))
 
 
-def simulate_replicates(seed: int, num_replicates: int, design: str, burn_in: float = 0.2,
-                        num_steps: int = NUM_STEPS, keep_traces: bool = False,
-                        adult_sigma: float = 37.36) -> Replicates:
+def simulate_replicates(
+    seed: int,
+    num_replicates: int,
+    design: str,
+    burn_in: float = 0.2,
+    num_steps: int = NUM_STEPS,
+    keep_traces: bool = False,
+    adult_sigma: float = 37.36,
+) -> Replicates:
     """Simulates ``num_replicates`` DPVI-like traces (d = 6) from the linear-Gaussian trace model.
 
     design "realistic": what a DPVI trace looks like (papers/NOTES.md 1): sigma ~ logU[1, 10], C = 2,
@@ -72,12 +78,13 @@ def simulate_replicates(seed: int, num_replicates: int, design: str, burn_in: fl
     sigma = np.exp(rng.uniform(np.log(1.0), np.log(10.0), r))
     clip, beta, lr_params, lr_scale = CLIP, BETA, d, 1.0
     if design.startswith("adult_like"):
-        sigma = np.full(r, adult_sigma)       # 37.36: epsilon 1 (112.45: 0.3, 307.58: 0.1)
+        sigma = np.full(r, adult_sigma)  # 37.36: epsilon 1 (112.45: 0.3, 307.58: 0.1)
         clip, beta, lr_params, lr_scale = 11.0, np.r_[np.ones(n), 550.0 * np.ones(n)], 114, np.sqrt(57.0)
     priors = None
     if design == "adult_like":
-        a = np.concatenate([np.exp(rng.uniform(np.log(50.0), np.log(1500.0), (r, n))),
-                            rng.uniform(0.8, 2.5, (r, n))], axis=1)
+        a = np.concatenate(
+            [np.exp(rng.uniform(np.log(50.0), np.log(1500.0), (r, n))), rng.uniform(0.8, 2.5, (r, n))], axis=1
+        )
         phi_star = np.concatenate([rng.normal(0.0, 1.0, (r, n)), rng.normal(-1.0, 1.0, (r, n))], axis=1)
         phi0 = np.tile(np.r_[np.zeros(n), 0.5413 * np.ones(n)], (r, 1))
     elif design == "adult_like_exact":
@@ -87,11 +94,11 @@ def simulate_replicates(seed: int, num_replicates: int, design: str, burn_in: fl
         a = np.logaddexp(0.0, h)
         phi_star = rng.normal(size=(r, d))
         phi0 = np.zeros((r, d))
-        priors = na.TracePriors(np.zeros(r * d), np.ones(r * d), np.tile(h_loc, r), np.tile(h_scale, r),
-                                np.ones(r * d))
+        priors = na.TracePriors(np.zeros(r * d), np.ones(r * d), np.tile(h_loc, r), np.tile(h_scale, r), np.ones(r * d))
     elif design == "realistic":
-        a = np.concatenate([np.exp(rng.uniform(np.log(50.0), np.log(5000.0), (r, n))),
-                            rng.uniform(0.8, 2.5, (r, n))], axis=1)
+        a = np.concatenate(
+            [np.exp(rng.uniform(np.log(50.0), np.log(5000.0), (r, n))), rng.uniform(0.8, 2.5, (r, n))], axis=1
+        )
         phi_star = np.concatenate([rng.normal(0.0, 1.0, (r, n)), rng.normal(-1.0, 1.0, (r, n))], axis=1)
         phi0 = np.tile(np.r_[np.zeros(n), 0.5413 * np.ones(n)], (r, 1))
     elif design == "exact":
@@ -101,8 +108,7 @@ def simulate_replicates(seed: int, num_replicates: int, design: str, burn_in: fl
         a = np.logaddexp(0.0, h)
         phi_star = rng.normal(size=(r, d))
         phi0 = np.zeros((r, d))
-        priors = na.TracePriors(np.zeros(r * d), np.ones(r * d), np.tile(h_loc, r), np.tile(h_scale, r),
-                                np.ones(r * d))
+        priors = na.TracePriors(np.zeros(r * d), np.ones(r * d), np.tile(h_loc, r), np.tile(h_scale, r), np.ones(r * d))
     else:
         raise ValueError(design)
     lr = np.stack([heuristic_learning_rate(s, clip, num_steps, lr_params, beta, lr_scale) for s in sigma])
@@ -120,13 +126,37 @@ def simulate_replicates(seed: int, num_replicates: int, design: str, burn_in: fl
         burn_stats = na.TraceStats(*(np.concatenate([p[k] for p in burn]) for k in range(6)))
     traces = None
     if keep_traces:
-        traces = [DPVITrace(phi=phis[i], grads=grads[i], final_phi=np.asarray(final[i]), beta=beta, learning_rate=lr[i],
-                            clip=clip, noise_multiplier=float(sigma[i]), sampling_rate=Q, num_steps=num_steps,
-                            dataset_size=0, num_mc=0, layout=ParamLayout.flat(n),
-                            privacy=not_private("simulated_trace")) for i in range(r)]
-    return Replicates(stats=stats, noise_sd=noise_sd.ravel(), truth=phi_star.ravel(), a=a.ravel(),
-                      num_replicates=r, num_params=d, priors=priors, final_phi=np.asarray(final).ravel(),
-                      trace_sd=np.sqrt(stats.phi_ss / stats.count), traces=traces, burn_stats=burn_stats)
+        traces = [
+            DPVITrace(
+                phi=phis[i],
+                grads=grads[i],
+                final_phi=np.asarray(final[i]),
+                beta=beta,
+                learning_rate=lr[i],
+                clip=clip,
+                noise_multiplier=float(sigma[i]),
+                sampling_rate=Q,
+                num_steps=num_steps,
+                dataset_size=0,
+                num_mc=0,
+                layout=ParamLayout.flat(n),
+                privacy=not_private("simulated_trace"),
+            )
+            for i in range(r)
+        ]
+    return Replicates(
+        stats=stats,
+        noise_sd=noise_sd.ravel(),
+        truth=phi_star.ravel(),
+        a=a.ravel(),
+        num_replicates=r,
+        num_params=d,
+        priors=priors,
+        final_phi=np.asarray(final).ravel(),
+        trace_sd=np.sqrt(stats.phi_ss / stats.count),
+        traces=traces,
+        burn_stats=burn_stats,
+    )
 
 
 def coverage(lo, hi, truth) -> float:
@@ -156,8 +186,10 @@ def adult_like() -> Replicates:
 @pytest.fixture(scope="session")
 def adult_like_at():
     """The "adult_like" design at another noise multiplier: a factory, ``adult_like_at(sigma)``."""
+
     def make(sigma: float) -> Replicates:
         return simulate_replicates(seed=5, num_replicates=200, design="adult_like", adult_sigma=sigma)
+
     return make
 
 
@@ -166,6 +198,13 @@ def small_trace():
     """One DPVI-like trace (d = 6) in the well-identified regime, where all three solvers should agree."""
     phi_star = np.array([0.3, -1.0, 2.0, -2.0, -1.5, -3.0], np.float32)
     a = np.array([300.0, 1000.0, 3000.0, 1.0, 3.0, 2.0], np.float32)
-    return na.simulate_trace(jax.random.PRNGKey(0), phi_star, a, noise_multiplier=3.0, clip=CLIP, beta=BETA,
-                             num_steps=NUM_STEPS, phi_init=np.r_[np.zeros(3), 0.5 * np.ones(3)])
-
+    return na.simulate_trace(
+        jax.random.PRNGKey(0),
+        phi_star,
+        a,
+        noise_multiplier=3.0,
+        clip=CLIP,
+        beta=BETA,
+        num_steps=NUM_STEPS,
+        phi_init=np.r_[np.zeros(3), 0.5 * np.ones(3)],
+    )

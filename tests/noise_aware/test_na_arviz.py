@@ -22,18 +22,26 @@ from dpposterior.baselines import DrawsPosterior
 from dpposterior.noise_aware import Posterior, point_posterior
 from dpposterior.vi.layout import ParamLayout, Site
 
-SPENT = dpp.PrivacySpent(epsilon=1.0, delta=1e-5, neighbouring="add_remove", accountant="pld",
-                         mechanism="poisson_subsampled_gaussian", noise_multiplier=1.1, sampling_rate=0.1,
-                         num_steps=100, details=(("clip", 2.5), ("sampling", "poisson"), ("exact", True),
-                                                 ("parts", (("a", 1.0),))))
+SPENT = dpp.PrivacySpent(
+    epsilon=1.0,
+    delta=1e-5,
+    neighbouring="add_remove",
+    accountant="pld",
+    mechanism="poisson_subsampled_gaussian",
+    noise_multiplier=1.1,
+    sampling_rate=0.1,
+    num_steps=100,
+    details=(("clip", 2.5), ("sampling", "poisson"), ("exact", True), ("parts", (("a", 1.0),))),
+)
 REAL = {"kind": "independent", "base": {"kind": "real"}, "ndims": 1}
 MATRIX = {"kind": "independent", "base": {"kind": "real"}, "ndims": 2}
 FEATURES = ["age", "income", "region=south"]
 
 
 def _layout() -> ParamLayout:
-    return ParamLayout((Site("s", (), (), {"kind": "positive"}), Site("w", (3,), (3,), REAL),
-                        Site("M", (2, 2), (2, 2), MATRIX)))
+    return ParamLayout(
+        (Site("s", (), (), {"kind": "positive"}), Site("w", (3,), (3,), REAL), Site("M", (2, 2), (2, 2), MATRIX))
+    )
 
 
 def _mixture() -> Posterior:
@@ -103,7 +111,8 @@ def test_az_summary_has_a_finite_r_hat_and_warns_of_nothing(post, no_arviz_log):
     az = import_arviz()
     idata = post.to_arviz()
     assert idata.posterior.sizes["chain"] == 4 and idata.posterior.sizes["draw"] == 1000 // 4 * (
-        4 if isinstance(post, Posterior) else 1)
+        4 if isinstance(post, Posterior) else 1
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         table = az.summary(idata)
@@ -128,8 +137,9 @@ def test_draws_posterior_blocks_leave_out_the_first_remainder_and_say_so():
     idata = post.to_arviz()
     assert idata.posterior["w"].shape == (4, 250, 3)
     assert idata.attrs["draws_left_out"] == 2 == idata.posterior.attrs["draws_left_out"]
-    np.testing.assert_array_equal(idata.posterior["w"].values.reshape(1000, 3),
-                                  np.asarray(post.constrained_draws()["w"])[2:])
+    np.testing.assert_array_equal(
+        idata.posterior["w"].values.reshape(1000, 3), np.asarray(post.constrained_draws()["w"])[2:]
+    )
     assert "consecutive blocks" in idata.attrs["chains"]
     with pytest.raises(ValueError, match="num_chains=2000 is more than the 1002 stored draws"):
         post.to_arviz(num_chains=2000)
@@ -164,8 +174,11 @@ def test_coords_and_dims_that_do_not_fit_the_sites_are_errors():
         (dict(dims={"w": ["a", "b"]}), ValueError, r"dims\['w'\] must give one name \(a string\) per axis"),
         (dict(dims={"w": ["chain"]}), ValueError, r"'chain' and 'draw' are ArviZ's sample dimensions"),
         (dict(coords={"feature": FEATURES}), ValueError, r"coords labels the dimension 'feature', which no latent"),
-        (dict(coords={"feature": FEATURES[:2]}, dims={"w": ["feature"]}), ValueError,
-         r"coords\['feature'\] has 2 labels, but the dimension 'feature' has 3 entries"),
+        (
+            dict(coords={"feature": FEATURES[:2]}, dims={"w": ["feature"]}),
+            ValueError,
+            r"coords\['feature'\] has 2 labels, but the dimension 'feature' has 3 entries",
+        ),
         (dict(coords={"feature": ["a", "a", "b"]}, dims={"w": ["feature"]}), ValueError, "repeats a label"),
         (dict(coords={"draw": [1]}), ValueError, r"'chain' and 'draw' are ArviZ's sample dimensions"),
         (dict(coords=["age"]), TypeError, "coords must be a dict"),
@@ -236,9 +249,13 @@ def test_chain_diagnostics_of_one_chain_log_nothing_and_give_r_hat_nan():
     from dpposterior import mcmc
 
     x = np.clip(np.random.default_rng(0).normal(1.0, 1.0, 50), -3, 3).astype(np.float32)
-    model = mcmc.energy_model(lambda th, xi: 0.5 * (xi - th[0]) ** 2, x,
-                              log_prior_fn=lambda th: -0.5 * jnp.sum(th ** 2),
-                              bound_constants=np.full(50, 6.0), box=(-3.0, 3.0))
+    model = mcmc.energy_model(
+        lambda th, xi: 0.5 * (xi - th[0]) ** 2,
+        x,
+        log_prior_fn=lambda th: -0.5 * jnp.sum(th**2),
+        bound_constants=np.full(50, 6.0),
+        box=(-3.0, 3.0),
+    )
     kernel = mcmc.tuna_mh_kernel(model, mcmc.random_walk(0.1))
     one = mcmc.run_chain(kernel, np.zeros(1), 40, rng_key=0)
     two = mcmc.run_chain(kernel, np.zeros((2, 1)), 40, rng_key=0)

@@ -67,9 +67,16 @@ def _nuts_intervals(reps, num_warmup, num_samples, priors=None, max_tree_depth=1
     if priors is None:
         priors = na.trace_priors(st, ns, 0.1)
     by = reps.by_replicate
-    phi, diag = nuts_posterior_batch(na.TraceStats(*(by(x) for x in st)), na.TracePriors(*(by(x) for x in priors)),
-                                     by(ns), 0.1, jax.random.PRNGKey(11), num_warmup=num_warmup,
-                                     num_samples=num_samples, max_tree_depth=max_tree_depth)
+    phi, diag = nuts_posterior_batch(
+        na.TraceStats(*(by(x) for x in st)),
+        na.TracePriors(*(by(x) for x in priors)),
+        by(ns),
+        0.1,
+        jax.random.PRNGKey(11),
+        num_warmup=num_warmup,
+        num_samples=num_samples,
+        max_tree_depth=max_tree_depth,
+    )
     phi = np.asarray(phi, np.float64).transpose(1, 0, 2).reshape(num_samples, -1)
     return np.quantile(phi, [0.05, 0.95, 0.25, 0.75], axis=0), diag
 
@@ -139,8 +146,9 @@ def test_nuts_calibrated_exactly(exact_replicates):
 def test_grid_calibrated_exactly_in_the_adult_regime(adult_like_exact):
     """The weakly identified regime of the Adult demo trace (heavy-tailed phi* posteriors): the grid is
     exactly calibrated there when given the priors the truth came from."""
-    _check("grid, Adult-like exact design", _grid_intervals(adult_like_exact, adult_like_exact.priors),
-           adult_like_exact)
+    _check(
+        "grid, Adult-like exact design", _grid_intervals(adult_like_exact, adult_like_exact.priors), adult_like_exact
+    )
 
 
 def test_known_limitations_in_the_adult_regime(adult_like_exact, adult_like):
@@ -151,8 +159,9 @@ def test_known_limitations_in_the_adult_regime(adult_like_exact, adult_like):
     c_lap = _coverages(_laplace_intervals(adult_like_exact, adult_like_exact.priors), adult_like_exact.truth)
     c_trace = _coverages(_grid_intervals(adult_like), adult_like.truth)
     print(f"\nAdult-like exact design, laplace: {c_lap[0]:.3f} (90%), {c_lap[1]:.3f} (50%)")
-    print(f"Adult-like traces, grid with the paper's trace-based priors: {c_trace[0]:.3f} (90%), "
-          f"{c_trace[1]:.3f} (50%)")
+    print(
+        f"Adult-like traces, grid with the paper's trace-based priors: {c_trace[0]:.3f} (90%), {c_trace[1]:.3f} (50%)"
+    )
     assert not _calibrated(*c_lap) and c_lap[0] < 0.86
     assert not _calibrated(*c_trace) and c_trace[0] < 0.86
 
@@ -164,8 +173,11 @@ def _burn_in_priors(reps):
 
 def test_burn_in_priors_calibrated_on_realistic_traces(realistic_replicates):
     """The h prior from the burn-in steps changes nothing where A is well identified."""
-    _check("grid (burn-in priors), realistic", _grid_intervals(realistic_replicates, _burn_in_priors(realistic_replicates)),
-           realistic_replicates)
+    _check(
+        "grid (burn-in priors), realistic",
+        _grid_intervals(realistic_replicates, _burn_in_priors(realistic_replicates)),
+        realistic_replicates,
+    )
 
 
 def test_burn_in_priors_repair_most_of_the_adult_regime(adult_like):
@@ -173,8 +185,10 @@ def test_burn_in_priors_repair_most_of_the_adult_regime(adult_like):
     90% intervals from about 0.81 to 0.87 and the 50% ones from 0.40 to 0.45 (measured, seed 5)."""
     paper = _coverages(_grid_intervals(adult_like), adult_like.truth)
     burn = _coverages(_grid_intervals(adult_like, _burn_in_priors(adult_like)), adult_like.truth)
-    print(f"\nAdult-like traces, grid: trace-based priors {paper[0]:.3f} / {paper[1]:.3f}, "
-          f"burn-in priors {burn[0]:.3f} / {burn[1]:.3f} (90% / 50%)")
+    print(
+        f"\nAdult-like traces, grid: trace-based priors {paper[0]:.3f} / {paper[1]:.3f}, "
+        f"burn-in priors {burn[0]:.3f} / {burn[1]:.3f} (90% / 50%)"
+    )
     assert burn[0] >= 0.86 and burn[0] - paper[0] >= 0.04 and burn[1] - paper[1] >= 0.03
 
 
@@ -186,8 +200,10 @@ def test_burn_in_priors_at_the_adult_experiments_smaller_epsilons(adult_like_at,
     reps = adult_like_at(sigma)
     paper = _coverages(_grid_intervals(reps), reps.truth)
     burn = _coverages(_grid_intervals(reps, _burn_in_priors(reps)), reps.truth)
-    print(f"\nAdult-like traces at epsilon {epsilon}, grid: trace-based priors {paper[0]:.3f} / {paper[1]:.3f}, "
-          f"burn-in priors {burn[0]:.3f} / {burn[1]:.3f} (90% / 50%)")
+    print(
+        f"\nAdult-like traces at epsilon {epsilon}, grid: trace-based priors {paper[0]:.3f} / {paper[1]:.3f}, "
+        f"burn-in priors {burn[0]:.3f} / {burn[1]:.3f} (90% / 50%)"
+    )
     assert burn[0] - paper[0] >= 0.08 and burn[1] - paper[1] >= 0.04
     assert paper[0] < 0.80
 
@@ -229,4 +245,4 @@ def test_api_equals_the_flattened_solver(realistic_replicates):
     for r in (0, 1):
         post = na.noise_aware_posterior(reps.traces[r], "grid", rng_key=0)
         qs = np.asarray(na.grid_phi_star_quantiles(post.diagnostics["grid"], [0.05, 0.95, 0.25, 0.75]))
-        np.testing.assert_allclose(qs, pooled[:, 6 * r:6 * r + 6], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(qs, pooled[:, 6 * r : 6 * r + 6], rtol=1e-5, atol=1e-6)

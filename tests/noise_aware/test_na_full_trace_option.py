@@ -9,7 +9,7 @@ import pytest
 import dpposterior.noise_aware as na
 
 
-@pytest.mark.slow   # ~3 minutes: NUTS on the O(T d) likelihood
+@pytest.mark.slow  # ~3 minutes: NUTS on the O(T d) likelihood
 def test_full_trace_nuts_agrees_with_stats_nuts(small_trace):
     opts = dict(num_warmup=200, num_samples=400)
     stats = na.noise_aware_posterior(small_trace, method="nuts", rng_key=1, **opts)
@@ -17,8 +17,9 @@ def test_full_trace_nuts_agrees_with_stats_nuts(small_trace):
     sd = stats.diagnostics["phi_star_sd"]
     # two NUTS runs of 400 draws on the same density: means agree within Monte Carlo error
     ess = np.minimum(stats.diagnostics["ess_phi_star"], full.diagnostics["ess_phi_star"])
-    assert np.all(np.abs(full.diagnostics["phi_star_mean"] - stats.diagnostics["phi_star_mean"])
-                  <= 5 * sd * np.sqrt(2.0 / ess))
+    assert np.all(
+        np.abs(full.diagnostics["phi_star_mean"] - stats.diagnostics["phi_star_mean"]) <= 5 * sd * np.sqrt(2.0 / ess)
+    )
 
 
 def test_full_trace_option_is_checked(small_trace):

@@ -22,8 +22,15 @@ def _raw(trace, burn_in=0.2):
     start = na.burn_in_start(trace.phi.shape[0], burn_in)
     x = trace.phi[start:].astype(np.float64)
     y = trace.grads[start:].astype(np.float64)
-    return {"n": x.shape[0], "sx": x.sum(0), "sxx": (x * x).sum(0), "sy": y.sum(0), "syy": (y * y).sum(0),
-            "sxy": (x * y).sum(0), "xbar": x.mean(0)}
+    return {
+        "n": x.shape[0],
+        "sx": x.sum(0),
+        "sxx": (x * x).sum(0),
+        "sy": y.sum(0),
+        "syy": (y * y).sum(0),
+        "sxy": (x * y).sum(0),
+        "xbar": x.mean(0),
+    }
 
 
 def _brute_force(raw, j, noise_sd, q, priors, s_nodes=None, num_h=801, num_p=3001):
@@ -43,18 +50,19 @@ def _brute_force(raw, j, noise_sd, q, priors, s_nodes=None, num_h=801, num_p=300
     sxxp = raw["sxx"][j] - 2 * P * raw["sx"][j] + n * P * P
     rss = raw["syy"][j] - 2 * c * (raw["sxy"][j] - P * raw["sy"][j]) + c * c * sxxp
     prior = -0.5 * ((P - centre) / float(priors.phi_scale[j])) ** 2 - 0.5 * ((H - hl) / hs) ** 2
+
     def log_slice(s):
-        v = noise_sd[j] ** 2 + s ** 2
-        return -0.5 * n * np.log(v) - 0.5 * rss / v + prior - 0.5 * s ** 2
+        v = noise_sd[j] ** 2 + s**2
+        return -0.5 * n * np.log(v) - 0.5 * rss / v + prior - 0.5 * s**2
 
     if s_nodes is None:
         lp = log_slice(0.0)
         w_hp = np.exp(lp - lp.max())
-    else:   # trapezoid rule over s, accumulated slice by slice
+    else:  # trapezoid rule over s, accumulated slice by slice
         top = max(log_slice(s).max() for s in s_nodes)
         ws = np.r_[0.5, np.ones(len(s_nodes) - 2), 0.5] * (s_nodes[1] - s_nodes[0])
         w_hp = sum(wk * np.exp(log_slice(s) - top) for wk, s in zip(ws, s_nodes))
-    w_p = integrate.trapezoid(w_hp, h, axis=0)          # density of phi* at the nodes (per unit phi*)
+    w_p = integrate.trapezoid(w_hp, h, axis=0)  # density of phi* at the nodes (per unit phi*)
     dens = w_p / integrate.trapezoid(w_p, p)
     mean = integrate.trapezoid(p * dens, p)
     sd = np.sqrt(integrate.trapezoid((p - mean) ** 2 * dens, p))
@@ -72,8 +80,15 @@ def funnel_trace():
     """Slowly mixing coordinates (kappa = lr q a ~ 1e-3 - 3e-3): a weakly identified, phi* | h funnel."""
     phi_star = np.array([0.5, -0.4, 1.0, -1.0], np.float32)
     a = np.array([10.0, 30.0, 0.3, 0.8], np.float32)
-    return na.simulate_trace(jax.random.PRNGKey(5), phi_star, a, noise_multiplier=3.0, clip=2.0,
-                             beta=[1.0, 1.0, 100.0, 100.0], phi_init=phi_star)
+    return na.simulate_trace(
+        jax.random.PRNGKey(5),
+        phi_star,
+        a,
+        noise_multiplier=3.0,
+        clip=2.0,
+        beta=[1.0, 1.0, 100.0, 100.0],
+        phi_init=phi_star,
+    )
 
 
 @pytest.mark.parametrize("which", ["small", "funnel"])
@@ -99,8 +114,17 @@ def test_grid_matches_brute_force_quadrature(which, small_trace, funnel_trace):
 def test_grid_with_subsampling_noise_matches_brute_force():
     """Noise small enough (beta large) that s is identified: the 2-D (h, s) grid against a 3-D quadrature."""
     phi_star = np.array([0.2, -0.5], np.float32)
-    trace = na.simulate_trace(jax.random.PRNGKey(2), phi_star, np.array([3.0, 1.5]), noise_multiplier=1.0, clip=2.0,
-                              beta=[2.0, 4.0], num_steps=4000, phi_init=phi_star, subsampling_sd=[0.7, 0.2])
+    trace = na.simulate_trace(
+        jax.random.PRNGKey(2),
+        phi_star,
+        np.array([3.0, 1.5]),
+        noise_multiplier=1.0,
+        clip=2.0,
+        beta=[2.0, 4.0],
+        num_steps=4000,
+        phi_init=phi_star,
+        subsampling_sd=[0.7, 0.2],
+    )
     st = na.sufficient_statistics(trace.phi, trace.grads, 0.2)
     ns = np.asarray(M.noise_sd_of(1.0, 2.0, trace.beta), np.float64)
     pr = na.trace_priors(st.astype(jnp.float32), jnp.asarray(ns, jnp.float32), 0.1)
@@ -164,7 +188,7 @@ def test_grid_is_deterministic_and_fast():
         g = na.grid_posterior(st, na.trace_priors(st, ns, 0.1), ns, 0.1)
         return jax.block_until_ready(na.grid_phi_star_moments(g))
 
-    first = solve()                                 # compiles
+    first = solve()  # compiles
     times = []
     for _ in range(3):
         t0 = time.perf_counter()
@@ -177,10 +201,11 @@ def test_grid_is_deterministic_and_fast():
 
 def test_misfitting_trace_warns_about_edge_mass():
     """A coordinate that drifts away (negative curvature) does not fit the model: the grid says so."""
-    trace = na.simulate_trace(jax.random.PRNGKey(0), np.zeros(2), np.array([1000.0, 1000.0]), noise_multiplier=1.0,
-                              num_steps=2000)
+    trace = na.simulate_trace(
+        jax.random.PRNGKey(0), np.zeros(2), np.array([1000.0, 1000.0]), noise_multiplier=1.0, num_steps=2000
+    )
     grads = trace.grads.copy()
-    grads[:, 0] = -grads[:, 0]          # a slope of the wrong sign, 45 standard errors from zero
+    grads[:, 0] = -grads[:, 0]  # a slope of the wrong sign, 45 standard errors from zero
     bad = dataclasses.replace(trace, grads=grads)
     with pytest.warns(RuntimeWarning, match="edge of the widest grid box"):
         post = na.noise_aware_posterior(bad, "grid", rng_key=0)

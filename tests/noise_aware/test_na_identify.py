@@ -11,18 +11,25 @@ import dpposterior.noise_aware as na
 from dpposterior.noise_aware import identify as I
 from dpposterior.noise_aware.simulate import simulate_trace
 
-T = 2000          # burn-in 0.2: a window of 1,600 steps
+T = 2000  # burn-in 0.2: a window of 1,600 steps
 ETA = 1e-3
-FAST = 500.0      # eta q a = 0.05: relaxes in 20 steps
-SLOW = 0.05       # eta q a = 5e-6: relaxes in 2e5 steps, far beyond the window
+FAST = 500.0  # eta q a = 0.05: relaxes in 20 steps
+SLOW = 0.05  # eta q a = 5e-6: relaxes in 2e5 steps, far beyond the window
 PRIOR_LOC, PRIOR_SD = 5.0, 0.5
 
 
 def _trace(a0: float, seed: int = 0, noise_multiplier: float = 1.0, phi_init=None):
     """n = 2 latents; latent 0's mean coordinate has curvature a0, every other coordinate FAST."""
     a = np.array([a0, FAST, FAST, FAST])
-    return simulate_trace(jax.random.PRNGKey(seed), np.zeros(4), a, num_steps=T, noise_multiplier=noise_multiplier,
-                          learning_rate=np.full(4, ETA), phi_init=phi_init)
+    return simulate_trace(
+        jax.random.PRNGKey(seed),
+        np.zeros(4),
+        a,
+        num_steps=T,
+        noise_multiplier=noise_multiplier,
+        learning_rate=np.full(4, ETA),
+        phi_init=phi_init,
+    )
 
 
 def _prior(key, m):
@@ -72,8 +79,9 @@ def test_relaxation_branch_fires_on_a_well_measured_slow_drift():
     1 / (eta q A) exceeds the window: the trace has drifted, not relaxed."""
     trace = _trace(2.0, 0, noise_multiplier=1e-3, phi_init=np.array([5.0, 0.0, 0.0, 0.0]))
     stats = na.sufficient_statistics(trace.phi, trace.grads, 0.2)
-    ident = na.identifiability(stats, trace.noise_multiplier * trace.clip / np.asarray(trace.beta), 0.1,
-                               trace.learning_rate)
+    ident = na.identifiability(
+        stats, trace.noise_multiplier * trace.clip / np.asarray(trace.beta), 0.1, trace.learning_rate
+    )
     assert ident.slope_z[0] > 100 and abs(ident.slope[0] / 2.0 - 1) < 0.05
     assert 4000 < ident.relaxation_steps[0] < 6000 and ident.window[0] == 1600
     assert ident.prior_only.tolist() == [True, False]
@@ -84,8 +92,14 @@ def test_relaxation_branch_fires_on_a_well_measured_slow_drift():
 def test_slope_within_two_standard_errors_is_not_identified():
     """Slope 150 with s.e. 10 (15 s.e.) is identified; slope 15 with s.e. 10 (1.5 s.e.) is not, whatever
     the learning rate: the relaxation time is not known."""
-    stats = na.TraceStats(count=np.full(4, 100.0), phi_mean=np.zeros(4), grad_mean=np.zeros(4),
-                          phi_ss=np.ones(4), cross_ss=np.array([15.0, 1.5, 15.0, 15.0]), grad_ss=np.ones(4))
+    stats = na.TraceStats(
+        count=np.full(4, 100.0),
+        phi_mean=np.zeros(4),
+        grad_mean=np.zeros(4),
+        phi_ss=np.ones(4),
+        cross_ss=np.array([15.0, 1.5, 15.0, 15.0]),
+        grad_ss=np.ones(4),
+    )
     ident = na.identifiability(stats, np.ones(4), 0.1, np.ones(4))
     np.testing.assert_allclose(ident.slope_z, [15.0, 1.5, 15.0, 15.0])
     assert ident.prior_only.tolist() == [False, True] and np.isinf(ident.relaxation_steps[1])
@@ -104,7 +118,7 @@ def test_bad_prior_sampler_is_refused():
 def test_model_prior_sampler_reads_shapes_only():
     from dpposterior.models.regression import linear_regression
 
-    X = np.full((7, 3), np.nan, np.float32)   # values never read: NaN would poison any use
+    X = np.full((7, 3), np.nan, np.float32)  # values never read: NaN would poison any use
     y = np.full(7, np.nan, np.float32)
     draws = np.asarray(na.model_prior_sampler(linear_regression, X, y)(jax.random.PRNGKey(0), 20_000))
     assert draws.shape == (20_000, 5) and np.all(np.isfinite(draws))
@@ -167,12 +181,13 @@ def test_robust_sd_matches_the_interval_and_ignores_a_heavy_tail():
 
 def test_a_long_warning_names_every_latent_but_gives_three_reasons():
     a = np.array([SLOW] * 8 + [FAST] * 8)
-    trace = simulate_trace(jax.random.PRNGKey(0), np.zeros(16), a, num_steps=T, noise_multiplier=1.0,
-                           learning_rate=np.full(16, ETA))
+    trace = simulate_trace(
+        jax.random.PRNGKey(0), np.zeros(16), a, num_steps=T, noise_multiplier=1.0, learning_rate=np.full(16, ETA)
+    )
     with pytest.warns(na.UnidentifiedLatentsWarning) as caught:
         post = na.noise_aware_posterior(trace, "grid", rng_key=0)
     text = str(caught[0].message)
     flagged = list(post.diagnostics["unidentified_latents"])
     assert len(flagged) > 3, flagged
     assert str(flagged) in text and text.count("s.e.") <= 6
-    assert f"and {len(flagged) - 3} more (every reason: diagnostics[\"unidentified_latents\"])" in text
+    assert f'and {len(flagged) - 3} more (every reason: diagnostics["unidentified_latents"])' in text

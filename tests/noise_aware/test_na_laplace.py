@@ -16,8 +16,9 @@ def test_laplace_mode_and_covariance(small_trace, subsampling_noise):
     st = na.sufficient_statistics(small_trace.phi, small_trace.grads, 0.2)
     ns = np.asarray(M.noise_sd_of(small_trace.noise_multiplier, small_trace.clip, small_trace.beta), np.float64)
     pr32 = na.trace_priors(st.astype(jnp.float32), jnp.asarray(ns, jnp.float32), 0.1)
-    res = na.laplace_posterior(st.astype(jnp.float32), pr32, jnp.asarray(ns, jnp.float32), 0.1,
-                               subsampling_noise=subsampling_noise)
+    res = na.laplace_posterior(
+        st.astype(jnp.float32), pr32, jnp.asarray(ns, jnp.float32), 0.1, subsampling_noise=subsampling_noise
+    )
     assert bool(jnp.all(res.converged))
     with jax.enable_x64(True):
         st64 = st.astype(jnp.float64)

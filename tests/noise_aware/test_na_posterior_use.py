@@ -15,28 +15,51 @@ from dpposterior.baselines import DrawsPosterior
 from dpposterior.noise_aware import point_posterior
 from dpposterior.vi.layout import ParamLayout, Site
 
-SPENT = dpp.PrivacySpent(epsilon=1.0, delta=1e-5, neighbouring="add_remove", accountant="pld",
-                         mechanism="poisson_subsampled_gaussian", noise_multiplier=1.0, sampling_rate=0.1,
-                         num_steps=100)
+SPENT = dpp.PrivacySpent(
+    epsilon=1.0,
+    delta=1e-5,
+    neighbouring="add_remove",
+    accountant="pld",
+    mechanism="poisson_subsampled_gaussian",
+    noise_multiplier=1.0,
+    sampling_rate=0.1,
+    num_steps=100,
+)
 REAL = {"kind": "independent", "base": {"kind": "real"}, "ndims": 1}
 MATRIX = {"kind": "independent", "base": {"kind": "real"}, "ndims": 2}
 
 
 def _layout() -> ParamLayout:
     """Every kind of latent an expert writes: scalar positive, (1,), (1, 1), (3,), (2, 2), simplex, bounded."""
-    return ParamLayout((
-        Site("s", (), (), {"kind": "positive"}),
-        Site("b", (1,), (1,), REAL),
-        Site("A", (1, 1), (1, 1), MATRIX),
-        Site("w", (3,), (3,), REAL),
-        Site("M", (2, 2), (2, 2), MATRIX),
-        Site("pi", (3,), (2,), {"kind": "simplex"}),
-        Site("u", (), (), {"kind": "interval", "low": -1.0, "high": 3.0}),
-    ))
+    return ParamLayout(
+        (
+            Site("s", (), (), {"kind": "positive"}),
+            Site("b", (1,), (1,), REAL),
+            Site("A", (1, 1), (1, 1), MATRIX),
+            Site("w", (3,), (3,), REAL),
+            Site("M", (2, 2), (2, 2), MATRIX),
+            Site("pi", (3,), (2,), {"kind": "simplex"}),
+            Site("u", (), (), {"kind": "interval", "low": -1.0, "high": 3.0}),
+        )
+    )
 
 
-EXPECTED = ["s", "b[0]", "A[0, 0]", "w[0]", "w[1]", "w[2]", "M[0, 0]", "M[0, 1]", "M[1, 0]", "M[1, 1]",
-            "pi[0]", "pi[1]", "pi[2]", "u"]
+EXPECTED = [
+    "s",
+    "b[0]",
+    "A[0, 0]",
+    "w[0]",
+    "w[1]",
+    "w[2]",
+    "M[0, 0]",
+    "M[0, 1]",
+    "M[1, 0]",
+    "M[1, 1]",
+    "pi[0]",
+    "pi[1]",
+    "pi[2]",
+    "u",
+]
 
 
 def _posteriors():
@@ -45,8 +68,9 @@ def _posteriors():
     rng = np.random.default_rng(0)
     phi = np.r_[rng.normal(size=n), np.full(n, -1.0)].astype(np.float32)
     yield point_posterior(layout, phi, SPENT)
-    yield DrawsPosterior(layout=layout, draws=rng.normal(size=(500, n)).astype(np.float32), privacy=SPENT,
-                         method="draws")
+    yield DrawsPosterior(
+        layout=layout, draws=rng.normal(size=(500, n)).astype(np.float32), privacy=SPENT, method="draws"
+    )
 
 
 @pytest.mark.parametrize("post", list(_posteriors()), ids=["Posterior", "DrawsPosterior"])

@@ -73,16 +73,23 @@ def test_grid_is_deterministic_given_the_key(small_trace):
     b = na.noise_aware_posterior(small_trace, "grid", rng_key=3)
     np.testing.assert_array_equal(np.asarray(a.phi_star), np.asarray(b.phi_star))
     np.testing.assert_array_equal(a.diagnostics["phi_star_sd"], b.diagnostics["phi_star_sd"])
-    c = na.noise_aware_posterior(small_trace, "grid")                      # OS-seeded draws, same solution
+    c = na.noise_aware_posterior(small_trace, "grid")  # OS-seeded draws, same solution
     assert c.diagnostics["seeded_by"] == "os"
     np.testing.assert_array_equal(a.diagnostics["phi_star_mean"], c.diagnostics["phi_star_mean"])
 
 
 @pytest.mark.slow  # CI time: the default run must stay under 15 minutes on 2 cores
 def test_subsampling_noise_through_the_api(small_trace):
-    out = {m: na.noise_aware_posterior(small_trace, m, subsampling_noise=True, rng_key=0,
-                                       **({"num_warmup": 200, "num_samples": 400} if m == "nuts" else {}))
-           for m in ("grid", "laplace", "nuts")}
+    out = {
+        m: na.noise_aware_posterior(
+            small_trace,
+            m,
+            subsampling_noise=True,
+            rng_key=0,
+            **({"num_warmup": 200, "num_samples": 400} if m == "nuts" else {}),
+        )
+        for m in ("grid", "laplace", "nuts")
+    }
     ref = out["grid"].diagnostics
     assert ref["subsampling_noise"]
     for m in ("laplace", "nuts"):
@@ -99,14 +106,20 @@ def test_prior_readings_and_overrides(small_trace):
     ns = M.noise_sd_of(small_trace.noise_multiplier, small_trace.clip, small_trace.beta)
     m = np.abs(st.cross_ss) / (0.1 * st.phi_ss)
     np.testing.assert_allclose(np.asarray(paper.diagnostics["priors"].h_loc), m, rtol=1e-6)
-    np.testing.assert_allclose(np.asarray(paper.diagnostics["priors"].h_scale),
-                               np.asarray(ns) / np.sqrt(st.phi_ss) / 0.1, rtol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(paper.diagnostics["priors"].h_scale), np.asarray(ns) / np.sqrt(st.phi_ss) / 0.1, rtol=1e-6
+    )
     np.testing.assert_allclose(np.asarray(jax.nn.softplus(inv.diagnostics["priors"].h_loc)), m, rtol=1e-5)
     # only the rho coordinates (a = O(1)) see the difference
     rel = np.abs(inv.diagnostics["phi_star_sd"] / paper.diagnostics["phi_star_sd"] - 1)
     assert np.all(rel[:3] < 1e-3) and np.any(rel[3:] > 0.01)
-    custom = na.TracePriors(phi_loc=st.phi_mean, phi_scale=1.0, h_loc=paper.diagnostics["priors"].h_loc,
-                            h_scale=paper.diagnostics["priors"].h_scale, s_scale=1.0)
+    custom = na.TracePriors(
+        phi_loc=st.phi_mean,
+        phi_scale=1.0,
+        h_loc=paper.diagnostics["priors"].h_loc,
+        h_scale=paper.diagnostics["priors"].h_scale,
+        s_scale=1.0,
+    )
     over = na.noise_aware_posterior(small_trace, "grid", rng_key=0, priors=custom)
     np.testing.assert_allclose(over.diagnostics["phi_star_sd"], paper.diagnostics["phi_star_sd"], rtol=1e-5)
     # "burn_in": the h prior from the steps before T*, the phi* prior as the paper's
@@ -136,7 +149,7 @@ def test_errors(small_trace):
     short = _replace(t, phi=t.phi[:11], grads=t.grads[:11])
     with pytest.raises(ValueError, match=r"too short after burn-in: T=11 steps with burn_in=0.2 leave 9 steps"):
         na.noise_aware_posterior(short)
-    na.noise_aware_posterior(_replace(t, phi=t.phi[:12], grads=t.grads[:12]), rng_key=0)   # 10 steps: enough
+    na.noise_aware_posterior(_replace(t, phi=t.phi[:12], grads=t.grads[:12]), rng_key=0)  # 10 steps: enough
     phi = t.phi.copy()
     phi[5000, 2] = np.nan
     with pytest.raises(ValueError, match=r"trace.phi contains NaN or inf \(first at index \[5000, 2\]\)"):
@@ -159,8 +172,11 @@ def test_errors(small_trace):
         na.noise_aware_posterior({"phi": t.phi})
     with pytest.raises(ValueError, match="priors must be a TracePriors or one of"):
         na.noise_aware_posterior(t, priors="flat")
-    with pytest.raises(ValueError, match=r'priors="burn_in" takes the h prior from the burn-in steps, but burn_in '
-                                         r"leaves 0 of them \(T=10000\); it needs at least 10: raise burn_in"):
+    with pytest.raises(
+        ValueError,
+        match=r'priors="burn_in" takes the h prior from the burn-in steps, but burn_in '
+        r"leaves 0 of them \(T=10000\); it needs at least 10: raise burn_in",
+    ):
         na.noise_aware_posterior(t, burn_in=0.0, priors="burn_in")
     still = t.phi.copy()
     still[:2000, 1] = 0.25

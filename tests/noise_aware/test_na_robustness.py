@@ -21,8 +21,16 @@ A = np.array([200.0, 300.0, 1.5, 2.0])
 def small_noise_trace():
     """rho coordinates with beta 1e5: DP noise sd sigma C / beta = 4e-5, far below s_scale = 1."""
     lr = na.heuristic_learning_rate(2.0, 2.0, 2000, 4, np.array([1.0, 1.0, 100.0, 100.0]))
-    return na.simulate_trace(jax.random.PRNGKey(0), PHI_STAR, A, num_steps=2000, noise_multiplier=2.0, clip=2.0,
-                             beta=np.array([1.0, 1.0, 1e5, 1e5]), learning_rate=lr)
+    return na.simulate_trace(
+        jax.random.PRNGKey(0),
+        PHI_STAR,
+        A,
+        num_steps=2000,
+        noise_multiplier=2.0,
+        clip=2.0,
+        beta=np.array([1.0, 1.0, 1e5, 1e5]),
+        learning_rate=lr,
+    )
 
 
 @pytest.mark.parametrize("method", ["grid", "laplace"])
@@ -32,8 +40,9 @@ def test_subsampling_noise_is_resolved_when_the_dp_noise_is_small(small_noise_tr
     NaN (Laplace: the second derivative of r0 s^2 / (v v0) in log s overflowed float32). The true s is 0
     here: with subsampling noise the posterior must stay close to the one without."""
     ref = na.noise_aware_posterior(small_noise_trace, "grid", rng_key=0).diagnostics["phi_star_sd"]
-    sd = na.noise_aware_posterior(small_noise_trace, method, rng_key=0,
-                                  subsampling_noise=True).diagnostics["phi_star_sd"]
+    sd = na.noise_aware_posterior(small_noise_trace, method, rng_key=0, subsampling_noise=True).diagnostics[
+        "phi_star_sd"
+    ]
     assert np.all(np.isfinite(sd)), sd
     assert np.all(np.abs(sd / ref - 1) < 0.1), sd / ref
 
@@ -42,9 +51,9 @@ def test_subsampling_noise_is_resolved_when_the_dp_noise_is_small(small_noise_tr
 def test_a_scale_beyond_the_float32_solvers_is_an_error_not_nan(small_noise_trace, change):
     """Were NaN means and sds, returned silently (grid) or NumPyro's "Cannot find valid initial parameters"."""
     tr = small_noise_trace
-    if change == "beta_tiny":        # gradients 1e18 times larger with the noise: squares overflow float32
+    if change == "beta_tiny":  # gradients 1e18 times larger with the noise: squares overflow float32
         bad = dataclasses.replace(tr, grads=tr.grads * np.float32(1e18), beta=tr.beta / 1e18)
-    elif change == "beta_huge":      # noise variance below float32's smallest normal number
+    elif change == "beta_huge":  # noise variance below float32's smallest normal number
         bad = dataclasses.replace(tr, grads=tr.grads * np.float32(1e-20), beta=tr.beta * 1e20)
     else:
         bad = dataclasses.replace(tr, noise_multiplier=1e19)
@@ -86,22 +95,25 @@ def test_save_refuses_a_trace_that_load_would_refuse(small_noise_trace, tmp_path
     short = dataclasses.replace(small_noise_trace, num_steps=5)
     with pytest.raises(ValueError, match="num_steps"):
         short.save(path)
-    small_noise_trace.save(path)                       # a good trace still round-trips
+    small_noise_trace.save(path)  # a good trace still round-trips
     np.testing.assert_array_equal(DPVITrace.load(path).grads, small_noise_trace.grads)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"num_steps": 0}, "num_steps must be an integer >= 1"),            # was ZeroDivisionError
-    ({"num_steps": True}, "num_steps must be an integer"),              # was a trace of 1 step
-    ({"noise_multiplier": -1.0}, "noise_multiplier must be a finite number > 0"),   # was a trace, sigma -1
-    ({"noise_multiplier": 0.0}, "noise_multiplier must be a finite number > 0"),    # was ZeroDivisionError
-    ({"sampling_rate": 2.0}, r"sampling_rate must lie in \(0, 1\]"),    # was a trace with q = 2
-    ({"clip": 0.0}, "clip must be a finite number > 0"),                # was ZeroDivisionError
-    ({"beta": [1.0, 1.0, 0.0, 0.0]}, "beta must be finite and > 0"),  # was an inf/NaN trace
-    ({"learning_rate": np.nan}, "learning_rate must be finite and > 0"),  # was a NaN trace
-    ({"phi_init": np.zeros(3)}, r"phi_init must be a finite vector of shape \(4,\)"),  # was a JAX error
-    ({"learning_rate": 1e3}, "diverges"),                                # was an inf/NaN trace
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"num_steps": 0}, "num_steps must be an integer >= 1"),  # was ZeroDivisionError
+        ({"num_steps": True}, "num_steps must be an integer"),  # was a trace of 1 step
+        ({"noise_multiplier": -1.0}, "noise_multiplier must be a finite number > 0"),  # was a trace, sigma -1
+        ({"noise_multiplier": 0.0}, "noise_multiplier must be a finite number > 0"),  # was ZeroDivisionError
+        ({"sampling_rate": 2.0}, r"sampling_rate must lie in \(0, 1\]"),  # was a trace with q = 2
+        ({"clip": 0.0}, "clip must be a finite number > 0"),  # was ZeroDivisionError
+        ({"beta": [1.0, 1.0, 0.0, 0.0]}, "beta must be finite and > 0"),  # was an inf/NaN trace
+        ({"learning_rate": np.nan}, "learning_rate must be finite and > 0"),  # was a NaN trace
+        ({"phi_init": np.zeros(3)}, r"phi_init must be a finite vector of shape \(4,\)"),  # was a JAX error
+        ({"learning_rate": 1e3}, "diverges"),  # was an inf/NaN trace
+    ],
+)
 def test_simulate_trace_refuses_bad_settings(kwargs, match):
     with pytest.raises((TypeError, ValueError), match=match):
         na.simulate_trace(jax.random.PRNGKey(0), PHI_STAR, A, num_steps=kwargs.pop("num_steps", 50), **kwargs)
@@ -112,8 +124,9 @@ def test_burn_in_start_is_the_floor_of_the_exact_product(small_noise_trace):
     assert na.burn_in_start(100, 0.29) == 29 and na.burn_in_start(100, 0.57) == 57
     assert na.burn_in_start(100, 0.295) == 29 and na.burn_in_start(10_000, 0.2) == 2000
     assert na.burn_in_start(7, 0.5) == 3 and na.burn_in_start(100, 0.0) == 0
-    tr = dataclasses.replace(small_noise_trace, phi=small_noise_trace.phi[:100], grads=small_noise_trace.grads[:100],
-                             num_steps=100)
+    tr = dataclasses.replace(
+        small_noise_trace, phi=small_noise_trace.phi[:100], grads=small_noise_trace.grads[:100], num_steps=100
+    )
     post = na.noise_aware_posterior(tr, "grid", burn_in=0.29, rng_key=0)
     assert post.diagnostics["burn_in_start"] == 29 and post.diagnostics["num_steps_used"] == 71
 
@@ -140,10 +153,21 @@ def test_a_dpvim_trace_is_pointed_to_its_own_method(small_noise_trace):
     from dpposterior.vi.dpvim import DPVImTrace
 
     tr = small_noise_trace
-    dpvim_trace = DPVImTrace(mu=tr.phi[:, :2], rho=tr.phi[:, 2:], loc_grads=tr.grads[:, :2], final_phi=tr.final_phi,
-                             layout=tr.layout, privacy=tr.privacy, clip=tr.clip, noise_multiplier=tr.noise_multiplier,
-                             sampling_rate=tr.sampling_rate, num_steps=tr.num_steps, dataset_size=0,
-                             learning_rate=tr.learning_rate, natural_gradient=False)
+    dpvim_trace = DPVImTrace(
+        mu=tr.phi[:, :2],
+        rho=tr.phi[:, 2:],
+        loc_grads=tr.grads[:, :2],
+        final_phi=tr.final_phi,
+        layout=tr.layout,
+        privacy=tr.privacy,
+        clip=tr.clip,
+        noise_multiplier=tr.noise_multiplier,
+        sampling_rate=tr.sampling_rate,
+        num_steps=tr.num_steps,
+        dataset_size=0,
+        learning_rate=tr.learning_rate,
+        natural_gradient=False,
+    )
     with pytest.raises(TypeError, match=r"got DPVImTrace; .*trace\.noise_aware_posterior\(\)"):
         na.noise_aware_posterior(dpvim_trace)
 
@@ -158,8 +182,9 @@ def test_tracepriors_beyond_float32_are_an_error_naming_the_priors(small_noise_t
 def test_subsampling_noise_below_its_checked_noise_sd_is_an_error(small_noise_trace):
     """The s grid and Laplace were checked down to a noise sd of 4e-6; the solvers without subsampling
     noise hold far smaller ones (rescaled traces down to 1e-9), so only the subsampling path refuses."""
-    tiny = dataclasses.replace(small_noise_trace, grads=small_noise_trace.grads * np.float32(1e-3),
-                               beta=small_noise_trace.beta * 1e3)   # rho coordinates' noise sd 4e-8
+    tiny = dataclasses.replace(
+        small_noise_trace, grads=small_noise_trace.grads * np.float32(1e-3), beta=small_noise_trace.beta * 1e3
+    )  # rho coordinates' noise sd 4e-8
     with pytest.raises(ValueError, match=r"subsampling_noise=True needs the DP noise sd .* >= 1e-06"):
         na.noise_aware_posterior(tiny, "grid", rng_key=0, subsampling_noise=True)
     post = na.noise_aware_posterior(tiny, "grid", rng_key=0, priors="softplus_inverse")

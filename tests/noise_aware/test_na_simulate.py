@@ -14,8 +14,16 @@ def test_simulated_trace_follows_the_model(tmp_path):
     phi_star = np.array([0.5, -1.0], np.float32)
     a = np.array([400.0, 2.0], np.float32)
     beta = np.array([1.0, 100.0], np.float32)
-    tr = na.simulate_trace(jax.random.PRNGKey(0), phi_star, a, noise_multiplier=2.0, clip=2.0, beta=beta,
-                           num_steps=20_000, subsampling_sd=[0.0, 0.01])
+    tr = na.simulate_trace(
+        jax.random.PRNGKey(0),
+        phi_star,
+        a,
+        noise_multiplier=2.0,
+        clip=2.0,
+        beta=beta,
+        num_steps=20_000,
+        subsampling_sd=[0.0, 0.01],
+    )
     assert isinstance(tr, DPVITrace) and tr.phi.shape == (20_000, 2) and tr.phi.dtype == np.float32
     assert tr.layout.num_latent == 1 and not tr.privacy.is_private
     lr = na.heuristic_learning_rate(2.0, 2.0, 20_000, 2, beta)

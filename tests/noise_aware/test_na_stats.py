@@ -26,7 +26,7 @@ def test_statistics_match_direct_float64_sums(small_trace):
     np.testing.assert_allclose(st.phi_ss, ((phi - phi.mean(0)) ** 2).sum(0), rtol=1e-12)
     np.testing.assert_allclose(st.cross_ss, ((phi - phi.mean(0)) * (g - g.mean(0))).sum(0), rtol=1e-10)
     raw = st.raw_sums()
-    np.testing.assert_allclose(raw["sum_phi2"], (phi ** 2).sum(0), rtol=1e-12)
+    np.testing.assert_allclose(raw["sum_phi2"], (phi**2).sum(0), rtol=1e-12)
     np.testing.assert_allclose(raw["sum_grad_phi"], (phi * g).sum(0), rtol=1e-10, atol=1e-9)
 
 
@@ -75,11 +75,20 @@ def test_stats_density_float32_is_close(small_trace):
     ns = M.noise_sd_of(small_trace.noise_multiplier, small_trace.clip, small_trace.beta)
     p = st64.phi_mean + 0.01
     h = np.array([300.0, 900.0, 3100.0, 1.0, 2.9, 1.8])
-    ls = np.asarray(na.log_likelihood_stats(st64.astype(jnp.float32), jnp.asarray(ns), 0.1,
-                                            jnp.asarray(p, jnp.float32), h))
+    ls = np.asarray(
+        na.log_likelihood_stats(st64.astype(jnp.float32), jnp.asarray(ns), 0.1, jnp.asarray(p, jnp.float32), h)
+    )
     with jax.enable_x64(True):
-        lf = np.asarray(na.log_likelihood_full(jnp.asarray(phi, jnp.float64), jnp.asarray(g, jnp.float64),
-                                               jnp.asarray(ns, jnp.float64), 0.1, jnp.asarray(p), jnp.asarray(h)))
+        lf = np.asarray(
+            na.log_likelihood_full(
+                jnp.asarray(phi, jnp.float64),
+                jnp.asarray(g, jnp.float64),
+                jnp.asarray(ns, jnp.float64),
+                0.1,
+                jnp.asarray(p),
+                jnp.asarray(h),
+            )
+        )
     np.testing.assert_allclose(ls, lf, rtol=1e-5)
 
 
@@ -91,7 +100,7 @@ def test_phi_star_integrated_exactly(small_trace, with_s):
         st = na.sufficient_statistics(small_trace.phi, small_trace.grads, 0.2).astype(jnp.float64)
         ns = jnp.asarray(M.noise_sd_of(small_trace.noise_multiplier, small_trace.clip, small_trace.beta), jnp.float64)
         pr = na.trace_priors(st, ns, 0.1)
-        pr = pr._replace(phi_loc=pr.phi_loc + 0.3, phi_scale=pr.phi_scale * 0.7)   # a prior off the trace mean
+        pr = pr._replace(phi_loc=pr.phi_loc + 0.3, phi_scale=pr.phi_scale * 0.7)  # a prior off the trace mean
         h = pr.h_loc - 0.5 * pr.h_scale
         s = jnp.full(6, 0.5) if with_s else None
         lm = np.asarray(na.log_marginal_h(st, pr, ns, 0.1, h, s))

@@ -17,15 +17,18 @@ def _prior_record():
 def test_the_record_states_that_its_guarantee_is_conditional():
     record = _prior_record()
     assert record.is_private and record.caveat == es.GIBBS_SAMPLE_CAVEAT
-    assert record.summary().startswith("CONDITIONAL (holds only if the caveat does: epsilon = 2 beta L_max tau / m "
-                                       "holds for one EXACT sample")
+    assert record.summary().startswith(
+        "CONDITIONAL (holds only if the caveat does: epsilon = 2 beta L_max tau / m holds for one EXACT sample"
+    )
 
 
 def test_a_ledger_total_keeps_the_caveat_of_its_parts():
     book = Ledger()
     book.add(_prior_record(), "entropy-sgld prior")
-    book.add(PrivacySpent(epsilon=0.5, delta=0.0, neighbouring="replace_one", accountant="pure", mechanism="laplace"),
-             "a Laplace count")
+    book.add(
+        PrivacySpent(epsilon=0.5, delta=0.0, neighbouring="replace_one", accountant="pure", mechanism="laplace"),
+        "a Laplace count",
+    )
     total = book.total(1e-6)
     assert total.caveat == f"entropy-sgld prior: {es.GIBBS_SAMPLE_CAVEAT}"
     assert total.summary().startswith("CONDITIONAL")

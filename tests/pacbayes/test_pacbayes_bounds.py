@@ -7,10 +7,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpposterior.pacbayes.bounds import (c_bound, dp_prior_kl_rhs, dp_prior_pacbayes_bound,
-                                         gaussian_kl, h_bound, local_entropy_gibbs_epsilon,
-                                         mc_kl_rhs, mc_risk_upper, oneto_epsilon_bar,
-                                         seeger_bound, seeger_kl_rhs)
+from dpposterior.pacbayes.bounds import (
+    c_bound,
+    dp_prior_kl_rhs,
+    dp_prior_pacbayes_bound,
+    gaussian_kl,
+    h_bound,
+    local_entropy_gibbs_epsilon,
+    mc_kl_rhs,
+    mc_risk_upper,
+    oneto_epsilon_bar,
+    seeger_bound,
+    seeger_kl_rhs,
+)
 from dpposterior.pacbayes.kl import kl
 
 
@@ -88,21 +97,24 @@ def test_gaussian_kl_hand_values():
         gaussian_kl([0.0, 1.0], 1.0, [0.0], 1.0)
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: seeger_bound(1.5, 1.0, 10, 0.05), "empirical_risk"),
-    (lambda: seeger_bound(float("nan"), 1.0, 10, 0.05), "empirical_risk"),
-    (lambda: seeger_bound(0.1, -1.0, 10, 0.05), "kl_divergence"),
-    (lambda: seeger_bound(0.1, float("inf"), 10, 0.05), "kl_divergence"),
-    (lambda: seeger_bound(0.1, 1.0, 0, 0.05), "m "),
-    (lambda: seeger_bound(0.1, 1.0, 10, 1.0), "delta"),
-    (lambda: seeger_bound(0.1, 1.0, 10, 0.0), "delta"),
-    (lambda: dp_prior_pacbayes_bound(0.1, 1.0, 10, 0.05, -0.1), "epsilon"),
-    (lambda: dp_prior_pacbayes_bound(0.1, 1.0, 10, 0.05, float("nan")), "epsilon"),
-    (lambda: local_entropy_gibbs_epsilon(0.0, 4.0, 1.0, 10), "beta"),
-    (lambda: local_entropy_gibbs_epsilon(1.0, 4.0, 1.0, 0), "m "),
-    (lambda: mc_risk_upper(0.1, 0, 0.01), "n_samples"),
-    (lambda: h_bound(0.1, 0.1, 10, 1.5), "delta"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: seeger_bound(1.5, 1.0, 10, 0.05), "empirical_risk"),
+        (lambda: seeger_bound(float("nan"), 1.0, 10, 0.05), "empirical_risk"),
+        (lambda: seeger_bound(0.1, -1.0, 10, 0.05), "kl_divergence"),
+        (lambda: seeger_bound(0.1, float("inf"), 10, 0.05), "kl_divergence"),
+        (lambda: seeger_bound(0.1, 1.0, 0, 0.05), "m "),
+        (lambda: seeger_bound(0.1, 1.0, 10, 1.0), "delta"),
+        (lambda: seeger_bound(0.1, 1.0, 10, 0.0), "delta"),
+        (lambda: dp_prior_pacbayes_bound(0.1, 1.0, 10, 0.05, -0.1), "epsilon"),
+        (lambda: dp_prior_pacbayes_bound(0.1, 1.0, 10, 0.05, float("nan")), "epsilon"),
+        (lambda: local_entropy_gibbs_epsilon(0.0, 4.0, 1.0, 10), "beta"),
+        (lambda: local_entropy_gibbs_epsilon(1.0, 4.0, 1.0, 0), "m "),
+        (lambda: mc_risk_upper(0.1, 0, 0.01), "n_samples"),
+        (lambda: h_bound(0.1, 0.1, 10, 1.5), "delta"),
+    ],
+)
 def test_invalid_inputs_raise_value_error(call, match):
     with pytest.raises(ValueError, match=match):
         call()
@@ -114,8 +126,7 @@ def test_m_must_be_an_integer():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.floats(0, 1), st.floats(0, 1e4), st.integers(1, 10**6), st.floats(1e-6, 0.5),
-       st.floats(0, 1))
+@given(st.floats(0, 1), st.floats(0, 1e4), st.integers(1, 10**6), st.floats(1e-6, 0.5), st.floats(0, 1))
 def test_bounds_dominate_empirical_risk_and_are_monotone(r, k, m, delta, eps):
     b = dp_prior_pacbayes_bound(r, k, m, delta, eps)
     assert r <= b <= 1
@@ -133,12 +144,15 @@ def test_epsilon_only_bounds_take_the_neighbouring_relation_of_epsilon():
     # risk 0.1, KL 5, m 1000, delta 0.05, epsilon 0.1: 0.187 where 2 epsilon gives 0.270 (as certify does)
     from dpposterior import pacbayes as pb
     from dpposterior.privacy.spent import PrivacySpent
+
     args = (0.1, 5.0, 1000, 0.05)
     ar = pb.dp_prior_pacbayes_bound(*args, 0.1, neighbouring="add_remove")
     assert ar == pb.dp_prior_pacbayes_bound(*args, 0.2) and ar > pb.dp_prior_pacbayes_bound(*args, 0.1) + 0.05
     rec = PrivacySpent(epsilon=0.1, delta=0.0, neighbouring="add_remove", accountant="pure", mechanism="laplace")
     assert pb.certify(0.1, 5.0, 1000, delta=0.05, prior_privacy=rec).bound == pytest.approx(ar, abs=1e-12)
-    assert pb.dp_prior_kl_rhs(5.0, 1000, 0.05, 0.1, neighbouring="add_remove") == pb.dp_prior_kl_rhs(5.0, 1000, 0.05, 0.2)
+    assert pb.dp_prior_kl_rhs(5.0, 1000, 0.05, 0.1, neighbouring="add_remove") == pb.dp_prior_kl_rhs(
+        5.0, 1000, 0.05, 0.2
+    )
     for f in (pb.h_bound, pb.c_bound):
         assert f(0.1, 0.3, 1000, 0.05, neighbouring="add_remove") == f(0.1, 0.6, 1000, 0.05)
     assert pb.oneto_epsilon_bar(0.3, 1000, 0.05, neighbouring="add_remove") == 0.6

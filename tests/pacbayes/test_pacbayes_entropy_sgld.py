@@ -24,8 +24,8 @@ def test_bounded_cross_entropy_range_and_value():
     labels = jnp.array([1, 1, 1])
     loss = es.bounded_cross_entropy(logits, labels, loss_max=4.0)
     a = math.exp(-4.0)
-    assert float(loss[0]) == pytest.approx(-math.log(1 - a), rel=1e-4)   # p_y = 1
-    assert float(loss[1]) == pytest.approx(4.0, rel=1e-5)                # p_y = 0: exactly L_max
+    assert float(loss[0]) == pytest.approx(-math.log(1 - a), rel=1e-4)  # p_y = 1
+    assert float(loss[1]) == pytest.approx(4.0, rel=1e-5)  # p_y = 0: exactly L_max
     assert float(loss[2]) == pytest.approx(-math.log(a + (1 - 2 * a) * 0.5), rel=1e-5)
     assert float(loss.max() - loss.min()) <= 4.0
 
@@ -47,8 +47,9 @@ def test_step_is_pure_and_reproducible_and_sgd_is_deterministic_given_key():
     x, y = _toy_data(jax.random.PRNGKey(0))
     flat, unravel = ravel_pytree(es.init_mlp(jax.random.PRNGKey(1), (5, 8, 2)))
     loss = es.classifier_loss(es.mlp_apply, unravel)
-    params = es.EntropySGLDParams(tau=20.0, gamma=0.5, eta=0.05, eta_inner=0.05, beta=10.0,
-                                  batch_size=32, inner_steps=5)
+    params = es.EntropySGLDParams(
+        tau=20.0, gamma=0.5, eta=0.05, eta_inner=0.05, beta=10.0, batch_size=32, inner_steps=5
+    )
     s0 = es.init(flat)
 
     def jitted(p):
@@ -73,12 +74,13 @@ def test_entropy_sgd_reduces_training_loss():
     x, y = _toy_data(jax.random.PRNGKey(3))
     flat, unravel = ravel_pytree(es.init_mlp(jax.random.PRNGKey(4), (5, 16, 2)))
     loss = es.classifier_loss(es.mlp_apply, unravel)
-    params = es.EntropySGLDParams(tau=100.0, gamma=0.03, eta=1.0, eta_inner=0.1, beta=None,
-                                  batch_size=64, inner_steps=20)
-    state, infos = es.run(jax.random.PRNGKey(5), es.init(flat), 60, data=(x, y), params=params,
-                          loss_fn=loss)
+    params = es.EntropySGLDParams(
+        tau=100.0, gamma=0.03, eta=1.0, eta_inner=0.1, beta=None, batch_size=64, inner_steps=20
+    )
+    state, infos = es.run(jax.random.PRNGKey(5), es.init(flat), 60, data=(x, y), params=params, loss_fn=loss)
     before, after = float(loss(flat, x, y)), float(loss(state.position, x, y))
     assert after < 0.6 * before
+
     def err(w):
         return float(jnp.mean(es.zero_one_error(es.mlp_apply(unravel(w), x), y)))
 
@@ -90,13 +92,18 @@ def test_invalid_params_raise():
     flat = jnp.zeros(3)
     bad = es.EntropySGLDParams(tau=-1.0, gamma=1.0, eta=0.1, eta_inner=0.1)
     with pytest.raises(ValueError, match="tau"):
-        es.step(jax.random.PRNGKey(0), es.init(flat), data=(jnp.zeros((2, 3)), jnp.zeros(2, jnp.int32)),
-                params=bad, loss_fn=lambda w, a, b: jnp.sum(w))
+        es.step(
+            jax.random.PRNGKey(0),
+            es.init(flat),
+            data=(jnp.zeros((2, 3)), jnp.zeros(2, jnp.int32)),
+            params=bad,
+            loss_fn=lambda w, a, b: jnp.sum(w),
+        )
     with pytest.raises(ValueError, match="1-d"):
         es.init(jnp.zeros((2, 2)))
     with pytest.raises(ValueError, match="epsilon"):
         es.beta_for_epsilon(0.0, 4.0, 10.0, 100)
-    with pytest.raises(ValueError, match="underflows"):   # was beta = 0.0, which EntropySGLDParams refuses
+    with pytest.raises(ValueError, match="underflows"):  # was beta = 0.0, which EntropySGLDParams refuses
         es.beta_for_epsilon(1e-300, 4.0, 1e300, 1)
 
 
@@ -105,8 +112,9 @@ def test_invalid_params_raise():
 
 
 def test_certify_hand_computed_dp_prior():
-    rec = pb.entropy_sgld_privacy(pb.EntropySGLDParams(tau=100.0, gamma=1.0, eta=0.1, eta_inner=0.1,
-                                                       beta=1.0), m=10_000)
+    rec = pb.entropy_sgld_privacy(
+        pb.EntropySGLDParams(tau=100.0, gamma=1.0, eta=0.1, eta_inner=0.1, beta=1.0), m=10_000
+    )
     eps = rec.epsilon  # 2 * 1 * 4 * 100 / 1e4 = 0.08
     assert eps == pytest.approx(0.08)
     errs = np.full(500, 0.05)
@@ -132,8 +140,8 @@ def test_certify_data_independent_prior_is_seeger():
 
 def test_certify_rejects_approximate_dp_and_bad_inputs():
     from dpposterior.privacy.spent import PrivacySpent
-    approx = PrivacySpent(epsilon=1.0, delta=1e-5, neighbouring="add_remove", accountant="pld",
-                          mechanism="x")
+
+    approx = PrivacySpent(epsilon=1.0, delta=1e-5, neighbouring="add_remove", accountant="pld", mechanism="x")
     with pytest.raises(ValueError, match="pure epsilon-DP"):
         pb.certify(np.zeros(10), 1.0, 100, delta=0.05, delta_mc=0.01, prior_privacy=approx)
     with pytest.raises(ValueError, match="delta_mc"):
@@ -152,8 +160,16 @@ def test_certify_refuses_per_record_errors_that_would_shrink_the_mc_term():
     def per_record(w, a, b):
         return ((a @ w > 0).astype(jnp.int32) != b).astype(jnp.float32)
 
-    kw = dict(prior_mean=np.zeros(3), prior_var=1.0, posterior_mean=np.array([1.0, 0.0, 0.0]), posterior_var=0.01,
-              data=(x, y), delta=0.05, delta_mc=0.01, n_samples=20)
+    kw = dict(
+        prior_mean=np.zeros(3),
+        prior_var=1.0,
+        posterior_mean=np.array([1.0, 0.0, 0.0]),
+        posterior_var=0.01,
+        data=(x, y),
+        delta=0.05,
+        delta_mc=0.01,
+        n_samples=20,
+    )
     with pytest.raises(ValueError, match="error_fn.*scalar"):
         pb.certify_gaussian(jax.random.PRNGKey(4), error_fn=per_record, **kw)
     with pytest.raises(ValueError, match=r"empirical_errors.*1-D.*\(20, 200\)"):
@@ -161,9 +177,8 @@ def test_certify_refuses_per_record_errors_that_would_shrink_the_mc_term():
     mean_fn = lambda w, a, b: jnp.mean(per_record(w, a, b))  # noqa: E731
     cert = pb.certify_gaussian(jax.random.PRNGKey(4), error_fn=mean_fn, **kw)
     assert cert.n_samples == 20 and cert.mc_term == pytest.approx(math.log(200) / 20)
-    with pytest.raises(ValueError, match="posterior_var.*float32"):   # was a RuntimeWarning and NaN weights
-        pb.certify_gaussian(jax.random.PRNGKey(4), error_fn=mean_fn, **{**kw, "posterior_var": 1e80,
-                                                                        "prior_var": 1e80})
+    with pytest.raises(ValueError, match="posterior_var.*float32"):  # was a RuntimeWarning and NaN weights
+        pb.certify_gaussian(jax.random.PRNGKey(4), error_fn=mean_fn, **{**kw, "posterior_var": 1e80, "prior_var": 1e80})
 
 
 def test_certify_gaussian_small_network():
@@ -173,9 +188,18 @@ def test_certify_gaussian_small_network():
     def error_fn(w, a, b):
         return jnp.mean(es.zero_one_error(es.mlp_apply(unravel(w), a), b))
 
-    cert = pb.certify_gaussian(jax.random.PRNGKey(9), prior_mean=np.zeros(flat.size), prior_var=1.0,
-                               posterior_mean=np.asarray(flat), posterior_var=0.5, error_fn=error_fn,
-                               data=(x, y), delta=0.05, delta_mc=0.05, n_samples=40)
+    cert = pb.certify_gaussian(
+        jax.random.PRNGKey(9),
+        prior_mean=np.zeros(flat.size),
+        prior_var=1.0,
+        posterior_mean=np.asarray(flat),
+        posterior_var=0.5,
+        error_fn=error_fn,
+        data=(x, y),
+        delta=0.05,
+        delta_mc=0.05,
+        n_samples=40,
+    )
     expected_kl = pb.gaussian_kl(flat, 0.5, np.zeros(flat.size), 1.0)
     assert cert.kl_divergence == pytest.approx(expected_kl)
     assert cert.n_samples == 40 and 0 <= cert.empirical_error <= 1
@@ -186,8 +210,7 @@ def test_secure_run_uses_os_keys_and_refuses_a_key():
     x, y = _toy_data(jax.random.PRNGKey(3))
     flat, unravel = ravel_pytree(es.init_mlp(jax.random.PRNGKey(4), (5, 4, 2)))
     loss = es.classifier_loss(es.mlp_apply, unravel)
-    params = es.EntropySGLDParams(tau=100.0, gamma=0.03, eta=0.1, eta_inner=0.1, beta=1e4, batch_size=16,
-                                  inner_steps=2)
+    params = es.EntropySGLDParams(tau=100.0, gamma=0.03, eta=0.1, eta_inner=0.1, beta=1e4, batch_size=16, inner_steps=2)
     with pytest.raises(ValueError, match="secure=True"):
         es.run(jax.random.PRNGKey(0), es.init(flat), 3, data=(x, y), params=params, loss_fn=loss, secure=True)
     # no key and secure=False: seeded from the OS (DESIGN; was refused before the twentieth session)
@@ -210,8 +233,7 @@ def test_secure_run_reads_its_noise_from_os_urandom(monkeypatch):
     x, y = _toy_data(jax.random.PRNGKey(3))
     flat, unravel = ravel_pytree(es.init_mlp(jax.random.PRNGKey(4), (5, 4, 2)))
     loss = es.classifier_loss(es.mlp_apply, unravel)
-    params = es.EntropySGLDParams(tau=100.0, gamma=0.03, eta=0.1, eta_inner=0.1, beta=1e4, batch_size=16,
-                                  inner_steps=2)
+    params = es.EntropySGLDParams(tau=100.0, gamma=0.03, eta=0.1, eta_inner=0.1, beta=1e4, batch_size=16, inner_steps=2)
     calls = []
     real = os.urandom
     monkeypatch.setattr(secure.os, "urandom", lambda n: calls.append(n) or real(n))
@@ -225,11 +247,21 @@ def test_secure_run_reads_its_noise_from_os_urandom(monkeypatch):
 def test_certify_with_a_huge_prior_epsilon_is_a_value_error():
     # eps**2 raised a bare OverflowError for a (pure, finite) prior epsilon of 1e200
     from dpposterior.privacy.spent import PrivacySpent
-    rec = PrivacySpent(epsilon=1e200, delta=0.0, neighbouring="replace_one", accountant="exponential_mechanism",
-                       mechanism="test", noise_multiplier=None, sampling_rate=1.0, num_steps=1, seeded_by="os")
+
+    rec = PrivacySpent(
+        epsilon=1e200,
+        delta=0.0,
+        neighbouring="replace_one",
+        accountant="exponential_mechanism",
+        mechanism="test",
+        noise_multiplier=None,
+        sampling_rate=1.0,
+        num_steps=1,
+        seeded_by="os",
+    )
     with pytest.raises(ValueError, match="overflows the float range"):
         pb.certify(np.full(10, 0.1), 1.0, 100, delta=0.05, delta_mc=0.01, prior_privacy=rec)
-    with pytest.raises(ValueError, match="overflows the float range"):   # the same as the bound function says
+    with pytest.raises(ValueError, match="overflows the float range"):  # the same as the bound function says
         pb.dp_prior_pacbayes_bound(0.1, 1.0, 100, 0.05, 1e200)
 
 
@@ -245,7 +277,7 @@ def test_bounded_cross_entropy_stays_within_loss_max_where_its_floor_underflows(
         assert loss[0] == pytest.approx(min(loss_max, 2000.0), rel=1e-6)
     w0, unravel = ravel_pytree(es.init_mlp(jax.random.PRNGKey(0), (2, 2)))
     loss_fn = es.classifier_loss(es.mlp_apply, unravel, loss_max=90.0)
-    big = jnp.array([[1e4, 0.0]])   # a far-off record: logits of size 1e4
+    big = jnp.array([[1e4, 0.0]])  # a far-off record: logits of size 1e4
     assert float(loss_fn(w0 * 0 + 1.0, big, jnp.array([0]))) <= 90.0 * (1 + 1e-6)
 
 
@@ -258,7 +290,7 @@ def test_bounded_cross_entropy_refuses_a_loss_max_it_cannot_bound(loss_max):
     w0, unravel = ravel_pytree(es.init_mlp(jax.random.PRNGKey(0), (2, 2)))
     with pytest.raises(ValueError, match=r"loss_max .* must lie in \(ln 2"):
         es.classifier_loss(es.mlp_apply, unravel, loss_max=loss_max)
-    assert float(es.bounded_cross_entropy(logits, jnp.array([0]), 0.7)[0]) <= 0.7   # just above ln 2: fine
+    assert float(es.bounded_cross_entropy(logits, jnp.array([0]), 0.7)[0]) <= 0.7  # just above ln 2: fine
 
 
 def test_step_refuses_no_key_and_init_refuses_non_finite_weights():
@@ -266,8 +298,7 @@ def test_step_refuses_no_key_and_init_refuses_non_finite_weights():
     # start ran and released NaN weights silently
     x, y = _toy_data(jax.random.PRNGKey(0), n=16, d=2)
     w0, unravel = ravel_pytree(es.init_mlp(jax.random.PRNGKey(1), (2, 2)))
-    params = es.EntropySGLDParams(tau=4.0, gamma=1.0, eta=0.01, eta_inner=0.01, beta=1.0, inner_steps=2,
-                                  batch_size=4)
+    params = es.EntropySGLDParams(tau=4.0, gamma=1.0, eta=0.01, eta_inner=0.01, beta=1.0, inner_steps=2, batch_size=4)
     loss = es.classifier_loss(es.mlp_apply, unravel)
     with pytest.raises(TypeError, match=r"key must be a JAX PRNG key.*run\(None"):
         es.step(None, es.init(w0), data=(x, y), params=params, loss_fn=loss)
@@ -276,5 +307,6 @@ def test_step_refuses_no_key_and_init_refuses_non_finite_weights():
     with pytest.raises(ValueError, match="position must be finite, got 1 NaN or inf weights"):
         es.init(w0.at[2].set(jnp.nan))
     state, _ = jax.jit(lambda k, s: es.step(k, s, data=(x, y), params=params, loss_fn=loss))(
-        jax.random.PRNGKey(2), es.init(w0))   # a traced key and state still pass the checks
+        jax.random.PRNGKey(2), es.init(w0)
+    )  # a traced key and state still pass the checks
     assert bool(jnp.all(jnp.isfinite(state.position)))

@@ -129,16 +129,19 @@ def test_monotone_in_q(q1, q2, c):
     assert kl_inv_lower(a, c) <= kl_inv_lower(b, c) + 1e-11
 
 
-def test_subnormal_q_is_not_nan():   # found by hypothesis: d / q overflowed for q = 5e-324
+def test_subnormal_q_is_not_nan():  # found by hypothesis: d / q overflowed for q = 5e-324
     assert kl_inv_upper(5e-324, 1.0) == pytest.approx(kl_inv_upper(0.0, 1.0), abs=1e-9)
     assert kl(5e-324, 0.5) == pytest.approx(np.log(2.0), rel=1e-12)
 
 
-@pytest.mark.parametrize("q, c, upper", [
-    (1 / 7, 5.0, True),                                      # p = 0.998: (1 - p) / (1 - q) = 0.0021 formed as 1 + t
-    (0.00019264452693665927, 21.99806004361246, True),       # p = 1 - 2.8e-10
-    (0.9999999934504487, 26.67413081123428, False),          # p = 2.6e-12 against q = 1 - 6.5e-9
-])
+@pytest.mark.parametrize(
+    "q, c, upper",
+    [
+        (1 / 7, 5.0, True),  # p = 0.998: (1 - p) / (1 - q) = 0.0021 formed as 1 + t
+        (0.00019264452693665927, 21.99806004361246, True),  # p = 1 - 2.8e-10
+        (0.9999999934504487, 26.67413081123428, False),  # p = 2.6e-12 against q = 1 - 6.5e-9
+    ],
+)
 def test_inverses_stay_outside_where_the_kl_ratio_cancels(q, c, upper):
     # found by a random search against mpmath: the float kl at these p lost digits (5 left for the lower
     # case) forming the ratio as 1 + t, and the answers lay inside the exact inverse: upper 2e-17 below,

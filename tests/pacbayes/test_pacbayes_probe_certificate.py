@@ -36,7 +36,7 @@ def _kl_inv_upper_mp(q, c):
     if _kl_mp(q, 1) <= c:
         return mp.mpf(1)
     lo, hi = mp.mpf(q), mp.mpf(1)
-    for _ in range(110):   # 2^-110 < 1e-33
+    for _ in range(110):  # 2^-110 < 1e-33
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if _kl_mp(q, mid) <= c else (lo, mid)
     return lo
@@ -51,14 +51,16 @@ def test_certificate_is_never_below_the_exact_bound_computed_independently():
     # risk 0 and 1, KL 0, m = 1, tiny and large delta; ours may exceed it by the bracket width only.
     # Before the fix the closed form at empirical risk 0 came out 1 ulp BELOW the exact bound (e.g. m = 100, KL 0,
     # delta 0.05: 0.058155079116972264 < 0.05815507911697227).
-    for m, q, kl_div, delta, eps in itertools.product([1, 2, 100, 60_000], [0.0, 0.05, 0.5, 1.0], [0.0, 3.0, 800.0],
-                                                      [1e-6, 0.05], [None, 0.0, 0.3]):
+    for m, q, kl_div, delta, eps in itertools.product(
+        [1, 2, 100, 60_000], [0.0, 0.05, 0.5, 1.0], [0.0, 3.0, 800.0], [1e-6, 0.05], [None, 0.0, 0.3]
+    ):
         cert = pb.certify(q, kl_div, m, delta=delta, prior_privacy=None if eps is None else _pure(eps))
         if eps is None:
             rhs = (mp.mpf(kl_div) + mp.log(2 * mp.sqrt(m) / mp.mpf(delta))) / m
         else:
-            rhs = (mp.mpf(kl_div) + mp.log(2 * mp.sqrt(m))
-                   + 2 * max(mp.log(3 / mp.mpf(delta)), m * mp.mpf(eps) ** 2)) / m
+            rhs = (
+                mp.mpf(kl_div) + mp.log(2 * mp.sqrt(m)) + 2 * max(mp.log(3 / mp.mpf(delta)), m * mp.mpf(eps) ** 2)
+            ) / m
         exact = _kl_inv_upper_mp(q, rhs)
         case = (m, q, kl_div, delta, eps, cert.bound, float(exact))
         assert math.isfinite(cert.bound) and mp.mpf(cert.bound) >= exact, case
@@ -68,8 +70,12 @@ def test_certificate_is_never_below_the_exact_bound_computed_independently():
 
 def test_sampled_certificate_adds_the_monte_carlo_step_safely():
     # R_S(Q) estimated from n hypotheses: bound = kl^-1(kl^-1(mean, ln(2/delta_mc)/n), rhs), both steps outward
-    for errs, m, eps in [(np.zeros(5), 1, None), (np.zeros(50), 200, 0.05), (np.full(7, 1.0), 10, None),
-                         (np.linspace(0, 0.3, 40), 1000, 0.1)]:
+    for errs, m, eps in [
+        (np.zeros(5), 1, None),
+        (np.zeros(50), 200, 0.05),
+        (np.full(7, 1.0), 10, None),
+        (np.linspace(0, 0.3, 40), 1000, 0.1),
+    ]:
         cert = pb.certify(errs, 2.0, m, delta=0.05, delta_mc=0.01, prior_privacy=None if eps is None else _pure(eps))
         upper = _kl_inv_upper_mp(float(np.mean(errs)), mp.log(2 / mp.mpf(0.01)) / errs.size)
         if eps is None:
@@ -96,8 +102,9 @@ def test_maurer_constant_2_sqrt_m_holds_down_to_m_1():
     # certificate accepts m >= 1: check m = 1..12 by the exact binomial sum (m = 1 is an equality: 2)
     for m in range(1, 13):
         k = np.arange(m + 1)
-        worst = max(float(np.sum(binom.pmf(k, m, p) * np.exp(m * pb.kl(k / m, p))))
-                    for p in np.linspace(0.0005, 0.9995, 999))
+        worst = max(
+            float(np.sum(binom.pmf(k, m, p) * np.exp(m * pb.kl(k / m, p)))) for p in np.linspace(0.0005, 0.9995, 999)
+        )
         assert worst <= 2 * math.sqrt(m) * (1 + 1e-12), (m, worst)
 
 
@@ -111,7 +118,7 @@ def test_an_add_remove_prior_is_used_with_twice_its_epsilon():
     assert add_remove.bound == replace.bound == pb.dp_prior_pacbayes_bound(0.1, 5.0, 1000, 0.05, 0.2)
     assert add_remove.bound == pytest.approx(0.2701, abs=1e-4) and naive.bound == pytest.approx(0.1874, abs=1e-4)
     assert add_remove.epsilon == 0.2 and "add/remove" in add_remove.caveat
-    assert add_remove.prior_privacy.epsilon == 0.1   # the record itself is kept as given
+    assert add_remove.prior_privacy.epsilon == 0.1  # the record itself is kept as given
     assert replace.epsilon == 0.2 and "add/remove" not in replace.caveat
 
 
@@ -121,8 +128,7 @@ def _net(classes, d=6, seed=1):
 
 
 def _params():
-    return es.EntropySGLDParams(tau=7.0, gamma=1.0, eta=0.01, eta_inner=0.05, beta=5.0, batch_size=8,
-                                inner_steps=2)
+    return es.EntropySGLDParams(tau=7.0, gamma=1.0, eta=0.01, eta_inner=0.05, beta=5.0, batch_size=8, inner_steps=2)
 
 
 @pytest.mark.parametrize("labels", ["plus_minus_one", "three_classes", "fractional", "nan"])
@@ -131,19 +137,32 @@ def test_labels_a_two_class_network_cannot_index_are_refused(labels):
     # zero gradient (the record silently dropped); 0.5 was truncated to 0; 0-1 errors counted them all as errors
     x = jax.random.normal(jax.random.PRNGKey(0), (50, 6))
     y01 = np.asarray(x[:, 0] > 0, np.int32)
-    y = {"plus_minus_one": 2 * y01 - 1, "three_classes": np.arange(50) % 3, "fractional": y01 * 0.5,
-         "nan": np.where(y01 == 1, np.nan, 0.0)}[labels]
+    y = {
+        "plus_minus_one": 2 * y01 - 1,
+        "three_classes": np.arange(50) % 3,
+        "fractional": y01 * 0.5,
+        "nan": np.where(y01 == 1, np.nan, 0.0),
+    }[labels]
     flat, unravel = _net(2)
     loss = es.classifier_loss(es.mlp_apply, unravel)
     with pytest.raises(ValueError, match=r"class labels\) must be integers in \{0, \.\.\., 1\}") as info:
         es.run(jax.random.PRNGKey(2), es.init(flat), 2, data=(x, y), params=_params(), loss_fn=loss)
-    assert not any(ch.isdigit() for ch in str(info.value).split("outputs;")[1].split("Map")[0])   # no count
+    assert not any(ch.isdigit() for ch in str(info.value).split("outputs;")[1].split("Map")[0])  # no count
     with pytest.raises(ValueError, match="class labels"):
         es.step(jax.random.PRNGKey(2), es.init(flat), data=(x, jnp.asarray(y)), params=_params(), loss_fn=loss)
     with pytest.raises(ValueError, match="class labels"):
-        pb.certify_gaussian(jax.random.PRNGKey(3), prior_mean=flat, prior_var=1.0, posterior_mean=flat,
-                            posterior_var=0.5, error_fn=pb.classifier_error(es.mlp_apply, unravel), data=(x, y),
-                            delta=0.05, delta_mc=0.01, n_samples=8)
+        pb.certify_gaussian(
+            jax.random.PRNGKey(3),
+            prior_mean=flat,
+            prior_var=1.0,
+            posterior_mean=flat,
+            posterior_var=0.5,
+            error_fn=pb.classifier_error(es.mlp_apply, unravel),
+            data=(x, y),
+            delta=0.05,
+            delta_mc=0.01,
+            n_samples=8,
+        )
     logits = es.mlp_apply(unravel(flat), x)
     for fn in (es.bounded_cross_entropy, es.zero_one_error):
         with pytest.raises(ValueError, match="class labels"):
@@ -160,13 +179,28 @@ def test_valid_label_sets_other_dimensions_and_one_record_are_accepted():
     assert np.all(np.isfinite(np.asarray(state.position)))
     flat2, unravel2 = _net(2, d=7)
     loss2 = es.classifier_loss(es.mlp_apply, unravel2)
-    es.run(jax.random.PRNGKey(2), es.init(flat2), 1, data=(x, (np.arange(30) % 2).astype(np.float32)),
-           params=_params(), loss_fn=loss2)
+    es.run(
+        jax.random.PRNGKey(2),
+        es.init(flat2),
+        1,
+        data=(x, (np.arange(30) % 2).astype(np.float32)),
+        params=_params(),
+        loss_fn=loss2,
+    )
     es.check_labels(np.arange(30) % 2 == 1, 2)
     err = pb.classifier_error(es.mlp_apply, unravel2)
-    cert = pb.certify_gaussian(jax.random.PRNGKey(3), prior_mean=flat2, prior_var=1.0, posterior_mean=flat2,
-                               posterior_var=0.5, error_fn=err, data=(x[:1], np.array([1])), delta=0.05,
-                               delta_mc=0.01, n_samples=16)
+    cert = pb.certify_gaussian(
+        jax.random.PRNGKey(3),
+        prior_mean=flat2,
+        prior_var=1.0,
+        posterior_mean=flat2,
+        posterior_var=0.5,
+        error_fn=err,
+        data=(x[:1], np.array([1])),
+        delta=0.05,
+        delta_mc=0.01,
+        n_samples=16,
+    )
     assert cert.m == 1 and 0 <= cert.empirical_error <= cert.empirical_error_upper <= cert.bound <= 1
     expected = float(jnp.mean(es.zero_one_error(es.mlp_apply(unravel2(flat2), x), jnp.asarray(y3 % 2))))
     assert float(err(flat2, x, y3 % 2)) == expected
@@ -177,17 +211,35 @@ def test_a_loss_outside_0_1_is_refused_not_clipped():
     y = np.asarray(x[:, 0] > 0, np.int32)
     flat, unravel = _net(2)
 
-    def surrogate(w, xb, yb):   # the bounded cross-entropy: values in [0.018, 4], not a 0-1 loss
+    def surrogate(w, xb, yb):  # the bounded cross-entropy: values in [0.018, 4], not a 0-1 loss
         return jnp.mean(es.bounded_cross_entropy(es.mlp_apply(unravel(w), xb), yb))
 
     with pytest.raises(ValueError, match="error_fn must return the mean 0-1 error"):
-        pb.certify_gaussian(jax.random.PRNGKey(3), prior_mean=flat, prior_var=1.0, posterior_mean=flat,
-                            posterior_var=0.5, error_fn=surrogate, data=(x, y), delta=0.05, delta_mc=0.01,
-                            n_samples=8)
+        pb.certify_gaussian(
+            jax.random.PRNGKey(3),
+            prior_mean=flat,
+            prior_var=1.0,
+            posterior_mean=flat,
+            posterior_var=0.5,
+            error_fn=surrogate,
+            data=(x, y),
+            delta=0.05,
+            delta_mc=0.01,
+            n_samples=8,
+        )
     with pytest.raises(ValueError, match=r"2 of 3 values NaN or outside \[0, 1\]"):
         pb.certify([0.5, 1.5, -0.1], 1.0, 40, delta=0.05, delta_mc=0.01)
     # a surrogate divided by its range is a loss in [0, 1], for which the kl bound also holds
-    ok = pb.certify_gaussian(jax.random.PRNGKey(3), prior_mean=flat, prior_var=1.0, posterior_mean=flat,
-                             posterior_var=0.5, error_fn=lambda w, a, b: surrogate(w, a, b) / 4.0, data=(x, y),
-                             delta=0.05, delta_mc=0.01, n_samples=8)
+    ok = pb.certify_gaussian(
+        jax.random.PRNGKey(3),
+        prior_mean=flat,
+        prior_var=1.0,
+        posterior_mean=flat,
+        posterior_var=0.5,
+        error_fn=lambda w, a, b: surrogate(w, a, b) / 4.0,
+        data=(x, y),
+        delta=0.05,
+        delta_mc=0.01,
+        n_samples=8,
+    )
     assert 0 < ok.empirical_error < ok.bound <= 1

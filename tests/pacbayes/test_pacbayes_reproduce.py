@@ -21,7 +21,11 @@ def test_quick_run_rows_are_consistent():
     tiny = dataclasses.replace(QUICK, m=400, outer_steps=10, n_samples=32, n_test_samples=4)
     rows = run_pacbayes(settings=tiny)
     assert [(r["labels"], r["prior"]) for r in rows] == [
-        ("true", "data-independent"), ("true", "dp"), ("random", "data-independent"), ("random", "dp")]
+        ("true", "data-independent"),
+        ("true", "dp"),
+        ("random", "data-independent"),
+        ("random", "dp"),
+    ]
     for r in rows:
         c = r["certificate"]
         assert 0 <= r["empirical_error"] <= c["empirical_error_upper"] <= r["bound"] <= 1
@@ -39,19 +43,22 @@ def test_quick_run_rows_are_consistent():
     assert table.count("\n") == 5 and "PAC-Bayes bound" in table
 
 
-@pytest.mark.parametrize("field, value, exc, word", [
-    ("posterior_factors", (), ValueError, "posterior_factors must be a non-empty"),
-    ("prior_stds", (), ValueError, "prior_stds must be a non-empty"),
-    ("epsilons", (0.1, -1.0), ValueError, "epsilons must be a finite number > 0"),
-    ("delta_mc", 0.96, ValueError, "delta \\+ delta_mc must be < 1"),
-    ("n_samples", 0, ValueError, "n_samples must be an integer >= 1"),
-    ("m", 0, ValueError, "PacBayesSettings.m"),
-    ("m", 400.0, TypeError, "PacBayesSettings.m"),
-    ("pca_dims", 785, ValueError, "pca_dims must be an integer in \\[1, 784\\]"),
-    ("hidden", -1, ValueError, "hidden"),
-    ("gamma", float("nan"), ValueError, "gamma must be a finite number > 0"),
-    ("seed", -1, ValueError, "seed"),
-])
+@pytest.mark.parametrize(
+    "field, value, exc, word",
+    [
+        ("posterior_factors", (), ValueError, "posterior_factors must be a non-empty"),
+        ("prior_stds", (), ValueError, "prior_stds must be a non-empty"),
+        ("epsilons", (0.1, -1.0), ValueError, "epsilons must be a finite number > 0"),
+        ("delta_mc", 0.96, ValueError, "delta \\+ delta_mc must be < 1"),
+        ("n_samples", 0, ValueError, "n_samples must be an integer >= 1"),
+        ("m", 0, ValueError, "PacBayesSettings.m"),
+        ("m", 400.0, TypeError, "PacBayesSettings.m"),
+        ("pca_dims", 785, ValueError, "pca_dims must be an integer in \\[1, 784\\]"),
+        ("hidden", -1, ValueError, "hidden"),
+        ("gamma", float("nan"), ValueError, "gamma must be a finite number > 0"),
+        ("seed", -1, ValueError, "seed"),
+    ],
+)
 def test_settings_are_checked_before_anything_runs(field, value, exc, word):
     # an empty grid ran Entropy-SGD for minutes, then failed with "cannot unpack non-iterable NoneType object";
     # delta + delta_mc >= 1 failed after the first chain; the others reached JAX or numpy errors

@@ -12,10 +12,16 @@ import pytest
 from scipy import stats
 
 from dpposterior import privacy
-from dpposterior.privacy import (AuditResult, analytic_gaussian_sigma, audit_one_run,
-                                 clopper_pearson_lower, clopper_pearson_upper,
-                                 epsilon_lower_bound_from_counts, epsilon_lower_bound_from_scores,
-                                 one_run_epsilon_lower_bound)
+from dpposterior.privacy import (
+    AuditResult,
+    analytic_gaussian_sigma,
+    audit_one_run,
+    clopper_pearson_lower,
+    clopper_pearson_upper,
+    epsilon_lower_bound_from_counts,
+    epsilon_lower_bound_from_scores,
+    one_run_epsilon_lower_bound,
+)
 
 DELTA = 1e-5
 
@@ -49,8 +55,9 @@ def test_clopper_pearson_coverage_by_simulation():
     rng = np.random.default_rng(0)
     p, n, alpha, reps = 0.03, 200, 0.05, 4000
     ks = rng.binomial(n, p, size=reps)
-    miss = np.mean([clopper_pearson_upper(int(k), n, alpha) < p for k in np.unique(ks)
-                    for _ in range(int(np.sum(ks == k)))])
+    miss = np.mean(
+        [clopper_pearson_upper(int(k), n, alpha) < p for k in np.unique(ks) for _ in range(int(np.sum(ks == k)))]
+    )
     # tolerance: 4 binomial standard errors of the miss rate at its nominal level
     assert miss <= alpha + 4 * math.sqrt(alpha * (1 - alpha) / reps)
 
@@ -162,16 +169,18 @@ def randomised_response_scores(rng, eps, m):
 
 def test_one_run_bound_on_randomised_response_is_valid_and_nearly_tight():
     rng = np.random.default_rng(7)
-    res = audit_one_run(*randomised_response_scores(rng, 2.0, 1000), num_positive_guesses=500,
-                        num_negative_guesses=500, delta=0.0)
+    res = audit_one_run(
+        *randomised_response_scores(rng, 2.0, 1000), num_positive_guesses=500, num_negative_guesses=500, delta=0.0
+    )
     assert res.method == "one_run" and res.detail("num_guesses") == 1000
     assert 1.5 < res.epsilon_lower <= 2.0
 
 
 def test_one_run_catches_randomised_response_weaker_than_claimed():
     rng = np.random.default_rng(8)
-    res = audit_one_run(*randomised_response_scores(rng, 3.0, 1000), num_positive_guesses=500,
-                        num_negative_guesses=500, delta=0.0)
+    res = audit_one_run(
+        *randomised_response_scores(rng, 3.0, 1000), num_positive_guesses=500, num_negative_guesses=500, delta=0.0
+    )
     assert res.epsilon_lower > 2.0
 
 
@@ -183,8 +192,9 @@ def test_one_run_bound_counts():
     assert one_run_epsilon_lower_bound(1000, 400, 200, delta=DELTA) == 0.0
     assert one_run_epsilon_lower_bound(1000, 0, 0, delta=DELTA) == 0.0
     # more delta only lowers the bound
-    assert (one_run_epsilon_lower_bound(1000, 400, 380, delta=1e-6)
-            > one_run_epsilon_lower_bound(1000, 400, 380, delta=1e-5))
+    assert one_run_epsilon_lower_bound(1000, 400, 380, delta=1e-6) > one_run_epsilon_lower_bound(
+        1000, 400, 380, delta=1e-5
+    )
 
 
 def test_one_run_bound_is_valid_at_stated_confidence_by_repetition():
@@ -208,8 +218,7 @@ def test_one_run_validation():
     with pytest.raises(ValueError, match="included"):
         audit_one_run([0.0, 1.0], [0, 1], num_positive_guesses=1, num_negative_guesses=1, delta=0.0)
     with pytest.raises(ValueError, match="<= 2 canaries"):
-        audit_one_run([0.0, 1.0], np.array([False, True]), num_positive_guesses=2,
-                      num_negative_guesses=1, delta=0.0)
+        audit_one_run([0.0, 1.0], np.array([False, True]), num_positive_guesses=2, num_negative_guesses=1, delta=0.0)
 
 
 def test_analytic_gaussian_consistency_of_claimed_epsilon():

@@ -36,10 +36,10 @@ from dpposterior.vi import clip_check
 from dpposterior.vi.clip_check import BATCH_RECORDS, _noisy_counts
 from dpposterior.vi.dpvi import dpvi
 
-DELTA = 0.0          # the claim is pure epsilon-DP
+DELTA = 0.0  # the claim is pure epsilon-DP
 CONFIDENCE = 0.95
-HUGE_EPSILON = 1e6   # noise scale 1e-6: the released counts are the exact ones to float32 noise
-CANARY = 1e3         # a far outlier: norm 1000 C, bin [4C, inf) (index 5)
+HUGE_EPSILON = 1e6  # noise scale 1e-6: the released counts are the exact ones to float32 noise
+CANARY = 1e3  # a far outlier: norm 1000 C, bin [4C, inf) (index 5)
 CANARY_BIN = 5
 
 
@@ -59,7 +59,7 @@ def exact_counts(trace, model, y):
     """The exact histogram through the public function: released at epsilon 1e6 and rounded."""
     h = gradient_norm_histogram(trace, model, y, epsilon=HUGE_EPSILON, rng_key=0)
     exact = np.round(h.counts)
-    assert np.max(np.abs(h.counts - exact)) < 1e-3   # Laplace(1e-6) noise: nowhere near half a count
+    assert np.max(np.abs(h.counts - exact)) < 1e-3  # Laplace(1e-6) noise: nowhere near half a count
     return exact
 
 
@@ -79,8 +79,8 @@ def test_one_outlier_record_changes_one_bin_by_one(neighbours):
     without, with_c, _ = neighbours
     np.testing.assert_array_equal(without, [1, 1, 2, 1, 1, 3, 0])
     diff = with_c - without
-    assert np.sum(np.abs(diff)) == 1.0                      # L1 distance exactly 1 ...
-    assert np.flatnonzero(diff).tolist() == [CANARY_BIN]     # ... in the canary's bin, [4C, inf)
+    assert np.sum(np.abs(diff)) == 1.0  # L1 distance exactly 1 ...
+    assert np.flatnonzero(diff).tolist() == [CANARY_BIN]  # ... in the canary's bin, [4C, inf)
 
 
 def test_one_non_finite_record_changes_only_the_non_finite_bin(log_trace):
@@ -100,8 +100,9 @@ def test_removing_a_record_across_a_batch_boundary_changes_one_bin_by_one(locati
     monkeypatch.setattr(clip_check, "_noisy_counts", lambda counts, *a: (counts, 1.0, ()))
     y = np.resize(Y, BATCH_RECORDS)
     without = gradient_norm_histogram(location_trace, location, y, epsilon=1.0, rng_key=0).counts
-    with_c = gradient_norm_histogram(location_trace, location, np.r_[y, CANARY].astype(np.float32), epsilon=1.0,
-                                     rng_key=0).counts
+    with_c = gradient_norm_histogram(
+        location_trace, location, np.r_[y, CANARY].astype(np.float32), epsilon=1.0, rng_key=0
+    ).counts
     assert np.sum(without) == BATCH_RECORDS
     diff = with_c - without
     assert np.sum(np.abs(diff)) == 1.0 and np.flatnonzero(diff).tolist() == [CANARY_BIN]
@@ -135,7 +136,9 @@ def test_public_release_is_the_audited_release_step(location_trace, neighbours):
         _, k_noise = jax.random.split(jax.random.wrap_key_data(raw))
         noisy, scale, extra = _noisy_counts(without, 1.0, k_noise, n)
         np.testing.assert_array_equal(h.counts, noisy)
-        assert h.noise_scale == scale and 1.0 <= scale < 1.0 + 1e-9 and dict(extra)["snapping_grid"] == 2.0  # the power of two >= the scale
+        assert (
+            h.noise_scale == scale and 1.0 <= scale < 1.0 + 1e-9 and dict(extra)["snapping_grid"] == 2.0
+        )  # the power of two >= the scale
 
 
 def canary_bin_scores(counts, epsilon, num_runs, seed, num_records):
@@ -157,7 +160,7 @@ def test_release_audit_stays_at_or_below_the_claim(neighbours, epsilon, seed, po
     res = audit(neighbours, run_epsilon=epsilon, num_runs=2000, seed=seed)
     print(f"clip-check histogram audit: claimed {epsilon}, lower bound {res.epsilon_lower:.3f}")
     assert res.epsilon_lower <= epsilon
-    assert res.epsilon_lower > power   # the audit sees the canary: most of the claim is shown
+    assert res.epsilon_lower > power  # the audit sees the canary: most of the claim is shown
 
 
 @pytest.mark.parametrize("epsilon, seed", [(1.0, 17), (2.0, 19)])
@@ -188,9 +191,9 @@ def test_secure_releases_on_neighbours_have_the_documented_form(location_trace, 
         assert "snapping" in details and details["sensitivity_l1"] == 1.0
         grid = details["snapping_grid"]
         np.testing.assert_allclose(np.round(h.counts / grid) * grid, h.counts, rtol=0, atol=1e-12)  # on the grid
-        assert np.all((h.counts >= 0) & (h.counts <= n))   # clamped to the public range [0, N]
+        assert np.all((h.counts >= 0) & (h.counts <= n))  # clamped to the public range [0, N]
         np.testing.assert_allclose(h.counts, exact, atol=1e-2)
-        assert h.noise_scale >= 1e-4                        # the noise's own epsilon is at most the claim
+        assert h.noise_scale >= 1e-4  # the noise's own epsilon is at most the claim
 
 
 def snapped_scores(counts, epsilon, num_runs, seed, num_records):

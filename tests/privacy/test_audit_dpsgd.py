@@ -47,8 +47,7 @@ def engine_mechanism(*, sigma: float, q: float, steps: int, score: str = "likeli
       "likelihood_ratio": sum_t log(1 - q + q exp((g_t - 1/2) / sigma^2)), the Neyman-Pearson
         statistic for the worst-case canary (g_t ~ N(b_t, sigma^2), b_t ~ Bernoulli(q) if present).
     """
-    run = make_dpsgd_run(linear_loss, num_records=N, num_params=1, clip=CLIP, sampling_rate=q,
-                         num_steps=steps)
+    run = make_dpsgd_run(linear_loss, num_records=N, num_params=1, clip=CLIP, sampling_rate=q, num_steps=steps)
     with_c, without_c = canary_data(True), canary_data(False)
 
     def mech(key, include):  # include: a traced bool (audit_many_runs(static_include=False))
@@ -57,8 +56,7 @@ def engine_mechanism(*, sigma: float, q: float, steps: int, score: str = "likeli
         g = grads[:, 0] / CLIP
         if score == "sum":
             return jnp.sum(g)
-        return jnp.sum(jnp.logaddexp(jnp.log1p(-q) if q < 1 else -jnp.inf,
-                                     jnp.log(q) + (g - 0.5) / sigma**2))
+        return jnp.sum(jnp.logaddexp(jnp.log1p(-q) if q < 1 else -jnp.inf, jnp.log(q) + (g - 0.5) / sigma**2))
 
     return mech
 
@@ -77,8 +75,9 @@ ENGINE_CASES = [
 @pytest.mark.parametrize("sigma,q,steps", ENGINE_CASES)
 def test_engine_audit_never_exceeds_claimed_epsilon(sigma, q, steps):
     claimed = dpsgd_epsilon(sigma, DELTA, q, steps)
-    res = audit_many_runs(engine_mechanism(sigma=sigma, q=q, steps=steps), num_runs=4000,
-                          delta=DELTA, rng_key=11, static_include=False)
+    res = audit_many_runs(
+        engine_mechanism(sigma=sigma, q=q, steps=steps), num_runs=4000, delta=DELTA, rng_key=11, static_include=False
+    )
     assert res.epsilon_lower <= claimed
     # power: the audit sees the canary at all (a bound of 0 would make the check above empty)
     assert res.epsilon_lower > 0.3
@@ -97,11 +96,11 @@ def _one_run_engine(m, sigma, seed):
     rng = np.random.default_rng(seed)
     included = rng.random(m) < 0.5
     data = jnp.asarray(np.diag(np.where(included, CLIP, 0.0)).astype(np.float32))
-    run = make_dpsgd_run(linear_loss, num_records=m, num_params=m, clip=CLIP, sampling_rate=1.0,
-                         num_steps=1)
+    run = make_dpsgd_run(linear_loss, num_records=m, num_params=m, clip=CLIP, sampling_rate=1.0, num_steps=1)
     _, grads, _ = jax.jit(run)(jax.random.key(seed), jnp.zeros(m), data, sigma, 0.0, 1.0)
-    return audit_one_run(np.asarray(grads[0]), included, num_positive_guesses=100,
-                         num_negative_guesses=100, delta=DELTA)
+    return audit_one_run(
+        np.asarray(grads[0]), included, num_positive_guesses=100, num_negative_guesses=100, delta=DELTA
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -112,8 +111,13 @@ def test_control_sigma_divided_by_ten_is_caught():
     # (a) the real engine run with sigma / 10 while the claim is accounted at sigma
     sigma, q, steps = 4.0, 1.0, 1
     claimed = dpsgd_epsilon(sigma, DELTA, q, steps)
-    res = audit_many_runs(engine_mechanism(sigma=sigma / 10, q=q, steps=steps, score="sum"),
-                          num_runs=2000, delta=DELTA, rng_key=21, static_include=False)
+    res = audit_many_runs(
+        engine_mechanism(sigma=sigma / 10, q=q, steps=steps, score="sum"),
+        num_runs=2000,
+        delta=DELTA,
+        rng_key=21,
+        static_include=False,
+    )
     assert res.epsilon_lower > claimed + 1.0
 
 
@@ -126,9 +130,11 @@ def test_control_sigma_divided_by_ten_is_caught_in_one_run():
 
 def BROKEN_no_clipping(*, sigma, canary_norm=10.0):
     """BROKEN: the canary's gradient (norm 10 C) is summed WITHOUT clipping; noise sigma * C."""
+
     def mech(key, include):
         g = jnp.where(include, canary_norm * CLIP, 0.0)  # clip(g, C) skipped
         return (g + sigma * CLIP * jax.random.normal(key)) / CLIP
+
     return mech
 
 
@@ -141,18 +147,21 @@ def test_control_clipping_skipped_is_caught():
 
 def BROKEN_fixed_batch(*, sigma, steps):
     """BROKEN: a fixed-size batch that always contains the canary (accounted as Poisson q)."""
+
     def mech(key, include):
         xi = jax.random.normal(key, (steps,))
         g = jnp.where(include, CLIP, 0.0) + sigma * CLIP * xi  # the canary is in every batch
         return jnp.sum(g) / CLIP
+
     return mech
 
 
 def test_control_fixed_batch_accounted_as_poisson_is_caught():
     sigma, q, steps = 2.0, 0.01, 10
     claimed = dpsgd_epsilon(sigma, DELTA, q, steps)  # what a Poisson claim would say (0.066)
-    res = audit_many_runs(BROKEN_fixed_batch(sigma=sigma, steps=steps), num_runs=2000, delta=DELTA,
-                          rng_key=41, static_include=False)
+    res = audit_many_runs(
+        BROKEN_fixed_batch(sigma=sigma, steps=steps), num_runs=2000, delta=DELTA, rng_key=41, static_include=False
+    )
     assert res.epsilon_lower > claimed + 0.5
 
 
@@ -163,20 +172,23 @@ def BROKEN_reused_noise(*, sigma, q, steps):
     cancels in the differences, which are exactly 0 without the canary and +-C when its inclusion
     changes between steps.
     """
+
     def mech(key, include):
         k_samp, k_noise = jax.random.split(key)
         b = jax.random.bernoulli(k_samp, q, (steps,)) & include
         xi = jax.random.normal(k_noise)  # the bug: the same draw for every step
         g = jnp.where(b, CLIP, 0.0) + sigma * CLIP * xi
         return jnp.max(jnp.abs(jnp.diff(g))) / CLIP
+
     return mech
 
 
 def test_control_noise_reused_across_steps_is_caught():
     sigma, q, steps = 4.0, 0.5, 8
     claimed = dpsgd_epsilon(sigma, DELTA, q, steps)
-    res = audit_many_runs(BROKEN_reused_noise(sigma=sigma, q=q, steps=steps), num_runs=2000,
-                          delta=DELTA, rng_key=51, static_include=False)
+    res = audit_many_runs(
+        BROKEN_reused_noise(sigma=sigma, q=q, steps=steps), num_runs=2000, delta=DELTA, rng_key=51, static_include=False
+    )
     assert res.epsilon_lower > claimed + 1.0
 
 
@@ -184,8 +196,7 @@ def test_engine_does_not_reuse_noise():
     # The same statistic on the real engine finds nothing: its noise is fresh at every step.
     sigma, q, steps = 4.0, 0.5, 8
     claimed = dpsgd_epsilon(sigma, DELTA, q, steps)
-    run = make_dpsgd_run(linear_loss, num_records=N, num_params=1, clip=CLIP, sampling_rate=q,
-                         num_steps=steps)
+    run = make_dpsgd_run(linear_loss, num_records=N, num_params=1, clip=CLIP, sampling_rate=q, num_steps=steps)
     with_c, without_c = canary_data(True), canary_data(False)
 
     def mech(key, include):
@@ -249,9 +260,15 @@ def dp_sgld_mechanism(*, sigma: float, q: float, steps: int):
 
     eta = 100.0
     assert eta >= (q / (CLIP * sigma)) ** 2
-    model = dp_sgld.DPSGLDModel(log_likelihood=lambda th, rec: jnp.dot(rec[0], th),
-                                log_prior=lambda th: jnp.float32(0.0), logit=lambda th, x: x @ th,
-                                init=lambda k: jnp.zeros(1), num_params=1, needs_key=False, name="canary")
+    model = dp_sgld.DPSGLDModel(
+        log_likelihood=lambda th, rec: jnp.dot(rec[0], th),
+        log_prior=lambda th: jnp.float32(0.0),
+        logit=lambda th, x: x @ th,
+        init=lambda k: jnp.zeros(1),
+        num_params=1,
+        needs_key=False,
+        name="canary",
+    )
     cfg = dp_sgld.config(num_records=4, sampling_rate=q, clip=CLIP, noise_multiplier=sigma, step_size=eta)
     run = dp_sgld.make_run(model, cfg, steps)
     with_c = jnp.array([[CLIP], [0.0], [0.0], [0.0]], jnp.float32)
@@ -272,19 +289,23 @@ def dp_sgld_mechanism(*, sigma: float, q: float, steps: int):
     return mech
 
 
-@pytest.mark.parametrize("sigma,q,steps", [
-    pytest.param(1.0, 1.0, 1, id="single-step-sigma1"),
-    pytest.param(1.0, 0.5, 4, id="4-steps-q0.5-sigma1", marks=pytest.mark.slow),  # 3-5 s: the test budget
-])
+@pytest.mark.parametrize(
+    "sigma,q,steps",
+    [
+        pytest.param(1.0, 1.0, 1, id="single-step-sigma1"),
+        pytest.param(1.0, 0.5, 4, id="4-steps-q0.5-sigma1", marks=pytest.mark.slow),  # 3-5 s: the test budget
+    ],
+)
 def test_dp_sgld_audit_never_exceeds_claimed_epsilon(sigma, q, steps):
     from dpposterior.privacy import dpd_epsilon
 
     assert _has("dpposterior.mcmc", "dp_sgld")
-    claimed = dpd_epsilon(sigma, DELTA, q, steps, "pld").epsilon   # replace-one, the sampler's relation
-    res = audit_many_runs(dp_sgld_mechanism(sigma=sigma, q=q, steps=steps), num_runs=4000, delta=DELTA,
-                          rng_key=71, static_include=False)
+    claimed = dpd_epsilon(sigma, DELTA, q, steps, "pld").epsilon  # replace-one, the sampler's relation
+    res = audit_many_runs(
+        dp_sgld_mechanism(sigma=sigma, q=q, steps=steps), num_runs=4000, delta=DELTA, rng_key=71, static_include=False
+    )
     assert res.epsilon_lower <= claimed
-    assert res.epsilon_lower > 0.3   # power: the audit sees the canary
+    assert res.epsilon_lower > 0.3  # power: the audit sees the canary
 
 
 def test_dp_sgld_control_sigma_divided_by_ten_is_caught():
@@ -293,8 +314,13 @@ def test_dp_sgld_control_sigma_divided_by_ten_is_caught():
 
     sigma, q, steps = 4.0, 1.0, 1
     claimed = dpd_epsilon(sigma, DELTA, q, steps, "pld").epsilon
-    res = audit_many_runs(dp_sgld_mechanism(sigma=sigma / 10, q=q, steps=steps), num_runs=2000,
-                          delta=DELTA, rng_key=72, static_include=False)
+    res = audit_many_runs(
+        dp_sgld_mechanism(sigma=sigma / 10, q=q, steps=steps),
+        num_runs=2000,
+        delta=DELTA,
+        rng_key=72,
+        static_include=False,
+    )
     assert res.epsilon_lower > claimed + 1.0
 
 
@@ -306,8 +332,15 @@ def test_dp_sgld_control_sigma_divided_by_ten_is_caught():
 @pytest.mark.parametrize("sigma,q,steps", ENGINE_CASES)
 def test_engine_audit_large(sigma, q, steps):
     claimed = dpsgd_epsilon(sigma, DELTA, q, steps)
-    res = audit_many_runs(engine_mechanism(sigma=sigma, q=q, steps=steps), num_runs=1_000_000,
-                          delta=DELTA, rng_key=61, static_include=False)
-    print(f"engine sigma={sigma} q={q} T={steps}: claimed {claimed:.3f}, lower bound "
-          f"{res.epsilon_lower:.3f} ({res.details})")
+    res = audit_many_runs(
+        engine_mechanism(sigma=sigma, q=q, steps=steps),
+        num_runs=1_000_000,
+        delta=DELTA,
+        rng_key=61,
+        static_include=False,
+    )
+    print(
+        f"engine sigma={sigma} q={q} T={steps}: claimed {claimed:.3f}, lower bound "
+        f"{res.epsilon_lower:.3f} ({res.details})"
+    )
     assert res.epsilon_lower <= claimed

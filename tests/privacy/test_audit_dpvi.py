@@ -46,16 +46,17 @@ def dpvi_mechanism(*, sigma: float, q: float, steps: int):
     x = np.zeros((N,), np.float32)
     layout = inspect_model(normal_mean_model, (x,), {})
     loss = make_elbo_loss(normal_mean_model, layout, N, num_mc=10)
-    run = make_dpsgd_run(loss, num_records=N, num_params=2, clip=CLIP, sampling_rate=q, num_steps=steps,
-                         loss_needs_key=True)
+    run = make_dpsgd_run(
+        loss, num_records=N, num_params=2, clip=CLIP, sampling_rate=q, num_steps=steps, loss_needs_key=True
+    )
     with_c = jnp.asarray(np.r_[CANARY, np.zeros(N - 1)].astype(np.float32))
     without_c = jnp.zeros((N,), jnp.float32)
-    phi0 = jnp.asarray([0.0, np.log(np.expm1(0.1))], jnp.float32)   # prior median, sd 0.1 (as dpvi)
+    phi0 = jnp.asarray([0.0, np.log(np.expm1(0.1))], jnp.float32)  # prior median, sd 0.1 (as dpvi)
     beta = jnp.ones(2, jnp.float32)
 
     def mech(key, include):
         data = jnp.where(include, with_c, without_c)
-        _, grads, _ = run(key, phi0, (data,), sigma, 0.0, beta)        # learning rate 0: phi stays at phi0
+        _, grads, _ = run(key, phi0, (data,), sigma, 0.0, beta)  # learning rate 0: phi stays at phi0
         g = -grads[:, 0] / CLIP
         return jnp.sum(jnp.logaddexp(jnp.log1p(-q) if q < 1 else -jnp.inf, jnp.log(q) + (g - 0.5) / sigma**2))
 
@@ -71,7 +72,7 @@ def test_canary_gradient_is_clipped_to_C_along_the_mean():
     scale = min(1.0, CLIP / np.linalg.norm(g))
     clipped = g * scale
     assert np.linalg.norm(clipped) <= CLIP * (1 + 1e-6)
-    assert clipped[0] < -0.98 * CLIP          # along the variational mean, pointing down
+    assert clipped[0] < -0.98 * CLIP  # along the variational mean, pointing down
     inert = np.asarray(jax.grad(loss)(phi0, (jnp.asarray(0.0),), jax.random.key(0)))
     assert abs(inert[0]) < 0.05 * CLIP  # the inert records barely move the mean's gradient sum
 
@@ -81,8 +82,9 @@ def test_dpvi_audit_never_exceeds_claimed_epsilon():
     sigma = calibrate_noise_multiplier(epsilon, DELTA, q, steps)
     claimed = dpsgd_epsilon(sigma, DELTA, q, steps)
     assert claimed <= epsilon
-    res = audit_many_runs(dpvi_mechanism(sigma=sigma, q=q, steps=steps), num_runs=3000, delta=DELTA,
-                          rng_key=21, static_include=False)
+    res = audit_many_runs(
+        dpvi_mechanism(sigma=sigma, q=q, steps=steps), num_runs=3000, delta=DELTA, rng_key=21, static_include=False
+    )
     print(f"dpvi audit: claimed {claimed:.3f}, lower bound {res.epsilon_lower:.3f}")
     assert res.epsilon_lower <= claimed
-    assert res.epsilon_lower > 0.2   # power: the audit does see the canary
+    assert res.epsilon_lower > 0.2  # power: the audit does see the canary

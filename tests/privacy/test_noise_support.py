@@ -30,11 +30,12 @@ def test_the_transform_reaches_past_eleven_sd_and_no_further():
     assert N.normals_from_words_np(zeros, 1)[0] == pytest.approx(N.MAX_ABS, rel=1e-12)
     assert N.MAX_ABS > 11.5
     ones = np.full((N.WORDS_PER_PAIR, 1), 0xFFFFFFFF, np.uint32)
-    assert abs(N.normals_from_words_np(ones, 1)[0]) < 1e-6   # u1 -> 1: radius 0
+    assert abs(N.normals_from_words_np(ones, 1)[0]) < 1e-6  # u1 -> 1: radius 0
     # the JAX and NumPy transforms agree on random words
     w = np.asarray(N.normal_words(jax.random.key(3), 101))
-    np.testing.assert_allclose(np.asarray(N.normals_from_words(jnp.asarray(w), 101)), N.normals_from_words_np(w, 101),
-                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        np.asarray(N.normals_from_words(jnp.asarray(w), 101)), N.normals_from_words_np(w, 101), rtol=1e-12, atol=1e-12
+    )
 
 
 def test_draws_are_standard_normal():
@@ -53,8 +54,18 @@ def test_tail_delta_and_the_record():
     assert N.tail_delta(1e10, 1.0) == pytest.approx((1 + math.e) * 1e10 * 2.0**-96)
     assert N.tail_delta(1, math.inf) == math.inf
     x = np.zeros((50, 3), np.float32)
-    tr = dpsgd(lambda w, r: jnp.sum(w * r), np.zeros(3, np.float32), x, noise_multiplier=1.0, clip=1.0,
-               sampling_rate=0.2, num_steps=20, learning_rate=0.1, delta=1e-5, rng_key=0)
+    tr = dpsgd(
+        lambda w, r: jnp.sum(w * r),
+        np.zeros(3, np.float32),
+        x,
+        noise_multiplier=1.0,
+        clip=1.0,
+        sampling_rate=0.2,
+        num_steps=20,
+        learning_rate=0.1,
+        delta=1e-5,
+        rng_key=0,
+    )
     extra = tr.privacy.detail("noise_tail_delta")
     assert extra == pytest.approx(N.tail_delta(20 * 3, tr.privacy.epsilon)) and extra > 0
     assert tr.privacy.delta == 1e-5 + extra
@@ -71,7 +82,7 @@ def test_noise_std_is_never_rounded_below_the_accounted_one():
 @pytest.mark.parametrize("num_draws", [1e6, 1e9])
 def test_support_audit_fails_the_old_sampler_and_passes_the_default(num_draws):
     old = FA.gaussian_support_audit(lambda k, s: jax.random.normal(k, s, jnp.float32), num_draws=num_draws)
-    assert 5.2 < old.extent < 5.5 and not old.passed           # positive control: bounded support caught
+    assert 5.2 < old.extent < 5.5 and not old.passed  # positive control: bounded support caught
     allowance = N.tail_delta(num_draws, 1.0)
     new = FA.gaussian_support_audit(N.standard_normal, num_draws=num_draws, allowance=allowance)
     assert new.extent == pytest.approx(N.MAX_ABS) and new.passed
@@ -82,8 +93,18 @@ def test_the_engine_step_uses_the_audited_sampler():
     from dpposterior.dpsgd.sampling import step_keys
 
     x = np.zeros((10, 2), np.float32)
-    tr = dpsgd(lambda w, r: jnp.sum(w * r), np.zeros(2, np.float32), x, noise_multiplier=1.0, clip=1.0,
-               sampling_rate=0.5, num_steps=4, learning_rate=0.0, delta=1e-5, rng_key=9)
+    tr = dpsgd(
+        lambda w, r: jnp.sum(w * r),
+        np.zeros(2, np.float32),
+        x,
+        noise_multiplier=1.0,
+        clip=1.0,
+        sampling_rate=0.5,
+        num_steps=4,
+        learning_rate=0.0,
+        delta=1e-5,
+        rng_key=9,
+    )
     from dpposterior.privacy import resolve_key
 
     raw, _ = resolve_key(9)
@@ -99,8 +120,9 @@ def _expfam_release(snapping):
 
     def release(value, i):
         data = x if value == x.sum() else x_alt
-        return EF.release_sufficient_statistics("gamma-exponential", data, epsilon=1.0, bounds=(0.0, 5.0),
-                                                rng_key=i, snapping=snapping).noisy_statistic[0]
+        return EF.release_sufficient_statistics(
+            "gamma-exponential", data, epsilon=1.0, bounds=(0.0, 5.0), rng_key=i, snapping=snapping
+        ).noisy_statistic[0]
 
     return release, x.sum(), x_alt.sum()
 
@@ -113,16 +135,17 @@ def _regression_release(snapping):
 
     def release(value, i):
         yy = y if value == float(y.sum()) else y_alt
-        return RG.release_regression_statistics(X, yy, epsilon=1.0, x_bound=1.0, y_bound=1.0, rng_key=i,
-                                                snapping=snapping).noisy["xy"][-1]   # the part holding sum y
+        return RG.release_regression_statistics(
+            X, yy, epsilon=1.0, x_bound=1.0, y_bound=1.0, rng_key=i, snapping=snapping
+        ).noisy["xy"][-1]  # the part holding sum y
 
     return release, float(y.sum()), float(y_alt.sum())
 
 
 @pytest.mark.parametrize("make", [_expfam_release, _regression_release], ids=["expfam", "regression"])
 def test_float_attack_catches_plain_laplace_and_not_the_default(make):
-    bound = math.e / (1 + math.e)   # the best success rate epsilon = 1 allows
+    bound = math.e / (1 + math.e)  # the best success rate epsilon = 1 allows
     plain = FA.float_attack(*[make(False)[0]], *make(False)[1:], num_runs=20)
-    assert plain > 0.95                          # positive control: the attack works on plain noise
+    assert plain > 0.95  # positive control: the attack works on plain noise
     default = FA.float_attack(*[make(None)[0]], *make(None)[1:], num_runs=20)
-    assert default <= bound                      # snapped by default: nothing to read in the low bits
+    assert default <= bound  # snapped by default: nothing to read in the low bits

@@ -20,11 +20,10 @@ def test_every_draw_is_fresh_under_jit_vmap_and_scan():
     f = jax.jit(lambda k: (jax.random.normal(k, (4,)), jax.random.normal(k, (4,))))
     a, b = f(k)
     c, _ = f(k)
-    assert not np.array_equal(a, b) and not np.array_equal(a, c)     # same key, still fresh bits
+    assert not np.array_equal(a, b) and not np.array_equal(a, c)  # same key, still fresh bits
     v = np.asarray(jax.jit(jax.vmap(lambda kk: jax.random.uniform(kk, (3,))))(jax.random.split(k, 5)))
-    assert len({tuple(r) for r in v}) == 5                              # one independent draw per key
-    _, s = jax.lax.scan(lambda c, kk: (c, jax.random.normal(jax.random.fold_in(kk, 1), ())), 0,
-                        jax.random.split(k, 50))
+    assert len({tuple(r) for r in v}) == 5  # one independent draw per key
+    _, s = jax.lax.scan(lambda c, kk: (c, jax.random.normal(jax.random.fold_in(kk, 1), ())), 0, jax.random.split(k, 50))
     assert len(np.unique(np.asarray(s))) == 50
     assert jax.random.randint(k, (20,), 0, 7).dtype == jnp.int32
 
@@ -39,13 +38,13 @@ def test_draws_come_from_os_urandom(monkeypatch):
 
     monkeypatch.setattr(secure.os, "urandom", counting)
     np.asarray(jax.jit(lambda k: jax.random.normal(k, (1000,)))(os_key()))
-    assert sum(calls) >= 4 * 1000    # 32 bits per float32 normal
+    assert sum(calls) >= 4 * 1000  # 32 bits per float32 normal
 
 
 def test_os_key_normals_are_standard_normal_with_power():
     x = np.asarray(jax.jit(lambda k: jax.random.normal(k, (20_000,)))(os_key()), np.float64)
     assert stats.kstest(x, "norm").pvalue > 1e-3
-    assert stats.kstest(x, "norm", args=(0.0, 1.1)).pvalue < 1e-6     # power: a 10% wrong scale is caught
+    assert stats.kstest(x, "norm", args=(0.0, 1.1)).pvalue < 1e-6  # power: a 10% wrong scale is caught
 
 
 def _chi2_pvalue(x: np.ndarray, lam: float) -> float:
@@ -72,7 +71,7 @@ def test_os_key_poisson_matches_the_poisson_pmf_with_power(lam):
     x = np.asarray(draws)
     assert x.dtype == np.int32 and x.min() >= 0
     assert _chi2_pvalue(x, lam) > 1e-3
-    assert _chi2_pvalue(x, 1.2 * lam) < 1e-6                           # power: a 20% wrong rate is caught
+    assert _chi2_pvalue(x, 1.2 * lam) < 1e-6  # power: a 20% wrong rate is caught
 
 
 def test_poisson_zero_rate_and_threefry_keys_unchanged():

@@ -9,11 +9,17 @@ import pytest
 from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant
 
-from dpposterior.privacy import (advanced_composition, amplify_by_poisson_subsampling, gaussian_zcdp_rho,
-                                 zcdp_compose, zcdp_to_dp)
+from dpposterior.privacy import (
+    advanced_composition,
+    amplify_by_poisson_subsampling,
+    gaussian_zcdp_rho,
+    zcdp_compose,
+    zcdp_to_dp,
+)
 
 
 # ---------------------------------------------------------------- advanced composition
+
 
 def test_advanced_composition_hand_values():
     # eps 0.1, delta 1e-6, k 10, delta' 1e-5:
@@ -31,7 +37,7 @@ def test_advanced_composition_hand_values():
 def test_advanced_composition_power_check():
     # the first-order form sqrt(2k ln(1/delta')) eps + k eps^2 (the paper's Taylor expansion) is
     # 1.6174271 here, 0.3% off: the hand-value check above rejects it
-    first_order = math.sqrt(2 * 10 * math.log(1e5)) * 0.1 + 10 * 0.1 ** 2
+    first_order = math.sqrt(2 * 10 * math.log(1e5)) * 0.1 + 10 * 0.1**2
     assert first_order != pytest.approx(advanced_composition(0.1, 1e-6, 10, 1e-5)[0], rel=1e-4)
 
 
@@ -58,6 +64,7 @@ def test_advanced_composition_errors():
 
 
 # ---------------------------------------------------------------- amplification
+
 
 def test_amplification_hand_values():
     # ln(1 + 0.01 (e - 1)) = ln(1.0171828) = 0.0170369
@@ -95,8 +102,9 @@ def test_amplification_bad_sampling_rate(bad):
 
 # ---------------------------------------------------------------- zCDP
 
+
 def test_zcdp_hand_values():
-    assert gaussian_zcdp_rho(2.0) == 0.125                          # 1 / (2 * 4)
+    assert gaussian_zcdp_rho(2.0) == 0.125  # 1 / (2 * 4)
     assert zcdp_compose([0.125] * 8) == 1.0
     assert zcdp_compose(np.array([0.1, 0.2, 0.3])) == pytest.approx(0.6, rel=1e-15)
     # 1 + 2 sqrt(ln 1e5) = 1 + 2 * 3.3930702

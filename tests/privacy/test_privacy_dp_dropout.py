@@ -7,12 +7,21 @@ import math
 
 import pytest
 
-from dpposterior.privacy import (PrivacySpent, advanced_composition, calibrate_dpd_noise_multiplier,
-                                 calibrate_noise_multiplier, dpd_ac_epsilon, dpd_epsilon,
-                                 dpd_zcdp_epsilon, dpsgd_epsilon, zcdp_to_dp)
+from dpposterior.privacy import (
+    PrivacySpent,
+    advanced_composition,
+    calibrate_dpd_noise_multiplier,
+    calibrate_noise_multiplier,
+    dpd_ac_epsilon,
+    dpd_epsilon,
+    dpd_zcdp_epsilon,
+    dpsgd_epsilon,
+    zcdp_to_dp,
+)
 
 
 # ---------------------------------------------------------------- hand-computed values
+
 
 def test_dpd_ac_hand_values():
     # sigma 20, delta 1e-5, q 0.1, T 100, delta' = delta / 2 = 5e-6:
@@ -33,7 +42,8 @@ def test_dpd_ac_hand_values():
     assert (rec.accountant, rec.neighbouring, rec.noise_multiplier) == ("dpd_ac", "replace_one", 20.0)
     # another split of delta: delta' = 2e-6 -> delta_iter 8e-7
     assert dpd_ac_epsilon(20.0, 1e-5, 0.1, 100, delta_prime=2e-6).epsilon == pytest.approx(
-        1.6368490793446164, rel=1e-10)
+        1.6368490793446164, rel=1e-10
+    )
 
 
 def test_dpd_ac_hand_values_without_subsampling():
@@ -72,16 +82,17 @@ def test_dpd_zcdp_hand_values():
 def test_records_state_the_relation_and_noise():
     rec = dpd_epsilon(10.0, 1e-5, 0.01, 1000, "pld")
     assert rec.neighbouring == "replace_one"
-    assert rec.noise_multiplier == 10.0               # noise std / replace-one sensitivity 2C
+    assert rec.noise_multiplier == 10.0  # noise std / replace-one sensitivity 2C
     assert rec.detail("sensitivity") == "2 * clip"
     rec = dpd_epsilon(10.0, 1e-5, 0.01, 1000, "pld", neighbouring="add_remove", seeded_by="user")
     assert rec.neighbouring == "add_remove"
-    assert rec.noise_multiplier == 20.0               # the same noise over the sensitivity C
+    assert rec.noise_multiplier == 20.0  # the same noise over the sensitivity C
     assert rec.seeded_by == "user"
     # under add/remove the modern accountants are exactly DP-SGD's with noise multiplier 2 sigma
     assert rec.epsilon == dpsgd_epsilon(20.0, 1e-5, 0.01, 1000)
     assert dpd_epsilon(10.0, 1e-5, 0.01, 1000, "rdp", neighbouring="add_remove").epsilon == dpsgd_epsilon(
-        20.0, 1e-5, 0.01, 1000, "rdp")
+        20.0, 1e-5, 0.01, 1000, "rdp"
+    )
 
 
 def test_replace_one_costs_more_than_add_remove():
@@ -122,6 +133,7 @@ def test_least_noise_under_the_modern_accountant():
 
 # ---------------------------------------------------------------- calibration
 
+
 @pytest.mark.parametrize("accountant", ["ac", "zcdp", "pld"])
 @pytest.mark.parametrize("target, q, steps", [(1.0, 0.01, 1000), (4.0, 0.1, 300)])
 def test_calibration_conservative_and_tight(accountant, target, q, steps):
@@ -150,6 +162,7 @@ def test_calibration_ac_stops_where_the_classic_bound_stops():
 
 # ---------------------------------------------------------------- errors
 
+
 def test_dpd_ac_refuses_per_iteration_epsilon_at_least_one():
     with pytest.raises(ValueError, match=r"per-iteration epsilon .* >= 1 .*use noise_multiplier > 5.83"):
         dpd_ac_epsilon(3.0, 1e-5, 0.01, 10_000)
@@ -163,8 +176,7 @@ def test_dpd_ac_delta_iter_at_least_one():
 
 
 def test_errors():
-    with pytest.raises(ValueError,
-                       match=r"accountant must be one of \('ac', 'zcdp', 'pld', 'rdp'\), got 'prv'"):
+    with pytest.raises(ValueError, match=r"accountant must be one of \('ac', 'zcdp', 'pld', 'rdp'\), got 'prv'"):
         dpd_epsilon(10.0, 1e-5, 0.01, 100, "prv")
     with pytest.raises(ValueError, match=r"accountant must be one of \('ac', 'zcdp', 'pld', 'rdp'\)"):
         calibrate_dpd_noise_multiplier(1.0, 1e-5, 0.01, 100, "prv")
@@ -194,14 +206,17 @@ def test_errors():
 
 # ---------------------------------------------------------------- independent cross-checks (2026-12-02)
 
+
 def _gaussian_delta(eps, mu):
     """delta(eps) of the Gaussian mechanism with sensitivity / std = mu (Balle & Wang 2018, Theorem 8)."""
     from scipy.stats import norm
+
     return norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * norm.cdf(-eps / mu - mu / 2)
 
 
 def _gaussian_epsilon(mu, delta):
     from scipy.optimize import brentq
+
     return brentq(lambda e: _gaussian_delta(e, mu) - delta, 0.0, 500.0, xtol=1e-12)
 
 
@@ -211,8 +226,10 @@ def test_pld_without_subsampling_is_the_exact_gaussian_epsilon(sigma, steps, del
     / std: sqrt(T) / sigma under replace-one (sensitivity 2C), sqrt(T) / (2 sigma) under add/remove (C).
     dp-accounting's PLD is a pessimistic upper bound: at most 1e-3 above the exact value, never below.
     Power: the other relation's exact value is far away (a factor 2 in sensitivity)."""
-    for rel, mu, other in [("replace_one", math.sqrt(steps) / sigma, math.sqrt(steps) / (2 * sigma)),
-                           ("add_remove", math.sqrt(steps) / (2 * sigma), math.sqrt(steps) / sigma)]:
+    for rel, mu, other in [
+        ("replace_one", math.sqrt(steps) / sigma, math.sqrt(steps) / (2 * sigma)),
+        ("add_remove", math.sqrt(steps) / (2 * sigma), math.sqrt(steps) / sigma),
+    ]:
         exact = _gaussian_epsilon(mu, delta)
         ours = dpd_epsilon(sigma, delta, 1.0, steps, "pld", neighbouring=rel).epsilon
         assert exact - 1e-9 <= ours <= exact + 1e-3
@@ -229,11 +246,16 @@ def test_pld_with_subsampling_matches_dp_accounting_called_directly(sigma, q, st
     from dp_accounting.pld import pld_privacy_accountant
 
     out = {}
-    for rel, nr in [("add_remove", NeighboringRelation.ADD_OR_REMOVE_ONE),
-                    ("replace_one", NeighboringRelation.REPLACE_ONE)]:
+    for rel, nr in [
+        ("add_remove", NeighboringRelation.ADD_OR_REMOVE_ONE),
+        ("replace_one", NeighboringRelation.REPLACE_ONE),
+    ]:
         acc = pld_privacy_accountant.PLDAccountant(neighboring_relation=nr, value_discretization_interval=1e-3)
-        acc.compose(dp_event.SelfComposedDpEvent(
-            dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(2.0 * sigma)), steps))
+        acc.compose(
+            dp_event.SelfComposedDpEvent(
+                dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(2.0 * sigma)), steps
+            )
+        )
         direct = acc.get_epsilon(1e-5)
         out[rel] = dpd_epsilon(sigma, 1e-5, q, steps, "pld", neighbouring=rel).epsilon
         assert out[rel] == pytest.approx(direct, rel=0.015)
@@ -248,25 +270,35 @@ def _ac_by_hand(sigma, delta, q, steps, delta_prime):
     return math.sqrt(2 * steps * math.log(1 / delta_prime)) * e + steps * e * (math.exp(e) - 1)
 
 
-@pytest.mark.parametrize("sigma, delta, q, steps, delta_prime", [
-    (20.0, 1e-5, 0.01, 1000, 5e-6), (50.0, 1e-6, 0.1, 3000, 1e-7), (8.0, 1e-5, 1.0, 5, 5e-6),
-    (100.0, 1e-8, 0.004, 10_000, 5e-9)])
+@pytest.mark.parametrize(
+    "sigma, delta, q, steps, delta_prime",
+    [
+        (20.0, 1e-5, 0.01, 1000, 5e-6),
+        (50.0, 1e-6, 0.1, 3000, 1e-7),
+        (8.0, 1e-5, 1.0, 5, 5e-6),
+        (100.0, 1e-8, 0.004, 10_000, 5e-9),
+    ],
+)
 def test_dpd_ac_and_zcdp_against_the_papers_formulas(sigma, delta, q, steps, delta_prime):
     ac = dpd_epsilon(sigma, delta, q, steps, "ac", delta_prime=delta_prime).epsilon
     assert ac == pytest.approx(_ac_by_hand(sigma, delta, q, steps, delta_prime), rel=1e-12)
     rho = steps / (2 * sigma**2)
     assert dpd_epsilon(sigma, delta, q, steps, "zcdp").epsilon == pytest.approx(
-        rho + 2 * math.sqrt(rho * math.log(1 / delta)), rel=1e-12)
+        rho + 2 * math.sqrt(rho * math.log(1 / delta)), rel=1e-12
+    )
     # power: a wrong delta split (all of delta to delta_iter) gives another number
     assert ac != pytest.approx(_ac_by_hand(sigma, delta + delta_prime, q, steps, delta_prime), rel=1e-6)
 
 
-@pytest.mark.parametrize("accountant, sigma, q", [("pld", 1.0, 0.01), ("pld", 0.7, 1.0), ("zcdp", 3.0, 0.1),
-                                                  ("ac", 40.0, 0.05)])
+@pytest.mark.parametrize(
+    "accountant, sigma, q", [("pld", 1.0, 0.01), ("pld", 0.7, 1.0), ("zcdp", 3.0, 0.1), ("ac", 40.0, 0.05)]
+)
 @pytest.mark.parametrize("neighbouring", ["replace_one", "add_remove"])
 def test_more_steps_never_cost_less(accountant, sigma, q, neighbouring):
-    eps = [dpd_epsilon(sigma, 1e-5, q, t, accountant, neighbouring=neighbouring).epsilon
-           for t in (1, 2, 3, 5, 8, 13, 34, 89, 233, 610)]
+    eps = [
+        dpd_epsilon(sigma, 1e-5, q, t, accountant, neighbouring=neighbouring).epsilon
+        for t in (1, 2, 3, 5, 8, 13, 34, 89, 233, 610)
+    ]
     assert all(b >= a for a, b in zip(eps, eps[1:])) and eps[-1] > eps[0]
 
 
@@ -283,7 +315,7 @@ def test_dpd_ac_with_a_subnormal_delta_iter_is_finite():
     with pytest.raises(ValueError, match=rf"noise_multiplier > {c:.4g} "):
         dpd_ac_epsilon(5.0, 1e-310, 0.5, 10)
     sigma = calibrate_dpd_noise_multiplier(100.0, 1e-310, 0.5, 10, "ac")
-    assert c <= sigma < 1.01 * c   # the floor where epsilon_iter reaches 1 (the target allows less noise)
+    assert c <= sigma < 1.01 * c  # the floor where epsilon_iter reaches 1 (the target allows less noise)
     assert dpd_ac_epsilon(sigma, 1e-310, 0.5, 10).epsilon <= 100.0
 
 
@@ -291,8 +323,10 @@ def test_subnormal_deltas_give_the_finite_bounds_of_their_formulas():
     # ln(1/delta) for delta 1e-310 is 713.8, but 1 / 1e-310 overflows to inf: DPD-zCDP, zcdp_to_dp and
     # advanced composition were refused ("not representable as a finite float") or returned epsilon = inf
     log_inv = -math.log(1e-310)
-    rho = 10 / (2 * 5.0 ** 2)
-    assert dpd_zcdp_epsilon(5.0, 1e-310, 0.1, 10).epsilon == pytest.approx(rho + 2 * math.sqrt(rho * log_inv), rel=1e-12)
+    rho = 10 / (2 * 5.0**2)
+    assert dpd_zcdp_epsilon(5.0, 1e-310, 0.1, 10).epsilon == pytest.approx(
+        rho + 2 * math.sqrt(rho * log_inv), rel=1e-12
+    )
     assert zcdp_to_dp(0.5, 1e-310) == pytest.approx(0.5 + 2 * math.sqrt(0.5 * log_inv), rel=1e-12)
     assert math.isfinite(zcdp_to_dp(0.5, 1e-310, method="tight"))
     eps, d = advanced_composition(0.1, 0.0, 10, 1e-310)

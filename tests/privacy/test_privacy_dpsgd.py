@@ -29,8 +29,7 @@ def _pld_direct(sigma: float, delta: float, q: float, steps: int, dvi: float) ->
 
 def _prv(sigma: float, delta: float, q: float, steps: int, eps_error: float) -> float:
     prv = PoissonSubsampledGaussianMechanism(sampling_probability=q, noise_multiplier=sigma)
-    acc = PRVAccountant(prvs=[prv], eps_error=eps_error, delta_error=delta / 1000,
-                        max_self_compositions=[steps])
+    acc = PRVAccountant(prvs=[prv], eps_error=eps_error, delta_error=delta / 1000, max_self_compositions=[steps])
     _, estimate, _ = acc.compute_epsilon(delta=delta, num_self_compositions=[steps])
     return float(estimate)
 
@@ -106,10 +105,10 @@ def test_golden_calibration_epsilon_1_confirmed_by_prv_accountant():
 DIRECT = [  # (sigma, delta, q, T, fine interval)
     (1.5, 1e-5, 0.04, 2250, 1e-4),
     (310.0, 1e-5, 0.1, 10_000, 1e-5),
-    (197.0, 1e-5, 0.01, 100_000, 2e-6),   # an interval of epsilon/1000 overstates this by 7%
+    (197.0, 1e-5, 0.01, 100_000, 2e-6),  # an interval of epsilon/1000 overstates this by 7%
     (1.0, 1e-5, 0.01, 1000, 1e-4),
     (2.0, 1e-6, 0.2, 50, 1e-4),
-    (20.0, 1e-5, 1.0, 100, 1e-4),         # no subsampling
+    (20.0, 1e-5, 1.0, 100, 1e-4),  # no subsampling
 ]
 
 
@@ -162,21 +161,32 @@ def test_agrees_with_prv_accountant(sigma, delta, q, steps, err):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sigma, delta, q, steps, err", [
-    (360.0, 1e-5, 0.1, 10_000, 0.002),
-    (197.0, 1e-5, 0.01, 100_000, 0.002),
-    (0.8, 1e-5, 0.001, 10_000, 0.01),
-])
+@pytest.mark.parametrize(
+    "sigma, delta, q, steps, err",
+    [
+        (360.0, 1e-5, 0.1, 10_000, 0.002),
+        (197.0, 1e-5, 0.01, 100_000, 0.002),
+        (0.8, 1e-5, 0.001, 10_000, 0.01),
+    ],
+)
 def test_agrees_with_prv_accountant_slow(sigma, delta, q, steps, err):
     assert _within(dpsgd_epsilon(sigma, delta, q, steps), _prv(sigma, delta, q, steps, err), 0.01)
 
 
 # ---------------------------------------------------------------- round trips and conservativeness
 
-@pytest.mark.parametrize("sigma, delta, q, steps", [
-    (0.7, 1e-6, 1.0, 10), (3.0, 1e-6, 1.0, 10), (45.0, 1e-6, 1.0, 10), (800.0, 1e-6, 1.0, 10),
-    (3.0, 1e-5, 0.05, 1000), (45.0, 1e-5, 0.05, 1000),
-])
+
+@pytest.mark.parametrize(
+    "sigma, delta, q, steps",
+    [
+        (0.7, 1e-6, 1.0, 10),
+        (3.0, 1e-6, 1.0, 10),
+        (45.0, 1e-6, 1.0, 10),
+        (800.0, 1e-6, 1.0, 10),
+        (3.0, 1e-5, 0.05, 1000),
+        (45.0, 1e-5, 0.05, 1000),
+    ],
+)
 def test_round_trip_sigma_epsilon_sigma(sigma, delta, q, steps):
     eps = dpsgd_epsilon(sigma, delta, q, steps)
     back = calibrate_noise_multiplier(eps, delta, q, steps)
@@ -198,8 +208,7 @@ def test_calibration_is_tight_as_well_as_conservative():
     assert dpsgd_epsilon(sigma * 0.995, 1e-5, 0.05, 1000) > 2.0
 
 
-@settings(max_examples=15, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=15, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     log_eps=st.floats(math.log(0.05), math.log(20.0)),
     log_q=st.floats(math.log(1e-4), 0.0),
@@ -219,12 +228,16 @@ def test_calibration_never_exceeds_target(log_eps, log_q, log_steps):
 
 # ---------------------------------------------------------------- small and large epsilon
 
-@pytest.mark.parametrize("sigma, q, steps, low, high", [
-    (0.05, 1.0, 1, 50.0, 1e4),        # huge epsilon
-    (0.3, 0.5, 1000, 100.0, 1e6),     # huge epsilon, many steps
-    (10.0, 1e-3, 1, 1e-5, 1e-2),      # tiny epsilon (PLD 9.7e-5 > 0, RDP 3.5e-3)
-    (5.0, 1e-4, 100_000, 1e-3, 0.1),  # tiny q, many steps
-])
+
+@pytest.mark.parametrize(
+    "sigma, q, steps, low, high",
+    [
+        (0.05, 1.0, 1, 50.0, 1e4),  # huge epsilon
+        (0.3, 0.5, 1000, 100.0, 1e6),  # huge epsilon, many steps
+        (10.0, 1e-3, 1, 1e-5, 1e-2),  # tiny epsilon (PLD 9.7e-5 > 0, RDP 3.5e-3)
+        (5.0, 1e-4, 100_000, 1e-3, 0.1),  # tiny q, many steps
+    ],
+)
 @pytest.mark.parametrize("accountant", ["pld", "rdp"])
 def test_extreme_epsilons_are_finite_and_positive(sigma, q, steps, low, high, accountant):
     eps = dpsgd_epsilon(sigma, 1e-5, q, steps, accountant)
@@ -258,6 +271,7 @@ def test_calibration_refuses_a_delta_that_pld_cannot_resolve(delta):
 
 # ---------------------------------------------------------------- errors
 
+
 @pytest.mark.parametrize("bad", [0.0, -1.0, math.nan, math.inf])
 def test_bad_epsilon(bad):
     with pytest.raises(ValueError, match="epsilon must be a finite number > 0"):
@@ -280,8 +294,9 @@ def test_bad_sampling_rate(bad):
         calibrate_noise_multiplier(1.0, 1e-5, bad, 100)
 
 
-@pytest.mark.parametrize("bad, exc", [(0, ValueError), (-3, ValueError), (10.0, TypeError),
-                                      (1e4, TypeError), (True, TypeError)])
+@pytest.mark.parametrize(
+    "bad, exc", [(0, ValueError), (-3, ValueError), (10.0, TypeError), (1e4, TypeError), (True, TypeError)]
+)
 def test_bad_num_steps(bad, exc):
     with pytest.raises(exc, match="num_steps must be an integer >= 1"):
         dpsgd_epsilon(1.0, 1e-5, 0.1, bad)
@@ -304,8 +319,7 @@ def test_unknown_accountant():
 
 def test_unreachable_target():
     # 1e5 Gaussian steps without subsampling: even sigma 1e6 leaves epsilon about 1.5e-3
-    with pytest.raises(ValueError, match="no noise multiplier <= max_noise_multiplier=1e\\+06 reaches "
-                                         "epsilon=1e-06"):
+    with pytest.raises(ValueError, match="no noise multiplier <= max_noise_multiplier=1e\\+06 reaches epsilon=1e-06"):
         calibrate_noise_multiplier(1e-6, 1e-5, 1.0, 100_000)
     # and with a user maximum
     with pytest.raises(ValueError, match="no noise multiplier <= max_noise_multiplier=2 reaches epsilon=0.5"):

@@ -26,11 +26,13 @@ def test_classic_refuses_epsilon_at_least_one(eps):
         gaussian_sigma(eps, 1e-5)
 
 
-@pytest.mark.parametrize("eps, delta", [(0.01, 1e-5), (0.5, 1e-5), (0.99, 1e-8), (1.0, 0.1), (5.0, 1e-5),
-                                        (50.0, 1e-10)])
+@pytest.mark.parametrize(
+    "eps, delta", [(0.01, 1e-5), (0.5, 1e-5), (0.99, 1e-8), (1.0, 0.1), (5.0, 1e-5), (50.0, 1e-10)]
+)
 def test_analytic_matches_dp_accounting(eps, delta):
     ref = privacy_loss_mechanism.GaussianPrivacyLoss.from_privacy_guarantee(
-        common.DifferentialPrivacyParameters(eps, delta)).standard_deviation
+        common.DifferentialPrivacyParameters(eps, delta)
+    ).standard_deviation
     assert analytic_gaussian_sigma(eps, delta) == pytest.approx(ref, rel=1e-6)
 
 

@@ -15,20 +15,33 @@ import dpposterior as dpp
 from dpposterior.privacy import Ledger, PrivacySpent, dpsgd_epsilon
 
 DELTA = 1e-5
-RUNS = [(1.2, 0.05, 500), (2.0, 0.1, 300)]   # (noise multiplier, sampling rate, steps)
+RUNS = [(1.2, 0.05, 500), (2.0, 0.1, 300)]  # (noise multiplier, sampling rate, steps)
 
 
 def _dpsgd(sigma, q, t, neighbouring="add_remove"):
-    return PrivacySpent(epsilon=dpsgd_epsilon(sigma, DELTA, q, t), delta=DELTA, neighbouring=neighbouring,
-                        accountant="pld", mechanism="poisson_subsampled_gaussian", noise_multiplier=sigma,
-                        sampling_rate=q, num_steps=t, details=(("clip", 1.0),))
+    return PrivacySpent(
+        epsilon=dpsgd_epsilon(sigma, DELTA, q, t),
+        delta=DELTA,
+        neighbouring=neighbouring,
+        accountant="pld",
+        mechanism="poisson_subsampled_gaussian",
+        noise_multiplier=sigma,
+        sampling_rate=q,
+        num_steps=t,
+        details=(("clip", 1.0),),
+    )
 
 
 def _accountant(runs, dvi, relation=NeighboringRelation.ADD_OR_REMOVE_ONE):
     acc = pld_privacy_accountant.PLDAccountant(neighboring_relation=relation, value_discretization_interval=dvi)
-    acc.compose(dp_event.ComposedDpEvent([
-        dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(s)), t)
-        for s, q, t in runs]))
+    acc.compose(
+        dp_event.ComposedDpEvent(
+            [
+                dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(s)), t)
+                for s, q, t in runs
+            ]
+        )
+    )
     return acc.get_epsilon(DELTA)
 
 
@@ -51,7 +64,7 @@ def test_refined_total_is_a_converged_upper_bound():
     fine = _accountant(RUNS, 1e-4)
     assert fine * (1 - 1e-6) <= eps <= fine * (1 + 2e-3)
     singles = [_dpsgd(*r).epsilon for r in RUNS]
-    assert max(singles) < eps < sum(singles)       # composition costs more than one run, less than the sum
+    assert max(singles) < eps < sum(singles)  # composition costs more than one run, less than the sum
 
 
 def test_one_release_gives_its_own_epsilon():
@@ -66,10 +79,16 @@ def test_releases_with_privacy_and_gaussian_mechanism_exact():
     assert ledger.add(rel, "counts") is rel.privacy
     ledger.add(_dpsgd(*RUNS[1]))
     acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-3)
-    acc.compose(dp_event.ComposedDpEvent([
-        dp_event.GaussianDpEvent(rel.privacy.noise_multiplier),
-        dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(RUNS[1][1], dp_event.GaussianDpEvent(RUNS[1][0])),
-                                     RUNS[1][2])]))
+    acc.compose(
+        dp_event.ComposedDpEvent(
+            [
+                dp_event.GaussianDpEvent(rel.privacy.noise_multiplier),
+                dp_event.SelfComposedDpEvent(
+                    dp_event.PoissonSampledDpEvent(RUNS[1][1], dp_event.GaussianDpEvent(RUNS[1][0])), RUNS[1][2]
+                ),
+            ]
+        )
+    )
     assert ledger.total(DELTA).epsilon == pytest.approx(acc.get_epsilon(DELTA), rel=1e-9)
     assert [e.label for e in ledger.entries] == ["counts", "poisson_subsampled_gaussian"]
 
@@ -77,8 +96,15 @@ def test_releases_with_privacy_and_gaussian_mechanism_exact():
 def test_pure_releases_compose_no_worse_than_basic_composition():
     ledger = Ledger()
     for _ in range(3):
-        ledger.add(PrivacySpent(epsilon=0.4, delta=0.0, neighbouring="add_remove", accountant="pure",
-                                mechanism="laplace_sufficient_statistics"))
+        ledger.add(
+            PrivacySpent(
+                epsilon=0.4,
+                delta=0.0,
+                neighbouring="add_remove",
+                accountant="pure",
+                mechanism="laplace_sufficient_statistics",
+            )
+        )
     eps = ledger.total(1e-6).epsilon
     assert 0.9 < eps <= 1.2 + 1e-9
 
@@ -86,8 +112,9 @@ def test_pure_releases_compose_no_worse_than_basic_composition():
 def test_mixed_relations_give_replace_one():
     ledger = Ledger(value_discretization_interval=1e-3)
     ledger.add(_dpsgd(*RUNS[1]))
-    ledger.add(PrivacySpent(epsilon=0.3, delta=1e-7, neighbouring="replace_one", accountant="optimal",
-                            mechanism="dp_fast_mh"))
+    ledger.add(
+        PrivacySpent(epsilon=0.3, delta=1e-7, neighbouring="replace_one", accountant="optimal", mechanism="dp_fast_mh")
+    )
     total = ledger.total(DELTA)
     assert total.neighbouring == "replace_one"
     alone = _accountant([RUNS[1]], 1e-3, NeighboringRelation.REPLACE_ONE)
@@ -113,8 +140,16 @@ def test_exported_names():
 def test_save_and_load(tmp_path):
     ledger = Ledger()
     ledger.add(_dpsgd(*RUNS[0]), "first")
-    ledger.add(PrivacySpent(epsilon=0.4, delta=0.0, neighbouring="add_remove", accountant="pure",
-                            mechanism="laplace_sufficient_statistics"), "counts")
+    ledger.add(
+        PrivacySpent(
+            epsilon=0.4,
+            delta=0.0,
+            neighbouring="add_remove",
+            accountant="pure",
+            mechanism="laplace_sufficient_statistics",
+        ),
+        "counts",
+    )
     again = Ledger.load(ledger.save(tmp_path / "ledger.json"))
     assert again.entries == ledger.entries
     assert again.total(DELTA).epsilon == ledger.total(DELTA).epsilon
@@ -150,8 +185,11 @@ def _optimal_composition_epsilon(pairs, total_delta):
     losses, probs = [], []
     for signs in itertools.product((1, -1), repeat=len(pairs)):
         losses.append(sum(s * e for s, (e, _) in zip(signs, pairs)))
-        probs.append(math.prod(math.exp(e) / (1 + math.exp(e)) if s > 0 else 1 / (1 + math.exp(e))
-                               for s, (e, _) in zip(signs, pairs)))
+        probs.append(
+            math.prod(
+                math.exp(e) / (1 + math.exp(e)) if s > 0 else 1 / (1 + math.exp(e)) for s, (e, _) in zip(signs, pairs)
+            )
+        )
     losses, probs = np.array(losses), np.array(probs)
 
     def delta_at(eps):
@@ -166,13 +204,16 @@ def _optimal_composition_epsilon(pairs, total_delta):
     return hi
 
 
-@pytest.mark.parametrize("pairs, total_delta", [
-    ([(1.0, 0.0), (1.0, 0.0)], 1e-6),                       # the same pure release twice
-    ([(1.0, 1e-6), (0.5, 1e-5)], 2e-5),                      # different deltas
-    ([(1.0, 1e-6), (0.5, 1e-5)], 1.1e-5),                    # total delta = the sum of theirs
-    ([(0.0, 0.0), (1.0, 0.0)], 1e-6),                        # an epsilon-0 release
-    ([(0.7, 0.0), (0.2, 1e-4), (1.5, 1e-7)], 1e-3),          # pure mixed with approximate DP
-])
+@pytest.mark.parametrize(
+    "pairs, total_delta",
+    [
+        ([(1.0, 0.0), (1.0, 0.0)], 1e-6),  # the same pure release twice
+        ([(1.0, 1e-6), (0.5, 1e-5)], 2e-5),  # different deltas
+        ([(1.0, 1e-6), (0.5, 1e-5)], 1.1e-5),  # total delta = the sum of theirs
+        ([(0.0, 0.0), (1.0, 0.0)], 1e-6),  # an epsilon-0 release
+        ([(0.7, 0.0), (0.2, 1e-4), (1.5, 1e-7)], 1e-3),  # pure mixed with approximate DP
+    ],
+)
 def test_epsilon_delta_releases_between_optimal_and_basic_composition(pairs, total_delta):
     ledger = Ledger()
     for eps, d in pairs:
@@ -203,7 +244,8 @@ def test_mixed_relations_dpsgd_equals_replace_one_accountant():
     ledger.add(_dpsgd(*RUNS[0]))
     ledger.add(_record(1e-9, 0.0, "replace_one"))
     assert ledger.total(DELTA).epsilon == pytest.approx(
-        _accountant([RUNS[0]], 1e-3, NeighboringRelation.REPLACE_ONE), abs=1e-3)
+        _accountant([RUNS[0]], 1e-3, NeighboringRelation.REPLACE_ONE), abs=1e-3
+    )
 
 
 def test_release_with_delta_one_as_composed_is_a_clear_error():
@@ -244,8 +286,10 @@ def test_dp_sgld_runs_compose_exactly():
     # sensitivity: 2C replace-one, so sigma; C add/remove, so 2 sigma).
     from dpposterior.privacy import dpd_epsilon
 
-    for rel, relation in (("add_remove", NeighboringRelation.ADD_OR_REMOVE_ONE),
-                          ("replace_one", NeighboringRelation.REPLACE_ONE)):
+    for rel, relation in (
+        ("add_remove", NeighboringRelation.ADD_OR_REMOVE_ONE),
+        ("replace_one", NeighboringRelation.REPLACE_ONE),
+    ):
         a = dpd_epsilon(1.0, 1e-6, 0.1, 50, "pld", neighbouring=rel)
         b = dpd_epsilon(6.0, 1e-6, 0.1, 50, "ac", neighbouring=rel)
         assert a.noise_multiplier == (2.0 if rel == "add_remove" else 1.0)
@@ -261,4 +305,5 @@ def test_dp_sgld_runs_compose_exactly():
     ledger.add(dpd_epsilon(1.0, 1e-6, 0.1, 50, "pld", neighbouring="add_remove"))
     ledger.add(_record(1e-9, 0.0, "replace_one"))
     assert ledger.total(DELTA).epsilon == pytest.approx(
-        _accountant([(2.0, 0.1, 50)], 1e-3, NeighboringRelation.REPLACE_ONE), abs=1e-3)
+        _accountant([(2.0, 0.1, 50)], 1e-3, NeighboringRelation.REPLACE_ONE), abs=1e-3
+    )

@@ -22,8 +22,14 @@ from dpposterior.baselines.expfam import release_sufficient_statistics
 from dpposterior.baselines.regression import _statistics, release_regression_statistics
 from dpposterior.dpsgd import DPSGDTrace, dpsgd, make_dpsgd_run
 from dpposterior.models import beta_bernoulli
-from dpposterior.privacy import (PrivacySpent, gaussian_mechanism, secure_bits, secure_laplace, secure_normal,
-                                 secure_uniform)
+from dpposterior.privacy import (
+    PrivacySpent,
+    gaussian_mechanism,
+    secure_bits,
+    secure_laplace,
+    secure_normal,
+    secure_uniform,
+)
 from dpposterior.privacy.secure import resolve_noise_source
 from dpposterior.vi.dpvim import dpvim
 
@@ -88,28 +94,46 @@ def test_secure_generators_refuse_bad_arguments():
 
 
 def _dpsgd(**kw):
-    return dpsgd(zero_grad, np.zeros(4, np.float32), np.ones((10, 1), np.float32), noise_multiplier=2.0, clip=0.7,
-                 sampling_rate=0.5, num_steps=kw.pop("num_steps", 20), learning_rate=0.0, delta=1e-5, **kw)
+    return dpsgd(
+        zero_grad,
+        np.zeros(4, np.float32),
+        np.ones((10, 1), np.float32),
+        noise_multiplier=2.0,
+        clip=0.7,
+        sampling_rate=0.5,
+        num_steps=kw.pop("num_steps", 20),
+        learning_rate=0.0,
+        delta=1e-5,
+        **kw,
+    )
 
 
 BERN = (np.arange(60) % 3 == 0).astype(np.int32)
 MECHANISMS = {
     "dpsgd": _dpsgd,
-    "dpvi": lambda **kw: dpvi(beta_bernoulli, BERN, epsilon=1.0, delta=1e-5, num_steps=20, sampling_rate=0.2,
-                              clip=2.0, num_mc=1, **kw),
-    "dpvim": lambda **kw: dpvim(beta_bernoulli, BERN, epsilon=1.0, delta=1e-5, num_steps=20, sampling_rate=0.2,
-                                clip=2.0, **kw),
+    "dpvi": lambda **kw: dpvi(
+        beta_bernoulli, BERN, epsilon=1.0, delta=1e-5, num_steps=20, sampling_rate=0.2, clip=2.0, num_mc=1, **kw
+    ),
+    "dpvim": lambda **kw: dpvim(
+        beta_bernoulli, BERN, epsilon=1.0, delta=1e-5, num_steps=20, sampling_rate=0.2, clip=2.0, **kw
+    ),
     "gaussian": lambda **kw: gaussian_mechanism(np.zeros(3), epsilon=1.0, delta=1e-5, sensitivity=1.0, **kw),
     "expfam": lambda **kw: release_sufficient_statistics("beta-bernoulli", BERN, epsilon=1.0, **kw),
-    "regression": lambda **kw: release_regression_statistics(np.zeros((20, 2)), np.zeros(20), epsilon=1.0,
-                                                             x_bound=1.0, y_bound=1.0, **kw),
+    "regression": lambda **kw: release_regression_statistics(
+        np.zeros((20, 2)), np.zeros(20), epsilon=1.0, x_bound=1.0, y_bound=1.0, **kw
+    ),
 }
 
 
 def _released(name, out):
-    return {"dpsgd": lambda r: r.grads, "dpvi": lambda r: r.grads, "dpvim": lambda r: r.loc_grads,
-            "gaussian": lambda r: r.value, "expfam": lambda r: r.noisy_statistic,
-            "regression": lambda r: np.concatenate([r.noisy[k] for k in sorted(r.noisy)])}[name](out)
+    return {
+        "dpsgd": lambda r: r.grads,
+        "dpvi": lambda r: r.grads,
+        "dpvim": lambda r: r.loc_grads,
+        "gaussian": lambda r: r.value,
+        "expfam": lambda r: r.noisy_statistic,
+        "regression": lambda r: np.concatenate([r.noisy[k] for k in sorted(r.noisy)]),
+    }[name](out)
 
 
 @pytest.mark.parametrize("name", sorted(MECHANISMS))
@@ -155,14 +179,27 @@ BETA = np.array([1.0, 2.0, 0.5, 4.0], np.float32)
 
 def _standardised_secure_noise(via, sigma=2.0, c=0.7, t_steps=500):
     if via == "dpsgd":
-        tr = dpsgd(zero_grad, np.zeros(4, np.float32), np.ones((10, 1), np.float32), noise_multiplier=sigma,
-                   clip=c, sampling_rate=0.5, num_steps=t_steps, learning_rate=0.0, delta=1e-5, beta=BETA,
-                   secure=True)
+        tr = dpsgd(
+            zero_grad,
+            np.zeros(4, np.float32),
+            np.ones((10, 1), np.float32),
+            noise_multiplier=sigma,
+            clip=c,
+            sampling_rate=0.5,
+            num_steps=t_steps,
+            learning_rate=0.0,
+            delta=1e-5,
+            beta=BETA,
+            secure=True,
+        )
         np.testing.assert_array_equal(tr.params, 0.0)
         return tr.grads / (sigma * c / BETA)
     # the pure core that DPVIm runs on (make_dpsgd_run with secure=True)
-    run = jax.jit(make_dpsgd_run(zero_grad, num_records=10, num_params=4, clip=c, sampling_rate=0.5,
-                                 num_steps=t_steps, secure=True))
+    run = jax.jit(
+        make_dpsgd_run(
+            zero_grad, num_records=10, num_params=4, clip=c, sampling_rate=0.5, num_steps=t_steps, secure=True
+        )
+    )
     _, gs, _ = run(jax.random.key_data(jax.random.key(0)), jnp.zeros(4), jnp.ones((10, 1)), sigma, 0.0, BETA)
     return np.asarray(gs) / (sigma * c / BETA)
 
@@ -196,9 +233,20 @@ def _binomial_ok(sizes, n, q):
 @pytest.mark.parametrize("sampling,capacity", [("packed", None), ("packed", 7), ("masked", None)])
 def test_secure_batch_sizes_are_binomial(sampling, capacity):
     n, q, t_steps = 500, 0.1, 3000
-    tr = dpsgd(count, np.zeros(2, np.float32), np.ones((n, 1), np.float32), noise_multiplier=0.0, clip=10.0,
-               sampling_rate=q, num_steps=t_steps, learning_rate=0.0, delta=1e-5, sampling=sampling,
-               capacity=capacity, secure=True)
+    tr = dpsgd(
+        count,
+        np.zeros(2, np.float32),
+        np.ones((n, 1), np.float32),
+        noise_multiplier=0.0,
+        clip=10.0,
+        sampling_rate=q,
+        num_steps=t_steps,
+        learning_rate=0.0,
+        delta=1e-5,
+        sampling=sampling,
+        capacity=capacity,
+        secure=True,
+    )
     sizes = tr.grads[:, 0].astype(np.float64)  # sigma = 0: the sum of the step's unit gradients
     np.testing.assert_array_equal(sizes, np.round(sizes))
     np.testing.assert_array_equal(tr.grads[:, 1], 0.0)
@@ -214,8 +262,18 @@ def test_secure_draws_in_many_short_chunks(monkeypatch):
 
     monkeypatch.setattr(engine, "SECURE_CHUNK_WORDS", 100)  # 27 words a step: chunks of 2 steps
     n, q, t_steps = 100, 0.1, 301
-    tr = dpsgd(count, np.zeros(2, np.float32), np.ones((n, 1), np.float32), noise_multiplier=0.0, clip=10.0,
-               sampling_rate=q, num_steps=t_steps, learning_rate=0.0, delta=1e-5, secure=True)
+    tr = dpsgd(
+        count,
+        np.zeros(2, np.float32),
+        np.ones((n, 1), np.float32),
+        noise_multiplier=0.0,
+        clip=10.0,
+        sampling_rate=q,
+        num_steps=t_steps,
+        learning_rate=0.0,
+        delta=1e-5,
+        secure=True,
+    )
     sizes = tr.grads[:, 0]
     assert abs(sizes.mean() - n * q) <= SD * math.sqrt(n * q * (1 - q) / t_steps)
     assert sizes[-1] == np.round(sizes[-1])  # the last, partial chunk ran too
@@ -223,8 +281,18 @@ def test_secure_draws_in_many_short_chunks(monkeypatch):
 
 
 def test_secure_sampling_with_q_one_takes_every_record():
-    tr = dpsgd(count, np.zeros(2, np.float32), np.ones((30, 1), np.float32), noise_multiplier=0.0, clip=10.0,
-               sampling_rate=1.0, num_steps=5, learning_rate=0.0, delta=1e-5, secure=True)
+    tr = dpsgd(
+        count,
+        np.zeros(2, np.float32),
+        np.ones((30, 1), np.float32),
+        noise_multiplier=0.0,
+        clip=10.0,
+        sampling_rate=1.0,
+        num_steps=5,
+        learning_rate=0.0,
+        delta=1e-5,
+        secure=True,
+    )
     np.testing.assert_array_equal(tr.grads[:, 0], 30.0)
 
 
@@ -237,8 +305,9 @@ def test_secure_laplace_releases_have_the_stated_scale():
     x = np.zeros(50, np.int64)  # counts (50, 0, ..., 0)
     noise = []
     for _ in range(10):
-        r = release_sufficient_statistics("dirichlet-categorical", x, epsilon=eps, num_categories=k, secure=True,
-                                          snapping=False)  # the plain float64 Laplace noise (snapping: test_snapping)
+        r = release_sufficient_statistics(
+            "dirichlet-categorical", x, epsilon=eps, num_categories=k, secure=True, snapping=False
+        )  # the plain float64 Laplace noise (snapping: test_snapping)
         assert r.privacy.seeded_by == "secure" and r.noise_scale == 1.0 / eps
         noise.append(r.noisy_statistic - np.bincount(x, minlength=k))
     noise = np.concatenate(noise)  # 4000 draws of Laplace(1 / eps)

@@ -110,8 +110,9 @@ def test_the_floating_point_attack_on_plain_noise_and_its_repair():
     s, s_alt = x.sum(), x_alt.sum()
     told = 0
     for i in range(20):
-        z = EF.release_sufficient_statistics("gamma-exponential", x, epsilon=1.0, bounds=(0.0, 5.0),
-                                             rng_key=i, snapping=False).noisy_statistic[0]
+        z = EF.release_sufficient_statistics(
+            "gamma-exponential", x, epsilon=1.0, bounds=(0.0, 5.0), rng_key=i, snapping=False
+        ).noisy_statistic[0]
         # z - s is a float32 noise value up to the float64 rounding of z = s + noise (1e-14 here)
         on_true = abs(float(np.float32(z - s)) - (z - s)) < 1e-10
         on_alt = abs(float(np.float32(z - s_alt)) - (z - s_alt)) < 1e-10
@@ -120,8 +121,9 @@ def test_the_floating_point_attack_on_plain_noise_and_its_repair():
     grids = set()
     for data in (x, x_alt):
         for i in range(20):
-            r = EF.release_sufficient_statistics("gamma-exponential", data, epsilon=1.0, bounds=(0.0, 5.0),
-                                                 rng_key=i, snapping=True)
+            r = EF.release_sufficient_statistics(
+                "gamma-exponential", data, epsilon=1.0, bounds=(0.0, 5.0), rng_key=i, snapping=True
+            )
             k = (r.noisy_statistic[0] - r.snapped.centre[0]) / r.snapped.grid
             assert k == round(k) or abs(r.snapped.units[0]) == r.snapped.clamp[0] / r.snapped.sensitivity
             grids.add((r.snapped.grid, r.snapped.centre[0]))
@@ -132,8 +134,9 @@ def test_snapping_is_the_default_and_plain_laplace_is_recorded_as_such():
     x = (np.arange(300) % 4 == 0).astype(int)
     default = EF.release_sufficient_statistics("beta-bernoulli", x, epsilon=0.5, rng_key=1)
     assert default.snapped is not None and "snapping" in dict(default.privacy.details)
-    reg = RG.release_regression_statistics(np.zeros((5, 1)), np.zeros(5), epsilon=1.0, x_bound=1.0, y_bound=1.0,
-                                           rng_key=1)
+    reg = RG.release_regression_statistics(
+        np.zeros((5, 1)), np.zeros(5), epsilon=1.0, x_bound=1.0, y_bound=1.0, rng_key=1
+    )
     assert reg.snapped is not None and "snapping" in dict(reg.privacy.details)
     plain = EF.release_sufficient_statistics("beta-bernoulli", x, epsilon=0.5, rng_key=1, snapping=False)
     assert plain.snapped is None and plain.observation_interval() is None

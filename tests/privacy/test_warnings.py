@@ -36,12 +36,12 @@ def test_os_seeded_noise_warns_once_per_process(monkeypatch):
         SEC.resolve_noise_source(None, False)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        SEC.resolve_noise_source(None, False)          # the second time: silent
+        SEC.resolve_noise_source(None, False)  # the second time: silent
     monkeypatch.setattr(SEC, "_WARNED_NOT_SECURE", False)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        SEC.resolve_noise_source(3, False)             # a user key (reproduction): no warning
-        SEC.resolve_noise_source(None, True)           # secure mode: no warning
+        SEC.resolve_noise_source(3, False)  # a user key (reproduction): no warning
+        SEC.resolve_noise_source(None, True)  # secure mode: no warning
 
 
 def test_delta_at_least_one_over_n_warns():
@@ -49,7 +49,7 @@ def test_delta_at_least_one_over_n_warns():
         _fit(delta=0.01, rng_key=0)
     with warnings.catch_warnings():
         warnings.simplefilter("error", LargeDeltaWarning)
-        _fit(delta=1e-4, rng_key=0)                    # below 1/N: silent (power twin)
+        _fit(delta=1e-4, rng_key=0)  # below 1/N: silent (power twin)
 
 
 def test_nuts_divergences_warn(monkeypatch):

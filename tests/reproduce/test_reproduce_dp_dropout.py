@@ -9,8 +9,7 @@ from dpposterior.cli import main
 from dpposterior.reproduce.dp_dropout import METHODS, format_tables
 
 
-def test_quick_cli_writes_the_report_under_the_working_directory_and_prints_a_table(tmp_path, capsys,
-                                                                                    monkeypatch):
+def test_quick_cli_writes_the_report_under_the_working_directory_and_prints_a_table(tmp_path, capsys, monkeypatch):
     # the report went to docs/results (the source tree) by default, and the progress lines were Python dicts
     monkeypatch.chdir(tmp_path)
     assert main(["reproduce", "dp-dropout", "--quick"]) == 0
@@ -19,25 +18,28 @@ def test_quick_cli_writes_the_report_under_the_working_directory_and_prints_a_ta
     assert (out / "dp-dropout-quick.png").stat().st_size > 1000
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dpposterior-results"]
     assert "Command: `dpposterior reproduce dp-dropout --quick --out dpposterior-results/dp-dropout`" in md
-    data = json.loads((out / "dp-dropout-quick.json").read_text())   # the machine-readable rows
+    data = json.loads((out / "dp-dropout-quick.json").read_text())  # the machine-readable rows
     printed = capsys.readouterr().out
-    assert "{'" not in printed and "': " not in printed, printed   # no dict
+    assert "{'" not in printed and "': " not in printed, printed  # no dict
     lines = printed.splitlines()
     head = next(i for i, line in enumerate(lines) if line.split()[:3] == ["dataset", "epsilon", "method"])
-    table = lines[head:head + 2 + len(data["rows"])]
+    table = lines[head : head + 2 + len(data["rows"])]
     assert set(table[1]) <= {"-", " "}
-    assert len({len(line) for line in table[2:]}) == 1    # aligned: every row as long as the others
+    assert len({len(line) for line in table[2:]}) == 1  # aligned: every row as long as the others
     for line, row in zip(table[2:], data["rows"]):
         assert line.split()[:4] == [row["dataset"], f"{row['epsilon']:g}", row["method"], str(row["seed"])]
         assert f"{row['accuracy']:.4f}" in line
-    assert lines[-1] == f"wrote {out.relative_to(tmp_path) / 'dp-dropout-quick.md'} and dp-dropout-quick.json " \
-                        "(every row, machine-readable)"
+    assert (
+        lines[-1] == f"wrote {out.relative_to(tmp_path) / 'dp-dropout-quick.md'} and dp-dropout-quick.json "
+        "(every row, machine-readable)"
+    )
     assert "wall time" in md and "NOT results" in md
     for m in METHODS:
         assert f"| adult | 2 | {m} |" in md or f"| 2 | {m} |" in md
     # the least-noise row names the PLD accountant (it is never looser than AC or zCDP)
-    row = next(line for line in md.splitlines() if line.startswith("| adult | 2 |") and "DPD-" in line
-               and line.count("|") == 9)
+    row = next(
+        line for line in md.splitlines() if line.startswith("| adult | 2 |") and "DPD-" in line and line.count("|") == 9
+    )
     assert row.split("|")[6].strip() == "DPD-PLD"
 
 
@@ -47,11 +49,31 @@ def _rows():
     acc = {"DPD-AC": 0.7, "DPD-zCDP": 0.6, "DPD-PLD": 0.8, "DP-SGD": 0.75}
     for seed, bump in ((0, 0.0), (1, 0.02)):
         for m in METHODS:
-            rows.append(dict(dataset="adult", n_train=10, n_test=5, epsilon=1.0, method=m, seed=seed, sigma=sig[m],
-                             epsilon_spent=1.0, accuracy=acc[m] + bump, log_likelihood=-0.5, seconds=1.0))
+            rows.append(
+                dict(
+                    dataset="adult",
+                    n_train=10,
+                    n_test=5,
+                    epsilon=1.0,
+                    method=m,
+                    seed=seed,
+                    sigma=sig[m],
+                    epsilon_spent=1.0,
+                    accuracy=acc[m] + bump,
+                    log_likelihood=-0.5,
+                    seconds=1.0,
+                )
+            )
     for m in ("DPD-AC", "DPD-zCDP", "DPD-PLD"):
-        sigma_rows.append(dict(dataset="adult", epsilon=1.0, method=m, sigma=sig[m],
-                               certified={"ac": None if m == "DPD-PLD" else 1.0, "zcdp": 3.0, "pld": 0.1}))
+        sigma_rows.append(
+            dict(
+                dataset="adult",
+                epsilon=1.0,
+                method=m,
+                sigma=sig[m],
+                certified={"ac": None if m == "DPD-PLD" else 1.0, "zcdp": 3.0, "pld": 0.1},
+            )
+        )
     return rows, sigma_rows
 
 
@@ -68,8 +90,17 @@ def test_tables_pick_the_least_noise_and_average_seeds():
 def _settings(**kw):
     from dpposterior.reproduce.dp_dropout import DPDropoutSettings
 
-    base = dict(epsilons=(2.0,), datasets=("mnist79",), num_steps=4, batch_size=20, train_size=100, test_size=50,
-                kept_samples=2, hidden=2, pca_dims=5)
+    base = dict(
+        epsilons=(2.0,),
+        datasets=("mnist79",),
+        num_steps=4,
+        batch_size=20,
+        train_size=100,
+        test_size=50,
+        kept_samples=2,
+        hidden=2,
+        pca_dims=5,
+    )
     return DPDropoutSettings(**{**base, **kw})
 
 
@@ -107,12 +138,18 @@ def test_train_test_or_batch_size_beyond_the_split_names_the_setting():
 
     from dpposterior.reproduce.dp_dropout import run_dp_dropout
 
-    with pytest.raises(ValueError, match=r"^train_size must be at most the 12214 records of mnist79's training split"
-                                         r".*got 50000$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^train_size must be at most the 12214 records of mnist79's training split"
+        r".*got 50000$",
+    ):
         run_dp_dropout(settings=_settings(train_size=50000))
     with pytest.raises(ValueError, match=r"^test_size must be at most the 2037 records of mnist79's test split"):
         run_dp_dropout(settings=_settings(test_size=50000))
     # the whole split (train_size None) and a batch above it: was "sampling_rate must lie in (0, 1], got 1.637"
-    with pytest.raises(ValueError, match=r"^batch_size must be at most the 12214 training records of mnist79 used"
-                                         r".*got 20000$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^batch_size must be at most the 12214 training records of mnist79 used"
+        r".*got 20000$",
+    ):
         run_dp_dropout(settings=_settings(train_size=None, batch_size=20000))

@@ -41,11 +41,23 @@ def test_batch_cap_rule_makes_the_minibatch_branch_noise_free():
 
 def _gmm_rows():
     rows = []
-    for label, kls, batch, wall in (("DP-Fast MH", [0.5, 0.7], 900.0, 2.0), ("penalty", [0.9, 1.1], 1000.0, 8.0),
-                                    ("DP Barker", [0.6, 0.6], 1000.0, 1.0)):
+    for label, kls, batch, wall in (
+        ("DP-Fast MH", [0.5, 0.7], 900.0, 2.0),
+        ("penalty", [0.9, 1.1], 1000.0, 8.0),
+        ("DP Barker", [0.6, 0.6], 1000.0, 1.0),
+    ):
         for seed, kl in enumerate(kls):
-            rows.append(dict(label=label, epsilon=0.05, kl=[2.0 + seed, kl], checkpoints=[100, 1000],
-                             nonprivate_mean_batch=batch, seed=seed, wall_seconds=wall))
+            rows.append(
+                dict(
+                    label=label,
+                    epsilon=0.05,
+                    kl=[2.0 + seed, kl],
+                    checkpoints=[100, 1000],
+                    nonprivate_mean_batch=batch,
+                    seed=seed,
+                    wall_seconds=wall,
+                )
+            )
     return dict(rows=rows, num_records=1000)
 
 
@@ -57,10 +69,26 @@ def test_done_when_summaries():
     # at DP-Fast MH's 2 s: penalty (8 ms per iteration) has reached only its 100-iteration checkpoint
     assert d["at_time"]["seconds"] == 2.0 and d["at_time"]["penalty"] == (100, 2.5)
     assert d["at_time"]["DP-Fast MH"] == (1000, pytest.approx(0.6)) and d["at_time"]["DP Barker"][0] == 1000
-    m = [dict(projection="public", label="DP-Fast MH", epsilon=0.05, seg_times=[1.0, 2.0, 3.0],
-              accuracy=[0.6, 0.8, 0.9], wall_seconds=3.0, nonprivate_mean_batch=10.0),
-         dict(projection="public", label="penalty", epsilon=0.05, seg_times=[2.5, 5.0], accuracy=[0.85, 0.95],
-              wall_seconds=5.0, nonprivate_mean_batch=100.0)]
+    m = [
+        dict(
+            projection="public",
+            label="DP-Fast MH",
+            epsilon=0.05,
+            seg_times=[1.0, 2.0, 3.0],
+            accuracy=[0.6, 0.8, 0.9],
+            wall_seconds=3.0,
+            nonprivate_mean_batch=10.0,
+        ),
+        dict(
+            projection="public",
+            label="penalty",
+            epsilon=0.05,
+            seg_times=[2.5, 5.0],
+            accuracy=[0.85, 0.95],
+            wall_seconds=5.0,
+            nonprivate_mean_batch=100.0,
+        ),
+    ]
     (w,) = rep.mnist_done_when(m)
     assert w["seconds"] == 3.0 and w["acc_fast"] == 0.9 and w["acc_penalty"] == 0.85 and w["holds"] is True
 
@@ -76,8 +104,9 @@ def test_quick_run_writes_the_report(tmp_path):
     assert results["gmm"]["reference"].sum() == pytest.approx(1.0)
     assert [r["label"] for r in results["mnist"]] == ["penalty"]
     assert all(0.0 <= r["accuracy"][-1] <= 1.0 for r in results["mnist"])
-    path = rep.write_dp_fast_mh_report(results, tmp_path, quick=True, wall_seconds=1.0,
-                                       command="dpposterior reproduce dp-fast-mh --quick")
+    path = rep.write_dp_fast_mh_report(
+        results, tmp_path, quick=True, wall_seconds=1.0, command="dpposterior reproduce dp-fast-mh --quick"
+    )
     text = path.read_text()
     assert path.name == "dp-fast-mh-quick.md" and "NOT results" in text
     assert "`dpposterior reproduce dp-fast-mh --quick`" in text and "UNACCOUNTED" in text
@@ -85,5 +114,6 @@ def test_quick_run_writes_the_report(tmp_path):
     for png in ("gmm-kl", "gmm-epsilon", "gmm-density", "mnist"):
         assert (tmp_path / f"dp-fast-mh-quick-{png}.png").stat().st_size > 1000
     import json
-    data = json.loads((tmp_path / "dp-fast-mh-quick.json").read_text())   # every chain's row, machine-readable
+
+    data = json.loads((tmp_path / "dp-fast-mh-quick.json").read_text())  # every chain's row, machine-readable
     assert [r["kl"] for r in data["gmm"]] == [r["kl"] for r in rows] and len(data["mnist"]) == len(results["mnist"])

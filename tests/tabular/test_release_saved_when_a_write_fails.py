@@ -23,6 +23,7 @@ def loans(tmp_path_factory):
 
 def _disk_full_in(folder: Path, original):
     """``original`` (a save function), failing as a full disk would for files under ``folder``."""
+
     def save(self_or_release, path, *rest):
         if Path(path).resolve().is_relative_to(folder.resolve()):
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
@@ -40,7 +41,7 @@ def test_fit_saves_the_release_elsewhere_and_records_it(loans, tmp_path, monkeyp
     csv, toml = loans
     out = tmp_path / "fit"
     monkeypatch.setattr(DPVITrace, "save", _disk_full_in(out, DPVITrace.save))
-    with pytest.raises(ValueError) as caught:   # a ReleaseWriteError
+    with pytest.raises(ValueError) as caught:  # a ReleaseWriteError
         fit.fit_table(csv, toml, "default", out=out, ledger=tmp_path / "ledger.json", **SETTINGS)
     message = str(caught.value)
     assert "No space left on device" in message and "Errno" not in message
@@ -59,5 +60,5 @@ def test_compare_saves_the_release_elsewhere_and_records_it(loans, tmp_path, mon
         fit.compare_table(csv, toml, "default", methods=["na-dpvi", "dp-fast-mh"], out=out, **SETTINGS)
     message = str(caught.value)
     assert "No space left on device" in message and "Errno" not in message
-    assert [c[0] for c in calls] == ["na-dpvi"]          # the run stopped: no further release was made
+    assert [c[0] for c in calls] == ["na-dpvi"]  # the run stopped: no further release was made
     assert DPVITrace.load(_spare_path(message)).privacy == Ledger.load(out / "ledger.json").entries[0].privacy

@@ -22,9 +22,20 @@ def loans(tmp_path_factory):
 def test_compare_split_budget_linear(loans, tmp_path, capsys):
     csv, toml = loans
     out = tmp_path / "cmp"
-    r = compare_table(csv, toml, "income", model="linear", features=["age", "region"],
-                      methods=["na-dpvi", "naive", "gibbs-ss-noisy"], epsilon=1.0, delta=1e-5, num_steps=500,
-                      out=out, seed=2, progress=False)
+    r = compare_table(
+        csv,
+        toml,
+        "income",
+        model="linear",
+        features=["age", "region"],
+        methods=["na-dpvi", "naive", "gibbs-ss-noisy"],
+        epsilon=1.0,
+        delta=1e-5,
+        num_steps=500,
+        out=out,
+        seed=2,
+        progress=False,
+    )
     assert set(r["posteriors"]) == {"na-dpvi", "naive", "gibbs-ss-noisy"}
     # two releases (naive shares na-dpvi's), each with half the budget; together within (1, 1e-5)
     eps = [e.privacy.epsilon for e in r["ledger"].entries]
@@ -55,15 +66,37 @@ def test_compare_each_budget_cli(tmp_path):
     """The README example (N = 4000, T = 2000: the fit test's compiled DPVI program is reused)."""
     csv, toml = example.write_example(tmp_path)
     out = tmp_path / "each"
-    rc = main(["compare", str(csv), "--target", "default", "--bounds", str(toml), "--epsilon", "1", "--delta", "1e-5",
-               "--methods", "na-dpvi", "dpvim", "--budget", "each", "--seed", "1", "--out", str(out), "--no-progress"])
+    rc = main(
+        [
+            "compare",
+            str(csv),
+            "--target",
+            "default",
+            "--bounds",
+            str(toml),
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-5",
+            "--methods",
+            "na-dpvi",
+            "dpvim",
+            "--budget",
+            "each",
+            "--seed",
+            "1",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
     assert rc == 0
     md = (out / "summary.md").read_text()
     assert "budget 'each': each of the 2 releases got the full (1, 1e-05)" in md
     total = float(md.split("composed total of everything released (PLD, privacy.Ledger): epsilon = ")[1].split()[0])
-    assert 1.0 < total < 2.0           # two full-budget releases: more than one, less than basic composition
+    assert 1.0 < total < 2.0  # two full-budget releases: more than one, less than basic composition
     rows = [line for line in md.splitlines() if line.startswith("| age |")]
-    assert len(rows) == 1 and rows[0].count("[") == 2     # both methods report an interval for age
+    assert len(rows) == 1 and rows[0].count("[") == 2  # both methods report an interval for age
 
 
 def test_custom_model_is_resolved_from_module_and_function():
@@ -74,7 +107,7 @@ def test_custom_model_is_resolved_from_module_and_function():
     with pytest.raises(ValueError, match="module 'tabular_models' has no callable 'nope'"):
         resolve_model("tabular_models:nope")
     path = Path(__file__).with_name("tabular_models.py")
-    fn, *_ = resolve_model(f"{path}:student_t_logistic")          # a file path works too
+    fn, *_ = resolve_model(f"{path}:student_t_logistic")  # a file path works too
     assert fn.__name__ == "student_t_logistic"
     with pytest.raises(ValueError, match="cannot import module 'no/such.py'"):
         resolve_model("no/such.py:f")
@@ -84,9 +117,33 @@ def test_custom_model_is_resolved_from_module_and_function():
 def test_compare_custom_model(loans, tmp_path):
     csv, toml = loans
     out = tmp_path / "custom"
-    rc = main(["compare", str(csv), "--target", "default", "--bounds", str(toml), "--epsilon", "1", "--delta", "1e-5",
-               "--methods", "na-dpvi", "naive", "dpvim", "--steps", "400", "--seed", "1", "--out", str(out),
-               "--model", "tabular_models:student_t_logistic", "--no-progress"])
+    rc = main(
+        [
+            "compare",
+            str(csv),
+            "--target",
+            "default",
+            "--bounds",
+            str(toml),
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-5",
+            "--methods",
+            "na-dpvi",
+            "naive",
+            "dpvim",
+            "--steps",
+            "400",
+            "--seed",
+            "1",
+            "--out",
+            str(out),
+            "--model",
+            "tabular_models:student_t_logistic",
+            "--no-progress",
+        ]
+    )
     assert rc == 0
     md = (out / "summary.md").read_text()
     assert "dpposterior compare: tabular_models:student_t_logistic of 'default' on loans.csv" in md
@@ -96,12 +153,22 @@ def test_compare_custom_model(loans, tmp_path):
 @pytest.mark.slow  # about 40 s: a DPVI release and a DP-Fast MH chain
 def test_compare_with_dp_fast_mh(loans, tmp_path):
     csv, toml = loans
-    r = compare_table(csv, toml, "default", methods=["na-dpvi", "dp-fast-mh"], epsilon=1.0, delta=1e-5,
-                      num_steps=1000, out=tmp_path / "mh", seed=4, progress=False)
+    r = compare_table(
+        csv,
+        toml,
+        "default",
+        methods=["na-dpvi", "dp-fast-mh"],
+        epsilon=1.0,
+        delta=1e-5,
+        num_steps=1000,
+        out=tmp_path / "mh",
+        seed=4,
+        progress=False,
+    )
     chain = r["posteriors"]["dp-fast-mh"]
     assert chain.privacy.mechanism == "dp_fast_mh" and chain.privacy.neighbouring == "replace_one"
     assert chain.privacy.epsilon <= 0.5 + 1e-6 and chain.num_draws == 500
-    assert r["total"].neighbouring == "replace_one"           # mixed relations: composed under replace-one
+    assert r["total"].neighbouring == "replace_one"  # mixed relations: composed under replace-one
     assert r["total"].epsilon > max(e.privacy.epsilon for e in r["ledger"].entries)
     md = (tmp_path / "mh" / "summary.md").read_text()
     assert "dp-fast-mh: over 1000 iterations the chain's mean step was" in md
@@ -123,8 +190,20 @@ def test_compare_says_gibbs_ss_noisy_cost_before_any_release(loans, tmp_path, mo
     csv, toml = loans
     lines: list[str] = []
     with pytest.raises(RuntimeError, match="release reached"):
-        compare_table(csv, toml, "income", model="linear", features=["age", "region"], methods=["gibbs-ss-noisy"],
-                      epsilon=1.0, delta=1e-5, out=tmp_path / "cmp", seed=2, progress=False, log=lines.append)
+        compare_table(
+            csv,
+            toml,
+            "income",
+            model="linear",
+            features=["age", "region"],
+            methods=["gibbs-ss-noisy"],
+            epsilon=1.0,
+            delta=1e-5,
+            out=tmp_path / "cmp",
+            seed=2,
+            progress=False,
+            log=lines.append,
+        )
     note = [s for s in lines if "note: Gibbs-SS-Noisy with p = " in s]
     assert len(note) == 1 and "2500 sweeps" in note[0]
     assert not (tmp_path / "cmp" / "releases" / "gibbs-ss-noisy.npz").exists()
@@ -144,11 +223,42 @@ def test_compare_secure_reaches_every_release_and_refuses_a_seed(loans, tmp_path
     monkeypatch.setattr(baselines, "release_regression_statistics", record)
     csv, toml = loans
     with pytest.raises(RuntimeError, match="release reached"):
-        compare_table(csv, toml, "income", model="linear", features=["age"], methods=["gibbs-ss-noisy"],
-                      epsilon=1.0, delta=1e-5, out=tmp_path / "cmp", progress=False, log=lambda s: None,
-                      secure=True)
+        compare_table(
+            csv,
+            toml,
+            "income",
+            model="linear",
+            features=["age"],
+            methods=["gibbs-ss-noisy"],
+            epsilon=1.0,
+            delta=1e-5,
+            out=tmp_path / "cmp",
+            progress=False,
+            log=lambda s: None,
+            secure=True,
+        )
     assert seen["secure"] is True and seen["rng_key"] is None
-    rc = main(["compare", str(csv), "--target", "income", "--model", "linear", "--methods", "gibbs-ss-noisy",
-               "--epsilon", "1", "--delta", "1e-5", "--bounds", str(toml), "--out", str(tmp_path / "c2"),
-               "--secure", "--seed", "3"])
+    rc = main(
+        [
+            "compare",
+            str(csv),
+            "--target",
+            "income",
+            "--model",
+            "linear",
+            "--methods",
+            "gibbs-ss-noisy",
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-5",
+            "--bounds",
+            str(toml),
+            "--out",
+            str(tmp_path / "c2"),
+            "--secure",
+            "--seed",
+            "3",
+        ]
+    )
     assert rc == 2 and "--seed cannot be combined with --secure" in capsys.readouterr().err

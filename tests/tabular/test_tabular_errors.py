@@ -22,15 +22,30 @@ def _run(capsys, *argv, command="fit"):
 
 
 def _fit(capsys, tmp, *, csv="d.csv", schema="s.toml", target="y", extra=(), command="fit", eps="1"):
-    return _run(capsys, tmp / csv, "--target", target, "--epsilon", eps, "--delta", "1e-5", "--bounds",
-                tmp / schema, "--out", tmp / "out", "--no-progress", *extra, command=command)
+    return _run(
+        capsys,
+        tmp / csv,
+        "--target",
+        target,
+        "--epsilon",
+        eps,
+        "--delta",
+        "1e-5",
+        "--bounds",
+        tmp / schema,
+        "--out",
+        tmp / "out",
+        "--no-progress",
+        *extra,
+        command=command,
+    )
 
 
 def _one_line(rc, err, prefix="dpposterior fit: error: "):
     assert rc == 2
     assert "\n" not in err, err
     assert err.startswith(prefix), err
-    return err[len(prefix):]
+    return err[len(prefix) :]
 
 
 @pytest.mark.parametrize("command", ["fit", "compare"])
@@ -53,8 +68,10 @@ def test_undeclared_feature_column(capsys, files):
 def test_unbounded_numeric_column(capsys, files):
     (files / "s.toml").write_text((files / "s.toml").read_text().replace("bounds = [18, 90]\n", ""))
     msg = _one_line(*_fit(capsys, files))
-    assert msg.startswith("s.toml: column 'age' is numeric but has no public bounds: add bounds = [lower, upper] "
-                          "from public knowledge (the tool never reads a bound from the data")
+    assert msg.startswith(
+        "s.toml: column 'age' is numeric but has no public bounds: add bounds = [lower, upper] "
+        "from public knowledge (the tool never reads a bound from the data"
+    )
 
 
 @pytest.mark.parametrize("bounds", ["[90, 18]", "[0, inf]", "[1]", '["a", "b"]'])
@@ -63,18 +80,35 @@ def test_invalid_bounds(bounds):
         parse_schema({"columns": {"age": {"type": "numeric", "bounds": eval(bounds.replace("inf", "1e999"))}}})
 
 
-@pytest.mark.parametrize("eps, reason", [("0", "epsilon must be a finite number > 0, got 0.0"),
-                                         ("-1", "epsilon must be a finite number > 0, got -1.0"),
-                                         ("nan", "epsilon must be a finite number > 0, got nan"),
-                                         ("inf", "epsilon must be a finite number > 0, got inf")])
+@pytest.mark.parametrize(
+    "eps, reason",
+    [
+        ("0", "epsilon must be a finite number > 0, got 0.0"),
+        ("-1", "epsilon must be a finite number > 0, got -1.0"),
+        ("nan", "epsilon must be a finite number > 0, got nan"),
+        ("inf", "epsilon must be a finite number > 0, got inf"),
+    ],
+)
 def test_invalid_epsilon(capsys, files, eps, reason):
     assert _one_line(*_fit(capsys, files, eps=eps)) == reason
 
 
 def test_epsilon_that_is_not_a_number(capsys, files):
     with pytest.raises(SystemExit) as e:
-        main(["fit", str(files / "d.csv"), "--target", "y", "--epsilon", "one", "--delta", "1e-5",
-              "--bounds", str(files / "s.toml")])
+        main(
+            [
+                "fit",
+                str(files / "d.csv"),
+                "--target",
+                "y",
+                "--epsilon",
+                "one",
+                "--delta",
+                "1e-5",
+                "--bounds",
+                str(files / "s.toml"),
+            ]
+        )
     assert e.value.code == 2
     assert "dpposterior fit: error: argument --epsilon: invalid float value: 'one'" in capsys.readouterr().err
 
@@ -86,18 +120,23 @@ def test_missing_data_file(capsys, files):
 
 def test_unreadable_data_file(capsys, files):
     (files / "dir.csv").mkdir()
-    assert _one_line(*_fit(capsys, files, csv="dir.csv")) == \
-        f"cannot read data file {str(files / 'dir.csv')!r}: it is a directory"
+    assert (
+        _one_line(*_fit(capsys, files, csv="dir.csv"))
+        == f"cannot read data file {str(files / 'dir.csv')!r}: it is a directory"
+    )
     (files / "bin.csv").write_bytes(b"\xff\xfe\x00\x81age\n\x00\x00")
     assert _one_line(*_fit(capsys, files, csv="bin.csv")).startswith(
-        f"cannot read data file {str(files / 'bin.csv')!r}: ")
+        f"cannot read data file {str(files / 'bin.csv')!r}: "
+    )
     (files / "empty.csv").write_text("age,region,y\n")
-    assert _one_line(*_fit(capsys, files, csv="empty.csv")) == \
-        f"data file {str(files / 'empty.csv')!r} holds no records (only a header)"
+    assert (
+        _one_line(*_fit(capsys, files, csv="empty.csv"))
+        == f"data file {str(files / 'empty.csv')!r} holds no records (only a header)"
+    )
 
 
 def test_parquet_without_pyarrow_says_what_to_install(capsys, files, monkeypatch):
-    monkeypatch.setitem(__import__("sys").modules, "pyarrow", None)   # as if pyarrow were not installed
+    monkeypatch.setitem(__import__("sys").modules, "pyarrow", None)  # as if pyarrow were not installed
     (files / "d.parquet").write_bytes(b"PAR1")
     assert "reading Parquet needs pyarrow" in _one_line(*_fit(capsys, files, csv="d.parquet"))
 
@@ -112,7 +151,7 @@ def test_parquet_gives_the_same_design_as_csv(tmp_path):
     examples = Path(__file__).resolve().parents[2] / "docs" / "examples"
     schema = load_schema(examples / "loans.toml")
     csv = read_table(examples / "loans.csv")
-    typed = pd.read_csv(examples / "loans.csv")           # numbers as numbers, as Parquet stores them
+    typed = pd.read_csv(examples / "loans.csv")  # numbers as numbers, as Parquet stores them
     typed.to_parquet(tmp_path / "loans.parquet")
     pq = read_table(tmp_path / "loans.parquet")
     a = build_design(csv, schema, "default")
@@ -124,18 +163,21 @@ def test_parquet_gives_the_same_design_as_csv(tmp_path):
 
 
 def test_missing_and_invalid_schema_file(capsys, files):
-    assert _one_line(*_fit(capsys, files, schema="nope.toml")) == \
-        f"schema file {str(files / 'nope.toml')!r} does not exist"
+    assert (
+        _one_line(*_fit(capsys, files, schema="nope.toml"))
+        == f"schema file {str(files / 'nope.toml')!r} does not exist"
+    )
     (files / "bad.toml").write_text("[columns.age\n")
     assert _one_line(*_fit(capsys, files, schema="bad.toml")).startswith(
-        f"schema file {str(files / 'bad.toml')!r} is not valid TOML")
+        f"schema file {str(files / 'bad.toml')!r} is not valid TOML"
+    )
 
 
 def test_values_outside_bounds_clip_or_error(files):
     frame = read_table(files / "d.csv")
     frame.loc[0, "age"] = "150"
     clipped = build_design(frame, load_schema(files / "s.toml"), "y")
-    assert clipped.clipped_to_bounds and clipped.X[0, 0] == 1.0       # 150 -> 90 -> +1
+    assert clipped.clipped_to_bounds and clipped.X[0, 0] == 1.0  # 150 -> 90 -> +1
     assert clipped.X[1, 0] == pytest.approx((45 - 54) / 36)
     (files / "e.toml").write_text('out_of_bounds = "error"\n' + (files / "s.toml").read_text())
     with pytest.raises(ValueError, match=r"column 'age' has values outside its declared bounds \[18, 90\]"):
@@ -145,28 +187,35 @@ def test_values_outside_bounds_clip_or_error(files):
 def test_undeclared_category_non_numeric_and_missing_values(capsys, files):
     base = (files / "d.csv").read_text()
     (files / "d.csv").write_text(base + "50,west,no\n")
-    assert "column 'region' has values that are not among its declared categories ['north', 'south']" in \
-        _one_line(*_fit(capsys, files))
+    assert "column 'region' has values that are not among its declared categories ['north', 'south']" in _one_line(
+        *_fit(capsys, files)
+    )
     (files / "d.csv").write_text(base + "old,north,no\n")
     assert _one_line(*_fit(capsys, files)).startswith(
-        "column 'age' is declared numeric but holds values that are not numbers (a number is written like")
+        "column 'age' is declared numeric but holds values that are not numbers (a number is written like"
+    )
     (files / "d.csv").write_text(base + ",north,no\n")
     assert _one_line(*_fit(capsys, files)).startswith("column 'age' has missing values; the tool does not impute")
 
 
 def test_bad_model_and_compare_method(capsys, files):
     assert _one_line(*_fit(capsys, files, extra=("--model", "probit"))).startswith(
-        "model must be 'logistic', 'linear' or a NumPyro model given as 'module:function'")
+        "model must be 'logistic', 'linear' or a NumPyro model given as 'module:function'"
+    )
     assert _one_line(*_fit(capsys, files, extra=("--model", "no_such_module_xyz:f"))).startswith(
-        "cannot import module 'no_such_module_xyz'")
+        "cannot import module 'no_such_module_xyz'"
+    )
     rc, err = _fit(capsys, files, command="compare", extra=("--methods", "na-dpvi", "gibbs-ss-noisy"))
-    assert _one_line(rc, err, "dpposterior compare: error: ") == \
-        "gibbs-ss-noisy is a linear-regression method: use --model linear or drop it"
+    assert (
+        _one_line(rc, err, "dpposterior compare: error: ")
+        == "gibbs-ss-noisy is a linear-regression method: use --model linear or drop it"
+    )
 
 
 def test_linear_model_needs_numeric_target(capsys, files):
     assert _one_line(*_fit(capsys, files, extra=("--model", "linear"))).startswith(
-        "target column 'y' must be numeric (with public bounds) for this model")
+        "target column 'y' must be numeric (with public bounds) for this model"
+    )
 
 
 @pytest.mark.parametrize("command", ["fit", "compare"])
@@ -190,7 +239,7 @@ def test_secure_reaches_dpvi(capsys, files, monkeypatch):
 
     def fake_dpvi(*args, **kwargs):
         seen.update(kwargs)
-        raise ValueError("stop here")   # the flag is what is checked, not a run
+        raise ValueError("stop here")  # the flag is what is checked, not a run
 
     monkeypatch.setattr(vi, "dpvi", fake_dpvi)
     assert _one_line(*_fit(capsys, files, extra=("--secure",))) == "stop here"
@@ -202,7 +251,7 @@ def test_a_one_level_categorical_column_is_left_out_of_the_default_features(file
     country column of a one-country extract) made the whole schema invalid, even when unused. It adds
     no design column: left out of the default features, refused as a named feature, and a binary target
     still needs two levels."""
-    text = "[columns.country]\ntype = \"categorical\"\ncategories = [\"NZ\"]\n\n" + (files / "s.toml").read_text()
+    text = '[columns.country]\ntype = "categorical"\ncategories = ["NZ"]\n\n' + (files / "s.toml").read_text()
     (files / "s.toml").write_text(text)
     (files / "d.csv").write_text("age,region,country,y\n30,north,NZ,no\n45,south,NZ,yes\n60,north,NZ,yes\n")
     schema, frame = load_schema(files / "s.toml"), read_table(files / "d.csv")
@@ -210,8 +259,11 @@ def test_a_one_level_categorical_column_is_left_out_of_the_default_features(file
     d = build_design(frame, schema, "y")
     assert d.feature_names == ("age", "region=south", "(intercept)")
     assert dict(d.reference_levels) == {"region": "north"}
-    with pytest.raises(ValueError, match=r"feature 'country' is categorical with one declared level \('NZ'\): it "
-                                         r"adds no design column .*leave it out of the features"):
+    with pytest.raises(
+        ValueError,
+        match=r"feature 'country' is categorical with one declared level \('NZ'\): it "
+        r"adds no design column .*leave it out of the features",
+    ):
         build_design(frame, schema, "y", features=["age", "country"])
     with pytest.raises(ValueError, match=r"target column 'country' must be binary .*got 1"):
         build_design(frame, schema, "country")

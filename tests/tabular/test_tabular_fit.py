@@ -43,18 +43,20 @@ def fitted(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("fit")
     csv, toml = example.write_example(tmp)
     argv = _readme_fit_command()
-    argv = [str(csv) if a == "docs/examples/loans.csv" else str(toml) if a == "docs/examples/loans.toml" else a
-            for a in argv]
+    argv = [
+        str(csv) if a == "docs/examples/loans.csv" else str(toml) if a == "docs/examples/loans.toml" else a
+        for a in argv
+    ]
     out = tmp / "report"
     i = argv.index("--out")
     argv[i + 1] = str(out)
     results, original = [], fit_module.fit_table
 
-    def keep(*args, **kwargs):            # the command's own call, its result kept for the checks
+    def keep(*args, **kwargs):  # the command's own call, its result kept for the checks
         results.append(original(*args, **kwargs))
         return results[-1]
 
-    earlier = dpp.Ledger()      # a release made earlier from the same table (e.g. another setting tried)
+    earlier = dpp.Ledger()  # a release made earlier from the same table (e.g. another setting tried)
     earlier.add(dpp.privacy.gaussian_mechanism(np.zeros(2), epsilon=0.5, delta=1e-6, sensitivity=1.0), "counts")
     earlier.save(tmp / "ledger.json")
     printed = io.StringIO()
@@ -82,8 +84,7 @@ def test_example_design_has_full_column_rank_and_names_its_reference_level():
     assert design.feature_names == ("age", "income", "region=south", "region=east", "(intercept)")
     assert np.linalg.matrix_rank(design.X.astype(np.float64)) == design.X.shape[1]
     assert design.reference_levels == (("region", "north"),)
-    assert any("region: categorical" in line and "'north' (the reference level" in line
-               for line in design.transforms())
+    assert any("region: categorical" in line and "'north' (the reference level" in line for line in design.transforms())
 
 
 def test_noise_aware_posterior_covers_the_known_answer(fitted):
@@ -91,9 +92,9 @@ def test_noise_aware_posterior_covers_the_known_answer(fitted):
     trace, post = result["trace"], result["posterior"]
     assert trace.privacy.epsilon <= 1.0 and trace.privacy.seeded_by == "user"
     assert post.method == "grid" and post.privacy == trace.privacy
-    saved = dpp.DPVITrace.load(out / "trace.npz")          # the report folder holds the release itself
+    saved = dpp.DPVITrace.load(out / "trace.npz")  # the report folder holds the release itself
     assert saved.privacy == trace.privacy and np.array_equal(saved.phi, trace.phi)
-    w = np.asarray(post.sample(jax.random.PRNGKey(1), 4000)["w"])   # the size the report drew (compiled once)
+    w = np.asarray(post.sample(jax.random.PRNGKey(1), 4000)["w"])  # the size the report drew (compiled once)
     lo, hi = np.quantile(w, 0.005, axis=0), np.quantile(w, 0.995, axis=0)
     truth = np.array(list(example.TRUE_COEFFICIENTS.values()))
     assert np.all((lo <= truth) & (truth <= hi)), (lo, truth, hi)
@@ -133,8 +134,10 @@ def test_ledger_file_counts_every_release(fitted):
     total = book.total(1e-5).epsilon
     assert result["trace"].privacy.epsilon < total < result["trace"].privacy.epsilon + 0.5
     md = (out / "summary.md").read_text()
-    assert (f"with the 1 earlier release(s) recorded in ledger.json, all 2 releases from this data together (PLD, "
-            f"privacy.Ledger): epsilon = {total:.4g} at delta = 1e-05") in md
+    assert (
+        f"with the 1 earlier release(s) recorded in ledger.json, all 2 releases from this data together (PLD, "
+        f"privacy.Ledger): epsilon = {total:.4g} at delta = 1e-05"
+    ) in md
 
 
 def test_report_folder(fitted):
@@ -156,7 +159,7 @@ def test_html_report_renders_with_its_figures(fitted, tmp_path, benchmark_script
     fitted = fitted[0]
     shooter = benchmark_script("report_screenshot")
     if shooter.find_browser() is None:
-        if os.environ.get("CI") == "true":   # .ci/run installs it: a missing browser there is a failure
+        if os.environ.get("CI") == "true":  # .ci/run installs it: a missing browser there is a failure
             pytest.fail("no chromium on PATH under CI=true: .ci/run should have installed it")
         pytest.skip("no chromium on PATH (apt-get install chromium)")
     png = shooter.screenshot(fitted / "summary.html", tmp_path / "shot.png", height=2400)
@@ -171,7 +174,7 @@ def test_html_report_renders_with_its_figures(fitted, tmp_path, benchmark_script
     assert blue > 500 and orange > 200, (blue, orange)
     # power: the same page without its images shows none of those colours
     bare = tmp_path / "bare.html"
-    bare.write_text(re.sub(r'<img [^>]*>', "", (fitted / "summary.html").read_text()))
+    bare.write_text(re.sub(r"<img [^>]*>", "", (fitted / "summary.html").read_text()))
     rgb = (matplotlib.image.imread(shooter.screenshot(bare, tmp_path / "bare.png", height=2400))[..., :3] * 255).round()
     assert np.all(np.abs(rgb - [31, 119, 180]) < 40, axis=-1).sum() < 50
 
@@ -217,12 +220,19 @@ def test_effects_of_a_linear_model_are_in_the_target_units():
     from dpposterior.tabular.schema import Column
 
     target = Column(name="spend", type="numeric", bounds=(0.0, 500.0))
-    design = Design(X=np.zeros((2, 2), np.float32), y=np.zeros(2, np.float32), feature_names=("age", "(intercept)"),
-                    feature_scales=(36.0, None), target=target, target_kind="numeric", clipped_to_bounds=True)
+    design = Design(
+        X=np.zeros((2, 2), np.float32),
+        y=np.zeros(2, np.float32),
+        feature_names=("age", "(intercept)"),
+        feature_scales=(36.0, None),
+        target=target,
+        target_kind="numeric",
+        clipped_to_bounds=True,
+    )
     draws = np.array([[0.2, 0.0], [0.4, 0.0], [0.3, 0.0]])
     (row,) = original_unit_effects(draws, ["age", "(intercept)"], design, "linear", 0.5)
     assert row["measure"] == "change in spend" and row["per"] == "+10 age"
-    assert row["median"] == pytest.approx(0.3 * 10 / 36 * 250)   # the target's half-range is 250
+    assert row["median"] == pytest.approx(0.3 * 10 / 36 * 250)  # the target's half-range is 250
 
 
 def test_privacy_is_explained_in_plain_words(fitted):
@@ -261,12 +271,16 @@ def test_the_units_table_renders_in_a_real_browser(fitted, tmp_path, benchmark_s
     section = re.search(r"<h2>Effects in the table&#x27;s units.*?</table>", page, re.S)
     assert section, "the report has no effects table"
     assert "odds ratio" in section.group(0) and "+10 age" in section.group(0)
-    head, body_end = page[:page.index("<body>") + len("<body>")], "</body></html>"
+    head, body_end = page[: page.index("<body>") + len("<body>")], "</body></html>"
 
     def pixels(html: str, name: str) -> tuple[int, int]:
         (tmp_path / f"{name}.html").write_text(head + html + body_end)
-        rgb = (matplotlib.image.imread(shooter.screenshot(tmp_path / f"{name}.html", tmp_path / f"{name}.png",
-                                                          height=900))[..., :3] * 255).round()
+        rgb = (
+            matplotlib.image.imread(
+                shooter.screenshot(tmp_path / f"{name}.html", tmp_path / f"{name}.png", height=900)
+            )[..., :3]
+            * 255
+        ).round()
         band = np.all(np.abs(rgb - 238) < 3, axis=-1).sum()
         border = np.all(np.abs(rgb - 187) < 3, axis=-1).sum()
         return int(band), int(border)
@@ -274,5 +288,5 @@ def test_the_units_table_renders_in_a_real_browser(fitted, tmp_path, benchmark_s
     band, border = pixels(section.group(0), "table")
     assert band > 2000 and border > 500, (band, border)
     bare = re.sub(r"<table>.*?</table>", "", section.group(0), flags=re.S)
-    bare_band, bare_border = pixels(bare, "bare")   # grey in anti-aliased text only
+    bare_band, bare_border = pixels(bare, "bare")  # grey in anti-aliased text only
     assert bare_band < band / 5 and bare_border < border / 5, (band, border, bare_band, bare_border)

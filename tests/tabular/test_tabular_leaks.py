@@ -14,7 +14,7 @@ import pytest
 
 from dpposterior.tabular.fit import compare_table, fit_table, min_steps
 
-N = 47                       # distinctive: a standalone "47" in an output is N
+N = 47  # distinctive: a standalone "47" in an output is N
 CANARY_VALUE = "123456.789"  # one record's income
 SCHEMA = """out_of_bounds = "clip"
 [columns.age]
@@ -37,7 +37,7 @@ def _table(folder: Path) -> tuple[Path, Path]:
     rows = ["age,income,region,y"]
     for i in range(N):
         income = CANARY_VALUE if i == 10 else f"{rng.uniform(1000, 90000):.2f}"
-        age = "777" if i == 12 else str(rng.integers(18, 90))   # an outlier, clipped to the bounds
+        age = "777" if i == 12 else str(rng.integers(18, 90))  # an outlier, clipped to the bounds
         rows.append(f"{age},{income},{['north', 'south', 'east'][i % 3]},{'yes' if rng.random() < 0.4 else 'no'}")
     (folder / "data.csv").write_text("\n".join(rows) + "\n")
     (folder / "schema.toml").write_text(SCHEMA)
@@ -57,7 +57,7 @@ def _texts(out: Path) -> dict[str, str]:
             with np.load(f, allow_pickle=False) as z:
                 texts[str(f)] = bytes(z["metadata"]).decode()
         elif f.suffix == ".png":
-            texts[str(f)] = f.read_bytes().decode("latin-1").split("IDAT")[0]   # the chunks before the pixels
+            texts[str(f)] = f.read_bytes().decode("latin-1").split("IDAT")[0]  # the chunks before the pixels
     return texts
 
 
@@ -93,14 +93,31 @@ def _check_outputs(texts: dict[str, str], log: str) -> None:
 def test_fit_outputs_quote_no_record_and_label_n(tmp_path, capsys):
     data, schema = _table(tmp_path)
     lines = []
-    r = fit_table(data, schema, "y", epsilon=1.0, delta=1e-5, num_steps=min_steps("na-dpvi"), out=tmp_path / "out",
-                  ledger=tmp_path / "out" / "ledger.json", clip_check=1.0, progress=False, log=lines.append)
+    r = fit_table(
+        data,
+        schema,
+        "y",
+        epsilon=1.0,
+        delta=1e-5,
+        num_steps=min_steps("na-dpvi"),
+        out=tmp_path / "out",
+        ledger=tmp_path / "out" / "ledger.json",
+        clip_check=1.0,
+        progress=False,
+        log=lines.append,
+    )
     err = capsys.readouterr()
     log = "\n".join(lines) + err.out + err.err
     assert any(f"N={N} (not privatised" in line for line in lines)
     texts = _texts(tmp_path / "out")
-    assert {Path(n).name for n in texts} >= {"trace.npz", "clip_check.json", "summary.md", "summary.html",
-                                             "ledger.json", "trace.png"}
+    assert {Path(n).name for n in texts} >= {
+        "trace.npz",
+        "clip_check.json",
+        "summary.md",
+        "summary.html",
+        "ledger.json",
+        "trace.png",
+    }
     _check_outputs(texts, log)
     assert ("dataset_size", "public") in r["trace"].privacy.details
     # no --seed: the noise is OS-seeded, and no output holds a key or seed
@@ -112,8 +129,19 @@ def test_fit_outputs_quote_no_record_and_label_n(tmp_path, capsys):
 def test_compare_outputs_quote_no_record_and_label_n(tmp_path, capsys):
     data, schema = _table(tmp_path)
     lines = []
-    r = compare_table(data, schema, "y", methods=["dpvim", "dp-fast-mh"], epsilon=1.0, delta=1e-5,
-                      num_steps=min_steps("dpvim"), out=tmp_path / "out", progress=False, log=lines.append, seed=5)
+    r = compare_table(
+        data,
+        schema,
+        "y",
+        methods=["dpvim", "dp-fast-mh"],
+        epsilon=1.0,
+        delta=1e-5,
+        num_steps=min_steps("dpvim"),
+        out=tmp_path / "out",
+        progress=False,
+        log=lines.append,
+        seed=5,
+    )
     err = capsys.readouterr()
     texts = _texts(tmp_path / "out")
     assert {Path(n).name for n in texts} >= {"dpvim.npz", "dp-fast-mh.npz", "ledger.json", "summary.md"}
@@ -122,8 +150,11 @@ def test_compare_outputs_quote_no_record_and_label_n(tmp_path, capsys):
     # its total_bound_C and batch_cap are sqrt(p) N and proportional to N: labelled with N as not privatised
     assert {"num_records", "bound_constants"} <= _labelled_keys(chain)
     ledger = json.loads(texts[str(tmp_path / "out" / "ledger.json")])
-    assert all(["num_records", "public"] in e["privacy"]["details"] for e in ledger["entries"]
-               if e["privacy"]["mechanism"] == "dp_fast_mh")
+    assert all(
+        ["num_records", "public"] in e["privacy"]["details"]
+        for e in ledger["entries"]
+        if e["privacy"]["mechanism"] == "dp_fast_mh"
+    )
     # --seed: every release and the report say so
     assert {e.privacy.seeded_by for e in r["ledger"].entries} == {"user"}
     assert "WARNING: the privacy noise was seeded with --seed" in texts[str(tmp_path / "out" / "summary.md")]
@@ -157,8 +188,9 @@ def test_gibbs_ss_noisy_warning_labels_n_as_not_privatised(monkeypatch):
     from dpposterior.baselines import regression as RG
 
     rng = np.random.default_rng(0)
-    rel = RG.release_regression_statistics(rng.uniform(-1, 1, (N, 2)), rng.uniform(-1, 1, N), epsilon=1.0,
-                                           x_bound=1.0, y_bound=1.0, rng_key=0)
+    rel = RG.release_regression_statistics(
+        rng.uniform(-1, 1, (N, 2)), rng.uniform(-1, 1, N), epsilon=1.0, x_bound=1.0, y_bound=1.0, rng_key=0
+    )
     monkeypatch.setattr(RG, "sample_chain", lambda *a, **k: (jnp.zeros((4, 3)), jnp.ones(4), jnp.float32(0.0)))
     with pytest.warns(RuntimeWarning, match="barely moves") as caught:
         RG.gibbs_ss_noisy(rel, num_warmup=1, num_draws=4, rng_key=0)
@@ -184,10 +216,22 @@ def test_seeded_clip_check_shares_no_key_with_the_dp_sgd_run(tmp_path, monkeypat
     monkeypatch.setattr(vi, "gradient_norm_histogram", capture)
     steps = min_steps("na-dpvi")
     with pytest.raises(ValueError, match="captured"):
-        fit_table(data, schema, "y", epsilon=1.0, delta=1e-5, num_steps=steps, out=tmp_path / "out", seed=7,
-                  clip_check=1.0, progress=False, log=lambda m: None)
+        fit_table(
+            data,
+            schema,
+            "y",
+            epsilon=1.0,
+            delta=1e-5,
+            num_steps=steps,
+            out=tmp_path / "out",
+            seed=7,
+            clip_check=1.0,
+            progress=False,
+            log=lambda m: None,
+        )
     raw = np.asarray(seen[0], np.uint32)
     ours = {np.asarray(jax.random.key_data(k)).tobytes() for k in jax.random.split(jax.random.wrap_key_data(raw))}
-    run = {np.asarray(jax.random.key_data(k)).tobytes()
-           for t in range(steps) for k in step_keys(jax.random.PRNGKey(7), t)}
+    run = {
+        np.asarray(jax.random.key_data(k)).tobytes() for t in range(steps) for k in step_keys(jax.random.PRNGKey(7), t)
+    }
     assert not ours & run

@@ -10,13 +10,14 @@ from dpposterior.baselines import DrawsPosterior
 from dpposterior.baselines.regression import regression_layout
 from dpposterior.privacy import PrivacySpent
 
-PRIVACY = PrivacySpent(epsilon=0.5, delta=0.0, neighbouring="add_remove", accountant="pure",
-                       mechanism="laplace_sufficient_statistics")
+PRIVACY = PrivacySpent(
+    epsilon=0.5, delta=0.0, neighbouring="add_remove", accountant="pure", mechanism="laplace_sufficient_statistics"
+)
 
 
 def test_draws_posterior_table_matches_its_draws():
     rng = np.random.default_rng(0)
-    draws = np.c_[rng.normal(-1.0, 0.1, 3000), rng.normal([0.5, -2.0, 1.0], 0.2, (3000, 3))]   # log sigma2, w
+    draws = np.c_[rng.normal(-1.0, 0.1, 3000), rng.normal([0.5, -2.0, 1.0], 0.2, (3000, 3))]  # log sigma2, w
     post = DrawsPosterior(layout=regression_layout(2), draws=draws, privacy=PRIVACY, method="gibbs_ss_noisy")
     table = post.summary_table(prob=0.8)
     assert list(table.index) == ["sigma2", "w[0]", "w[1]", "w[2]"]
@@ -26,7 +27,6 @@ def test_draws_posterior_table_matches_its_draws():
     assert table.attrs["privacy"] == PRIVACY.summary()
     with pytest.raises(ValueError, match="prob must lie in"):
         post.summary_table(prob=1.0)
-
 
 
 def test_draws_posterior_predictive_checks_the_model_like_posterior():
@@ -49,6 +49,9 @@ def test_draws_posterior_predictive_checks_the_model_like_posterior():
         with numpyro.plate("records", X.shape[0]):
             numpyro.sample("y", dist.Normal(X @ beta[:2], 1.0), obs=y)
 
-    with pytest.raises(ValueError, match=r"lacks the posterior's latent sites \['sigma2', 'w'\] and has global "
-                                         r"latent sites \['beta'\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"lacks the posterior's latent sites \['sigma2', 'w'\] and has global "
+        r"latent sites \['beta'\]",
+    ):
         post.predictive(0, other, X_new, num_samples=7)

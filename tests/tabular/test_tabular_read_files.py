@@ -32,14 +32,19 @@ def _design(tmp, name="d.csv", schema="s.toml"):
 # already right before this probe (kept so): a byte-order mark, CRLF or CR line endings, blank lines
 # at the end, spaces around values and names (as in the raw UCI Adult files), bzip2
 
-@pytest.mark.parametrize("content", [
-    "\ufeff" + TINY_CSV,
-    TINY_CSV.replace("\n", "\r\n"),
-    "\ufeff" + TINY_CSV.replace("\n", "\r\n"),
-    TINY_CSV.replace("\n", "\r"),
-    TINY_CSV + "\n\n   \n",
-    " age , region , y \n30, north, no\n 45 , south ,yes\n60 ,north , yes\n",
-], ids=["bom", "crlf", "bom-crlf", "cr", "blank-lines", "spaces"])
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "\ufeff" + TINY_CSV,
+        TINY_CSV.replace("\n", "\r\n"),
+        "\ufeff" + TINY_CSV.replace("\n", "\r\n"),
+        TINY_CSV.replace("\n", "\r"),
+        TINY_CSV + "\n\n   \n",
+        " age , region , y \n30, north, no\n 45 , south ,yes\n60 ,north , yes\n",
+    ],
+    ids=["bom", "crlf", "bom-crlf", "cr", "blank-lines", "spaces"],
+)
 def test_file_spellings_give_the_same_design(tiny_table, content):
     (tiny_table / "d.csv").write_bytes(content.encode("utf-8"))
     d = _design(tiny_table)
@@ -50,6 +55,7 @@ def test_file_spellings_give_the_same_design(tiny_table, content):
 # gzip told by its content: a gzip file named .csv (or gzip bytes from a pipe) was read as text,
 # "it is not UTF-8 text (... from a Latin-1, Windows-1252 or UTF-16 file)"; a plain file named .gz
 # was "Not a gzipped file (b'ag')", quoting the file's first bytes
+
 
 @pytest.mark.parametrize("name", ["d.csv.gz", "d.csv", "d"])
 def test_a_gzip_file_is_read_whatever_its_name(tiny_table, name):
@@ -64,7 +70,7 @@ def test_gzip_bytes_from_a_pipe_are_read(tiny_table):
 
     r, w = os.pipe()
     try:
-        os.write(w, gzip.compress(TINY_CSV.encode()))   # a few bytes: fits the pipe's buffer
+        os.write(w, gzip.compress(TINY_CSV.encode()))  # a few bytes: fits the pipe's buffer
         os.close(w)
         frame = read_table(f"/dev/fd/{r}")
     finally:
@@ -84,13 +90,29 @@ def test_a_plain_file_named_gz_is_named_as_such(tiny_table):
 # ("column 'age' has missing values", which the user cannot find); a repeated header (two exports
 # joined) was "column 'age' is declared numeric but holds values that are not numbers"
 
+
 @pytest.mark.parametrize("content", [TINY_CSV + ",,\n,,\n", TINY_CSV + " , ,\n"], ids=["commas", "spaces"])
 def test_rows_of_only_separators_are_named(capsys, tiny_table, content):
     (tiny_table / "d.csv").write_text(content)
     with pytest.raises(ValueError, match="it has rows whose every field is empty \\(only separators"):
         read_table(tiny_table / "d.csv")
-    rc = main(["fit", str(tiny_table / "d.csv"), "--target", "y", "--epsilon", "1", "--delta", "1e-5",
-               "--bounds", str(tiny_table / "s.toml"), "--out", str(tiny_table / "out"), "--no-progress"])
+    rc = main(
+        [
+            "fit",
+            str(tiny_table / "d.csv"),
+            "--target",
+            "y",
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-5",
+            "--bounds",
+            str(tiny_table / "s.toml"),
+            "--out",
+            str(tiny_table / "out"),
+            "--no-progress",
+        ]
+    )
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "\n" not in err and "every field is empty" in err
 
@@ -111,10 +133,15 @@ def test_a_repeated_header_row_is_named(tiny_table):
 # Parquet file matched; booleans could not be declared (TOML [false, true] refused) and "TRUE" (R)
 # or "True" (pandas) did not match a declared "true"
 
+
 def test_whole_numbers_with_a_decimal_point_match_integer_levels(tmp_path):
     (tmp_path / "d.csv").write_text("grade,y\n2.0,1.\n0,0.0\n1.00,1\n")
-    doc = {"columns": {"grade": {"type": "categorical", "categories": [0, 1, 2]},
-                       "y": {"type": "categorical", "categories": [0, 1]}}}
+    doc = {
+        "columns": {
+            "grade": {"type": "categorical", "categories": [0, 1, 2]},
+            "y": {"type": "categorical", "categories": [0, 1]},
+        }
+    }
     d = build_design(read_table(tmp_path / "d.csv"), parse_schema(doc), "y")
     assert d.X[:, :2].tolist() == [[0, 1], [0, 0], [1, 0]] and d.y.tolist() == [1, 0, 1]
     for bad in ("2.5", "1.0e0", "1,0"):
@@ -126,8 +153,12 @@ def test_whole_numbers_with_a_decimal_point_match_integer_levels(tmp_path):
 @pytest.mark.parametrize("cats", [[False, True], ["false", "true"], ["False", "True"]])
 def test_boolean_levels_match_every_spelling(tmp_path, cats):
     (tmp_path / "d.csv").write_text("flag,y\ntrue,TRUE\nFALSE,false\nTrue,False\n")
-    doc = {"columns": {"flag": {"type": "categorical", "categories": cats},
-                       "y": {"type": "categorical", "categories": cats}}}
+    doc = {
+        "columns": {
+            "flag": {"type": "categorical", "categories": cats},
+            "y": {"type": "categorical", "categories": cats},
+        }
+    }
     d = build_design(read_table(tmp_path / "d.csv"), parse_schema(doc), "y")
     assert d.X[:, 0].tolist() == [1, 0, 1] and d.y.tolist() == [1, 0, 0]
     (tmp_path / "d.csv").write_text("flag,y\nyes,true\n")
@@ -143,8 +174,7 @@ def test_boolean_levels_must_be_the_two_booleans(cats):
 
 def test_true_false_in_a_numeric_column_points_to_boolean_levels(tmp_path):
     (tmp_path / "d.csv").write_text("age,y\n30,true\n40,false\n")
-    doc = {"columns": {"age": {"type": "numeric", "bounds": [0, 100]},
-                       "y": {"type": "numeric", "bounds": [0, 1]}}}
+    doc = {"columns": {"age": {"type": "numeric", "bounds": [0, 100]}, "y": {"type": "numeric", "bounds": [0, 1]}}}
     with pytest.raises(ValueError, match="not numbers .*true/false is categorical, categories = \\[false, true\\]"):
         build_design(read_table(tmp_path / "d.csv"), parse_schema(doc), "y")
 
@@ -152,11 +182,16 @@ def test_true_false_in_a_numeric_column_points_to_boolean_levels(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # a wide file: 1,000 columns read and built in about a second; an error listed all 1,001 names
 
+
 def test_a_wide_file_error_lists_a_few_names(tmp_path):
     names = [f"c{i}" for i in range(1000)] + ["y"]
     (tmp_path / "d.csv").write_text(",".join(names) + "\n" + "\n".join([",".join(["1"] * 1000 + ["yes"])] * 5) + "\n")
-    doc = {"columns": {**{f"c{i}": {"type": "numeric", "bounds": [0, 2]} for i in range(1000)},
-                       "y": {"type": "categorical", "categories": ["no", "yes"]}}}
+    doc = {
+        "columns": {
+            **{f"c{i}": {"type": "numeric", "bounds": [0, 2]} for i in range(1000)},
+            "y": {"type": "categorical", "categories": ["no", "yes"]},
+        }
+    }
     frame = read_table(tmp_path / "d.csv")
     assert build_design(frame, parse_schema(doc), "y").X.shape == (5, 1001)
     with pytest.raises(ValueError) as e:

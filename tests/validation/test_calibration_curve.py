@@ -128,9 +128,14 @@ def test_tied_curve_is_the_average_over_every_input_order():
         groups = np.array_split(np.argsort(p, kind="stable"), bins)
         return np.array([y[g].mean() for g in groups])
 
-    cases = [([0.5] * 6, [1, 1, 1, 0, 0, 0], 2), ([0.3] * 5, [1, 0, 0, 0, 1], 3),
-             ([0.2, 0.8, 0.2, 0.8, 0.2], [1, 1, 0, 0, 0], 4), ([0.0, 1.0, 0.0, 1.0, 1.0], [0, 1, 1, 1, 0], 2),
-             ([0.4, 0.4, 0.6], [1, 0, 1], 1), ([0.1, 0.1, 0.9], [1, 0, 1], 3)]
+    cases = [
+        ([0.5] * 6, [1, 1, 1, 0, 0, 0], 2),
+        ([0.3] * 5, [1, 0, 0, 0, 1], 3),
+        ([0.2, 0.8, 0.2, 0.8, 0.2], [1, 1, 0, 0, 0], 4),
+        ([0.0, 1.0, 0.0, 1.0, 1.0], [0, 1, 1, 1, 0], 2),
+        ([0.4, 0.4, 0.6], [1, 0, 1], 1),
+        ([0.1, 0.1, 0.9], [1, 0, 1], 3),
+    ]
     for p, y, bins in cases:
         p, y = np.array(p), np.array(y, dtype=float)
         perms = [np.array(q) for q in itertools.permutations(range(p.size))]

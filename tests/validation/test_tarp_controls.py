@@ -43,9 +43,7 @@ def _draws(mean, sd, z):
 
 
 def _data_dependent_refs(seed, post_mean, post_sd):
-    return val.repeated_reference_points(
-        seed + 1000, post_mean[:, None], np.full((K, 1), post_sd), REPEATS
-    )
+    return val.repeated_reference_points(seed + 1000, post_mean[:, None], np.full((K, 1), post_sd), REPEATS)
 
 
 @pytest.fixture(scope="module")
@@ -59,10 +57,7 @@ def controls():
         "double_spread": _draws(post_mean, 2 * post_sd, z),
         "prior": _draws(0.0, 1.0, z),
     }
-    return {
-        name: val.tarp_coverage_repeats(draws, theta[:, None], refs)
-        for name, draws in candidates.items()
-    }
+    return {name: val.tarp_coverage_repeats(draws, theta[:, None], refs) for name, draws in candidates.items()}
 
 
 def test_exact_posterior_is_calibrated(controls):

@@ -156,8 +156,7 @@ def test_marginal_coverage_matches_one_dimensional_tarp():
         np.testing.assert_array_equal(marginal.coverage[j], one_d.coverage)
     # n = 1: the marginal and the joint coverage are the same thing.
     d1, t1, r1 = draws[..., :1], theta[:, :1], refs[:, :1]
-    np.testing.assert_array_equal(val.marginal_coverage(d1, t1, r1).coverage[0],
-                                  val.tarp_coverage(d1, t1, r1).coverage)
+    np.testing.assert_array_equal(val.marginal_coverage(d1, t1, r1).coverage[0], val.tarp_coverage(d1, t1, r1).coverage)
     assert marginal.rmse.shape == (3,)
 
 
@@ -314,9 +313,10 @@ def test_statistics_given_in_float32_follow_the_same_tie_rule():
         j = np.arange(M + 1)
         exact = val.coverage_from_f(j / M)
         np.testing.assert_array_equal(val.coverage_from_f((j / M).astype(np.float32)), exact)
-        shares = jnp.mean(jnp.arange(M)[None, :] < jnp.asarray(j)[:, None], axis=1)   # as a JAX user gets f
+        shares = jnp.mean(jnp.arange(M)[None, :] < jnp.asarray(j)[:, None], axis=1)  # as a JAX user gets f
         assert shares.dtype == jnp.float32
         np.testing.assert_array_equal(val.coverage_from_f(shares), exact)
-    np.testing.assert_array_equal(val.coverage_from_f(np.float16([0.25, 0.5, 0.75]), [0.25, 0.5, 0.75]),
-                                  [2 / 3, 1 / 3, 0.0])
-    np.testing.assert_array_equal(val.coverage_from_f([0, 1], [0.5]), [0.5])     # integers: as float64
+    np.testing.assert_array_equal(
+        val.coverage_from_f(np.float16([0.25, 0.5, 0.75]), [0.25, 0.5, 0.75]), [2 / 3, 1 / 3, 0.0]
+    )
+    np.testing.assert_array_equal(val.coverage_from_f([0, 1], [0.5]), [0.5])  # integers: as float64

@@ -25,20 +25,27 @@ def _with_nan(a, index):
     "make, error, message",
     [
         (lambda d, t, r: (d[0], t, r), ValueError, r"draws must have shape \(K, M, n\).*got shape \(5, 2\)"),
-        (lambda d, t, r: (d, t[:4], r), ValueError,
-         r"theta_true must have shape \(K, n\) = \(6, 2\).*got shape \(4, 2\)"),
-        (lambda d, t, r: (d, t, r[:, :1]), ValueError,
-         r"references must have shape \(K, n\) = \(6, 2\).*got shape \(6, 1\)"),
+        (
+            lambda d, t, r: (d, t[:4], r),
+            ValueError,
+            r"theta_true must have shape \(K, n\) = \(6, 2\).*got shape \(4, 2\)",
+        ),
+        (
+            lambda d, t, r: (d, t, r[:, :1]),
+            ValueError,
+            r"references must have shape \(K, n\) = \(6, 2\).*got shape \(6, 1\)",
+        ),
         (lambda d, t, r: (d[:, :0], t, r), ValueError, r"draws must not be empty: got shape \(6, 0, 2\)"),
         (lambda d, t, r: (d[:0], t[:0], r[:0]), ValueError, r"draws must not be empty"),
-        (lambda d, t, r: (_with_nan(d, (3, 1, 0)), t, r), ValueError,
-         r"draws must be finite.*NaN at index \(3, 1, 0\)"),
-        (lambda d, t, r: (d, _with_nan(t, (2, 1)), r), ValueError,
-         r"theta_true must be finite.*NaN at index \(2, 1\)"),
+        (
+            lambda d, t, r: (_with_nan(d, (3, 1, 0)), t, r),
+            ValueError,
+            r"draws must be finite.*NaN at index \(3, 1, 0\)",
+        ),
+        (lambda d, t, r: (d, _with_nan(t, (2, 1)), r), ValueError, r"theta_true must be finite.*NaN at index \(2, 1\)"),
         (lambda d, t, r: (d, t, np.full_like(r, np.inf)), ValueError, r"references must be finite.*infinite"),
         (lambda d, t, r: ({"w": d}, t, r), TypeError, r"draws must be an array of real numbers, got a dict"),
-        (lambda d, t, r: (d.astype(complex), t, r), TypeError,
-         r"draws must be an array of real numbers.*complex"),
+        (lambda d, t, r: (d.astype(complex), t, r), TypeError, r"draws must be an array of real numbers.*complex"),
         (lambda d, t, r: (d, t > 0, r), TypeError, r"theta_true must be an array of real numbers.*bool"),
     ],
 )
@@ -179,10 +186,11 @@ def test_masked_entries_are_refused_not_used():
         ("coverage", lambda: val.coverage_rmse([0.5], _masked(np.array([0.5]), 0))),
         ("center", lambda: val.reference_points(0, _masked(t, (3, 1)), np.ones_like(t))),
         ("probabilities", lambda: val.calibration_curve(_masked(np.full(4, 0.5), 1), [0, 1, 0, 1], bins=2)),
-        ("outcomes", lambda: val.calibration_curve([0.1, 0.2, 0.3, 0.4], _masked(np.array([0, 0, 1, 1]), 3),
-                                                   bins=2)),
-        ("outcomes", lambda: val.calibration_curve([0.1, 0.2, 0.3, 0.4], _masked(np.array([0, 0, 1, 1], bool), 3),
-                                                   bins=2)),
+        ("outcomes", lambda: val.calibration_curve([0.1, 0.2, 0.3, 0.4], _masked(np.array([0, 0, 1, 1]), 3), bins=2)),
+        (
+            "outcomes",
+            lambda: val.calibration_curve([0.1, 0.2, 0.3, 0.4], _masked(np.array([0, 0, 1, 1], bool), 3), bins=2),
+        ),
     ]
     for name, call in calls:
         with pytest.raises(ValueError, match=rf"^{name} is a masked array with 1 masked value\(s\)"):

@@ -18,6 +18,7 @@ from dpposterior.vi.clip_check import _noisy_counts
 from dpposterior.vi.dpvi import dpvi
 from dpposterior.vi.dpvim import dpvim
 
+
 @pytest.fixture(scope="module")
 def point_trace():
     return clip_check_models.point_trace()
@@ -51,13 +52,13 @@ def test_noise_is_snapped_laplace_of_scale_one_over_epsilon():
     # test_audit_clip_check.py), with N large enough that the clamp to [0, N] never binds
     eps, n = 0.6, 10_000
     exact = np.full(50, 1234.0)
-    runs = [_noisy_counts(exact, eps, jax.random.key(k), n) for k in range(80)]   # 4,000 counts
+    runs = [_noisy_counts(exact, eps, jax.random.key(k), n) for k in range(80)]  # 4,000 counts
     out = np.concatenate([r[0] for r in runs])
     scale, grid = runs[0][1], dict(runs[0][2])["snapping_grid"]
     assert scale == pytest.approx(1 / eps, rel=1e-9) and scale >= 1 / eps
     assert grid == power_of_two_at_least(scale) == 2.0
     k = (out - 0.5 * n) / grid
-    np.testing.assert_array_equal(k, np.round(k))   # every count on the public grid: no low-order bits
+    np.testing.assert_array_equal(k, np.round(k))  # every count on the public grid: no low-order bits
     offset = 1234.0 - 0.5 * n
     cells = np.round(offset / grid) + np.arange(-6, 7)
 
@@ -65,8 +66,9 @@ def test_noise_is_snapped_laplace_of_scale_one_over_epsilon():
         cdf = stats.laplace(scale=lam).cdf
         probs = cdf((cells + 0.5) * grid - offset) - cdf((cells - 0.5) * grid - offset)
         obs = np.array([np.sum(k == c) for c in cells])
-        return stats.chisquare(np.append(obs, out.size - obs.sum()),
-                               out.size * np.append(probs, 1 - probs.sum())).pvalue
+        return stats.chisquare(
+            np.append(obs, out.size - obs.sum()), out.size * np.append(probs, 1 - probs.sum())
+        ).pvalue
 
     assert chi2_p(scale) > 1e-3
     for wrong in (0.75, 1.33):  # power: a scale off by a quarter is rejected
@@ -107,6 +109,7 @@ def test_secure_mode_snaps_the_counts(point_trace):
 
 # a DPVIm release: its own per-record vector (the loc gradient at one shared eta, no beta) at its own clip
 
+
 @pytest.fixture(scope="module")
 def dpvim_point_trace():
     return clip_check_models.dpvim_point_trace()
@@ -118,12 +121,18 @@ def test_a_dpvim_release_is_checked_on_its_loc_gradients_at_its_clip(dpvim_point
     assert h.clip == dpvim_point_trace.clip == 1.0 and h.num_records == Y.size
     assert h.clipped_fraction == pytest.approx(5 / 9, abs=1e-3)
     p = h.privacy
-    assert (p.epsilon, p.delta, p.neighbouring, p.accountant, p.mechanism) == (1e6, 0.0, "add_remove", "pure",
-                                                                                "laplace_histogram")
+    assert (p.epsilon, p.delta, p.neighbouring, p.accountant, p.mechanism) == (
+        1e6,
+        0.0,
+        "add_remove",
+        "pure",
+        "laplace_histogram",
+    )
     assert "loc gradient norms of DPVIm" in dict(p.details)["statistic"]
     # power: DPVIm's clip, not a fixed one: at C = 4 only the three records beyond 4 are at or above C
-    wide = gradient_norm_histogram(dataclasses.replace(dpvim_point_trace, clip=4.0), location, Y, epsilon=1e6,
-                                   rng_key=0)
+    wide = gradient_norm_histogram(
+        dataclasses.replace(dpvim_point_trace, clip=4.0), location, Y, epsilon=1e6, rng_key=0
+    )
     assert wide.clipped_fraction == pytest.approx(3 / 9, abs=1e-3)
     np.testing.assert_allclose(wide.edges, [0, 1, 2, 4, 8, 16, np.inf])
     # the loc gradient is taken at theta = mu + s eta: at m = 5 (s ~ 0) record i's norm is about |5 - y_i|
@@ -136,8 +145,7 @@ def test_a_dpvim_release_is_checked_on_its_loc_gradients_at_its_clip(dpvim_point
 
 def test_a_dpvim_release_checks_its_model_and_drops_nothing_silently(dpvim_point_trace):
     y = np.array([1.0, 2.0, -1.0, 0.5], np.float32)  # NaN loc gradient under a LogNormal: its own bin
-    tr = dpvim(log_location, np.abs(y), epsilon=1.0, delta=1e-5, num_steps=12, sampling_rate=0.5, clip=1.0,
-               rng_key=0)
+    tr = dpvim(log_location, np.abs(y), epsilon=1.0, delta=1e-5, num_steps=12, sampling_rate=0.5, clip=1.0, rng_key=0)
     h = gradient_norm_histogram(tr, log_location, y, epsilon=1e6, rng_key=0)
     assert h.non_finite_fraction == pytest.approx(0.25, abs=1e-4)
     assert np.sum(h.counts) == pytest.approx(4.0, abs=1e-3)
@@ -152,9 +160,8 @@ def test_the_count_has_no_monte_carlo_noise_and_its_se_is_real():
     exact counts are now the same in every call, and over 30 calls the spread of the share matches
     clipped_fraction_se."""
     y = np.random.default_rng(0).normal(0.0, 1.5, 2000).astype(np.float32)
-    tr = dpvi(location, y, epsilon=1.0, delta=1e-5, num_steps=12, sampling_rate=0.5, clip=1.0, beta_rho=1e-3,
-              rng_key=0)
-    tr = dataclasses.replace(tr, final_phi=np.array([0.0, 0.55], np.float32))   # softplus(0.55) = 1.0
+    tr = dpvi(location, y, epsilon=1.0, delta=1e-5, num_steps=12, sampling_rate=0.5, clip=1.0, beta_rho=1e-3, rng_key=0)
+    tr = dataclasses.replace(tr, final_phi=np.array([0.0, 0.55], np.float32))  # softplus(0.55) = 1.0
     exact = [gradient_norm_histogram(tr, location, y, epsilon=1e6, rng_key=k).counts for k in range(4)]
     for c in exact[1:]:
         np.testing.assert_allclose(c, exact[0], atol=1e-3)

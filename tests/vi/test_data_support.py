@@ -63,8 +63,11 @@ def _positive(n=40):
 def test_negative_records_under_a_lognormal_are_refused(fit):
     y = _positive()
     y[[3, 17]] = -1.0
-    with pytest.raises(ValueError, match=r"observed site 'y' \(LogNormal with support Positive.*in 2 of 40 records "
-                                         r"\(the first is record 3\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"observed site 'y' \(LogNormal with support Positive.*in 2 of 40 records "
+        r"\(the first is record 3\)",
+    ):
         fit(lognormal, y, **KW)
 
 

@@ -129,20 +129,23 @@ def test_no_data_and_non_numeric_data():
         dpvi(logistic_regression, X.astype(str), y, **KW)
 
 
-@pytest.mark.parametrize("field,value,message", [
-    ("epsilon", 0.0, "epsilon must be a finite number > 0"),
-    ("epsilon", -1.0, "epsilon must be a finite number > 0"),
-    ("epsilon", float("nan"), "epsilon must be a finite number > 0"),
-    ("epsilon", float("inf"), "epsilon must be a finite number > 0"),
-    ("delta", 0.0, r"delta must lie in \(0, 1\)"),
-    ("delta", 1.0, r"delta must lie in \(0, 1\)"),
-    ("sampling_rate", 0.0, r"sampling_rate must lie in \(0, 1\]"),
-    ("sampling_rate", 1.5, r"sampling_rate must lie in \(0, 1\]"),
-    ("num_steps", 0, "num_steps must be an integer >= 1"),
-    ("clip", 0.0, "clip must be a finite number > 0"),
-    ("num_mc", 0, "num_mc must be an integer >= 1"),
-    ("sampling", "bernoulli", r"sampling must be one of \('packed', 'masked'\)"),
-])
+@pytest.mark.parametrize(
+    "field,value,message",
+    [
+        ("epsilon", 0.0, "epsilon must be a finite number > 0"),
+        ("epsilon", -1.0, "epsilon must be a finite number > 0"),
+        ("epsilon", float("nan"), "epsilon must be a finite number > 0"),
+        ("epsilon", float("inf"), "epsilon must be a finite number > 0"),
+        ("delta", 0.0, r"delta must lie in \(0, 1\)"),
+        ("delta", 1.0, r"delta must lie in \(0, 1\)"),
+        ("sampling_rate", 0.0, r"sampling_rate must lie in \(0, 1\]"),
+        ("sampling_rate", 1.5, r"sampling_rate must lie in \(0, 1\]"),
+        ("num_steps", 0, "num_steps must be an integer >= 1"),
+        ("clip", 0.0, "clip must be a finite number > 0"),
+        ("num_mc", 0, "num_mc must be an integer >= 1"),
+        ("sampling", "bernoulli", r"sampling must be one of \('packed', 'masked'\)"),
+    ],
+)
 def test_invalid_privacy_and_optimiser_parameters(field, value, message):
     kw = dict(KW)
     kw[field] = value
@@ -176,6 +179,9 @@ def test_improper_prior_gets_a_hint_not_a_bare_not_implemented_error():
         with numpyro.plate("records", X.shape[0]):
             numpyro.sample("y", dist.Bernoulli(logits=X @ w), obs=y)
 
-    with pytest.raises(ValueError, match="NotImplementedError; a latent site whose distribution cannot be sampled "
-                                         r"\(an improper prior such as ImproperUniform\)"):
+    with pytest.raises(
+        ValueError,
+        match="NotImplementedError; a latent site whose distribution cannot be sampled "
+        r"\(an improper prior such as ImproperUniform\)",
+    ):
         dpvi(improper, *_data(), **KW)

@@ -15,12 +15,14 @@ from numpyro.distributions import constraints
 
 
 def _layout():
-    return ParamLayout((
-        Site("a", (), (), {"kind": "positive"}),
-        Site("p", (3,), (2,), {"kind": "simplex"}),
-        Site("w", (2,), (2,), {"kind": "independent", "base": {"kind": "real"}, "ndims": 1}),
-        Site("u", (), (), {"kind": "interval", "low": -1.0, "high": 2.0}),
-    ))
+    return ParamLayout(
+        (
+            Site("a", (), (), {"kind": "positive"}),
+            Site("p", (3,), (2,), {"kind": "simplex"}),
+            Site("w", (2,), (2,), {"kind": "independent", "base": {"kind": "real"}, "ndims": 1}),
+            Site("u", (), (), {"kind": "interval", "low": -1.0, "high": 2.0}),
+        )
+    )
 
 
 def _trace(layout=None, T=20):
@@ -28,12 +30,33 @@ def _trace(layout=None, T=20):
     d = 2 * layout.num_latent
     rng = np.random.default_rng(0)
     # a record that describes the trace (DPVITrace.load checks it): sigma 2 on gradients of noise std 2
-    spent = PrivacySpent(epsilon=dpsgd_epsilon(2.0, 1e-5, 0.1, T), delta=1e-5, neighbouring="add_remove",
-                         accountant="pld", mechanism="poisson_subsampled_gaussian", noise_multiplier=2.0,
-                         sampling_rate=0.1, num_steps=T, seeded_by="user")
-    return DPVITrace(phi=rng.normal(size=(T, d)), grads=2.0 * rng.normal(size=(T, d)), final_phi=rng.normal(size=d),
-                     beta=np.ones(d), learning_rate=0.01, clip=1.0, noise_multiplier=2.0, sampling_rate=0.1,
-                     num_steps=T, dataset_size=100, num_mc=10, layout=layout, privacy=spent, model_name="m")
+    spent = PrivacySpent(
+        epsilon=dpsgd_epsilon(2.0, 1e-5, 0.1, T),
+        delta=1e-5,
+        neighbouring="add_remove",
+        accountant="pld",
+        mechanism="poisson_subsampled_gaussian",
+        noise_multiplier=2.0,
+        sampling_rate=0.1,
+        num_steps=T,
+        seeded_by="user",
+    )
+    return DPVITrace(
+        phi=rng.normal(size=(T, d)),
+        grads=2.0 * rng.normal(size=(T, d)),
+        final_phi=rng.normal(size=d),
+        beta=np.ones(d),
+        learning_rate=0.01,
+        clip=1.0,
+        noise_multiplier=2.0,
+        sampling_rate=0.1,
+        num_steps=T,
+        dataset_size=100,
+        num_mc=10,
+        layout=layout,
+        privacy=spent,
+        model_name="m",
+    )
 
 
 def test_layout_constrain_unconstrain_round_trip():
@@ -63,9 +86,15 @@ def test_log_det_matches_autodiff_jacobian():
 
 
 def test_support_specs_round_trip():
-    for c in (constraints.real, constraints.positive, constraints.unit_interval, constraints.simplex,
-              constraints.interval(0.0, 3.0), constraints.greater_than(1.5),
-              constraints.independent(constraints.positive, 1)):
+    for c in (
+        constraints.real,
+        constraints.positive,
+        constraints.unit_interval,
+        constraints.simplex,
+        constraints.interval(0.0, 3.0),
+        constraints.greater_than(1.5),
+        constraints.independent(constraints.positive, 1),
+    ):
         spec = support_to_spec(c)
         assert spec["kind"] != "unknown"
         json.dumps(spec)
@@ -82,7 +111,7 @@ def test_family_inverse_scale_and_log_prob():
     np.testing.assert_allclose(family.scale(family.inverse_scale(sd)), sd, rtol=1e-5)
     phi = jnp.array([0.5, -1.0, family.inverse_scale(0.3), family.inverse_scale(2.0)])
     theta = jnp.array([0.1, 0.2])
-    expected = (jax.scipy.stats.norm.logpdf(0.1, 0.5, 0.3) + jax.scipy.stats.norm.logpdf(0.2, -1.0, 2.0))
+    expected = jax.scipy.stats.norm.logpdf(0.1, 0.5, 0.3) + jax.scipy.stats.norm.logpdf(0.2, -1.0, 2.0)
     np.testing.assert_allclose(family.log_prob(theta, phi), expected, rtol=1e-5)
 
 
@@ -148,9 +177,21 @@ def test_trace_load_rejects_non_trace_file(tmp_path):
 def test_trace_shape_errors():
     L = _layout()
     with pytest.raises(ValueError, match="d must be 2n"):
-        DPVITrace(phi=np.zeros((5, 4)), grads=np.zeros((5, 4)), final_phi=np.zeros(4), beta=1.0,
-                  learning_rate=1.0, clip=1.0, noise_multiplier=1.0, sampling_rate=0.1, num_steps=5,
-                  dataset_size=10, num_mc=1, layout=L, privacy=_trace().privacy)
+        DPVITrace(
+            phi=np.zeros((5, 4)),
+            grads=np.zeros((5, 4)),
+            final_phi=np.zeros(4),
+            beta=1.0,
+            learning_rate=1.0,
+            clip=1.0,
+            noise_multiplier=1.0,
+            sampling_rate=0.1,
+            num_steps=5,
+            dataset_size=10,
+            num_mc=1,
+            layout=L,
+            privacy=_trace().privacy,
+        )
 
 
 def test_last_iterate_posterior_is_the_gaussian_at_phi_T():

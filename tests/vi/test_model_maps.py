@@ -65,8 +65,10 @@ def _clipped_share_at_optimum(name, beta_rho, clip, num_records=5000, num_keys=1
     phi = jnp.concatenate([mu, family.inverse_scale(1.0 / jnp.sqrt(precision))])
     beta = jnp.concatenate([jnp.ones(mu.shape), jnp.full(mu.shape, beta_rho)])
     grad = jax.jit(jax.vmap(jax.grad(loss), in_axes=(None, 0, None)))
-    shares = [float(jnp.mean(jnp.linalg.norm(grad(phi, data, jax.random.PRNGKey(100 + k)) * beta, axis=1) > clip))
-              for k in range(num_keys)]
+    shares = [
+        float(jnp.mean(jnp.linalg.norm(grad(phi, data, jax.random.PRNGKey(100 + k)) * beta, axis=1) > clip))
+        for k in range(num_keys)
+    ]
     return float(np.mean(shares))
 
 
@@ -79,4 +81,4 @@ def test_dirichlet_settings_keep_clipping_rare_at_the_optimum():
     spec = get_model("dirichlet-categorical")
     assert (spec.beta_rho, spec.clip) == (30.0, 2.0)
     assert _clipped_share_at_optimum("dirichlet-categorical", spec.beta_rho, spec.clip) < 0.04
-    assert _clipped_share_at_optimum("dirichlet-categorical", 100.0, 2.0 ** 0.5) > 0.4  # the control
+    assert _clipped_share_at_optimum("dirichlet-categorical", 100.0, 2.0**0.5) > 0.4  # the control

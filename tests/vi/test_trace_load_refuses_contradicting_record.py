@@ -22,9 +22,18 @@ NAMES = ("phi", "grads", "final_phi", "beta", "learning_rate")
 
 def _record(sigma=SIGMA, steps=T, epsilon=None, **kw):
     eps = dpsgd_epsilon(sigma, DELTA, Q, steps) if epsilon is None else epsilon
-    fields = dict(epsilon=eps, delta=DELTA, neighbouring="add_remove", accountant="pld",
-                  mechanism="poisson_subsampled_gaussian", noise_multiplier=sigma, sampling_rate=Q, num_steps=steps,
-                  seeded_by="os", details=(("clip", CLIP), ("sampling", "poisson"), ("dataset_size", "public")))
+    fields = dict(
+        epsilon=eps,
+        delta=DELTA,
+        neighbouring="add_remove",
+        accountant="pld",
+        mechanism="poisson_subsampled_gaussian",
+        noise_multiplier=sigma,
+        sampling_rate=Q,
+        num_steps=steps,
+        seeded_by="os",
+        details=(("clip", CLIP), ("sampling", "poisson"), ("dataset_size", "public")),
+    )
     fields.update(kw)
     return PrivacySpent(**fields)
 
@@ -35,9 +44,22 @@ def saved(tmp_path_factory):
     rng = np.random.default_rng(0)
     beta = np.array([1.0, 1.0, 100.0, 100.0])
     grads = 0.3 + rng.normal(size=(T, 4)) * SIGMA * CLIP / beta
-    trace = DPVITrace(phi=rng.normal(size=(T, 4)), grads=grads, final_phi=np.zeros(4), beta=beta,
-                      learning_rate=0.01, clip=CLIP, noise_multiplier=SIGMA, sampling_rate=Q, num_steps=T,
-                      dataset_size=500, num_mc=1, layout=ParamLayout.flat(2), privacy=_record(), model_name="m")
+    trace = DPVITrace(
+        phi=rng.normal(size=(T, 4)),
+        grads=grads,
+        final_phi=np.zeros(4),
+        beta=beta,
+        learning_rate=0.01,
+        clip=CLIP,
+        noise_multiplier=SIGMA,
+        sampling_rate=Q,
+        num_steps=T,
+        dataset_size=500,
+        num_mc=1,
+        layout=ParamLayout.flat(2),
+        privacy=_record(),
+        model_name="m",
+    )
     path = trace.save(tmp_path_factory.mktemp("trace") / "trace.npz")
     with np.load(path) as z:
         meta = json.loads(z["metadata"].tobytes())
@@ -64,7 +86,7 @@ def test_a_record_of_fewer_steps_and_more_noise_is_refused(saved, tmp_path):
     book = Ledger()
     book.add(forged)
     book.add(forged)
-    assert book.total(2 * DELTA).epsilon < 0.01     # what the ledger would have believed
+    assert book.total(2 * DELTA).epsilon < 0.01  # what the ledger would have believed
     with pytest.raises(ValueError, match=r"noise_multiplier=1000.0, but the settings' noise_multiplier give 16.7"):
         DPVITrace.load(_forge(tmp_path, meta, arrays, forged))
     with pytest.raises(ValueError, match=r"num_steps=10, but the settings' num_steps give 2000"):
@@ -77,13 +99,16 @@ def test_a_record_whose_epsilon_is_not_its_settings_is_refused(saved, tmp_path):
         DPVITrace.load(_forge(tmp_path, meta, arrays, _record(epsilon=0.0007)))
 
 
-@pytest.mark.parametrize("change,match", [
-    (dict(neighbouring="replace_one"), "'replace_one' neighbours"),
-    (dict(mechanism="gaussian"), "names the mechanism 'gaussian'"),
-    (dict(sampling_rate=0.001), "sampling_rate=0.001"),
-    (dict(details=(("clip", 50.0),)), "clip=50.0, but the settings' clip give 1.0"),
-    (dict(accountant="made-up"), "names the accountant 'made-up'"),
-])
+@pytest.mark.parametrize(
+    "change,match",
+    [
+        (dict(neighbouring="replace_one"), "'replace_one' neighbours"),
+        (dict(mechanism="gaussian"), "names the mechanism 'gaussian'"),
+        (dict(sampling_rate=0.001), "sampling_rate=0.001"),
+        (dict(details=(("clip", 50.0),)), "clip=50.0, but the settings' clip give 1.0"),
+        (dict(accountant="made-up"), "names the accountant 'made-up'"),
+    ],
+)
 def test_a_record_that_names_other_settings_is_refused(saved, tmp_path, change, match):
     _, _, meta, arrays = saved
     with pytest.raises(ValueError, match=match):

@@ -43,5 +43,8 @@ def ess_summary(draws: Any) -> dict[str, Any]:
     if np.ndim(draws) == 3 and np.shape(draws)[1] < 4:
         return {"ess_min": None, "ess_median": None, f"replicates_with_ess_below_{LOW_ESS}": None}
     worst = ess_per_replicate(draws).min(axis=1)
-    return {"ess_min": float(worst.min()), "ess_median": float(np.median(worst)),
-            f"replicates_with_ess_below_{LOW_ESS}": int(np.sum(worst < LOW_ESS))}
+    return {
+        "ess_min": float(worst.min()),
+        "ess_median": float(np.median(worst)),
+        f"replicates_with_ess_below_{LOW_ESS}": int(np.sum(worst < LOW_ESS)),
+    }

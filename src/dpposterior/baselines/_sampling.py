@@ -41,8 +41,9 @@ def truncated_normal(key: jax.Array, mean: jax.Array, sd: jax.Array, lo: jax.Arr
     return truncated_normal_from_uniform(u, mean, sd, lo, hi)
 
 
-def truncated_normal_from_uniform(u: jax.Array, mean: jax.Array, sd: jax.Array, lo: jax.Array,
-                                  hi: jax.Array) -> jax.Array:
+def truncated_normal_from_uniform(
+    u: jax.Array, mean: jax.Array, sd: jax.Array, lo: jax.Array, hi: jax.Array
+) -> jax.Array:
     """:func:`truncated_normal` given its uniform variate ``u`` in (0, 1) (same shape as the broadcast
     arguments): the transformation alone, for callers that draw their variates in bulk."""
     mean, sd, lo, hi = jnp.broadcast_arrays(*(jnp.asarray(v, jnp.float32) for v in (mean, sd, lo, hi)))
@@ -75,16 +76,18 @@ def interval_start(interval: tuple[jax.Array, jax.Array]) -> jax.Array:
     return jnp.where(jnp.isfinite(mid), mid, jnp.where(jnp.isfinite(lo), lo, hi))
 
 
-def truncated_obs(key: jax.Array, stat: jax.Array, omega: jax.Array,
-                  interval: tuple[jax.Array, jax.Array]) -> jax.Array:
+def truncated_obs(
+    key: jax.Array, stat: jax.Array, omega: jax.Array, interval: tuple[jax.Array, jax.Array]
+) -> jax.Array:
     """y | s, omega, z for a snapped release: N(s, omega) truncated to the rounding interval [lo, hi]."""
     lo, hi = (jnp.asarray(v, jnp.float32) for v in interval)
     y = truncated_normal(key, stat, jnp.sqrt(omega), lo, hi)
     return jnp.clip(y, lo, hi)
 
 
-def truncated_obs_from_uniform(u: jax.Array, stat: jax.Array, omega: jax.Array,
-                               interval: tuple[jax.Array, jax.Array]) -> jax.Array:
+def truncated_obs_from_uniform(
+    u: jax.Array, stat: jax.Array, omega: jax.Array, interval: tuple[jax.Array, jax.Array]
+) -> jax.Array:
     """:func:`truncated_obs` given its uniform variates ``u`` in (0, 1) (shape of ``stat``)."""
     lo, hi = (jnp.asarray(v, jnp.float32) for v in interval)
     y = truncated_normal_from_uniform(u, stat, jnp.sqrt(omega), lo, hi)
@@ -105,8 +108,9 @@ def laplace_mixture_variance(key: jax.Array, residual: jax.Array, scale: jax.Arr
     return laplace_mixture_variance_from(nu, jax.random.uniform(k2, residual.shape, jnp.float32), residual, scale)
 
 
-def laplace_mixture_variance_from(nu: jax.Array, uniform: jax.Array, residual: jax.Array,
-                                  scale: jax.Array) -> jax.Array:
+def laplace_mixture_variance_from(
+    nu: jax.Array, uniform: jax.Array, residual: jax.Array, scale: jax.Array
+) -> jax.Array:
     """:func:`laplace_mixture_variance` given its variates: ``nu`` standard normal and ``uniform`` in
     [0, 1), both of the residual's shape (for callers that draw their variates in bulk)."""
     residual = jnp.asarray(residual, jnp.float32)
@@ -135,8 +139,10 @@ MAX_LAPLACE_SCALE = float(np.finfo(np.float32).max) / 64
 def check_laplace_scale(scale: float, what: str) -> None:
     """Raises ValueError if float32 Laplace noise of this scale could overflow to inf."""
     if not (math.isfinite(scale) and 0 < scale <= MAX_LAPLACE_SCALE):
-        raise ValueError(f"the Laplace noise scale {what} = {scale:.4g} must be at most {MAX_LAPLACE_SCALE:.4g} "
-                         "(noise is drawn in float32 and would overflow to inf); raise epsilon or narrow the bounds")
+        raise ValueError(
+            f"the Laplace noise scale {what} = {scale:.4g} must be at most {MAX_LAPLACE_SCALE:.4g} "
+            "(noise is drawn in float32 and would overflow to inf); raise epsilon or narrow the bounds"
+        )
 
 
 def laplace_noise(key: jax.Array, shape: tuple[int, ...], scale: jax.Array) -> jax.Array:
@@ -145,7 +151,6 @@ def laplace_noise(key: jax.Array, shape: tuple[int, ...], scale: jax.Array) -> j
     e = jax.random.exponential(k1, shape, jnp.float32)
     sign = jnp.where(jax.random.bernoulli(k2, 0.5, shape), 1.0, -1.0)
     return sign * jnp.asarray(scale, jnp.float32) * e
-
 
 
 #: |t| below which :func:`_log1p_tail` sums its series (16 terms: relative error below 1e-9).
@@ -207,9 +212,11 @@ def gamma_from_variates(key: jax.Array, shape: jax.Array, normals: jax.Array, un
     def more(carry):
         i, done, value = carry
         kx, ku = jax.random.split(jax.random.fold_in(key, i))
-        acc, val = _marsaglia_tsang(alpha, jax.random.normal(kx, (), jnp.float32),
-                                    jax.random.uniform(ku, (), jnp.float32, minval=jnp.finfo(jnp.float32).tiny,
-                                                       maxval=1.0))
+        acc, val = _marsaglia_tsang(
+            alpha,
+            jax.random.normal(kx, (), jnp.float32),
+            jax.random.uniform(ku, (), jnp.float32, minval=jnp.finfo(jnp.float32).tiny, maxval=1.0),
+        )
         return i + 1, done | acc, jnp.where(done, value, val)
 
     _, _, value = jax.lax.while_loop(lambda c: ~c[1], more, (jnp.int32(0), done, value))

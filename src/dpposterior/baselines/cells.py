@@ -82,8 +82,9 @@ def model_layout(model_name: str):
     return inspect_model(spec.model, tuple(jnp.zeros(s.shape, s.dtype) for s in shapes), {})
 
 
-def simulate_replicates(model_name: str, key: Any, num_replicates: int,
-                        num_records: int) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+def simulate_replicates(
+    model_name: str, key: Any, num_replicates: int, num_records: int
+) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
     """(theta (K, n) unconstrained, data arrays each (K, N, ...)) from the model's prior predictive."""
     from ..models.registry import get_model
 
@@ -120,17 +121,30 @@ def _as_tuple(datasets: Any) -> tuple[np.ndarray, ...]:
 @functools.lru_cache(maxsize=32)
 def _bs_program(model: EF.ExpFamModel, num_warmup: int, num_draws: int, thin: int):
     """The vmapped chain; ``interval`` is None (plain release) or the (lo, hi) rounding intervals."""
+
     def one(key, z, interval, scale):
-        return EF.sample_chain(key, z, scale, model=model, num_warmup=num_warmup, num_draws=num_draws, thin=thin,
-                               interval=interval)
+        return EF.sample_chain(
+            key, z, scale, model=model, num_warmup=num_warmup, num_draws=num_draws, thin=thin, interval=interval
+        )
 
     return jax.jit(jax.vmap(one, in_axes=(0, 0, 0, None)))
 
 
-def bernstein_sheldon_cell(model_name: str, datasets: Any, epsilon: float, key: Any, num_draws: int, *,
-                           bounds: Any = None, num_warmup: int = 1000, thin: int | None = None,
-                           neighbouring: str = "add_remove", snapping: bool = False,
-                           chunk_size: int = 250, devices: int = 1) -> BaselineCellOutput:
+def bernstein_sheldon_cell(
+    model_name: str,
+    datasets: Any,
+    epsilon: float,
+    key: Any,
+    num_draws: int,
+    *,
+    bounds: Any = None,
+    num_warmup: int = 1000,
+    thin: int | None = None,
+    neighbouring: str = "add_remove",
+    snapping: bool = False,
+    chunk_size: int = 250,
+    devices: int = 1,
+) -> BaselineCellOutput:
     """Bernstein & Sheldon noise-aware Gibbs on K replicates of an exponential-family cell.
 
     Each replicate's data set is released by :func:`~dpposterior.baselines.expfam.release_sufficient_statistics`
@@ -167,9 +181,18 @@ def bernstein_sheldon_cell(model_name: str, datasets: Any, epsilon: float, key: 
     k = x.shape[0]
     k_rel, k_chain = jax.random.split(_key(key))
     rel_keys = np.asarray(jax.random.split(k_rel, k))
-    releases = [EF.release_sufficient_statistics(model_name, x[i], epsilon=epsilon, bounds=bounds,
-                                                 neighbouring=neighbouring, rng_key=rel_keys[i],
-                                                 snapping=snapping) for i in range(k)]
+    releases = [
+        EF.release_sufficient_statistics(
+            model_name,
+            x[i],
+            epsilon=epsilon,
+            bounds=bounds,
+            neighbouring=neighbouring,
+            rng_key=rel_keys[i],
+            snapping=snapping,
+        )
+        for i in range(k)
+    ]
     z = np.stack([r.noisy_statistic for r in releases]).astype(np.float32)
     model = releases[0].model()
     scale = jnp.float32(releases[0].noise_scale)
@@ -177,18 +200,32 @@ def bernstein_sheldon_cell(model_name: str, datasets: Any, epsilon: float, key: 
     if snapping:
         interval = tuple(np.stack([r.observation_interval()[j] for r in releases]).astype(np.float32) for j in (0, 1))
     prog = _bs_program(model, num_warmup, num_draws, thin)
-    thetas = map_in_chunks(lambda kk, zz, iv: prog(kk, zz, iv, scale),
-                           (np.asarray(jax.random.split(k_chain, k)), z, interval), chunk_size, devices=devices)
+    thetas = map_in_chunks(
+        lambda kk, zz, iv: prog(kk, zz, iv, scale),
+        (np.asarray(jax.random.split(k_chain, k)), z, interval),
+        chunk_size,
+        devices=devices,
+    )
     EF.check_finite_draws(thetas, float(releases[0].noise_scale), "bernstein_sheldon_cell")
     draws = np.asarray(EF.to_unconstrained(model_name, jnp.asarray(thetas)), np.float32)
-    diag = {"method": "bernstein_sheldon", "num_warmup": num_warmup, "thin": thin,
-            **EF.clipping_check(np.asarray(thetas)[..., 0] if model.bounds else thetas, model.bounds, None),
-            "noise_scale": float(releases[0].noise_scale), "sensitivity": float(releases[0].sensitivity),
-            "bounds": list(bounds) if bounds is not None else None, "neighbouring": neighbouring,
-            "snapping": bool(snapping),
-            **ess_summary(draws)}
-    return BaselineCellOutput(draws=draws, posterior_sd=np.std(draws.astype(np.float64), axis=1),
-                              diagnostics=diag, privacy=releases[0].privacy)
+    diag = {
+        "method": "bernstein_sheldon",
+        "num_warmup": num_warmup,
+        "thin": thin,
+        **EF.clipping_check(np.asarray(thetas)[..., 0] if model.bounds else thetas, model.bounds, None),
+        "noise_scale": float(releases[0].noise_scale),
+        "sensitivity": float(releases[0].sensitivity),
+        "bounds": list(bounds) if bounds is not None else None,
+        "neighbouring": neighbouring,
+        "snapping": bool(snapping),
+        **ess_summary(draws),
+    }
+    return BaselineCellOutput(
+        draws=draws,
+        posterior_sd=np.std(draws.astype(np.float64), axis=1),
+        diagnostics=diag,
+        privacy=releases[0].privacy,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -198,18 +235,31 @@ def bernstein_sheldon_cell(model_name: str, datasets: Any, epsilon: float, key: 
 @functools.lru_cache(maxsize=16)
 def _ss_program(dims: RG.RegressionDims, num_warmup: int, num_draws: int, thin: int, interweave: bool):
     def one(key, params):
-        return RG.sample_chain(key, params, dims=dims, num_warmup=num_warmup, num_draws=num_draws, thin=thin,
-                               interweave=interweave)
+        return RG.sample_chain(
+            key, params, dims=dims, num_warmup=num_warmup, num_draws=num_draws, thin=thin, interweave=interweave
+        )
 
     return jax.jit(jax.vmap(one))
 
 
-def gibbs_ss_noisy_cell(datasets: Any, epsilon: float, key: Any, num_draws: int, *,
-                        x_bound: Any = DEFAULT_X_BOUND, y_bound: float = DEFAULT_Y_BOUND,
-                        fourth_moments: Any = "normal", budget_split: dict[str, float] | None = None,
-                        num_warmup: int = 1000, thin: int = 5, interweave: bool = True,
-                        neighbouring: str = "add_remove", snapping: bool = False,
-                        chunk_size: int = 125, devices: int = 1) -> BaselineCellOutput:
+def gibbs_ss_noisy_cell(
+    datasets: Any,
+    epsilon: float,
+    key: Any,
+    num_draws: int,
+    *,
+    x_bound: Any = DEFAULT_X_BOUND,
+    y_bound: float = DEFAULT_Y_BOUND,
+    fourth_moments: Any = "normal",
+    budget_split: dict[str, float] | None = None,
+    num_warmup: int = 1000,
+    thin: int = 5,
+    interweave: bool = True,
+    neighbouring: str = "add_remove",
+    snapping: bool = False,
+    chunk_size: int = 125,
+    devices: int = 1,
+) -> BaselineCellOutput:
     """Gibbs-SS-Noisy on K replicates of the linear-regression cell.
 
     Args:
@@ -241,36 +291,67 @@ def gibbs_ss_noisy_cell(datasets: Any, epsilon: float, key: Any, num_draws: int,
     params = []
     privacy = None
     for i in range(k):
-        rel = RG.release_regression_statistics(X[i], y[i], epsilon=epsilon, x_bound=x_bound, y_bound=y_bound,
-                                               budget_split=budget_split, fourth_moments=release_mode,
-                                               neighbouring=neighbouring, rng_key=rel_keys[i], snapping=snapping)
+        rel = RG.release_regression_statistics(
+            X[i],
+            y[i],
+            epsilon=epsilon,
+            x_bound=x_bound,
+            y_bound=y_bound,
+            budget_split=budget_split,
+            fourth_moments=release_mode,
+            neighbouring=neighbouring,
+            rng_key=rel_keys[i],
+            snapping=snapping,
+        )
         privacy = rel.privacy
         params.append(RG.sampler_params(rel, fourth_moments=fourth_moments))
-    stacked = RG.RegressionGibbsParams(*(np.stack([np.asarray(getattr(p, f)) for p in params])
-                                         for f in RG.RegressionGibbsParams._fields))
+    stacked = RG.RegressionGibbsParams(
+        *(np.stack([np.asarray(getattr(p, f)) for p in params]) for f in RG.RegressionGibbsParams._fields)
+    )
     dims = RG.RegressionDims(X.shape[2], X.shape[1], rounded=bool(snapping))
     prog = _ss_program(dims, num_warmup, num_draws, thin, bool(interweave))
-    ws, s2s, acc = map_in_chunks(prog, (np.asarray(jax.random.split(k_chain, k)), stacked), chunk_size,
-                                 devices=devices)
+    ws, s2s, acc = map_in_chunks(prog, (np.asarray(jax.random.split(k_chain, k)), stacked), chunk_size, devices=devices)
     draws = np.asarray(RG.to_unconstrained(jnp.asarray(ws), jnp.asarray(s2s)), np.float32)
-    diag = {"method": "gibbs_ss_noisy", "num_warmup": num_warmup, "thin": thin, "interweave": bool(interweave),
-            "snapping": bool(snapping),
-            "fourth_moments": fourth_moments if isinstance(fourth_moments, str) else "public",
-            "x_bound": float(np.max(x_bound)), "y_bound": float(y_bound),
-            "latent_acceptance_min": float(np.min(acc)), "latent_acceptance_mean": float(np.mean(acc)),
-            **ess_summary(draws)}
-    return BaselineCellOutput(draws=draws, posterior_sd=np.std(draws.astype(np.float64), axis=1),
-                              diagnostics=diag, privacy=privacy)
+    diag = {
+        "method": "gibbs_ss_noisy",
+        "num_warmup": num_warmup,
+        "thin": thin,
+        "interweave": bool(interweave),
+        "snapping": bool(snapping),
+        "fourth_moments": fourth_moments if isinstance(fourth_moments, str) else "public",
+        "x_bound": float(np.max(x_bound)),
+        "y_bound": float(y_bound),
+        "latent_acceptance_min": float(np.min(acc)),
+        "latent_acceptance_mean": float(np.mean(acc)),
+        **ess_summary(draws),
+    }
+    return BaselineCellOutput(
+        draws=draws, posterior_sd=np.std(draws.astype(np.float64), axis=1), diagnostics=diag, privacy=privacy
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # DPVIm
 
 
-def dpvim_cell(model_name: str, datasets: Any, epsilon: float, key: Any, num_draws: int, *,
-               delta: float = 1e-5, num_steps: int = 10_000, sampling_rate: float = 0.1, clip: float | None = None,
-               natural_gradient: bool = False, learning_rate: Any = None, reading: str = "noise_aware",
-               accountant: str = "pld", chunk_size: int = 25, devices: int = 1) -> BaselineCellOutput:
+def dpvim_cell(
+    model_name: str,
+    datasets: Any,
+    epsilon: float,
+    key: Any,
+    num_draws: int,
+    *,
+    delta: float = 1e-5,
+    num_steps: int = 10_000,
+    sampling_rate: float = 0.1,
+    clip: float | None = None,
+    natural_gradient: bool = False,
+    learning_rate: Any = None,
+    reading: str = "noise_aware",
+    accountant: str = "pld",
+    chunk_size: int = 25,
+    devices: int = 1,
+) -> BaselineCellOutput:
     """DPVIm on K replicates of a cell: one DPVIm run per replicate (vmapped), then its reading.
 
     Args:
@@ -312,19 +393,35 @@ def dpvim_cell(model_name: str, datasets: Any, epsilon: float, key: Any, num_dra
     n = layout.num_latent
     sigma = calibrate_noise_multiplier(epsilon, delta, sampling_rate, num_steps, accountant)
     if learning_rate is None:
-        lr_mu, lr_rho = DV.default_learning_rates(num_steps, n, sigma, clip, natural_gradient=natural_gradient,
-                                                  dataset_size=n_rec, sampling_rate=sampling_rate)
+        lr_mu, lr_rho = DV.default_learning_rates(
+            num_steps,
+            n,
+            sigma,
+            clip,
+            natural_gradient=natural_gradient,
+            dataset_size=n_rec,
+            sampling_rate=sampling_rate,
+        )
     else:
         lr = np.asarray(learning_rate)
         if lr.dtype.kind not in "iuf" or lr.shape not in ((), (2,)) or not np.all(np.isfinite(lr) & (lr > 0)):
-            raise ValueError(f"learning_rate must be None, a finite number > 0 or a pair (lr_mu, lr_rho) of them, "
-                             f"got {learning_rate!r}")
+            raise ValueError(
+                f"learning_rate must be None, a finite number > 0 or a pair (lr_mu, lr_rho) of them, "
+                f"got {learning_rate!r}"
+            )
         lr_mu, lr_rho = (float(v) for v in np.broadcast_to(lr.astype(np.float64), (2,)))
     mu0 = prior_median_unconstrained(spec.model, dummy, {}, layout)
     phi0 = jnp.concatenate([mu0, jnp.full(n, family.inverse_scale(DV.DEFAULT_INIT_SCALE))]).astype(jnp.float32)
     loss = DV.make_loc_loss(spec.model, layout, n_rec)
-    run = DV.make_dpvim_run(loss, num_records=n_rec, num_latent=n, clip=clip, sampling_rate=sampling_rate,
-                            num_steps=num_steps, natural_gradient=natural_gradient)
+    run = DV.make_dpvim_run(
+        loss,
+        num_records=n_rec,
+        num_latent=n,
+        clip=clip,
+        sampling_rate=sampling_rate,
+        num_steps=num_steps,
+        natural_gradient=natural_gradient,
+    )
 
     def one(run_key, draw_key, dat):
         mus, rhos, _, _ = run(run_key, phi0, dat, float32_at_least(sigma), jnp.float32(lr_mu), jnp.float32(lr_rho))
@@ -337,19 +434,42 @@ def dpvim_cell(model_name: str, datasets: Any, epsilon: float, key: Any, num_dra
 
     prog = jax.jit(jax.vmap(one))
     k_run, k_draw = jax.random.split(_key(key))
-    draws, sd, start, conv = map_in_chunks(prog, (np.asarray(jax.random.split(k_run, k)),
-                                                  np.asarray(jax.random.split(k_draw, k)), data), chunk_size,
-                                     devices=devices)
+    draws, sd, start, conv = map_in_chunks(
+        prog,
+        (np.asarray(jax.random.split(k_run, k)), np.asarray(jax.random.split(k_draw, k)), data),
+        chunk_size,
+        devices=devices,
+    )
     eps = dpsgd_epsilon(sigma, delta, sampling_rate, num_steps, accountant)
-    privacy = PrivacySpent(epsilon=eps, delta=delta, neighbouring="add_remove", accountant=accountant,
-                           mechanism=DV.MECHANISM, noise_multiplier=sigma, sampling_rate=sampling_rate,
-                           num_steps=num_steps, seeded_by="user",
-                           details=(("clip", clip), ("sampling", "poisson"), ("clipped", "loc gradient only"),
-                                    ("algorithm", "dpvim_natural" if natural_gradient else "dpvim"),
-                                    ("dataset_size", "public")))  # as dpvim labels the N of its trace
+    privacy = PrivacySpent(
+        epsilon=eps,
+        delta=delta,
+        neighbouring="add_remove",
+        accountant=accountant,
+        mechanism=DV.MECHANISM,
+        noise_multiplier=sigma,
+        sampling_rate=sampling_rate,
+        num_steps=num_steps,
+        seeded_by="user",
+        details=(
+            ("clip", clip),
+            ("sampling", "poisson"),
+            ("clipped", "loc gradient only"),
+            ("algorithm", "dpvim_natural" if natural_gradient else "dpvim"),
+            ("dataset_size", "public"),
+        ),
+    )  # as dpvim labels the N of its trace
     privacy = with_noise_tail(privacy, num_steps * 2 * n)  # one normal per parameter (2n) and step
-    diag = {"method": "dpvim", "reading": reading, "natural_gradient": natural_gradient, "clip": clip,
-            "noise_multiplier": sigma, "learning_rate": [lr_mu, lr_rho],
-            "converged_share": float(np.mean(conv)), "mean_start": float(np.mean(start))}
-    return BaselineCellOutput(draws=np.asarray(draws, np.float32), posterior_sd=np.asarray(sd, np.float64),
-                              diagnostics=diag, privacy=privacy)
+    diag = {
+        "method": "dpvim",
+        "reading": reading,
+        "natural_gradient": natural_gradient,
+        "clip": clip,
+        "noise_multiplier": sigma,
+        "learning_rate": [lr_mu, lr_rho],
+        "converged_share": float(np.mean(conv)),
+        "mean_start": float(np.mean(start)),
+    }
+    return BaselineCellOutput(
+        draws=np.asarray(draws, np.float32), posterior_sd=np.asarray(sd, np.float64), diagnostics=diag, privacy=privacy
+    )

@@ -45,14 +45,18 @@ class DrawsPosterior:
 
     def __post_init__(self) -> None:
         if not isinstance(self.privacy, PrivacySpent):  # every release carries what it cost
-            raise TypeError(f"privacy must be the PrivacySpent of the release the draws were computed from, got "
-                            f"{type(self.privacy).__name__}")
+            raise TypeError(
+                f"privacy must be the PrivacySpent of the release the draws were computed from, got "
+                f"{type(self.privacy).__name__}"
+            )
         if not isinstance(self.layout, ParamLayout):
             raise TypeError(f"layout must be a ParamLayout, got {type(self.layout).__name__}")
         d = jnp.asarray(self.draws, jnp.float32)
         if d.ndim != 2 or d.shape[1] != self.layout.num_latent or d.shape[0] < 1:
-            raise ValueError(f"draws must have shape (M >= 1, {self.layout.num_latent}) for this layout, "
-                             f"got {tuple(jnp.shape(self.draws))}")
+            raise ValueError(
+                f"draws must have shape (M >= 1, {self.layout.num_latent}) for this layout, "
+                f"got {tuple(jnp.shape(self.draws))}"
+            )
         if not bool(jnp.all(jnp.isfinite(d))):
             raise ValueError("draws must be finite")
         object.__setattr__(self, "draws", d)
@@ -105,8 +109,15 @@ class DrawsPosterior:
             raise ValueError(f"prob must lie in (0, 1), got {prob!r}")
         return summary_rows(self.constrained_draws(), self.layout, prob, self.num_draws, self.warnings)
 
-    def predictive(self, key: Any, model: Callable, *new_data: Any, num_samples: int | None = None,
-                   model_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, jax.Array]:
+    def predictive(
+        self,
+        key: Any,
+        model: Callable,
+        *new_data: Any,
+        num_samples: int | None = None,
+        model_kwargs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, jax.Array]:
         """Posterior predictive draws of the model's observed (and deterministic) sites at public
         ``new_data``; arguments as :meth:`Posterior.predictive`.
 
@@ -116,11 +127,19 @@ class DrawsPosterior:
         """
         kw = _model_keywords(model, model_kwargs, kwargs, num_samples_given=num_samples is not None)
         k1, k2 = jax.random.split(_key(key))
-        return run_predictive(self.layout, self.sample(k1, 1000 if num_samples is None else num_samples), k2,
-                              model, new_data, kw)
+        return run_predictive(
+            self.layout, self.sample(k1, 1000 if num_samples is None else num_samples), k2, model, new_data, kw
+        )
 
-    def to_arviz(self, key: Any = None, num_samples: int | None = None, *, num_chains: int = 4,
-                 coords: dict[str, Any] | None = None, dims: dict[str, Any] | None = None):
+    def to_arviz(
+        self,
+        key: Any = None,
+        num_samples: int | None = None,
+        *,
+        num_chains: int = 4,
+        coords: dict[str, Any] | None = None,
+        dims: dict[str, Any] | None = None,
+    ):
         """An ArviZ InferenceData of the stored constrained draws, privacy record in its attributes.
 
         The stored draws (one sampler run's, in order) are split into ``num_chains`` consecutive blocks,
@@ -138,8 +157,9 @@ class DrawsPosterior:
             raise ValueError(f"num_chains={c} is more than the {self.num_draws} stored draws")
         left_out = self.num_draws % c
         draws = {k: v[left_out:] for k, v in self.constrained_draws().items()}
-        idata = draws_to_arviz(draws, self.method, self.privacy, num_chains=c, coords=coords, dims=dims,
-                               chains="blocks")
+        idata = draws_to_arviz(
+            draws, self.method, self.privacy, num_chains=c, coords=coords, dims=dims, chains="blocks"
+        )
         for attrs in (idata.attrs, idata.posterior.attrs):
             attrs["draws_left_out"] = left_out
         return idata
@@ -147,4 +167,3 @@ class DrawsPosterior:
     def summary_table(self, key: Any = None, num_samples: int | None = None, prob: float = 0.9):
         """ArviZ's summary table (mean, sd, HDI at ``prob``) of the stored draws, privacy in ``.attrs``."""
         return _summary_table(self.to_arviz(num_chains=1), self.privacy, prob)
-

@@ -113,8 +113,9 @@ class ExpFamModel:
         if self.family == "gamma-exponential":
             object.__setattr__(self, "bounds", _check_bounds(self.bounds))
         elif self.bounds is not None:
-            raise ValueError(f"bounds apply only to gamma-exponential records, got bounds={self.bounds!r} "
-                             f"for {self.family}")
+            raise ValueError(
+                f"bounds apply only to gamma-exponential records, got bounds={self.bounds!r} for {self.family}"
+            )
 
     @property
     def num_stats(self) -> int:
@@ -137,8 +138,10 @@ class ExpFamModel:
 
 def _check_bounds(bounds: Any) -> tuple[float, float]:
     if bounds is None:
-        raise ValueError("gamma-exponential records need bounds=(lo, hi) fixed in advance (never computed "
-                         "from the data): records are clipped into [lo, hi], 0 <= lo < hi < inf")
+        raise ValueError(
+            "gamma-exponential records need bounds=(lo, hi) fixed in advance (never computed "
+            "from the data): records are clipped into [lo, hi], 0 <= lo < hi < inf"
+        )
     try:
         values = [check_real("bounds", v) for v in bounds]
     except TypeError as e:
@@ -228,14 +231,17 @@ class SufficientStatisticsRelease:
         except (TypeError, ValueError):  # ragged nested sequences
             arr = np.asarray(None)
         if arr.dtype.kind not in "iuf":  # strings, bools and objects are refused, not converted
-            raise TypeError(f"prior must be a sequence of numbers (Beta (a, b); Gamma (shape, rate); the Dirichlet "
-                            f"concentrations), got {prior!r}")
+            raise TypeError(
+                f"prior must be a sequence of numbers (Beta (a, b); Gamma (shape, rate); the Dirichlet "
+                f"concentrations), got {prior!r}"
+            )
         values = tuple(arr.astype(np.float64).reshape(-1))
         return ExpFamModel(self.family, self.num_records, values, self.bounds)
 
 
-def statistic(family: str, x: jax.Array, *, bounds: tuple[float, float] | None = None,
-              num_categories: int | None = None) -> jax.Array:
+def statistic(
+    family: str, x: jax.Array, *, bounds: tuple[float, float] | None = None, num_categories: int | None = None
+) -> jax.Array:
     """s = sum_i t(x_i) (float32, (m,)) for records that already passed validation (pure, vmappable)."""
     if family == "beta-bernoulli":
         return jnp.sum(jnp.asarray(x, jnp.float32), keepdims=True)
@@ -258,27 +264,40 @@ def _check_records(family: str, x: Any, num_categories: int | None) -> np.ndarra
     if arr.shape[0] == 0:
         raise ValueError("x holds no records (length 0)")
     if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
-        raise ValueError(f"x contains {int(np.sum(~np.isfinite(arr)))} NaN or infinite value(s); remove or impute "
-                         "them first (nothing is silently dropped)")
+        raise ValueError(
+            f"x contains {int(np.sum(~np.isfinite(arr)))} NaN or infinite value(s); remove or impute "
+            "them first (nothing is silently dropped)"
+        )
     if family == "beta-bernoulli":
         if not np.all((arr == 0) | (arr == 1)):
             raise ValueError("beta-bernoulli records must be 0 or 1 (the support of a Bernoulli variable)")
     elif family == "dirichlet-categorical":
         k = int(num_categories)
         if not np.all((arr == np.round(arr)) & (arr >= 0) & (arr < k)):
-            raise ValueError(f"dirichlet-categorical records must be integer categories in 0..{k - 1} "
-                             f"(num_categories={k})")
+            raise ValueError(
+                f"dirichlet-categorical records must be integer categories in 0..{k - 1} (num_categories={k})"
+            )
     else:
         if np.any(arr < 0):
-            raise ValueError("gamma-exponential records must be >= 0 (the support of an Exponential variable); "
-                             "values above the upper bound are clipped, negative values are refused")
+            raise ValueError(
+                "gamma-exponential records must be >= 0 (the support of an Exponential variable); "
+                "values above the upper bound are clipped, negative values are refused"
+            )
     return arr
 
 
-def release_sufficient_statistics(family: str, x: Any, *, epsilon: float, bounds: Any = None,
-                                  num_categories: int | None = None, neighbouring: str = "add_remove",
-                                  rng_key: Any = None, secure: bool = False,
-                                  snapping: bool | None = None) -> SufficientStatisticsRelease:
+def release_sufficient_statistics(
+    family: str,
+    x: Any,
+    *,
+    epsilon: float,
+    bounds: Any = None,
+    num_categories: int | None = None,
+    neighbouring: str = "add_remove",
+    rng_key: Any = None,
+    secure: bool = False,
+    snapping: bool | None = None,
+) -> SufficientStatisticsRelease:
     """Releases the sufficient statistic of an exponential-family sample with Laplace noise.
 
     Privacy: pure epsilon-DP by the Laplace mechanism (Dwork et al. 2006): z = s + Laplace(Delta /
@@ -337,17 +356,19 @@ def release_sufficient_statistics(family: str, x: Any, *, epsilon: float, bounds
         0..K-1, negative Exponential values).
     """
     if not isinstance(family, str):  # e.g. the records first: never echo them in the message
-        raise TypeError(f"family must be one of {FAMILIES} (a string), got a {type(family).__name__}; the records "
-                        "come second: release_sufficient_statistics(family, x, epsilon=...)")
+        raise TypeError(
+            f"family must be one of {FAMILIES} (a string), got a {type(family).__name__}; the records "
+            "come second: release_sufficient_statistics(family, x, epsilon=...)"
+        )
     if family not in FAMILIES:
         raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
     epsilon = check_epsilon(epsilon)
     if family == "dirichlet-categorical":
-        num_categories = check_positive_int(3 if num_categories is None else num_categories, "num_categories",
-                                            minimum=2)
+        num_categories = check_positive_int(
+            3 if num_categories is None else num_categories, "num_categories", minimum=2
+        )
         # the release holds K noisy counts (float64, with a few copies while they are made)
-        check_trace_memory(num_categories, 8, "the release of the counts", name="num_categories",
-                           unit="categories")
+        check_trace_memory(num_categories, 8, "the release of the counts", name="num_categories", unit="categories")
     elif num_categories is not None:
         raise ValueError(f"num_categories applies only to dirichlet-categorical, got {num_categories!r}")
     if family == "gamma-exponential":
@@ -372,30 +393,67 @@ def release_sufficient_statistics(family: str, x: Any, *, epsilon: float, bounds
     if snapping:
         n = float(arr.shape[0])
         lo_s, hi_s = (0.0, n) if bounds is None else (n * bounds[0], n * bounds[1])
-        snapped = snap(s, centre=0.5 * (lo_s + hi_s), half_width=0.5 * (hi_s - lo_s), sensitivity=delta_l1,
-                       epsilon=epsilon, raw_key=raw_key)
+        snapped = snap(
+            s,
+            centre=0.5 * (lo_s + hi_s),
+            half_width=0.5 * (hi_s - lo_s),
+            sensitivity=delta_l1,
+            epsilon=epsilon,
+            raw_key=raw_key,
+        )
         z, scale = snapped.value, snapped.scale
     elif raw_key is None:  # secure mode
         z = s + secure_laplace(s.shape, scale)
     else:
         z = s + np.asarray(S.laplace_noise(jax.random.wrap_key_data(raw_key), s.shape, scale), np.float64)
-    details = [("statistic", {"beta-bernoulli": "count of ones", "dirichlet-categorical": "category counts",
-                              "gamma-exponential": "sum of clipped records"}[family]),
-               ("sensitivity_l1", delta_l1), ("noise_scale", scale), ("num_records", "public")]
+    details = [
+        (
+            "statistic",
+            {
+                "beta-bernoulli": "count of ones",
+                "dirichlet-categorical": "category counts",
+                "gamma-exponential": "sum of clipped records",
+            }[family],
+        ),
+        ("sensitivity_l1", delta_l1),
+        ("noise_scale", scale),
+        ("num_records", "public"),
+    ]
     if snapped is not None:
-        details += [("snapping", "Mironov 2012: clamp to the public range, float64 Laplace, round to the grid"),
-                    ("snapping_grid", snapped.grid), ("snapping_slack", snapped.slack)]
+        details += [
+            ("snapping", "Mironov 2012: clamp to the public range, float64 Laplace, round to the grid"),
+            ("snapping_grid", snapped.grid),
+            ("snapping_slack", snapped.slack),
+        ]
     else:
         details += [("floating_point_attack", UNSNAPPED)]
     if bounds is not None:
         details += [("bounds", tuple(bounds)), ("records_outside_bounds", "clipped")]
-    privacy = PrivacySpent(epsilon=epsilon, delta=0.0, neighbouring=neighbouring, accountant="pure",
-                           mechanism=MECHANISM, noise_multiplier=None, sampling_rate=1.0, num_steps=1,
-                           seeded_by=seeded_by, details=tuple(details))
-    return SufficientStatisticsRelease(family=family, noisy_statistic=z, num_records=int(arr.shape[0]),
-                                       epsilon=epsilon, sensitivity=delta_l1, noise_scale=scale,
-                                       neighbouring=neighbouring, bounds=bounds, num_categories=num_categories,
-                                       privacy=privacy, snapped=snapped)
+    privacy = PrivacySpent(
+        epsilon=epsilon,
+        delta=0.0,
+        neighbouring=neighbouring,
+        accountant="pure",
+        mechanism=MECHANISM,
+        noise_multiplier=None,
+        sampling_rate=1.0,
+        num_steps=1,
+        seeded_by=seeded_by,
+        details=tuple(details),
+    )
+    return SufficientStatisticsRelease(
+        family=family,
+        noisy_statistic=z,
+        num_records=int(arr.shape[0]),
+        epsilon=epsilon,
+        sensitivity=delta_l1,
+        noise_scale=scale,
+        neighbouring=neighbouring,
+        bounds=bounds,
+        num_categories=num_categories,
+        privacy=privacy,
+        snapped=snapped,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -454,9 +512,14 @@ def clipped_exponential_moments(rate: jax.Array, lo: float, hi: float) -> tuple[
     return mean, var
 
 
-def gibbs_init(key: jax.Array, model: ExpFamModel, noise_scale: jax.Array,
-               interval: tuple[jax.Array, jax.Array] | None = None, *,
-               unconstrained: bool = False) -> GibbsState:
+def gibbs_init(
+    key: jax.Array,
+    model: ExpFamModel,
+    noise_scale: jax.Array,
+    interval: tuple[jax.Array, jax.Array] | None = None,
+    *,
+    unconstrained: bool = False,
+) -> GibbsState:
     """The chain's start: theta at the prior mean, s at N E[t | theta], omega ~ Exponential(mean 2 b^2),
     and for a snapped release (``interval`` = its rounding intervals) y at each interval's midpoint.
     With ``unconstrained=True`` the state also carries theta in the unconstrained space, which every
@@ -477,8 +540,9 @@ def gibbs_init(key: jax.Array, model: ExpFamModel, noise_scale: jax.Array,
     return GibbsState(theta=theta, stat=stat.astype(jnp.float32), omega=omega, obs=obs, unconstrained=unc)
 
 
-def _pair_moves(key: jax.Array, stat: jax.Array, theta: jax.Array, omega: jax.Array, z: jax.Array,
-                n: float) -> jax.Array:
+def _pair_moves(
+    key: jax.Array, stat: jax.Array, theta: jax.Array, omega: jax.Array, z: jax.Array, n: float
+) -> jax.Array:
     """Categorical: exact Gibbs moves of the count vector s that shift mass between two categories.
 
     The coordinate updates of :func:`gibbs_step` hold the other counts fixed, and with them (through
@@ -513,9 +577,14 @@ def _pair_moves(key: jax.Array, stat: jax.Array, theta: jax.Array, omega: jax.Ar
     return jax.lax.fori_loop(0, kk, move, stat)
 
 
-def gibbs_step(key: jax.Array, state: GibbsState, z: jax.Array, noise_scale: jax.Array,
-               model: ExpFamModel, interval: tuple[jax.Array, jax.Array] | None = None
-               ) -> tuple[GibbsState, GibbsInfo]:
+def gibbs_step(
+    key: jax.Array,
+    state: GibbsState,
+    z: jax.Array,
+    noise_scale: jax.Array,
+    model: ExpFamModel,
+    interval: tuple[jax.Array, jax.Array] | None = None,
+) -> tuple[GibbsState, GibbsInfo]:
     """One sweep: s | theta, omega, z (truncated CLT Gaussian); omega | s, z; theta | s (conjugate).
 
     With ``interval`` (a snapped release's rounding intervals; ``state.obs`` then holds y), the sweep
@@ -539,7 +608,7 @@ def gibbs_step(key: jax.Array, state: GibbsState, z: jax.Array, noise_scale: jax
     if model.family == "dirichlet-categorical":
         kk = model.num_stats
         th = jnp.clip(theta, jnp.finfo(jnp.float32).tiny, 1.0)
-        coupling = 1.0 / (n * th[-1]) + 1.0 / omega[-1]           # P_ij for i != j
+        coupling = 1.0 / (n * th[-1]) + 1.0 / omega[-1]  # P_ij for i != j
         diag = 1.0 / (n * th[:-1]) + 1.0 / omega[:-1] + coupling  # P_jj
         h = 1.0 / th[-1] + z[:-1] / omega[:-1] + (n - z[-1]) / omega[-1]
         keys = jax.random.split(k_s, kk - 1)
@@ -594,8 +663,7 @@ def gibbs_step(key: jax.Array, state: GibbsState, z: jax.Array, noise_scale: jax
         theta = jax.random.dirichlet(k_t, prior + stat)  # softmax of loggamma(k_t, prior + stat)
         if state.unconstrained is not None:
             unc = _stick_breaking_from_log_gammas(jax.random.loggamma(k_t, prior + stat))
-    return (GibbsState(theta=theta, stat=stat, omega=omega, obs=obs, unconstrained=unc),
-            GibbsInfo(stat_mean=stat_mean))
+    return (GibbsState(theta=theta, stat=stat, omega=omega, obs=obs, unconstrained=unc), GibbsInfo(stat_mean=stat_mean))
 
 
 def _stick_breaking_from_log_gammas(lg: jax.Array) -> jax.Array:
@@ -608,9 +676,18 @@ def _stick_breaking_from_log_gammas(lg: jax.Array) -> jax.Array:
 
 
 @functools.partial(jax.jit, static_argnames=("model", "num_warmup", "num_draws", "thin", "unconstrained"))
-def sample_chain(key: jax.Array, z: jax.Array, noise_scale: jax.Array, *, model: ExpFamModel,
-                 num_warmup: int, num_draws: int, thin: int = 1,
-                 interval: tuple[jax.Array, jax.Array] | None = None, unconstrained: bool = False) -> jax.Array:
+def sample_chain(
+    key: jax.Array,
+    z: jax.Array,
+    noise_scale: jax.Array,
+    *,
+    model: ExpFamModel,
+    num_warmup: int,
+    num_draws: int,
+    thin: int = 1,
+    interval: tuple[jax.Array, jax.Array] | None = None,
+    unconstrained: bool = False,
+) -> jax.Array:
     """``num_draws`` draws (num_draws, k) of the constrained theta after ``num_warmup`` sweeps, keeping
     every ``thin``-th sweep; with ``unconstrained=True`` the same draws (num_draws, n) in the model's
     unconstrained space, computed in log space (``GibbsState.unconstrained``): finite where a float32
@@ -624,13 +701,20 @@ def sample_chain(key: jax.Array, z: jax.Array, noise_scale: jax.Array, *, model:
     key = _typed(key)
     k0, k_run = jax.random.split(key)
     state = gibbs_init(k0, model, noise_scale, interval, unconstrained=unconstrained)
-    return run_sweeps(k_run, state, lambda k, st: gibbs_step(k, st, z, noise_scale, model, interval)[0],
-                      (lambda st: st.unconstrained) if unconstrained else (lambda st: st.theta),
-                      num_warmup=num_warmup, num_draws=num_draws, thin=thin)
+    return run_sweeps(
+        k_run,
+        state,
+        lambda k, st: gibbs_step(k, st, z, noise_scale, model, interval)[0],
+        (lambda st: st.unconstrained) if unconstrained else (lambda st: st.theta),
+        num_warmup=num_warmup,
+        num_draws=num_draws,
+        thin=thin,
+    )
 
 
-def run_sweeps(key: jax.Array, state: Any, sweep: Any, output: Any, *, num_warmup: int, num_draws: int,
-               thin: int) -> jax.Array:
+def run_sweeps(
+    key: jax.Array, state: Any, sweep: Any, output: Any, *, num_warmup: int, num_draws: int, thin: int
+) -> jax.Array:
     """Runs ``num_warmup + num_draws * thin`` sweeps ``state = sweep(key_i, state)`` in ONE loop (one
     compiled body) and returns ``output(state)`` after every ``thin``-th sweep past the warm-up,
     stacked (num_draws, ...). Sweep i uses ``fold_in(key, i)``."""
@@ -717,10 +801,14 @@ def clipping_check(thetas: Any, bounds: tuple[float, float] | None, where: str |
         per_rep = share.reshape(th.shape[0], -1).max(axis=1)
         out["replicates_clipped_over_warn"] = int(np.sum(per_rep > CLIP_WARN_FRACTION))
     if where is not None and frac > CLIP_WARN_FRACTION:
-        warnings.warn(f"{where}: under some posterior draws {frac:.3g} of the Exponential records lie outside the "
-                      f"clipping bounds {tuple(bounds)} (more than {CLIP_WARN_FRACTION:g}); the conjugate step "
-                      "ignores clipping, so this posterior is biased: release with a wider (lo, hi) fixed in "
-                      "advance (lo = 0 and hi well above the largest plausible 1/rate)", UserWarning, stacklevel=3)
+        warnings.warn(
+            f"{where}: under some posterior draws {frac:.3g} of the Exponential records lie outside the "
+            f"clipping bounds {tuple(bounds)} (more than {CLIP_WARN_FRACTION:g}); the conjugate step "
+            "ignores clipping, so this posterior is biased: release with a wider (lo, hi) fixed in "
+            "advance (lo = 0 and hi well above the largest plausible 1/rate)",
+            UserWarning,
+            stacklevel=3,
+        )
     return out
 
 
@@ -728,15 +816,23 @@ def check_finite_draws(thetas: Any, noise_scale: float, where: str) -> None:
     """A clear error when the chain left the float32 range (a Laplace scale so small that its mixture
     variance 2 b^2 underflows: epsilon far beyond any useful privacy level)."""
     if not np.all(np.isfinite(np.asarray(thetas))):
-        raise ValueError(f"{where}: the Gibbs chain produced non-finite draws: the Laplace noise scale "
-                         f"b = {noise_scale:.3g} is too small for float32 (its mixture variance 2 b^2 underflows); "
-                         "release with a smaller epsilon (at such an epsilon the noise is negligible: the exact "
-                         "conjugate posterior, conjugate_posterior_params, is the answer)")
+        raise ValueError(
+            f"{where}: the Gibbs chain produced non-finite draws: the Laplace noise scale "
+            f"b = {noise_scale:.3g} is too small for float32 (its mixture variance 2 b^2 underflows); "
+            "release with a smaller epsilon (at such an epsilon the noise is negligible: the exact "
+            "conjugate posterior, conjugate_posterior_params, is the answer)"
+        )
 
 
-def bernstein_sheldon_gibbs(release: SufficientStatisticsRelease, *, num_warmup: int = 1000,
-                            num_draws: int = 4000, thin: int = 1, prior: Any = None,
-                            rng_key: Any = None) -> DrawsPosterior:
+def bernstein_sheldon_gibbs(
+    release: SufficientStatisticsRelease,
+    *,
+    num_warmup: int = 1000,
+    num_draws: int = 4000,
+    thin: int = 1,
+    prior: Any = None,
+    rng_key: Any = None,
+) -> DrawsPosterior:
     """The noise-aware posterior of Bernstein & Sheldon (2018) for a noisy sufficient statistic.
 
     Post-processing of ``release`` only (costs no privacy). See the module docstring for the sweep and
@@ -765,29 +861,49 @@ def bernstein_sheldon_gibbs(release: SufficientStatisticsRelease, *, num_warmup:
     thin = check_positive_int(thin, "thin")
     model = release.model(prior)
     if model.num_stats != release.noisy_statistic.shape[0]:
-        raise ValueError(f"prior {model.prior} does not match the release's {release.noisy_statistic.shape[0]} "
-                         "statistic coordinates")
+        raise ValueError(
+            f"prior {model.prior} does not match the release's {release.noisy_statistic.shape[0]} statistic coordinates"
+        )
     raw, _ = resolve_key(rng_key)
     interval = release.observation_interval()
     if interval is not None:
         interval = tuple(jnp.asarray(v, jnp.float32) for v in interval)
     # unconstrained draws computed in log space: a float32 theta of exactly 0 or 1 (Beta(0.5, 0.5) prior, all
     # records positive) has no finite logit, and near the boundary float32 loses the draw's tail
-    draws = sample_chain(raw, jnp.asarray(release.noisy_statistic, jnp.float32), jnp.float32(release.noise_scale),
-                         model=model, num_warmup=num_warmup, num_draws=num_draws, thin=thin, interval=interval,
-                         unconstrained=True)
+    draws = sample_chain(
+        raw,
+        jnp.asarray(release.noisy_statistic, jnp.float32),
+        jnp.float32(release.noise_scale),
+        model=model,
+        num_warmup=num_warmup,
+        num_draws=num_draws,
+        thin=thin,
+        interval=interval,
+        unconstrained=True,
+    )
     check_finite_draws(draws, release.noise_scale, "bernstein_sheldon_gibbs")
     layout = family_layout(release.family, release.num_categories or 3)
-    diag = {"num_warmup": num_warmup, "num_draws": num_draws, "thin": thin, "prior": model.prior,
-            "noise_scale": release.noise_scale, "snapped": release.snapped is not None,
-            **clipping_check(np.asarray(layout.constrain(draws)["theta"]) if model.bounds else None, model.bounds,
-                             "bernstein_sheldon_gibbs")}
-    return DrawsPosterior(layout=layout, draws=draws, privacy=release.privacy, method="bernstein_sheldon_gibbs",
-                          diagnostics=diag)
+    diag = {
+        "num_warmup": num_warmup,
+        "num_draws": num_draws,
+        "thin": thin,
+        "prior": model.prior,
+        "noise_scale": release.noise_scale,
+        "snapped": release.snapped is not None,
+        **clipping_check(
+            np.asarray(layout.constrain(draws)["theta"]) if model.bounds else None,
+            model.bounds,
+            "bernstein_sheldon_gibbs",
+        ),
+    }
+    return DrawsPosterior(
+        layout=layout, draws=draws, privacy=release.privacy, method="bernstein_sheldon_gibbs", diagnostics=diag
+    )
 
 
-def conjugate_posterior_params(release_or_family: Any, statistic_value: Any, num_records: int | None = None,
-                               prior: Any = None) -> tuple[float, ...]:
+def conjugate_posterior_params(
+    release_or_family: Any, statistic_value: Any, num_records: int | None = None, prior: Any = None
+) -> tuple[float, ...]:
     """Parameters of the exact (non-private) conjugate posterior given a statistic value s.
 
     Beta: (a + s, b + N - s); Gamma: (shape + N, rate + s); Dirichlet: alpha + s. Used by tests and by

@@ -140,8 +140,7 @@ def _index(p: int) -> dict[str, Any]:
     gather = np.zeros((big_p, big_p), np.int64)
     for a, (j, k) in enumerate(zip(i1, i2)):
         gather[j, k] = gather[k, j] = a
-    return {"pairs": pairs, "n_u": n_u, "P": big_p, "i1": i1, "i2": i2, "gather": gather,
-            "triu": np.triu_indices(p)}
+    return {"pairs": pairs, "n_u": n_u, "P": big_p, "i1": i1, "i2": i2, "gather": gather, "triu": np.triu_indices(p)}
 
 
 @functools.lru_cache(maxsize=16)
@@ -159,8 +158,9 @@ def _onehot(p: int) -> np.ndarray:
 def _monomials(p: int) -> tuple[tuple[int, ...], ...]:
     """The degree-3 then degree-4 monomials of x (combinations_with_replacement order) of the ``x4`` part.
     Built only when that part is released or used (there are O(p^4) of them: 4.4 million at p = 100)."""
-    return (tuple(itertools.combinations_with_replacement(range(p), 3))
-            + tuple(itertools.combinations_with_replacement(range(p), 4)))
+    return tuple(itertools.combinations_with_replacement(range(p), 3)) + tuple(
+        itertools.combinations_with_replacement(range(p), 4)
+    )
 
 
 def _num_latent_stats(p: int) -> int:
@@ -235,8 +235,7 @@ class RegressionStatisticsRelease:
         return m
 
 
-def _sensitivities(x_bound: np.ndarray, y_bound: float, neighbouring: str,
-                   fourth_moments: bool) -> dict[str, float]:
+def _sensitivities(x_bound: np.ndarray, y_bound: float, neighbouring: str, fourth_moments: bool) -> dict[str, float]:
     b = np.asarray(x_bound, np.float64)
     p = b.shape[0]
     ix = _index(p)
@@ -262,16 +261,18 @@ def _statistics(x: np.ndarray, y: np.ndarray, fourth_moments: bool) -> dict[str,
     p = x.shape[1]
     ix = _index(p)
     xtx = x.T @ x
-    out = {"xx": np.concatenate([xtx[ix["triu"]], x.sum(0)]),
-           "xy": np.concatenate([x.T @ y, [y.sum()]]),
-           "yy": np.array([y @ y])}
+    out = {
+        "xx": np.concatenate([xtx[ix["triu"]], x.sum(0)]),
+        "xy": np.concatenate([x.T @ y, [y.sum()]]),
+        "yy": np.array([y @ y]),
+    }
     if fourth_moments:
         sums = []
         monos = _monomials(p)
         n3 = p * (p + 1) * (p + 2) // 6  # the number of degree-3 monomials, which come first
         for idx in (np.asarray(monos[:n3]), np.asarray(monos[n3:])):
             for lo in range(0, idx.shape[0], 64):
-                sums.append(np.prod(x[:, idx[lo:lo + 64]], axis=2).sum(0))
+                sums.append(np.prod(x[:, idx[lo : lo + 64]], axis=2).sum(0))
         out["x4"] = np.concatenate(sums)
     return out
 
@@ -283,9 +284,11 @@ def _public_ranges(bx: np.ndarray, by: float, n: int, with_x4: bool) -> dict[str
     pairs = ix["pairs"]
     xx_c = np.array([0.5 * n * bx[j] ** 2 if j == k else 0.0 for j, k in pairs] + [0.0] * p)
     xx_h = np.array([(0.5 if j == k else 1.0) * n * bx[j] * bx[k] for j, k in pairs] + list(n * bx))
-    out = {"xx": (xx_c, xx_h),
-           "xy": (np.zeros(p + 1), np.concatenate([n * bx * by, [n * by]])),
-           "yy": (np.array([0.5 * n * by * by]), np.array([0.5 * n * by * by]))}
+    out = {
+        "xx": (xx_c, xx_h),
+        "xy": (np.zeros(p + 1), np.concatenate([n * bx * by, [n * by]])),
+        "yy": (np.array([0.5 * n * by * by]), np.array([0.5 * n * by * by])),
+    }
     if with_x4:
         monos = _monomials(p)
         out["x4"] = (np.zeros(len(monos)), np.array([n * float(np.prod(bx[list(m)])) for m in monos]))
@@ -325,8 +328,10 @@ def _check_bound_vector(x_bound: Any, p: int) -> np.ndarray:
     except (ValueError, TypeError) as e:
         raise TypeError(f"x_bound must be a number or a vector of length p={p}, got {x_bound!r}") from e
     if b.dtype.kind not in "iuf":  # bools, strings, complex and objects are refused, not converted
-        raise TypeError(f"x_bound must be a real number or a vector of length p={p} of real numbers, "
-                        f"got {x_bound!r} (dtype {b.dtype})")
+        raise TypeError(
+            f"x_bound must be a real number or a vector of length p={p} of real numbers, "
+            f"got {x_bound!r} (dtype {b.dtype})"
+        )
     b = b.astype(np.float64)
     if b.ndim == 0:
         b = np.full((p,), float(b))
@@ -337,11 +342,20 @@ def _check_bound_vector(x_bound: Any, p: int) -> np.ndarray:
     return b
 
 
-def release_regression_statistics(X: Any, y: Any, *, epsilon: float, x_bound: Any, y_bound: float,
-                                  budget_split: dict[str, float] | None = None,
-                                  fourth_moments: str = "normal", neighbouring: str = "add_remove",
-                                  rng_key: Any = None, secure: bool = False,
-                                  snapping: bool | None = None) -> RegressionStatisticsRelease:
+def release_regression_statistics(
+    X: Any,
+    y: Any,
+    *,
+    epsilon: float,
+    x_bound: Any,
+    y_bound: float,
+    budget_split: dict[str, float] | None = None,
+    fourth_moments: str = "normal",
+    neighbouring: str = "add_remove",
+    rng_key: Any = None,
+    secure: bool = False,
+    snapping: bool | None = None,
+) -> RegressionStatisticsRelease:
     """Releases Laplace-noised sufficient statistics of clipped linear-regression data.
 
     Privacy: pure epsilon-DP. Records are clipped into the box |x_j| <= x_bound_j, |y| <= y_bound
@@ -412,44 +426,94 @@ def release_regression_statistics(X: Any, y: Any, *, epsilon: float, x_bound: An
     scales = {k: sens[k] / eps_parts[k] for k in parts}
     for k in parts:
         if not np.all(np.isfinite(stats[k])):
-            raise ValueError(f"the statistics of part {k!r} overflow float64 with x_bound={x_bound!r}, "
-                             f"y_bound={y_bound!r}; use bounds of a realistic size (rescale the data)")
-        S.check_laplace_scale(scales[k], f"of part {k!r} (sensitivity/epsilon = {sens[k]:.4g}/{eps_parts[k]:.4g}, "
-                                         "from x_bound, y_bound and epsilon)")
+            raise ValueError(
+                f"the statistics of part {k!r} overflow float64 with x_bound={x_bound!r}, "
+                f"y_bound={y_bound!r}; use bounds of a realistic size (rescale the data)"
+            )
+        S.check_laplace_scale(
+            scales[k],
+            f"of part {k!r} (sensitivity/epsilon = {sens[k]:.4g}/{eps_parts[k]:.4g}, "
+            "from x_bound, y_bound and epsilon)",
+        )
     check_secure(secure)
     snapping = True if snapping is None else check_secure(snapping)
     snapped = None
     if snapping:
         ranges = _public_ranges(bx, by, int(xa.shape[0]), with_x4)
-        keys = (None,) * len(parts) if raw_key is None else \
-            [np.asarray(jax.random.key_data(k)) for k in jax.random.split(jax.random.wrap_key_data(raw_key), len(parts))]
-        snapped = {k: snap(stats[k], centre=ranges[k][0], half_width=ranges[k][1], sensitivity=sens[k],
-                           epsilon=eps_parts[k], raw_key=keys[i]) for i, k in enumerate(parts)}
+        keys = (
+            (None,) * len(parts)
+            if raw_key is None
+            else [
+                np.asarray(jax.random.key_data(k))
+                for k in jax.random.split(jax.random.wrap_key_data(raw_key), len(parts))
+            ]
+        )
+        snapped = {
+            k: snap(
+                stats[k],
+                centre=ranges[k][0],
+                half_width=ranges[k][1],
+                sensitivity=sens[k],
+                epsilon=eps_parts[k],
+                raw_key=keys[i],
+            )
+            for i, k in enumerate(parts)
+        }
         noisy = {k: snapped[k].value for k in parts}
         scales = {k: snapped[k].scale for k in parts}
     elif raw_key is None:  # secure mode
         noisy = {k: stats[k] + secure_laplace(stats[k].shape, scales[k]) for k in parts}
     else:
         keys = jax.random.split(jax.random.wrap_key_data(raw_key), len(parts))
-        noisy = {k: stats[k] + np.asarray(S.laplace_noise(keys[i], stats[k].shape, scales[k]), np.float64)
-                 for i, k in enumerate(parts)}
-    details = (("parts", parts), ("epsilon_parts", tuple(eps_parts[k] for k in parts)),
-               ("sensitivity_l1", tuple(sens[k] for k in parts)), ("noise_scale", tuple(scales[k] for k in parts)),
-               ("composition", "sequential (sum of the parts' epsilons)"), ("x_bound", tuple(bx.tolist())),
-               ("y_bound", by), ("records_outside_bounds", "clipped"), ("num_records", "public"))
+        noisy = {
+            k: stats[k] + np.asarray(S.laplace_noise(keys[i], stats[k].shape, scales[k]), np.float64)
+            for i, k in enumerate(parts)
+        }
+    details = (
+        ("parts", parts),
+        ("epsilon_parts", tuple(eps_parts[k] for k in parts)),
+        ("sensitivity_l1", tuple(sens[k] for k in parts)),
+        ("noise_scale", tuple(scales[k] for k in parts)),
+        ("composition", "sequential (sum of the parts' epsilons)"),
+        ("x_bound", tuple(bx.tolist())),
+        ("y_bound", by),
+        ("records_outside_bounds", "clipped"),
+        ("num_records", "public"),
+    )
     if snapped is not None:
-        details += (("snapping", "Mironov 2012: clamp to the public range, float64 Laplace, round to the grid"),
-                    ("snapping_grid", tuple(snapped[k].grid for k in parts)),
-                    ("snapping_slack", sum(snapped[k].slack for k in parts)))
+        details += (
+            ("snapping", "Mironov 2012: clamp to the public range, float64 Laplace, round to the grid"),
+            ("snapping_grid", tuple(snapped[k].grid for k in parts)),
+            ("snapping_slack", sum(snapped[k].slack for k in parts)),
+        )
     else:
         details += (("floating_point_attack", UNSNAPPED),)
-    privacy = PrivacySpent(epsilon=epsilon, delta=0.0, neighbouring=neighbouring, accountant="pure",
-                           mechanism=MECHANISM, noise_multiplier=None, sampling_rate=1.0, num_steps=len(parts),
-                           seeded_by=seeded_by, details=details)
-    return RegressionStatisticsRelease(noisy=noisy, num_records=int(xa.shape[0]), num_features=p, x_bound=bx,
-                                       y_bound=by, epsilon=epsilon, epsilon_parts=eps_parts, sensitivities=sens,
-                                       noise_scales=scales, neighbouring=neighbouring, privacy=privacy,
-                                       snapped=snapped)
+    privacy = PrivacySpent(
+        epsilon=epsilon,
+        delta=0.0,
+        neighbouring=neighbouring,
+        accountant="pure",
+        mechanism=MECHANISM,
+        noise_multiplier=None,
+        sampling_rate=1.0,
+        num_steps=len(parts),
+        seeded_by=seeded_by,
+        details=details,
+    )
+    return RegressionStatisticsRelease(
+        noisy=noisy,
+        num_records=int(xa.shape[0]),
+        num_features=p,
+        x_bound=bx,
+        y_bound=by,
+        epsilon=epsilon,
+        epsilon_parts=eps_parts,
+        sensitivities=sens,
+        noise_scales=scales,
+        neighbouring=neighbouring,
+        privacy=privacy,
+        snapped=snapped,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -492,9 +556,14 @@ def isserlis_moments(mean: np.ndarray, cov: np.ndarray) -> tuple[np.ndarray, np.
     m_u = ct[a, b] + mt[a] * mt[b]
     A, B = a[:, None], b[:, None]
     C, D = a[None, :], b[None, :]
-    c_u = (ct[A, C] * ct[B, D] + ct[A, D] * ct[B, C]
-           + mt[A] * mt[C] * ct[B, D] + mt[A] * mt[D] * ct[B, C]
-           + mt[B] * mt[C] * ct[A, D] + mt[B] * mt[D] * ct[A, C])
+    c_u = (
+        ct[A, C] * ct[B, D]
+        + ct[A, D] * ct[B, C]
+        + mt[A] * mt[C] * ct[B, D]
+        + mt[A] * mt[D] * ct[B, C]
+        + mt[B] * mt[C] * ct[A, D]
+        + mt[B] * mt[D] * ct[A, C]
+    )
     return m_u, c_u
 
 
@@ -547,8 +616,9 @@ class RegressionGibbsParams(NamedTuple):
     obs_hi: jax.Array
 
 
-def sampler_params(release: RegressionStatisticsRelease, *, fourth_moments: Any = None,
-                   prior: dict[str, float] | None = None) -> RegressionGibbsParams:
+def sampler_params(
+    release: RegressionStatisticsRelease, *, fourth_moments: Any = None, prior: dict[str, float] | None = None
+) -> RegressionGibbsParams:
     """The sampler's arrays for a release.
 
     Args:
@@ -579,17 +649,23 @@ def sampler_params(release: RegressionStatisticsRelease, *, fourth_moments: Any 
         try:
             mean, cov = (np.asarray(v, np.float64) for v in fourth_moments)
         except (TypeError, ValueError) as e:
-            raise TypeError(f"fourth_moments must be 'normal', 'released' or (mean, cov), got {fourth_moments!r}") from e
+            raise TypeError(
+                f"fourth_moments must be 'normal', 'released' or (mean, cov), got {fourth_moments!r}"
+            ) from e
         if mean.shape != (p,) or cov.shape != (p, p):
-            raise ValueError(f"a public covariate model needs mean (p,) and cov (p, p) with p={p}, "
-                             f"got {mean.shape} and {cov.shape}")
+            raise ValueError(
+                f"a public covariate model needs mean (p,) and cov (p, p) with p={p}, got {mean.shape} and {cov.shape}"
+            )
         if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(cov))):
             raise ValueError("a public covariate model (mean, cov) must hold finite numbers")
-        if not np.allclose(cov, cov.T, rtol=1e-6, atol=1e-12) or \
-                np.min(np.linalg.eigvalsh(0.5 * (cov + cov.T))) < -1e-9 * max(1.0, float(np.max(np.abs(cov)))):
-            raise ValueError("the cov of a public covariate model (mean, cov) must be a symmetric positive "
-                             f"semi-definite covariance matrix of the clipped covariates, got eigenvalues "
-                             f"{np.round(np.linalg.eigvalsh(0.5 * (cov + cov.T)), 6).tolist()}")
+        if not np.allclose(cov, cov.T, rtol=1e-6, atol=1e-12) or np.min(
+            np.linalg.eigvalsh(0.5 * (cov + cov.T))
+        ) < -1e-9 * max(1.0, float(np.max(np.abs(cov)))):
+            raise ValueError(
+                "the cov of a public covariate model (mean, cov) must be a symmetric positive "
+                f"semi-definite covariance matrix of the clipped covariates, got eigenvalues "
+                f"{np.round(np.linalg.eigvalsh(0.5 * (cov + cov.T)), 6).tolist()}"
+            )
         m_u, c_u = isserlis_moments(mean, cov)
     c_u = 0.5 * (c_u + c_u.T)
     jitter = 1e-6 * float(np.mean(np.diag(c_u)))
@@ -599,11 +675,18 @@ def sampler_params(release: RegressionStatisticsRelease, *, fourth_moments: Any 
     interval = release.observation_interval()
     lo, hi = (z, z) if interval is None else interval
     f32 = jnp.float32
-    return RegressionGibbsParams(z=jnp.asarray(z, f32), noise_scale=jnp.asarray(b, f32), m_u=jnp.asarray(m_u, f32),
-                                 cov_u=jnp.asarray(c_u, f32), chol_u=jnp.asarray(chol, f32),
-                                 prior_precision=jnp.eye(p + 1, dtype=f32) / pr["weight_scale"],
-                                 prior_shape=jnp.float32(pr["prior_shape"]), prior_scale=jnp.float32(pr["prior_scale"]),
-                                 obs_lo=jnp.asarray(lo, f32), obs_hi=jnp.asarray(hi, f32))
+    return RegressionGibbsParams(
+        z=jnp.asarray(z, f32),
+        noise_scale=jnp.asarray(b, f32),
+        m_u=jnp.asarray(m_u, f32),
+        cov_u=jnp.asarray(c_u, f32),
+        chol_u=jnp.asarray(chol, f32),
+        prior_precision=jnp.eye(p + 1, dtype=f32) / pr["weight_scale"],
+        prior_shape=jnp.float32(pr["prior_shape"]),
+        prior_scale=jnp.float32(pr["prior_scale"]),
+        obs_lo=jnp.asarray(lo, f32),
+        obs_hi=jnp.asarray(hi, f32),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -654,9 +737,9 @@ def _clt(w: jax.Array, sigma2: jax.Array, params: RegressionGibbsParams, dims: R
     """(N mu_t, chol-free pieces): mean (m,), covariance Sigma0 = N Sigma_t (m, m), J (m, n_u), chol of Cov_r."""
     ix = _index(dims.num_features)
     n = float(dims.num_records)
-    e = jnp.asarray(_onehot(dims.num_features))          # (P, P, n_u + 1)
-    lb_full = jnp.einsum("jkq,k->jq", e, w)              # x~ y mean as a linear map of u~
-    lc_full = jnp.einsum("jq,j->q", lb_full, w)          # y^2 mean part
+    e = jnp.asarray(_onehot(dims.num_features))  # (P, P, n_u + 1)
+    lb_full = jnp.einsum("jkq,k->jq", e, w)  # x~ y mean as a linear map of u~
+    lc_full = jnp.einsum("jq,j->q", lb_full, w)  # y^2 mean part
     n_u = ix["n_u"]
     lb, lc = lb_full[:, :n_u], lc_full[:n_u]
     jm = jnp.concatenate([jnp.eye(n_u, dtype=jnp.float32), lb, lc[None, :]], axis=0)
@@ -665,8 +748,12 @@ def _clt(w: jax.Array, sigma2: jax.Array, params: RegressionGibbsParams, dims: R
     m2w = m2 @ w
     mean_t = jnp.concatenate([params.m_u, lb_full @ u1, jnp.reshape(lc_full @ u1 + sigma2, (1,))])
     wm2w = w @ m2w
-    cov_r = jnp.block([[sigma2 * m2, (2.0 * sigma2 * m2w)[:, None]],
-                       [(2.0 * sigma2 * m2w)[None, :], jnp.reshape(4.0 * sigma2 * wm2w + 2.0 * sigma2**2, (1, 1))]])
+    cov_r = jnp.block(
+        [
+            [sigma2 * m2, (2.0 * sigma2 * m2w)[:, None]],
+            [(2.0 * sigma2 * m2w)[None, :], jnp.reshape(4.0 * sigma2 * wm2w + 2.0 * sigma2**2, (1, 1))],
+        ]
+    )
     # J C_u J' by blocks (J = [I; L]): [[C_u, C_u L'], [L C_u, L C_u L' + Cov_r]].
     c_u = params.cov_u
     lmat = jm[n_u:]
@@ -679,15 +766,22 @@ def _gram_ok(stat: jax.Array, dims: RegressionDims) -> jax.Array:
     ix = _index(dims.num_features)
     n_u, big_p = ix["n_u"], ix["P"]
     a = _moment_matrix(jnp.concatenate([stat[:n_u], jnp.full((1,), float(dims.num_records), jnp.float32)]), dims)
-    sb, sc = stat[n_u:n_u + big_p], stat[-1]
+    sb, sc = stat[n_u : n_u + big_p], stat[-1]
     g = jnp.block([[a, sb[:, None]], [sb[None, :], jnp.reshape(sc, (1, 1))]])
     d = jnp.sqrt(jnp.clip(jnp.diag(g), jnp.finfo(jnp.float32).tiny))
     chol = jnp.linalg.cholesky(g / d[:, None] / d[None, :])
     return jnp.all(jnp.isfinite(chol)) & jnp.all(jnp.diag(chol) > 1e-4) & jnp.all(jnp.diag(g) > 0)
 
 
-def _conjugate(key: jax.Array, xi: jax.Array, gamma_z: jax.Array, gamma_u: jax.Array, stat: jax.Array,
-               params: RegressionGibbsParams, dims: RegressionDims):
+def _conjugate(
+    key: jax.Array,
+    xi: jax.Array,
+    gamma_z: jax.Array,
+    gamma_u: jax.Array,
+    stat: jax.Array,
+    params: RegressionGibbsParams,
+    dims: RegressionDims,
+):
     """(w, sigma2) | S, normal-inverse-gamma: sigma2 = b_n / Gamma(a_n) (Marsaglia-Tsang from the sweep's
     variates ``gamma_z``, ``gamma_u``; ``key`` only for the rare case that all their proposals are
     rejected), w = mu_n + sqrt(sigma2) Lambda_n^(-1/2) xi."""
@@ -695,7 +789,7 @@ def _conjugate(key: jax.Array, xi: jax.Array, gamma_z: jax.Array, gamma_u: jax.A
     n_u, big_p = ix["n_u"], ix["P"]
     n = float(dims.num_records)
     a = _moment_matrix(jnp.concatenate([stat[:n_u], jnp.full((1,), n, jnp.float32)]), dims)
-    sb, sc = stat[n_u:n_u + big_p], stat[-1]
+    sb, sc = stat[n_u : n_u + big_p], stat[-1]
     lam = params.prior_precision + a
     chol = jnp.linalg.cholesky(lam)
     mu_n = jax.scipy.linalg.cho_solve((chol, True), sb)
@@ -722,7 +816,7 @@ def _latent_parts(stat: jax.Array, dims: RegressionDims):
     ix = _index(dims.num_features)
     n_u, big_p = ix["n_u"], ix["P"]
     a = _moment_matrix(jnp.concatenate([stat[:n_u], jnp.full((1,), float(dims.num_records), jnp.float32)]), dims)
-    return a, stat[n_u:n_u + big_p], stat[-1]
+    return a, stat[n_u : n_u + big_p], stat[-1]
 
 
 def _with_y_parts(stat: jax.Array, sb: jax.Array, sc: jax.Array, dims: RegressionDims) -> jax.Array:
@@ -738,8 +832,14 @@ def _gauss_loglik(z: jax.Array, s: jax.Array, omega: jax.Array) -> jax.Array:
 _PCN_STEPS = (1.0, 0.3, 0.1)
 
 
-def _shift_step(xi: jax.Array, pick: jax.Array, uniform: jax.Array, state: RegressionGibbsState,
-                params: RegressionGibbsParams, dims: RegressionDims) -> tuple[RegressionGibbsState, jax.Array]:
+def _shift_step(
+    xi: jax.Array,
+    pick: jax.Array,
+    uniform: jax.Array,
+    state: RegressionGibbsState,
+    params: RegressionGibbsParams,
+    dims: RegressionDims,
+) -> tuple[RegressionGibbsState, jax.Array]:
     """Interweaving move for w (ancillary augmentation): w -> w', S_b -> S_b + A (w' - w),
     S_c -> S_c(w') with the residual statistics R_b = S_b - A w and R_c0 = S_c - w'Aw - 2 w'R_b fixed
     (in data terms: y -> y + X~(w' - w), residuals unchanged). The CLT density of (S_u, R_b, R_c0)
@@ -757,16 +857,19 @@ def _shift_step(xi: jax.Array, pick: jax.Array, uniform: jax.Array, state: Regre
     w, s2 = state.w, state.sigma2
     r_b = sb - a @ w
     r_c0 = sc - w @ a @ w - 2.0 * w @ r_b
-    om_b, om_c = state.omega[n_u:n_u + big_p], state.omega[-1]
-    z_b, z_c = state.obs[n_u:n_u + big_p], state.obs[-1]
+    om_b, om_c = state.omega[n_u : n_u + big_p], state.omega[-1]
+    z_b, z_c = state.obs[n_u : n_u + big_p], state.obs[-1]
     prec = params.prior_precision / s2 + (a.T / om_b[None, :]) @ a
     h = a.T @ ((z_b - r_b) / om_b)
     d = jnp.sqrt(jnp.diag(prec))
     chol = jnp.linalg.cholesky(prec / d[:, None] / d[None, :])
     mean = jax.scipy.linalg.cho_solve((chol, True), h / d) / d
     beta = jnp.asarray(_PCN_STEPS, jnp.float32)[_pick(pick, len(_PCN_STEPS))]
-    w_new = (mean + jnp.sqrt(1.0 - beta * beta) * (w - mean)
-             + beta * jax.scipy.linalg.solve_triangular(chol.T, xi, lower=False) / d)
+    w_new = (
+        mean
+        + jnp.sqrt(1.0 - beta * beta) * (w - mean)
+        + beta * jax.scipy.linalg.solve_triangular(chol.T, xi, lower=False) / d
+    )
 
     def s_c(v):
         return v @ a @ v + 2.0 * v @ r_b + r_c0
@@ -786,8 +889,14 @@ _SHIFT_MOVES = 3
 _LOG_SIGMA2_STEPS = (0.02, 0.1, 0.5)
 
 
-def _scale_step(z: jax.Array, pick: jax.Array, uniform: jax.Array, state: RegressionGibbsState,
-                params: RegressionGibbsParams, dims: RegressionDims) -> tuple[RegressionGibbsState, jax.Array]:
+def _scale_step(
+    z: jax.Array,
+    pick: jax.Array,
+    uniform: jax.Array,
+    state: RegressionGibbsState,
+    params: RegressionGibbsParams,
+    dims: RegressionDims,
+) -> tuple[RegressionGibbsState, jax.Array]:
     """Interweaving move for sigma2: with the standardised residual statistics R_b / sigma and
     (S_c - w'Aw - 2 w'R_b) / sigma2 fixed (CLT distributions free of sigma), a random walk on
     log sigma2 whose target is the prior of (w, sigma2) times the likelihood of z_b, z_c at the
@@ -800,8 +909,8 @@ def _scale_step(z: jax.Array, pick: jax.Array, uniform: jax.Array, state: Regres
     sd = jnp.sqrt(s2)
     rt_b = (sb - a @ w) / sd
     q = (sc - w @ a @ w - 2.0 * sd * (w @ rt_b)) / s2
-    om_b, om_c = state.omega[n_u:n_u + big_p], state.omega[-1]
-    z_b, z_c = state.obs[n_u:n_u + big_p], state.obs[-1]
+    om_b, om_c = state.omega[n_u : n_u + big_p], state.omega[-1]
+    z_b, z_c = state.obs[n_u : n_u + big_p], state.obs[-1]
     wlw = w @ params.prior_precision @ w
     a0, b0 = params.prior_shape, params.prior_scale
 
@@ -821,8 +930,7 @@ def _scale_step(z: jax.Array, pick: jax.Array, uniform: jax.Array, state: Regres
     log_ratio = lt_new - lt_cur
     accept = jnp.isfinite(log_ratio) & (jnp.log(uniform) < log_ratio)
     stat = _with_y_parts(state.stat, sb_new, sc_new, dims)
-    return state._replace(sigma2=jnp.where(accept, jnp.exp(new), s2),
-                          stat=jnp.where(accept, stat, state.stat)), accept
+    return state._replace(sigma2=jnp.where(accept, jnp.exp(new), s2), stat=jnp.where(accept, stat, state.stat)), accept
 
 
 #: Marsaglia-Tsang proposals of the Gamma(a_n) variate drawn with every sweep (a further one is drawn,
@@ -836,21 +944,21 @@ class _SweepVariates(NamedTuple):
     more than the numbers it makes. Shapes per field; ``key`` is kept for the rare Gamma fallback."""
 
     key: jax.Array
-    xi_u: jax.Array        # (n_u,) normal: the prior draw of S_u
-    xi_r: jax.Array        # (P + 1,) normal: the prior draw of the residual statistics
-    noise: jax.Array       # (m,) normal: the Matheron noise draw
-    nu_omega: jax.Array    # (m,) normal: omega's inverse-Gaussian draw
-    xi_w: jax.Array        # (P,) normal: w | sigma2, S
-    gamma_z: jax.Array     # (_GAMMA_PROPOSALS,) normal: Marsaglia-Tsang proposals
-    xi_shift: jax.Array    # (_SHIFT_MOVES, P) normal: the pCN moves of w
-    z_scale: jax.Array     # (1,) normal: the log sigma2 random walk
-    u_omega: jax.Array     # (m,) uniform: omega's acceptance test
-    gamma_u: jax.Array     # (_GAMMA_PROPOSALS + 1,) uniform: acceptance tests, then the shape boost
+    xi_u: jax.Array  # (n_u,) normal: the prior draw of S_u
+    xi_r: jax.Array  # (P + 1,) normal: the prior draw of the residual statistics
+    noise: jax.Array  # (m,) normal: the Matheron noise draw
+    nu_omega: jax.Array  # (m,) normal: omega's inverse-Gaussian draw
+    xi_w: jax.Array  # (P,) normal: w | sigma2, S
+    gamma_z: jax.Array  # (_GAMMA_PROPOSALS,) normal: Marsaglia-Tsang proposals
+    xi_shift: jax.Array  # (_SHIFT_MOVES, P) normal: the pCN moves of w
+    z_scale: jax.Array  # (1,) normal: the log sigma2 random walk
+    u_omega: jax.Array  # (m,) uniform: omega's acceptance test
+    gamma_u: jax.Array  # (_GAMMA_PROPOSALS + 1,) uniform: acceptance tests, then the shape boost
     pick_shift: jax.Array  # (_SHIFT_MOVES,) uniform: pCN step index
-    u_shift: jax.Array     # (_SHIFT_MOVES,) uniform: pCN acceptance
+    u_shift: jax.Array  # (_SHIFT_MOVES,) uniform: pCN acceptance
     pick_scale: jax.Array  # (1,) uniform: log sigma2 step index
-    u_scale: jax.Array     # (1,) uniform: its acceptance
-    u_obs: jax.Array       # (m,) uniform if dims.rounded, else (0,): the pre-rounding statistics
+    u_scale: jax.Array  # (1,) uniform: its acceptance
+    u_obs: jax.Array  # (m,) uniform if dims.rounded, else (0,): the pre-rounding statistics
 
 
 def _draw_variates(key: jax.Array, dims: RegressionDims, interweave: bool) -> _SweepVariates:
@@ -863,12 +971,29 @@ def _draw_variates(key: jax.Array, dims: RegressionDims, interweave: bool) -> _S
     uniform_sizes = (m, _GAMMA_PROPOSALS + 1, moves, moves, one, one, m if dims.rounded else 0)
     k_normal, k_uniform, k_rest = jax.random.split(key, 3)
     normals = jax.random.normal(k_normal, (sum(normal_sizes),), jnp.float32)
-    uniforms = jax.random.uniform(k_uniform, (sum(uniform_sizes),), jnp.float32, minval=jnp.finfo(jnp.float32).tiny,
-                                  maxval=1.0)
+    uniforms = jax.random.uniform(
+        k_uniform, (sum(uniform_sizes),), jnp.float32, minval=jnp.finfo(jnp.float32).tiny, maxval=1.0
+    )
     z = jnp.split(normals, np.cumsum(normal_sizes)[:-1])
     u = jnp.split(uniforms, np.cumsum(uniform_sizes)[:-1])
-    return _SweepVariates(k_rest, z[0], z[1], z[2], z[3], z[4], z[5], z[6].reshape(moves, big_p), z[7],
-                          u[0], u[1], u[2], u[3], u[4], u[5], u[6])
+    return _SweepVariates(
+        k_rest,
+        z[0],
+        z[1],
+        z[2],
+        z[3],
+        z[4],
+        z[5],
+        z[6].reshape(moves, big_p),
+        z[7],
+        u[0],
+        u[1],
+        u[2],
+        u[3],
+        u[4],
+        u[5],
+        u[6],
+    )
 
 
 def _pick(uniform: jax.Array, count: int) -> jax.Array:
@@ -876,8 +1001,13 @@ def _pick(uniform: jax.Array, count: int) -> jax.Array:
     return jnp.minimum(jnp.floor(uniform * count).astype(jnp.int32), count - 1)
 
 
-def gibbs_step(key: jax.Array, state: RegressionGibbsState, params: RegressionGibbsParams,
-               dims: RegressionDims, interweave: bool = True) -> tuple[RegressionGibbsState, RegressionGibbsInfo]:
+def gibbs_step(
+    key: jax.Array,
+    state: RegressionGibbsState,
+    params: RegressionGibbsParams,
+    dims: RegressionDims,
+    interweave: bool = True,
+) -> tuple[RegressionGibbsState, RegressionGibbsInfo]:
     """One sweep: S | theta, omega, z (Matheron draw, truncated by rejection); omega | S, z;
     (w, sigma2) | S (normal-inverse-gamma); then, with ``interweave``, the two ancillary moves
     (:func:`_shift_step` for w, :func:`_scale_step` for sigma2).
@@ -923,8 +1053,16 @@ def gibbs_step(key: jax.Array, state: RegressionGibbsState, params: RegressionGi
 
 
 @functools.partial(jax.jit, static_argnames=("dims", "num_warmup", "num_draws", "thin", "interweave"))
-def sample_chain(key: jax.Array, params: RegressionGibbsParams, *, dims: RegressionDims, num_warmup: int,
-                 num_draws: int, thin: int = 1, interweave: bool = True) -> tuple[jax.Array, jax.Array, jax.Array]:
+def sample_chain(
+    key: jax.Array,
+    params: RegressionGibbsParams,
+    *,
+    dims: RegressionDims,
+    num_warmup: int,
+    num_draws: int,
+    thin: int = 1,
+    interweave: bool = True,
+) -> tuple[jax.Array, jax.Array, jax.Array]:
     """(w draws (num_draws, P), sigma2 draws (num_draws,), acceptance rate of the latent step over
     all sweeps). Pure and jitted; vmap over (key, params) for many releases."""
     key = jnp.asarray(key) if not isinstance(key, jax.Array) else key
@@ -944,9 +1082,15 @@ def sample_chain(key: jax.Array, params: RegressionGibbsParams, *, dims: Regress
 
     from .expfam import run_sweeps
 
-    out = run_sweeps(k_run, (state, jnp.float32(0.0)), sweep_counting,
-                     lambda c: jnp.concatenate([c[0].w, c[0].sigma2[None], c[1][None]]),
-                     num_warmup=num_warmup, num_draws=num_draws, thin=thin)
+    out = run_sweeps(
+        k_run,
+        (state, jnp.float32(0.0)),
+        sweep_counting,
+        lambda c: jnp.concatenate([c[0].w, c[0].sigma2[None], c[1][None]]),
+        num_warmup=num_warmup,
+        num_draws=num_draws,
+        thin=thin,
+    )
     big_p = dims.num_features + 1
     total = num_warmup + num_draws * thin
     return out[:, :big_p], out[:, big_p], out[-1, big_p + 1] / total
@@ -956,8 +1100,12 @@ def regression_layout(num_features: int = 10) -> ParamLayout:
     """The layout of ``linear_regression`` with an intercept: sigma2 (positive, log map), then w (P reals),
     as ``inspect_model`` gives it (a test checks they agree)."""
     big_p = int(num_features) + 1
-    return ParamLayout((Site("sigma2", (), (), {"kind": "positive"}),
-                        Site("w", (big_p,), (big_p,), {"kind": "independent", "base": {"kind": "real"}, "ndims": 1})))
+    return ParamLayout(
+        (
+            Site("sigma2", (), (), {"kind": "positive"}),
+            Site("w", (big_p,), (big_p,), {"kind": "independent", "base": {"kind": "real"}, "ndims": 1}),
+        )
+    )
 
 
 def to_unconstrained(w: jax.Array, sigma2: jax.Array) -> jax.Array:
@@ -965,9 +1113,17 @@ def to_unconstrained(w: jax.Array, sigma2: jax.Array) -> jax.Array:
     return jnp.concatenate([jnp.log(sigma2)[..., None], w], axis=-1)
 
 
-def gibbs_ss_noisy(release: RegressionStatisticsRelease, *, num_warmup: int = 1000, num_draws: int = 4000,
-                   thin: int = 1, fourth_moments: Any = None, prior: dict[str, float] | None = None,
-                   interweave: bool = True, rng_key: Any = None) -> DrawsPosterior:
+def gibbs_ss_noisy(
+    release: RegressionStatisticsRelease,
+    *,
+    num_warmup: int = 1000,
+    num_draws: int = 4000,
+    thin: int = 1,
+    fourth_moments: Any = None,
+    prior: dict[str, float] | None = None,
+    interweave: bool = True,
+    rng_key: Any = None,
+) -> DrawsPosterior:
     """The Gibbs-SS-Noisy posterior of (sigma2, w) for a regression release (post-processing only).
 
     Args:
@@ -1002,22 +1158,35 @@ def gibbs_ss_noisy(release: RegressionStatisticsRelease, *, num_warmup: int = 10
     slow = slow_sampler_message(release.num_features, num_warmup + num_draws * thin)
     if slow is not None:
         warnings.warn(slow, RuntimeWarning, stacklevel=2)
-    ws, s2s, acc = sample_chain(raw, params, dims=dims, num_warmup=num_warmup, num_draws=num_draws, thin=thin,
-                                interweave=interweave)
+    ws, s2s, acc = sample_chain(
+        raw, params, dims=dims, num_warmup=num_warmup, num_draws=num_draws, thin=thin, interweave=interweave
+    )
     draws = to_unconstrained(ws, s2s)
     if float(acc) < LOW_ACCEPTANCE:  # a function of the release only: safe to say
-        warnings.warn(f"Gibbs-SS-Noisy kept {float(acc):.1%} of its latent proposals (below {LOW_ACCEPTANCE:.0%}): "
-                      "the chain barely moves and its draws mostly reflect its data-independent start (typical "
-                      f"with few records, here N = {release.num_records} for {release.num_features} features; N is "
-                      "public, not privatised); do not read them as a posterior without checking "
-                      "diagnostics['acceptance'] and the mixing",
-                      RuntimeWarning, stacklevel=2)
-    diag = {"acceptance": float(acc), "num_warmup": num_warmup, "num_draws": num_draws, "thin": thin,
-            "snapped": release.snapped is not None,
-            "fourth_moments": fourth_moments if isinstance(fourth_moments, str) or fourth_moments is None
-            else "public"}
-    return DrawsPosterior(layout=regression_layout(release.num_features), draws=draws, privacy=release.privacy,
-                          method="gibbs_ss_noisy", diagnostics=diag)
+        warnings.warn(
+            f"Gibbs-SS-Noisy kept {float(acc):.1%} of its latent proposals (below {LOW_ACCEPTANCE:.0%}): "
+            "the chain barely moves and its draws mostly reflect its data-independent start (typical "
+            f"with few records, here N = {release.num_records} for {release.num_features} features; N is "
+            "public, not privatised); do not read them as a posterior without checking "
+            "diagnostics['acceptance'] and the mixing",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    diag = {
+        "acceptance": float(acc),
+        "num_warmup": num_warmup,
+        "num_draws": num_draws,
+        "thin": thin,
+        "snapped": release.snapped is not None,
+        "fourth_moments": fourth_moments if isinstance(fourth_moments, str) or fourth_moments is None else "public",
+    }
+    return DrawsPosterior(
+        layout=regression_layout(release.num_features),
+        draws=draws,
+        privacy=release.privacy,
+        method="gibbs_ss_noisy",
+        diagnostics=diag,
+    )
 
 
 #: below this share of kept latent proposals :func:`gibbs_ss_noisy` warns that its chain barely moves.
@@ -1049,14 +1218,17 @@ def slow_sampler_message(num_features: int, num_sweeps: int) -> str | None:
     if secs <= SLOW_SAMPLER_SECONDS:
         return None
     m = _num_latent_stats(int(num_features))
-    return (f"Gibbs-SS-Noisy with p = {num_features} features samples m = {m} latent statistics and factorises "
-            f"m x m matrices every sweep: {num_sweeps} sweeps are expected to take about {secs / 3600:.1f} hours "
-            f"on a small CPU host (the cost grows as m^3, about p^6). Use fewer features "
-            "(or fewer sweeps) for this baseline, or a method whose cost grows with the data instead (NA-DPVI)")
+    return (
+        f"Gibbs-SS-Noisy with p = {num_features} features samples m = {m} latent statistics and factorises "
+        f"m x m matrices every sweep: {num_sweeps} sweeps are expected to take about {secs / 3600:.1f} hours "
+        f"on a small CPU host (the cost grows as m^3, about p^6). Use fewer features "
+        "(or fewer sweeps) for this baseline, or a method whose cost grows with the data instead (NA-DPVI)"
+    )
 
 
-def nig_posterior(xtx: np.ndarray, xty: np.ndarray, yty: float, num_records: int,
-                  prior: dict[str, float] | None = None) -> dict[str, np.ndarray]:
+def nig_posterior(
+    xtx: np.ndarray, xty: np.ndarray, yty: float, num_records: int, prior: dict[str, float] | None = None
+) -> dict[str, np.ndarray]:
     """The exact normal-inverse-gamma posterior given (X~'X~, X~'y, y'y) (X~ with the intercept column).
 
     Returns a dict with ``precision`` Lambda_n, ``mean`` mu_n, ``shape`` a_n, ``scale`` b_n, and the
@@ -1073,5 +1245,13 @@ def nig_posterior(xtx: np.ndarray, xty: np.ndarray, yty: float, num_records: int
     b_n = pr["prior_scale"] + 0.5 * max(float(yty) - float(np.asarray(xty) @ mu), 0.0)
     s2_mean = b_n / (a_n - 1)
     cov_w = s2_mean * np.linalg.inv(lam)
-    return {"precision": lam, "mean": mu, "shape": a_n, "scale": b_n, "w_mean": mu, "w_sd": np.sqrt(np.diag(cov_w)),
-            "sigma2_mean": s2_mean, "sigma2_sd": s2_mean / math.sqrt(a_n - 2)}
+    return {
+        "precision": lam,
+        "mean": mu,
+        "shape": a_n,
+        "scale": b_n,
+        "w_mean": mu,
+        "w_sd": np.sqrt(np.diag(cov_w)),
+        "sigma2_mean": s2_mean,
+        "sigma2_sd": s2_mean / math.sqrt(a_n - 2),
+    }

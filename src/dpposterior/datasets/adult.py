@@ -60,34 +60,110 @@ ADULT_CONTINUOUS: tuple[str, ...] = (
 
 ADULT_CATEGORIES: dict[str, tuple[str, ...]] = {
     "workclass": (
-        "Private", "Self-emp-not-inc", "Self-emp-inc", "Federal-gov", "Local-gov", "State-gov",
-        "Without-pay", "Never-worked",
+        "Private",
+        "Self-emp-not-inc",
+        "Self-emp-inc",
+        "Federal-gov",
+        "Local-gov",
+        "State-gov",
+        "Without-pay",
+        "Never-worked",
     ),
     "education": (
-        "Bachelors", "Some-college", "11th", "HS-grad", "Prof-school", "Assoc-acdm", "Assoc-voc",
-        "9th", "7th-8th", "12th", "Masters", "1st-4th", "10th", "Doctorate", "5th-6th", "Preschool",
+        "Bachelors",
+        "Some-college",
+        "11th",
+        "HS-grad",
+        "Prof-school",
+        "Assoc-acdm",
+        "Assoc-voc",
+        "9th",
+        "7th-8th",
+        "12th",
+        "Masters",
+        "1st-4th",
+        "10th",
+        "Doctorate",
+        "5th-6th",
+        "Preschool",
     ),
     "marital-status": (
-        "Married-civ-spouse", "Divorced", "Never-married", "Separated", "Widowed",
-        "Married-spouse-absent", "Married-AF-spouse",
+        "Married-civ-spouse",
+        "Divorced",
+        "Never-married",
+        "Separated",
+        "Widowed",
+        "Married-spouse-absent",
+        "Married-AF-spouse",
     ),
     "occupation": (
-        "Tech-support", "Craft-repair", "Other-service", "Sales", "Exec-managerial",
-        "Prof-specialty", "Handlers-cleaners", "Machine-op-inspct", "Adm-clerical",
-        "Farming-fishing", "Transport-moving", "Priv-house-serv", "Protective-serv", "Armed-Forces",
+        "Tech-support",
+        "Craft-repair",
+        "Other-service",
+        "Sales",
+        "Exec-managerial",
+        "Prof-specialty",
+        "Handlers-cleaners",
+        "Machine-op-inspct",
+        "Adm-clerical",
+        "Farming-fishing",
+        "Transport-moving",
+        "Priv-house-serv",
+        "Protective-serv",
+        "Armed-Forces",
     ),
     "relationship": (
-        "Wife", "Own-child", "Husband", "Not-in-family", "Other-relative", "Unmarried",
+        "Wife",
+        "Own-child",
+        "Husband",
+        "Not-in-family",
+        "Other-relative",
+        "Unmarried",
     ),
     "race": ("White", "Asian-Pac-Islander", "Amer-Indian-Eskimo", "Other", "Black"),
     "sex": ("Female", "Male"),
     "native-country": (
-        "United-States", "Cambodia", "England", "Puerto-Rico", "Canada", "Germany",
-        "Outlying-US(Guam-USVI-etc)", "India", "Japan", "Greece", "South", "China", "Cuba", "Iran",
-        "Honduras", "Philippines", "Italy", "Poland", "Jamaica", "Vietnam", "Mexico", "Portugal",
-        "Ireland", "France", "Dominican-Republic", "Laos", "Ecuador", "Taiwan", "Haiti", "Columbia",
-        "Hungary", "Guatemala", "Nicaragua", "Scotland", "Thailand", "Yugoslavia", "El-Salvador",
-        "Trinadad&Tobago", "Peru", "Hong", "Holand-Netherlands",
+        "United-States",
+        "Cambodia",
+        "England",
+        "Puerto-Rico",
+        "Canada",
+        "Germany",
+        "Outlying-US(Guam-USVI-etc)",
+        "India",
+        "Japan",
+        "Greece",
+        "South",
+        "China",
+        "Cuba",
+        "Iran",
+        "Honduras",
+        "Philippines",
+        "Italy",
+        "Poland",
+        "Jamaica",
+        "Vietnam",
+        "Mexico",
+        "Portugal",
+        "Ireland",
+        "France",
+        "Dominican-Republic",
+        "Laos",
+        "Ecuador",
+        "Taiwan",
+        "Haiti",
+        "Columbia",
+        "Hungary",
+        "Guatemala",
+        "Nicaragua",
+        "Scotland",
+        "Thailand",
+        "Yugoslavia",
+        "El-Salvador",
+        "Trinadad&Tobago",
+        "Peru",
+        "Hong",
+        "Holand-Netherlands",
     ),
 }
 """The levels of every categorical column, in the order of the public schema ``adult.names``."""
@@ -121,7 +197,12 @@ public-use files, so it is known before any record is seen:
 """
 
 DESIGN_CATEGORICAL: tuple[str, ...] = (
-    "workclass", "education", "marital-status", "occupation", "race", "sex",
+    "workclass",
+    "education",
+    "marital-status",
+    "occupation",
+    "race",
+    "sex",
 )
 """The categorical columns kept in the design (relationship and native-country are dropped)."""
 
@@ -137,9 +218,7 @@ _EXCLUDED_LEVELS: dict[str, tuple[str, ...]] = {"workclass": ("Never-worked",)}
 # no such column either.
 
 DESIGN_LEVELS: dict[str, tuple[str, ...]] = {
-    column: tuple(
-        level for level in ADULT_CATEGORIES[column] if level not in _EXCLUDED_LEVELS.get(column, ())
-    )
+    column: tuple(level for level in ADULT_CATEGORIES[column] if level not in _EXCLUDED_LEVELS.get(column, ()))
     for column in DESIGN_CATEGORICAL
 }
 """The one-hot levels of the design per categorical column: the schema's levels, except
@@ -180,7 +259,7 @@ def adult_feature_names(*, intercept: bool = True, reference_levels: bool = True
     _check_bool("reference_levels", reference_levels)
     names = list(DESIGN_CONTINUOUS)
     for column in DESIGN_CATEGORICAL:
-        names.extend(f"{column}={level}" for level in DESIGN_LEVELS[column][1 if reference_levels else 0:])
+        names.extend(f"{column}={level}" for level in DESIGN_LEVELS[column][1 if reference_levels else 0 :])
     if intercept:
         names.append(INTERCEPT_NAME)
     return tuple(names)
@@ -278,8 +357,7 @@ def adult_design(split: str = "train", *, intercept: bool = True, reference_leve
     return encode_adult(load_adult(split, drop_missing=True), intercept=intercept, reference_levels=reference_levels)
 
 
-def encode_adult(columns: Mapping[str, Any], *, intercept: bool = True,
-                 reference_levels: bool = True) -> AdultDesign:
+def encode_adult(columns: Mapping[str, Any], *, intercept: bool = True, reference_levels: bool = True) -> AdultDesign:
     """Encodes raw Adult columns (as :func:`load_adult` returns them) into the design matrix.
 
     The encoding is a fixed function of each record alone; nothing is estimated from the data:
@@ -367,8 +445,9 @@ def encode_adult(columns: Mapping[str, Any], *, intercept: bool = True,
     if unknown:
         raise ValueError(f"income values must be one of {ADULT_LABELS}, got {unknown[:5]}")
     y = (income == ADULT_LABELS[1]).astype(np.int32)
-    return AdultDesign(X=X, y=y, feature_names=adult_feature_names(intercept=intercept,
-                                                                    reference_levels=reference_levels))
+    return AdultDesign(
+        X=X, y=y, feature_names=adult_feature_names(intercept=intercept, reference_levels=reference_levels)
+    )
 
 
 def _read_rows(filename: str, drop_missing: bool) -> list[list[str]]:
@@ -402,9 +481,7 @@ def _as_finite_float(name: str, values: np.ndarray) -> np.ndarray:
     try:
         out = values.astype(np.float64)
     except (TypeError, ValueError):
-        raise ValueError(
-            f"column {name!r} must hold real numbers, got values of dtype {values.dtype}"
-        ) from None
+        raise ValueError(f"column {name!r} must hold real numbers, got values of dtype {values.dtype}") from None
     if not np.all(np.isfinite(out)):
         bad = out[~np.isfinite(out)][:5]
         raise ValueError(f"column {name!r} must hold finite numbers, got {bad.tolist()}")
@@ -428,8 +505,7 @@ def _one_hot(name: str, values: np.ndarray, levels: tuple[str, ...]) -> np.ndarr
         )
     if unknown:
         raise ValueError(
-            f"column {name!r} has values that are not levels of the design: {unknown[:5]}; "
-            f"allowed: {levels}"
+            f"column {name!r} has values that are not levels of the design: {unknown[:5]}; allowed: {levels}"
         )
     codes = np.fromiter((index[v] for v in values), dtype=np.intp, count=values.shape[0])
     out = np.zeros((values.shape[0], len(levels)))
@@ -439,7 +515,4 @@ def _one_hot(name: str, values: np.ndarray, levels: tuple[str, ...]) -> np.ndarr
 
 def _check_bool(name: str, value: Any) -> None:
     if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(
-            f"{name} must be a bool (True or False), got {value!r} of type {type(value).__name__}"
-        )
-
+        raise TypeError(f"{name} must be a bool (True or False), got {value!r} of type {type(value).__name__}")

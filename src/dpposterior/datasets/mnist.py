@@ -39,9 +39,7 @@ def load_mnist79(split: str = "train") -> tuple[np.ndarray, np.ndarray]:
     images = _scale_images(arrays[f"{split}_images"], MNIST79_FILE)
     digits = arrays[f"{split}_labels"]
     if digits.shape != (images.shape[0],) or not np.all(np.isin(digits, (7, 9))):
-        raise ValueError(
-            f"malformed vendored file {MNIST79_FILE}: {split}_labels must be one 7 or 9 per image"
-        )
+        raise ValueError(f"malformed vendored file {MNIST79_FILE}: {split}_labels must be one 7 or 9 per image")
     return images, (digits == 9).astype(np.int32)
 
 

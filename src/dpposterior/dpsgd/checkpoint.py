@@ -57,39 +57,79 @@ class Checkpoint(NamedTuple):
     base_key: np.ndarray | None
 
 
-def run_settings(*, loss: Any, num_records: int, num_params: int, sampling_rate: float, capacity: int,
-                 sampling: str, noise_multiplier: float, clip: float, learning_rate: np.ndarray, beta: np.ndarray,
-                 num_steps: int, accountant: str, delta: float, phi0: np.ndarray, seeded_by: str,
-                 loss_needs_key: bool) -> dict[str, Any]:
+def run_settings(
+    *,
+    loss: Any,
+    num_records: int,
+    num_params: int,
+    sampling_rate: float,
+    capacity: int,
+    sampling: str,
+    noise_multiplier: float,
+    clip: float,
+    learning_rate: np.ndarray,
+    beta: np.ndarray,
+    num_steps: int,
+    accountant: str,
+    delta: float,
+    phi0: np.ndarray,
+    seeded_by: str,
+    loss_needs_key: bool,
+) -> dict[str, Any]:
     """The settings a checkpoint must match to be resumed (JSON-ready)."""
+
     def digest(a: np.ndarray) -> str:
         return hashlib.sha256(np.ascontiguousarray(a, np.float32).tobytes()).hexdigest()
 
     name = getattr(loss, "__qualname__", None) or type(loss).__name__
     module = getattr(loss, "__module__", "") or ""
-    return {"num_records": int(num_records), "num_params": int(num_params), "sampling_rate": float(sampling_rate),
-            "capacity": int(capacity), "sampling": str(sampling), "noise_multiplier": float(noise_multiplier),
-            "clip": float(clip), "learning_rate": digest(learning_rate), "beta": digest(beta),
-            "num_steps": int(num_steps), "accountant": str(accountant), "delta": float(delta),
-            "loss": f"{module}.{name}", "initial_params": digest(phi0), "seeded_by": str(seeded_by),
-            "loss_needs_key": bool(loss_needs_key)}
+    return {
+        "num_records": int(num_records),
+        "num_params": int(num_params),
+        "sampling_rate": float(sampling_rate),
+        "capacity": int(capacity),
+        "sampling": str(sampling),
+        "noise_multiplier": float(noise_multiplier),
+        "clip": float(clip),
+        "learning_rate": digest(learning_rate),
+        "beta": digest(beta),
+        "num_steps": int(num_steps),
+        "accountant": str(accountant),
+        "delta": float(delta),
+        "loss": f"{module}.{name}",
+        "initial_params": digest(phi0),
+        "seeded_by": str(seeded_by),
+        "loss_needs_key": bool(loss_needs_key),
+    }
 
 
 def save_checkpoint(path: str | os.PathLike, ckpt: Checkpoint) -> Path:
     """Writes ``ckpt`` atomically (a reader sees the previous checkpoint or the whole new one)."""
-    meta = json.dumps({"format": FORMAT, "version": FORMAT_VERSION, "settings": ckpt.settings,
-                       "steps_done": int(ckpt.steps_done), "secure": ckpt.base_key is None}, sort_keys=True)
-    arrays = {"phi": np.asarray(ckpt.phi, np.float32), "phis": np.asarray(ckpt.phis, np.float32),
-              "grads": np.asarray(ckpt.grads, np.float32),
-              "base_key": (np.zeros((0,), np.uint32) if ckpt.base_key is None
-                           else np.asarray(ckpt.base_key, np.uint32).reshape(-1))}
+    meta = json.dumps(
+        {
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "settings": ckpt.settings,
+            "steps_done": int(ckpt.steps_done),
+            "secure": ckpt.base_key is None,
+        },
+        sort_keys=True,
+    )
+    arrays = {
+        "phi": np.asarray(ckpt.phi, np.float32),
+        "phis": np.asarray(ckpt.phis, np.float32),
+        "grads": np.asarray(ckpt.grads, np.float32),
+        "base_key": (
+            np.zeros((0,), np.uint32) if ckpt.base_key is None else np.asarray(ckpt.base_key, np.uint32).reshape(-1)
+        ),
+    }
     return write_checked_npz(path, arrays, meta, compress=False)
 
 
 _RESUME_WITH = {
     "user": "; it was started with an rng_key: resume with that same rng_key",
     "os": "; it was started with rng_key=None and secure=False: resume with rng_key=None (the OS seed it "
-          "drew is stored in the checkpoint, and the run continues that stream)",
+    "drew is stored in the checkpoint, and the run continues that stream)",
     "secure": "; it was started with secure=True: resume with secure=True and rng_key=None",
 }
 
@@ -115,25 +155,43 @@ def load_checkpoint(path: str | os.PathLike, settings: dict[str, Any]) -> Checkp
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise ValueError(f"{path}: not a DP-SGD checkpoint")
     if meta.get("version") != FORMAT_VERSION:
-        raise ValueError(f"{path}: checkpoint format version {meta.get('version')!r} is not supported "
-                         f"(this dpposterior reads version {FORMAT_VERSION})")
+        raise ValueError(
+            f"{path}: checkpoint format version {meta.get('version')!r} is not supported "
+            f"(this dpposterior reads version {FORMAT_VERSION})"
+        )
     saved = meta.get("settings")
     if not isinstance(saved, dict):
         raise ValueError(f"{path}: checkpoint without settings")
     differ = sorted(k for k in set(saved) | set(settings) if saved.get(k) != settings.get(k))
     if differ:
-        raise ValueError(f"{path} is the checkpoint of a different run: {', '.join(differ)} differ "
-                         f"(delete it to start afresh, or resume with the same settings{_how_to_resume(saved, differ)})")
+        raise ValueError(
+            f"{path} is the checkpoint of a different run: {', '.join(differ)} differ "
+            f"(delete it to start afresh, or resume with the same settings{_how_to_resume(saved, differ)})"
+        )
     t = meta.get("steps_done")
     d, total = int(settings["num_params"]), int(settings["num_steps"])
     phis, grads, phi = arrays["phis"], arrays["grads"], arrays["phi"]
-    if (isinstance(t, bool) or not isinstance(t, int) or not 0 <= t <= total or phis.shape != (t, d)
-            or grads.shape != (t, d) or phi.shape != (d,)):
-        raise ValueError(f"{path}: inconsistent checkpoint (steps_done={t!r}, arrays {phis.shape}, {grads.shape}, "
-                         f"{phi.shape} for d={d})")
+    if (
+        isinstance(t, bool)
+        or not isinstance(t, int)
+        or not 0 <= t <= total
+        or phis.shape != (t, d)
+        or grads.shape != (t, d)
+        or phi.shape != (d,)
+    ):
+        raise ValueError(
+            f"{path}: inconsistent checkpoint (steps_done={t!r}, arrays {phis.shape}, {grads.shape}, "
+            f"{phi.shape} for d={d})"
+        )
     key = arrays["base_key"]
     secure = bool(meta.get("secure"))
     if secure != (key.size == 0) or (not secure and key.shape != (2,)):
         raise ValueError(f"{path}: inconsistent checkpoint key")
-    return Checkpoint(settings=saved, steps_done=t, phi=phi, phis=phis, grads=grads,
-                      base_key=None if secure else key.astype(np.uint32))
+    return Checkpoint(
+        settings=saved,
+        steps_done=t,
+        phi=phi,
+        phis=phis,
+        grads=grads,
+        base_key=None if secure else key.astype(np.uint32),
+    )

@@ -18,8 +18,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from ..privacy.noise import WORDS_PER_PAIR, add_gaussian_noise, normal_words, num_pairs
-from .sampling import (as_key, chunk_key, inclusion_from_bits, masked_inclusion, needs_more, sample_chunk,
-                       step_keys)
+from .sampling import as_key, chunk_key, inclusion_from_bits, masked_inclusion, needs_more, sample_chunk, step_keys
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,8 +150,15 @@ def tiling(num_params: int, capacity: int) -> tuple[int, int]:
     return n_tiles, -(-capacity // n_tiles)
 
 
-def _packed_sum(cfg: EngineConfig, grads: Callable[[Any], jax.Array], data: Any, idx: jax.Array,
-                mask: jax.Array, clip: Any, pm: bool) -> jax.Array:
+def _packed_sum(
+    cfg: EngineConfig,
+    grads: Callable[[Any], jax.Array],
+    data: Any,
+    idx: jax.Array,
+    mask: jax.Array,
+    clip: Any,
+    pm: bool,
+) -> jax.Array:
     n_tiles, tile = tiling(cfg.num_params, cfg.capacity)
     if n_tiles == 1:
         return clipped_sum(grads(_gather(data, idx)), mask, clip, pm)
@@ -186,8 +192,7 @@ def secure_bits_width(cfg: EngineConfig) -> int:
     return cfg.num_records if cfg.sampling == "masked" else cfg.capacity
 
 
-def host_secure_draws(cfg: EngineConfig, num_steps: int, num_valid: int | None = None
-                      ) -> tuple[np.ndarray, np.ndarray]:
+def host_secure_draws(cfg: EngineConfig, num_steps: int, num_valid: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Secure mode's draws for ``num_steps`` steps, read from the OS CSPRNG on the host.
 
     Returns (sampling words uint32 (num_steps, width), noise words uint32 (num_steps, WORDS_PER_PAIR,
@@ -213,8 +218,10 @@ def secure_step_draws(num_bits: int, num_normals: int) -> tuple[jax.Array, jax.A
     """
     from jax.experimental import io_callback
 
-    shapes = (jax.ShapeDtypeStruct((num_bits,), jnp.uint32),
-              jax.ShapeDtypeStruct((WORDS_PER_PAIR, num_pairs(num_normals)), jnp.uint32))
+    shapes = (
+        jax.ShapeDtypeStruct((num_bits,), jnp.uint32),
+        jax.ShapeDtypeStruct((WORDS_PER_PAIR, num_pairs(num_normals)), jnp.uint32),
+    )
     return io_callback(functools.partial(_host_secure_draws, num_bits, num_normals), shapes, ordered=False)
 
 
@@ -222,13 +229,21 @@ def secure_chunk_bits(num_bits: int) -> jax.Array:
     """uint32 (num_bits,) from the OS CSPRNG at run time (the overflow chunks of a packed sample)."""
     from jax.experimental import io_callback
 
-    return io_callback(functools.partial(_host_secure_bits, num_bits),
-                       jax.ShapeDtypeStruct((num_bits,), jnp.uint32), ordered=False)
+    return io_callback(
+        functools.partial(_host_secure_bits, num_bits), jax.ShapeDtypeStruct((num_bits,), jnp.uint32), ordered=False
+    )
 
 
-def noisy_gradient(cfg: EngineConfig, keys: tuple[jax.Array, jax.Array, jax.Array], phi: jax.Array,
-                   data: Any, sigma: Any, clip: Any, beta: jax.Array,
-                   draws: tuple[jax.Array, jax.Array] | None = None) -> jax.Array:
+def noisy_gradient(
+    cfg: EngineConfig,
+    keys: tuple[jax.Array, jax.Array, jax.Array],
+    phi: jax.Array,
+    data: Any,
+    sigma: Any,
+    clip: Any,
+    beta: jax.Array,
+    draws: tuple[jax.Array, jax.Array] | None = None,
+) -> jax.Array:
     """One step's released gradient ``g~ = (sum_i clip(beta g_i, C) + sigma C xi) / beta``.
 
     xi is :mod:`dpposterior.privacy.noise`'s float64 Box-Muller normal (no gap in its support below
@@ -255,11 +270,16 @@ def noisy_gradient(cfg: EngineConfig, keys: tuple[jax.Array, jax.Array, jax.Arra
         first_bits, words = secure_step_draws(width, d) if draws is None else draws
 
     if cfg.sampling == "masked":
-        mask = (masked_inclusion(k_samp, cfg.num_records, cfg.sampling_rate) if not cfg.secure
-                else inclusion_from_bits(first_bits, cfg.sampling_rate) if width
-                else jnp.ones((cfg.num_records,), bool))
+        mask = (
+            masked_inclusion(k_samp, cfg.num_records, cfg.sampling_rate)
+            if not cfg.secure
+            else inclusion_from_bits(first_bits, cfg.sampling_rate)
+            if width
+            else jnp.ones((cfg.num_records,), bool)
+        )
         total = clipped_sum(grads(data), mask, clip, pm)
     else:
+
         def chunk_bits(c):
             if not cfg.secure or not width:
                 return None
@@ -267,9 +287,14 @@ def noisy_gradient(cfg: EngineConfig, keys: tuple[jax.Array, jax.Array, jax.Arra
 
         def body(carry):
             c, start, acc = carry
-            idx, mask, last = sample_chunk(chunk_key(k_samp, c), start, num_records=cfg.num_records,
-                                           sampling_rate=cfg.sampling_rate, capacity=cfg.capacity,
-                                           bits=chunk_bits(c))
+            idx, mask, last = sample_chunk(
+                chunk_key(k_samp, c),
+                start,
+                num_records=cfg.num_records,
+                sampling_rate=cfg.sampling_rate,
+                capacity=cfg.capacity,
+                bits=chunk_bits(c),
+            )
             return c + 1, last, acc + _packed_sum(cfg, grads, data, idx, mask, clip, pm)
 
         # Chunk after chunk, each continuing from the last index drawn, until past N (one chunk
@@ -283,10 +308,20 @@ def noisy_gradient(cfg: EngineConfig, keys: tuple[jax.Array, jax.Array, jax.Arra
     return add_gaussian_noise(total, (sigma, clip), words, beta)
 
 
-def scan_steps(cfg: EngineConfig, base_key: Any, t0: Any, phi0: jax.Array, data: Any, sigma: Any,
-               clip: Any, lr: jax.Array, beta: jax.Array, length: int,
-               n_valid: Any = None, draws: tuple[jax.Array, jax.Array] | None = None
-               ) -> tuple[jax.Array, jax.Array, jax.Array]:
+def scan_steps(
+    cfg: EngineConfig,
+    base_key: Any,
+    t0: Any,
+    phi0: jax.Array,
+    data: Any,
+    sigma: Any,
+    clip: Any,
+    lr: jax.Array,
+    beta: jax.Array,
+    length: int,
+    n_valid: Any = None,
+    draws: tuple[jax.Array, jax.Array] | None = None,
+) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Runs steps ``t0, ..., t0 + length - 1`` (only the first ``n_valid`` when given).
 
     ``draws`` (secure mode only): :func:`host_secure_draws` for these ``length`` steps, row i feeding
@@ -304,6 +339,7 @@ def scan_steps(cfg: EngineConfig, base_key: Any, t0: Any, phi0: jax.Array, data:
         return phi - lr * g, g
 
     if n_valid is None:
+
         def body(phi, i):
             new, g = step(phi, i)
             return new, (phi, g)
@@ -330,5 +366,6 @@ def check_data_shapes(data: Any, num_records: int) -> None:
         raise ValueError("data must hold at least one array with a leading record axis")
     lengths = [jnp.shape(a)[0] if jnp.ndim(a) >= 1 else None for a in leaves]
     if any(n != num_records for n in lengths):
-        raise ValueError(f"data arrays must share their first axis of length num_records={num_records}: "
-                         f"got lengths {lengths}")
+        raise ValueError(
+            f"data arrays must share their first axis of length num_records={num_records}: got lengths {lengths}"
+        )

@@ -15,13 +15,31 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from .._batching import cpu_kernel_calls
-from .._checks import (FLOAT32_MAX, check_delta, check_float32_array, check_float32_positive, check_positive,
-                       check_positive_int, check_sampling_rate, check_trace_memory, warn_if_delta_large)
+from .._checks import (
+    FLOAT32_MAX,
+    check_delta,
+    check_float32_array,
+    check_float32_positive,
+    check_positive,
+    check_positive_int,
+    check_sampling_rate,
+    check_trace_memory,
+    warn_if_delta_large,
+)
 from ..privacy import PrivacySpent, dpsgd_epsilon, not_private, os_seeded_key, resolve_key
 from ..privacy.noise import WORDS_PER_PAIR, float32_at_least, num_pairs, with_noise_tail
 from ..privacy.secure import check_secure, resolve_noise_source
-from .core import (EngineConfig, TreeSpec, check_data_shapes, clip_scale, host_secure_draws, params_major,
-                   per_example_grad_fn, scan_steps, secure_bits_width)
+from .core import (
+    EngineConfig,
+    TreeSpec,
+    check_data_shapes,
+    clip_scale,
+    host_secure_draws,
+    params_major,
+    per_example_grad_fn,
+    scan_steps,
+    secure_bits_width,
+)
 from .sampling import MAX_RECORDS, default_capacity
 from .checkpoint import Checkpoint, load_checkpoint, run_settings, save_checkpoint
 from .trace import DPSGDTrace
@@ -68,7 +86,7 @@ def _all_finite(a: Any) -> bool:
     if a.ndim == 0 or a.size == 0:
         return bool(np.isfinite(a).all())
     rows = max(1, _FINITE_BLOCK_ELEMENTS // max(1, a.size // a.shape[0]))
-    return all(bool(np.isfinite(a[lo:lo + rows]).all()) for lo in range(0, a.shape[0], rows))
+    return all(bool(np.isfinite(a[lo : lo + rows]).all()) for lo in range(0, a.shape[0], rows))
 
 
 def _check_loss(loss: Any) -> Callable[..., Any]:
@@ -84,8 +102,10 @@ def _as_numeric_array(x: Any, name: str) -> Any:
             raise TypeError(f"{name} must hold real numbers (bool, int or float), got dtype {x.dtype}")
         return x
     if np.ma.is_masked(x):
-        raise ValueError(f"{name} is a masked array with {int(np.ma.count_masked(x))} masked value(s); the mask "
-                         "would be ignored and the values under it used: remove or impute them first")
+        raise ValueError(
+            f"{name} is a masked array with {int(np.ma.count_masked(x))} masked value(s); the mask "
+            "would be ignored and the values under it used: remove or impute them first"
+        )
     try:
         a = np.asarray(x)
     except Exception as e:  # noqa: BLE001 - report what could not be converted
@@ -101,8 +121,11 @@ def _nested_container(x: Any) -> str | None:
     if isinstance(x, Mapping):
         return f"a {type(x).__name__} with keys {list(x)[:5]}"
     if isinstance(x, (tuple, list)) and any(
-            isinstance(e, Mapping) or (isinstance(e, (np.ndarray, jax.Array)) and np.ndim(e) > 0)
-            or (isinstance(e, (tuple, list)) and _nested_container(e) is not None) for e in x):
+        isinstance(e, Mapping)
+        or (isinstance(e, (np.ndarray, jax.Array)) and np.ndim(e) > 0)
+        or (isinstance(e, (tuple, list)) and _nested_container(e) is not None)
+        for e in x
+    ):
         return f"a {type(x).__name__} of {len(x)} arrays or containers"
     return None
 
@@ -121,12 +144,14 @@ def _refuse_python_sequences(data: tuple | list) -> None:
                 f"data[{i}] is a Python {type(e).__name__}: in a {kind} of Python sequences dpsgd cannot tell "
                 f"rows (records) from columns (fields), and it reads each entry as a column with the records "
                 f"on its first axis. Pass arrays: np.asarray(rows) for one (N, ...) array of records, or a tuple "
-                f"of column arrays (np.asarray(x), np.asarray(y)) sharing the leading record axis")
+                f"of column arrays (np.asarray(x), np.asarray(y)) sharing the leading record axis"
+            )
         if isinstance(e, (bool, int, float, complex, np.generic)) and not isinstance(e, np.ndarray):
             raise TypeError(
                 f"data[{i}] is a Python number: a {kind} of numbers is read as columns of 0-d arrays, which "
                 f"hold no records. Pass np.asarray(data) for N records of one value each, or a tuple of "
-                f"arrays with a leading record axis")
+                f"arrays with a leading record axis"
+            )
 
 
 def _check_data(data: Any) -> tuple[Any, int]:
@@ -138,9 +163,11 @@ def _check_data(data: Any) -> tuple[Any, int]:
     else:
         what = None
     if what is not None:  # numpy would stack a tuple of arrays into one (records mixed up) or make objects
-        raise TypeError(f"data must be one array or a flat tuple of arrays sharing the leading record axis; "
-                        f"{what}: pass the arrays as entries of one tuple (data=(x, y, w), the record is then "
-                        "(x_i, y_i, w_i)); nested containers and dicts are not supported")
+        raise TypeError(
+            f"data must be one array or a flat tuple of arrays sharing the leading record axis; "
+            f"{what}: pass the arrays as entries of one tuple (data=(x, y, w), the record is then "
+            "(x_i, y_i, w_i)); nested containers and dicts are not supported"
+        )
     if isinstance(data, (tuple, list)):
         if len(data) == 0:
             raise ValueError("data must be an array or a non-empty tuple of arrays, got an empty sequence")
@@ -160,16 +187,17 @@ def _check_data(data: Any) -> tuple[Any, int]:
     if n < 1:
         raise ValueError("data must hold at least one record, got 0 records")
     if n > MAX_RECORDS:
-        raise ValueError(f"data may hold at most {MAX_RECORDS} records (exact float32 Poisson sampling), "
-                         f"got {n}")
+        raise ValueError(f"data may hold at most {MAX_RECORDS} records (exact float32 Poisson sampling), got {n}")
     for a, name in zip(arrays, names):
         if a.dtype.kind == "f" and not _all_finite(a):
             bad = int(np.size(a) - np.count_nonzero(np.isfinite(a)))
             raise ValueError(f"{name} must not contain NaN or inf: found {bad} non-finite values")
         check_float32_array(name, a, private=True)
     # JAX arrays are used as they are; numpy arrays may be aliased instead of copied (read only).
-    out = [x if isinstance(x, jax.Array) else jax.device_put(a, may_alias=True)
-           for x, a in zip(data if isinstance(data, (tuple, list)) else [data], arrays)]
+    out = [
+        x if isinstance(x, jax.Array) else jax.device_put(a, may_alias=True)
+        for x, a in zip(data if isinstance(data, (tuple, list)) else [data], arrays)
+    ]
     return (tuple(out) if isinstance(data, (tuple, list)) else out[0]), n
 
 
@@ -197,8 +225,10 @@ def _per_param(value: Any, name: str, params32: Any, d: int, *, allow_zero: bool
     """A scalar, a pytree like params (each leaf of its parameter's shape, or a number for the whole
     leaf), or a flat (d,) vector, as a flat float32 (d,) vector."""
     rel = ">= 0" if allow_zero else "> 0"
-    what = (f"{name} must be a finite number {rel}, a pytree like params (each leaf of its parameter's shape "
-            f"or one number for the leaf), or a flat vector of length {d} with entries {rel}")
+    what = (
+        f"{name} must be a finite number {rel}, a pytree like params (each leaf of its parameter's shape "
+        f"or one number for the leaf), or a flat vector of length {d} with entries {rel}"
+    )
     if isinstance(value, (bool, str, bytes)) or value is None:
         raise TypeError(f"{what}; got {value!r}")
     flat = None
@@ -209,10 +239,14 @@ def _per_param(value: Any, name: str, params32: Any, d: int, *, allow_zero: bool
         # that leaf; a leaf of another shape is an error naming it (never a guess at the layout)
         for a, (path, b) in zip(leaves, p_paths):
             if np.ndim(a) != 0 and np.shape(a) != np.shape(b):
-                raise ValueError(f"{what}; got a leaf of shape {np.shape(a)} at {jax.tree_util.keystr(path)!r}, "
-                                 f"whose parameter has shape {np.shape(b)}")
-        leaves = [a if np.shape(a) == np.shape(b) else np.broadcast_to(_as_numeric_array(a, name), np.shape(b))
-                  for a, (_, b) in zip(leaves, p_paths)]
+                raise ValueError(
+                    f"{what}; got a leaf of shape {np.shape(a)} at {jax.tree_util.keystr(path)!r}, "
+                    f"whose parameter has shape {np.shape(b)}"
+                )
+        leaves = [
+            a if np.shape(a) == np.shape(b) else np.broadcast_to(_as_numeric_array(a, name), np.shape(b))
+            for a, (_, b) in zip(leaves, p_paths)
+        ]
     if treedef == p_treedef:
         arrays = [_as_numeric_array(a, name) for a in leaves]
         if any(a.dtype.kind == "b" for a in arrays):  # True is not a learning rate of 1.0
@@ -245,8 +279,10 @@ def _per_param(value: Any, name: str, params32: Any, d: int, *, allow_zero: bool
     ok = (flat <= FLOAT32_MAX) & (flat >= low)
     if not np.all(ok):
         bad = int(np.flatnonzero(~ok)[0])
-        raise ValueError(f"{name} must lie in the float32 range [{low:.4g}, {FLOAT32_MAX:.4g}] (the engine computes in "
-                         f"float32), got {flat[bad]!r} at flat position {bad}")
+        raise ValueError(
+            f"{name} must lie in the float32 range [{low:.4g}, {FLOAT32_MAX:.4g}] (the engine computes in "
+            f"float32), got {flat[bad]!r} at flat position {bad}"
+        )
     return jnp.asarray(flat, jnp.float32)
 
 
@@ -254,12 +290,15 @@ def _check_capacity(capacity: Any, n: int, q: float, sampling: str) -> int:
     if capacity is None:
         return default_capacity(n, q)
     if sampling == "masked":  # the masked engine has no buffer: a capacity would be ignored silently
-        raise ValueError(f"capacity applies to sampling='packed' only (sampling='masked' draws a mask over all N "
-                         f"records and has no buffer); leave capacity None, got {capacity!r}")
+        raise ValueError(
+            f"capacity applies to sampling='packed' only (sampling='masked' draws a mask over all N "
+            f"records and has no buffer); leave capacity None, got {capacity!r}"
+        )
     cap = check_positive_int(capacity, "capacity")
     if cap > n:
-        raise ValueError(f"capacity must be at most the number of records N={n} (a buffer of records per "
-                         f"chunk), got {capacity!r}")
+        raise ValueError(
+            f"capacity must be at most the number of records N={n} (a buffer of records per chunk), got {capacity!r}"
+        )
     return cap
 
 
@@ -273,25 +312,39 @@ def _check_loss_call(loss: Callable[..., Any], params32: Any, data: Any, needs_k
         out = jax.eval_shape(loss, *args)
     except Exception as e:  # noqa: BLE001 - the user's loss failed on arguments of these shapes
         shapes = jax.tree_util.tree_map(lambda a: tuple(a.shape), (params32, record))
-        raise ValueError(f"loss(params, record{', key' if needs_key else ''}) failed for params and one record of "
-                         f"shapes {shapes}: {type(e).__name__}: {e}") from e
+        raise ValueError(
+            f"loss(params, record{', key' if needs_key else ''}) failed for params and one record of "
+            f"shapes {shapes}: {type(e).__name__}: {e}"
+        ) from e
     if not hasattr(out, "shape"):
         raise ValueError(f"loss must return a scalar for one record, got {type(out).__name__}")
     if out.shape != ():
         raise ValueError(f"loss must return a scalar for one record, got shape {out.shape}")
     if not jnp.issubdtype(out.dtype, jnp.floating):
-        raise ValueError(f"loss must return a scalar for one record of floating-point dtype (to be "
-                         f"differentiated), got dtype {out.dtype}")
+        raise ValueError(
+            f"loss must return a scalar for one record of floating-point dtype (to be "
+            f"differentiated), got dtype {out.dtype}"
+        )
 
 
 # --------------------------------------------------------------------------------------------
 # the pure core
 
 
-def make_dpsgd_run(loss: Callable[..., Any], *, num_records: int, num_params: int, clip: float,
-                   sampling_rate: float, num_steps: int, capacity: int | None = None,
-                   loss_needs_key: bool = False, sampling: Sampling = "packed",
-                   unravel: Callable[[jax.Array], Any] | None = None, secure: bool = False) -> Callable[..., Any]:
+def make_dpsgd_run(
+    loss: Callable[..., Any],
+    *,
+    num_records: int,
+    num_params: int,
+    clip: float,
+    sampling_rate: float,
+    num_steps: int,
+    capacity: int | None = None,
+    loss_needs_key: bool = False,
+    sampling: Sampling = "packed",
+    unravel: Callable[[jax.Array], Any] | None = None,
+    secure: bool = False,
+) -> Callable[..., Any]:
     """A pure DP-SGD run for jit and vmap (e.g. hundreds of replicates as one compiled program).
 
     ``run(key, params0_flat, data, noise_multiplier, learning_rate_flat, beta_flat)`` returns
@@ -337,9 +390,17 @@ def make_dpsgd_run(loss: Callable[..., Any], *, num_records: int, num_params: in
     t_steps = check_positive_int(num_steps, "num_steps")
     sampling = _check_sampling(sampling)
     cap = _check_capacity(capacity, n, q, sampling)
-    cfg = EngineConfig(loss=loss, loss_needs_key=_check_bool(loss_needs_key, "loss_needs_key"),
-                       num_records=n, num_params=d, sampling_rate=q, capacity=cap,
-                       sampling=sampling, unravel=unravel, secure=check_secure(secure))
+    cfg = EngineConfig(
+        loss=loss,
+        loss_needs_key=_check_bool(loss_needs_key, "loss_needs_key"),
+        num_records=n,
+        num_params=d,
+        sampling_rate=q,
+        capacity=cap,
+        sampling=sampling,
+        unravel=unravel,
+        secure=check_secure(secure),
+    )
 
     def run(key, params0_flat, data, noise_multiplier, learning_rate_flat, beta_flat):
         check_data_shapes(data, n)
@@ -349,8 +410,7 @@ def make_dpsgd_run(loss: Callable[..., Any], *, num_records: int, num_params: in
         lr = jnp.broadcast_to(jnp.asarray(learning_rate_flat, jnp.float32), (d,))
         beta = jnp.broadcast_to(jnp.asarray(beta_flat, jnp.float32), (d,))
         sigma = jnp.asarray(noise_multiplier, jnp.float32)
-        final, phis, gs = scan_steps(cfg, key, jnp.int32(0), phi0, data, sigma, jnp.float32(c), lr,
-                                     beta, t_steps)
+        final, phis, gs = scan_steps(cfg, key, jnp.int32(0), phi0, data, sigma, jnp.float32(c), lr, beta, t_steps)
         return phis, gs, final
 
     return run
@@ -370,8 +430,7 @@ def _run_chunk(cfg, length, base_key, t0, n_valid, phi, data, sigma, clip, lr, b
 
 def _device_count(tree: Any) -> int:
     """The most devices any JAX array of ``tree`` is placed on (1 for numpy arrays and numbers)."""
-    return max([len(a.sharding.device_set) for a in jax.tree.leaves(tree) if isinstance(a, jax.Array)],
-               default=1)
+    return max([len(a.sharding.device_set) for a in jax.tree.leaves(tree) if isinstance(a, jax.Array)], default=1)
 
 
 def _spread_kernels(cfg: EngineConfig, args: tuple) -> tuple[str, ...]:
@@ -383,8 +442,9 @@ def _spread_kernels(cfg: EngineConfig, args: tuple) -> tuple[str, ...]:
     return tuple(c for c in calls if "python_cpu_callback" not in c)
 
 
-def _one_device_if_cpu_kernels(cfg: EngineConfig, base_key: Any, phi: Any, data: Any, sigma: Any, clip: Any,
-                               lr: Any, beta: Any) -> tuple[Any, Any, Any, Any]:
+def _one_device_if_cpu_kernels(
+    cfg: EngineConfig, base_key: Any, phi: Any, data: Any, sigma: Any, clip: Any, lr: Any, beta: Any
+) -> tuple[Any, Any, Any, Any]:
     """``(phi, data, lr, beta)`` of the step program, gathered onto one device when they are spread over
     several XLA CPU devices and the program calls a jaxlib CPU kernel that would hang there; otherwise
     unchanged.
@@ -403,8 +463,9 @@ def _one_device_if_cpu_kernels(cfg: EngineConfig, base_key: Any, phi: Any, data:
     spread = [(name, a) for name, a in named.items() if _device_count(a) > 1]
     if not spread:
         return phi, data, lr, beta
-    devices = set().union(*(x.sharding.device_set for _, a in spread for x in jax.tree.leaves(a)
-                            if isinstance(x, jax.Array)))
+    devices = set().union(
+        *(x.sharding.device_set for _, a in spread for x in jax.tree.leaves(a) if isinstance(x, jax.Array))
+    )
     if any(dev.platform != "cpu" for dev in devices):
         return phi, data, lr, beta
     kernels = _spread_kernels(cfg, (base_key, jnp.int32(0), jnp.int32(1), phi, data, sigma, clip, lr, beta))
@@ -412,10 +473,13 @@ def _one_device_if_cpu_kernels(cfg: EngineConfig, base_key: Any, phi: Any, data:
         return phi, data, lr, beta
     target = min(devices, key=lambda dev: dev.id)
     nbytes = sum(x.nbytes for _, a in spread for x in jax.tree.leaves(a) if isinstance(x, jax.Array))
-    print(f"dpposterior: dpsgd's step program calls jaxlib CPU kernels ({', '.join(kernels)}) that hang the "
-          f"process on several XLA CPU devices at once; running on one device ({target}) instead of "
-          f"{len(devices)}, with a copy of the sharded {', '.join(n for n, _ in spread)} gathered there "
-          f"({nbytes / 2**20:.1f} MiB more host memory during the run)", file=sys.stderr)
+    print(
+        f"dpposterior: dpsgd's step program calls jaxlib CPU kernels ({', '.join(kernels)}) that hang the "
+        f"process on several XLA CPU devices at once; running on one device ({target}) instead of "
+        f"{len(devices)}, with a copy of the sharded {', '.join(n for n, _ in spread)} gathered there "
+        f"({nbytes / 2**20:.1f} MiB more host memory during the run)",
+        file=sys.stderr,
+    )
     return tuple(jax.device_put(a, target) if _device_count(a) > 1 else a for a in (phi, data, lr, beta))
 
 
@@ -449,13 +513,29 @@ def _show_progress(progress: Any, work: int) -> bool:
 # the release
 
 
-def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier: float, clip: float,
-          sampling_rate: float, num_steps: int, learning_rate: Any, delta: float, beta: Any = None,
-          rng_key: Any = None, loss_needs_key: bool = False, capacity: int | None = None,
-          sampling: Sampling = "packed", chunk_steps: int | None = None, progress: bool | None = None,
-          accountant: Literal["pld", "rdp"] = "pld", secure: bool = False,
-          checkpoint: str | os.PathLike | None = None, checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY
-          ) -> DPSGDTrace:
+def dpsgd(
+    loss: Callable[..., Any],
+    params: Any,
+    data: Any,
+    *,
+    noise_multiplier: float,
+    clip: float,
+    sampling_rate: float,
+    num_steps: int,
+    learning_rate: Any,
+    delta: float,
+    beta: Any = None,
+    rng_key: Any = None,
+    loss_needs_key: bool = False,
+    capacity: int | None = None,
+    sampling: Sampling = "packed",
+    chunk_steps: int | None = None,
+    progress: bool | None = None,
+    accountant: Literal["pld", "rdp"] = "pld",
+    secure: bool = False,
+    checkpoint: str | os.PathLike | None = None,
+    checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY,
+) -> DPSGDTrace:
     """Differentially private SGD with exact Poisson subsampling and optional preconditioning.
 
     Each step t: draw a Poisson sample (every record independently with probability q), compute
@@ -577,14 +657,15 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
     sigma = check_positive(noise_multiplier, "noise_multiplier", allow_zero=True)
     c = check_float32_positive(check_positive(clip, "clip"), "clip")
     if sigma * c > FLOAT32_MAX / 64:  # the noise std sigma*C times a normal draw must stay finite in float32
-        raise ValueError(f"noise_multiplier * clip (the noise std) must be at most {FLOAT32_MAX / 64:.4g} so that "
-                         f"the float32 noise stays finite, got noise_multiplier={noise_multiplier!r}, clip={clip!r}")
+        raise ValueError(
+            f"noise_multiplier * clip (the noise std) must be at most {FLOAT32_MAX / 64:.4g} so that "
+            f"the float32 noise stays finite, got noise_multiplier={noise_multiplier!r}, clip={clip!r}"
+        )
     q = check_sampling_rate(sampling_rate)
     t_steps = check_positive_int(num_steps, "num_steps")
     check_trace_memory(t_steps, 2 * d, "the trace (phi_t and g~_t)")
     lr = _per_param(learning_rate, "learning_rate", params32, d, allow_zero=True)
-    beta_flat = (jnp.ones((d,), jnp.float32) if beta is None
-                 else _per_param(beta, "beta", params32, d, allow_zero=False))
+    beta_flat = jnp.ones((d,), jnp.float32) if beta is None else _per_param(beta, "beta", params32, d, allow_zero=False)
     delta = check_delta(delta)
     warn_if_delta_large(delta, n)
     needs_key = _check_bool(loss_needs_key, "loss_needs_key")
@@ -594,7 +675,9 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
     checkpoint_every = check_positive_int(checkpoint_every, "checkpoint_every")
     if checkpoint is not None:
         if not isinstance(checkpoint, (str, os.PathLike)):
-            raise TypeError(f"checkpoint must be a file path (str or os.PathLike) or None, got {type(checkpoint).__name__}")
+            raise TypeError(
+                f"checkpoint must be a file path (str or os.PathLike) or None, got {type(checkpoint).__name__}"
+            )
         if Path(checkpoint).is_dir():
             raise ValueError(f"checkpoint must be a file path, got the directory {str(checkpoint)!r}")
     if accountant not in ("pld", "rdp"):
@@ -611,14 +694,32 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
     else:
         eps = dpsgd_epsilon(sigma, delta, q, t_steps, accountant)
         privacy = with_noise_tail(
-            PrivacySpent(epsilon=eps, delta=delta, neighbouring="add_remove", accountant=accountant,
-                         mechanism=MECHANISM, noise_multiplier=sigma, sampling_rate=q, num_steps=t_steps,
-                         seeded_by=seeded_by, details=(("clip", c), ("sampling", "poisson"))),
-            t_steps * d)
+            PrivacySpent(
+                epsilon=eps,
+                delta=delta,
+                neighbouring="add_remove",
+                accountant=accountant,
+                mechanism=MECHANISM,
+                noise_multiplier=sigma,
+                sampling_rate=q,
+                num_steps=t_steps,
+                seeded_by=seeded_by,
+                details=(("clip", c), ("sampling", "poisson")),
+            ),
+            t_steps * d,
+        )
 
-    cfg = EngineConfig(loss=loss, loss_needs_key=needs_key, num_records=n, num_params=d,
-                       sampling_rate=q, capacity=cap, sampling=sampling,
-                       unravel=TreeSpec.of(params32), secure=secure)
+    cfg = EngineConfig(
+        loss=loss,
+        loss_needs_key=needs_key,
+        num_records=n,
+        num_params=d,
+        sampling_rate=q,
+        capacity=cap,
+        sampling=sampling,
+        unravel=TreeSpec.of(params32),
+        secure=secure,
+    )
     length = _chunk_length(t_steps, chunk_steps)
     if secure:
         length = _secure_chunk_length(length, cfg)
@@ -628,20 +729,34 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
     phi, start = phi0, 0
     ckpt_settings = None
     if checkpoint is not None:
-        ckpt_settings = run_settings(loss=loss, num_records=n, num_params=d, sampling_rate=q, capacity=cap,
-                                     sampling=sampling, noise_multiplier=sigma, clip=c, learning_rate=np.asarray(lr),
-                                     beta=np.asarray(beta_flat), num_steps=t_steps, accountant=accountant,
-                                     delta=delta, phi0=np.asarray(phi0), seeded_by=seeded_by,
-                                     loss_needs_key=needs_key)
+        ckpt_settings = run_settings(
+            loss=loss,
+            num_records=n,
+            num_params=d,
+            sampling_rate=q,
+            capacity=cap,
+            sampling=sampling,
+            noise_multiplier=sigma,
+            clip=c,
+            learning_rate=np.asarray(lr),
+            beta=np.asarray(beta_flat),
+            num_steps=t_steps,
+            accountant=accountant,
+            delta=delta,
+            phi0=np.asarray(phi0),
+            seeded_by=seeded_by,
+            loss_needs_key=needs_key,
+        )
         if Path(checkpoint).exists():
             ck = load_checkpoint(checkpoint, ckpt_settings)
             if not secure:
-                if seeded_by == "user" and not np.array_equal(np.asarray(base_key, np.uint32).reshape(-1),
-                                                              ck.base_key):
-                    raise ValueError(f"{checkpoint} was written by a run started with another rng_key; resume "
-                                     "with the rng_key that run was started with, or delete the checkpoint to "
-                                     "start afresh with this key (rng_key=None resumes only a run that was "
-                                     "itself started with rng_key=None)")
+                if seeded_by == "user" and not np.array_equal(np.asarray(base_key, np.uint32).reshape(-1), ck.base_key):
+                    raise ValueError(
+                        f"{checkpoint} was written by a run started with another rng_key; resume "
+                        "with the rng_key that run was started with, or delete the checkpoint to "
+                        "start afresh with this key (rng_key=None resumes only a run that was "
+                        "itself started with rng_key=None)"
+                    )
                 base_key = jnp.asarray(ck.base_key, jnp.uint32)
             start = ck.steps_done
             phis[:start], grads[:start] = ck.phis, ck.grads
@@ -653,6 +768,7 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=t_steps, unit="step", desc="dpsgd", file=sys.stderr)
+
     def finish_chunk(t0, p_out, g_out, n_valid, phi_after):
         nonlocal last_ckpt
         _store(phis, grads, t0, p_out, g_out, n_valid)
@@ -660,14 +776,21 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
             bar.update(n_valid)
         done = t0 + n_valid
         if ckpt_settings is not None and done < t_steps and done - last_ckpt >= checkpoint_every:
-            save_checkpoint(checkpoint, Checkpoint(
-                settings=ckpt_settings, steps_done=done, phi=np.asarray(phi_after, np.float32), phis=phis[:done],
-                grads=grads[:done], base_key=None if secure else np.asarray(base_key, np.uint32).reshape(-1)))
+            save_checkpoint(
+                checkpoint,
+                Checkpoint(
+                    settings=ckpt_settings,
+                    steps_done=done,
+                    phi=np.asarray(phi_after, np.float32),
+                    phis=phis[:done],
+                    grads=grads[:done],
+                    base_key=None if secure else np.asarray(base_key, np.uint32).reshape(-1),
+                ),
+            )
             last_ckpt = done
 
     # data (or params) on several XLA CPU devices and a loss calling jaxlib's LAPACK kernels: one device
-    phi, data_j, lr, beta_flat = _one_device_if_cpu_kernels(cfg, base_key, phi, data_j, sigma_j, clip_j, lr,
-                                                            beta_flat)
+    phi, data_j, lr, beta_flat = _one_device_if_cpu_kernels(cfg, base_key, phi, data_j, sigma_j, clip_j, lr, beta_flat)
     if bar is not None and start:
         bar.update(start)
     try:
@@ -676,8 +799,20 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
             n_valid = min(length, t_steps - t0)
             # secure mode: this chunk's sampling words and normals, fresh from the OS CSPRNG
             draws = host_secure_draws(cfg, length, n_valid) if secure else None
-            phi, p_out, g_out = _run_chunk(cfg, length, base_key, jnp.int32(t0), jnp.int32(n_valid),
-                                           phi, data_j, sigma_j, clip_j, lr, beta_flat, draws)
+            phi, p_out, g_out = _run_chunk(
+                cfg,
+                length,
+                base_key,
+                jnp.int32(t0),
+                jnp.int32(n_valid),
+                phi,
+                data_j,
+                sigma_j,
+                clip_j,
+                lr,
+                beta_flat,
+                draws,
+            )
             if pending is not None:  # copy the previous chunk while this one runs
                 finish_chunk(*pending)
             pending = (t0, p_out, g_out, n_valid, phi)
@@ -691,9 +826,20 @@ def dpsgd(loss: Callable[..., Any], params: Any, data: Any, *, noise_multiplier:
     if checkpoint is not None and Path(checkpoint).exists():
         Path(checkpoint).unlink()  # the run is complete: the file (it holds the noise key) goes
 
-    return DPSGDTrace(params=phis, grads=grads, final_params=final, learning_rate=np.asarray(lr),
-                      beta=np.asarray(beta_flat), clip=c, noise_multiplier=sigma, sampling_rate=q,
-                      num_steps=t_steps, num_records=n, privacy=privacy, unravel=unravel)
+    return DPSGDTrace(
+        params=phis,
+        grads=grads,
+        final_params=final,
+        learning_rate=np.asarray(lr),
+        beta=np.asarray(beta_flat),
+        clip=c,
+        noise_multiplier=sigma,
+        sampling_rate=q,
+        num_steps=t_steps,
+        num_records=n,
+        privacy=privacy,
+        unravel=unravel,
+    )
 
 
 def _check_finite_run(phis: np.ndarray, grads: np.ndarray, final: np.ndarray) -> None:
@@ -705,22 +851,25 @@ def _check_finite_run(phis: np.ndarray, grads: np.ndarray, final: np.ndarray) ->
         return
     bad = ~(np.isfinite(grads).all(axis=1) & np.isfinite(phis).all(axis=1))
     step = int(np.flatnonzero(bad)[0]) if bad.any() else len(phis)
-    raise ValueError(f"the DP-SGD run overflowed float32: the parameters or noisy gradients became NaN or inf "
-                     f"at step {step} of {len(phis)}; lower learning_rate (or clip, noise_multiplier, the scale "
-                     "of the parameters) so that the iterates stay within float32")
+    raise ValueError(
+        f"the DP-SGD run overflowed float32: the parameters or noisy gradients became NaN or inf "
+        f"at step {step} of {len(phis)}; lower learning_rate (or clip, noise_multiplier, the scale "
+        "of the parameters) so that the iterates stay within float32"
+    )
 
 
 def _store(phis: np.ndarray, grads: np.ndarray, t0: int, p_out: Any, g_out: Any, n_valid: int) -> None:
-    phis[t0:t0 + n_valid] = np.asarray(p_out)[:n_valid]
-    grads[t0:t0 + n_valid] = np.asarray(g_out)[:n_valid]
+    phis[t0 : t0 + n_valid] = np.asarray(p_out)[:n_valid]
+    grads[t0 : t0 + n_valid] = np.asarray(g_out)[:n_valid]
 
 
 # --------------------------------------------------------------------------------------------
 # non-private diagnostics (never part of a release)
 
 
-def per_example_gradients(loss: Callable[..., Any], params: Any, data: Any, *, key: Any = None,
-                          loss_needs_key: bool = False) -> np.ndarray:
+def per_example_gradients(
+    loss: Callable[..., Any], params: Any, data: Any, *, key: Any = None, loss_needs_key: bool = False
+) -> np.ndarray:
     """NON-PRIVATE DEBUG TOOL: the flat per-example gradients the engine computes, shape (N, d).
 
     Uses the engine's own ``vmap(grad)`` (unclipped, unscaled). Reveals per-record quantities:
@@ -733,8 +882,16 @@ def per_example_gradients(loss: Callable[..., Any], params: Any, data: Any, *, k
     if needs_key and key is None:
         raise ValueError("key must be given when loss_needs_key=True")
     k = jax.random.wrap_key_data(resolve_key(key)[0]) if needs_key else jax.random.key(0)
-    cfg = EngineConfig(loss=loss, loss_needs_key=needs_key, num_records=n, num_params=int(phi0.shape[0]),
-                       sampling_rate=1.0, capacity=n, sampling="masked", unravel=TreeSpec.of(params32))
+    cfg = EngineConfig(
+        loss=loss,
+        loss_needs_key=needs_key,
+        num_records=n,
+        num_params=int(phi0.shape[0]),
+        sampling_rate=1.0,
+        capacity=n,
+        sampling="masked",
+        unravel=TreeSpec.of(params32),
+    )
     g = np.asarray(per_example_grad_fn(cfg)(phi0, data_j, k))
     return g.T if params_major(cfg) else g
 

@@ -85,8 +85,7 @@ def blocked_cumsum(x: jnp.ndarray) -> jnp.ndarray:
     return jax.lax.associative_scan(jnp.add, x, axis=x.ndim - 1)
 
 
-def geometric_gaps(key: jax.Array, shape: tuple[int, ...], sampling_rate: float,
-                   max_gap: int) -> jnp.ndarray:
+def geometric_gaps(key: jax.Array, shape: tuple[int, ...], sampling_rate: float, max_gap: int) -> jnp.ndarray:
     """Independent Geometric(q) gaps on {1, 2, ...} as float32, clamped at ``max_gap``."""
     q = float(sampling_rate)
     if q >= 1.0:
@@ -103,16 +102,23 @@ def gaps_from_bits(b: jnp.ndarray, sampling_rate: float, max_gap: int) -> jnp.nd
     q = float(sampling_rate)
     if q >= 1.0:
         return jnp.ones(b.shape, jnp.float32)
-    u = (b.astype(jnp.float32) + 0.5) * _TWO_M32          # accurate for small u
-    uc = ((~b).astype(jnp.float32) + 0.5) * _TWO_M32      # 1 - u, accurate for small 1 - u
+    u = (b.astype(jnp.float32) + 0.5) * _TWO_M32  # accurate for small u
+    uc = ((~b).astype(jnp.float32) + 0.5) * _TWO_M32  # 1 - u, accurate for small 1 - u
     log1m_u = jnp.where(b < jnp.uint32(2**31), jnp.log1p(-u), jnp.log(uc))
     denom = jnp.float32(math.log1p(-q))
     gaps = 1.0 + jnp.floor(log1m_u / denom)
     return jnp.minimum(gaps, jnp.float32(max_gap))
 
 
-def sample_chunk(key: jax.Array, start: jnp.ndarray, *, num_records: int, sampling_rate: float,
-                 capacity: int, bits: jnp.ndarray | None = None) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
+def sample_chunk(
+    key: jax.Array,
+    start: jnp.ndarray,
+    *,
+    num_records: int,
+    sampling_rate: float,
+    capacity: int,
+    bits: jnp.ndarray | None = None,
+) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
     """One chunk of a step's Poisson sample, continuing after index ``start`` (float32; -1 first).
 
     Returns:
@@ -174,12 +180,14 @@ def _check_sampler_args(num_records: Any, sampling_rate: Any, capacity: Any, sam
 
 @functools.partial(jax.jit, static_argnames=("num_records", "sampling_rate", "capacity"))
 def _packed_chunk(key, chunk, start, *, num_records, sampling_rate, capacity):
-    return sample_chunk(chunk_key(key, chunk), start, num_records=num_records,
-                        sampling_rate=sampling_rate, capacity=capacity)
+    return sample_chunk(
+        chunk_key(key, chunk), start, num_records=num_records, sampling_rate=sampling_rate, capacity=capacity
+    )
 
 
-def poisson_sample_indices(sampling_key: Any, num_records: int, sampling_rate: float,
-                           capacity: int | None = None, sampling: str = "packed") -> np.ndarray:
+def poisson_sample_indices(
+    sampling_key: Any, num_records: int, sampling_rate: float, capacity: int | None = None, sampling: str = "packed"
+) -> np.ndarray:
     """NON-PRIVATE DEBUG TOOL: the record indices of one step's Poisson sample.
 
     Draws exactly the sample that the engine draws from the step's sampling key (the first key of
@@ -204,8 +212,7 @@ def poisson_sample_indices(sampling_key: Any, num_records: int, sampling_rate: f
     start = jnp.float32(-1.0)
     chunk = 0
     while True:
-        idx, mask, last = _packed_chunk(key, chunk, start, num_records=n, sampling_rate=q,
-                                        capacity=cap)
+        idx, mask, last = _packed_chunk(key, chunk, start, num_records=n, sampling_rate=q, capacity=cap)
         out.append(np.asarray(idx)[np.asarray(mask)])
         if not bool(needs_more(last, n)):
             break
@@ -213,8 +220,7 @@ def poisson_sample_indices(sampling_key: Any, num_records: int, sampling_rate: f
     return np.concatenate(out).astype(np.int64)
 
 
-@functools.partial(jax.jit, static_argnames=("num_records", "sampling_rate", "capacity",
-                                             "num_steps", "sampling"))
+@functools.partial(jax.jit, static_argnames=("num_records", "sampling_rate", "capacity", "num_steps", "sampling"))
 def _batch_sizes(base_key, *, num_records, sampling_rate, capacity, num_steps, sampling):
     def one(t):
         ks, _, _ = step_keys(base_key, t)
@@ -223,8 +229,9 @@ def _batch_sizes(base_key, *, num_records, sampling_rate, capacity, num_steps, s
 
         def body(c):
             chunk, start, count, _ = c
-            _, mask, last = sample_chunk(chunk_key(ks, chunk), start, num_records=num_records,
-                                         sampling_rate=sampling_rate, capacity=capacity)
+            _, mask, last = sample_chunk(
+                chunk_key(ks, chunk), start, num_records=num_records, sampling_rate=sampling_rate, capacity=capacity
+            )
             return chunk + 1, last, count + jnp.sum(mask, dtype=jnp.int32), needs_more(last, num_records)
 
         init = (jnp.int32(0), jnp.float32(-1.0), jnp.int32(0), jnp.bool_(True))
@@ -233,8 +240,14 @@ def _batch_sizes(base_key, *, num_records, sampling_rate, capacity, num_steps, s
     return jax.lax.map(one, jnp.arange(num_steps))
 
 
-def debug_batch_sizes(rng_key: Any, num_records: int, sampling_rate: float, num_steps: int,
-                      capacity: int | None = None, sampling: str = "packed") -> np.ndarray:
+def debug_batch_sizes(
+    rng_key: Any,
+    num_records: int,
+    sampling_rate: float,
+    num_steps: int,
+    capacity: int | None = None,
+    sampling: str = "packed",
+) -> np.ndarray:
     """NON-PRIVATE DEBUG TOOL: the realised batch size of each step of a run with key ``rng_key``.
 
     The sizes are data-dependent counts that no release may contain; this exists for tests and
@@ -256,5 +269,6 @@ def debug_batch_sizes(rng_key: Any, num_records: int, sampling_rate: float, num_
     raw, _ = resolve_key(rng_key)
     n, q, cap = _check_sampler_args(num_records, sampling_rate, capacity, sampling)
     t = check_positive_int(num_steps, "num_steps")
-    return np.asarray(_batch_sizes(raw, num_records=n, sampling_rate=q, capacity=cap,
-                                   num_steps=t, sampling=sampling)).astype(np.int64)
+    return np.asarray(
+        _batch_sizes(raw, num_records=n, sampling_rate=q, capacity=cap, num_steps=t, sampling=sampling)
+    ).astype(np.int64)

@@ -71,9 +71,11 @@ class DPSGDTrace:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, DPSGDTrace):
             return NotImplemented
-        return (all(np.array_equal(getattr(self, n), getattr(other, n)) for n in _ARRAYS)
-                and all(getattr(self, n) == getattr(other, n) for n in _SCALARS)
-                and self.privacy == other.privacy)
+        return (
+            all(np.array_equal(getattr(self, n), getattr(other, n)) for n in _ARRAYS)
+            and all(getattr(self, n) == getattr(other, n) for n in _SCALARS)
+            and self.privacy == other.privacy
+        )
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -104,15 +106,21 @@ class DPSGDTrace:
             what :meth:`load` refuses (a privacy record that contradicts the settings, an invalid field).
         """
         path = check_output_file(path, "path")
-        meta = {"format": FORMAT, "version": FORMAT_VERSION, **{n: getattr(self, n) for n in _SCALARS},
-                "privacy": self.privacy.to_dict()}
+        meta = {
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            **{n: getattr(self, n) for n in _SCALARS},
+            "privacy": self.privacy.to_dict(),
+        }
         try:
             _check_loaded(json.loads(json.dumps(meta)), {n: getattr(self, n) for n in _ARRAYS})
         except (KeyError, TypeError, ValueError) as e:
-            raise ValueError(f"the trace cannot be saved to {path}: DPSGDTrace.load would refuse the file ({e}); "
-                             "nothing was written") from e
-        write_checked_npz(path, {n: getattr(self, n) for n in _ARRAYS}, json.dumps(meta, sort_keys=True),
-                          compress=False)
+            raise ValueError(
+                f"the trace cannot be saved to {path}: DPSGDTrace.load would refuse the file ({e}); nothing was written"
+            ) from e
+        write_checked_npz(
+            path, {n: getattr(self, n) for n in _ARRAYS}, json.dumps(meta, sort_keys=True), compress=False
+        )
         return path
 
     @classmethod
@@ -133,9 +141,11 @@ class DPSGDTrace:
         """
         path = Path(path)
         if _is_unreleased_format(path):
-            raise ValueError(f"{path}: a DP-SGD trace of a format that was never released (no checksum, a 'meta' "
-                             f"entry); this dpposterior reads format version {FORMAT_VERSION} only: run the "
-                             "release again to get a file of it")
+            raise ValueError(
+                f"{path}: a DP-SGD trace of a format that was never released (no checksum, a 'meta' "
+                f"entry); this dpposterior reads format version {FORMAT_VERSION} only: run the "
+                "release again to get a file of it"
+            )
         meta_text, arrays = read_checked_npz(path, _ARRAYS, "DP-SGD trace")
         try:
             meta = json.loads(meta_text)
@@ -146,14 +156,22 @@ class DPSGDTrace:
         if meta.get("format") != FORMAT:
             raise ValueError(f"{path}: not a DP-SGD trace (format {meta.get('format')!r})")
         if meta.get("version") != FORMAT_VERSION:
-            raise ValueError(f"{path}: DP-SGD trace format version {meta.get('version')!r} is not "
-                             f"supported by this dpposterior (reads version {FORMAT_VERSION})")
+            raise ValueError(
+                f"{path}: DP-SGD trace format version {meta.get('version')!r} is not "
+                f"supported by this dpposterior (reads version {FORMAT_VERSION})"
+            )
         try:
             _check_loaded(meta, arrays)
-            return cls(**arrays, clip=float(meta["clip"]), noise_multiplier=float(meta["noise_multiplier"]),
-                       sampling_rate=float(meta["sampling_rate"]), num_steps=int(meta["num_steps"]),
-                       num_records=int(meta["num_records"]), privacy=PrivacySpent.from_dict(meta["privacy"]),
-                       unravel=unravel)
+            return cls(
+                **arrays,
+                clip=float(meta["clip"]),
+                noise_multiplier=float(meta["noise_multiplier"]),
+                sampling_rate=float(meta["sampling_rate"]),
+                num_steps=int(meta["num_steps"]),
+                num_records=int(meta["num_records"]),
+                privacy=PrivacySpent.from_dict(meta["privacy"]),
+                unravel=unravel,
+            )
         except (KeyError, TypeError, ValueError) as e:
             what = f"missing field {e}" if isinstance(e, KeyError) else str(e)
             raise ValueError(f"{path}: invalid DP-SGD trace contents: {what}") from e
@@ -183,10 +201,12 @@ def _check_loaded(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
         raise ValueError(f"final_params must be a vector (d,), got shape {d}")
     for name in ("params", "grads"):
         if arrays[name].shape != (meta["num_steps"],) + d:
-            raise ValueError(f"{name} must have shape (num_steps={meta['num_steps']}, d={d[0]}), got "
-                             f"{arrays[name].shape}")
+            raise ValueError(
+                f"{name} must have shape (num_steps={meta['num_steps']}, d={d[0]}), got {arrays[name].shape}"
+            )
     for name in ("learning_rate", "beta"):
         if arrays[name].shape != d:
             raise ValueError(f"{name} must have shape (d={d[0]},), got {arrays[name].shape}")
-    check_dpsgd_privacy(PrivacySpent.from_dict(meta["privacy"]), meta, arrays["params"].shape[0],
-                        arrays["grads"], arrays["beta"])
+    check_dpsgd_privacy(
+        PrivacySpent.from_dict(meta["privacy"]), meta, arrays["params"].shape[0], arrays["grads"], arrays["beta"]
+    )

@@ -96,8 +96,10 @@ def parse_budget_split(text: Any) -> dict[str, float]:
             share = math.nan
         name = name.strip()
         if not sep or name not in ("xx", "xy", "yy", "x4") or name in out or not (math.isfinite(share) and share > 0):
-            raise ValueError(f"option budget_split must be a string like 'xx=0.4,xy=0.4,yy=0.2' (parts xx, xy, yy "
-                             f"and, with released fourth moments, x4; each share > 0, summing to 1), got {text!r}")
+            raise ValueError(
+                f"option budget_split must be a string like 'xx=0.4,xy=0.4,yy=0.2' (parts xx, xy, yy "
+                f"and, with released fourth moments, x4; each share > 0, summing to 1), got {text!r}"
+            )
         out[name] = share
     return out
 
@@ -116,8 +118,9 @@ def _canonical_baseline(floats: tuple[str, ...]):
             out["bounds"] = ",".join(canonical_number(v) for v in parse_bounds(out["bounds"]))
         if "budget_split" in out:
             split = parse_budget_split(out["budget_split"])
-            out["budget_split"] = ",".join(f"{k}={canonical_number(split[k])}" for k in ("xx", "xy", "yy", "x4")
-                                           if k in split)
+            out["budget_split"] = ",".join(
+                f"{k}={canonical_number(split[k])}" for k in ("xx", "xy", "yy", "x4") if k in split
+            )
         return out
 
     return canonical
@@ -147,8 +150,10 @@ def _check_gibbs_ss_noisy(options: dict[str, Any], model: str | None = None) -> 
         split = parse_budget_split(options["budget_split"])
         parts = {"xx", "xy", "yy"} | ({"x4"} if options.get("fourth_moments") == "released" else set())
         if set(split) != parts or abs(sum(split.values()) - 1.0) > 1e-9:
-            raise ValueError(f"option budget_split must give shares for exactly the parts {sorted(parts)}, summing "
-                             f"to 1, got {options['budget_split']!r}")
+            raise ValueError(
+                f"option budget_split must give shares for exactly the parts {sorted(parts)}, summing "
+                f"to 1, got {options['budget_split']!r}"
+            )
 
 
 def _check_dpvim(options: dict[str, Any], model: str | None = None) -> None:
@@ -174,8 +179,12 @@ def _output(out: BC.BaselineCellOutput) -> MethodOutput:
     from .cell import json_ready_diagnostics  # the cell stores diagnostics this way: the same conversion
 
     diagnostics = json_ready_diagnostics(out.diagnostics, str(out.diagnostics.get("method", "baseline")))
-    return MethodOutput(draws=np.asarray(out.draws, np.float32), posterior_sd=np.asarray(out.posterior_sd, np.float64),
-                        diagnostics=diagnostics, privacy=out.privacy)
+    return MethodOutput(
+        draws=np.asarray(out.draws, np.float32),
+        posterior_sd=np.asarray(out.posterior_sd, np.float64),
+        diagnostics=diagnostics,
+        privacy=out.privacy,
+    )
 
 
 def _check_data(data: CellData, settings: MethodSettings) -> None:
@@ -196,10 +205,19 @@ def bernstein_sheldon_method(releases: CellReleases | None, settings: MethodSett
     opts = dict(settings.options)
     _check_bernstein_sheldon(opts, data.model)
     bounds = parse_bounds(opts["bounds"]) if opts.get("bounds") is not None else None
-    out = BC.bernstein_sheldon_cell(data.model, data.arrays, data.epsilon, settings.mechanism_key,
-                                    settings.num_draws, bounds=bounds, num_warmup=_get(opts, "num_warmup", 1000),
-                                    thin=opts.get("thin"), neighbouring=_get(opts, "neighbouring", "add_remove"),
-                                    snapping=_get(opts, "snapping", False), devices=settings.devices)
+    out = BC.bernstein_sheldon_cell(
+        data.model,
+        data.arrays,
+        data.epsilon,
+        settings.mechanism_key,
+        settings.num_draws,
+        bounds=bounds,
+        num_warmup=_get(opts, "num_warmup", 1000),
+        thin=opts.get("thin"),
+        neighbouring=_get(opts, "neighbouring", "add_remove"),
+        snapping=_get(opts, "snapping", False),
+        devices=settings.devices,
+    )
     return _output(out)
 
 
@@ -215,14 +233,22 @@ def gibbs_ss_noisy_method(releases: CellReleases | None, settings: MethodSetting
     opts = dict(settings.options)
     _check_gibbs_ss_noisy(opts, data.model)
     split = parse_budget_split(opts["budget_split"]) if opts.get("budget_split") is not None else None
-    out = BC.gibbs_ss_noisy_cell(data.arrays, data.epsilon, settings.mechanism_key, settings.num_draws,
-                                 x_bound=_get(opts, "x_bound", BC.DEFAULT_X_BOUND),
-                                 y_bound=_get(opts, "y_bound", BC.DEFAULT_Y_BOUND),
-                                 fourth_moments=_get(opts, "fourth_moments", "normal"), budget_split=split,
-                                 num_warmup=_get(opts, "num_warmup", 1000), thin=_get(opts, "thin", 5),
-                                 interweave=_get(opts, "interweave", True),
-                                 neighbouring=_get(opts, "neighbouring", "add_remove"),
-                                 snapping=_get(opts, "snapping", False), devices=settings.devices)
+    out = BC.gibbs_ss_noisy_cell(
+        data.arrays,
+        data.epsilon,
+        settings.mechanism_key,
+        settings.num_draws,
+        x_bound=_get(opts, "x_bound", BC.DEFAULT_X_BOUND),
+        y_bound=_get(opts, "y_bound", BC.DEFAULT_Y_BOUND),
+        fourth_moments=_get(opts, "fourth_moments", "normal"),
+        budget_split=split,
+        num_warmup=_get(opts, "num_warmup", 1000),
+        thin=_get(opts, "thin", 5),
+        interweave=_get(opts, "interweave", True),
+        neighbouring=_get(opts, "neighbouring", "add_remove"),
+        snapping=_get(opts, "snapping", False),
+        devices=settings.devices,
+    )
     return _output(out)
 
 
@@ -239,27 +265,64 @@ def dpvim_method(releases: CellReleases | None, settings: MethodSettings, data: 
     opts = dict(settings.options)
     _check_dpvim(opts, data.model)
     lr = None if opts.get("lr_mu") is None else (float(opts["lr_mu"]), float(opts["lr_rho"]))
-    out = BC.dpvim_cell(data.model, data.arrays, data.epsilon, settings.mechanism_key, settings.num_draws,
-                        delta=data.delta, num_steps=data.num_steps, sampling_rate=data.sampling_rate,
-                        clip=_get(opts, "clip", data.clip), natural_gradient=_get(opts, "natural_gradient", False),
-                        learning_rate=lr, reading=_get(opts, "reading", "noise_aware"), accountant=data.accountant,
-                        devices=settings.devices)
+    out = BC.dpvim_cell(
+        data.model,
+        data.arrays,
+        data.epsilon,
+        settings.mechanism_key,
+        settings.num_draws,
+        delta=data.delta,
+        num_steps=data.num_steps,
+        sampling_rate=data.sampling_rate,
+        clip=_get(opts, "clip", data.clip),
+        natural_gradient=_get(opts, "natural_gradient", False),
+        learning_rate=lr,
+        reading=_get(opts, "reading", "noise_aware"),
+        accountant=data.accountant,
+        devices=settings.devices,
+    )
     return _output(out)
 
 
-register_method("bernstein-sheldon", bernstein_sheldon_method,
-                options=("num_warmup", "thin", "bounds", "neighbouring", "snapping"),
-                description="Bernstein-Sheldon noise-aware Gibbs on Laplace-noised sufficient statistics (own "
-                            "pure epsilon-DP release)",
-                needs_data=True, models=FAMILIES, check_options=_check_bernstein_sheldon,
-                canonical_options=_canonical_baseline(()))
-register_method("gibbs-ss-noisy", gibbs_ss_noisy_method,
-                options=("num_warmup", "thin", "interweave", "x_bound", "y_bound", "fourth_moments", "budget_split",
-                         "neighbouring", "snapping"),
-                description="Gibbs-SS-Noisy on Laplace-noised regression statistics (own pure epsilon-DP release)",
-                needs_data=True, models=("linear-regression",), check_options=_check_gibbs_ss_noisy,
-                canonical_options=_canonical_baseline(("x_bound", "y_bound")))
-register_method("dpvim", dpvim_method, options=("clip", "natural_gradient", "reading", "lr_mu", "lr_rho"),
-                description="DPVIm, its own DP-SGD run per replicate (same epsilon, delta, T, q), Gaussian reading",
-                needs_data=True, models=None, check_options=_check_dpvim, min_steps=BC.DPVIM_MIN_STEPS,
-                canonical_options=_canonical_baseline(("clip", "lr_mu", "lr_rho")))
+register_method(
+    "bernstein-sheldon",
+    bernstein_sheldon_method,
+    options=("num_warmup", "thin", "bounds", "neighbouring", "snapping"),
+    description="Bernstein-Sheldon noise-aware Gibbs on Laplace-noised sufficient statistics (own "
+    "pure epsilon-DP release)",
+    needs_data=True,
+    models=FAMILIES,
+    check_options=_check_bernstein_sheldon,
+    canonical_options=_canonical_baseline(()),
+)
+register_method(
+    "gibbs-ss-noisy",
+    gibbs_ss_noisy_method,
+    options=(
+        "num_warmup",
+        "thin",
+        "interweave",
+        "x_bound",
+        "y_bound",
+        "fourth_moments",
+        "budget_split",
+        "neighbouring",
+        "snapping",
+    ),
+    description="Gibbs-SS-Noisy on Laplace-noised regression statistics (own pure epsilon-DP release)",
+    needs_data=True,
+    models=("linear-regression",),
+    check_options=_check_gibbs_ss_noisy,
+    canonical_options=_canonical_baseline(("x_bound", "y_bound")),
+)
+register_method(
+    "dpvim",
+    dpvim_method,
+    options=("clip", "natural_gradient", "reading", "lr_mu", "lr_rho"),
+    description="DPVIm, its own DP-SGD run per replicate (same epsilon, delta, T, q), Gaussian reading",
+    needs_data=True,
+    models=None,
+    check_options=_check_dpvim,
+    min_steps=BC.DPVIM_MIN_STEPS,
+    canonical_options=_canonical_baseline(("clip", "lr_mu", "lr_rho")),
+)

@@ -39,8 +39,15 @@ from .. import validation
 from ..models.registry import model_fingerprint
 from ..privacy.spent import PrivacySpent
 from .config import CellConfig, mechanism_key, postprocessing_keys, reference_key
-from .methods import (CellData, CellReleases, MethodSettings, check_method_model, check_method_options, get_method,
-                      method_fingerprint)
+from .methods import (
+    CellData,
+    CellReleases,
+    MethodSettings,
+    check_method_model,
+    check_method_options,
+    get_method,
+    method_fingerprint,
+)
 from .replicates import DPVISetup, ReplicateSummaries, cell_data, dpvi_privacy, model_settings, prior_sampler
 
 RESULT_FORMAT = "dpposterior.coverage_cell"
@@ -58,10 +65,16 @@ def _package_version() -> str:
 
 def releases_of(summaries: ReplicateSummaries, setup: DPVISetup, config: CellConfig) -> CellReleases:
     """The post-processing inputs of a group's replicates (statistics, last iterates, public settings)."""
-    return CellReleases(stats=summaries.stats, final_phi=summaries.final_phi, noise_sd=setup.noise_sd,
-                        sampling_rate=config.sampling_rate, num_latent=setup.num_latent,
-                        burn_stats=summaries.burn_stats, learning_rate=setup.learning_rate,
-                        prior_sampler=prior_sampler(config.model, config.num_records))
+    return CellReleases(
+        stats=summaries.stats,
+        final_phi=summaries.final_phi,
+        noise_sd=setup.noise_sd,
+        sampling_rate=config.sampling_rate,
+        num_latent=setup.num_latent,
+        burn_stats=summaries.burn_stats,
+        learning_rate=setup.learning_rate,
+        prior_sampler=prior_sampler(config.model, config.num_records),
+    )
 
 
 def _privacy_record(privacy: PrivacySpent, release: str) -> dict[str, Any]:
@@ -99,8 +112,10 @@ def json_ready_diagnostics(diagnostics: Any, method: str) -> dict[str, Any]:
             return x
         if isinstance(x, float):
             return x if math.isfinite(x) else ("nan" if math.isnan(x) else ("inf" if x > 0 else "-inf"))
-        raise TypeError(f"method {method!r} returned diagnostics that a result file cannot hold: {where} is a "
-                        f"{type(x).__name__}; diagnostics hold numbers, strings, booleans, None, lists and dicts")
+        raise TypeError(
+            f"method {method!r} returned diagnostics that a result file cannot hold: {where} is a "
+            f"{type(x).__name__}; diagnostics hold numbers, strings, booleans, None, lists and dicts"
+        )
 
     if not isinstance(diagnostics, dict):
         raise TypeError(f"method {method!r} returned diagnostics of type {type(diagnostics).__name__}, not a dict")
@@ -124,9 +139,16 @@ class CellUnusableError(ValueError):
     records it, computes the other cells, and names it at the end (:func:`.runner.run_coverage`)."""
 
 
-def evaluate_cell(config: CellConfig, setup: DPVISetup, summaries: ReplicateSummaries, *,
-                  data: CellData | None = None, replicates_seconds: float = 0.0,
-                  execution: dict[str, Any] | None = None, devices: int = 1) -> dict[str, Any]:
+def evaluate_cell(
+    config: CellConfig,
+    setup: DPVISetup,
+    summaries: ReplicateSummaries,
+    *,
+    data: CellData | None = None,
+    replicates_seconds: float = 0.0,
+    execution: dict[str, Any] | None = None,
+    devices: int = 1,
+) -> dict[str, Any]:
     """Runs the cell's method on the replicates and measures its coverage; returns the result record.
 
     TARP references are centred on the group's DPVI trace mean after burn-in for the post-processing
@@ -170,57 +192,76 @@ def evaluate_cell(config: CellConfig, setup: DPVISetup, summaries: ReplicateSumm
     n = setup.num_latent
 
     t0 = time.perf_counter()
-    settings = MethodSettings(keys=np.asarray(postprocessing_keys(config.seed, config.method, k)),
-                              num_draws=config.num_draws, options=options,
-                              mechanism_key=np.asarray(mechanism_key(config.seed, config.method)), devices=devices)
+    settings = MethodSettings(
+        keys=np.asarray(postprocessing_keys(config.seed, config.method, k)),
+        num_draws=config.num_draws,
+        options=options,
+        mechanism_key=np.asarray(mechanism_key(config.seed, config.method)),
+        devices=devices,
+    )
     if method.needs_data:
         if data is None:
             data = cell_data(config, setup)
         if data.model != config.model or data.num_replicates != k or data.num_records != config.num_records:
-            raise ValueError(f"the data hold {data.num_replicates} data sets of {data.num_records} {data.model!r} "
-                             f"records, the cell needs {k} of {config.num_records} {config.model!r} records")
+            raise ValueError(
+                f"the data hold {data.num_replicates} data sets of {data.num_records} {data.model!r} "
+                f"records, the cell needs {k} of {config.num_records} {config.model!r} records"
+            )
         out = method.fn(None, settings, data)  # its own release only: the DP-SGD releases are not its to use
         if not isinstance(out.privacy, PrivacySpent):
-            raise ValueError(f"method {config.method!r} runs its own mechanism but returned no PrivacySpent "
-                             f"(got {out.privacy!r})")
+            raise ValueError(
+                f"method {config.method!r} runs its own mechanism but returned no PrivacySpent (got {out.privacy!r})"
+            )
         if out.privacy.epsilon > config.epsilon * (1 + 1e-9) or out.privacy.delta > config.delta:
-            raise ValueError(f"method {config.method!r} released each replicate at (epsilon={out.privacy.epsilon:g}, "
-                             f"delta={out.privacy.delta:g}), more than the cell's budget (epsilon={config.epsilon:g}, "
-                             f"delta={config.delta:g}) under which its result would be reported")
+            raise ValueError(
+                f"method {config.method!r} released each replicate at (epsilon={out.privacy.epsilon:g}, "
+                f"delta={out.privacy.delta:g}), more than the cell's budget (epsilon={config.epsilon:g}, "
+                f"delta={config.delta:g}) under which its result would be reported"
+            )
         privacy = _privacy_record(out.privacy, "method")
     else:
         if summaries.stats is None or summaries.final_phi is None:
-            raise ValueError(f"method {config.method!r} post-processes the group's DP-SGD releases, but the "
-                             "summaries hold none (a group of mechanism-only methods skips DP-SGD)")
+            raise ValueError(
+                f"method {config.method!r} post-processes the group's DP-SGD releases, but the "
+                "summaries hold none (a group of mechanism-only methods skips DP-SGD)"
+            )
         out = method.fn(releases_of(summaries, setup, config), settings)
         privacy = _privacy_record(dpvi_privacy(config, setup), "dpvi")
     draws = np.asarray(out.draws)
     if draws.shape != (k, config.num_draws, n):
-        raise ValueError(f"method {config.method!r} returned draws of shape {draws.shape}, expected "
-                         f"{(k, config.num_draws, n)} (replicates, draws, unconstrained parameters)")
+        raise ValueError(
+            f"method {config.method!r} returned draws of shape {draws.shape}, expected "
+            f"{(k, config.num_draws, n)} (replicates, draws, unconstrained parameters)"
+        )
     post_sd = np.asarray(out.posterior_sd, np.float64)
     if post_sd.shape != (k, n):
-        raise ValueError(f"method {config.method!r} returned posterior_sd of shape {post_sd.shape}, expected {(k, n)} "
-                         "(replicates, unconstrained parameters)")
+        raise ValueError(
+            f"method {config.method!r} returned posterior_sd of shape {post_sd.shape}, expected {(k, n)} "
+            "(replicates, unconstrained parameters)"
+        )
     diagnostics = json_ready_diagnostics(out.diagnostics, config.method)
     t_method = time.perf_counter() - t0
 
     t1 = time.perf_counter()
-    ok = _finite_replicates(summaries, draws, not method.needs_data) & np.all(np.isfinite(post_sd) & (post_sd > 0), axis=1)
+    ok = _finite_replicates(summaries, draws, not method.needs_data) & np.all(
+        np.isfinite(post_sd) & (post_sd > 0), axis=1
+    )
     excluded = np.flatnonzero(~ok).tolist()
     if ok.sum() < 2:
-        raise CellUnusableError(f"{config.label()}: fewer than 2 replicates have finite traces and posteriors "
-                                f"({len(excluded)} of {k} excluded), so its coverage cannot be measured")
-    if method.needs_data:   # a statistic of the method's own release (module docstring)
-        center = np.where(ok[:, None], np.mean(np.where(ok[:, None, None], draws, 0.0), axis=1, dtype=np.float64),
-                          0.0)
-    else:                   # the paper's: the mean of the DPVI mu-trace after burn-in
+        raise CellUnusableError(
+            f"{config.label()}: fewer than 2 replicates have finite traces and posteriors "
+            f"({len(excluded)} of {k} excluded), so its coverage cannot be measured"
+        )
+    if method.needs_data:  # a statistic of the method's own release (module docstring)
+        center = np.where(ok[:, None], np.mean(np.where(ok[:, None, None], draws, 0.0), axis=1, dtype=np.float64), 0.0)
+    else:  # the paper's: the mean of the DPVI mu-trace after burn-in
         center = np.asarray(summaries.stats.phi_mean, np.float64)[:, :n]
     # References are drawn for all K replicates (so replicate i's reference never depends on which
     # others were excluded) and then restricted to the finite ones.
     scale = np.where(ok[:, None], post_sd, 1.0)
-    refs = validation.repeated_reference_points(reference_key(config.seed), np.where(ok[:, None], center, 0.0),
-                                                scale, config.repeats)
+    refs = validation.repeated_reference_points(
+        reference_key(config.seed), np.where(ok[:, None], center, 0.0), scale, config.repeats
+    )
     if ok.all():
         used_draws, used_theta, used_refs = draws, summaries.theta, refs
     else:
@@ -264,8 +305,12 @@ def evaluate_cell(config: CellConfig, setup: DPVISetup, summaries: ReplicateSumm
         "method_fingerprint": method_fingerprint(config.method),
         "privacy": privacy,
         "diagnostics": diagnostics,
-        "timing": {"replicates_seconds": float(replicates_seconds), "method_seconds": t_method,
-                   "coverage_seconds": t_cov, "wall_seconds": float(replicates_seconds) + t_method + t_cov},
+        "timing": {
+            "replicates_seconds": float(replicates_seconds),
+            "method_seconds": t_method,
+            "coverage_seconds": t_cov,
+            "wall_seconds": float(replicates_seconds) + t_method + t_cov,
+        },
         "execution": dict(execution or {}),
         "package_version": _package_version(),
         "jax_version": jax.__version__,

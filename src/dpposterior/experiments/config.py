@@ -151,20 +151,30 @@ class CellConfig:
         set_("seed", _check_seed(self.seed))
         set_("num_draws", check_positive_int(self.num_draws, "num_draws", minimum=2))
         b = self.burn_in
-        if isinstance(b, bool) or not isinstance(b, (int, float, np.integer, np.floating)) \
-                or not (0.0 <= float(b) < 1.0):
+        if (
+            isinstance(b, bool)
+            or not isinstance(b, (int, float, np.integer, np.floating))
+            or not (0.0 <= float(b) < 1.0)
+        ):
             raise ValueError(f"burn_in must be a number in [0, 1), got {b!r}")
         set_("burn_in", float(b))
         start = math.floor(self.burn_in * self.num_steps)
         if self.num_steps - start < 10:
-            raise ValueError(f"num_steps={self.num_steps} with burn_in={self.burn_in} leaves fewer than 10 steps "
-                             "for the post-processing model")
+            raise ValueError(
+                f"num_steps={self.num_steps} with burn_in={self.burn_in} leaves fewer than 10 steps "
+                "for the post-processing model"
+            )
         set_("num_mc", check_positive_int(self.num_mc, "num_mc"))
         if self.accountant not in ("pld", "rdp"):
             raise ValueError(f"accountant must be 'pld' or 'rdp', got {self.accountant!r}")
         set_("method_options", _check_options(self.method_options))
-        from .methods import (canonical_method_options, check_method_burn_in, check_method_model,
-                              check_method_options, check_method_steps)
+        from .methods import (
+            canonical_method_options,
+            check_method_burn_in,
+            check_method_model,
+            check_method_options,
+            check_method_steps,
+        )
 
         check_method_model(self.method, self.model)
         check_method_options(self.method, dict(self.method_options), self.model)

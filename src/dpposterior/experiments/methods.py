@@ -254,11 +254,19 @@ def method_fingerprint(name: str) -> str | None:
     return f"{module}.{qual}:{h.hexdigest()[:16]}"
 
 
-def register_method(name: str, fn: MethodFn, *, options: tuple[str, ...] = (), description: str = "",
-                    needs_data: bool = False, models: tuple[str, ...] | None = None,
-                    check_options: Callable[[dict[str, Any], str | None], None] | None = None,
-                    replace: bool = False, min_steps: int | None = None,
-                    canonical_options: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> Method:
+def register_method(
+    name: str,
+    fn: MethodFn,
+    *,
+    options: tuple[str, ...] = (),
+    description: str = "",
+    needs_data: bool = False,
+    models: tuple[str, ...] | None = None,
+    check_options: Callable[[dict[str, Any], str | None], None] | None = None,
+    replace: bool = False,
+    min_steps: int | None = None,
+    canonical_options: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+) -> Method:
     """Adds a method to :data:`METHODS` (``replace=True`` to overwrite an existing name).
 
     Args:
@@ -284,8 +292,11 @@ def register_method(name: str, fn: MethodFn, *, options: tuple[str, ...] = (), d
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
     if not isinstance(needs_data, bool):
         raise TypeError(f"needs_data must be a bool, got {needs_data!r}")
-    if isinstance(options, str) or not isinstance(options, (tuple, list)) or \
-            not all(isinstance(o, str) and o for o in options):
+    if (
+        isinstance(options, str)
+        or not isinstance(options, (tuple, list))
+        or not all(isinstance(o, str) and o for o in options)
+    ):
         # a bare string would become its letters: options="alpha" accepted "a", "l", ... and refused "alpha"
         raise TypeError(f"options must be a tuple of option names (strings), got {options!r}")
     if not isinstance(description, str):
@@ -309,8 +320,7 @@ def register_method(name: str, fn: MethodFn, *, options: tuple[str, ...] = (), d
         from .._checks import check_positive_int
 
         min_steps = check_positive_int(min_steps, "min_steps")
-    m = Method(name, fn, tuple(options), description, needs_data, models, check_options, min_steps,
-               canonical_options)
+    m = Method(name, fn, tuple(options), description, needs_data, models, check_options, min_steps, canonical_options)
     METHODS[name] = m
     return m
 
@@ -350,20 +360,22 @@ def canonical_method_options(name: str, options: dict[str, Any]) -> dict[str, An
         return dict(options)
     out = method.canonical_options(dict(options))
     if not isinstance(out, dict):
-        raise TypeError(f"canonical_options of method {name!r} must return a dict of options, got "
-                        f"{type(out).__name__}")
+        raise TypeError(f"canonical_options of method {name!r} must return a dict of options, got {type(out).__name__}")
     unknown = sorted(str(k) for k in set(out) - set(method.options))
     if unknown:
-        raise ValueError(f"canonical_options of method {name!r} returned unknown options {unknown}; allowed: "
-                         f"{list(method.options)}")
+        raise ValueError(
+            f"canonical_options of method {name!r} returned unknown options {unknown}; allowed: {list(method.options)}"
+        )
     again = method.canonical_options(dict(out))
 
     def spelled(o: Any) -> str:
         return json.dumps(o, sort_keys=True, default=repr) if isinstance(o, dict) else repr(o)
 
     if spelled(again) != spelled(out):
-        raise ValueError(f"canonical_options of method {name!r} is not idempotent: {options!r} -> {out!r} -> "
-                         f"{again!r}; it must return options that it leaves unchanged")
+        raise ValueError(
+            f"canonical_options of method {name!r} is not idempotent: {options!r} -> {out!r} -> "
+            f"{again!r}; it must return options that it leaves unchanged"
+        )
     return out
 
 
@@ -410,10 +422,12 @@ def check_method_burn_in(name: str, options: dict[str, Any], num_steps: int, bur
         return
     kept = burn_in_start(num_steps, burn_in)
     if kept < MIN_STEPS_AFTER_BURN_IN:
-        raise ValueError(f'method {name!r} with priors="burn_in" takes the h prior from the burn-in steps, but '
-                         f"num_steps={num_steps} with burn_in={burn_in} keeps {kept} of them, fewer than "
-                         f"{MIN_STEPS_AFTER_BURN_IN}: raise burn_in or num_steps (burn_in * num_steps >= "
-                         f"{MIN_STEPS_AFTER_BURN_IN})")
+        raise ValueError(
+            f'method {name!r} with priors="burn_in" takes the h prior from the burn-in steps, but '
+            f"num_steps={num_steps} with burn_in={burn_in} keeps {kept} of them, fewer than "
+            f"{MIN_STEPS_AFTER_BURN_IN}: raise burn_in or num_steps (burn_in * num_steps >= "
+            f"{MIN_STEPS_AFTER_BURN_IN})"
+        )
 
 
 def check_method_model(name: str, model: str) -> None:
@@ -478,8 +492,7 @@ def method_label(config: dict[str, Any]) -> str:
     when set to another value than the default, e.g. ``"grid (priors burn_in)"`` or
     ``"bernstein-sheldon (neighbouring replace_one)"`` (``config`` as a result record holds it)."""
     opts = config.get("method_options") or {}
-    extra = [f"{k} {opts[k]}" for k in LABEL_OPTIONS
-             if opts.get(k) is not None and opts[k] != LABEL_OPTION_DEFAULTS[k]]
+    extra = [f"{k} {opts[k]}" for k in LABEL_OPTIONS if opts.get(k) is not None and opts[k] != LABEL_OPTION_DEFAULTS[k]]
     return config["method"] + (f" ({', '.join(extra)})" if extra else "")
 
 
@@ -495,9 +508,11 @@ def _check_na_options(options: dict[str, Any], model: str | None, solver: str = 
         raise ValueError(f"the priors option must be one of {PRIOR_CHOICES}, got {priors!r}")
     unidentified = options.get("unidentified", "prior")
     if not isinstance(unidentified, str) or unidentified not in UNIDENTIFIED_CHOICES:
-        raise ValueError(f"the unidentified option must be one of {UNIDENTIFIED_CHOICES} (the model prior for "
-                         f"latents the release cannot identify, or the gradient model's posterior), got "
-                         f"{unidentified!r}")
+        raise ValueError(
+            f"the unidentified option must be one of {UNIDENTIFIED_CHOICES} (the model prior for "
+            f"latents the release cannot identify, or the gradient model's posterior), got "
+            f"{unidentified!r}"
+        )
     if "num_phi_draws" in options:
         from .._checks import check_positive_int
 
@@ -513,8 +528,10 @@ def _burn32(releases: CellReleases, priors: str) -> TraceStats | None:
     if releases.burn_stats is None:
         from .replicates import MIN_BURN_STEPS
 
-        raise ValueError('priors="burn_in" takes the h prior from the burn-in steps, but this cell keeps fewer '
-                         f"than {MIN_BURN_STEPS} of them: raise burn_in")
+        raise ValueError(
+            'priors="burn_in" takes the h prior from the burn-in steps, but this cell keeps fewer '
+            f"than {MIN_BURN_STEPS} of them: raise burn_in"
+        )
     return _as32(releases.burn_stats)
 
 
@@ -525,8 +542,9 @@ def _replicate_priors(stats: TraceStats, burn: TraceStats | None, noise_sd: jax.
     return M.burn_in_priors(stats, burn, noise_sd, q)
 
 
-def _prior_rule(releases: CellReleases, settings: MethodSettings, draws: np.ndarray, choice: str
-                ) -> tuple[np.ndarray, dict[str, Any]]:
+def _prior_rule(
+    releases: CellReleases, settings: MethodSettings, draws: np.ndarray, choice: str
+) -> tuple[np.ndarray, dict[str, Any]]:
     """The identifiability rule (:mod:`dpposterior.noise_aware.identify`) on each replicate's release:
     with ``choice`` "prior" the draws of its unidentified latents are replaced by draws of the model's prior
     (independent of the other latents); with "keep" they stay. Returns the draws and diagnostics (how many
@@ -536,7 +554,7 @@ def _prior_rule(releases: CellReleases, settings: MethodSettings, draws: np.ndar
     from ..noise_aware.identify import identifiability
 
     ident = identifiability(releases.stats, releases.noise_sd, releases.sampling_rate, releases.learning_rate)
-    mask = np.asarray(ident.prior_only)                                   # (K, n)
+    mask = np.asarray(ident.prior_only)  # (K, n)
     applied = choice == "prior" and releases.prior_sampler is not None and bool(mask.any())
     if applied:
         draws = np.array(draws)
@@ -545,10 +563,14 @@ def _prior_rule(releases: CellReleases, settings: MethodSettings, draws: np.ndar
             key = jax.random.fold_in(jax.random.wrap_key_data(jnp.asarray(settings.keys[k], jnp.uint32)), 7)
             prior = np.asarray(releases.prior_sampler(key, m), draws.dtype)
             draws[k][:, mask[k]] = prior[:, mask[k]]
-    diag = {"unidentified_replicates_per_latent": mask.sum(axis=0).tolist(), "prior_only_applied": applied,
-            "median_relaxation_steps_of_means": np.median(ident.relaxation_steps[:, :releases.num_latent],
-                                                          axis=0).tolist(),
-            "median_slope_z_of_means": np.median(ident.slope_z[:, :releases.num_latent], axis=0).tolist()}
+    diag = {
+        "unidentified_replicates_per_latent": mask.sum(axis=0).tolist(),
+        "prior_only_applied": applied,
+        "median_relaxation_steps_of_means": np.median(
+            ident.relaxation_steps[:, : releases.num_latent], axis=0
+        ).tolist(),
+        "median_slope_z_of_means": np.median(ident.slope_z[:, : releases.num_latent], axis=0).tolist(),
+    }
     return draws, diag
 
 
@@ -576,8 +598,9 @@ def naive_method(releases: CellReleases, settings: MethodSettings) -> MethodOutp
     n = releases.num_latent
     size = chunk_size(len(settings.keys), settings.num_draws, 2 * n)
     fn = partial(_naive_draws, num_draws=settings.num_draws)
-    draws = map_in_chunks(fn, (np.asarray(releases.final_phi, np.float32), np.asarray(settings.keys)), size,
-                          devices=settings.devices)
+    draws = map_in_chunks(
+        fn, (np.asarray(releases.final_phi, np.float32), np.asarray(settings.keys)), size, devices=settings.devices
+    )
     sd = np.asarray(family.scale(jnp.asarray(releases.final_phi[:, n:], jnp.float32)), np.float64)
     return MethodOutput(draws=draws, posterior_sd=sd, diagnostics={})
 
@@ -588,8 +611,14 @@ def naive_method(releases: CellReleases, settings: MethodSettings) -> MethodOutp
 #: NUTS draws); each is the centre of num_draws / num_phi_draws draws of theta.
 DEFAULT_PHI_DRAWS = 4000
 
-GRID_DEFAULTS = {"num_points": 256, "num_stages": 3, "tail": 1e-7, "num_phi_draws": DEFAULT_PHI_DRAWS,
-                 "priors": "paper", "unidentified": "prior"}
+GRID_DEFAULTS = {
+    "num_points": 256,
+    "num_stages": 3,
+    "tail": 1e-7,
+    "num_phi_draws": DEFAULT_PHI_DRAWS,
+    "priors": "paper",
+    "unidentified": "prior",
+}
 
 
 @partial(jax.jit, static_argnames=("num_draws", "num_phi_draws", "num_points", "num_stages", "tail"))
@@ -609,15 +638,25 @@ def grid_method(releases: CellReleases, settings: MethodSettings) -> MethodOutpu
     opts = _options(settings, GRID_DEFAULTS)
     d = 2 * releases.num_latent
     size = chunk_size(len(settings.keys), settings.num_draws, d)
-    fn = partial(_grid_draws, noise_sd=jnp.asarray(releases.noise_sd, jnp.float32),
-                 q=jnp.float32(releases.sampling_rate), num_draws=settings.num_draws,
-                 num_phi_draws=int(opts["num_phi_draws"]), num_points=int(opts["num_points"]),
-                 num_stages=int(opts["num_stages"]), tail=float(opts["tail"]))
+    fn = partial(
+        _grid_draws,
+        noise_sd=jnp.asarray(releases.noise_sd, jnp.float32),
+        q=jnp.float32(releases.sampling_rate),
+        num_draws=settings.num_draws,
+        num_phi_draws=int(opts["num_phi_draws"]),
+        num_points=int(opts["num_points"]),
+        num_stages=int(opts["num_stages"]),
+        tail=float(opts["tail"]),
+    )
     burn = _burn32(releases, opts["priors"])
-    draws, edge, cell = map_in_chunks(fn, (_stats32(releases), burn, np.asarray(settings.keys)), size,
-                          devices=settings.devices)
-    diag = {"max_edge_mass": float(np.max(edge)), "max_cell_mass": float(np.max(cell)),
-            "replicates_with_edge_mass_over_1e-4": int(np.sum(np.max(edge, axis=1) > 1e-4))}
+    draws, edge, cell = map_in_chunks(
+        fn, (_stats32(releases), burn, np.asarray(settings.keys)), size, devices=settings.devices
+    )
+    diag = {
+        "max_edge_mass": float(np.max(edge)),
+        "max_cell_mass": float(np.max(cell)),
+        "replicates_with_edge_mass_over_1e-4": int(np.sum(np.max(edge, axis=1) > 1e-4)),
+    }
     draws, rule = _prior_rule(releases, settings, draws, opts["unidentified"])
     diag.update(rule)
     return MethodOutput(draws=draws, posterior_sd=_summarise(draws), diagnostics=diag)
@@ -625,15 +664,28 @@ def grid_method(releases: CellReleases, settings: MethodSettings) -> MethodOutpu
 
 # ------------------------------------------------------------------------------ laplace
 
-LAPLACE_DEFAULTS = {"num_iterations": 100, "num_points": 128, "tol": 1e-3, "num_phi_draws": DEFAULT_PHI_DRAWS,
-                    "priors": "paper", "unidentified": "prior"}
+LAPLACE_DEFAULTS = {
+    "num_iterations": 100,
+    "num_points": 128,
+    "tol": 1e-3,
+    "num_phi_draws": DEFAULT_PHI_DRAWS,
+    "priors": "paper",
+    "unidentified": "prior",
+}
 
 
 @partial(jax.jit, static_argnames=("num_draws", "num_phi_draws", "num_iterations", "num_points"))
 def _laplace_draws(stats, burn, keys, noise_sd, q, tol, num_draws, num_phi_draws, num_iterations, num_points):
     priors = _replicate_priors(stats, burn, noise_sd, q)
-    res = L.laplace_posterior(stats, priors, jnp.broadcast_to(noise_sd, stats.phi_mean.shape), q,
-                              num_iterations=num_iterations, num_points=num_points, tol=tol)
+    res = L.laplace_posterior(
+        stats,
+        priors,
+        jnp.broadcast_to(noise_sd, stats.phi_mean.shape),
+        q,
+        num_iterations=num_iterations,
+        num_points=num_points,
+        tol=tol,
+    )
 
     def one(mode, sd, key):
         k_phi, k_theta = jax.random.split(jax.random.wrap_key_data(key))
@@ -648,13 +700,20 @@ def laplace_method(releases: CellReleases, settings: MethodSettings) -> MethodOu
     opts = _options(settings, LAPLACE_DEFAULTS)
     d = 2 * releases.num_latent
     size = chunk_size(len(settings.keys), settings.num_draws, d)
-    fn = partial(_laplace_draws, noise_sd=jnp.asarray(releases.noise_sd, jnp.float32),
-                 q=jnp.float32(releases.sampling_rate), tol=float(opts["tol"]), num_draws=settings.num_draws,
-                 num_phi_draws=int(opts["num_phi_draws"]), num_iterations=int(opts["num_iterations"]),
-                 num_points=int(opts["num_points"]))
+    fn = partial(
+        _laplace_draws,
+        noise_sd=jnp.asarray(releases.noise_sd, jnp.float32),
+        q=jnp.float32(releases.sampling_rate),
+        tol=float(opts["tol"]),
+        num_draws=settings.num_draws,
+        num_phi_draws=int(opts["num_phi_draws"]),
+        num_iterations=int(opts["num_iterations"]),
+        num_points=int(opts["num_points"]),
+    )
     burn = _burn32(releases, opts["priors"])
-    draws, converged = map_in_chunks(fn, (_stats32(releases), burn, np.asarray(settings.keys)), size,
-                          devices=settings.devices)
+    draws, converged = map_in_chunks(
+        fn, (_stats32(releases), burn, np.asarray(settings.keys)), size, devices=settings.devices
+    )
     diag = {"replicates_not_converged": int(np.sum(~np.all(converged, axis=1)))}
     draws, rule = _prior_rule(releases, settings, draws, opts["unidentified"])
     diag.update(rule)
@@ -663,8 +722,14 @@ def laplace_method(releases: CellReleases, settings: MethodSettings) -> MethodOu
 
 # ------------------------------------------------------------------------------ nuts
 
-NUTS_DEFAULTS = {"num_warmup": 1000, "num_samples": 4000, "target_accept_prob": 0.8, "max_tree_depth": 10,
-                 "priors": "paper", "unidentified": "prior"}
+NUTS_DEFAULTS = {
+    "num_warmup": 1000,
+    "num_samples": 4000,
+    "target_accept_prob": 0.8,
+    "max_tree_depth": 10,
+    "priors": "paper",
+    "unidentified": "prior",
+}
 
 
 def _nuts_potential_gen(stats, priors, noise_sd, q):
@@ -683,8 +748,7 @@ def _nuts_potential_gen(stats, priors, noise_sd, q):
 
 
 @partial(jax.jit, static_argnames=("num_warmup", "num_samples", "max_tree_depth", "num_draws"))
-def _nuts_draws(stats, burn, keys, noise_sd, q, target_accept_prob, num_warmup, num_samples, max_tree_depth,
-                num_draws):
+def _nuts_draws(stats, burn, keys, noise_sd, q, target_accept_prob, num_warmup, num_samples, max_tree_depth, num_draws):
     from numpyro.infer.hmc import hmc
 
     init_kernel, sample_kernel = hmc(potential_fn_gen=_nuts_potential_gen, algo="NUTS")
@@ -697,8 +761,14 @@ def _nuts_draws(stats, burn, keys, noise_sd, q, target_accept_prob, num_warmup, 
         args = (st, priors, noise_sd, q)
         z0 = jax.random.uniform(k_init, (2, d), minval=-2.0, maxval=2.0)
         init = {"z_phi_star": z0[0], "z_h": z0[1]}
-        state = init_kernel(init, num_warmup, target_accept_prob=target_accept_prob, max_tree_depth=max_tree_depth,
-                            model_args=args, rng_key=jax.random.key_data(k_run))
+        state = init_kernel(
+            init,
+            num_warmup,
+            target_accept_prob=target_accept_prob,
+            max_tree_depth=max_tree_depth,
+            model_args=args,
+            rng_key=jax.random.key_data(k_run),
+        )
 
         def step(s, _):
             s = sample_kernel(s, model_args=args)
@@ -706,7 +776,7 @@ def _nuts_draws(stats, burn, keys, noise_sd, q, target_accept_prob, num_warmup, 
 
         state, _ = jax.lax.scan(step, state, None, length=num_warmup)
         state, (z_phi, div) = jax.lax.scan(step, state, None, length=num_samples)
-        phi = priors.phi_loc + priors.phi_scale * z_phi                       # (S, d)
+        phi = priors.phi_loc + priors.phi_scale * z_phi  # (S, d)
         return _theta_from_phi(k_theta, phi, num_draws), jnp.sum(div), jnp.mean(z_phi, 0), jnp.var(z_phi, 0)
 
     return jax.vmap(one)(stats, burn, keys)
@@ -717,13 +787,20 @@ def nuts_method(releases: CellReleases, settings: MethodSettings) -> MethodOutpu
     opts = _options(settings, NUTS_DEFAULTS)
     d = 2 * releases.num_latent
     size = chunk_size(len(settings.keys), max(settings.num_draws, int(opts["num_samples"])), d)
-    fn = partial(_nuts_draws, noise_sd=jnp.asarray(releases.noise_sd, jnp.float32),
-                 q=jnp.float32(releases.sampling_rate), target_accept_prob=float(opts["target_accept_prob"]),
-                 num_warmup=int(opts["num_warmup"]), num_samples=int(opts["num_samples"]),
-                 max_tree_depth=int(opts["max_tree_depth"]), num_draws=settings.num_draws)
+    fn = partial(
+        _nuts_draws,
+        noise_sd=jnp.asarray(releases.noise_sd, jnp.float32),
+        q=jnp.float32(releases.sampling_rate),
+        target_accept_prob=float(opts["target_accept_prob"]),
+        num_warmup=int(opts["num_warmup"]),
+        num_samples=int(opts["num_samples"]),
+        max_tree_depth=int(opts["max_tree_depth"]),
+        num_draws=settings.num_draws,
+    )
     burn = _burn32(releases, opts["priors"])
-    draws, div, _, _ = map_in_chunks(fn, (_stats32(releases), burn, np.asarray(settings.keys)), size,
-                          devices=settings.devices)
+    draws, div, _, _ = map_in_chunks(
+        fn, (_stats32(releases), burn, np.asarray(settings.keys)), size, devices=settings.devices
+    )
     diag = {"divergences": int(np.sum(div)), "replicates_with_divergences": int(np.sum(div > 0))}
     draws, rule = _prior_rule(releases, settings, draws, opts["unidentified"])
     diag.update(rule)
@@ -731,18 +808,30 @@ def nuts_method(releases: CellReleases, settings: MethodSettings) -> MethodOutpu
 
 
 register_method("naive", naive_method, description="last iterate q(theta; phi_T), ignores the DP noise")
-register_method("grid", grid_method, options=tuple(GRID_DEFAULTS),
-                check_options=partial(_check_na_options, solver="grid"),
-                canonical_options=float_options(("tail",)),
-                description="NA-DPVI, grid solver (exact in phi*, adaptive grid over h)")
-register_method("laplace", laplace_method, options=tuple(LAPLACE_DEFAULTS),
-                check_options=partial(_check_na_options, solver="laplace"),
-                canonical_options=float_options(("tol",)),
-                description="NA-DPVI, Laplace solver (joint mode, inverse Hessian)")
-register_method("nuts", nuts_method, options=tuple(NUTS_DEFAULTS),
-                check_options=partial(_check_na_options, solver="nuts"),
-                canonical_options=float_options(("target_accept_prob",)),
-                description="NA-DPVI, NumPyro NUTS (1,000 warm-up, 4,000 draws), vmapped over replicates")
+register_method(
+    "grid",
+    grid_method,
+    options=tuple(GRID_DEFAULTS),
+    check_options=partial(_check_na_options, solver="grid"),
+    canonical_options=float_options(("tail",)),
+    description="NA-DPVI, grid solver (exact in phi*, adaptive grid over h)",
+)
+register_method(
+    "laplace",
+    laplace_method,
+    options=tuple(LAPLACE_DEFAULTS),
+    check_options=partial(_check_na_options, solver="laplace"),
+    canonical_options=float_options(("tol",)),
+    description="NA-DPVI, Laplace solver (joint mode, inverse Hessian)",
+)
+register_method(
+    "nuts",
+    nuts_method,
+    options=tuple(NUTS_DEFAULTS),
+    check_options=partial(_check_na_options, solver="nuts"),
+    canonical_options=float_options(("target_accept_prob",)),
+    description="NA-DPVI, NumPyro NUTS (1,000 warm-up, 4,000 draws), vmapped over replicates",
+)
 
 # The baselines with their own mechanism register themselves (they use the names above).
 from . import baseline_methods as _baseline_methods  # noqa: E402,F401

@@ -96,10 +96,18 @@ class DPVISetup:
     def dpvi_kwargs(self, config: CellConfig) -> dict[str, Any]:
         """Keyword arguments that make ``dpvi(spec.model, *data, **kwargs, rng_key=...)`` run the same
         mechanism as the cell's replicates (used by the tests that check that it does)."""
-        return dict(epsilon=config.epsilon, delta=config.delta, num_steps=config.num_steps,
-                    sampling_rate=config.sampling_rate, clip=self.clip, beta_rho=self.spec.beta_rho,
-                    learning_rate=np.asarray(self.learning_rate), num_mc=config.num_mc, accountant=config.accountant,
-                    progress=False)
+        return dict(
+            epsilon=config.epsilon,
+            delta=config.delta,
+            num_steps=config.num_steps,
+            sampling_rate=config.sampling_rate,
+            clip=self.clip,
+            beta_rho=self.spec.beta_rho,
+            learning_rate=np.asarray(self.learning_rate),
+            num_mc=config.num_mc,
+            accountant=config.accountant,
+            progress=False,
+        )
 
 
 @functools.lru_cache(maxsize=64)
@@ -140,9 +148,13 @@ def model_settings(model: str, num_records: int) -> dict[str, Any]:
     a model's clip or map never silently keeps results computed under the old ones.
     """
     spec, layout, _, _ = _model_structure(model, num_records)
-    settings = {"clip": float(spec.clip), "beta_rho": float(spec.beta_rho), "lr_scale": float(spec.lr_scale),
-                "layout": layout.to_dict()}
-    if spec.mean_lr_factors:   # only where set, so that the other models' records stay current
+    settings = {
+        "clip": float(spec.clip),
+        "beta_rho": float(spec.beta_rho),
+        "lr_scale": float(spec.lr_scale),
+        "layout": layout.to_dict(),
+    }
+    if spec.mean_lr_factors:  # only where set, so that the other models' records stay current
         settings["mean_lr_factors"] = {site: float(f) for site, f in spec.mean_lr_factors}
     if spec.init_loc:
         settings["init_loc"] = {site: float(v) for site, v in spec.init_loc}
@@ -173,18 +185,28 @@ def dpvi_setup(config: CellConfig) -> DPVISetup:
     n = layout.num_latent
     d = 2 * n
     beta = jnp.concatenate([jnp.ones(n), jnp.full(n, float(spec.beta_rho))])
-    sigma = calibrate_noise_multiplier(config.epsilon, config.delta, config.sampling_rate, config.num_steps,
-                                       config.accountant)
+    sigma = calibrate_noise_multiplier(
+        config.epsilon, config.delta, config.sampling_rate, config.num_steps, config.accountant
+    )
     lr = mean_learning_rate_factors(layout, spec.mean_lr_factors) * heuristic_learning_rate(
-        config.num_steps, d, sigma, spec.clip, beta, spec.lr_scale)
+        config.num_steps, d, sigma, spec.clip, beta, spec.lr_scale
+    )
     mu0 = np.array(mu0, np.float64)
-    for site, value in spec.init_loc:   # the spec's initial point, where it sets one
+    for site, value in spec.init_loc:  # the spec's initial point, where it sets one
         mu0[layout.site_slice(site)] = float(value)
     rho0 = family.inverse_scale(DEFAULT_INIT_SCALE) if spec.init_rho is None else float(spec.init_rho)
     phi0 = jnp.concatenate([jnp.asarray(mu0), jnp.full(n, rho0)]).astype(jnp.float32)
-    return DPVISetup(spec=spec, layout=layout, num_latent=n, phi0=np.asarray(phi0, np.float32),
-                     beta=np.asarray(beta, np.float32), learning_rate=np.asarray(lr, np.float32),
-                     noise_multiplier=float(sigma), clip=float(spec.clip), data_shapes=data_shapes)
+    return DPVISetup(
+        spec=spec,
+        layout=layout,
+        num_latent=n,
+        phi0=np.asarray(phi0, np.float32),
+        beta=np.asarray(beta, np.float32),
+        learning_rate=np.asarray(lr, np.float32),
+        noise_multiplier=float(sigma),
+        clip=float(spec.clip),
+        data_shapes=data_shapes,
+    )
 
 
 class ReplicateSummaries(NamedTuple):
@@ -227,8 +249,14 @@ class _Static:
 def _nonfinite_counts(data: tuple[jax.Array, ...]) -> jax.Array:
     """(number of data arrays,) int32: the NaN and infinite values in each simulated array (0 for integer
     and boolean arrays)."""
-    return jnp.stack([jnp.sum(~jnp.isfinite(a)).astype(jnp.int32) if jnp.issubdtype(a.dtype, jnp.inexact)
-                      else jnp.zeros((), jnp.int32) for a in data])
+    return jnp.stack(
+        [
+            jnp.sum(~jnp.isfinite(a)).astype(jnp.int32)
+            if jnp.issubdtype(a.dtype, jnp.inexact)
+            else jnp.zeros((), jnp.int32)
+            for a in data
+        ]
+    )
 
 
 def check_simulated_data(config: CellConfig, counts: np.ndarray, start: int = 0) -> None:
@@ -249,12 +277,14 @@ def check_simulated_data(config: CellConfig, counts: np.ndarray, start: int = 0)
     if bad.size:
         i = int(bad[0])
         j = int(np.flatnonzero(counts[i])[0])
-        raise ValueError(f"spec.simulate of model {config.model!r} returned non-finite data: replicate {start + i} "
-                         f"(seed {config.seed}, num_records={config.num_records}) has {int(counts[i, j])} NaN or "
-                         f"infinite value(s) in data[{j}], and {bad.size} of the {counts.shape[0]} replicates have "
-                         "some; dpvi refuses such data, so the cell cannot run its mechanism on them. The model's "
-                         "likelihood never draws them: make the simulator return finite records (e.g. avoid an "
-                         "overflow or a log of 0)")
+        raise ValueError(
+            f"spec.simulate of model {config.model!r} returned non-finite data: replicate {start + i} "
+            f"(seed {config.seed}, num_records={config.num_records}) has {int(counts[i, j])} NaN or "
+            f"infinite value(s) in data[{j}], and {bad.size} of the {counts.shape[0]} replicates have "
+            "some; dpvi refuses such data, so the cell cannot run its mechanism on them. The model's "
+            "likelihood never draws them: make the simulator return finite records (e.g. avoid an "
+            "overflow or a log of 0)"
+        )
 
 
 @functools.lru_cache(maxsize=16)
@@ -263,8 +293,15 @@ def _program(static: _Static) -> Callable:
     spec, layout, _, _ = _model_structure(static.model, static.num_records)
     d = 2 * layout.num_latent
     loss = make_elbo_loss(spec.model, layout, static.num_records, static.num_mc)
-    run = make_dpsgd_run(loss, num_records=static.num_records, num_params=d, clip=static.clip,
-                         sampling_rate=static.sampling_rate, num_steps=static.num_steps, loss_needs_key=True)
+    run = make_dpsgd_run(
+        loss,
+        num_records=static.num_records,
+        num_params=d,
+        clip=static.clip,
+        sampling_rate=static.sampling_rate,
+        num_steps=static.num_steps,
+        loss_needs_key=True,
+    )
 
     def one(key, phi0, sigma, lr, beta):
         k_sim, k_dp = simulation_and_dpsgd_keys(key)
@@ -273,7 +310,7 @@ def _program(static: _Static) -> Callable:
         stats = sufficient_statistics_jnp(phis, grads, static.burn_start)
         out = (layout.unconstrain(theta), final, stats, _nonfinite_counts(data))
         if static.burn_start >= MIN_BURN_STEPS:
-            out = out + (sufficient_statistics_jnp(phis[:static.burn_start], grads[:static.burn_start]),)
+            out = out + (sufficient_statistics_jnp(phis[: static.burn_start], grads[: static.burn_start]),)
         if static.return_traces:
             out = out + (phis, grads)
         return out
@@ -283,7 +320,7 @@ def _program(static: _Static) -> Callable:
         return jax.jit(batched)
     from jax.sharding import NamedSharding, PartitionSpec as P
 
-    mesh = jax.sharding.Mesh(np.asarray(jax.devices()[:static.devices]), ("replicates",))
+    mesh = jax.sharding.Mesh(np.asarray(jax.devices()[: static.devices]), ("replicates",))
     specs = (P("replicates"), P(), P(), P(), P())
     per_device = jax.shard_map(batched, mesh=mesh, in_specs=specs, out_specs=P("replicates"), check_vma=False)
     return jax.jit(per_device, in_shardings=tuple(NamedSharding(mesh, s) for s in specs))
@@ -299,12 +336,26 @@ def cpu_linalg_kernels(config: CellConfig, setup: DPVISetup) -> tuple[str, ...]:
     and runs on one. :func:`~.runner.compute_group` runs such a group on one device. Lowering the
     one-device program is cheap (no computation).
     """
-    static = _Static(model=config.model, num_records=config.num_records, num_steps=config.num_steps,
-                     sampling_rate=config.sampling_rate, num_mc=config.num_mc, clip=setup.clip,
-                     burn_start=burn_in_start(config.num_steps, config.burn_in), devices=1, return_traces=False)
+    static = _Static(
+        model=config.model,
+        num_records=config.num_records,
+        num_steps=config.num_steps,
+        sampling_rate=config.sampling_rate,
+        num_mc=config.num_mc,
+        clip=setup.clip,
+        burn_start=burn_in_start(config.num_steps, config.burn_in),
+        devices=1,
+        return_traces=False,
+    )
     keys = jax.ShapeDtypeStruct((1, 2), jnp.uint32)
-    return cpu_kernel_calls(_program(static), keys, setup.phi0, np.float32(float32_at_least(setup.noise_multiplier)),
-                            setup.learning_rate, setup.beta)
+    return cpu_kernel_calls(
+        _program(static),
+        keys,
+        setup.phi0,
+        np.float32(float32_at_least(setup.noise_multiplier)),
+        setup.learning_rate,
+        setup.beta,
+    )
 
 
 def default_batch_size(config: CellConfig, num_latent: int, devices: int = 1) -> int:
@@ -321,8 +372,9 @@ def default_batch_size(config: CellConfig, num_latent: int, devices: int = 1) ->
     return -(-b // devices) * devices
 
 
-def replicate_batch_size(config: CellConfig, num_latent: int, devices: int, batch_size: int | None = None,
-                         count: int | None = None) -> int:
+def replicate_batch_size(
+    config: CellConfig, num_latent: int, devices: int, batch_size: int | None = None, count: int | None = None
+) -> int:
     """The replicates per compiled batch that :func:`run_replicates` uses for ``count`` replicates (default
     all ``config.replicates``): ``batch_size`` (default :func:`default_batch_size`) capped at the count and
     rounded down to a multiple of ``devices`` (at least ``devices``). With ``devices``, what decides a
@@ -338,9 +390,17 @@ def _in_batches(program: Callable, keys: np.ndarray, batch_size: int, args: tupl
     return map_in_chunks(lambda kb: program(kb, *args), (keys,), batch_size, progress)
 
 
-def run_replicates(config: CellConfig, setup: DPVISetup | None = None, *, batch_size: int | None = None,
-                   devices: int = 1, start: int = 0, count: int | None = None, return_traces: bool = False,
-                   progress: Any = None) -> ReplicateSummaries:
+def run_replicates(
+    config: CellConfig,
+    setup: DPVISetup | None = None,
+    *,
+    batch_size: int | None = None,
+    devices: int = 1,
+    start: int = 0,
+    count: int | None = None,
+    return_traces: bool = False,
+    progress: Any = None,
+) -> ReplicateSummaries:
     """Simulates replicates ``start .. start + count - 1`` of a cell's group and runs DPVI on each.
 
     Args:
@@ -369,10 +429,17 @@ def run_replicates(config: CellConfig, setup: DPVISetup | None = None, *, batch_
     if devices < 1 or devices > jax.device_count():
         raise ValueError(f"devices must lie in [1, {jax.device_count()}] (jax.device_count()), got {devices}")
     batch_size = replicate_batch_size(config, setup.num_latent, devices, batch_size, count)
-    static = _Static(model=config.model, num_records=config.num_records, num_steps=config.num_steps,
-                     sampling_rate=config.sampling_rate, num_mc=config.num_mc, clip=setup.clip,
-                     burn_start=burn_in_start(config.num_steps, config.burn_in), devices=devices,
-                     return_traces=bool(return_traces))
+    static = _Static(
+        model=config.model,
+        num_records=config.num_records,
+        num_steps=config.num_steps,
+        sampling_rate=config.sampling_rate,
+        num_mc=config.num_mc,
+        clip=setup.clip,
+        burn_start=burn_in_start(config.num_steps, config.burn_in),
+        devices=devices,
+        return_traces=bool(return_traces),
+    )
     program = _program(static)
     # numpy inputs (uncommitted): the program places them on its device(s).
     args = (setup.phi0, np.float32(float32_at_least(setup.noise_multiplier)), setup.learning_rate, setup.beta)
@@ -383,8 +450,9 @@ def run_replicates(config: CellConfig, setup: DPVISetup | None = None, *, batch_
     rest = list(cat[4:])
     burn = TraceStats(*rest.pop(0)) if static.burn_start >= MIN_BURN_STEPS else None
     traces = (rest[0], rest[1]) if return_traces else (None, None)
-    return ReplicateSummaries(theta=theta, final_phi=final, stats=stats, phi=traces[0], grads=traces[1],
-                              burn_stats=burn)
+    return ReplicateSummaries(
+        theta=theta, final_phi=final, stats=stats, phi=traces[0], grads=traces[1], burn_stats=burn
+    )
 
 
 def replicate_data(config: CellConfig, index: int) -> tuple[dict[str, jax.Array], tuple[jax.Array, ...], jax.Array]:
@@ -405,14 +473,22 @@ def dpvi_privacy(config: CellConfig, setup: DPVISetup) -> PrivacySpent:
 
     The accountant's epsilon for the calibrated sigma (cached by the accountant, so this is cheap).
     """
-    eps = dpsgd_epsilon(setup.noise_multiplier, config.delta, config.sampling_rate, config.num_steps,
-                        config.accountant)
+    eps = dpsgd_epsilon(setup.noise_multiplier, config.delta, config.sampling_rate, config.num_steps, config.accountant)
     record = with_noise_tail(
-        PrivacySpent(epsilon=eps, delta=config.delta, neighbouring="add_remove", accountant=config.accountant,
-                     mechanism=DPSGD_MECHANISM, noise_multiplier=setup.noise_multiplier,
-                     sampling_rate=config.sampling_rate, num_steps=config.num_steps, seeded_by="user",
-                     details=(("clip", setup.clip), ("sampling", "poisson"))),
-        config.num_steps * int(np.size(setup.phi0)))
+        PrivacySpent(
+            epsilon=eps,
+            delta=config.delta,
+            neighbouring="add_remove",
+            accountant=config.accountant,
+            mechanism=DPSGD_MECHANISM,
+            noise_multiplier=setup.noise_multiplier,
+            sampling_rate=config.sampling_rate,
+            num_steps=config.num_steps,
+            seeded_by="user",
+            details=(("clip", setup.clip), ("sampling", "poisson")),
+        ),
+        config.num_steps * int(np.size(setup.phi0)),
+    )
     # as dpvi labels the N its trace stores
     return dataclasses.replace(record, details=record.details + (("dataset_size", "public"),))
 
@@ -430,8 +506,9 @@ def _simulator(model_name: str, num_records: int) -> Callable:
     return jax.jit(jax.vmap(one))
 
 
-def simulate_data(config: CellConfig, *, start: int = 0, count: int | None = None,
-                  chunk_size: int | None = None) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+def simulate_data(
+    config: CellConfig, *, start: int = 0, count: int | None = None, chunk_size: int | None = None
+) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
     """The (theta, data) of replicates ``start .. start + count - 1`` of a cell's group, exactly as the
     compiled replicate program simulates them (same keys: :func:`.config.replicate_keys` ->
     :func:`.config.simulation_and_dpsgd_keys` -> ``spec.simulate``), vmapped in chunks.
@@ -464,22 +541,41 @@ def simulate_data(config: CellConfig, *, start: int = 0, count: int | None = Non
     keys = np.asarray(replicate_keys(config.seed, start, count))
     theta, data = _in_batches(program, keys, chunk_size, ())
     data = tuple(data)
-    check_simulated_data(config, np.stack([np.sum(~np.isfinite(a.reshape(count, -1)), axis=1)
-                                           if jnp.issubdtype(a.dtype, jnp.inexact) else np.zeros(count, np.int64)
-                                           for a in data], axis=1), start)
+    check_simulated_data(
+        config,
+        np.stack(
+            [
+                np.sum(~np.isfinite(a.reshape(count, -1)), axis=1)
+                if jnp.issubdtype(a.dtype, jnp.inexact)
+                else np.zeros(count, np.int64)
+                for a in data
+            ],
+            axis=1,
+        ),
+        start,
+    )
     return theta, data
 
 
-def cell_data(config: CellConfig, setup: DPVISetup | None = None, *,
-              arrays: tuple[np.ndarray, ...] | None = None) -> CellData:
+def cell_data(
+    config: CellConfig, setup: DPVISetup | None = None, *, arrays: tuple[np.ndarray, ...] | None = None
+) -> CellData:
     """The :class:`~.methods.CellData` of a cell's group: its K synthetic data sets (:func:`simulate_data`,
     the true theta left out, or ``arrays`` that :func:`simulate_data` already returned for the group)
     and its public mechanism settings."""
     setup = dpvi_setup(config) if setup is None else setup
     data = simulate_data(config)[1] if arrays is None else tuple(arrays)
-    return CellData(model=config.model, arrays=data, epsilon=config.epsilon, delta=config.delta,
-                    num_steps=config.num_steps, sampling_rate=config.sampling_rate, num_records=config.num_records,
-                    accountant=config.accountant, clip=setup.clip)
+    return CellData(
+        model=config.model,
+        arrays=data,
+        epsilon=config.epsilon,
+        delta=config.delta,
+        num_steps=config.num_steps,
+        sampling_rate=config.sampling_rate,
+        num_records=config.num_records,
+        accountant=config.accountant,
+        clip=setup.clip,
+    )
 
 
 def _clear_model_caches() -> None:

@@ -25,25 +25,63 @@ from .._io import save_figure_atomic
 from .methods import method_label
 from .store import write_text_atomic
 
-TABLE_COLUMNS = ("model", "epsilon", "method", "replicates", "repeats", "num_steps", "num_records",
-                 "sampling_rate", "delta", "seed", "rmse", "single_draw_rmse_mean", "single_draw_rmse_sd",
-                 "sharpness", "coverage_at_0.95", "marginal_rmse_max", "marginal_rmse", "central_coverage_0.9",
-                 "central_coverage_0.9_se", "replicates_used", "num_draws", "burn_in", "num_mc", "accountant",
-                 "method_options")
+TABLE_COLUMNS = (
+    "model",
+    "epsilon",
+    "method",
+    "replicates",
+    "repeats",
+    "num_steps",
+    "num_records",
+    "sampling_rate",
+    "delta",
+    "seed",
+    "rmse",
+    "single_draw_rmse_mean",
+    "single_draw_rmse_sd",
+    "sharpness",
+    "coverage_at_0.95",
+    "marginal_rmse_max",
+    "marginal_rmse",
+    "central_coverage_0.9",
+    "central_coverage_0.9_se",
+    "replicates_used",
+    "num_draws",
+    "burn_in",
+    "num_mc",
+    "accountant",
+    "method_options",
+)
 
 #: configuration fields that tell apart cells of one (model, epsilon, method), with their short names
 #: in the Markdown table and the plots' legends (shown only where they differ, :func:`distinguishing_fields`).
-_SETTING_NAMES = {"replicates": "K", "repeats": "R", "num_steps": "T", "num_records": "N", "sampling_rate": "q",
-                  "delta": "delta", "seed": "seed", "num_draws": "M", "burn_in": "burn_in", "num_mc": "num_mc",
-                  "accountant": "accountant", "method_options": "options"}
+_SETTING_NAMES = {
+    "replicates": "K",
+    "repeats": "R",
+    "num_steps": "T",
+    "num_records": "N",
+    "sampling_rate": "q",
+    "delta": "delta",
+    "seed": "seed",
+    "num_draws": "M",
+    "burn_in": "burn_in",
+    "num_mc": "num_mc",
+    "accountant": "accountant",
+    "method_options": "options",
+}
 
 
 #: characters of a plot's title (fontsize 10) per inch of figure width, a little under what fits.
 _TITLE_CHARS_PER_INCH = 11
 
 #: the settings a plot's title names when all its cells share them (else each line's legend names them).
-_TITLE_FIELDS = {"num_records": "N = {}", "num_steps": "T = {}", "sampling_rate": "q = {:g}", "delta": "delta = {:g}",
-                 "repeats": "{} reference draws"}
+_TITLE_FIELDS = {
+    "num_records": "N = {}",
+    "num_steps": "T = {}",
+    "sampling_rate": "q = {:g}",
+    "delta": "delta = {:g}",
+    "repeats": "{} reference draws",
+}
 
 
 def _options_text(config: dict[str, Any]) -> str:
@@ -61,8 +99,7 @@ def distinguishing_fields(results: Sequence[dict[str, Any]]) -> list[str]:
     for r in results:
         c = r["config"]
         groups.setdefault((c["model"], c["epsilon"], method_label(c)), []).append(c)
-    return [f for f in _SETTING_NAMES
-            if any(len({repr(_setting(c, f)) for c in cs}) > 1 for cs in groups.values())]
+    return [f for f in _SETTING_NAMES if any(len({repr(_setting(c, f)) for c in cs}) > 1 for cs in groups.values())]
 
 
 def _settings_text(config: dict[str, Any], fields: Sequence[str]) -> str:
@@ -105,8 +142,14 @@ def marginal_summary(record: dict[str, Any]) -> dict[str, Any]:
     rmse, source = record.get("marginal_rmse"), "stored"
     if rmse is None:
         rmse, source = ([record["rmse"]], "joint (one coordinate)") if len(names) == 1 else (None, None)
-    return {"coordinates": names, "rmse": rmse, "rmse_source": source, "central": record.get("central_coverage"),
-            "central_se": record.get("central_coverage_se"), "level": record.get("central_coverage_level")}
+    return {
+        "coordinates": names,
+        "rmse": rmse,
+        "rmse_source": source,
+        "central": record.get("central_coverage"),
+        "central_se": record.get("central_coverage_se"),
+        "level": record.get("central_coverage_level"),
+    }
 
 
 def _joined(values: Any) -> str:
@@ -133,21 +176,51 @@ def table_rows(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     for r in unique_cells(results):
         c = r["config"]
         m = marginal_summary(r)
-        rows.append({
-            "model": c["model"], "epsilon": c["epsilon"], "method": method_label(c), "replicates": c["replicates"],
-            "repeats": c["repeats"], "num_steps": c["num_steps"], "num_records": c["num_records"],
-            "sampling_rate": c["sampling_rate"], "delta": c["delta"], "seed": c["seed"], "rmse": r["rmse"],
-            "single_draw_rmse_mean": r["single_draw_rmse_mean"], "single_draw_rmse_sd": r["single_draw_rmse_sd"],
-            "sharpness": r["sharpness"], "coverage_at_0.95": _coverage_at(r, 0.95),
-            "marginal_rmse_max": max(m["rmse"]) if m["rmse"] else "", "marginal_rmse": _joined(m["rmse"]),
-            "central_coverage_0.9": _joined(m["central"]), "central_coverage_0.9_se": _joined(m["central_se"]),
-            "_marginal": m,
-            "replicates_used": r["num_replicates_used"], "num_draws": c["num_draws"], "burn_in": c["burn_in"],
-            "num_mc": c["num_mc"], "accountant": c["accountant"], "method_options": _options_text(c),
-            "_config": c,
-        })
-    rows.sort(key=lambda x: (x["model"], x["epsilon"], x["method"], x["seed"], x["replicates"], x["num_records"],
-                             x["num_steps"], x["sampling_rate"], x["delta"], x["method_options"]))
+        rows.append(
+            {
+                "model": c["model"],
+                "epsilon": c["epsilon"],
+                "method": method_label(c),
+                "replicates": c["replicates"],
+                "repeats": c["repeats"],
+                "num_steps": c["num_steps"],
+                "num_records": c["num_records"],
+                "sampling_rate": c["sampling_rate"],
+                "delta": c["delta"],
+                "seed": c["seed"],
+                "rmse": r["rmse"],
+                "single_draw_rmse_mean": r["single_draw_rmse_mean"],
+                "single_draw_rmse_sd": r["single_draw_rmse_sd"],
+                "sharpness": r["sharpness"],
+                "coverage_at_0.95": _coverage_at(r, 0.95),
+                "marginal_rmse_max": max(m["rmse"]) if m["rmse"] else "",
+                "marginal_rmse": _joined(m["rmse"]),
+                "central_coverage_0.9": _joined(m["central"]),
+                "central_coverage_0.9_se": _joined(m["central_se"]),
+                "_marginal": m,
+                "replicates_used": r["num_replicates_used"],
+                "num_draws": c["num_draws"],
+                "burn_in": c["burn_in"],
+                "num_mc": c["num_mc"],
+                "accountant": c["accountant"],
+                "method_options": _options_text(c),
+                "_config": c,
+            }
+        )
+    rows.sort(
+        key=lambda x: (
+            x["model"],
+            x["epsilon"],
+            x["method"],
+            x["seed"],
+            x["replicates"],
+            x["num_records"],
+            x["num_steps"],
+            x["sampling_rate"],
+            x["delta"],
+            x["method_options"],
+        )
+    )
     return rows
 
 
@@ -174,23 +247,31 @@ def table_markdown(results: Sequence[dict[str, Any]]) -> str:
     recorded) shows "not in file" there (:func:`marginal_summary`).
     """
     extra = [f for f in distinguishing_fields(results) if f not in ("replicates", "repeats")]
-    lines = ["| model | epsilon | method | K | R | " + "".join(f"{_SETTING_NAMES[f]} | " for f in extra)
-             + "RMSE (averaged curve) | single-draw RMSE (mean ± sd) | sharpness (mean posterior sd) "
-             "| coverage at 0.95 | worst marginal RMSE (coordinate) | 90% central coverage (lowest – highest) |",
-             "|---|---:|---|---:|---:|" + "---|" * len(extra) + "---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| model | epsilon | method | K | R | "
+        + "".join(f"{_SETTING_NAMES[f]} | " for f in extra)
+        + "RMSE (averaged curve) | single-draw RMSE (mean ± sd) | sharpness (mean posterior sd) "
+        "| coverage at 0.95 | worst marginal RMSE (coordinate) | 90% central coverage (lowest – highest) |",
+        "|---|---:|---|---:|---:|" + "---|" * len(extra) + "---:|---:|---:|---:|---:|---:|",
+    ]
     rows = table_rows(results)
     eps_text = epsilon_texts(r["epsilon"] for r in rows)
     for r in rows:
-        k = f"{r['replicates_used']}" if r["replicates_used"] == r["replicates"] else \
-            f"{r['replicates_used']} of {r['replicates']}"
+        k = (
+            f"{r['replicates_used']}"
+            if r["replicates_used"] == r["replicates"]
+            else f"{r['replicates_used']} of {r['replicates']}"
+        )
         settings = "".join(f"{_setting(r['_config'], f)} | " for f in extra)
         # one reference draw (R = 1) has no sd over draws: its file's 0.0 is not shown as "± 0.0000"
         sd = f" ± {r['single_draw_rmse_sd']:.4f}" if r["repeats"] > 1 else " (R = 1: no sd)"
         eps = eps_text[float(r["epsilon"])]
-        lines.append(f"| {r['model']} | {eps} | {r['method']} | {k} | {r['repeats']} | {settings}"
-                     f"{r['rmse']:.4f} | {r['single_draw_rmse_mean']:.4f}{sd} | "
-                     f"{r['sharpness']:.4f} | {r['coverage_at_0.95']:.3f} | {worst_marginal_text(r['_marginal'])} | "
-                     f"{central_range_text(r['_marginal'])} |")
+        lines.append(
+            f"| {r['model']} | {eps} | {r['method']} | {k} | {r['repeats']} | {settings}"
+            f"{r['rmse']:.4f} | {r['single_draw_rmse_mean']:.4f}{sd} | "
+            f"{r['sharpness']:.4f} | {r['coverage_at_0.95']:.3f} | {worst_marginal_text(r['_marginal'])} | "
+            f"{central_range_text(r['_marginal'])} |"
+        )
     return "\n".join(lines) + "\n" + marginal_table_markdown(results)
 
 
@@ -221,12 +302,17 @@ def marginal_table_markdown(results: Sequence[dict[str, Any]]) -> str:
     joint curve, averaged over the reference re-draws) and its 90% central coverage ± its binomial
     standard error. Cells whose files hold no marginals are named below the table instead."""
     extra = [f for f in distinguishing_fields(results) if f not in ("replicates", "repeats")]
-    lines = ["", "Marginal calibration per latent coordinate (each coordinate's own TARP curve with the joint "
-             "curve's references; the share of replicates whose truth lies in the equal-tailed 90% interval "
-             "of that coordinate's draws):", "",
-             "| model | epsilon | method | " + "".join(f"{_SETTING_NAMES[f]} | " for f in extra)
-             + "coordinate | marginal RMSE | 90% central coverage ± se |",
-             "|---|---:|---|" + "---|" * len(extra) + "---|---:|---:|"]
+    lines = [
+        "",
+        "Marginal calibration per latent coordinate (each coordinate's own TARP curve with the joint "
+        "curve's references; the share of replicates whose truth lies in the equal-tailed 90% interval "
+        "of that coordinate's draws):",
+        "",
+        "| model | epsilon | method | "
+        + "".join(f"{_SETTING_NAMES[f]} | " for f in extra)
+        + "coordinate | marginal RMSE | 90% central coverage ± se |",
+        "|---|---:|---|" + "---|" * len(extra) + "---|---:|---:|",
+    ]
     rows = table_rows(results)
     eps_text = epsilon_texts(r["epsilon"] for r in rows)
     missing = []
@@ -240,14 +326,20 @@ def marginal_table_markdown(results: Sequence[dict[str, Any]]) -> str:
             rmse = f"{m['rmse'][j]:.4f}" if m["rmse"] else "not in file"
             if m["rmse_source"] == "joint (one coordinate)":
                 rmse += " (= joint)"
-            central = (f"{m['central'][j]:.3f} ± {m['central_se'][j]:.3f}" if m["central"]
-                       else "not in file (no draws kept)")
-            lines.append(f"| {r['model']} | {eps_text[float(r['epsilon'])]} | {r['method']} | {settings}{name} | "
-                         f"{rmse} | {central} |")
+            central = (
+                f"{m['central'][j]:.3f} ± {m['central_se'][j]:.3f}" if m["central"] else "not in file (no draws kept)"
+            )
+            lines.append(
+                f"| {r['model']} | {eps_text[float(r['epsilon'])]} | {r['method']} | {settings}{name} | "
+                f"{rmse} | {central} |"
+            )
     if missing:
-        lines += ["", "No marginals in the files of these cells (computed before the engine recorded them, and a "
-                  "cell file keeps no posterior draws to compute them from; the engine records them for every "
-                  "cell it computes): " + "; ".join(missing) + "."]
+        lines += [
+            "",
+            "No marginals in the files of these cells (computed before the engine recorded them, and a "
+            "cell file keeps no posterior draws to compute them from; the engine records them for every "
+            "cell it computes): " + "; ".join(missing) + ".",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -281,13 +373,14 @@ def coverage_plot(results: Sequence[dict[str, Any]], path: str | os.PathLike, ti
             cov = np.asarray(r["coverage"])
             sd = np.asarray(r["coverage_sd"])
             used, k = r["num_replicates_used"], r["config"]["replicates"]
-            note = "" if used == k else f", {used} of {k} replicates"   # the panel's K is the configured one
+            note = "" if used == k else f", {used} of {k} replicates"  # the panel's K is the configured one
             m = marginal_summary(r)
             if len(m["coordinates"]) > 1 and m["rmse"]:  # one coordinate: its marginal is the joint curve
                 note += f"; worst marginal {max(m['rmse']):.3f}"
-            line, = ax.plot(nominal, cov, lw=1.2, label=f"{label(r['config'])} (RMSE {r['rmse']:.3f}{note})")
-            ax.fill_between(nominal, np.clip(cov - sd, 0, 1), np.clip(cov + sd, 0, 1), color=line.get_color(),
-                            alpha=0.2, lw=0)
+            (line,) = ax.plot(nominal, cov, lw=1.2, label=f"{label(r['config'])} (RMSE {r['rmse']:.3f}{note})")
+            ax.fill_between(
+                nominal, np.clip(cov - sd, 0, 1), np.clip(cov + sd, 0, 1), color=line.get_color(), alpha=0.2, lw=0
+            )
         k = {r["config"]["replicates"] for r in results if r["config"]["epsilon"] == e}
         ax.set_title(f"epsilon = {eps_text[float(e)]} (K = {', '.join(map(str, sorted(k)))})", fontsize=9)
         ax.set_xlabel("credibility level 1 - alpha")
@@ -315,8 +408,10 @@ def write_reports(results: Sequence[dict[str, Any]], out: str | os.PathLike) -> 
     once (:func:`unique_cells`)."""
     out = Path(out)
     results = unique_cells(results)
-    paths = {"csv": write_text_atomic(out / "coverage_table.csv", table_csv(results)),
-             "markdown": write_text_atomic(out / "coverage_table.md", table_markdown(results))}
+    paths = {
+        "csv": write_text_atomic(out / "coverage_table.csv", table_csv(results)),
+        "markdown": write_text_atomic(out / "coverage_table.md", table_markdown(results)),
+    }
     for model in sorted({r["config"]["model"] for r in results}):
         rs = [r for r in results if r["config"]["model"] == model]
         shared = []
@@ -329,8 +424,9 @@ def write_reports(results: Sequence[dict[str, Any]], out: str | os.PathLike) -> 
     return paths
 
 
-def folder_results(out: str | os.PathLike, results: Sequence[dict[str, Any]] = ()) -> tuple[list[dict[str, Any]],
-                                                                                          list[str]]:
+def folder_results(
+    out: str | os.PathLike, results: Sequence[dict[str, Any]] = ()
+) -> tuple[list[dict[str, Any]], list[str]]:
     """Every finished cell in the results folder ``out`` that this process can show, and notes on the
     files it leaves out.
 
@@ -366,12 +462,16 @@ def folder_results(out: str | os.PathLike, results: Sequence[dict[str, Any]] = (
             method = _written_method(path)
             model = _written_method(path, "model")
             if method is not None and method not in METHODS:
-                notes.append(f"the tables and plots leave out {path}: its method {method!r} is not registered in "
-                             "this process (register it, then write the reports again, to show the cell)")
+                notes.append(
+                    f"the tables and plots leave out {path}: its method {method!r} is not registered in "
+                    "this process (register it, then write the reports again, to show the cell)"
+                )
             elif model is not None and model not in MODELS:
-                notes.append(f"the tables and plots leave out {path}: its model {model!r} is not registered in "
-                             "this process (register it with dpposterior.models.register_model, then write the "
-                             "reports again, to show the cell)")
+                notes.append(
+                    f"the tables and plots leave out {path}: its model {model!r} is not registered in "
+                    "this process (register it with dpposterior.models.register_model, then write the "
+                    "reports again, to show the cell)"
+                )
             else:
                 notes.append(f"the tables and plots leave out a file: {e}")
             continue
@@ -382,8 +482,10 @@ def folder_results(out: str | os.PathLike, results: Sequence[dict[str, Any]] = (
             continue
         why = stale_reason(rec, CellConfig.from_dict(rec["config"]))
         if why is not None:
-            notes.append(f"the tables and plots leave out {path}: it is stale ({why}); run its configuration "
-                         "again to recompute it")
+            notes.append(
+                f"the tables and plots leave out {path}: it is stale ({why}); run its configuration "
+                "again to recompute it"
+            )
             continue
         if digest not in found or "config_as_written" in found[digest]:
             found[digest] = rec

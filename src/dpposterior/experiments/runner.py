@@ -89,13 +89,16 @@ class CellsUnusableError(ValueError):
         self.failed = list(failed)
         self.computed = computed
         lines = "; ".join(why for _, why in self.failed)
-        super().__init__(f"{len(self.failed)} cell(s) could not be measured: {lines}. The run's other {computed} "
-                         f"computed cell(s) are saved in {os.fspath(out)!s} (a re-run skips them); change the "
-                         "failed cells' settings or leave them out")
+        super().__init__(
+            f"{len(self.failed)} cell(s) could not be measured: {lines}. The run's other {computed} "
+            f"computed cell(s) are saved in {os.fspath(out)!s} (a re-run skips them); change the "
+            "failed cells' settings or leave them out"
+        )
 
 
-def execution_difference(record: dict[str, Any], config: CellConfig, devices: int,
-                         batch_size: int | None) -> tuple[int, int] | None:
+def execution_difference(
+    record: dict[str, Any], config: CellConfig, devices: int, batch_size: int | None
+) -> tuple[int, int] | None:
     """(devices, replicates per batch) of a finished cell's DP-SGD replicates when they differ from what a
     run with ``devices`` and ``batch_size`` (None: the default) would use for ``config``; None when they
     are the same, when the cell's group ran no DP-SGD (a group of mechanism-only methods: the settings
@@ -111,27 +114,37 @@ def execution_difference(record: dict[str, Any], config: CellConfig, devices: in
     exe = record.get("execution") or {}
     num_latent = len(record.get("coordinates") or ())
     rec_devices, rec_batch = exe.get("devices"), exe.get("batch_size")
-    if exe.get("group_ran_dpsgd") is False or num_latent == 0 or not isinstance(rec_devices, int) \
-            or not isinstance(rec_batch, int) or rec_devices < 1 or rec_batch < 1:
+    if (
+        exe.get("group_ran_dpsgd") is False
+        or num_latent == 0
+        or not isinstance(rec_devices, int)
+        or not isinstance(rec_batch, int)
+        or rec_devices < 1
+        or rec_batch < 1
+    ):
         return None
     theirs = (rec_devices, replicate_batch_size(config, num_latent, rec_devices, rec_batch))
     mine = (devices, replicate_batch_size(config, num_latent, devices, batch_size))
     return None if theirs == mine else theirs
 
 
-def _report_execution_differs(differs: list[tuple[CellConfig, tuple[int, int]]], out: Any, devices: int,
-                              batch_size: int | None) -> None:
+def _report_execution_differs(
+    differs: list[tuple[CellConfig, tuple[int, int]]], out: Any, devices: int, batch_size: int | None
+) -> None:
     """One line per recorded (devices, batch size) of the reused cells that differ from this run's."""
     by: dict[tuple[int, int], list[CellConfig]] = {}
     for c, theirs in differs:
         by.setdefault(theirs, []).append(c)
     mine = f"devices={devices}, batch_size={'default' if batch_size is None else batch_size}"
     for (d, b), cells in sorted(by.items()):
-        print(f"note: {len(cells)} finished cell(s) reused from {out} (e.g. {cells[0].label()}) were computed with "
-              f"devices={d}, batch_size={b} (this run: {mine}); their numbers equal this run's up to the last bits "
-              f"of floating point, not bit for bit (devices and batching change the order of float operations). "
-              f"For bit-identical results run with devices={d}, batch_size={b} (--devices {d} --batch-size {b}), "
-              "or delete those cell files to recompute them.", file=sys.stderr)
+        print(
+            f"note: {len(cells)} finished cell(s) reused from {out} (e.g. {cells[0].label()}) were computed with "
+            f"devices={d}, batch_size={b} (this run: {mine}); their numbers equal this run's up to the last bits "
+            f"of floating point, not bit for bit (devices and batching change the order of float operations). "
+            f"For bit-identical results run with devices={d}, batch_size={b} (--devices {d} --batch-size {b}), "
+            "or delete those cell files to recompute them.",
+            file=sys.stderr,
+        )
 
 
 def stale_reason(record: dict[str, Any], config: CellConfig) -> str | None:
@@ -146,12 +159,16 @@ def stale_reason(record: dict[str, Any], config: CellConfig) -> str | None:
     """
     fingerprint = method_fingerprint(config.method)
     if fingerprint is not None and record.get("method_fingerprint") != fingerprint:
-        return (f"method {config.method!r} is now another function ({fingerprint}; the cell was computed by "
-                f"{record.get('method_fingerprint')})")
+        return (
+            f"method {config.method!r} is now another function ({fingerprint}; the cell was computed by "
+            f"{record.get('method_fingerprint')})"
+        )
     fingerprint = model_fingerprint(config.model)
     if fingerprint is not None and record.get("model_fingerprint") != fingerprint:
-        return (f"model {config.model!r} is now other functions ({fingerprint}; the cell was computed with "
-                f"{record.get('model_fingerprint')})")
+        return (
+            f"model {config.model!r} is now other functions ({fingerprint}; the cell was computed with "
+            f"{record.get('model_fingerprint')})"
+        )
     current = json.loads(json.dumps(model_settings(config.model, config.num_records)))
     recorded = record.get("model_settings")
     if recorded is not None:
@@ -159,8 +176,10 @@ def stale_reason(record: dict[str, Any], config: CellConfig) -> str | None:
         return f"model settings changed: {', '.join(changed)}" if changed else None
     beta = record.get("beta") or []
     if float(record.get("clip", float("nan"))) != current["clip"] or not beta or float(beta[-1]) != current["beta_rho"]:
-        return (f"clip/beta_rho changed: recorded {record.get('clip')}/{beta[-1] if beta else None}, "
-                f"now {current['clip']}/{current['beta_rho']}")
+        return (
+            f"clip/beta_rho changed: recorded {record.get('clip')}/{beta[-1] if beta else None}, "
+            f"now {current['clip']}/{current['beta_rho']}"
+        )
     return None
 
 
@@ -168,10 +187,16 @@ def _sorted_group(configs: Sequence[CellConfig]) -> list[CellConfig]:
     return sorted(configs, key=lambda c: (_COST_RANK.get(c.method, 5), c.method))
 
 
-def compute_group(configs: Sequence[CellConfig], *, devices: int = 1, batch_size: int | None = None,
-                  progress: bool = False, on_result: Callable[[dict[str, Any]], None] | None = None,
-                  execution: dict[str, Any] | None = None,
-                  on_failure: Callable[[CellConfig, str], None] | None = None) -> list[dict[str, Any]]:
+def compute_group(
+    configs: Sequence[CellConfig],
+    *,
+    devices: int = 1,
+    batch_size: int | None = None,
+    progress: bool = False,
+    on_result: Callable[[dict[str, Any]], None] | None = None,
+    execution: dict[str, Any] | None = None,
+    on_failure: Callable[[CellConfig, str], None] | None = None,
+) -> list[dict[str, Any]]:
     """Computes the cells of one group: the replicates once, then each method on them.
 
     The replicates' DP-SGD runs only when a post-processing method is in the group; a group of methods
@@ -192,8 +217,15 @@ def compute_group(configs: Sequence[CellConfig], *, devices: int = 1, batch_size
       The records of the cells computed, cheap methods first.
     """
     from .methods import get_method
-    from .replicates import (ReplicateSummaries, cell_data, cpu_linalg_kernels, default_batch_size, dpvi_setup,
-                             run_replicates, simulate_data)
+    from .replicates import (
+        ReplicateSummaries,
+        cell_data,
+        cpu_linalg_kernels,
+        default_batch_size,
+        dpvi_setup,
+        run_replicates,
+        simulate_data,
+    )
 
     batch_size = _check_batch_size(batch_size)
     configs = _sorted_group(configs)
@@ -203,7 +235,7 @@ def compute_group(configs: Sequence[CellConfig], *, devices: int = 1, batch_size
     if len(keys) != 1:
         raise ValueError("compute_group needs cells that differ only in their method")
     first = configs[0]
-    started_at = time.time()   # wall-clock epoch seconds: shows which groups ran at the same time
+    started_at = time.time()  # wall-clock epoch seconds: shows which groups ran at the same time
     t0 = time.perf_counter()
     setup = dpvi_setup(first)
     # Only post-processing methods read the group's DP-SGD releases (a method with its own mechanism
@@ -213,9 +245,12 @@ def compute_group(configs: Sequence[CellConfig], *, devices: int = 1, batch_size
     method_devices = devices  # each method program is checked for custom kernels on its own (map_in_chunks)
     linalg = cpu_linalg_kernels(first, setup) if dpsgd and devices > 1 else ()
     if linalg:  # jaxlib's CPU kernels deadlock across several XLA CPU devices (cpu_linalg_kernels)
-        print(f"{first.model} eps={first.epsilon:g}: its DP-SGD program calls custom CPU kernels "
-              f"({', '.join(linalg)}), which hang when several XLA CPU devices run them at once; running this "
-              f"group's replicates on one device instead of {devices}", file=sys.stderr)
+        print(
+            f"{first.model} eps={first.epsilon:g}: its DP-SGD program calls custom CPU kernels "
+            f"({', '.join(linalg)}), which hang when several XLA CPU devices run them at once; running this "
+            f"group's replicates on one device instead of {devices}",
+            file=sys.stderr,
+        )
         devices = 1
     if batch_size is None:
         batch_size = default_batch_size(first, setup.num_latent, devices)
@@ -225,8 +260,14 @@ def compute_group(configs: Sequence[CellConfig], *, devices: int = 1, batch_size
         if progress:
             from tqdm.auto import tqdm
 
-            bar = tqdm(total=first.replicates, desc=f"{first.model} eps={first.epsilon:g}: DP-SGD replicates",
-                       unit="rep", leave=False, file=sys.stderr, dynamic_ncols=True)
+            bar = tqdm(
+                total=first.replicates,
+                desc=f"{first.model} eps={first.epsilon:g}: DP-SGD replicates",
+                unit="rep",
+                leave=False,
+                file=sys.stderr,
+                dynamic_ncols=True,
+            )
         try:
             summaries = run_replicates(first, setup, batch_size=batch_size, devices=devices, progress=bar)
         finally:
@@ -238,16 +279,30 @@ def compute_group(configs: Sequence[CellConfig], *, devices: int = 1, batch_size
         data = cell_data(first, setup, arrays=arrays)
     rep_seconds = time.perf_counter() - t0
     exe = dict(execution or {})
-    exe.update(devices=devices, batch_size=batch_size, xla_flags=os.environ.get("XLA_FLAGS", ""),
-               group_methods=[c.method for c in configs], pid=os.getpid(), group_started_at=started_at,
-               group_ran_dpsgd=dpsgd, method_devices=method_devices)
+    exe.update(
+        devices=devices,
+        batch_size=batch_size,
+        xla_flags=os.environ.get("XLA_FLAGS", ""),
+        group_methods=[c.method for c in configs],
+        pid=os.getpid(),
+        group_started_at=started_at,
+        group_ran_dpsgd=dpsgd,
+        method_devices=method_devices,
+    )
     records = []
     for cfg in configs:
         if data is None and get_method(cfg.method).needs_data:
             data = cell_data(cfg, setup)
         try:
-            rec = evaluate_cell(cfg, setup, summaries, data=data, replicates_seconds=rep_seconds,
-                                execution=dict(exe, finished_at=time.time()), devices=method_devices)
+            rec = evaluate_cell(
+                cfg,
+                setup,
+                summaries,
+                data=data,
+                replicates_seconds=rep_seconds,
+                execution=dict(exe, finished_at=time.time()),
+                devices=method_devices,
+            )
         except CellUnusableError as e:  # the other methods of the group still run on its replicates
             if on_failure is None:
                 raise
@@ -259,9 +314,14 @@ def compute_group(configs: Sequence[CellConfig], *, devices: int = 1, batch_size
     return records
 
 
-def _ray_compute_group(config_dicts: list[dict[str, Any]], devices: int, batch_size: int | None,
-                       execution: dict[str, Any], methods: dict[str, tuple[bytes | None, str | None]] | None = None,
-                       models: dict[str, tuple[bytes | None, str | None]] | None = None) -> list[dict[str, Any]]:
+def _ray_compute_group(
+    config_dicts: list[dict[str, Any]],
+    devices: int,
+    batch_size: int | None,
+    execution: dict[str, Any],
+    methods: dict[str, tuple[bytes | None, str | None]] | None = None,
+    models: dict[str, tuple[bytes | None, str | None]] | None = None,
+) -> list[dict[str, Any]]:
     """The body of a Ray task: one group, returned as records (the driver writes them).
 
     ``methods`` maps each method of the group to (its pickled :class:`~.methods.Method` or None for the
@@ -281,8 +341,14 @@ def _ray_compute_group(config_dicts: list[dict[str, Any]], devices: int, batch_s
         _install_for_task(METHODS, methods, method_fingerprint, "method", saved_methods)
         configs = [CellConfig.from_dict(d) for d in config_dicts]
         failed: list[dict[str, Any]] = []
-        records = compute_group(configs, devices=devices, batch_size=batch_size, progress=False, execution=execution,
-                                on_failure=lambda c, why: failed.append({_FAILED: c.to_dict(), "reason": why}))
+        records = compute_group(
+            configs,
+            devices=devices,
+            batch_size=batch_size,
+            progress=False,
+            execution=execution,
+            on_failure=lambda c, why: failed.append({_FAILED: c.to_dict(), "reason": why}),
+        )
         return records + failed
     finally:
         _restore(METHODS, saved_methods)
@@ -291,9 +357,14 @@ def _ray_compute_group(config_dicts: list[dict[str, Any]], devices: int, batch_s
             models_changed()
 
 
-def _install_for_task(registry: dict[str, Any], entries: dict[str, tuple[bytes | None, str | None]] | None,
-                      fingerprint: Callable[[str], str | None], kind: str, saved: dict[str, Any],
-                      changed: Callable[[], None] | None = None) -> None:
+def _install_for_task(
+    registry: dict[str, Any],
+    entries: dict[str, tuple[bytes | None, str | None]] | None,
+    fingerprint: Callable[[str], str | None],
+    kind: str,
+    saved: dict[str, Any],
+    changed: Callable[[], None] | None = None,
+) -> None:
     """Registers each pickled entry of the user's in a Ray worker's ``registry`` (what it replaces goes to
     ``saved``, for :func:`_restore`), then checks every entry's fingerprint against the driver's.
 
@@ -312,8 +383,10 @@ def _install_for_task(registry: dict[str, Any], entries: dict[str, tuple[bytes |
             raise ValueError(f"{kind} {name!r} is not registered in the Ray worker (pid {os.getpid()})")
         got = fingerprint(name)
         if got != expected:
-            raise ValueError(f"{kind} {name!r} in the Ray worker (pid {os.getpid()}) is other functions than the "
-                             f"driver's (fingerprint {got}, the driver's {expected}); the cell is not computed")
+            raise ValueError(
+                f"{kind} {name!r} in the Ray worker (pid {os.getpid()}) is other functions than the "
+                f"driver's (fingerprint {got}, the driver's {expected}); the cell is not computed"
+            )
 
 
 def _restore(registry: dict[str, Any], saved: dict[str, Any]) -> None:
@@ -354,8 +427,14 @@ def _pickled(obj: Any, functions: Sequence[Any], what: str) -> bytes:
         while isinstance(f, functools.partial):
             f = f.func
         module = sys.modules.get(getattr(f, "__module__", None) or "")
-        if module is None or module in modules or module.__name__ in registered or module.__name__ == "__main__" \
-                or module.__name__.startswith("dpposterior") or _installed_module(module):
+        if (
+            module is None
+            or module in modules
+            or module.__name__ in registered
+            or module.__name__ == "__main__"
+            or module.__name__.startswith("dpposterior")
+            or _installed_module(module)
+        ):
             continue  # __main__ goes by value anyway; the package's and installed modules by name
         modules.append(module)
     try:
@@ -363,16 +442,23 @@ def _pickled(obj: Any, functions: Sequence[Any], what: str) -> bytes:
             cloudpickle.register_pickle_by_value(module)
         return cloudpickle.dumps(obj)
     except Exception as e:  # any pickling failure: a lock, an open file, a compiled object ...
-        raise ValueError(f"{what} cannot be sent to the Ray workers: pickling it failed "
-                         f"({type(e).__name__}: {e}); keep its functions free of such objects (create them "
-                         "inside the functions), or use the local backend") from e
+        raise ValueError(
+            f"{what} cannot be sent to the Ray workers: pickling it failed "
+            f"({type(e).__name__}: {e}); keep its functions free of such objects (create them "
+            "inside the functions), or use the local backend"
+        ) from e
     finally:
         for module in modules:
             cloudpickle.unregister_pickle_by_value(module)
 
 
-def _user_payloads(names: set[str], kind: str, fingerprint: Callable[[str], str | None], get: Callable[[str], Any],
-                   functions: Callable[[Any], tuple[Callable, ...]]) -> dict[str, tuple[bytes | None, str | None]]:
+def _user_payloads(
+    names: set[str],
+    kind: str,
+    fingerprint: Callable[[str], str | None],
+    get: Callable[[str], Any],
+    functions: Callable[[Any], tuple[Callable, ...]],
+) -> dict[str, tuple[bytes | None, str | None]]:
     """What the Ray tasks need to know of the groups' methods or models (:func:`_ray_compute_group`): for
     each name, the registered object pickled by Ray's cloudpickle when it is the user's (its fingerprint
     is not None; its ``functions``' own modules by value unless installed), None for the package's, and
@@ -396,8 +482,13 @@ def _method_payloads(groups: Sequence[Sequence[CellConfig]]) -> dict[str, tuple[
     """:func:`_user_payloads` of the groups' methods (a :class:`~.methods.Method` of the user's own)."""
     from .methods import get_method
 
-    return _user_payloads({c.method for g in groups for c in g}, "method", method_fingerprint, get_method,
-                          lambda m: (m.fn, m.check_options, m.canonical_options))
+    return _user_payloads(
+        {c.method for g in groups for c in g},
+        "method",
+        method_fingerprint,
+        get_method,
+        lambda m: (m.fn, m.check_options, m.canonical_options),
+    )
 
 
 def _model_payloads(groups: Sequence[Sequence[CellConfig]]) -> dict[str, tuple[bytes | None, str | None]]:
@@ -405,8 +496,13 @@ def _model_payloads(groups: Sequence[Sequence[CellConfig]]) -> dict[str, tuple[b
     with :func:`dpposterior.models.register_model`)."""
     from ..models.registry import get_model
 
-    return _user_payloads({c.model for g in groups for c in g}, "model", model_fingerprint, get_model,
-                          lambda spec: (spec.model, spec.simulate))
+    return _user_payloads(
+        {c.model for g in groups for c in g},
+        "model",
+        model_fingerprint,
+        get_model,
+        lambda spec: (spec.model, spec.simulate),
+    )
 
 
 def _check_batch_size(batch_size: Any) -> int | None:
@@ -427,15 +523,25 @@ def _resolve_devices(devices: int | None) -> int:
     if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
         raise ValueError(f"devices must be an integer >= 1, got {devices!r}")
     if devices > available:
-        raise ValueError(f"devices={devices} but JAX has {available} device(s) in this process; on a CPU host set "
-                         "XLA_FLAGS=--xla_force_host_platform_device_count before JAX starts (the coverage command "
-                         "does this with --devices)")
+        raise ValueError(
+            f"devices={devices} but JAX has {available} device(s) in this process; on a CPU host set "
+            "XLA_FLAGS=--xla_force_host_platform_device_count before JAX starts (the coverage command "
+            "does this with --devices)"
+        )
     return devices
 
 
-def run_coverage(configs: Sequence[CellConfig], out: str | os.PathLike, *, backend: str = "local",
-                 address: str | None = None, devices: int | None = None, batch_size: int | None = None,
-                 progress: bool = True, ray_num_cpus: float = 1.0) -> RunSummary:
+def run_coverage(
+    configs: Sequence[CellConfig],
+    out: str | os.PathLike,
+    *,
+    backend: str = "local",
+    address: str | None = None,
+    devices: int | None = None,
+    batch_size: int | None = None,
+    progress: bool = True,
+    ray_num_cpus: float = 1.0,
+) -> RunSummary:
     """Computes every cell of ``configs`` that ``out`` does not already hold, and returns all results.
 
     Args:
@@ -512,8 +618,14 @@ def run_coverage(configs: Sequence[CellConfig], out: str | os.PathLike, *, backe
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(unique), initial=len(skipped), desc="coverage cells", unit="cell", file=sys.stderr,
-                   dynamic_ncols=True)
+        bar = tqdm(
+            total=len(unique),
+            initial=len(skipped),
+            desc="coverage cells",
+            unit="cell",
+            file=sys.stderr,
+            dynamic_ncols=True,
+        )
 
     def save(rec: dict[str, Any]) -> None:
         store.save(rec)
@@ -535,27 +647,47 @@ def run_coverage(configs: Sequence[CellConfig], out: str | os.PathLike, *, backe
     try:
         if backend == "local":
             for group in groups.values():
-                compute_group(group, devices=devices, batch_size=batch_size, progress=progress, on_result=save,
-                              execution={"backend": "local"}, on_failure=fail)
+                compute_group(
+                    group,
+                    devices=devices,
+                    batch_size=batch_size,
+                    progress=progress,
+                    on_result=save,
+                    execution={"backend": "local"},
+                    on_failure=fail,
+                )
         elif groups:
-            _run_ray(list(groups.values()), address=address, devices=devices, batch_size=batch_size, save=save,
-                     num_cpus=ray_num_cpus, fail=fail)
+            _run_ray(
+                list(groups.values()),
+                address=address,
+                devices=devices,
+                batch_size=batch_size,
+                save=save,
+                num_cpus=ray_num_cpus,
+                fail=fail,
+            )
     finally:
         if bar is not None:
             bar.close()
     if failed:
         raise CellsUnusableError(failed, len(computed), out)
-    return RunSummary(results=[done[c] for c in configs], computed=computed, skipped=skipped,
-                      wall_seconds=time.perf_counter() - t_start, stale=stale,
-                      execution_differs=[c for c, _ in differs])
+    return RunSummary(
+        results=[done[c] for c in configs],
+        computed=computed,
+        skipped=skipped,
+        wall_seconds=time.perf_counter() - t_start,
+        stale=stale,
+        execution_differs=[c for c, _ in differs],
+    )
 
 
 def _import_ray():
     try:
         import ray
     except ImportError as e:
-        raise ImportError("the Ray backend needs Ray: pip install 'dpposterior[distributed]' "
-                          "(or pip install ray)") from e
+        raise ImportError(
+            "the Ray backend needs Ray: pip install 'dpposterior[distributed]' (or pip install ray)"
+        ) from e
     return ray
 
 
@@ -563,9 +695,16 @@ def _import_ray():
 _FAILED = "failed_cell"
 
 
-def _run_ray(groups: list[list[CellConfig]], *, address: str | None, devices: int, batch_size: int | None,
-             save: Callable[[dict[str, Any]], None], num_cpus: float,
-             fail: Callable[[CellConfig, str], None]) -> None:
+def _run_ray(
+    groups: list[list[CellConfig]],
+    *,
+    address: str | None,
+    devices: int,
+    batch_size: int | None,
+    save: Callable[[dict[str, Any]], None],
+    num_cpus: float,
+    fail: Callable[[CellConfig, str], None],
+) -> None:
     ray = _import_ray()
     payloads = _method_payloads(groups)  # before Ray starts: a method that cannot be sent stops the run here
     model_payloads = _model_payloads(groups)  # and so does a model
@@ -576,9 +715,17 @@ def _run_ray(groups: list[list[CellConfig]], *, address: str | None, devices: in
     try:
         env = {"env_vars": {"XLA_FLAGS": os.environ.get("XLA_FLAGS", "")}}
         remote = ray.remote(_ray_compute_group).options(num_cpus=num_cpus, runtime_env=env, max_retries=0)
-        pending = [remote.remote([c.to_dict() for c in g], devices, batch_size, {"backend": "ray"},
-                                 {c.method: payloads[c.method] for c in g},
-                                 {g[0].model: model_payloads[g[0].model]}) for g in groups]
+        pending = [
+            remote.remote(
+                [c.to_dict() for c in g],
+                devices,
+                batch_size,
+                {"backend": "ray"},
+                {c.method: payloads[c.method] for c in g},
+                {g[0].model: model_payloads[g[0].model]},
+            )
+            for g in groups
+        ]
         while pending:
             ready, pending = ray.wait(pending, num_returns=1)
             for rec in ray.get(ready[0]):
@@ -587,12 +734,16 @@ def _run_ray(groups: list[list[CellConfig]], *, address: str | None, devices: in
                     continue
                 method = rec["config"]["method"]
                 if rec.get("method_fingerprint") != payloads[method][1]:  # the worker checked it; so does the driver
-                    raise ValueError(f"a Ray worker computed {rec.get('label')} with method {method!r} of fingerprint "
-                                     f"{rec.get('method_fingerprint')}, not the driver's {payloads[method][1]}")
+                    raise ValueError(
+                        f"a Ray worker computed {rec.get('label')} with method {method!r} of fingerprint "
+                        f"{rec.get('method_fingerprint')}, not the driver's {payloads[method][1]}"
+                    )
                 model = rec["config"]["model"]
                 if rec.get("model_fingerprint") != model_payloads[model][1]:
-                    raise ValueError(f"a Ray worker computed {rec.get('label')} with model {model!r} of fingerprint "
-                                     f"{rec.get('model_fingerprint')}, not the driver's {model_payloads[model][1]}")
+                    raise ValueError(
+                        f"a Ray worker computed {rec.get('label')} with model {model!r} of fingerprint "
+                        f"{rec.get('model_fingerprint')}, not the driver's {model_payloads[model][1]}"
+                    )
                 save(rec)
     finally:
         if started:

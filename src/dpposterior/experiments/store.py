@@ -34,8 +34,20 @@ from .._io import write_bytes_atomic
 from .cell import RESULT_FORMAT, RESULT_VERSION
 from .config import CellConfig
 
-_REQUIRED = ("config", "config_digest", "coverage", "alpha", "rmse", "single_draw_rmse", "sharpness", "seed",
-             "coverage_sd", "single_draw_rmse_mean", "single_draw_rmse_sd", "num_replicates_used")
+_REQUIRED = (
+    "config",
+    "config_digest",
+    "coverage",
+    "alpha",
+    "rmse",
+    "single_draw_rmse",
+    "sharpness",
+    "seed",
+    "coverage_sd",
+    "single_draw_rmse_mean",
+    "single_draw_rmse_sd",
+    "num_replicates_used",
+)
 #: the numbers and curves the reports read (:mod:`.report`), checked when a file is read.
 _NUMBERS = ("rmse", "sharpness", "single_draw_rmse_mean", "single_draw_rmse_sd")
 _CURVES = ("alpha", "coverage", "coverage_sd")
@@ -88,7 +100,8 @@ class ResultStore:
         if record["config_digest"] != config.digest() or record["config"] != config.to_dict():
             raise CorruptResultError(
                 f"results file {path} holds the configuration {record['config']!r}, not the one its name promises "
-                f"({config.to_dict()!r}); delete the file to recompute the cell")
+                f"({config.to_dict()!r}); delete the file to recompute the cell"
+            )
         return record
 
     def _load_older_spelling(self, config: CellConfig) -> dict[str, Any] | None:
@@ -144,40 +157,68 @@ def read_result(path: str | os.PathLike) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
         record = json.loads(text)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CorruptResultError(f"results file {path} is corrupted ({type(e).__name__}: {e}); delete it to "
-                                 "recompute the cell") from e
+        raise CorruptResultError(
+            f"results file {path} is corrupted ({type(e).__name__}: {e}); delete it to recompute the cell"
+        ) from e
     if not isinstance(record, dict) or record.get("format") != RESULT_FORMAT:
-        raise CorruptResultError(f"results file {path} is not a coverage cell result (format "
-                                 f"{record.get('format') if isinstance(record, dict) else type(record).__name__!r}); "
-                                 "delete it to recompute the cell")
+        raise CorruptResultError(
+            f"results file {path} is not a coverage cell result (format "
+            f"{record.get('format') if isinstance(record, dict) else type(record).__name__!r}); "
+            "delete it to recompute the cell"
+        )
     if record.get("version") != RESULT_VERSION:
-        raise CorruptResultError(f"results file {path} has version {record.get('version')!r}; this dpposterior "
-                                 f"reads version {RESULT_VERSION}: delete it to recompute the cell")
+        raise CorruptResultError(
+            f"results file {path} has version {record.get('version')!r}; this dpposterior "
+            f"reads version {RESULT_VERSION}: delete it to recompute the cell"
+        )
     missing = [k for k in _REQUIRED if k not in record]
     if missing:
         raise CorruptResultError(f"results file {path} lacks the fields {missing}; delete it to recompute the cell")
-    bad = [k for k in _NUMBERS if isinstance(record[k], bool) or not isinstance(record[k], (int, float))
-           or not math.isfinite(record[k])]
+    bad = [
+        k
+        for k in _NUMBERS
+        if isinstance(record[k], bool) or not isinstance(record[k], (int, float)) or not math.isfinite(record[k])
+    ]
     curves = [record[k] for k in _CURVES]
-    if bad or not all(isinstance(c, list) and c and len(c) == len(curves[0])
-                      and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in c) for c in curves) \
-            or isinstance(record["num_replicates_used"], bool) or not isinstance(record["num_replicates_used"], int):
-        raise CorruptResultError(f"results file {path} holds values of the wrong type or length "
-                                 f"({', '.join(bad) if bad else 'alpha/coverage/coverage_sd or num_replicates_used'}); "
-                                 "delete it to recompute the cell")
+    if (
+        bad
+        or not all(
+            isinstance(c, list)
+            and c
+            and len(c) == len(curves[0])
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in c)
+            for c in curves
+        )
+        or isinstance(record["num_replicates_used"], bool)
+        or not isinstance(record["num_replicates_used"], int)
+    ):
+        raise CorruptResultError(
+            f"results file {path} holds values of the wrong type or length "
+            f"({', '.join(bad) if bad else 'alpha/coverage/coverage_sd or num_replicates_used'}); "
+            "delete it to recompute the cell"
+        )
     present = [k for k in _PER_COORDINATE if k in record]
     lengths = {len(record[k]) for k in present if isinstance(record[k], list)}
-    if present and (len(lengths) != 1 or not all(
-            isinstance(record[k], list) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                                and math.isfinite(v) for v in record[k]) for k in present)):
-        raise CorruptResultError(f"results file {path} holds per-coordinate figures ({', '.join(present)}) that are "
-                                 "not lists of finite numbers of one length per latent coordinate; delete it to "
-                                 "recompute the cell")
+    if present and (
+        len(lengths) != 1
+        or not all(
+            isinstance(record[k], list)
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in record[k])
+            for k in present
+        )
+    ):
+        raise CorruptResultError(
+            f"results file {path} holds per-coordinate figures ({', '.join(present)}) that are "
+            "not lists of finite numbers of one length per latent coordinate; delete it to "
+            "recompute the cell"
+        )
     try:
         CellConfig.from_dict(record["config"])
     except (TypeError, ValueError) as e:
         raise CorruptResultError(f"results file {path} holds an invalid configuration: {e}") from e
     if written_digest(record["config"]) != record["config_digest"]:  # the digest of what the file says
-        raise CorruptResultError(f"results file {path}: its configuration does not match its digest (edited?); "
-                                 "delete it to recompute the cell")
+        raise CorruptResultError(
+            f"results file {path}: its configuration does not match its digest (edited?); "
+            "delete it to recompute the cell"
+        )
     return record

@@ -27,8 +27,7 @@ from typing import Literal
 import numpy as np
 from scipy.special import gammaln, logsumexp
 
-from .._checks import (check_delta, check_epsilon, check_float32_positive, check_positive, check_positive_int,
-                       check_real)
+from .._checks import check_delta, check_epsilon, check_float32_positive, check_positive, check_positive_int, check_real
 from ..privacy import advanced_composition, analytic_gaussian_sigma, dpsgd_epsilon
 from ..privacy.dpsgd_accounting import calibrate_noise_multiplier
 from ..privacy.gaussian import _analytic_gaussian_delta
@@ -46,12 +45,16 @@ def classic_noise_multiplier(epsilon: float, delta: float) -> float:
     eps = check_epsilon(epsilon)
     d = check_delta(delta)
     if eps >= 1.0:
-        raise ValueError(f"per-iteration epsilon must be < 1 (the classic Gaussian mechanism calibration the DP MH "
-                         f"papers use holds only for epsilon < 1), got {epsilon!r}")
+        raise ValueError(
+            f"per-iteration epsilon must be < 1 (the classic Gaussian mechanism calibration the DP MH "
+            f"papers use holds only for epsilon < 1), got {epsilon!r}"
+        )
     sigma = math.sqrt(2.0 * math.log(1.25 / d)) / eps
     if not math.isfinite(sigma):
-        raise ValueError(f"sigma = sqrt(2 ln(1.25/delta)) / epsilon overflows the float range for epsilon={epsilon!r}, "
-                         f"delta={delta!r}: epsilon or delta is far too small for any useful chain")
+        raise ValueError(
+            f"sigma = sqrt(2 ln(1.25/delta)) / epsilon overflows the float range for epsilon={epsilon!r}, "
+            f"delta={delta!r}: epsilon or delta is far too small for any useful chain"
+        )
     return sigma
 
 
@@ -84,8 +87,9 @@ class FastMHConstants:
     max_bound: float
 
 
-def dp_fast_mh_constants(epsilon: float, delta: float, *, total_bound: float, max_bound: float,
-                         batch_cap: float, lam: float = 10.0) -> FastMHConstants:
+def dp_fast_mh_constants(
+    epsilon: float, delta: float, *, total_bound: float, max_bound: float, batch_cap: float, lam: float = 10.0
+) -> FastMHConstants:
     """The per-iteration constants of DP-Fast MH for a per-iteration (epsilon, delta).
 
     Args:
@@ -102,7 +106,9 @@ def dp_fast_mh_constants(epsilon: float, delta: float, *, total_bound: float, ma
         delta', sigma1 or sigma2 outside the positive normal float32 range (the kernel computes in
         float32, where they would become 0 or inf).
     """
-    sigma2 = check_float32_positive(classic_noise_multiplier(epsilon, delta), "sigma2 = sqrt(2 ln(1.25/delta)) / epsilon")
+    sigma2 = check_float32_positive(
+        classic_noise_multiplier(epsilon, delta), "sigma2 = sqrt(2 ln(1.25/delta)) / epsilon"
+    )
     big_c = check_positive(total_bound, "total_bound")
     c_max = check_positive(max_bound, "max_bound")
     k = check_positive(batch_cap, "batch_cap")
@@ -112,14 +118,27 @@ def dp_fast_mh_constants(epsilon: float, delta: float, *, total_bound: float, ma
     eps_p = check_float32_positive(epsilon * big_c / (6.0 * k * c_max), "epsilon' = epsilon C / (6 K c_max)")
     delta_p = delta * big_c / (2.0 * k * c_max)
     if not delta_p < 1.0:
-        raise ValueError(f"delta' = delta C / (2 K c_max) = {delta_p:.4g} must be < 1 for the minibatch branch's "
-                         f"Gaussian mechanism (delta={delta}, C={big_c:.4g}, K={k}, c_max={c_max:.4g}); raise "
-                         "batch_cap or lower delta")
+        raise ValueError(
+            f"delta' = delta C / (2 K c_max) = {delta_p:.4g} must be < 1 for the minibatch branch's "
+            f"Gaussian mechanism (delta={delta}, C={big_c:.4g}, K={k}, c_max={c_max:.4g}); raise "
+            "batch_cap or lower delta"
+        )
     check_float32_positive(delta_p, "delta' = delta C / (2 K c_max)")
-    sigma1 = check_float32_positive(math.sqrt(2.0 * math.log(1.25 / delta_p)) / eps_p,
-                                    "sigma1 = sqrt(2 ln(1.25/delta')) / epsilon'")
-    return FastMHConstants(epsilon=float(epsilon), delta=float(delta), epsilon_prime=eps_p, delta_prime=delta_p,
-                           sigma1=sigma1, sigma2=sigma2, batch_cap=k, lam=lam, total_bound=big_c, max_bound=c_max)
+    sigma1 = check_float32_positive(
+        math.sqrt(2.0 * math.log(1.25 / delta_p)) / eps_p, "sigma1 = sqrt(2 ln(1.25/delta')) / epsilon'"
+    )
+    return FastMHConstants(
+        epsilon=float(epsilon),
+        delta=float(delta),
+        epsilon_prime=eps_p,
+        delta_prime=delta_p,
+        sigma1=sigma1,
+        sigma2=sigma2,
+        batch_cap=k,
+        lam=lam,
+        total_bound=big_c,
+        max_bound=c_max,
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -139,8 +158,9 @@ def _optimal_log_terms(epsilon: float, k: int, eps_total: float, lo: int, hi: in
     out = np.full(j.shape, -np.inf)
     pos = a > b
     jp = j[pos]
-    out[pos] = (gammaln(k + 1.0) - gammaln(jp + 1.0) - gammaln(k - jp + 1.0) + a[pos]
-                + np.log(-np.expm1(b[pos] - a[pos])))
+    out[pos] = (
+        gammaln(k + 1.0) - gammaln(jp + 1.0) - gammaln(k - jp + 1.0) + a[pos] + np.log(-np.expm1(b[pos] - a[pos]))
+    )
     return out
 
 
@@ -155,7 +175,7 @@ def _optimal_log_delta_rr(epsilon: float, num_steps: int, eps_total: float) -> f
     1e9 iterations needs no array of 1e9 terms).
     """
     k = num_steps
-    first = math.floor((k + eps_total / epsilon) / 2.0) + 1      # first j with j eps > eps_g + (k - j) eps
+    first = math.floor((k + eps_total / epsilon) / 2.0) + 1  # first j with j eps > eps_g + (k - j) eps
     if first > k:
         return -math.inf
     p = 1.0 / (1.0 + math.exp(-epsilon))
@@ -165,7 +185,7 @@ def _optimal_log_delta_rr(epsilon: float, num_steps: int, eps_total: float) -> f
     while True:
         lo, hi = max(0, centre - half), min(k + 1, centre + half + 1)
         terms = _optimal_log_terms(epsilon, k, eps_total, lo, hi)
-        peak = float(np.max(terms))   # -inf: no positive term in the window (its ends are then never below)
+        peak = float(np.max(terms))  # -inf: no positive term in the window (its ends are then never below)
         if (lo == 0 or terms[0] < peak - drop) and (hi == k + 1 or terms[-1] < peak - drop):
             break
         half *= 4
@@ -207,12 +227,18 @@ def _pld_compose_epsilon(epsilon: float, delta: float, num_steps: int, total_del
 
     dvi = min(1e-4, epsilon / 1000.0)
     pld = privacy_loss_distribution.from_privacy_parameters(
-        common.DifferentialPrivacyParameters(epsilon, delta), value_discretization_interval=dvi)
+        common.DifferentialPrivacyParameters(epsilon, delta), value_discretization_interval=dvi
+    )
     return float(pld.self_compose(num_steps).get_epsilon_for_delta(total_delta))
 
 
-def compose_iterations(epsilon: float, delta: float, num_steps: int, total_delta: float,
-                       accountant: Literal["optimal", "pld", "advanced", "basic"] = "optimal") -> float:
+def compose_iterations(
+    epsilon: float,
+    delta: float,
+    num_steps: int,
+    total_delta: float,
+    accountant: Literal["optimal", "pld", "advanced", "basic"] = "optimal",
+) -> float:
     """The total epsilon of T adaptively composed (epsilon, delta)-DP iterations, at ``total_delta``.
 
     Args:
@@ -240,14 +266,18 @@ def compose_iterations(epsilon: float, delta: float, num_steps: int, total_delta
         raise ValueError(f"accountant must be one of {FAST_MH_ACCOUNTANTS}, got {accountant!r}")
     if accountant in ("advanced", "basic"):
         if not dg > t * d:
-            raise ValueError(f"total_delta={dg:g} must exceed num_steps * delta = {t * d:g} for {accountant} composition")
+            raise ValueError(
+                f"total_delta={dg:g} must exceed num_steps * delta = {t * d:g} for {accountant} composition"
+            )
         if accountant == "basic":
             return t * eps
         return min(advanced_composition(eps, d, t, dg - t * d)[0], t * eps)
     floor = 1.0 - math.exp(t * math.log1p(-d)) if d > 0 else 0.0
     if not dg > floor:
-        raise ValueError(f"total_delta={dg:g} must exceed 1 - (1 - delta)^T = {floor:g}, what {t} iterations with "
-                         f"delta={d:g} force; raise total_delta or lower the per-iteration delta")
+        raise ValueError(
+            f"total_delta={dg:g} must exceed 1 - (1 - delta)^T = {floor:g}, what {t} iterations with "
+            f"delta={d:g} force; raise total_delta or lower the per-iteration delta"
+        )
     if accountant == "pld":
         return _pld_compose_epsilon(eps, d, t, dg)
     # bisection on the total epsilon: delta_g(eps_g) decreases in eps_g; t * eps has delta_g = floor
@@ -269,9 +299,13 @@ def compose_iterations(epsilon: float, delta: float, num_steps: int, total_delta
 # composition of T Gaussian mechanisms (the penalty algorithm)
 
 
-def gaussian_chain_epsilon(noise_multiplier: float, num_steps: int, total_delta: float,
-                           accountant: Literal["pld", "rdp", "exact", "advanced"] = "pld",
-                           per_iteration_delta: float | None = None) -> float:
+def gaussian_chain_epsilon(
+    noise_multiplier: float,
+    num_steps: int,
+    total_delta: float,
+    accountant: Literal["pld", "rdp", "exact", "advanced"] = "pld",
+    per_iteration_delta: float | None = None,
+) -> float:
     """The total epsilon of T Gaussian mechanisms, each with noise std ``noise_multiplier`` x sensitivity.
 
     No subsampling; the neighbouring relation is the one the sensitivity holds for (replace-one for
@@ -287,7 +321,7 @@ def gaussian_chain_epsilon(noise_multiplier: float, num_steps: int, total_delta:
     dg = check_delta(total_delta, "total_delta")
     if accountant not in GAUSSIAN_ACCOUNTANTS:
         raise ValueError(f"accountant must be one of {GAUSSIAN_ACCOUNTANTS}, got {accountant!r}")
-    if per_iteration_delta is not None:   # checked even where unused: a wrong value is a user error
+    if per_iteration_delta is not None:  # checked even where unused: a wrong value is a user error
         check_delta(per_iteration_delta, "per_iteration_delta")
     if accountant in ("pld", "rdp"):
         return dpsgd_epsilon(sigma, dg, 1.0, t, accountant)
@@ -299,8 +333,10 @@ def gaussian_chain_epsilon(noise_multiplier: float, num_steps: int, total_delta:
         while _analytic_gaussian_delta(s, hi) > dg:
             hi *= 2.0
             if hi > 1e300:
-                raise ValueError(f"noise_multiplier={sigma!r} over {t} steps is too small: the total epsilon exceeds "
-                                 "1e300 (no meaningful privacy); raise noise_multiplier")
+                raise ValueError(
+                    f"noise_multiplier={sigma!r} over {t} steps is too small: the total epsilon exceeds "
+                    "1e300 (no meaningful privacy); raise noise_multiplier"
+                )
         for _ in range(200):
             mid = 0.5 * (lo + hi)
             if _analytic_gaussian_delta(s, mid) <= dg:
@@ -315,8 +351,10 @@ def gaussian_chain_epsilon(noise_multiplier: float, num_steps: int, total_delta:
     d = check_delta(per_iteration_delta, "per_iteration_delta")
     eps_i = math.sqrt(2.0 * math.log(1.25 / d)) / sigma
     if eps_i >= 1.0:
-        raise ValueError(f"the per-iteration epsilon {eps_i:.4g} of the classic calibration is >= 1, where it "
-                         "does not hold; use accountant='pld' or 'exact'")
+        raise ValueError(
+            f"the per-iteration epsilon {eps_i:.4g} of the classic calibration is >= 1, where it "
+            "does not hold; use accountant='pld' or 'exact'"
+        )
     return compose_iterations(eps_i, d, t, dg, "advanced")
 
 
@@ -347,9 +385,16 @@ class PerIteration:
     batch_size: int | None = None
 
 
-def calibrate_chain(method: Literal["dp_fast_mh", "penalty", "dp_barker"], total_epsilon: float,
-                    total_delta: float, num_steps: int, *, accountant: str | None = None,
-                    delta_fraction: float | None = None, num_records: int | None = None) -> PerIteration:
+def calibrate_chain(
+    method: Literal["dp_fast_mh", "penalty", "dp_barker"],
+    total_epsilon: float,
+    total_delta: float,
+    num_steps: int,
+    *,
+    accountant: str | None = None,
+    delta_fraction: float | None = None,
+    num_records: int | None = None,
+) -> PerIteration:
     """Per-iteration parameters that make a chain of ``num_steps`` iterations (total_epsilon, total_delta)-DP.
 
     ``"dp_fast_mh"``: the per-iteration delta is ``delta_fraction * total_delta / num_steps``
@@ -371,11 +416,15 @@ def calibrate_chain(method: Literal["dp_fast_mh", "penalty", "dp_barker"], total
     dg = check_delta(total_delta, "total_delta")
     t = check_positive_int(num_steps, "num_steps")
     if method in ("penalty", "dp_barker") and delta_fraction is not None:
-        raise ValueError(f"delta_fraction applies to method 'dp_fast_mh' only (the {method} calibration uses the "
-                         f"whole total_delta), got delta_fraction={delta_fraction!r}; leave it None")
+        raise ValueError(
+            f"delta_fraction applies to method 'dp_fast_mh' only (the {method} calibration uses the "
+            f"whole total_delta), got delta_fraction={delta_fraction!r}; leave it None"
+        )
     if method in ("penalty", "dp_fast_mh") and num_records is not None:
-        raise ValueError(f"num_records applies to method 'dp_barker' only (it picks the batch size), got "
-                         f"num_records={num_records!r} for method {method!r}; leave it None")
+        raise ValueError(
+            f"num_records applies to method 'dp_barker' only (it picks the batch size), got "
+            f"num_records={num_records!r} for method {method!r}; leave it None"
+        )
     frac = 0.5 if delta_fraction is None else check_positive(delta_fraction, "delta_fraction")
     if frac >= 1:
         raise ValueError(f"delta_fraction must lie in (0, 1), got {delta_fraction!r}")
@@ -396,16 +445,31 @@ def calibrate_chain(method: Literal["dp_fast_mh", "penalty", "dp_barker"], total
         else:
             sigma = calibrate_noise_multiplier(eps_t, dg, 1.0, t, acc)
         eps_i = math.sqrt(2.0 * math.log(1.25 / dg)) / sigma
-        return PerIteration(epsilon=eps_i if eps_i < 1 else None, delta=dg, noise_multiplier=sigma, num_steps=t,
-                            total_epsilon=eps_t, total_delta=dg, accountant=acc)
+        return PerIteration(
+            epsilon=eps_i if eps_i < 1 else None,
+            delta=dg,
+            noise_multiplier=sigma,
+            num_steps=t,
+            total_epsilon=eps_t,
+            total_delta=dg,
+            accountant=acc,
+        )
     if method == "dp_barker":
         if accountant not in (None, "rdp"):
             raise ValueError(f"accountant for dp_barker must be 'rdp', got {accountant!r}")
         if num_records is None:
             raise ValueError("calibrate_chain('dp_barker', ...) needs num_records (N)")
         b = barker_batch_size(eps_t, dg, num_records, t)
-        return PerIteration(epsilon=barker_epsilon(b, num_records, 1, dg)[0], delta=dg, noise_multiplier=None,
-                            num_steps=t, total_epsilon=eps_t, total_delta=dg, accountant="rdp", batch_size=b)
+        return PerIteration(
+            epsilon=barker_epsilon(b, num_records, 1, dg)[0],
+            delta=dg,
+            noise_multiplier=None,
+            num_steps=t,
+            total_epsilon=eps_t,
+            total_delta=dg,
+            accountant="rdp",
+            batch_size=b,
+        )
     if method != "dp_fast_mh":
         raise ValueError(f"method must be 'dp_fast_mh', 'penalty' or 'dp_barker', got {method!r}")
     acc = accountant or "optimal"
@@ -429,13 +493,16 @@ def calibrate_chain(method: Literal["dp_fast_mh", "penalty", "dp_barker"], total
             if hi - lo <= 1e-6 * hi:
                 break
     if lo >= 1.0:
-        raise ValueError(f"a total (epsilon={eps_t}, delta={dg}) over {t} iterations allows a per-iteration epsilon "
-                         ">= 1, where the paper's constants (classic Gaussian calibration) do not hold; use more "
-                         "iterations or a smaller total epsilon")
+        raise ValueError(
+            f"a total (epsilon={eps_t}, delta={dg}) over {t} iterations allows a per-iteration epsilon "
+            ">= 1, where the paper's constants (classic Gaussian calibration) do not hold; use more "
+            "iterations or a smaller total epsilon"
+        )
     if lo <= 0.0:
         raise ValueError(f"no per-iteration epsilon > 0 reaches total epsilon {eps_t} at total delta {dg}")
-    return PerIteration(epsilon=lo, delta=d_i, noise_multiplier=None, num_steps=t, total_epsilon=eps_t,
-                        total_delta=dg, accountant=acc)
+    return PerIteration(
+        epsilon=lo, delta=d_i, noise_multiplier=None, num_steps=t, total_epsilon=eps_t, total_delta=dg, accountant=acc
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -503,8 +570,11 @@ def _barker_subsampled_rdp(orders: np.ndarray, b: int, n: int) -> np.ndarray:
     g = b / n
     e2 = float(_barker_rdp_vec(np.array([2.0]), b)[0])
     a_all = orders.astype(np.float64)
-    term2 = (2.0 * math.log(g) + _log_binom_vec(a_all, 2.0)
-             + min(math.log(4.0) + math.log(math.expm1(e2)), math.log(2.0) + e2))
+    term2 = (
+        2.0 * math.log(g)
+        + _log_binom_vec(a_all, 2.0)
+        + min(math.log(4.0) + math.log(math.expm1(e2)), math.log(2.0) + e2)
+    )
     # the j-terms of order a run over j = 3..a: one row per order (a full (orders x max order) matrix
     # made barker_batch_size take minutes at N = 1e6, most of it on masked entries)
     j_all = np.arange(3, int(orders.max()) + 1, dtype=np.float64)
@@ -523,8 +593,9 @@ def _log_binom_vec(n: np.ndarray, k: float) -> np.ndarray:
 
 def _rdp_orders(batch_size: int) -> np.ndarray:
     top = int(math.ceil(batch_size / 5.0)) - 1
-    grid = np.unique(np.concatenate([np.arange(2, min(top, 64) + 1),
-                                     np.round(np.geomspace(64, max(top, 64), 48)).astype(int)]))
+    grid = np.unique(
+        np.concatenate([np.arange(2, min(top, 64) + 1), np.round(np.geomspace(64, max(top, 64), 48)).astype(int)])
+    )
     return grid[(grid >= 2) & (grid <= top)]
 
 
@@ -608,8 +679,10 @@ def barker_batch_size(epsilon: float, delta: float, num_records: int, num_steps:
     cands = np.unique(np.round(np.geomspace(15, n, 60)).astype(int))
     ok = [int(b) for b in cands if barker_epsilon(int(b), n, t, d)[0] <= eps]
     if not ok:
-        raise ValueError(f"no DP Barker batch size in [15, {n}] gives epsilon <= {eps} at delta {d} over {t} "
-                         "steps (the per-step RDP bound is too large); raise epsilon")
+        raise ValueError(
+            f"no DP Barker batch size in [15, {n}] gives epsilon <= {eps} at delta {d} over {t} "
+            "steps (the per-step RDP bound is too large); raise epsilon"
+        )
     lo = max(ok)
     hi = next((int(b) for b in cands if b > lo), lo)
     while hi - lo > 1:  # refine up to the next infeasible grid point

@@ -64,8 +64,9 @@ def _mixture_cdf(x: np.ndarray, means: np.ndarray, weights: np.ndarray, total_st
 
 
 @functools.lru_cache(maxsize=8)
-def barker_correction(normal_variance: float = BARKER_NORMAL_VARIANCE, spacing: float = 0.1,
-                      span: float = 8.0) -> BarkerCorrection:
+def barker_correction(
+    normal_variance: float = BARKER_NORMAL_VARIANCE, spacing: float = 0.1, span: float = 8.0
+) -> BarkerCorrection:
     """Fits (once; cached) the correction distribution of the minibatch Barker test.
 
     V_corr is a symmetric mixture of pairs N(+-m_k, h^2) with m_k = h k on [0, span], h =
@@ -84,15 +85,19 @@ def barker_correction(normal_variance: float = BARKER_NORMAL_VARIANCE, spacing: 
         raise ValueError(f"normal_variance must be < pi^2/3 = {math.pi**2 / 3:.4f} (the logistic variance), got {c!r}")
     h = check_positive(spacing, "spacing")
     top = check_positive(span, "span")
-    if not top / h <= MAX_CORRECTION_PAIRS:   # the linear programme has one column per pair
-        raise ValueError(f"span / spacing must be <= {MAX_CORRECTION_PAIRS} (pairs of mixture components), got "
-                         f"span={span!r}, spacing={spacing!r}")
+    if not top / h <= MAX_CORRECTION_PAIRS:  # the linear programme has one column per pair
+        raise ValueError(
+            f"span / spacing must be <= {MAX_CORRECTION_PAIRS} (pairs of mixture components), got "
+            f"span={span!r}, spacing={spacing!r}"
+        )
     pair_means = h * np.arange(0, int(round(top / h)) + 1, dtype=np.float64)
     total_std = math.sqrt(c + h * h)
 
     def pair_cdf(x):
-        return 0.5 * (stats.norm.cdf((x[:, None] - pair_means) / total_std)
-                      + stats.norm.cdf((x[:, None] + pair_means) / total_std))
+        return 0.5 * (
+            stats.norm.cdf((x[:, None] - pair_means) / total_std)
+            + stats.norm.cdf((x[:, None] + pair_means) / total_std)
+        )
 
     x = np.linspace(0.0, 30.0, 1201)
     a = pair_cdf(x)
@@ -100,8 +105,15 @@ def barker_correction(normal_variance: float = BARKER_NORMAL_VARIANCE, spacing: 
     k = pair_means.size
     cost = np.r_[np.zeros(k), 1.0]
     a_ub = np.block([[a, -np.ones((x.size, 1))], [-a, -np.ones((x.size, 1))]])
-    res = optimize.linprog(cost, A_ub=a_ub, b_ub=np.r_[y, -y], A_eq=np.r_[np.ones(k), 0.0][None, :], b_eq=[1.0],
-                           bounds=[(0.0, None)] * (k + 1), method="highs")
+    res = optimize.linprog(
+        cost,
+        A_ub=a_ub,
+        b_ub=np.r_[y, -y],
+        A_eq=np.r_[np.ones(k), 0.0][None, :],
+        b_eq=[1.0],
+        bounds=[(0.0, None)] * (k + 1),
+        method="highs",
+    )
     if not res.success:  # pragma: no cover - the programme is feasible and bounded
         raise RuntimeError(f"the Barker correction fit failed: {res.message}")
     w = np.clip(res.x[:k], 0.0, None)
@@ -112,8 +124,13 @@ def barker_correction(normal_variance: float = BARKER_NORMAL_VARIANCE, spacing: 
     weights = 0.5 * np.concatenate([w[::-1], w])
     grid = np.linspace(-40.0, 40.0, 16001)
     err = float(np.max(np.abs(_mixture_cdf(grid, means, weights, total_std) - special.expit(grid))))
-    return BarkerCorrection(normal_variance=c, means=tuple(float(v) for v in means),
-                            weights=tuple(float(v) for v in weights), std=h, max_cdf_error=err)
+    return BarkerCorrection(
+        normal_variance=c,
+        means=tuple(float(v) for v in means),
+        weights=tuple(float(v) for v in weights),
+        std=h,
+        max_cdf_error=err,
+    )
 
 
 def sample_correction(key: Array, correction: BarkerCorrection, shape: tuple[int, ...] = ()) -> Array:
@@ -147,9 +164,15 @@ class BarkerConfig:
     delta: float
 
 
-def dp_barker_kernel(model: EnergyModel, proposal: Proposal, *, batch_size: int | None = None,
-                     private: bool = True, normal_variance: float | None = None,
-                     delta: float | None = None) -> Kernel:
+def dp_barker_kernel(
+    model: EnergyModel,
+    proposal: Proposal,
+    *,
+    batch_size: int | None = None,
+    private: bool = True,
+    normal_variance: float | None = None,
+    delta: float | None = None,
+) -> Kernel:
     """DP Barker (Heikkila et al. 2019), the minibatch DP MH baseline of Zhang, Zhang & De Sa 2023.
 
     Each step proposes theta' and draws b records uniformly without replacement. With
@@ -217,16 +240,21 @@ def dp_barker_kernel(model: EnergyModel, proposal: Proposal, *, batch_size: int 
     if b > n:
         raise ValueError(f"batch_size must be <= the number of records {n}, got {b}")
     if not private and b == n and normal_variance is not None:
-        raise ValueError(f"normal_variance={normal_variance!r} would be ignored: the exact full-data test "
-                         "(private=False, batch_size = N) draws Logistic(0, 1) noise and has no Gaussian part; pass "
-                         "None, or a batch_size < N for the minibatch test")
+        raise ValueError(
+            f"normal_variance={normal_variance!r} would be ignored: the exact full-data test "
+            "(private=False, batch_size = N) draws Logistic(0, 1) noise and has no Gaussian part; pass "
+            "None, or a batch_size < N for the minibatch test"
+        )
     c_var = BARKER_NORMAL_VARIANCE if normal_variance is None else check_positive(normal_variance, "normal_variance")
-    if not c_var < math.pi**2 / 3.0:   # checked also for the exact test, which does not use it
-        raise ValueError(f"normal_variance must be < pi^2/3 = {math.pi**2 / 3:.4f} (the logistic variance), got "
-                         f"{normal_variance!r}")
+    if not c_var < math.pi**2 / 3.0:  # checked also for the exact test, which does not use it
+        raise ValueError(
+            f"normal_variance must be < pi^2/3 = {math.pi**2 / 3:.4f} (the logistic variance), got {normal_variance!r}"
+        )
     if private and c_var != BARKER_NORMAL_VARIANCE:
-        raise ValueError(f"the DP Barker privacy analysis holds for normal_variance = {BARKER_NORMAL_VARIANCE} only, "
-                         f"got {normal_variance!r}; use private=False for other values")
+        raise ValueError(
+            f"the DP Barker privacy analysis holds for normal_variance = {BARKER_NORMAL_VARIANCE} only, "
+            f"got {normal_variance!r}; use private=False for other values"
+        )
     if private and b < 15:
         given = "" if batch_size is not None else f" (batch_size defaults to N, and the data hold N = {n} records)"
         raise ValueError(f"a private DP Barker test needs batch_size >= 15 (an RDP order below b/5), got {b}{given}")
@@ -234,8 +262,9 @@ def dp_barker_kernel(model: EnergyModel, proposal: Proposal, *, batch_size: int 
     exact = (not private) and b == n
     correction = None if exact else barker_correction(c_var)
     clip = CLIP_FACTOR * math.sqrt(b) / n if private else None
-    config = BarkerConfig(private=bool(private), batch_size=b, normal_variance=c_var, clip=clip,
-                          correction=correction, delta=dlt)
+    config = BarkerConfig(
+        private=bool(private), batch_size=b, normal_variance=c_var, clip=clip, correction=correction, delta=dlt
+    )
 
     def step_on_data(key, state, data, c):
         k_prop, k_batch, k_acc = jax.random.split(key, 3)
@@ -251,7 +280,7 @@ def dp_barker_kernel(model: EnergyModel, proposal: Proposal, *, batch_size: int 
         if private:
             # the clip is the privacy: a NaN ratio (a record whose energy is NaN or inf - inf there) would pass
             # through it and decide the test alone (always reject), so it counts as 0, as an absent record would
-            clipped = jnp.sum(~(jnp.abs(d) <= clip))   # NOT PRIVATE diagnostic: ratios the clip changed (or NaN)
+            clipped = jnp.sum(~(jnp.abs(d) <= clip))  # NOT PRIVATE diagnostic: ratios the clip changed (or NaN)
             d = jnp.clip(jnp.where(jnp.isnan(d), 0.0, d), -clip, clip)
         else:
             clipped = 0
@@ -273,8 +302,7 @@ def dp_barker_kernel(model: EnergyModel, proposal: Proposal, *, batch_size: int 
             sd = jnp.sqrt(jnp.maximum(c_var - s2, 0.0)).astype(jnp.float32)
             # the privacy noise N(0, sd^2) is drawn and added in float64 (privacy.noise); the correction
             # V_corr is the Barker test's own randomness
-            noisy = add_gaussian_noise(delta_star + sample_correction(k_corr, correction), sd,
-                                       normal_words(k_gauss, 1))
+            noisy = add_gaussian_noise(delta_star + sample_correction(k_corr, correction), sd, normal_words(k_gauss, 1))
         accept = p.in_box & (noisy > 0)
         return _decide_with(state, p, accept, sd, b, b == n, viol, clipped=clipped)
 

@@ -15,8 +15,14 @@ from .._checks import check_delta, check_positive_int
 from ..privacy import PrivacySpent, not_private
 from ..privacy.noise import with_noise_tail
 from ..privacy.secure import os_key, resolve_noise_source
-from .accounting import (FAST_MH_ACCOUNTANTS, GAUSSIAN_ACCOUNTANTS, NEIGHBOURING, barker_epsilon,
-                         compose_iterations, gaussian_chain_epsilon)
+from .accounting import (
+    FAST_MH_ACCOUNTANTS,
+    GAUSSIAN_ACCOUNTANTS,
+    NEIGHBOURING,
+    barker_epsilon,
+    compose_iterations,
+    gaussian_chain_epsilon,
+)
 from .kernels import BatchLimitError, Kernel, MHInfo, MHState, check_positions, init_states
 
 
@@ -38,8 +44,9 @@ class ChainResult:
     method: str
 
 
-def _chain_privacy(kernel: Kernel, num_iterations: int, total_delta: float | None, accountant: str | None,
-                   seeded_by: str) -> PrivacySpent:
+def _chain_privacy(
+    kernel: Kernel, num_iterations: int, total_delta: float | None, accountant: str | None, seeded_by: str
+) -> PrivacySpent:
     cfg = kernel.config
     if kernel.method == "tuna_mh" or not cfg.private:
         # nothing to account, but a mistyped accountant or an out-of-range delta is still an error
@@ -59,25 +66,45 @@ def _chain_privacy(kernel: Kernel, num_iterations: int, total_delta: float | Non
             floor = 1.0 - math.exp(t * math.log1p(-c.delta))
             total_delta = 2.0 * max(floor, t * c.delta)
             if not total_delta < 1.0:
-                raise ValueError(f"the default total_delta (twice what {t} iterations with per-iteration delta "
-                                 f"{c.delta:g} force) is {total_delta:g} >= 1: no (epsilon, delta) guarantee; lower "
-                                 "the per-iteration delta or the number of steps, or give total_delta in (0, 1)")
+                raise ValueError(
+                    f"the default total_delta (twice what {t} iterations with per-iteration delta "
+                    f"{c.delta:g} force) is {total_delta:g} >= 1: no (epsilon, delta) guarantee; lower "
+                    "the per-iteration delta or the number of steps, or give total_delta in (0, 1)"
+                )
         dg = check_delta(total_delta, "total_delta")
         eps = compose_iterations(c.epsilon, c.delta, t, dg, acc)
         # the authors' accounting (advanced composition) for comparison; None where it gives no bound
         authors = compose_iterations(c.epsilon, c.delta, t, dg, "advanced") if dg > t * c.delta else None
-        details = (("per_iteration_epsilon", c.epsilon), ("per_iteration_delta", c.delta),
-                   ("epsilon_prime", c.epsilon_prime), ("delta_prime", c.delta_prime), ("sigma1", c.sigma1),
-                   ("sigma2", c.sigma2), ("batch_cap", c.batch_cap), ("lambda", c.lam),
-                   ("total_bound_C", c.total_bound), ("max_bound_c_max", c.max_bound),
-                   ("epsilon_advanced_composition", authors),
-                   ("sampling", "with replacement, probabilities c_i/C, size Poisson(lambda + C M)"),
-                   ("reference", "Zhang, Zhang & De Sa 2023, Theorem 2"),
-                   # total_bound_C and batch_cap grow with N and the c_i: not privatised, as the paper has it
-                   ("num_records", "public"), ("bound_constants", "public"))
-        return PrivacySpent(epsilon=eps, delta=dg, neighbouring=NEIGHBOURING, accountant=acc,
-                            mechanism="dp_fast_mh", noise_multiplier=c.sigma2, sampling_rate=1.0, num_steps=t,
-                            seeded_by=seeded_by, details=details)
+        details = (
+            ("per_iteration_epsilon", c.epsilon),
+            ("per_iteration_delta", c.delta),
+            ("epsilon_prime", c.epsilon_prime),
+            ("delta_prime", c.delta_prime),
+            ("sigma1", c.sigma1),
+            ("sigma2", c.sigma2),
+            ("batch_cap", c.batch_cap),
+            ("lambda", c.lam),
+            ("total_bound_C", c.total_bound),
+            ("max_bound_c_max", c.max_bound),
+            ("epsilon_advanced_composition", authors),
+            ("sampling", "with replacement, probabilities c_i/C, size Poisson(lambda + C M)"),
+            ("reference", "Zhang, Zhang & De Sa 2023, Theorem 2"),
+            # total_bound_C and batch_cap grow with N and the c_i: not privatised, as the paper has it
+            ("num_records", "public"),
+            ("bound_constants", "public"),
+        )
+        return PrivacySpent(
+            epsilon=eps,
+            delta=dg,
+            neighbouring=NEIGHBOURING,
+            accountant=acc,
+            mechanism="dp_fast_mh",
+            noise_multiplier=c.sigma2,
+            sampling_rate=1.0,
+            num_steps=t,
+            seeded_by=seeded_by,
+            details=details,
+        )
     if kernel.method == "dp_barker":
         return _barker_privacy(kernel, t, total_delta, accountant, seeded_by)
     # penalty
@@ -91,16 +118,31 @@ def _chain_privacy(kernel: Kernel, num_iterations: int, total_delta: float | Non
     dg = check_delta(total_delta, "total_delta")
     sigma = cfg.noise_multiplier
     eps = gaussian_chain_epsilon(sigma, t, dg, acc, per_iteration_delta=cfg.delta)
-    details = [("sensitivity", "2 c_max M(theta, theta') (log ratio, replace-one)"),
-               ("reference", "Yildirim & Ermis 2019")]
+    details = [
+        ("sensitivity", "2 c_max M(theta, theta') (log ratio, replace-one)"),
+        ("reference", "Yildirim & Ermis 2019"),
+    ]
     if cfg.delta is not None and cfg.epsilon is not None:
         details = [("per_iteration_epsilon", cfg.epsilon), ("per_iteration_delta", cfg.delta)] + details
         if dg > t * cfg.delta:
-            details.append(("epsilon_advanced_composition",
-                            gaussian_chain_epsilon(sigma, t, dg, "advanced", per_iteration_delta=cfg.delta)))
-    return PrivacySpent(epsilon=eps, delta=dg, neighbouring=NEIGHBOURING, accountant=acc, mechanism="penalty_mh",
-                        noise_multiplier=sigma, sampling_rate=1.0, num_steps=t, seeded_by=seeded_by,
-                        details=tuple(details))
+            details.append(
+                (
+                    "epsilon_advanced_composition",
+                    gaussian_chain_epsilon(sigma, t, dg, "advanced", per_iteration_delta=cfg.delta),
+                )
+            )
+    return PrivacySpent(
+        epsilon=eps,
+        delta=dg,
+        neighbouring=NEIGHBOURING,
+        accountant=acc,
+        mechanism="penalty_mh",
+        noise_multiplier=sigma,
+        sampling_rate=1.0,
+        num_steps=t,
+        seeded_by=seeded_by,
+        details=tuple(details),
+    )
 
 
 #: the accountants of each method (the first is the default).
@@ -109,13 +151,15 @@ _ACCOUNTANTS = {"dp_fast_mh": FAST_MH_ACCOUNTANTS, "penalty": GAUSSIAN_ACCOUNTAN
 
 def _check_kernel(kernel: Any) -> Kernel:
     if not isinstance(kernel, Kernel):
-        raise TypeError(f"kernel must be a dpposterior.mcmc.Kernel (e.g. from penalty_kernel), got "
-                        f"{type(kernel).__name__}")
+        raise TypeError(
+            f"kernel must be a dpposterior.mcmc.Kernel (e.g. from penalty_kernel), got {type(kernel).__name__}"
+        )
     return kernel
 
 
-def _barker_privacy(kernel: Kernel, t: int, total_delta: float | None, accountant: str | None,
-                    seeded_by: str) -> PrivacySpent:
+def _barker_privacy(
+    kernel: Kernel, t: int, total_delta: float | None, accountant: str | None, seeded_by: str
+) -> PrivacySpent:
     cfg = kernel.config
     acc = accountant or "rdp"
     if acc != "rdp":
@@ -124,24 +168,50 @@ def _barker_privacy(kernel: Kernel, t: int, total_delta: float | None, accountan
     n = kernel.model.num_records
     eps, order = barker_epsilon(cfg.batch_size, n, t, dg)
     per_iter, _ = barker_epsilon(cfg.batch_size, n, 1, dg)
-    details = (("per_iteration_epsilon", per_iter), ("rdp_order", order), ("batch_size", cfg.batch_size),
-               ("clip", cfg.clip), ("normal_variance_C", cfg.normal_variance),
-               ("correction_max_cdf_error", cfg.correction.max_cdf_error),
-               ("sampling", "b of N uniformly without replacement, every iteration"),
-               ("amplification", "Wang, Balle & Kasiviswanathan 2019, Theorem 9"),
-               ("reference", "Heikkila et al. 2019"))
+    details = (
+        ("per_iteration_epsilon", per_iter),
+        ("rdp_order", order),
+        ("batch_size", cfg.batch_size),
+        ("clip", cfg.clip),
+        ("normal_variance_C", cfg.normal_variance),
+        ("correction_max_cdf_error", cfg.correction.max_cdf_error),
+        ("sampling", "b of N uniformly without replacement, every iteration"),
+        ("amplification", "Wang, Balle & Kasiviswanathan 2019, Theorem 9"),
+        ("reference", "Heikkila et al. 2019"),
+    )
     if cfg.batch_size == n:  # barker_epsilon takes each order's smaller bound (barker_full_batch_rdp)
-        details = details[:6] + (("sampling", "all N records every iteration (b = N)"),
-                                 ("full_batch_bound", "the smaller, per RDP order, of the paper's bound and the "
-                                  "Gaussian mechanism's (s2 = 0 at b = N: variance C, replace-one sensitivity 2B)"),
-                                 ("reference", "Heikkila et al. 2019; Mironov 2017"))
-    return PrivacySpent(epsilon=eps, delta=dg, neighbouring=NEIGHBOURING, accountant="rdp", mechanism="dp_barker",
-                        noise_multiplier=None, sampling_rate=cfg.batch_size / n, num_steps=t, seeded_by=seeded_by,
-                        details=details)
+        details = details[:6] + (
+            ("sampling", "all N records every iteration (b = N)"),
+            (
+                "full_batch_bound",
+                "the smaller, per RDP order, of the paper's bound and the "
+                "Gaussian mechanism's (s2 = 0 at b = N: variance C, replace-one sensitivity 2B)",
+            ),
+            ("reference", "Heikkila et al. 2019; Mironov 2017"),
+        )
+    return PrivacySpent(
+        epsilon=eps,
+        delta=dg,
+        neighbouring=NEIGHBOURING,
+        accountant="rdp",
+        mechanism="dp_barker",
+        noise_multiplier=None,
+        sampling_rate=cfg.batch_size / n,
+        num_steps=t,
+        seeded_by=seeded_by,
+        details=details,
+    )
 
 
-def chain_privacy(kernel: Kernel, num_steps: int, *, num_chains: int = 1, total_delta: float | None = None,
-                  accountant: str | None = None, seeded_by: str = "os") -> PrivacySpent:
+def chain_privacy(
+    kernel: Kernel,
+    num_steps: int,
+    *,
+    num_chains: int = 1,
+    total_delta: float | None = None,
+    accountant: str | None = None,
+    seeded_by: str = "os",
+) -> PrivacySpent:
     """The PrivacySpent of releasing ``num_chains`` chains of ``num_steps`` iterations on the same data.
 
     All iterations of all chains are composed (num_chains * num_steps mechanisms). DP-Fast MH:
@@ -159,9 +229,16 @@ def chain_privacy(kernel: Kernel, num_steps: int, *, num_chains: int = 1, total_
     return with_noise_tail(_chain_privacy(kernel, t, total_delta, accountant, seeded_by), t)
 
 
-def run_chain(kernel: Kernel, initial_position: Any, num_steps: int, *, rng_key: Any = None,
-              total_delta: float | None = None, accountant: str | None = None,
-              secure: bool = False) -> ChainResult:
+def run_chain(
+    kernel: Kernel,
+    initial_position: Any,
+    num_steps: int,
+    *,
+    rng_key: Any = None,
+    total_delta: float | None = None,
+    accountant: str | None = None,
+    secure: bool = False,
+) -> ChainResult:
     """Runs ``kernel`` for ``num_steps`` iterations from each initial position and accounts the release.
 
     Args:
@@ -200,12 +277,13 @@ def run_chain(kernel: Kernel, initial_position: Any, num_steps: int, *, rng_key:
         raise ValueError(f"initial_position must have shape (dim,) or (num_chains, dim), got {pos.shape}")
     pos = check_positions(kernel.model, pos)
     raw_key, seeded_by = resolve_noise_source(rng_key, secure)
-    privacy = chain_privacy(kernel, t, num_chains=pos.shape[0], total_delta=total_delta, accountant=accountant,
-                            seeded_by=seeded_by)
+    privacy = chain_privacy(
+        kernel, t, num_chains=pos.shape[0], total_delta=total_delta, accountant=accountant, seeded_by=seeded_by
+    )
     state = init_states(kernel.model, pos)
-    if kernel.check_start is not None:   # TunaMH, DP-Fast MH: the typical minibatch within max_batch
+    if kernel.check_start is not None:  # TunaMH, DP-Fast MH: the typical minibatch within max_batch
         kernel.check_start(pos)
-    if seeded_by == "secure":   # every draw of every iteration and chain reads the OS CSPRNG
+    if seeded_by == "secure":  # every draw of every iteration and chain reads the OS CSPRNG
         step_keys = jax.random.split(os_key(), (pos.shape[0], t))
         samples, info = _run_steps(kernel, step_keys, state)
     else:
@@ -216,11 +294,14 @@ def run_chain(kernel: Kernel, initial_position: Any, num_steps: int, *, rng_key:
         _raise_batch_limit(kernel, np.asarray(samples), info, privacy)
     invalid = int(np.sum(_invalid_minibatch_tests(kernel.method, info)))
     if invalid:  # only for a non-private chain, whose whole output is outside any guarantee anyway
-        warnings.warn(f"{invalid} of {info.accepted.size} minibatch Barker tests (private=False) had a variance "
-                      f"estimate s2 of the log ratio at or above C = {kernel.config.normal_variance:g}: their test "
-                      "is invalid (Seita et al.), so s2 was set to C and no Gaussian was added; use a larger "
-                      "batch_size (ChainDiagnostics.nonprivate_invalid_test_fraction counts them)", RuntimeWarning,
-                      stacklevel=2)
+        warnings.warn(
+            f"{invalid} of {info.accepted.size} minibatch Barker tests (private=False) had a variance "
+            f"estimate s2 of the log ratio at or above C = {kernel.config.normal_variance:g}: their test "
+            "is invalid (Seita et al.), so s2 was set to C and no Gaussian was added; use a larger "
+            "batch_size (ChainDiagnostics.nonprivate_invalid_test_fraction counts them)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     return ChainResult(samples=np.asarray(samples), privacy=privacy, nonprivate_info=info, method=kernel.method)
 
 
@@ -232,10 +313,14 @@ def _raise_batch_limit(kernel: Kernel, samples: np.ndarray, info: MHInfo, privac
     t0 = int(first[chain])
     partial = None
     if t0 > 0:
-        partial = ChainResult(samples=samples[:, :t0], privacy=privacy,
-                              nonprivate_info=MHInfo(*(x[:, :t0] for x in info)), method=kernel.method)
+        partial = ChainResult(
+            samples=samples[:, :t0],
+            privacy=privacy,
+            nonprivate_info=MHInfo(*(x[:, :t0] for x in info)),
+            method=kernel.method,
+        )
     cfg, model = kernel.config, kernel.model
-    lam = (f"lambda = {cfg.lam:.4g}" if cfg.lam is not None else f"lambda = chi C^2 M^2 with chi = {cfg.chi:.3g}")
+    lam = f"lambda = {cfg.lam:.4g}" if cfg.lam is not None else f"lambda = chi C^2 M^2 with chi = {cfg.chi:.3g}"
     raise BatchLimitError(
         f"{kernel.method}: step {t0} of chain {chain} would have evaluated more than max_batch = {cfg.max_batch} "
         f"records in its minibatch test ({int(over.sum())} of {over.size} steps did), so the run ends there: a batch "
@@ -246,9 +331,15 @@ def _raise_batch_limit(kernel: Kernel, samples: np.ndarray, info: MHInfo, privac
         "limit; a proposal whose steps grow as the chain moves, or a rare large step). Rescale the data with public "
         "constants so that the bound constants are small, take a smaller proposal step, tighten the box and the "
         "bounds, or raise max_batch (at most 2^30). "
-        + (f"The exact samples of all chains before step {t0} are in this error's .partial (accounted as the "
-           "whole run)." if partial is not None else "No step before it completed."),
-        partial=partial, step=t0)
+        + (
+            f"The exact samples of all chains before step {t0} are in this error's .partial (accounted as the "
+            "whole run)."
+            if partial is not None
+            else "No step before it completed."
+        ),
+        partial=partial,
+        step=t0,
+    )
 
 
 def _invalid_minibatch_tests(method: str, info: MHInfo) -> np.ndarray:
@@ -285,6 +376,7 @@ def make_chain_run(kernel: Kernel, num_steps: int) -> Callable[..., tuple[Any, M
 
 def _steps_run(kernel: Kernel) -> Callable[..., tuple[Any, MHInfo]]:
     """``run(step_keys (T,), state, data, bound_constants) -> (positions, info)``: one key per step."""
+
     def run(step_keys, state, data, bound_constants):
         def body(carry, k):
             new, info = kernel.step_on_data(k, carry, data, bound_constants)
@@ -364,6 +456,7 @@ def diagnostics(result: ChainResult, burn_in: int = 0) -> ChainDiagnostics:
     """ESS and R-hat (ArviZ) of the released samples after ``burn_in``, and the NON-PRIVATE step
     statistics (acceptance, batch sizes, full-batch fraction, bound violations) over all steps."""
     from .._arviz import import_arviz
+
     az = import_arviz()
 
     if not isinstance(result, ChainResult):
@@ -378,15 +471,19 @@ def diagnostics(result: ChainResult, burn_in: int = 0) -> ChainDiagnostics:
         ds = az.convert_to_dataset({"theta": draws})
         ess = np.asarray(az.ess(ds, method="bulk")["theta"].values, np.float64)
         # R-hat compares chains: undefined for one (ArviZ would log a shape warning and give NaN)
-        rhat = (np.asarray(az.rhat(ds)["theta"].values, np.float64) if draws.shape[0] > 1
-                else np.full(draws.shape[2:], np.nan))
+        rhat = (
+            np.asarray(az.rhat(ds)["theta"].values, np.float64)
+            if draws.shape[0] > 1
+            else np.full(draws.shape[2:], np.nan)
+        )
     info = result.nonprivate_info
-    return ChainDiagnostics(ess=ess, rhat=rhat,
-                            nonprivate_acceptance_rate=float(np.mean(info.accepted)),
-                            nonprivate_mean_batch_size=float(np.mean(info.batch_size)),
-                            nonprivate_full_batch_fraction=float(np.mean(info.used_full_batch)),
-                            nonprivate_bound_violations=int(np.sum(info.bound_violations)),
-                            nonprivate_invalid_test_fraction=float(np.mean(_invalid_minibatch_tests(result.method,
-                                                                                                    info))),
-                            nonprivate_clipped_fraction=float(np.sum(info.clipped_ratios)
-                                                              / max(float(np.sum(info.batch_size)), 1.0)))
+    return ChainDiagnostics(
+        ess=ess,
+        rhat=rhat,
+        nonprivate_acceptance_rate=float(np.mean(info.accepted)),
+        nonprivate_mean_batch_size=float(np.mean(info.batch_size)),
+        nonprivate_full_batch_fraction=float(np.mean(info.used_full_batch)),
+        nonprivate_bound_violations=int(np.sum(info.bound_violations)),
+        nonprivate_invalid_test_fraction=float(np.mean(_invalid_minibatch_tests(result.method, info))),
+        nonprivate_clipped_fraction=float(np.sum(info.clipped_ratios) / max(float(np.sum(info.batch_size)), 1.0)),
+    )

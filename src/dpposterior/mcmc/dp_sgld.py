@@ -68,8 +68,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import (FLOAT32_MAX, check_delta, check_float32_array, check_float32_positive, check_positive,
-                       check_positive_int, check_real, check_sampling_rate, check_trace_memory)
+from .._checks import (
+    FLOAT32_MAX,
+    check_delta,
+    check_float32_array,
+    check_float32_positive,
+    check_positive,
+    check_positive_int,
+    check_real,
+    check_sampling_rate,
+    check_trace_memory,
+)
 from ..dpsgd.core import EngineConfig, check_data_shapes, noisy_gradient
 from ..dpsgd.engine import _check_data
 from ..dpsgd.sampling import MIN_CAPACITY, default_capacity
@@ -106,7 +115,7 @@ __all__ = [
 
 LANGEVIN_MODES = ("top_up", "add")
 #: mlp's dropout_alpha must lie below this: above it the float32 noise 1 + sqrt(alpha) xi loses its mean 1
-MAX_DROPOUT_ALPHA = 2.0 ** 48
+MAX_DROPOUT_ALPHA = 2.0**48
 #: the posterior predictive computes the logits of at most 256 samples x this many inputs at a time
 PREDICT_ROWS = 65536
 MECHANISM = "dp_sgld"
@@ -156,7 +165,7 @@ class DPSGLDModel(NamedTuple):
 
 
 def _gaussian_log_prior(scale: float) -> Callable[[Array], Array]:
-    inv_var = 1.0 / (scale * scale) if scale * scale > 0 else math.inf   # Python floats: no overflow error
+    inv_var = 1.0 / (scale * scale) if scale * scale > 0 else math.inf  # Python floats: no overflow error
     # the log prior runs in float32: a precision that overflows (NaN chain) or underflows (a flat prior) there
     # is an error naming prior_scale
     check_float32_positive(inv_var, f"the prior precision 1 / prior_scale^2 (prior_scale={scale!r})")
@@ -191,13 +200,19 @@ def logistic_regression(num_features: int, prior_scale: float = 1.0) -> DPSGLDMo
     def init(key):
         return jnp.zeros((p,), jnp.float32)
 
-    return DPSGLDModel(log_likelihood=log_likelihood, log_prior=_gaussian_log_prior(s), logit=logit,
-                       init=init, num_params=p, needs_key=False,
-                       name=f"logistic regression (d={p}, prior N(0, {s:g}^2))", num_features=p)
+    return DPSGLDModel(
+        log_likelihood=log_likelihood,
+        log_prior=_gaussian_log_prior(s),
+        logit=logit,
+        init=init,
+        num_params=p,
+        needs_key=False,
+        name=f"logistic regression (d={p}, prior N(0, {s:g}^2))",
+        num_features=p,
+    )
 
 
-def mlp(num_features: int, hidden: int = 16, prior_scale: float = 1.0, dropout_alpha: float = 0.0
-        ) -> DPSGLDModel:
+def mlp(num_features: int, hidden: int = 16, prior_scale: float = 1.0, dropout_alpha: float = 0.0) -> DPSGLDModel:
     """A one-hidden-layer tanh network for binary classification, with optional Gaussian dropout.
 
     theta = (W1 (p, h), b1 (h,), w2 (h,), b2) flattened in that order; logit = w2 . (u * tanh(x W1 + b1))
@@ -223,13 +238,14 @@ def mlp(num_features: int, hidden: int = 16, prior_scale: float = 1.0, dropout_a
             f"dropout_alpha must be below 2**48 = {MAX_DROPOUT_ALPHA:.4g} (a dropout rate alpha / (1 + alpha) below "
             f"1 - 3.6e-15), got {dropout_alpha!r}: the float32 noise u = 1 + sqrt(alpha) xi loses its mean 1 above it, "
             "and from about 1e70 the logits overflow, every record's gradient is non-finite and contributes zero, and "
-            "the chain samples the prior")
+            "the chain samples the prior"
+        )
     d = p * h + h + h + 1
 
     def unpack(theta):
         w1 = theta[: p * h].reshape(p, h)
-        b1 = theta[p * h: p * h + h]
-        w2 = theta[p * h + h: p * h + 2 * h]
+        b1 = theta[p * h : p * h + h]
+        w2 = theta[p * h + h : p * h + 2 * h]
         return w1, b1, w2, theta[-1]
 
     def forward(theta, x, u):
@@ -240,11 +256,13 @@ def mlp(num_features: int, hidden: int = 16, prior_scale: float = 1.0, dropout_a
         return forward(theta, x, 1.0)
 
     if alpha > 0:
+
         def log_likelihood(theta, record, key):
             x, y = record
             u = 1.0 + math.sqrt(alpha) * jax.random.normal(key, (h,), jnp.float32)
             return _bernoulli_logit_loglik(forward(theta, x, u), y)
     else:
+
         def log_likelihood(theta, record):
             x, y = record
             return _bernoulli_logit_loglik(forward(theta, x, 1.0), y)
@@ -256,10 +274,16 @@ def mlp(num_features: int, hidden: int = 16, prior_scale: float = 1.0, dropout_a
         w2 = jax.random.normal(k2, (h,), jnp.float32) / math.sqrt(h)
         return jnp.concatenate([w1, jnp.zeros((h,), jnp.float32), w2, jnp.zeros((1,), jnp.float32)])
 
-    return DPSGLDModel(log_likelihood=log_likelihood, log_prior=_gaussian_log_prior(s), logit=logit,
-                       init=init, num_params=d, needs_key=alpha > 0,
-                       name=f"MLP {p}-{h}-1 tanh (d={d}, prior N(0, {s:g}^2), dropout alpha {alpha:g})",
-                       num_features=p)
+    return DPSGLDModel(
+        log_likelihood=log_likelihood,
+        log_prior=_gaussian_log_prior(s),
+        logit=logit,
+        init=init,
+        num_params=d,
+        needs_key=alpha > 0,
+        name=f"MLP {p}-{h}-1 tanh (d={d}, prior N(0, {s:g}^2), dropout alpha {alpha:g})",
+        num_features=p,
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -309,14 +333,16 @@ def constant_step_size(eta: float) -> StepSize:
 
 def _check_step_size(step_size: Any) -> StepSize:
     if isinstance(step_size, StepSize):
-        return polynomial_step_size(*step_size)   # re-checked: a StepSize may be built directly
+        return polynomial_step_size(*step_size)  # re-checked: a StepSize may be built directly
     if isinstance(step_size, bool):
         raise TypeError(f"step_size must be a number > 0 or a StepSize, got {step_size!r}")
     try:
         return constant_step_size(step_size)
     except TypeError:
-        raise TypeError("step_size must be a number > 0 or a StepSize (polynomial_step_size / "
-                        f"constant_step_size), got {type(step_size).__name__}") from None
+        raise TypeError(
+            "step_size must be a number > 0 or a StepSize (polynomial_step_size / "
+            f"constant_step_size), got {type(step_size).__name__}"
+        ) from None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -345,9 +371,16 @@ class DPSGLDConfig(NamedTuple):
     capacity: int = 16
 
 
-def config(*, num_records: int, sampling_rate: float, clip: float, noise_multiplier: float,
-           step_size: Any, langevin: Literal["top_up", "add"] = "top_up",
-           capacity: int | None = None) -> DPSGLDConfig:
+def config(
+    *,
+    num_records: int,
+    sampling_rate: float,
+    clip: float,
+    noise_multiplier: float,
+    step_size: Any,
+    langevin: Literal["top_up", "add"] = "top_up",
+    capacity: int | None = None,
+) -> DPSGLDConfig:
     """A checked :class:`DPSGLDConfig`.
 
     Args:
@@ -368,10 +401,12 @@ def config(*, num_records: int, sampling_rate: float, clip: float, noise_multipl
     if langevin not in LANGEVIN_MODES:
         raise ValueError(f"langevin must be one of {LANGEVIN_MODES}, got {langevin!r}")
     cap = default_capacity(n, q) if capacity is None else check_positive_int(capacity, "capacity")
-    if cap > max(n, MIN_CAPACITY):   # DPSGLDConfig's own default (16) may exceed a small N: harmless
-        raise ValueError(f"capacity must be at most max(N, {MIN_CAPACITY}) = {max(n, MIN_CAPACITY)} (N={n} records; a "
-                         "buffer of records per chunk, whose per-example gradients every step allocates), got "
-                         f"{capacity!r}")
+    if cap > max(n, MIN_CAPACITY):  # DPSGLDConfig's own default (16) may exceed a small N: harmless
+        raise ValueError(
+            f"capacity must be at most max(N, {MIN_CAPACITY}) = {max(n, MIN_CAPACITY)} (N={n} records; a "
+            "buffer of records per chunk, whose per-example gradients every step allocates), got "
+            f"{capacity!r}"
+        )
     return DPSGLDConfig(n, q, c, sigma, _check_step_size(step_size), langevin, cap)
 
 
@@ -408,7 +443,7 @@ def init(position: Any) -> DPSGLDState:
       TypeError: a position that does not hold real numbers (strings, bools, complex).
       ValueError: a position that is not 1-D, not finite or beyond the float32 range.
     """
-    if isinstance(position, jax.Array):   # also a traced position (make_run): its values are not known here
+    if isinstance(position, jax.Array):  # also a traced position (make_run): its values are not known here
         if jnp.dtype(position.dtype).kind not in "iuf":
             raise TypeError(f"position must hold real numbers (not strings or bools), got dtype {position.dtype}")
         pos = position.astype(jnp.float32)
@@ -428,9 +463,15 @@ def init(position: Any) -> DPSGLDState:
 def _engine_config(model: DPSGLDModel, cfg: DPSGLDConfig) -> EngineConfig:
     # The DP-SGD engine's step computes sum_i clip(grad f(theta, x_i), C) + s C xi over an exact
     # Poisson sample; here f is the log-likelihood and s = 2 sigma (noise std 2 C sigma).
-    return EngineConfig(loss=model.log_likelihood, loss_needs_key=model.needs_key,
-                        num_records=cfg.num_records, num_params=model.num_params,
-                        sampling_rate=cfg.sampling_rate, capacity=cfg.capacity, sampling="packed")
+    return EngineConfig(
+        loss=model.log_likelihood,
+        loss_needs_key=model.needs_key,
+        num_records=cfg.num_records,
+        num_params=model.num_params,
+        sampling_rate=cfg.sampling_rate,
+        capacity=cfg.capacity,
+        sampling="packed",
+    )
 
 
 def _check_step_args(state: Any, model: DPSGLDModel, cfg: Any) -> None:
@@ -440,10 +481,19 @@ def _check_step_args(state: Any, model: DPSGLDModel, cfg: Any) -> None:
     if not isinstance(cfg, DPSGLDConfig):
         raise TypeError(f"cfg must be a DPSGLDConfig (build it with dp_sgld.config), got {type(cfg).__name__}")
     if not isinstance(cfg.step_size, StepSize):
-        raise TypeError("cfg.step_size must be a StepSize (dp_sgld.config makes one from a number), got "
-                        f"{type(cfg.step_size).__name__}")
-    config(num_records=cfg.num_records, sampling_rate=cfg.sampling_rate, clip=cfg.clip, noise_multiplier=0.0,
-           step_size=cfg.step_size, langevin=cfg.langevin, capacity=cfg.capacity)
+        raise TypeError(
+            "cfg.step_size must be a StepSize (dp_sgld.config makes one from a number), got "
+            f"{type(cfg.step_size).__name__}"
+        )
+    config(
+        num_records=cfg.num_records,
+        sampling_rate=cfg.sampling_rate,
+        clip=cfg.clip,
+        noise_multiplier=0.0,
+        step_size=cfg.step_size,
+        langevin=cfg.langevin,
+        capacity=cfg.capacity,
+    )
     sigma = cfg.noise_multiplier
     if not isinstance(sigma, jax.core.Tracer):
         s = np.asarray(sigma)
@@ -452,12 +502,15 @@ def _check_step_args(state: Any, model: DPSGLDModel, cfg: Any) -> None:
     if not isinstance(state, DPSGLDState):
         raise TypeError(f"state must be a DPSGLDState (dp_sgld.init(position)), got {type(state).__name__}")
     if jnp.shape(state.position) != (model.num_params,):
-        raise ValueError(f"state.position must have shape ({model.num_params},) for this model (model.num_params), "
-                         f"got {jnp.shape(state.position)}")
+        raise ValueError(
+            f"state.position must have shape ({model.num_params},) for this model (model.num_params), "
+            f"got {jnp.shape(state.position)}"
+        )
 
 
-def step(key: Any, state: DPSGLDState, data: Any, model: DPSGLDModel, cfg: DPSGLDConfig
-         ) -> tuple[DPSGLDState, DPSGLDInfo]:
+def step(
+    key: Any, state: DPSGLDState, data: Any, model: DPSGLDModel, cfg: DPSGLDConfig
+) -> tuple[DPSGLDState, DPSGLDInfo]:
     """One DP-SGLD step (pure; jit, scan or vmap it from outside).
 
     Privacy: Poisson sampling with rate ``cfg.sampling_rate``; per-example log-likelihood gradients
@@ -491,16 +544,24 @@ def step(key: Any, state: DPSGLDState, data: Any, model: DPSGLDModel, cfg: DPSGL
     eta = cfg.step_size(state.step)
     sigma = jnp.asarray(cfg.noise_multiplier, jnp.float32)
     q = jnp.float32(cfg.sampling_rate)
-    g_sum = noisy_gradient(_engine_config(model, cfg), (k_samp, k_lik, k_noise), theta, data,
-                           2.0 * sigma, jnp.float32(cfg.clip), jnp.ones((d,), jnp.float32))
+    g_sum = noisy_gradient(
+        _engine_config(model, cfg),
+        (k_samp, k_lik, k_noise),
+        theta,
+        data,
+        2.0 * sigma,
+        jnp.float32(cfg.clip),
+        jnp.ones((d,), jnp.float32),
+    )
     drift = jax.grad(model.log_prior)(theta) + g_sum / q
     v_dp = jnp.square(eta * jnp.float32(cfg.clip) * sigma / q)
     v_lang = eta if cfg.langevin == "add" else jnp.maximum(eta - v_dp, 0.0)
     zeta = jax.random.normal(k_lang, (d,), jnp.float32)
     new = theta + 0.5 * eta * drift + jnp.sqrt(v_lang) * zeta
     alpha = (v_dp + v_lang) / jnp.square(theta)
-    info = DPSGLDInfo(step_size=eta, noisy_gradient_sum=g_sum, dp_noise_variance=v_dp,
-                      langevin_variance=v_lang, dropout_alpha=alpha)
+    info = DPSGLDInfo(
+        step_size=eta, noisy_gradient_sum=g_sum, dp_noise_variance=v_dp, langevin_variance=v_lang, dropout_alpha=alpha
+    )
     return DPSGLDState(new, state.step + 1), info
 
 
@@ -541,21 +602,34 @@ def _jitted_run(model: DPSGLDModel, cfg: DPSGLDConfig, num_steps: int):
 # accounting
 
 
-def noise_multiplier_for(epsilon: float, delta: float, sampling_rate: float, num_steps: int,
-                         accountant: Literal["ac", "zcdp", "pld", "rdp"] = "pld", *,
-                         neighbouring: Literal["replace_one", "add_remove"] = "replace_one") -> float:
+def noise_multiplier_for(
+    epsilon: float,
+    delta: float,
+    sampling_rate: float,
+    num_steps: int,
+    accountant: Literal["ac", "zcdp", "pld", "rdp"] = "pld",
+    *,
+    neighbouring: Literal["replace_one", "add_remove"] = "replace_one",
+) -> float:
     """The smallest sigma (noise std / 2C) whose T-step DP-SGLD run is (epsilon, delta)-DP.
 
     Under the accountant of the user's choice: ``"ac"`` (DPD-AC), ``"zcdp"`` (DPD-zCDP),
     ``"pld"`` (tight, default), ``"rdp"`` (add/remove-one only). Conservative (never less noise than
     the target needs): :func:`dpposterior.privacy.calibrate_dpd_noise_multiplier`.
     """
-    return calibrate_dpd_noise_multiplier(epsilon, delta, sampling_rate, num_steps, accountant,
-                                          neighbouring=neighbouring)
+    return calibrate_dpd_noise_multiplier(
+        epsilon, delta, sampling_rate, num_steps, accountant, neighbouring=neighbouring
+    )
 
 
-def epsilons_for(noise_multiplier: float, delta: float, sampling_rate: float, num_steps: int, *,
-                 neighbouring: Literal["replace_one", "add_remove"] = "replace_one") -> dict[str, float | None]:
+def epsilons_for(
+    noise_multiplier: float,
+    delta: float,
+    sampling_rate: float,
+    num_steps: int,
+    *,
+    neighbouring: Literal["replace_one", "add_remove"] = "replace_one",
+) -> dict[str, float | None]:
     """The epsilon each accountant certifies for the same sigma: {"ac", "zcdp", "pld"[, "rdp"]}.
 
     None where an accountant gives no bound for these (valid) arguments: DPD-AC when the
@@ -568,8 +642,14 @@ def epsilons_for(noise_multiplier: float, delta: float, sampling_rate: float, nu
     return _epsilons_by_accountant(noise_multiplier, delta, sampling_rate, num_steps, neighbouring, {})
 
 
-def _epsilons_by_accountant(noise_multiplier: float, delta: float, sampling_rate: float, num_steps: int,
-                            neighbouring: str, known: dict[str, float]) -> dict[str, float | None]:
+def _epsilons_by_accountant(
+    noise_multiplier: float,
+    delta: float,
+    sampling_rate: float,
+    num_steps: int,
+    neighbouring: str,
+    known: dict[str, float],
+) -> dict[str, float | None]:
     """:func:`epsilons_for`, taking the accountants in ``known`` as already computed."""
     check_positive(noise_multiplier, "noise_multiplier")
     check_delta(delta)
@@ -585,9 +665,10 @@ def _epsilons_by_accountant(noise_multiplier: float, delta: float, sampling_rate
             out[acc] = known[acc]
             continue
         try:
-            out[acc] = dpd_epsilon(noise_multiplier, delta, sampling_rate, num_steps, acc,
-                                   neighbouring=neighbouring).epsilon
-        except ValueError:   # the arguments are valid (checked above): this accountant gives no bound
+            out[acc] = dpd_epsilon(
+                noise_multiplier, delta, sampling_rate, num_steps, acc, neighbouring=neighbouring
+            ).epsilon
+        except ValueError:  # the arguments are valid (checked above): this accountant gives no bound
             out[acc] = None
     return out
 
@@ -620,15 +701,17 @@ class DPSGLDResult:
 def _check_model(model: Any) -> DPSGLDModel:
     """A :class:`DPSGLDModel` whose fields have the documented types (a model may be built directly)."""
     if not isinstance(model, DPSGLDModel):
-        raise TypeError(f"model must be a DPSGLDModel (logistic_regression, mlp or your own), got "
-                        f"{type(model).__name__}")
+        raise TypeError(
+            f"model must be a DPSGLDModel (logistic_regression, mlp or your own), got {type(model).__name__}"
+        )
     for name in ("log_likelihood", "log_prior", "logit", "init"):
         if not callable(getattr(model, name)):
             raise TypeError(f"model.{name} must be callable, got {getattr(model, name)!r}")
     check_positive_int(model.num_params, "model.num_params")
     if not isinstance(model.needs_key, (bool, np.bool_)):
-        raise TypeError(f"model.needs_key must be True or False (whether log_likelihood takes a key), got "
-                        f"{model.needs_key!r}")
+        raise TypeError(
+            f"model.needs_key must be True or False (whether log_likelihood takes a key), got {model.needs_key!r}"
+        )
     if model.num_features is not None:
         check_positive_int(model.num_features, "model.num_features")
     return model
@@ -641,21 +724,29 @@ def _check_model_functions(model: DPSGLDModel, data: Any) -> None:
     message about the DP-SGD engine's "loss"."""
     theta = jax.ShapeDtypeStruct((model.num_params,), jnp.float32)
     record = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(jnp.shape(a)[1:], jnp.result_type(a)), data)
-    calls = (("log_prior(theta)", model.log_prior, (theta,)),
-             ("log_likelihood(theta, record, key)" if model.needs_key else "log_likelihood(theta, record)",
-              model.log_likelihood, (theta, record) + ((jax.random.key(0),) if model.needs_key else ())))
+    calls = (
+        ("log_prior(theta)", model.log_prior, (theta,)),
+        (
+            "log_likelihood(theta, record, key)" if model.needs_key else "log_likelihood(theta, record)",
+            model.log_likelihood,
+            (theta, record) + ((jax.random.key(0),) if model.needs_key else ()),
+        ),
+    )
     for what, fn, args in calls:
         try:
             out = jax.eval_shape(fn, *args)
         except Exception as e:  # noqa: BLE001 - the user's function failed on arguments of these shapes
             shapes = jax.tree_util.tree_map(lambda a: tuple(a.shape), args[:2])
-            raise ValueError(f"model.{what} failed for theta and one record of shapes {shapes}: "
-                             f"{type(e).__name__}: {e}") from e
+            raise ValueError(
+                f"model.{what} failed for theta and one record of shapes {shapes}: {type(e).__name__}: {e}"
+            ) from e
         shape, dtype = getattr(out, "shape", None), getattr(out, "dtype", None)
         if shape != () or not jnp.issubdtype(dtype, jnp.floating):
-            raise ValueError(f"model.{what} must return a real scalar (one value for the position"
-                             f"{'' if fn is model.log_prior else ' and the record'}; e.g. sum a per-coordinate log "
-                             f"density), got shape {shape} and dtype {dtype}")
+            raise ValueError(
+                f"model.{what} must return a real scalar (one value for the position"
+                f"{'' if fn is model.log_prior else ' and the record'}; e.g. sum a per-coordinate log "
+                f"density), got shape {shape} and dtype {dtype}"
+            )
 
 
 def _check_classifier_data(model: DPSGLDModel, data: tuple) -> None:
@@ -674,12 +765,24 @@ def _check_classifier_data(model: DPSGLDModel, data: tuple) -> None:
         raise ValueError("y must hold labels 0 or 1 (e.g. not -1/+1: the likelihood is y z - log(1 + e^z))")
 
 
-def run(model: DPSGLDModel, data: Any, *, num_steps: int, sampling_rate: float, clip: float,
-        step_size: Any, delta: float, noise_multiplier: float | None = None, epsilon: float | None = None,
-        accountant: Literal["ac", "zcdp", "pld", "rdp"] = "pld",
-        neighbouring: Literal["replace_one", "add_remove"] = "replace_one",
-        langevin: Literal["top_up", "add"] = "top_up", initial_position: Any = None,
-        rng_key: Any = None, secure: bool = False) -> DPSGLDResult:
+def run(
+    model: DPSGLDModel,
+    data: Any,
+    *,
+    num_steps: int,
+    sampling_rate: float,
+    clip: float,
+    step_size: Any,
+    delta: float,
+    noise_multiplier: float | None = None,
+    epsilon: float | None = None,
+    accountant: Literal["ac", "zcdp", "pld", "rdp"] = "pld",
+    neighbouring: Literal["replace_one", "add_remove"] = "replace_one",
+    langevin: Literal["top_up", "add"] = "top_up",
+    initial_position: Any = None,
+    rng_key: Any = None,
+    secure: bool = False,
+) -> DPSGLDResult:
     """Runs a DP-SGLD / DP dropout chain for ``num_steps`` steps and accounts the release.
 
     Privacy: each step includes every record independently with probability ``sampling_rate``
@@ -730,16 +833,18 @@ def run(model: DPSGLDModel, data: Any, *, num_steps: int, sampling_rate: float, 
     """
     model = _check_model(model)
     if not isinstance(data, (tuple, list)):
-        raise TypeError(f"data must be a tuple of arrays sharing the record axis, e.g. (X, y), got "
-                        f"{type(data).__name__}")
+        raise TypeError(
+            f"data must be a tuple of arrays sharing the record axis, e.g. (X, y), got {type(data).__name__}"
+        )
     data_j, n = _check_data(tuple(data))
     _check_classifier_data(model, tuple(data))
     _check_model_functions(model, data_j)
     t = check_positive_int(num_steps, "num_steps")
     # before the accountant; per step the run keeps the position, the noisy gradient sum and the dropout alpha
     # (d each) and three scalars of DPSGLDInfo
-    check_trace_memory(t, 3 * model.num_params + 3,
-                       "the chain and its info (position, noisy gradient sum and dropout alpha per step)")
+    check_trace_memory(
+        t, 3 * model.num_params + 3, "the chain and its info (position, noisy gradient sum and dropout alpha per step)"
+    )
     q = check_sampling_rate(sampling_rate)
     d = check_delta(delta)
     if accountant not in DPD_ACCOUNTANTS:
@@ -747,14 +852,20 @@ def run(model: DPSGLDModel, data: Any, *, num_steps: int, sampling_rate: float, 
     if neighbouring not in NEIGHBOURING_RELATIONS:
         raise ValueError(f"neighbouring must be one of {NEIGHBOURING_RELATIONS}, got {neighbouring!r}")
     if (noise_multiplier is None) == (epsilon is None):
-        raise ValueError("give exactly one of noise_multiplier (sigma) and epsilon (the total target), got "
-                         f"noise_multiplier={noise_multiplier!r}, epsilon={epsilon!r}")
-    sigma = (noise_multiplier_for(epsilon, d, q, t, accountant, neighbouring=neighbouring) if epsilon is not None
-             else check_positive(noise_multiplier, "noise_multiplier", allow_zero=True))
+        raise ValueError(
+            "give exactly one of noise_multiplier (sigma) and epsilon (the total target), got "
+            f"noise_multiplier={noise_multiplier!r}, epsilon={epsilon!r}"
+        )
+    sigma = (
+        noise_multiplier_for(epsilon, d, q, t, accountant, neighbouring=neighbouring)
+        if epsilon is not None
+        else check_positive(noise_multiplier, "noise_multiplier", allow_zero=True)
+    )
     if sigma > 0:
         check_float32_positive(sigma, "noise_multiplier")
-    cfg = config(num_records=n, sampling_rate=q, clip=clip, noise_multiplier=0.0, step_size=step_size,
-                 langevin=langevin)
+    cfg = config(
+        num_records=n, sampling_rate=q, clip=clip, noise_multiplier=0.0, step_size=step_size, langevin=langevin
+    )
     pos0 = np.asarray(model.init(jax.random.key(0)) if initial_position is None else initial_position)
     if pos0.dtype.kind not in "iuf":
         raise TypeError(f"initial_position must hold real numbers (not strings or bools), got dtype {pos0.dtype}")
@@ -765,9 +876,11 @@ def run(model: DPSGLDModel, data: Any, *, num_steps: int, sampling_rate: float, 
     if not np.all(np.isfinite(pos0)):
         raise ValueError("initial_position must be finite")
     if not np.isfinite(float(model.log_prior(jnp.asarray(pos0)))):
-        raise ValueError("model.log_prior is not finite at initial_position (outside the prior's support): start "
-                         "inside it; DP-SGLD moves theta over all of R^d, so give constrained parameters through "
-                         "an unconstrained transform (e.g. theta = log rate, adding the log-Jacobian to log_prior)")
+        raise ValueError(
+            "model.log_prior is not finite at initial_position (outside the prior's support): start "
+            "inside it; DP-SGLD moves theta over all of R^d, so give constrained parameters through "
+            "an unconstrained transform (e.g. theta = log rate, adding the log-Jacobian to log_prior)"
+        )
     raw_key, seeded_by = resolve_noise_source(rng_key, secure)
     key = os_key() if seeded_by == "secure" else jax.random.wrap_key_data(raw_key)
 
@@ -775,23 +888,35 @@ def run(model: DPSGLDModel, data: Any, *, num_steps: int, sampling_rate: float, 
         privacy = not_private(MECHANISM, reason="noise_multiplier=0: SGLD without privacy noise")
     else:
         rec = dpd_epsilon(sigma, d, q, t, accountant, neighbouring=neighbouring, seeded_by=seeded_by)
-        extra = (("clip", cfg.clip), ("step_size", tuple(cfg.step_size)), ("langevin", cfg.langevin),
-                 ("epsilon_by_accountant", tuple(_epsilons_by_accountant(
-                     sigma, d, q, t, neighbouring, {accountant: rec.epsilon}).items())),
-                 ("reference", "Ermis & Cemgil 2017"))
-        privacy = with_noise_tail(dataclasses.replace(rec, mechanism=MECHANISM, details=rec.details + extra),
-                                  t * int(np.size(pos0)))
+        extra = (
+            ("clip", cfg.clip),
+            ("step_size", tuple(cfg.step_size)),
+            ("langevin", cfg.langevin),
+            (
+                "epsilon_by_accountant",
+                tuple(_epsilons_by_accountant(sigma, d, q, t, neighbouring, {accountant: rec.epsilon}).items()),
+            ),
+            ("reference", "Ermis & Cemgil 2017"),
+        )
+        privacy = with_noise_tail(
+            dataclasses.replace(rec, mechanism=MECHANISM, details=rec.details + extra), t * int(np.size(pos0))
+        )
 
     samples, info = _jitted_run(model, cfg, t)(key, jnp.asarray(pos0), data_j, float32_at_least(sigma))
     samples = np.asarray(samples)
     info = DPSGLDInfo(*(np.asarray(x) for x in info))
     # the run's privacy is spent even when nothing is released: the refusals below say how much
-    spent = ("no privacy was spent (noise_multiplier=0)" if not privacy.is_private else
-             f"the run still spent epsilon={privacy.epsilon:.6g}, delta={privacy.delta:g} ({privacy.accountant}, "
-             f"{privacy.neighbouring})")
+    spent = (
+        "no privacy was spent (noise_multiplier=0)"
+        if not privacy.is_private
+        else f"the run still spent epsilon={privacy.epsilon:.6g}, delta={privacy.delta:g} ({privacy.accountant}, "
+        f"{privacy.neighbouring})"
+    )
     if not np.all(np.isfinite(samples)):
-        raise ValueError("the chain left the float32 range (non-finite samples): lower step_size, or raise the "
-                         f"prior precision; nothing was released; {spent}")
+        raise ValueError(
+            "the chain left the float32 range (non-finite samples): lower step_size, or raise the "
+            f"prior precision; nothing was released; {spent}"
+        )
     # post-processing of the (privatised) chain: the log prior never reads the data
     outside = ~np.isfinite(np.asarray(_log_prior_of_samples(model.log_prior)(jnp.asarray(samples))))
     if np.any(outside):
@@ -800,9 +925,16 @@ def run(model: DPSGLDModel, data: Any, *, num_steps: int, sampling_rate: float, 
             f"{int(np.argmax(outside)) + 1}): the chain left the prior's support (or diverged until the log "
             "prior overflowed: then lower step_size). DP-SGLD moves theta over all of "
             "R^d with no regard to constraints: give constrained parameters through an unconstrained transform "
-            f"(e.g. theta = log rate, adding the log-Jacobian to log_prior); nothing was released; {spent}")
-    return DPSGLDResult(samples=samples, info=info, privacy=privacy, noise_multiplier=float(sigma),
-                        config=cfg._replace(noise_multiplier=float(sigma)), model_name=model.name)
+            f"(e.g. theta = log rate, adding the log-Jacobian to log_prior); nothing was released; {spent}"
+        )
+    return DPSGLDResult(
+        samples=samples,
+        info=info,
+        privacy=privacy,
+        noise_multiplier=float(sigma),
+        config=cfg._replace(noise_multiplier=float(sigma)),
+        model_name=model.name,
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -831,8 +963,9 @@ def _logits_fn(model: DPSGLDModel):
     return jax.jit(jax.vmap(model.logit, in_axes=(0, None)))
 
 
-def _log_predictive(model: DPSGLDModel, samples: np.ndarray, x: Any, chunk: int = 256, rows: int = PREDICT_ROWS
-                    ) -> tuple[np.ndarray, np.ndarray]:
+def _log_predictive(
+    model: DPSGLDModel, samples: np.ndarray, x: Any, chunk: int = 256, rows: int = PREDICT_ROWS
+) -> tuple[np.ndarray, np.ndarray]:
     """(log p(y=1|x), log p(y=0|x)) averaged over ``samples`` (float64, stable), ``chunk`` samples by ``rows``
     inputs at a time (the logits of all samples and all inputs at once took 6.3 GB for 1e6 inputs)."""
     x = np.asarray(x)
@@ -840,32 +973,39 @@ def _log_predictive(model: DPSGLDModel, samples: np.ndarray, x: Any, chunk: int 
         raise TypeError(f"x must hold real numbers, got dtype {x.dtype}")
     if model.num_features is not None and (x.ndim != 2 or x.shape[1] != model.num_features):
         raise ValueError(f"x must have shape (n, {model.num_features}), got {x.shape}")
-    if x.ndim == 0:   # a custom model: any input shape, stacked on a leading axis of n inputs
+    if x.ndim == 0:  # a custom model: any input shape, stacked on a leading axis of n inputs
         raise ValueError("x must hold the n inputs on a leading axis (e.g. (n, p)), got a 0-d array")
     check_float32_array("x", x, private=True)
     if not np.all(np.isfinite(x)):
         raise ValueError("x must be finite: it contains NaN or inf")
     x = jnp.asarray(x, jnp.float32)
     try:
-        out = jax.eval_shape(model.logit, jax.ShapeDtypeStruct((model.num_params,), jnp.float32),
-                             jax.ShapeDtypeStruct(x.shape, jnp.float32))
+        out = jax.eval_shape(
+            model.logit,
+            jax.ShapeDtypeStruct((model.num_params,), jnp.float32),
+            jax.ShapeDtypeStruct(x.shape, jnp.float32),
+        )
     except Exception as e:  # noqa: BLE001 - the user's function failed on arguments of these shapes
-        raise ValueError(f"model.logit(theta, x) failed for theta of shape ({model.num_params},) and x of shape "
-                         f"{x.shape}: {type(e).__name__}: {e}") from e
+        raise ValueError(
+            f"model.logit(theta, x) failed for theta of shape ({model.num_params},) and x of shape "
+            f"{x.shape}: {type(e).__name__}: {e}"
+        ) from e
     if getattr(out, "shape", None) != (x.shape[0],) or not jnp.issubdtype(out.dtype, jnp.floating):
-        raise ValueError(f"model.logit(theta, x) must return the ({x.shape[0]},) real logits of the rows of x, got "
-                         f"shape {getattr(out, 'shape', None)} and dtype {getattr(out, 'dtype', None)}")
+        raise ValueError(
+            f"model.logit(theta, x) must return the ({x.shape[0]},) real logits of the rows of x, got "
+            f"shape {getattr(out, 'shape', None)} and dtype {getattr(out, 'dtype', None)}"
+        )
     logits_of = _logits_fn(model)
     log_s = math.log(samples.shape[0])
     out1, out0 = [], []
     # blocks of rows: each row's sum over the samples is the same whatever the block (the logits are per row)
     for r in range(0, max(x.shape[0], 1), rows):
-        xb = x[r:r + rows]
+        xb = x[r : r + rows]
         lse1 = lse0 = None
         for i in range(0, samples.shape[0], chunk):
-            z = np.asarray(logits_of(jnp.asarray(samples[i:i + chunk]), xb), np.float64)  # (s, rows)
-            l1 = np.logaddexp.reduce(-np.logaddexp(0.0, -z), axis=0)   # log sigmoid(z)
-            l0 = np.logaddexp.reduce(-np.logaddexp(0.0, z), axis=0)    # log sigmoid(-z)
+            z = np.asarray(logits_of(jnp.asarray(samples[i : i + chunk]), xb), np.float64)  # (s, rows)
+            l1 = np.logaddexp.reduce(-np.logaddexp(0.0, -z), axis=0)  # log sigmoid(z)
+            l0 = np.logaddexp.reduce(-np.logaddexp(0.0, z), axis=0)  # log sigmoid(-z)
             lse1 = l1 if lse1 is None else np.logaddexp(lse1, l1)
             lse0 = l0 if lse0 is None else np.logaddexp(lse0, l0)
         out1.append(lse1 - log_s)
@@ -873,8 +1013,7 @@ def _log_predictive(model: DPSGLDModel, samples: np.ndarray, x: Any, chunk: int 
     return np.concatenate(out1), np.concatenate(out0)
 
 
-def posterior_predictive(model: DPSGLDModel, samples: Any, x: Any, *, burn_in: int = 0, thin: int = 1
-                         ) -> np.ndarray:
+def posterior_predictive(model: DPSGLDModel, samples: Any, x: Any, *, burn_in: int = 0, thin: int = 1) -> np.ndarray:
     """P(y = 1 | x, D) ~ (1/S) sum_s sigmoid(logit(theta_s, x)) over the kept samples.
 
     The Monte Carlo posterior predictive of Ermis & Cemgil 2017 (first paragraph). Post-processing
@@ -905,8 +1044,9 @@ def posterior_predictive(model: DPSGLDModel, samples: Any, x: Any, *, burn_in: i
     return np.exp(lp1)
 
 
-def predictive_scores(model: DPSGLDModel, samples: Any, x: Any, y: Any, *, burn_in: int = 0, thin: int = 1
-                      ) -> dict[str, float]:
+def predictive_scores(
+    model: DPSGLDModel, samples: Any, x: Any, y: Any, *, burn_in: int = 0, thin: int = 1
+) -> dict[str, float]:
     """Accuracy and mean log predictive likelihood of the posterior predictive on labelled data.
 
     Privacy: the samples are a release, but these scores also read ``x`` and ``y`` and carry no guarantee

@@ -156,16 +156,28 @@ def _violations(du: Array, cm: Array, mask: Array) -> Array:
     return jnp.sum(mask & ~(jnp.abs(du) <= cm + tol)).astype(jnp.int32)
 
 
-def _full_log_ratio(energy_fn: Callable, data: Any, c: Array, theta: Array, theta_new: Array,
-                    m: Array) -> tuple[Array, Array]:
+def _full_log_ratio(
+    energy_fn: Callable, data: Any, c: Array, theta: Array, theta_new: Array, m: Array
+) -> tuple[Array, Array]:
     """(-sum_i (U_i(theta') - U_i(theta)), bound violations) over all records."""
     du = _energies(energy_fn, theta_new, data) - _energies(energy_fn, theta, data)
     return -jnp.sum(du), _violations(du, c * m, jnp.ones(du.shape, bool))
 
 
-def _tuna_log_ratio(key: Array, energy_fn: Callable, data: Any, c: Array, big_c: Array, lam: Array,
-                    theta: Array, theta_new: Array, m: Array, chunk: int, max_batch: int,
-                    active: Array = True) -> tuple[Array, Array, Array, Array]:
+def _tuna_log_ratio(
+    key: Array,
+    energy_fn: Callable,
+    data: Any,
+    c: Array,
+    big_c: Array,
+    lam: Array,
+    theta: Array,
+    theta_new: Array,
+    m: Array,
+    chunk: int,
+    max_batch: int,
+    active: Array = True,
+) -> tuple[Array, Array, Array, Array]:
     """TunaMH's minibatch log ratio (Zhang et al. 2020), exact for any batch size.
 
     The method: B ~ Poisson(lam + C M); B indices drawn with replacement with probability c_i / C;
@@ -191,7 +203,7 @@ def _tuna_log_ratio(key: Array, energy_fn: Callable, data: Any, c: Array, big_c:
     c_max = jnp.max(c)
     rate = lam + big_c * m
     mean = rate * (n * c_max / big_c)
-    drawable = mean < float(MAX_BATCH_LIMIT)   # False for NaN and inf
+    drawable = mean < float(MAX_BATCH_LIMIT)  # False for NaN and inf
     k_b, k_loop = jax.random.split(key)
     # threefry or OS-CSPRNG key (secure mode); the same draw as poisson(k_b, mean) where drawable
     drawn = poisson(k_b, jnp.where(active & drawable, mean, 0.0))
@@ -216,8 +228,12 @@ def _tuna_log_ratio(key: Array, energy_fn: Callable, data: Any, c: Array, big_c:
         rev = lam * ci + big_c * (ci * m - phi)
         keep = is_draw & (jax.random.uniform(k_keep, (chunk,)) * rate * ci < fwd)
         term = jnp.where(keep, jnp.log(jnp.where(keep, rev, 1.0)) - jnp.log(jnp.where(keep, fwd, 1.0)), 0.0)
-        return (i + 1, acc + jnp.sum(term), drawn + jnp.sum(is_draw).astype(jnp.int32),
-                viol + _violations(du, ci * m, is_draw))
+        return (
+            i + 1,
+            acc + jnp.sum(term),
+            drawn + jnp.sum(is_draw).astype(jnp.int32),
+            viol + _violations(du, ci * m, is_draw),
+        )
 
     init = (jnp.int32(0), jnp.float32(0.0), jnp.int32(0), jnp.int32(0))
     _, log_r, batch, viol = jax.lax.while_loop(cond, body, init)
@@ -229,7 +245,7 @@ class _Proposed(NamedTuple):
     in_box: Array
     m: Array
     log_prior_new: Array
-    base_log_ratio: Array   # log prior ratio + proposal log ratio (0 when out of the box)
+    base_log_ratio: Array  # log prior ratio + proposal log ratio (0 when out of the box)
 
 
 def _move(key: Array, theta: Array, model: EnergyModel, proposal: Proposal) -> tuple[Array, Array, Array]:
@@ -255,8 +271,17 @@ def _propose(key: Array, state: MHState, model: EnergyModel, proposal: Proposal)
     return _Proposed(theta_new, in_box, m, lp_new, base)
 
 
-def _decide(key: Array, state: MHState, p: _Proposed, log_r: Array, noise_std: Array, batch: Array,
-            full: Array, viol: Array, overflow: Array = False) -> tuple[MHState, MHInfo]:
+def _decide(
+    key: Array,
+    state: MHState,
+    p: _Proposed,
+    log_r: Array,
+    noise_std: Array,
+    batch: Array,
+    full: Array,
+    viol: Array,
+    overflow: Array = False,
+) -> tuple[MHState, MHInfo]:
     k_noise, k_u = jax.random.split(key)
     # the penalty's Gaussian noise N(0, noise_std^2) on the log ratio, drawn and added in float64
     # (privacy.noise: no gap in its support that a record could push the ratio into)
@@ -265,17 +290,35 @@ def _decide(key: Array, state: MHState, p: _Proposed, log_r: Array, noise_std: A
     return _decide_with(state, p, accept, noise_std, batch, full, viol, overflow)
 
 
-def _decide_with(state: MHState, p: _Proposed, accept: Array, noise_std: Array, batch: Array, full: Array,
-                 viol: Array, overflow: Array = False, clipped: Array = 0) -> tuple[MHState, MHInfo]:
+def _decide_with(
+    state: MHState,
+    p: _Proposed,
+    accept: Array,
+    noise_std: Array,
+    batch: Array,
+    full: Array,
+    viol: Array,
+    overflow: Array = False,
+    clipped: Array = 0,
+) -> tuple[MHState, MHInfo]:
     """The new state and the step's info, given the accept decision (a step whose minibatch
     exceeded the limit, ``overflow``, rejects: its test never ran)."""
     overflow = jnp.asarray(overflow, bool)
     accept = accept & ~overflow
-    new = MHState(position=jnp.where(accept, p.theta_new, state.position),
-                  log_prior=jnp.where(accept, p.log_prior_new, state.log_prior))
-    info = MHInfo(accepted=accept, proposal_in_box=p.in_box, batch_size=jnp.asarray(batch, jnp.int32),
-                  used_full_batch=jnp.asarray(full, bool), noise_std=jnp.asarray(noise_std, jnp.float32),
-                  bound_violations=viol, clipped_ratios=jnp.asarray(clipped, jnp.int32), batch_overflow=overflow)
+    new = MHState(
+        position=jnp.where(accept, p.theta_new, state.position),
+        log_prior=jnp.where(accept, p.log_prior_new, state.log_prior),
+    )
+    info = MHInfo(
+        accepted=accept,
+        proposal_in_box=p.in_box,
+        batch_size=jnp.asarray(batch, jnp.int32),
+        used_full_batch=jnp.asarray(full, bool),
+        noise_std=jnp.asarray(noise_std, jnp.float32),
+        bound_violations=viol,
+        clipped_ratios=jnp.asarray(clipped, jnp.int32),
+        batch_overflow=overflow,
+    )
     return new, info
 
 
@@ -306,12 +349,16 @@ def check_model_outputs(model: EnergyModel, dim: int) -> None:
     """
     theta = jax.ShapeDtypeStruct((dim,), jnp.float32)
     record = jax.tree.map(lambda a: jax.ShapeDtypeStruct(jnp.shape(a)[1:], jnp.result_type(a)), model.data)
-    for name, out in (("log_prior_fn", jax.eval_shape(model.log_prior_fn, theta)),
-                      ("energy_fn", jax.eval_shape(model.energy_fn, theta, record))):
+    for name, out in (
+        ("log_prior_fn", jax.eval_shape(model.log_prior_fn, theta)),
+        ("energy_fn", jax.eval_shape(model.energy_fn, theta, record)),
+    ):
         shape = getattr(out, "shape", None)
         if shape != ():
-            raise ValueError(f"{name} must return a scalar for a position of shape ({dim},), got "
-                             f"{'shape ' + str(shape) if shape is not None else type(out).__name__}")
+            raise ValueError(
+                f"{name} must return a scalar for a position of shape ({dim},), got "
+                f"{'shape ' + str(shape) if shape is not None else type(out).__name__}"
+            )
 
 
 def init_states(model: EnergyModel, positions: Any) -> MHState:
@@ -324,8 +371,9 @@ def init_states(model: EnergyModel, positions: Any) -> MHState:
     return MHState(position=theta, log_prior=jnp.asarray(lp, jnp.float32))
 
 
-def _make_init(model: EnergyModel, check_start: Callable[[np.ndarray], None] | None = None
-               ) -> Callable[[Array], MHState]:
+def _make_init(
+    model: EnergyModel, check_start: Callable[[np.ndarray], None] | None = None
+) -> Callable[[Array], MHState]:
     def init(position: Array) -> MHState:
         pos = np.asarray(position)
         if pos.ndim != 1:
@@ -343,14 +391,27 @@ def _make_init(model: EnergyModel, check_start: Callable[[np.ndarray], None] | N
     return init
 
 
-def make_kernel(model: EnergyModel, step_on_data: Callable[..., Any], method: str, config: Any,
-                check_start: Callable[[np.ndarray], None] | None = None) -> Kernel:
+def make_kernel(
+    model: EnergyModel,
+    step_on_data: Callable[..., Any],
+    method: str,
+    config: Any,
+    check_start: Callable[[np.ndarray], None] | None = None,
+) -> Kernel:
     """The :class:`Kernel` of ``step_on_data`` on ``model``: ``step`` closes over the model's data and bounds."""
+
     def step(key, state):
         return step_on_data(key, state, model.data, model.bound_constants)
 
-    return Kernel(init=_make_init(model, check_start), step=step, step_on_data=step_on_data, method=method,
-                  config=config, model=model, check_start=check_start)
+    return Kernel(
+        init=_make_init(model, check_start),
+        step=step,
+        step_on_data=step_on_data,
+        method=method,
+        config=config,
+        model=model,
+        check_start=check_start,
+    )
 
 
 def _check_proposal(proposal: Any) -> Proposal:
@@ -364,8 +425,9 @@ def _refuse_unused_privacy(private: bool, **given: Any) -> None:
     if not private:
         named = [k for k, v in given.items() if v is not None]
         if named:
-            raise ValueError(f"private=False adds no noise, so {', '.join(named)} would be ignored: pass None (or "
-                             "private=True)")
+            raise ValueError(
+                f"private=False adds no noise, so {', '.join(named)} would be ignored: pass None (or private=True)"
+            )
 
 
 def _max_batch(max_batch: Any, n: int) -> int:
@@ -374,20 +436,29 @@ def _max_batch(max_batch: Any, n: int) -> int:
         return min(max(MAX_BATCH_PER_RECORD * n, MAX_BATCH_FLOOR), MAX_BATCH_LIMIT)
     v = check_positive_int(max_batch, "max_batch")
     if v > MAX_BATCH_LIMIT:
-        raise ValueError(f"max_batch must be an integer in [1, 2^30 = {MAX_BATCH_LIMIT}] (records evaluated by one "
-                         f"minibatch test, counted in int32), got {max_batch!r}")
+        raise ValueError(
+            f"max_batch must be an integer in [1, 2^30 = {MAX_BATCH_LIMIT}] (records evaluated by one "
+            f"minibatch test, counted in int32), got {max_batch!r}"
+        )
     return v
 
 
-_SCALE_ADVICE = ("the proposal's step or the bounds are far beyond the posterior's scale: rescale the data (centre "
-                 "and scale them with public constants) so that the bound constants c_i are small, take a smaller "
-                 "proposal step (e.g. random_walk(scale) near the posterior's standard deviation), or tighten the "
-                 "box and the bound constants")
+_SCALE_ADVICE = (
+    "the proposal's step or the bounds are far beyond the posterior's scale: rescale the data (centre "
+    "and scale them with public constants) so that the bound constants c_i are small, take a smaller "
+    "proposal step (e.g. random_walk(scale) near the posterior's standard deviation), or tighten the "
+    "box and the bound constants"
+)
 
 
-def _batch_check_start(model: EnergyModel, proposal: Proposal, method: str, max_batch: int,
-                       lam_of: Callable[[np.ndarray], np.ndarray],
-                       batch_cap: float | None) -> Callable[[np.ndarray], None]:
+def _batch_check_start(
+    model: EnergyModel,
+    proposal: Proposal,
+    method: str,
+    max_batch: int,
+    lam_of: Callable[[np.ndarray], np.ndarray],
+    batch_cap: float | None,
+) -> Callable[[np.ndarray], None]:
     """The pre-run check of TunaMH / DP-Fast MH (``Kernel.check_start``).
 
     From each initial position, PREFLIGHT_DRAWS proposals (a fixed key; the proposal reads no data, and
@@ -403,11 +474,11 @@ def _batch_check_start(model: EnergyModel, proposal: Proposal, method: str, max_
     def check_start(positions: np.ndarray) -> None:
         theta = jnp.asarray(positions, jnp.float32)
         keys = jax.random.split(jax.random.key(0), PREFLIGHT_DRAWS)
-        m = np.asarray(moves(keys, theta), np.float64)          # (num_chains, draws)
+        m = np.asarray(moves(keys, theta), np.float64)  # (num_chains, draws)
         with np.errstate(over="ignore", invalid="ignore"):
             rate = lam_of(m) + big_c * m
             records = rate * per_draw
-            if batch_cap is not None:   # DP-Fast MH: the full-batch branch evaluates N records, never more
+            if batch_cap is not None:  # DP-Fast MH: the full-batch branch evaluates N records, never more
                 records = np.where(rate < batch_cap, records, 0.0)
             records = np.where(np.isnan(m), np.inf, records)
         typical = np.median(records, axis=1)
@@ -417,8 +488,12 @@ def _batch_check_start(model: EnergyModel, proposal: Proposal, method: str, max_
         m_med = float(np.median(m[j]))
         lam_med = float(np.median(lam_of(m[j])))
         where = f"initial position {j}" if theta.shape[0] > 1 else "the initial position"
-        cap = (f"; batch_cap K = {batch_cap:.4g} lets the minibatch branch run up to lambda + C M = K, so a smaller "
-               "K also helps" if batch_cap is not None else "")
+        cap = (
+            f"; batch_cap K = {batch_cap:.4g} lets the minibatch branch run up to lambda + C M = K, so a smaller "
+            "K also helps"
+            if batch_cap is not None
+            else ""
+        )
         raise BatchLimitError(
             f"{method}: from {where} the typical step (median of {PREFLIGHT_DRAWS} proposals) would evaluate "
             f"{typical[j]:.4g} records in its minibatch test, above max_batch = {max_batch}. The test draws "
@@ -426,7 +501,8 @@ def _batch_check_start(model: EnergyModel, proposal: Proposal, method: str, max_
             f"C = {big_c:.4g} (sum of the bound constants, N = {n}), proposal step M = {m_med:.4g} (median "
             f"distance M(theta, theta')) and lambda = {lam_med:.4g}: {_SCALE_ADVICE}{cap}. A batch is never "
             "truncated (that would change the chain and its privacy); if so large a batch is intended, raise "
-            f"max_batch (at most 2^30)")
+            f"max_batch (at most 2^30)"
+        )
 
     return check_start
 
@@ -452,8 +528,15 @@ class TunaMHConfig:
     max_batch: int
 
 
-def tuna_mh_kernel(model: EnergyModel, proposal: Proposal, *, chi: float = DEFAULT_CHI,
-                   lam: float | None = None, chunk: int = DEFAULT_CHUNK, max_batch: int | None = None) -> Kernel:
+def tuna_mh_kernel(
+    model: EnergyModel,
+    proposal: Proposal,
+    *,
+    chi: float = DEFAULT_CHI,
+    lam: float | None = None,
+    chunk: int = DEFAULT_CHUNK,
+    max_batch: int | None = None,
+) -> Kernel:
     """TunaMH: exact minibatch Metropolis-Hastings (Zhang, Cooper & De Sa 2020). NOT PRIVATE.
 
     Each step draws B ~ Poisson(lambda + C M(theta, theta')) records with probability c_i / C and
@@ -497,12 +580,13 @@ def tuna_mh_kernel(model: EnergyModel, proposal: Proposal, *, chi: float = DEFAU
         p = _propose(k_prop, state, model, proposal)
         big_c = jnp.sum(c)
         lam_v = chi * (big_c * p.m) ** 2 if lam_c is None else jnp.float32(lam_c)
-        log_r, batch, viol, over = _tuna_log_ratio(k_batch, model.energy_fn, data, c, big_c, lam_v, state.position,
-                                                   p.theta_new, p.m, chunk, mb)
+        log_r, batch, viol, over = _tuna_log_ratio(
+            k_batch, model.energy_fn, data, c, big_c, lam_v, state.position, p.theta_new, p.m, chunk, mb
+        )
         return _decide(k_acc, state, p, log_r, jnp.float32(0.0), batch, False, viol, over)
 
     big_c = model.total_bound
-    lam_of = ((lambda m: chi * (big_c * m) ** 2) if lam_c is None else (lambda m: np.full(np.shape(m), lam_c)))
+    lam_of = (lambda m: chi * (big_c * m) ** 2) if lam_c is None else (lambda m: np.full(np.shape(m), lam_c))
     check_start = _batch_check_start(model, proposal, "tuna_mh", mb, lam_of, None)
     return make_kernel(model, step_on_data, "tuna_mh", config, check_start)
 
@@ -524,9 +608,18 @@ class FastMHConfig:
     max_batch: int
 
 
-def dp_fast_mh_kernel(model: EnergyModel, proposal: Proposal, *, epsilon: float | None, delta: float | None,
-                      batch_cap: float, lam: float = 10.0, private: bool = True,
-                      chunk: int = DEFAULT_CHUNK, max_batch: int | None = None) -> Kernel:
+def dp_fast_mh_kernel(
+    model: EnergyModel,
+    proposal: Proposal,
+    *,
+    epsilon: float | None,
+    delta: float | None,
+    batch_cap: float,
+    lam: float = 10.0,
+    private: bool = True,
+    chunk: int = DEFAULT_CHUNK,
+    max_batch: int | None = None,
+) -> Kernel:
     """DP-Fast MH (Zhang, Zhang & De Sa, "DP-Fast MH", 2023, Algorithm 2 and Theorem 2).
 
     Each step proposes theta'. If lambda + C M < K (minibatch branch): TunaMH's minibatch log ratio
@@ -579,10 +672,10 @@ def dp_fast_mh_kernel(model: EnergyModel, proposal: Proposal, *, epsilon: float 
     if private:
         if epsilon is None or delta is None:
             raise ValueError("epsilon and delta (per iteration) are required when private=True")
-        constants = dp_fast_mh_constants(epsilon, delta, total_bound=model.total_bound, max_bound=model.max_bound,
-                                         batch_cap=k, lam=lam)
-    config = FastMHConfig(private=bool(private), constants=constants, lam=lam, batch_cap=k, chunk=chunk,
-                          max_batch=mb)
+        constants = dp_fast_mh_constants(
+            epsilon, delta, total_bound=model.total_bound, max_bound=model.max_bound, batch_cap=k, lam=lam
+        )
+    config = FastMHConfig(private=bool(private), constants=constants, lam=lam, batch_cap=k, chunk=chunk, max_batch=mb)
     eps = float(epsilon) if private else 0.0
     dlt = float(delta) if private else 0.0
     sigma2 = constants.sigma2 if private else 0.0
@@ -596,8 +689,20 @@ def dp_fast_mh_kernel(model: EnergyModel, proposal: Proposal, *, epsilon: float 
 
         def mini(_):
             # active=minibatch: under vmap lax.cond runs both branches; a full-batch lane does no minibatch work
-            log_r, batch, viol, over = _tuna_log_ratio(k_batch, model.energy_fn, data, c, big_c, jnp.float32(lam),
-                                                       state.position, p.theta_new, p.m, chunk, mb, minibatch)
+            log_r, batch, viol, over = _tuna_log_ratio(
+                k_batch,
+                model.energy_fn,
+                data,
+                c,
+                big_c,
+                jnp.float32(lam),
+                state.position,
+                p.theta_new,
+                p.m,
+                chunk,
+                mb,
+                minibatch,
+            )
             if not private:
                 return log_r, jnp.float32(0.0), batch, viol, over
             d1 = 2.0 * jnp.log1p(big_c * p.m / lam)
@@ -634,9 +739,15 @@ class PenaltyConfig:
     delta: float | None
 
 
-def penalty_kernel(model: EnergyModel, proposal: Proposal, *, epsilon: float | None = None,
-                   delta: float | None = None, noise_multiplier: float | None = None,
-                   private: bool = True) -> Kernel:
+def penalty_kernel(
+    model: EnergyModel,
+    proposal: Proposal,
+    *,
+    epsilon: float | None = None,
+    delta: float | None = None,
+    noise_multiplier: float | None = None,
+    private: bool = True,
+) -> Kernel:
     """The penalty algorithm (Yildirim & Ermis 2019), the full-batch DP MH baseline of Zhang, Zhang & De Sa 2023.
 
     Each step computes the full-data log ratio sum_i (U_i(theta) - U_i(theta')), adds
@@ -674,10 +785,13 @@ def penalty_kernel(model: EnergyModel, proposal: Proposal, *, epsilon: float | N
             raise ValueError("private=True needs per-iteration epsilon and delta, or a noise_multiplier")
         else:
             sigma = classic_noise_multiplier(epsilon, delta)
-        check_float32_positive(sigma, "noise_multiplier")   # the step computes in float32
-    config = PenaltyConfig(private=bool(private), noise_multiplier=sigma if private else None,
-                           epsilon=None if epsilon is None else float(epsilon),
-                           delta=None if delta is None else float(delta))
+        check_float32_positive(sigma, "noise_multiplier")  # the step computes in float32
+    config = PenaltyConfig(
+        private=bool(private),
+        noise_multiplier=sigma if private else None,
+        epsilon=None if epsilon is None else float(epsilon),
+        delta=None if delta is None else float(delta),
+    )
 
     def step_on_data(key, state, data, c):
         k_prop, k_acc = jax.random.split(key)

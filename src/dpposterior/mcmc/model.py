@@ -66,9 +66,11 @@ class EnergyModel:
 
 
 def _check_array(name: str, a: Any) -> np.ndarray:
-    if np.ma.is_masked(a):   # np.asarray would drop the mask and use the values under it
-        raise ValueError(f"{name} is a masked array with {int(np.ma.count_masked(a))} masked value(s); the mask "
-                         "would be ignored and the values under it used: remove or impute them first")
+    if np.ma.is_masked(a):  # np.asarray would drop the mask and use the values under it
+        raise ValueError(
+            f"{name} is a masked array with {int(np.ma.count_masked(a))} masked value(s); the mask "
+            "would be ignored and the values under it used: remove or impute them first"
+        )
     arr = np.asarray(a)
     if arr.dtype.kind not in "biuf":
         raise TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}")
@@ -78,10 +80,15 @@ def _check_array(name: str, a: Any) -> np.ndarray:
     return arr
 
 
-def energy_model(energy_fn: Callable[[Array, Any], Array], data: Any, *,
-                 log_prior_fn: Callable[[Array], Array], bound_constants: Any,
-                 box: tuple[Any, Any] | None = None,
-                 distance_fn: Callable[[Array, Array], Array] | None = None) -> EnergyModel:
+def energy_model(
+    energy_fn: Callable[[Array, Any], Array],
+    data: Any,
+    *,
+    log_prior_fn: Callable[[Array], Array],
+    bound_constants: Any,
+    box: tuple[Any, Any] | None = None,
+    distance_fn: Callable[[Array, Array], Array] | None = None,
+) -> EnergyModel:
     """Validates and packs a model given as per-record energies for the minibatch MH samplers.
 
     Args:
@@ -130,8 +137,10 @@ def energy_model(energy_fn: Callable[[Array, Any], Array], data: Any, *,
     if c.shape != (n,):
         raise ValueError(f"bound_constants must have shape (num_records,) = ({n},), got {c.shape}")
     if np.any(c < 0) or not np.sum(c) > 0:
-        raise ValueError("bound_constants must all be >= 0 with a positive sum (they bound |U_i(theta) - "
-                         "U_i(theta')| / M(theta, theta'))")
+        raise ValueError(
+            "bound_constants must all be >= 0 with a positive sum (they bound |U_i(theta) - "
+            "U_i(theta')| / M(theta, theta'))"
+        )
     lower = upper = None
     if box is not None:
         try:
@@ -152,13 +161,22 @@ def energy_model(energy_fn: Callable[[Array, Any], Array], data: Any, *,
         for name, v in (("lower", lower), ("upper", upper)):
             big = np.isfinite(v) & (np.abs(v) > FLOAT32_MAX)
             if big.any():
-                raise ValueError(f"box {name} bound must be +-inf or lie within the float32 range |x| <= "
-                                 f"{FLOAT32_MAX:.4g} (the samplers run in float32), got {v[big][0]!r}")
+                raise ValueError(
+                    f"box {name} bound must be +-inf or lie within the float32 range |x| <= "
+                    f"{FLOAT32_MAX:.4g} (the samplers run in float32), got {v[big][0]!r}"
+                )
         lower, upper = jnp.asarray(lower, jnp.float32), jnp.asarray(upper, jnp.float32)
     data_j = jax.tree.map(jnp.asarray, data)
-    return EnergyModel(energy_fn=energy_fn, log_prior_fn=log_prior_fn, data=data_j,
-                       bound_constants=jnp.asarray(c, jnp.float32), lower=lower, upper=upper,
-                       distance_fn=distance_fn or euclidean_distance, num_records=int(n))
+    return EnergyModel(
+        energy_fn=energy_fn,
+        log_prior_fn=log_prior_fn,
+        data=data_j,
+        bound_constants=jnp.asarray(c, jnp.float32),
+        lower=lower,
+        upper=upper,
+        distance_fn=distance_fn or euclidean_distance,
+        num_records=int(n),
+    )
 
 
 class Proposal(NamedTuple):
@@ -199,9 +217,11 @@ def random_walk(scale: Any) -> Proposal:
     s_j = jnp.asarray(s, jnp.float32)
 
     def sample(key: Array, theta: Array) -> Array:
-        if s_j.ndim == 1 and jnp.shape(theta) != s_j.shape:   # static shapes: checked when traced
-            raise ValueError(f"random_walk scale has {s_j.shape[0]} entries but the position has shape "
-                             f"{jnp.shape(theta)}: give one scale per coordinate, or a single number")
+        if s_j.ndim == 1 and jnp.shape(theta) != s_j.shape:  # static shapes: checked when traced
+            raise ValueError(
+                f"random_walk scale has {s_j.shape[0]} entries but the position has shape "
+                f"{jnp.shape(theta)}: give one scale per coordinate, or a single number"
+            )
         return theta + s_j * jax.random.normal(key, jnp.shape(theta), jnp.result_type(theta))
 
     return Proposal(sample=sample, log_ratio=None)
@@ -226,16 +246,18 @@ def logistic_bound_constants(features: Any, temperature: float = 1.0) -> np.ndar
       ValueError: features not of shape (num_records, num_features), not finite or beyond the
         float32 range; a temperature <= 0; bounds that overflow float32.
     """
-    f = _check_array("features", features).astype(np.float64)   # real, finite, within float32
+    f = _check_array("features", features).astype(np.float64)  # real, finite, within float32
     if f.ndim != 2:
         raise ValueError(f"features must have shape (num_records, num_features), got {f.shape}")
     t = check_positive(temperature, "temperature")
-    with np.errstate(over="ignore"):   # an overflow is reported below, naming temperature
+    with np.errstate(over="ignore"):  # an overflow is reported below, naming temperature
         c = np.linalg.norm(f, axis=1) / t if f.size else np.zeros(f.shape[0])
     if not np.all(c <= FLOAT32_MAX):
-        raise ValueError(f"the bounds ||x_i|| / temperature leave the float32 range the samplers run in (largest "
-                         f"||x_i|| = {float(np.max(np.linalg.norm(f, axis=1))):.4g}, temperature={temperature!r}): "
-                         "raise temperature or rescale the features")
+        raise ValueError(
+            f"the bounds ||x_i|| / temperature leave the float32 range the samplers run in (largest "
+            f"||x_i|| = {float(np.max(np.linalg.norm(f, axis=1))):.4g}, temperature={temperature!r}): "
+            "raise temperature or rescale the features"
+        )
     return c
 
 
@@ -290,10 +312,15 @@ def _lower_dimensional(support: Any, shape: tuple[int, ...]) -> tuple[int, int] 
     return (free, size) if free < size else None
 
 
-def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants: Any,
-                         box: tuple[Any, Any] | None = None, temperature: float = 1.0,
-                         distance_fn: Callable[[Array, Array], Array] | None = None,
-                         model_kwargs: dict | None = None) -> EnergyModel:
+def numpyro_energy_model(
+    model: Callable[..., Any],
+    *data: Any,
+    bound_constants: Any,
+    box: tuple[Any, Any] | None = None,
+    temperature: float = 1.0,
+    distance_fn: Callable[[Array, Array], Array] | None = None,
+    model_kwargs: dict | None = None,
+) -> EnergyModel:
     """An :class:`EnergyModel` from a NumPyro model with a plate over records.
 
     The model is called as ``model(*data, **model_kwargs)``; every positional argument must be an
@@ -344,7 +371,9 @@ def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants:
     arrays = tuple(jnp.asarray(_check_array("data", a)) for a in data)
     lengths = {a.shape[0] if a.ndim else None for a in arrays}
     if None in lengths or len(lengths) != 1:
-        raise ValueError(f"every data argument must share a leading record axis; got shapes {[a.shape for a in arrays]}")
+        raise ValueError(
+            f"every data argument must share a leading record axis; got shapes {[a.shape for a in arrays]}"
+        )
     n = lengths.pop()
     t = check_positive(temperature, "temperature")
     check_observed_support(model, arrays, kwargs, fitter="numpyro_energy_model")
@@ -355,18 +384,24 @@ def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants:
     # Each energy evaluates the model on a batch of one record: the plate over the records must follow
     # the data to size 1 there (a plate fixed at N would broadcast the record N times).
     tr1 = handlers.trace(handlers.seed(model, 0)).get_trace(*(a[:1] for a in arrays), **kwargs)
-    record_plates = sized_n if n == 1 else {
-        name for name in sized_n if name in tr1 and tr1[name]["type"] == "plate" and tr1[name]["args"][0] == 1}
+    record_plates = (
+        sized_n
+        if n == 1
+        else {name for name in sized_n if name in tr1 and tr1[name]["type"] == "plate" and tr1[name]["args"][0] == 1}
+    )
     if not record_plates:
-        raise ValueError(f"the model's plate(s) {sorted(sized_n)} of size N = {n} keep that size when the model is "
-                         "given one record: the plate over the records must take its size from the data (e.g. "
-                         "numpyro.plate('data', x.shape[0])), because each record's energy is evaluated on a "
-                         "batch of one record (a plate fixed at N counts that record N times)")
+        raise ValueError(
+            f"the model's plate(s) {sorted(sized_n)} of size N = {n} keep that size when the model is "
+            "given one record: the plate over the records must take its size from the data (e.g. "
+            "numpyro.plate('data', x.shape[0])), because each record's energy is evaluated on a "
+            "batch of one record (a plate fixed at N counts that record N times)"
+        )
     # the record's values changed (bools flipped, numbers + 1): a prior that reads the first record (e.g.
     # centred at x[0]) is the same on that record alone and on all N, but moves with its value
     try:
         tr1_shift = handlers.trace(handlers.seed(model, 0)).get_trace(
-            *(~a[:1] if a.dtype == jnp.bool_ else a[:1] + jnp.asarray(1, a.dtype) for a in arrays), **kwargs)
+            *(~a[:1] if a.dtype == jnp.bool_ else a[:1] + jnp.asarray(1, a.dtype) for a in arrays), **kwargs
+        )
     except Exception:  # noqa: BLE001 - the model refuses other values there: cannot tell, leave that check
         tr1_shift = None
     latent, observed, prior_factors = [], [], []
@@ -378,13 +413,16 @@ def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants:
         prior_factor = s["is_observed"] and not in_plate and isinstance(_unwrapped(s["fn"]), Unit)
         if s["is_observed"] and not prior_factor:
             if not in_plate:
-                raise ValueError(f"observed site {name!r} is outside the plate over records {sorted(record_plates)}: "
-                                 "every observation must be drawn inside it, one record at a time")
+                raise ValueError(
+                    f"observed site {name!r} is outside the plate over records {sorted(record_plates)}: "
+                    "every observation must be drawn inside it, one record at a time"
+                )
             observed.append(name)
         else:
             if in_plate:
-                raise ValueError(f"latent site {name!r} is inside the plate over records: local latent variables "
-                                 "are not supported")
+                raise ValueError(
+                    f"latent site {name!r} is inside the plate over records: local latent variables are not supported"
+                )
             if not prior_factor:
                 support = s["fn"].support
                 while isinstance(support, constraints.independent):
@@ -392,17 +430,23 @@ def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants:
                 low_dim = _lower_dimensional(s["fn"].support, tuple(jnp.shape(s["value"])))
                 if low_dim is not None:
                     free, size = low_dim
-                    what = (f"a set of lower dimension ({free} free coordinates in its {size} values)" if free
-                            else "a set NumPyro has no bijection for")
+                    what = (
+                        f"a set of lower dimension ({free} free coordinates in its {size} values)"
+                        if free
+                        else "a set NumPyro has no bijection for"
+                    )
                     raise ValueError(
                         f"latent site {name!r} has support {s['fn'].support}, {what}: no box lies inside it, and the "
                         "samplers move theta (the sites' own values) by proposals checked against a box only. "
                         "Supported: latent sites whose support is full-dimensional (real, positive, an interval, "
                         "an ordered vector, ...). Reparametrise, e.g. a Dirichlet(alpha) vector as g / g.sum() of "
-                        "g ~ Gamma(alpha, 1) with numpyro.deterministic")
+                        "g ~ Gamma(alpha, 1) with numpyro.deterministic"
+                    )
                 if support is not constraints.real and box is None:
-                    raise ValueError(f"latent site {name!r} has support {s['fn'].support}: give a box inside it "
-                                     "(box=(lower, upper), one entry per coordinate of theta)")
+                    raise ValueError(
+                        f"latent site {name!r} has support {s['fn'].support}: give a box inside it "
+                        "(box=(lower, upper), one entry per coordinate of theta)"
+                    )
             # the log prior is evaluated on the first record only: a prior that reads the data (e.g. centred
             # at x.mean()) would silently use that one record's values, outside every privacy guarantee
             lp_all = np.asarray(s["fn"].log_prob(s["value"]), np.float64)
@@ -410,21 +454,33 @@ def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants:
                 if probe is None:
                     continue
                 one = probe.get(name)
-                lp_one = (None if one is None or one["type"] != "sample"
-                          else np.asarray(one["fn"].log_prob(s["value"]), np.float64))
-                if (lp_one is None or lp_one.shape != lp_all.shape
-                        or not np.allclose(lp_one, lp_all, rtol=1e-5, atol=1e-6)):
+                lp_one = (
+                    None
+                    if one is None or one["type"] != "sample"
+                    else np.asarray(one["fn"].log_prob(s["value"]), np.float64)
+                )
+                if (
+                    lp_one is None
+                    or lp_one.shape != lp_all.shape
+                    or not np.allclose(lp_one, lp_all, rtol=1e-5, atol=1e-6)
+                ):
                     kind = "numpyro.factor" if prior_factor else "prior of latent site"
-                    raise ValueError(f"the {kind} {name!r} changes with the data (its density differs "
-                                     f"when the model is given {given}): a prior must not read the records or their "
-                                     "number (e.g. be centred at x.mean() or x[0]); give it fixed parameters (pass a "
-                                     "public N as a number)"
-                                     + ("; a factor of the likelihood goes inside the plate over records, one "
-                                        "record's term at a time" if prior_factor else ""))
+                    raise ValueError(
+                        f"the {kind} {name!r} changes with the data (its density differs "
+                        f"when the model is given {given}): a prior must not read the records or their "
+                        "number (e.g. be centred at x.mean() or x[0]); give it fixed parameters (pass a "
+                        "public N as a number)"
+                        + (
+                            "; a factor of the likelihood goes inside the plate over records, one "
+                            "record's term at a time"
+                            if prior_factor
+                            else ""
+                        )
+                    )
             (prior_factors if prior_factor else latent).append(name)
     if not observed:
         raise ValueError("the model has no observed site inside the plate over records")
-    for name in observed:   # on one record, each observed site must hold that record's values only
+    for name in observed:  # on one record, each observed site must hold that record's values only
         site = tr1.get(name)
         if site is None or site["type"] != "sample":
             raise ValueError(f"observed site {name!r} is missing when the model is given one record")
@@ -435,7 +491,8 @@ def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants:
                     f"observed site {name!r} has {lp_shape[f.dim]} values along the plate over records when the "
                     "model is given one record: its observations do not come from the positional data arguments "
                     "(e.g. they were passed through model_kwargs or a global); pass every per-record array as a "
-                    "positional argument, so that each record's energy uses that record's values only")
+                    "positional argument, so that each record's energy uses that record's values only"
+                )
     if not latent:
         raise ValueError("the model has no latent sample site (theta)")
     shapes = [tuple(jnp.shape(tr[name]["value"])) for name in latent]
@@ -443,7 +500,7 @@ def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants:
     offsets = np.cumsum([0] + sizes)
 
     def unflatten(theta: Array) -> dict:
-        return {name: jnp.reshape(theta[offsets[k]:offsets[k + 1]], shapes[k]) for k, name in enumerate(latent)}
+        return {name: jnp.reshape(theta[offsets[k] : offsets[k + 1]], shapes[k]) for k, name in enumerate(latent)}
 
     def _trace(theta: Array, args: tuple) -> dict:
         sub = handlers.substitute(handlers.seed(model, 0), data=unflatten(theta))
@@ -453,16 +510,18 @@ def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants:
         # the latent sites do not depend on the records: evaluate on the first record only
         trace = _trace(theta, tuple(a[:1] for a in arrays))
         # -inf outside a site's support, whatever NumPyro's validate_args says: the MH test then rejects there
-        return (sum(_prior_term(trace[name]) for name in latent)
-                + sum(_site_log_prob(trace[name]) for name in prior_factors))
+        return sum(_prior_term(trace[name]) for name in latent) + sum(
+            _site_log_prob(trace[name]) for name in prior_factors
+        )
 
     def energy_fn(theta: Array, record: Any) -> Array:
         args = tuple(jnp.expand_dims(r, 0) for r in record)
         trace = _trace(theta, args)
         return -sum(_site_log_prob(trace[name]) for name in observed) / t
 
-    em = energy_model(energy_fn, arrays, log_prior_fn=log_prior_fn, bound_constants=bound_constants, box=box,
-                      distance_fn=distance_fn)
+    em = energy_model(
+        energy_fn, arrays, log_prior_fn=log_prior_fn, bound_constants=bound_constants, box=box, distance_fn=distance_fn
+    )
     # each energy sees its own record only: a likelihood that reads the other records or their number (e.g.
     # Normal(w * (x - x.mean()), 1)) would be silently another model. At the trace's latent values, the
     # records' energies must add up to the model's log likelihood on all N records.
@@ -470,26 +529,33 @@ def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants:
     per_record = np.asarray(jax.vmap(energy_fn, in_axes=(None, 0))(theta0, arrays), np.float64)
     whole = float(-sum(_site_log_prob(tr[name]) for name in observed) / t)
     total = float(np.sum(per_record))
-    if (np.isfinite(total) and np.isfinite(whole)
-            and abs(total - whole) > 1e-4 * float(np.sum(np.abs(per_record))) + 1e-3):
+    if (
+        np.isfinite(total)
+        and np.isfinite(whole)
+        and abs(total - whole) > 1e-4 * float(np.sum(np.abs(per_record))) + 1e-3
+    ):
         raise ValueError(
             f"the records' energies, each evaluated on its record alone, do not add up to the model's log "
             f"likelihood on all {n} records (at a draw of {latent} from the prior): the likelihood of a record reads "
             "the other records or their number (e.g. x - x.mean(), a scale from x.shape[0], a subsampled plate); "
             "standardise the data with public constants before the model, so that each record's likelihood depends "
-            "on that record only")
+            "on that record only"
+        )
     if em.lower is not None:
         dim = int(offsets[-1])
         if em.lower.shape != (dim,):
-            raise ValueError(f"box bounds must have one entry per coordinate of theta ({dim}: the latent sites "
-                             f"{latent} flattened), got shape {em.lower.shape}")
+            raise ValueError(
+                f"box bounds must have one entry per coordinate of theta ({dim}: the latent sites "
+                f"{latent} flattened), got shape {em.lower.shape}"
+            )
         lo = np.where(np.isfinite(em.lower), np.asarray(em.lower, np.float64), -FLOAT32_MAX)
         hi = np.where(np.isfinite(em.upper), np.asarray(em.upper, np.float64), FLOAT32_MAX)
-        inset = 1e-6 * (hi - lo)   # points just inside the box: a box may end on an open bound (0 for positive)
+        inset = 1e-6 * (hi - lo)  # points just inside the box: a box may end on an open bound (0 for positive)
         for k, name in enumerate(latent):
             support = tr[name]["fn"].support
-            if support is constraints.real or (isinstance(support, constraints.independent)
-                                               and support.base_constraint is constraints.real):
+            if support is constraints.real or (
+                isinstance(support, constraints.independent) and support.base_constraint is constraints.real
+            ):
                 continue
             sl = slice(offsets[k], offsets[k + 1])
             corners = [jnp.reshape(jnp.asarray(v[sl], jnp.float32), shapes[k]) for v in (lo + inset, hi - inset)]
@@ -499,11 +565,17 @@ def numpyro_energy_model(model: Callable[..., Any], *data: Any, bound_constants:
                 # holds [4, 2]): the box lies inside the ordered vectors iff upper_i < lower_{i+1} throughout
                 inside = inside and bool(np.all(corners[1][..., :-1] < corners[0][..., 1:]))
             if not inside:
-                ordered = ("; for an ordered vector every upper bound must lie below the next coordinate's lower bound"
-                           if isinstance(support, (type(constraints.ordered_vector),
-                                                   type(constraints.positive_ordered_vector))) else "")
-                raise ValueError(f"the box must lie inside the support of latent site {name!r} ({support}), got lower "
-                                 f"{np.asarray(em.lower)[sl].tolist()} and upper {np.asarray(em.upper)[sl].tolist()} for "
-                                 "its coordinates: outside it the prior and likelihood are not defined (NumPyro "
-                                 f"evaluates them there without checks inside the compiled chain){ordered}")
+                ordered = (
+                    "; for an ordered vector every upper bound must lie below the next coordinate's lower bound"
+                    if isinstance(
+                        support, (type(constraints.ordered_vector), type(constraints.positive_ordered_vector))
+                    )
+                    else ""
+                )
+                raise ValueError(
+                    f"the box must lie inside the support of latent site {name!r} ({support}), got lower "
+                    f"{np.asarray(em.lower)[sl].tolist()} and upper {np.asarray(em.upper)[sl].tolist()} for "
+                    "its coordinates: outside it the prior and likelihood are not defined (NumPyro "
+                    f"evaluates them there without checks inside the compiled chain){ordered}"
+                )
     return em

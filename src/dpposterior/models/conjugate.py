@@ -41,8 +41,7 @@ def _num(x, num_records):
     return num_records
 
 
-def gamma_exponential(x=None, *, num_records: int | None = None, prior_shape: float = 8.0,
-                      prior_rate: float = 2.0):
+def gamma_exponential(x=None, *, num_records: int | None = None, prior_shape: float = 8.0, prior_rate: float = 2.0):
     """theta ~ Gamma(8, rate 2) (unconstrained by softplus); x_i | theta ~ Exponential(rate theta)."""
     theta = numpyro.sample("theta", SoftplusGamma(prior_shape, prior_rate))
     with numpyro.plate("records", _num(x, num_records)):

@@ -82,8 +82,9 @@ class ModelSpec:
 def _prior_predictive(model: Callable, observed: str, **kwargs: Any):
     def simulate(key: jax.Array, num_records: int):
         tr = handlers.trace(handlers.seed(model, key)).get_trace(None, num_records=num_records, **kwargs)
-        theta = {k: s["value"] for k, s in tr.items()
-                 if s["type"] == "sample" and not s["is_observed"] and k != observed}
+        theta = {
+            k: s["value"] for k, s in tr.items() if s["type"] == "sample" and not s["is_observed"] and k != observed
+        }
         return theta, (tr[observed]["value"],)
 
     return simulate
@@ -99,8 +100,7 @@ def _simulate_linear_regression(key: jax.Array, num_records: int, num_features: 
 
 def _simulate_logistic_regression(key: jax.Array, num_records: int, num_features: int = 10):
     kx, km = jax.random.split(key)
-    X = jnp.concatenate([jax.random.normal(kx, (num_records, num_features - 1)),
-                         jnp.ones((num_records, 1))], axis=1)
+    X = jnp.concatenate([jax.random.normal(kx, (num_records, num_features - 1)), jnp.ones((num_records, 1))], axis=1)
     tr = handlers.trace(handlers.seed(logistic_regression, km)).get_trace(X, None)
     return {"w": tr["w"]["value"]}, (X, tr["y"]["value"])
 
@@ -109,19 +109,33 @@ def _simulate_logistic_regression(key: jax.Array, num_records: int, num_features
 _LOG_SOFTPLUS_M4 = float(jnp.log(jnp.log1p(jnp.exp(-4.0))))
 
 MODELS: dict[str, ModelSpec] = {
-    "gamma-exponential": ModelSpec("gamma-exponential", gamma_exponential,
-                                   _prior_predictive(gamma_exponential, "x"), clip=2.0, beta_rho=100.0),
-    "beta-bernoulli": ModelSpec("beta-bernoulli", beta_bernoulli,
-                                _prior_predictive(beta_bernoulli, "x"), clip=2.0, beta_rho=120.0),
-    "dirichlet-categorical": ModelSpec("dirichlet-categorical", dirichlet_categorical,
-                                       _prior_predictive(dirichlet_categorical, "x"), clip=2.0,
-                                       beta_rho=30.0),
-    "linear-regression": ModelSpec("linear-regression", linear_regression, _simulate_linear_regression,
-                                   clip=260.0, beta_rho=1500.0, lr_scale=4.0,
-                                   mean_lr_factors=(("sigma2", 1.0 / 28.0),),
-                                   init_loc=(("w", 1.0), ("sigma2", _LOG_SOFTPLUS_M4)), init_rho=-6.0),
-    "logistic-regression": ModelSpec("logistic-regression", logistic_regression,
-                                     _simulate_logistic_regression, clip=2.0, beta_rho=100.0),
+    "gamma-exponential": ModelSpec(
+        "gamma-exponential", gamma_exponential, _prior_predictive(gamma_exponential, "x"), clip=2.0, beta_rho=100.0
+    ),
+    "beta-bernoulli": ModelSpec(
+        "beta-bernoulli", beta_bernoulli, _prior_predictive(beta_bernoulli, "x"), clip=2.0, beta_rho=120.0
+    ),
+    "dirichlet-categorical": ModelSpec(
+        "dirichlet-categorical",
+        dirichlet_categorical,
+        _prior_predictive(dirichlet_categorical, "x"),
+        clip=2.0,
+        beta_rho=30.0,
+    ),
+    "linear-regression": ModelSpec(
+        "linear-regression",
+        linear_regression,
+        _simulate_linear_regression,
+        clip=260.0,
+        beta_rho=1500.0,
+        lr_scale=4.0,
+        mean_lr_factors=(("sigma2", 1.0 / 28.0),),
+        init_loc=(("w", 1.0), ("sigma2", _LOG_SOFTPLUS_M4)),
+        init_rho=-6.0,
+    ),
+    "logistic-regression": ModelSpec(
+        "logistic-regression", logistic_regression, _simulate_logistic_regression, clip=2.0, beta_rho=100.0
+    ),
 }
 
 
@@ -140,8 +154,10 @@ def get_model(name: str) -> ModelSpec:
     """Looks up a model by its name: one of the papers' (:data:`BUILTIN_MODELS`) or one registered with
     :func:`register_model`."""
     if name not in MODELS:
-        raise ValueError(f"unknown model {name!r}; available: {sorted(MODELS)} (register a model of your own "
-                         "with dpposterior.models.register_model)")
+        raise ValueError(
+            f"unknown model {name!r}; available: {sorted(MODELS)} (register a model of your own "
+            "with dpposterior.models.register_model)"
+        )
     return MODELS[name]
 
 
@@ -216,8 +232,10 @@ def register_model(spec: ModelSpec, *, replace: bool = False) -> ModelSpec:
     if not isinstance(name, str) or not name or not all(c.isalnum() or c in "-_" for c in name):
         raise ValueError(f"model name must be a non-empty string of letters, digits, '-' and '_', got {name!r}")
     if name in BUILTIN_MODELS:
-        raise ValueError(f"model name {name!r} is one of the package's models, which cannot be replaced "
-                         f"({', '.join(BUILTIN_MODELS)}); choose another name")
+        raise ValueError(
+            f"model name {name!r} is one of the package's models, which cannot be replaced "
+            f"({', '.join(BUILTIN_MODELS)}); choose another name"
+        )
     if not isinstance(replace, bool):
         raise TypeError(f"replace must be a bool, got {replace!r}")
     if name in MODELS and not replace:
@@ -228,29 +246,38 @@ def register_model(spec: ModelSpec, *, replace: bool = False) -> ModelSpec:
     for field in ("clip", "beta_rho", "lr_scale"):
         check_positive(getattr(spec, field), f"spec.{field}")
     factors = spec.mean_lr_factors
-    if isinstance(factors, str) or not isinstance(factors, tuple) or not all(
-            isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in factors):
+    if (
+        isinstance(factors, str)
+        or not isinstance(factors, tuple)
+        or not all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in factors)
+    ):
         raise TypeError(f"spec.mean_lr_factors must be a tuple of (site name, factor) pairs, got {factors!r}")
     for site, factor in factors:
         check_positive(factor, f"spec.mean_lr_factors factor of site {site!r}")
     init = spec.init_loc
-    if isinstance(init, str) or not isinstance(init, tuple) or not all(
-            isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in init):
+    if (
+        isinstance(init, str)
+        or not isinstance(init, tuple)
+        or not all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in init)
+    ):
         raise TypeError(f"spec.init_loc must be a tuple of (site name, value) pairs, got {init!r}")
     from .._checks import check_real
 
     import math
 
     for what, value in [(f"spec.init_loc value of site {site!r}", v) for site, v in init] + (
-            [] if spec.init_rho is None else [("spec.init_rho", spec.init_rho)]):
+        [] if spec.init_rho is None else [("spec.init_rho", spec.init_rho)]
+    ):
         if not math.isfinite(check_real(what, value)):
             raise ValueError(f"{what} must be a finite number (an unconstrained initial value), got {value!r}")
     layout = _check_simulator(spec)
     for field, pairs in (("mean_lr_factors", factors), ("init_loc", init)):
         unknown = sorted({site for site, _ in pairs} - set(layout.names))
         if unknown:
-            raise ValueError(f"spec.{field} names {unknown}, which are not latent sites of the model; its "
-                             f"latent sites are {sorted(layout.names)}")
+            raise ValueError(
+                f"spec.{field} names {unknown}, which are not latent sites of the model; its "
+                f"latent sites are {sorted(layout.names)}"
+            )
     MODELS[name] = spec
     models_changed()
     return spec
@@ -268,24 +295,33 @@ def _check_simulator(spec: ModelSpec):
     try:
         out = jax.eval_shape(lambda k: spec.simulate(k, n), jax.random.PRNGKey(0))
     except Exception as e:  # noqa: BLE001 - the user's simulator failed: say so with its error
-        raise ValueError(f"{what} failed on a trial call simulate(jax.random.PRNGKey(0), {n}) traced by "
-                         f"jax.eval_shape ({type(e).__name__}: {e}); it must be pure JAX (jittable and "
-                         "vmappable) and return (theta dict, data tuple)") from e
+        raise ValueError(
+            f"{what} failed on a trial call simulate(jax.random.PRNGKey(0), {n}) traced by "
+            f"jax.eval_shape ({type(e).__name__}: {e}); it must be pure JAX (jittable and "
+            "vmappable) and return (theta dict, data tuple)"
+        ) from e
     if not isinstance(out, tuple) or len(out) != 2:
-        raise ValueError(f"{what} must return a pair (theta: dict of latent values, data: tuple of arrays), got "
-                         f"{type(out).__name__}{'' if not isinstance(out, tuple) else f' of length {len(out)}'}")
+        raise ValueError(
+            f"{what} must return a pair (theta: dict of latent values, data: tuple of arrays), got "
+            f"{type(out).__name__}{'' if not isinstance(out, tuple) else f' of length {len(out)}'}"
+        )
     theta, data = out
     if not isinstance(theta, dict) or not theta:
-        raise ValueError(f"{what} must return theta as a non-empty dict of latent site values, got "
-                         f"{type(theta).__name__}")
+        raise ValueError(
+            f"{what} must return theta as a non-empty dict of latent site values, got {type(theta).__name__}"
+        )
     if not isinstance(data, tuple) or not data:
-        raise ValueError(f"{what} must return data as a non-empty tuple of arrays (the model's positional "
-                         f"arguments), got {type(data).__name__}")
+        raise ValueError(
+            f"{what} must return data as a non-empty tuple of arrays (the model's positional "
+            f"arguments), got {type(data).__name__}"
+        )
     for i, a in enumerate(data):
         shape = getattr(a, "shape", None)
         if not isinstance(a, jax.ShapeDtypeStruct) or len(shape) == 0 or shape[0] != n:
-            raise ValueError(f"{what}: data[{i}] must be an array with a leading axis of num_records = {n} "
-                             f"(one row per record), got {shape if shape is not None else type(a).__name__}")
+            raise ValueError(
+                f"{what}: data[{i}] must be an array with a leading axis of num_records = {n} "
+                f"(one row per record), got {shape if shape is not None else type(a).__name__}"
+            )
     for k, v in theta.items():
         if not isinstance(v, jax.ShapeDtypeStruct):
             raise ValueError(f"{what}: theta[{k!r}] must be an array, got {type(v).__name__}")
@@ -296,17 +332,23 @@ def _check_simulator(spec: ModelSpec):
         raise ValueError(f"model {spec.name!r} cannot run under dpvi on the data its simulator returns: {e}") from e
     sites = {s.name: s for s in layout.sites}
     if set(theta) != set(sites):
-        raise ValueError(f"{what} returns theta with keys {sorted(theta)}, but the model's latent sites are "
-                         f"{sorted(sites)}: theta must hold exactly one value per latent site")
+        raise ValueError(
+            f"{what} returns theta with keys {sorted(theta)}, but the model's latent sites are "
+            f"{sorted(sites)}: theta must hold exactly one value per latent site"
+        )
     for k, v in theta.items():
         if tuple(v.shape) != tuple(sites[k].shape):
-            raise ValueError(f"{what}: theta[{k!r}] has shape {tuple(v.shape)}, but the model's latent site "
-                             f"{k!r} has shape {tuple(sites[k].shape)}")
+            raise ValueError(
+                f"{what}: theta[{k!r}] has shape {tuple(v.shape)}, but the model's latent site "
+                f"{k!r} has shape {tuple(sites[k].shape)}"
+            )
         if np.dtype(v.dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
             # the true value is what every replicate's coverage is measured against: an integer or
             # half-precision value is a rounded truth, silently (an int32 mu of -1.566 was -1)
-            raise ValueError(f"{what}: theta[{k!r}] has dtype {np.dtype(v.dtype).name}, but the true value of a "
-                             "latent site must be float32 or float64 (the coverage check compares the posterior "
-                             "with it, so an integer or half-precision value would be a rounded truth); return "
-                             "the value the data were drawn from, in float32")
+            raise ValueError(
+                f"{what}: theta[{k!r}] has dtype {np.dtype(v.dtype).name}, but the true value of a "
+                "latent site must be float32 or float64 (the coverage check compares the posterior "
+                "with it, so an integer or half-precision value would be a rounded truth); return "
+                "the value the data were drawn from, in float32"
+            )
     return layout

@@ -9,8 +9,15 @@ import numpyro
 import numpyro.distributions as dist
 
 
-def linear_regression(X, y=None, *, prior_shape: float = 20.0, prior_scale: float = 0.5,
-                      weight_scale: float = 4.0, fit_intercept: bool = True):
+def linear_regression(
+    X,
+    y=None,
+    *,
+    prior_shape: float = 20.0,
+    prior_scale: float = 0.5,
+    weight_scale: float = 4.0,
+    fit_intercept: bool = True,
+):
     """sigma2 ~ InvGamma(20, 0.5); w ~ N(0, 4 sigma2 I); y_i ~ N(w . [x_i, 1], sigma2).
 
     The 10-D experiment of the paper: X (N, 10) with x ~ N(0, I), 11 weights (10 + bias).

@@ -38,9 +38,9 @@ from . import model as M
 from .model import TracePriors
 from .stats import TraceStats
 
-STAGE1_WIDTH = 32.0   # stage 1 spans this many prior sds / slope standard errors on each side
-S_PRIOR_WIDTH = 6.0   # and s up to this many s_scale (HalfNormal tail 2e-9),
-S_LIK_WIDTH = 3.0     # but at most this many times the residual sd bound sqrt(v_hat) (likelihood tail)
+STAGE1_WIDTH = 32.0  # stage 1 spans this many prior sds / slope standard errors on each side
+S_PRIOR_WIDTH = 6.0  # and s up to this many s_scale (HalfNormal tail 2e-9),
+S_LIK_WIDTH = 3.0  # but at most this many times the residual sd bound sqrt(v_hat) (likelihood tail)
 MARGIN_CELLS = 2
 
 
@@ -116,9 +116,18 @@ def _expand(tree, k):
 
 
 @partial(jax.jit, static_argnames=("subsampling_noise", "num_points", "num_points_s", "num_stages", "tail"))
-def grid_posterior(stats: TraceStats, priors: TracePriors, noise_sd, sampling_rate, *,
-                   subsampling_noise: bool = False, num_points: int = 256, num_points_s: int = 48,
-                   num_stages: int = 3, tail: float = 1e-7) -> GridPosterior:
+def grid_posterior(
+    stats: TraceStats,
+    priors: TracePriors,
+    noise_sd,
+    sampling_rate,
+    *,
+    subsampling_noise: bool = False,
+    num_points: int = 256,
+    num_points_s: int = 48,
+    num_stages: int = 3,
+    tail: float = 1e-7,
+) -> GridPosterior:
     """Grids p(h[, s] | trace) per coordinate, with phi* integrated out exactly.
 
     Args:
@@ -151,16 +160,18 @@ def grid_posterior(stats: TraceStats, priors: TracePriors, noise_sd, sampling_ra
         s_lo = jnp.zeros(shape, dtype)
         # s^2 <= v_hat - v0 (10 standard errors) under the likelihood; a box of 6 s_scale alone cannot be
         # resolved by the stages when s is far below s_scale (e.g. s_scale = 1, sigma C / beta = 1e-4)
-        s_hi = jnp.broadcast_to(jnp.minimum(jnp.maximum(S_PRIOR_WIDTH * priors.s_scale, s_lik),
-                                            S_LIK_WIDTH * jnp.sqrt(v_hat)), shape)
+        s_hi = jnp.broadcast_to(
+            jnp.minimum(jnp.maximum(S_PRIOR_WIDTH * priors.s_scale, s_lik), S_LIK_WIDTH * jnp.sqrt(v_hat)), shape
+        )
         v_hi = jnp.square(noise_sd) + jnp.square(s_hi)
     else:
         s_lo = s_hi = jnp.zeros(shape, dtype)
         v_hi = jnp.square(noise_sd)
     se_a = jnp.sqrt(v_hi / stats.phi_ss) / q
     h_lo = jnp.broadcast_to(priors.h_loc - STAGE1_WIDTH * priors.h_scale, shape)
-    a_hi = jnp.maximum(jax.nn.softplus(priors.h_loc + STAGE1_WIDTH * priors.h_scale),
-                       jnp.abs(b) / q + STAGE1_WIDTH * se_a)
+    a_hi = jnp.maximum(
+        jax.nn.softplus(priors.h_loc + STAGE1_WIDTH * priors.h_scale), jnp.abs(b) / q + STAGE1_WIDTH * se_a
+    )
     h_hi = jnp.broadcast_to(M.softplus_inverse(a_hi), shape)
 
     st, pr, ns = _expand(stats, 2), _expand(priors, 2), _expand(noise_sd, 2)
@@ -196,11 +207,22 @@ def grid_posterior(stats: TraceStats, priors: TracePriors, noise_sd, sampling_ra
     edge_mass = edge if num_stages == 1 else stage1_edge
     h_lo, _, s_lo, _ = box
     offset, var = M.conditional_phi_star(st, pr, ns, q, hs[..., :, None], ss[..., None, :])
-    return GridPosterior(h_lo=h_lo, h_width=dh, s_lo=s_lo, s_width=ds, log_weights=lw - log_z[..., None, None],
-                         phi_offset=offset, phi_var=var,
-                         log_evidence=log_z + jnp.reshape(const, log_z.shape), edge_mass=edge_mass,
-                         max_cell_mass=jnp.max(w, axis=(-2, -1)), stats=stats, priors=priors,
-                         noise_sd=noise_sd, sampling_rate=q)
+    return GridPosterior(
+        h_lo=h_lo,
+        h_width=dh,
+        s_lo=s_lo,
+        s_width=ds,
+        log_weights=lw - log_z[..., None, None],
+        phi_offset=offset,
+        phi_var=var,
+        log_evidence=log_z + jnp.reshape(const, log_z.shape),
+        edge_mass=edge_mass,
+        max_cell_mass=jnp.max(w, axis=(-2, -1)),
+        stats=stats,
+        priors=priors,
+        noise_sd=noise_sd,
+        sampling_rate=q,
+    )
 
 
 def grid_sample(grid: GridPosterior, key: jax.Array, num_samples: int) -> dict[str, jax.Array]:
@@ -223,7 +245,7 @@ def grid_sample(grid: GridPosterior, key: jax.Array, num_samples: int) -> dict[s
     upper = jnp.take_along_axis(cdf, idx, axis=1)
     lower = jnp.where(idx > 0, jnp.take_along_axis(cdf, jnp.maximum(idx - 1, 0), axis=1), 0.0)
     frac = jnp.clip((u - lower) / jnp.maximum(upper - lower, jnp.finfo(dt).tiny), 0.0, 1.0).T
-    idx = idx.T                                                      # (num_samples, d)
+    idx = idx.T  # (num_samples, d)
     ih, is_ = idx // gs, idx % gs
     h = grid.h_lo + (ih + frac) * grid.h_width
     if gs > 1:
@@ -241,12 +263,23 @@ def grid_sample_phi_star(grid: GridPosterior, key: jax.Array, num_samples: int) 
     return grid_sample(grid, key, num_samples)["phi_star"]
 
 
-@partial(jax.jit, static_argnames=("num_samples", "subsampling_noise", "num_points", "num_points_s", "num_stages",
-                                   "tail"))
-def grid_phi_star_sampler(stats: TraceStats, noise_sd, sampling_rate, key: jax.Array, num_samples: int, *,
-                          priors: TracePriors | None = None, subsampling_noise: bool = False,
-                          num_points: int = 256, num_points_s: int = 48, num_stages: int = 3,
-                          tail: float = 1e-7) -> jax.Array:
+@partial(
+    jax.jit, static_argnames=("num_samples", "subsampling_noise", "num_points", "num_points_s", "num_stages", "tail")
+)
+def grid_phi_star_sampler(
+    stats: TraceStats,
+    noise_sd,
+    sampling_rate,
+    key: jax.Array,
+    num_samples: int,
+    *,
+    priors: TracePriors | None = None,
+    subsampling_noise: bool = False,
+    num_points: int = 256,
+    num_points_s: int = 48,
+    num_stages: int = 3,
+    tail: float = 1e-7,
+) -> jax.Array:
     """Pure function: (num_samples, d) posterior draws of phi* straight from the statistics.
 
     The trace-based priors are used unless ``priors`` is given. Under ``jax.vmap`` (over stats,
@@ -255,8 +288,17 @@ def grid_phi_star_sampler(stats: TraceStats, noise_sd, sampling_rate, key: jax.A
     """
     if priors is None:
         priors = M.trace_priors(stats, noise_sd, sampling_rate)
-    grid = grid_posterior(stats, priors, noise_sd, sampling_rate, subsampling_noise=subsampling_noise,
-                          num_points=num_points, num_points_s=num_points_s, num_stages=num_stages, tail=tail)
+    grid = grid_posterior(
+        stats,
+        priors,
+        noise_sd,
+        sampling_rate,
+        subsampling_noise=subsampling_noise,
+        num_points=num_points,
+        num_points_s=num_points_s,
+        num_stages=num_stages,
+        tail=tail,
+    )
     return grid_sample(grid, key, num_samples)["phi_star"]
 
 
@@ -281,15 +323,34 @@ def grid_h_moments(grid: GridPosterior) -> tuple[jax.Array, jax.Array]:
 
 
 @partial(jax.jit, static_argnames=("subsampling_noise", "num_points", "num_points_s", "num_stages", "tail"))
-def phi_star_moments(stats: TraceStats, noise_sd, sampling_rate, *, priors: TracePriors | None = None,
-                     subsampling_noise: bool = False, num_points: int = 256, num_points_s: int = 48,
-                     num_stages: int = 3, tail: float = 1e-7) -> tuple[jax.Array, jax.Array]:
+def phi_star_moments(
+    stats: TraceStats,
+    noise_sd,
+    sampling_rate,
+    *,
+    priors: TracePriors | None = None,
+    subsampling_noise: bool = False,
+    num_points: int = 256,
+    num_points_s: int = 48,
+    num_stages: int = 3,
+    tail: float = 1e-7,
+) -> tuple[jax.Array, jax.Array]:
     """Pure function: per-coordinate posterior mean and sd of phi* (grid solver) from the statistics."""
     if priors is None:
         priors = M.trace_priors(stats, noise_sd, sampling_rate)
-    return grid_phi_star_moments(grid_posterior(stats, priors, noise_sd, sampling_rate,
-                                                subsampling_noise=subsampling_noise, num_points=num_points,
-                                                num_points_s=num_points_s, num_stages=num_stages, tail=tail))
+    return grid_phi_star_moments(
+        grid_posterior(
+            stats,
+            priors,
+            noise_sd,
+            sampling_rate,
+            subsampling_noise=subsampling_noise,
+            num_points=num_points,
+            num_points_s=num_points_s,
+            num_stages=num_stages,
+            tail=tail,
+        )
+    )
 
 
 @partial(jax.jit, static_argnames=("num_iterations",))

@@ -65,8 +65,9 @@ class Identifiability(NamedTuple):
     prior_only: np.ndarray
 
 
-def identifiability(stats: Any, noise_sd: Any, sampling_rate: float, learning_rate: Any,
-                    slope_z: float = SLOPE_Z) -> Identifiability:
+def identifiability(
+    stats: Any, noise_sd: Any, sampling_rate: float, learning_rate: Any, slope_z: float = SLOPE_Z
+) -> Identifiability:
     """The release-only identifiability rule (module docstring) from a trace's statistics.
 
     Args:
@@ -94,8 +95,15 @@ def identifiability(stats: Any, noise_sd: Any, sampling_rate: float, learning_ra
     window = np.broadcast_to(count, sxx.shape)
     fails = ~(tau <= window)
     n = sxx.shape[-1] // 2
-    return Identifiability(slope=slope, slope_se=se, slope_z=z, relaxation_steps=tau, window=np.asarray(window),
-                           coordinate_fails=fails, prior_only=fails[..., :n])
+    return Identifiability(
+        slope=slope,
+        slope_se=se,
+        slope_z=z,
+        relaxation_steps=tau,
+        window=np.asarray(window),
+        coordinate_fails=fails,
+        prior_only=fails[..., :n],
+    )
 
 
 def reasons(ident: Identifiability, names: list[str]) -> dict[str, str]:
@@ -105,12 +113,16 @@ def reasons(ident: Identifiability, names: list[str]) -> dict[str, str]:
     for i in np.flatnonzero(ident.prior_only):
         tau, w, z = ident.relaxation_steps[i], ident.window[i], ident.slope_z[i]
         if np.isfinite(tau):
-            why = (f"relaxation time 1/(eta q A) = {tau:.3g} steps at the slope's lower {SLOPE_Z:g}-s.e. bound "
-                   f"exceeds the {int(w)}-step window after burn-in (slope {ident.slope[i]:.3g}, "
-                   f"{z:.2f} s.e.)")
+            why = (
+                f"relaxation time 1/(eta q A) = {tau:.3g} steps at the slope's lower {SLOPE_Z:g}-s.e. bound "
+                f"exceeds the {int(w)}-step window after burn-in (slope {ident.slope[i]:.3g}, "
+                f"{z:.2f} s.e.)"
+            )
         else:
-            why = (f"fitted slope {ident.slope[i]:.3g} is within {SLOPE_Z:g} standard errors "
-                   f"({ident.slope_se[i]:.3g}) of zero: {z:.2f} s.e.; the DP noise swamps the restoring force")
+            why = (
+                f"fitted slope {ident.slope[i]:.3g} is within {SLOPE_Z:g} standard errors "
+                f"({ident.slope_se[i]:.3g}) of zero: {z:.2f} s.e.; the DP noise swamps the restoring force"
+            )
         out[names[i]] = why
     return out
 

@@ -60,9 +60,17 @@ def _unpack(x, scale, ref, subsampling_noise):
 
 
 @partial(jax.jit, static_argnames=("subsampling_noise", "num_iterations", "num_points"))
-def laplace_posterior(stats: TraceStats, priors: TracePriors, noise_sd, sampling_rate, *,
-                      subsampling_noise: bool = False, num_iterations: int = 100, num_points: int = 128,
-                      tol: float = 1e-2) -> LaplaceResult:
+def laplace_posterior(
+    stats: TraceStats,
+    priors: TracePriors,
+    noise_sd,
+    sampling_rate,
+    *,
+    subsampling_noise: bool = False,
+    num_iterations: int = 100,
+    num_points: int = 128,
+    tol: float = 1e-2,
+) -> LaplaceResult:
     """Laplace approximation of p(phi*, h[, s] | trace) per coordinate, from the statistics.
 
     Args:
@@ -80,8 +88,16 @@ def laplace_posterior(stats: TraceStats, priors: TracePriors, noise_sd, sampling
     q = jnp.asarray(sampling_rate, dtype=dtype)
 
     # A coarse 2-stage grid of the marginal gives scales; its profile maximum gives the start.
-    coarse = G.grid_posterior(stats, priors, noise_sd, q, subsampling_noise=subsampling_noise,
-                              num_points=num_points, num_points_s=max(num_points // 4, 8), num_stages=2)
+    coarse = G.grid_posterior(
+        stats,
+        priors,
+        noise_sd,
+        q,
+        subsampling_noise=subsampling_noise,
+        num_points=num_points,
+        num_points_s=max(num_points // 4, 8),
+        num_stages=2,
+    )
     gh, gs = coarse.log_weights.shape[-2:]
     hs = coarse.h_lo[..., None] + (jnp.arange(gh, dtype=dtype) + 0.5) * coarse.h_width[..., None]
     ss = coarse.s_lo[..., None] + (jnp.arange(gs, dtype=dtype) + 0.5) * coarse.s_width[..., None]
@@ -117,6 +133,7 @@ def laplace_posterior(stats: TraceStats, priors: TracePriors, noise_sd, sampling
         def f(x):
             off, h, s, log_jac = _unpack(x, scale, ref, subsampling_noise)
             return M.log_joint_parts(st, pr, ns, q, off, h, s)[0] + log_jac
+
         grad = jax.grad(f)
         hess = jax.hessian(f)
         eye = jnp.eye(k, dtype=dtype)
@@ -129,8 +146,11 @@ def laplace_posterior(stats: TraceStats, priors: TracePriors, noise_sd, sampling
             x_new = x + step
             f_new = f(x_new)
             ok = jnp.isfinite(f_new) & (f_new >= fx)
-            return (jnp.where(ok, x_new, x), jnp.where(ok, f_new, fx),
-                    jnp.where(ok, lam * 0.25, jnp.minimum(lam * 4.0, 1e12)))
+            return (
+                jnp.where(ok, x_new, x),
+                jnp.where(ok, f_new, fx),
+                jnp.where(ok, lam * 0.25, jnp.minimum(lam * 4.0, 1e12)),
+            )
 
         x0 = jnp.zeros(k, dtype)
         x, _, _ = jax.lax.fori_loop(0, num_iterations, body, (x0, f(x0), jnp.asarray(1e-3, dtype)))
@@ -148,13 +168,18 @@ def laplace_posterior(stats: TraceStats, priors: TracePriors, noise_sd, sampling
     for _ in range(stats.phi_mean.ndim):
         fn = jax.vmap(fn)
     off, h, s, cov, gn, conv = fn(stats, priors, noise_sd, ref, scale)
-    return LaplaceResult(phi_star_mode=stats.phi_mean + off, phi_star_sd=jnp.sqrt(cov[..., 0, 0]), h_mode=h,
-                         s_mode=s, cov=cov, grad_norm=gn, converged=conv)
+    return LaplaceResult(
+        phi_star_mode=stats.phi_mean + off,
+        phi_star_sd=jnp.sqrt(cov[..., 0, 0]),
+        h_mode=h,
+        s_mode=s,
+        cov=cov,
+        grad_norm=gn,
+        converged=conv,
+    )
 
 
 def laplace_sample(result: LaplaceResult, key: jax.Array, num_samples: int) -> jax.Array:
     """(num_samples, d) draws of phi* ~ N(mode, marginal variance) for one unbatched result."""
     z = jax.random.normal(key, (num_samples,) + result.phi_star_mode.shape, dtype=result.phi_star_mode.dtype)
     return result.phi_star_mode + result.phi_star_sd * z
-
-

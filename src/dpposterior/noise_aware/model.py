@@ -91,14 +91,18 @@ def trace_priors(stats: TraceStats, noise_sd: jax.Array, sampling_rate, h_locati
         raise ValueError(f"h_location must be one of {H_LOCATIONS}, got {h_location!r}")
     sxx = stats.phi_ss
     m = jnp.abs(stats.cross_ss) / (sampling_rate * sxx)
-    return TracePriors(phi_loc=stats.phi_mean, phi_scale=jnp.ones_like(stats.phi_mean),
-                       h_loc=m if h_location == "paper" else softplus_inverse(m),
-                       h_scale=noise_sd / (jnp.sqrt(sxx) * sampling_rate),
-                       s_scale=jnp.ones_like(stats.phi_mean))
+    return TracePriors(
+        phi_loc=stats.phi_mean,
+        phi_scale=jnp.ones_like(stats.phi_mean),
+        h_loc=m if h_location == "paper" else softplus_inverse(m),
+        h_scale=noise_sd / (jnp.sqrt(sxx) * sampling_rate),
+        s_scale=jnp.ones_like(stats.phi_mean),
+    )
 
 
-def burn_in_priors(stats: TraceStats, burn_stats: TraceStats, noise_sd: jax.Array, sampling_rate,
-                   h_location: str = "paper") -> TracePriors:
+def burn_in_priors(
+    stats: TraceStats, burn_stats: TraceStats, noise_sd: jax.Array, sampling_rate, h_location: str = "paper"
+) -> TracePriors:
     """Trace-based priors whose h prior comes from the burn-in segment, not from the steps modelled.
 
     The phi* prior is :func:`trace_priors`' N(phibar, 1) (phibar after burn-in); the h prior has the
@@ -214,8 +218,9 @@ def log_joint_parts(stats: TraceStats, priors: TracePriors, noise_sd, sampling_r
     """:func:`log_joint` at phi* = phibar + ``offset``, split as (varying part, constant) like
     :func:`log_likelihood_parts` (the solvers optimise and sample the varying part)."""
     varying, constant = log_likelihood_parts(stats, noise_sd, sampling_rate, offset, h, s)
-    prior = (_log_normal(offset + (stats.phi_mean - priors.phi_loc), 0.0, priors.phi_scale)
-             + _log_normal(h, priors.h_loc, priors.h_scale))
+    prior = _log_normal(offset + (stats.phi_mean - priors.phi_loc), 0.0, priors.phi_scale) + _log_normal(
+        h, priors.h_loc, priors.h_scale
+    )
     if s is not None:
         prior = prior + math.log(2.0) + _log_normal(s, 0.0, priors.s_scale)
     return varying + prior, constant
@@ -240,8 +245,9 @@ def log_marginal_h_parts(stats: TraceStats, priors: TracePriors, noise_sd, sampl
     The constant -n/2 log(2 pi v0) - R0 / (2 v0) (v0 = noise_sd^2) is of order n; keeping it apart keeps
     the varying part accurate in float32 (the grid solver uses only the varying part).
     """
-    varying = (marginal_log_likelihood_varying(stats, priors, noise_sd, sampling_rate, h, s)
-               + _log_normal(h, priors.h_loc, priors.h_scale))
+    varying = marginal_log_likelihood_varying(stats, priors, noise_sd, sampling_rate, h, s) + _log_normal(
+        h, priors.h_loc, priors.h_scale
+    )
     if s is not None:
         varying = varying + math.log(2.0) + _log_normal(s, 0.0, priors.s_scale)
     n = stats.count
@@ -268,8 +274,12 @@ def marginal_log_likelihood_varying(stats: TraceStats, priors: TracePriors, nois
         varying = -0.5 * n * jnp.log1p(s2 / v0) + 0.5 * (r0 / v0) * (s2 / v)
     z = stats.grad_mean + c * (priors.phi_loc - stats.phi_mean)
     w = v / n + jnp.square(c) * tau2
-    return (varying - 0.5 * stats.phi_ss * jnp.square(c - b) / v
-            - 0.5 * jnp.log1p(n * jnp.square(c) * tau2 / v) - 0.5 * jnp.square(z) / w)
+    return (
+        varying
+        - 0.5 * stats.phi_ss * jnp.square(c - b) / v
+        - 0.5 * jnp.log1p(n * jnp.square(c) * tau2 / v)
+        - 0.5 * jnp.square(z) / w
+    )
 
 
 def conditional_phi_star(stats: TraceStats, priors: TracePriors, noise_sd, sampling_rate, h, s=None):

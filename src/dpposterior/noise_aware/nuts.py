@@ -23,8 +23,18 @@ from . import model as M
 from .model import TracePriors
 from .stats import TraceStats
 
-NUTS_OPTIONS = ("num_warmup", "num_samples", "num_chains", "target_accept_prob", "max_tree_depth",
-                "dense_mass", "thinning", "progress_bar", "chain_method", "marginalize_phi_star")
+NUTS_OPTIONS = (
+    "num_warmup",
+    "num_samples",
+    "num_chains",
+    "target_accept_prob",
+    "max_tree_depth",
+    "dense_mass",
+    "thinning",
+    "progress_bar",
+    "chain_method",
+    "marginalize_phi_star",
+)
 
 
 def _post_processing_model(stats, priors, noise_sd, sampling_rate, subsampling_noise, full_trace):
@@ -50,7 +60,7 @@ def _chain_diagnostics(x) -> tuple[np.ndarray, np.ndarray]:
     if x.shape[1] < 4:
         nan = np.full(x.shape[2:], np.nan)
         return nan, nan
-    with np.errstate(invalid="ignore", divide="ignore"):    # constant draws in very short chains
+    with np.errstate(invalid="ignore", divide="ignore"):  # constant draws in very short chains
         return np.asarray(split_gelman_rubin(x)), np.asarray(effective_sample_size(x))
 
 
@@ -69,16 +79,32 @@ def _collapsed_model(stats, priors, noise_sd, sampling_rate, subsampling_noise):
     z_h = numpyro.sample("z_h", dist.Normal(jnp.zeros(d), 1.0).to_event(1))
     s = numpyro.sample("s", dist.HalfNormal(priors.s_scale * jnp.ones(d)).to_event(1)) if subsampling_noise else None
     h = priors.h_loc + priors.h_scale * z_h
-    numpyro.factor("marginal_log_likelihood",
-                   jnp.sum(M.marginal_log_likelihood_varying(stats, priors, noise_sd, sampling_rate, h, s)))
+    numpyro.factor(
+        "marginal_log_likelihood",
+        jnp.sum(M.marginal_log_likelihood_varying(stats, priors, noise_sd, sampling_rate, h, s)),
+    )
 
 
-def nuts_posterior(stats: TraceStats, priors: TracePriors, noise_sd, sampling_rate, key: jax.Array, *,
-                   subsampling_noise: bool = False, full_trace: tuple[Any, Any] | None = None,
-                   num_warmup: int = 1000, num_samples: int = 4000, num_chains: int = 1,
-                   target_accept_prob: float = 0.8, max_tree_depth: int = 10, dense_mass: bool = False,
-                   thinning: int = 1, progress_bar: bool = False, chain_method: str = "sequential",
-                   marginalize_phi_star: bool = False) -> tuple[np.ndarray, dict[str, Any]]:
+def nuts_posterior(
+    stats: TraceStats,
+    priors: TracePriors,
+    noise_sd,
+    sampling_rate,
+    key: jax.Array,
+    *,
+    subsampling_noise: bool = False,
+    full_trace: tuple[Any, Any] | None = None,
+    num_warmup: int = 1000,
+    num_samples: int = 4000,
+    num_chains: int = 1,
+    target_accept_prob: float = 0.8,
+    max_tree_depth: int = 10,
+    dense_mass: bool = False,
+    thinning: int = 1,
+    progress_bar: bool = False,
+    chain_method: str = "sequential",
+    marginalize_phi_star: bool = False,
+) -> tuple[np.ndarray, dict[str, Any]]:
     """Runs NUTS on p(phi*, h[, s] | trace); returns (phi* draws (M, d), diagnostics).
 
     Args:
@@ -111,13 +137,20 @@ def nuts_posterior(stats: TraceStats, priors: TracePriors, noise_sd, sampling_ra
         full_trace = (jnp.asarray(full_trace[0], dtype), jnp.asarray(full_trace[1], dtype))
     model = _collapsed_model if marginalize_phi_star else _post_processing_model
     kernel = NUTS(model, target_accept_prob=target_accept_prob, max_tree_depth=max_tree_depth, dense_mass=dense_mass)
-    mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains, thinning=thinning,
-                progress_bar=progress_bar, chain_method=chain_method)
+    mcmc = MCMC(
+        kernel,
+        num_warmup=num_warmup,
+        num_samples=num_samples,
+        num_chains=num_chains,
+        thinning=thinning,
+        progress_bar=progress_bar,
+        chain_method=chain_method,
+    )
     k_run, k_phi = jax.random.split(key)
     args = (stats, priors, noise_sd, float(sampling_rate), subsampling_noise)
     mcmc.run(k_run, *(args if marginalize_phi_star else args + (full_trace,)), extra_fields=("diverging",))
     samples = mcmc.get_samples(group_by_chain=True)
-    z_h = np.asarray(samples["z_h"])                   # (chains, draws, d)
+    z_h = np.asarray(samples["z_h"])  # (chains, draws, d)
     h_loc, h_scale = (np.asarray(x, np.float64) for x in (priors.h_loc, priors.h_scale))
     h = (h_loc + h_scale * z_h.astype(np.float64)).astype(np.float32)
     if marginalize_phi_star:
@@ -135,7 +168,10 @@ def nuts_posterior(stats: TraceStats, priors: TracePriors, noise_sd, sampling_ra
     rhat_h, ess_h = _chain_diagnostics(z_h)
     diagnostics = {
         "num_divergences": int(diverging.sum()),
-        "r_hat_phi_star": rhat_phi, "r_hat_h": rhat_h, "ess_phi_star": ess_phi, "ess_h": ess_h,
+        "r_hat_phi_star": rhat_phi,
+        "r_hat_h": rhat_h,
+        "ess_phi_star": ess_phi,
+        "ess_h": ess_h,
         "max_r_hat": float(max(rhat_phi.max(), rhat_h.max())),
         "min_ess": float(min(ess_phi.min(), ess_h.min())),
         "h_draws": h.reshape(-1, h.shape[-1]),
@@ -158,14 +194,14 @@ def _potential_gen(stats, priors, noise_sd, sampling_rate, subsampling_noise):
     d = stats.phi_mean.shape[-1]
 
     def potential(x):
-        z_phi, z_h = x[:d], x[d:2 * d]
+        z_phi, z_h = x[:d], x[d : 2 * d]
         h = priors.h_loc + priors.h_scale * z_h
         offset = (priors.phi_loc - stats.phi_mean) + priors.phi_scale * z_phi
         lp = -0.5 * (jnp.square(z_phi) + jnp.square(z_h))
         if subsampling_noise:
-            u = x[2 * d:]
+            u = x[2 * d :]
             s = jnp.exp(u)
-            lp = lp - 0.5 * jnp.square(s / priors.s_scale) + u      # HalfNormal kernel + log-Jacobian
+            lp = lp - 0.5 * jnp.square(s / priors.s_scale) + u  # HalfNormal kernel + log-Jacobian
         else:
             s = None
         loglik, _ = M.log_likelihood_parts(stats, noise_sd, sampling_rate, offset, h, s)
@@ -174,9 +210,19 @@ def _potential_gen(stats, priors, noise_sd, sampling_rate, subsampling_noise):
     return potential
 
 
-def nuts_posterior_batch(stats: TraceStats, priors: TracePriors, noise_sd, sampling_rate, key: jax.Array, *,
-                         subsampling_noise: bool = False, num_warmup: int = 1000, num_samples: int = 4000,
-                         target_accept_prob: float = 0.8, max_tree_depth: int = 10) -> tuple[jax.Array, dict]:
+def nuts_posterior_batch(
+    stats: TraceStats,
+    priors: TracePriors,
+    noise_sd,
+    sampling_rate,
+    key: jax.Array,
+    *,
+    subsampling_noise: bool = False,
+    num_warmup: int = 1000,
+    num_samples: int = 4000,
+    target_accept_prob: float = 0.8,
+    max_tree_depth: int = 10,
+) -> tuple[jax.Array, dict]:
     """NUTS on many replicates at once: one chain per replicate, ``jax.vmap``-ed over a leading axis.
 
     Each replicate r is the joint model of :func:`nuts_posterior` on its own statistics ``stats[r]``
@@ -207,9 +253,15 @@ def nuts_posterior_batch(stats: TraceStats, priors: TracePriors, noise_sd, sampl
 
     def one(key, st, pr, ns):
         k_init, k_run = jax.random.split(key)
-        x0 = jax.random.uniform(k_init, (k * d,), dtype, -0.5, 0.5)   # near the prior centre
-        state = init_kernel(x0, num_warmup, target_accept_prob=target_accept_prob, max_tree_depth=max_tree_depth,
-                            model_args=(st, pr, ns), rng_key=k_run)
+        x0 = jax.random.uniform(k_init, (k * d,), dtype, -0.5, 0.5)  # near the prior centre
+        state = init_kernel(
+            x0,
+            num_warmup,
+            target_accept_prob=target_accept_prob,
+            max_tree_depth=max_tree_depth,
+            model_args=(st, pr, ns),
+            rng_key=k_run,
+        )
 
         def step(state, _):
             state = sample_kernel(state, model_args=(st, pr, ns))
@@ -221,8 +273,10 @@ def nuts_posterior_batch(stats: TraceStats, priors: TracePriors, noise_sd, sampl
 
     keys = jax.random.split(key, r)
     phi, div, z_phi = jax.jit(jax.vmap(one))(keys, stats, priors, noise_sd)
-    per_replicate = [_chain_diagnostics(zr) for zr in np.asarray(z_phi)[:, None]]   # (1 chain, draws, d) each
-    diagnostics = {"num_divergences": np.asarray(div),
-                   "r_hat_phi_star": np.stack([r for r, _ in per_replicate]),
-                   "ess_phi_star": np.stack([e for _, e in per_replicate])}
+    per_replicate = [_chain_diagnostics(zr) for zr in np.asarray(z_phi)[:, None]]  # (1 chain, draws, d) each
+    diagnostics = {
+        "num_divergences": np.asarray(div),
+        "r_hat_phi_star": np.stack([r for r, _ in per_replicate]),
+        "ess_phi_star": np.stack([e for _, e in per_replicate]),
+    }
     return phi, diagnostics

@@ -52,8 +52,10 @@ class Posterior:
         if phi.ndim == 1:
             phi = phi[None, :]
         if phi.ndim != 2 or phi.shape[1] != 2 * self.layout.num_latent:
-            raise ValueError(f"phi_star must have shape (M, {2 * self.layout.num_latent}) for this layout, "
-                             f"got {tuple(jnp.shape(self.phi_star))}")
+            raise ValueError(
+                f"phi_star must have shape (M, {2 * self.layout.num_latent}) for this layout, "
+                f"got {tuple(jnp.shape(self.phi_star))}"
+            )
         object.__setattr__(self, "phi_star", phi)
 
     @property
@@ -102,8 +104,15 @@ class Posterior:
         draws = self.sample(jax.random.PRNGKey(0) if key is None else key, num_samples)
         return {k: jnp.mean(v, axis=0) for k, v in draws.items()}
 
-    def predictive(self, key: jax.Array, model: Callable, *new_data: Any, num_samples: int | None = None,
-                   model_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, jax.Array]:
+    def predictive(
+        self,
+        key: jax.Array,
+        model: Callable,
+        *new_data: Any,
+        num_samples: int | None = None,
+        model_kwargs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, jax.Array]:
         """Posterior predictive draws of the model's observed sites at ``new_data``.
 
         ``model(*new_data, **model_kwargs, **kwargs)`` is run with the latent sites substituted by
@@ -132,8 +141,9 @@ class Posterior:
         """
         kw = _model_keywords(model, model_kwargs, kwargs, num_samples_given=num_samples is not None)
         k1, k2 = jax.random.split(_key(key))
-        return run_predictive(self.layout, self.sample(k1, 1000 if num_samples is None else num_samples), k2,
-                              model, new_data, kw)
+        return run_predictive(
+            self.layout, self.sample(k1, 1000 if num_samples is None else num_samples), k2, model, new_data, kw
+        )
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -141,8 +151,7 @@ class Posterior:
         checks that failed, the naive baseline's overconfidence. Empty when nothing was flagged."""
         return tuple(self.diagnostics.get("warnings", ()))
 
-    def summary(self, key: jax.Array | None = None, num_samples: int = 4000,
-                prob: float = 0.9) -> PosteriorSummary:
+    def summary(self, key: jax.Array | None = None, num_samples: int = 4000, prob: float = 0.9) -> PosteriorSummary:
         """Rows (one per constrained scalar) with mean, sd, robust sd and the central ``prob`` interval.
 
         Each row's ``parameter`` names the scalar as ArviZ does (:meth:`to_arviz`, :meth:`summary_table`):
@@ -162,8 +171,15 @@ class Posterior:
         draws = self.sample(jax.random.PRNGKey(0) if key is None else key, num_samples)
         return summary_rows(draws, self.layout, prob, num_samples, self.warnings)
 
-    def to_arviz(self, key: jax.Array | None = None, num_samples: int = 4000, *, num_chains: int = 4,
-                 coords: dict[str, Any] | None = None, dims: dict[str, Any] | None = None):
+    def to_arviz(
+        self,
+        key: jax.Array | None = None,
+        num_samples: int = 4000,
+        *,
+        num_chains: int = 4,
+        coords: dict[str, Any] | None = None,
+        dims: dict[str, Any] | None = None,
+    ):
         """An ArviZ InferenceData of constrained draws, with the privacy record in its attributes.
 
         The draws are :meth:`sample`'s at ``key`` (fixed key 0 unless given, as :meth:`summary`, so the
@@ -194,8 +210,10 @@ class Posterior:
         """
         _check_num(num_samples)
         if num_samples % check_positive_int(num_chains, "num_chains"):
-            raise ValueError(f"num_samples={num_samples} is not a multiple of num_chains={num_chains}: the draws are "
-                             "split into chains of equal length")
+            raise ValueError(
+                f"num_samples={num_samples} is not a multiple of num_chains={num_chains}: the draws are "
+                "split into chains of equal length"
+            )
         draws = self.sample(jax.random.PRNGKey(0) if key is None else key, num_samples)
         return draws_to_arviz(draws, self.method, self.privacy, num_chains=num_chains, coords=coords, dims=dims)
 
@@ -205,9 +223,16 @@ class Posterior:
         return _summary_table(self.to_arviz(key, num_samples, num_chains=1), self.privacy, prob)
 
 
-def draws_to_arviz(draws: dict[str, Any], method: str, privacy: PrivacySpent, *, num_chains: int = 4,
-                   coords: dict[str, Any] | None = None, dims: dict[str, Any] | None = None,
-                   chains: str = "independent"):
+def draws_to_arviz(
+    draws: dict[str, Any],
+    method: str,
+    privacy: PrivacySpent,
+    *,
+    num_chains: int = 4,
+    coords: dict[str, Any] | None = None,
+    dims: dict[str, Any] | None = None,
+    chains: str = "independent",
+):
     """An InferenceData of constrained ``draws`` (one array (M, *site shape) per site) split into
     ``num_chains`` chains, with the privacy record in attrs and the variables in the order of ``draws``
     (the model's order of the latent sites; ``arviz.from_dict`` sorts them by name).
@@ -219,6 +244,7 @@ def draws_to_arviz(draws: dict[str, Any], method: str, privacy: PrivacySpent, *,
 
 def _summary_table(idata: Any, privacy: PrivacySpent, prob: float):
     from .._arviz import import_arviz
+
     az = import_arviz()
 
     if not 0 < check_real("prob", prob) < 1:
@@ -228,23 +254,34 @@ def _summary_table(idata: Any, privacy: PrivacySpent, prob: float):
     return table
 
 
-def point_posterior(layout: ParamLayout, phi: jax.Array, privacy: PrivacySpent,
-                    method: str = "last_iterate") -> Posterior:
+def point_posterior(
+    layout: ParamLayout, phi: jax.Array, privacy: PrivacySpent, method: str = "last_iterate"
+) -> Posterior:
     """q(theta; phi) at one phi: the naive baseline that ignores the DP noise (its warnings say so)."""
-    return Posterior(layout=layout, phi_star=jnp.asarray(phi)[None, :], privacy=privacy, method=method,
-                     diagnostics={"warnings": [NAIVE_WARNING]})
+    return Posterior(
+        layout=layout,
+        phi_star=jnp.asarray(phi)[None, :],
+        privacy=privacy,
+        method=method,
+        diagnostics={"warnings": [NAIVE_WARNING]},
+    )
 
 
 #: the warning a point posterior carries: it is a baseline, not a calibrated posterior
-NAIVE_WARNING = ("naive baseline: one DP-SGD iterate taken as the posterior ignores the privacy noise, so its "
-                 "intervals are too narrow; use dpposterior.noise_aware_posterior(trace) for calibrated ones")
+NAIVE_WARNING = (
+    "naive baseline: one DP-SGD iterate taken as the posterior ignores the privacy noise, so its "
+    "intervals are too narrow; use dpposterior.noise_aware_posterior(trace) for calibrated ones"
+)
 
 
 def _as_model_input(a: Any, i: int) -> Any:
     """An array-like argument (DataFrame, Series, list) as a numeric NumPy array; anything else unchanged.
     An array of no records is refused (NumPyro's plate would fail with a bare AssertionError)."""
-    if a is None or isinstance(a, (bool, int, float, complex, str, bytes, jax.Array, np.ndarray)) or not (
-            hasattr(a, "__array__") or isinstance(a, list)):
+    if (
+        a is None
+        or isinstance(a, (bool, int, float, complex, str, bytes, jax.Array, np.ndarray))
+        or not (hasattr(a, "__array__") or isinstance(a, list))
+    ):
         arr = a
     else:
         try:
@@ -258,31 +295,41 @@ def _as_model_input(a: Any, i: int) -> Any:
     return arr
 
 
-def run_predictive(layout: ParamLayout, samples: dict[str, jax.Array], key: jax.Array, model: Callable,
-                   new_data: tuple[Any, ...], model_kwargs: dict[str, Any]) -> dict[str, jax.Array]:
+def run_predictive(
+    layout: ParamLayout,
+    samples: dict[str, jax.Array],
+    key: jax.Array,
+    model: Callable,
+    new_data: tuple[Any, ...],
+    model_kwargs: dict[str, Any],
+) -> dict[str, jax.Array]:
     """NumPyro's ``Predictive`` on posterior ``samples`` (one array per latent site), after checking that
     ``model`` is the fitted one; returns every site that is not a latent site (observed and deterministic)."""
     from numpyro.infer import Predictive
 
     if not callable(model):
-        raise TypeError(f"model must be the fitted NumPyro model (a callable), got {type(model).__name__}: call "
-                        "predictive(key, model, *new_data)")
+        raise TypeError(
+            f"model must be the fitted NumPyro model (a callable), got {type(model).__name__}: call "
+            "predictive(key, model, *new_data)"
+        )
     new_data = tuple(_as_model_input(a, i) for i, a in enumerate(new_data))
     _check_predictive_model(model, layout, samples, new_data, model_kwargs)
     out = Predictive(model, posterior_samples=samples, return_sites=None)(key, *new_data, **model_kwargs)
     return {k: v for k, v in out.items() if k not in samples}
 
 
-def _model_keywords(model: Callable, model_kwargs: dict[str, Any] | None, kwargs: dict[str, Any], *,
-                    num_samples_given: bool) -> dict[str, Any]:
+def _model_keywords(
+    model: Callable, model_kwargs: dict[str, Any] | None, kwargs: dict[str, Any], *, num_samples_given: bool
+) -> dict[str, Any]:
     """The model's keyword arguments from ``model_kwargs`` and the remaining ``**kwargs``. Warns when
     ``num_samples`` was given and the model has a parameter of that name that ``model_kwargs`` does not
     give: the value is read as the number of draws, not passed to the model."""
     if model_kwargs is None:
         model_kwargs = {}
     elif not isinstance(model_kwargs, dict):
-        raise TypeError(f"model_kwargs must be a dict of the model's keyword arguments, got "
-                        f"{type(model_kwargs).__name__}")
+        raise TypeError(
+            f"model_kwargs must be a dict of the model's keyword arguments, got {type(model_kwargs).__name__}"
+        )
     both = sorted(set(model_kwargs) & set(kwargs))
     if both:
         raise ValueError(f"the model keywords {both} are given both in model_kwargs and by name; give each once")
@@ -292,10 +339,16 @@ def _model_keywords(model: Callable, model_kwargs: dict[str, Any] | None, kwargs
         except (TypeError, ValueError):  # builtins and the like: nothing to compare
             params = {}
         if "num_samples" in params and params["num_samples"].kind not in (
-                inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
-            warnings.warn("num_samples was read as the number of posterior draws, but the model also has a "
-                          "parameter named num_samples, which gets its default; to pass the model's, use "
-                          "model_kwargs={'num_samples': ...}", UserWarning, stacklevel=3)
+            inspect.Parameter.VAR_POSITIONAL,
+            inspect.Parameter.VAR_KEYWORD,
+        ):
+            warnings.warn(
+                "num_samples was read as the number of posterior draws, but the model also has a "
+                "parameter named num_samples, which gets its default; to pass the model's, use "
+                "model_kwargs={'num_samples': ...}",
+                UserWarning,
+                stacklevel=3,
+            )
     return {**model_kwargs, **kwargs}
 
 
@@ -310,8 +363,13 @@ def _key(key: Any) -> jax.Array:
     return user_key(key, "key")
 
 
-def _check_predictive_model(model: Callable, layout: ParamLayout, samples: dict[str, jax.Array],
-                            new_data: tuple[Any, ...], model_kwargs: dict[str, Any]) -> None:
+def _check_predictive_model(
+    model: Callable,
+    layout: ParamLayout,
+    samples: dict[str, jax.Array],
+    new_data: tuple[Any, ...],
+    model_kwargs: dict[str, Any],
+) -> None:
     """Refuses a model whose latent sites are not this posterior's: Predictive would silently draw the
     missing ones from their prior and return them as if they were predictions."""
     from numpyro import handlers
@@ -320,7 +378,8 @@ def _check_predictive_model(model: Callable, layout: ParamLayout, samples: dict[
 
     def trace(*args):
         return handlers.trace(handlers.substitute(handlers.seed(model, rng_seed=0), data=one)).get_trace(
-            *args, **model_kwargs)
+            *args, **model_kwargs
+        )
 
     tr = trace(*new_data)
     # The plates over the new records are those whose size doubles with the records (new_data is public
@@ -333,14 +392,25 @@ def _check_predictive_model(model: Callable, layout: ParamLayout, samples: dict[
     if tr2 is None:  # cannot tell: every plate counts as a plate over the records (the old rule)
         record_plates = {name for name, s in tr.items() if s["type"] == "plate"}
     else:
-        record_plates = {name for name, s in tr.items() if s["type"] == "plate" and name in tr2
-                         and tr2[name]["args"][0] == 2 * s["args"][0]}
+        record_plates = {
+            name
+            for name, s in tr.items()
+            if s["type"] == "plate" and name in tr2 and tr2[name]["args"][0] == 2 * s["args"][0]
+        }
     sites = {name for name, s in tr.items() if s["type"] == "sample"}
     missing = [name for name in layout.names if name not in sites]
-    extra = [name for name, s in tr.items() if s["type"] == "sample" and not s["is_observed"]
-             and name not in samples and not any(f.name in record_plates for f in s["cond_indep_stack"])]
+    extra = [
+        name
+        for name, s in tr.items()
+        if s["type"] == "sample"
+        and not s["is_observed"]
+        and name not in samples
+        and not any(f.name in record_plates for f in s["cond_indep_stack"])
+    ]
     if missing or extra:
-        raise ValueError(f"the model does not match this posterior: it lacks the posterior's latent sites "
-                         f"{missing} and has global latent sites {extra} that the posterior does not hold (they "
-                         f"would be drawn from their prior); the posterior's latent sites are {list(layout.names)}: "
-                         "pass the model that was fitted")
+        raise ValueError(
+            f"the model does not match this posterior: it lacks the posterior's latent sites "
+            f"{missing} and has global latent sites {extra} that the posterior does not hold (they "
+            f"would be drawn from their prior); the posterior's latent sites are {list(layout.names)}: "
+            "pass the model that was fitted"
+        )

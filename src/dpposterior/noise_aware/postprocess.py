@@ -37,10 +37,17 @@ EDGE_MASS_WARNING = 1e-4
 PRIOR_CHOICES = M.H_LOCATIONS + ("burn_in",)
 
 
-def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float = 0.2,
-                          subsampling_noise: bool = False, rng_key: Any = None, *,
-                          priors: TracePriors | str = "paper", prior: Any = None,
-                          **solver_options: Any) -> Posterior:
+def noise_aware_posterior(
+    trace: DPVITrace,
+    method: str = "grid",
+    burn_in: float = 0.2,
+    subsampling_noise: bool = False,
+    rng_key: Any = None,
+    *,
+    priors: TracePriors | str = "paper",
+    prior: Any = None,
+    **solver_options: Any,
+) -> Posterior:
     """The noise-aware posterior of NA-DPVI (Räisä et al. 2024, section 3.3) from a DPVI trace alone.
 
     Model, per coordinate j of phi = (mu, rho) (A = diag(softplus(h)) is diagonal, so the posterior
@@ -142,8 +149,10 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
 
         hint = ""
         if isinstance(trace, DPVImTrace):
-            hint = ("; a DPVIm release holds the noisy gradients of mu only, which this model cannot use: call "
-                    "its own trace.noise_aware_posterior() (the paper's DPVIm baseline)")
+            hint = (
+                "; a DPVIm release holds the noisy gradients of mu only, which this model cannot use: call "
+                "its own trace.noise_aware_posterior() (the paper's DPVIm baseline)"
+            )
         raise TypeError(f"trace must be a DPVITrace (from dpvi), got {type(trace).__name__}{hint}")
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
@@ -154,9 +163,11 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
     if not isinstance(subsampling_noise, (bool, np.bool_)):
         raise TypeError(f"subsampling_noise must be True or False, got {subsampling_noise!r}")
     if prior is not None and not callable(prior):
-        raise TypeError(f"prior must be None or a sampler (key, m) -> (m, n) of the model's prior in the "
-                        f"unconstrained space (dpposterior.noise_aware.model_prior_sampler(model, *data)), got "
-                        f"{type(prior).__name__}")
+        raise TypeError(
+            f"prior must be None or a sampler (key, m) -> (m, n) of the model's prior in the "
+            f"unconstrained space (dpposterior.noise_aware.model_prior_sampler(model, *data)), got "
+            f"{type(prior).__name__}"
+        )
     stats, noise_sd, start = _checked_statistics(trace, burn_in, bool(subsampling_noise))
     q = float(trace.sampling_rate)
     user_priors = not isinstance(priors, str)
@@ -172,13 +183,20 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
             raise TypeError(f"priors must be a TracePriors or one of {PRIOR_CHOICES}, got {type(priors).__name__}")
         priors = _checked_priors(priors, trace.num_params)
         if not all(np.all(np.isfinite(x)) for x in priors) or not all(
-                np.all(x > 0) for x in (priors.phi_scale, priors.h_scale, priors.s_scale)):
+            np.all(x > 0) for x in (priors.phi_scale, priors.h_scale, priors.s_scale)
+        ):
             raise ValueError("priors must be finite with phi_scale, h_scale and s_scale > 0")
     raw_key, seeded_by = resolve_key(rng_key)
-    diagnostics: dict[str, Any] = {"burn_in": float(burn_in), "burn_in_start": start,
-                                   "num_steps_used": int(trace.phi.shape[0] - start),
-                                   "subsampling_noise": bool(subsampling_noise), "seeded_by": seeded_by,
-                                   "stats": stats, "priors": priors, "warnings": []}
+    diagnostics: dict[str, Any] = {
+        "burn_in": float(burn_in),
+        "burn_in_start": start,
+        "num_steps_used": int(trace.phi.shape[0] - start),
+        "subsampling_noise": bool(subsampling_noise),
+        "seeded_by": seeded_by,
+        "stats": stats,
+        "priors": priors,
+        "warnings": [],
+    }
     stats32 = stats.astype(jnp.float32)
     priors32 = TracePriors(*(jnp.asarray(x, jnp.float32) for x in priors))
     noise32 = jnp.asarray(noise_sd, jnp.float32)
@@ -188,12 +206,20 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
         grid = G.grid_posterior(stats32, priors32, noise32, q, subsampling_noise=subsampling_noise, **solver_options)
         mean, sd = G.grid_phi_star_moments(grid)
         edge = np.asarray(grid.edge_mass)
-        diagnostics.update(grid=grid, edge_mass=float(edge.max()), max_cell_mass=float(np.max(grid.max_cell_mass)),
-                           log_evidence=float(np.sum(grid.log_evidence)))
+        diagnostics.update(
+            grid=grid,
+            edge_mass=float(edge.max()),
+            max_cell_mass=float(np.max(grid.max_cell_mass)),
+            log_evidence=float(np.sum(grid.log_evidence)),
+        )
         if edge.max() > EDGE_MASS_WARNING:
-            _warn(diagnostics, f"grid: coordinates {np.nonzero(edge > EDGE_MASS_WARNING)[0].tolist()} have posterior mass "
-                          f"up to {edge.max():.2g} at the edge of the widest grid box; the trace may not fit the "
-                          "linear gradient model (not converged?)", RuntimeWarning)
+            _warn(
+                diagnostics,
+                f"grid: coordinates {np.nonzero(edge > EDGE_MASS_WARNING)[0].tolist()} have posterior mass "
+                f"up to {edge.max():.2g} at the edge of the widest grid box; the trace may not fit the "
+                "linear gradient model (not converged?)",
+                RuntimeWarning,
+            )
 
         def sampler(key, m, _grid=grid):
             return G.grid_sample_phi_star(_grid, _as_key(key), int(m))
@@ -204,8 +230,12 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
         conv = np.asarray(res.converged)
         diagnostics.update(laplace=res, converged=bool(conv.all()), max_grad_norm=float(np.max(res.grad_norm)))
         if not conv.all():
-            _warn(diagnostics, f"laplace: the mode search did not converge (or the Hessian is not negative definite) "
-                          f"for coordinates {np.nonzero(~conv)[0].tolist()}", RuntimeWarning)
+            _warn(
+                diagnostics,
+                f"laplace: the mode search did not converge (or the Hessian is not negative definite) "
+                f"for coordinates {np.nonzero(~conv)[0].tolist()}",
+                RuntimeWarning,
+            )
 
         def sampler(key, m, _res=res):
             return _laplace_draws(_res, _as_key(key), int(m))
@@ -215,22 +245,30 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
             raise TypeError(f"full_trace must be True or False, got {full!r}")
         if full:
             solver_options["full_trace"] = (np.asarray(trace.phi)[start:], np.asarray(trace.grads)[start:])
-        phi_draws, nd = N.nuts_posterior(stats32, priors32, noise32, q, raw_key, subsampling_noise=subsampling_noise,
-                                         **solver_options)
+        phi_draws, nd = N.nuts_posterior(
+            stats32, priors32, noise32, q, raw_key, subsampling_noise=subsampling_noise, **solver_options
+        )
         diagnostics.update(nd)
         mean, sd = phi_draws.mean(axis=0), phi_draws.std(axis=0)
         stuck = np.asarray(nd["stuck"])
         if nd["num_divergences"] > 0:
-            _warn(diagnostics, f"nuts: {nd['num_divergences']} divergent transitions after warm-up: the draws may miss "
-                          "part of the posterior; raise target_accept_prob (default 0.8, e.g. 0.95) or use "
-                          "method=\"grid\" (diagnostics[\"num_divergences\"])", RuntimeWarning)
+            _warn(
+                diagnostics,
+                f"nuts: {nd['num_divergences']} divergent transitions after warm-up: the draws may miss "
+                "part of the posterior; raise target_accept_prob (default 0.8, e.g. 0.95) or use "
+                'method="grid" (diagnostics["num_divergences"])',
+                RuntimeWarning,
+            )
         if stuck.any():
-            _warn(diagnostics, f"nuts: chains {np.nonzero(stuck.any(axis=1))[0].tolist()} never moved for coordinates "
-                          f"{_named(trace, stuck.any(axis=0))[1]} (every draw the same), so "
-                          "the draws are not a posterior sample; with num_warmup="
-                          f"{solver_options.get('num_warmup', 1000)} NUTS's step size was not adapted to the "
-                          "posterior: raise num_warmup (default 1000), or use method=\"grid\"",
-                          RuntimeWarning)
+            _warn(
+                diagnostics,
+                f"nuts: chains {np.nonzero(stuck.any(axis=1))[0].tolist()} never moved for coordinates "
+                f"{_named(trace, stuck.any(axis=0))[1]} (every draw the same), so "
+                "the draws are not a posterior sample; with num_warmup="
+                f"{solver_options.get('num_warmup', 1000)} NUTS's step size was not adapted to the "
+                'posterior: raise num_warmup (default 1000), or use method="grid"',
+                RuntimeWarning,
+            )
     if method != "nuts":
         phi_draws = sampler(jax.random.fold_in(raw_key, 1), num_draws)
     ident = I.identifiability(stats, noise_sd, q, np.asarray(trace.learning_rate, np.float64))
@@ -239,12 +277,16 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
     if unidentified and prior is None:
         shown = list(unidentified.items())[:MAX_REASONS]
         more = len(unidentified) - len(shown)
-        _warn(diagnostics, f"the release does not identify latents {list(unidentified)}: "
-                      + "; ".join(f"{k}: {v}" for k, v in shown)
-                      + (f"; and {more} more (every reason: diagnostics[\"unidentified_latents\"])" if more else "")
-                      + ". Their noise-aware posterior rests on a drift, not a fixed point; pass "
-                      "prior=dpposterior.noise_aware.model_prior_sampler(model, *data) to give them the model "
-                      "prior's push-forward", I.UnidentifiedLatentsWarning)
+        _warn(
+            diagnostics,
+            f"the release does not identify latents {list(unidentified)}: "
+            + "; ".join(f"{k}: {v}" for k, v in shown)
+            + (f'; and {more} more (every reason: diagnostics["unidentified_latents"])' if more else "")
+            + ". Their noise-aware posterior rests on a drift, not a fixed point; pass "
+            "prior=dpposterior.noise_aware.model_prior_sampler(model, *data) to give them the model "
+            "prior's push-forward",
+            I.UnidentifiedLatentsWarning,
+        )
     elif unidentified:
         mask = jnp.asarray(ident.prior_only)
         phi_draws = _prior_latents(prior, jax.random.fold_in(raw_key, 2), phi_draws, mask, trace.num_params // 2)
@@ -252,8 +294,11 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
 
         def sampler(key, m, _inner=inner, _mask=mask):
             k1, k2 = jax.random.split(_as_key(key))
-            phis = _inner(k1, m) if _inner is not None else phi_draws[jax.random.randint(k1, (int(m),), 0,
-                                                                                            phi_draws.shape[0])]
+            phis = (
+                _inner(k1, m)
+                if _inner is not None
+                else phi_draws[jax.random.randint(k1, (int(m),), 0, phi_draws.shape[0])]
+            )
             return _prior_latents(prior, k2, phis, _mask, trace.num_params // 2)
 
         mean, sd = jnp.mean(phi_draws, axis=0), jnp.std(phi_draws, axis=0)
@@ -261,12 +306,19 @@ def noise_aware_posterior(trace: DPVITrace, method: str = "grid", burn_in: float
         diagnostics["warnings"].append(
             f"the release does not identify latents {list(unidentified)}, so their posterior is the model "
             "prior's push-forward (their likelihood term is dropped): the data said nothing about them "
-            "through this release")
+            "through this release"
+        )
     _check_finite_result(trace, method, mean, sd, phi_draws, noise_sd, user_priors=user_priors)
     diagnostics["phi_star_mean"] = np.asarray(mean)
     diagnostics["phi_star_sd"] = np.asarray(sd)
-    return Posterior(layout=trace.layout, phi_star=jnp.asarray(phi_draws), privacy=trace.privacy, method=method,
-                     phi_sampler=sampler, diagnostics=diagnostics)
+    return Posterior(
+        layout=trace.layout,
+        phi_star=jnp.asarray(phi_draws),
+        privacy=trace.privacy,
+        method=method,
+        phi_sampler=sampler,
+        diagnostics=diagnostics,
+    )
 
 
 def _prior_latents(prior: Any, key: jax.Array, phi: jax.Array, mask: jax.Array, n: int) -> jax.Array:
@@ -274,9 +326,11 @@ def _prior_latents(prior: Any, key: jax.Array, phi: jax.Array, mask: jax.Array, 
     m = int(phi.shape[0])
     draws = jnp.asarray(prior(key, m))
     if draws.shape != (m, n) or not bool(jnp.all(jnp.isfinite(draws))):
-        raise ValueError(f"prior(key, {m}) must return {m} finite draws of the {n} unconstrained latent coordinates, "
-                         f"shape ({m}, {n}); got shape {tuple(draws.shape)}"
-                         + ("" if draws.shape != (m, n) else " with NaN or inf values"))
+        raise ValueError(
+            f"prior(key, {m}) must return {m} finite draws of the {n} unconstrained latent coordinates, "
+            f"shape ({m}, {n}); got shape {tuple(draws.shape)}"
+            + ("" if draws.shape != (m, n) else " with NaN or inf values")
+        )
     return I.with_prior_latents(phi, draws.astype(phi.dtype), mask)
 
 
@@ -289,22 +343,35 @@ def _checked_priors(priors: TracePriors, d: int) -> TracePriors:
         except (ValueError, TypeError):  # ragged and the like
             arr = np.asarray(None)
         if arr.dtype.kind not in "iuf":  # None, strings, bools, objects: refused, not converted
-            raise TypeError(f"priors.{name} must be a real number or an array of real numbers broadcastable to "
-                            f"(d,) = ({d},), got {value!r}")
+            raise TypeError(
+                f"priors.{name} must be a real number or an array of real numbers broadcastable to "
+                f"(d,) = ({d},), got {value!r}"
+            )
         try:
             fields.append(np.broadcast_to(arr.astype(np.float64), (d,)))
         except ValueError:
-            raise ValueError(f"priors.{name} has shape {arr.shape}, which does not broadcast to (d,) = ({d},): one "
-                             "value per variational parameter (2 x the model's unconstrained size), or a scalar"
-                             ) from None
+            raise ValueError(
+                f"priors.{name} has shape {arr.shape}, which does not broadcast to (d,) = ({d},): one "
+                "value per variational parameter (2 x the model's unconstrained size), or a scalar"
+            ) from None
     return TracePriors(*fields)
 
 
 #: NumPyro's ways of running several chains.
 _CHAIN_METHODS = ("sequential", "parallel", "vectorized")
 #: the smallest value of each integer solver option (grids need two cells to hold a box).
-_INT_MINIMUM = {"num_points": 2, "num_points_s": 2, "num_stages": 1, "num_draws": 1, "num_iterations": 1,
-                "num_warmup": 0, "num_samples": 1, "num_chains": 1, "thinning": 1, "max_tree_depth": 1}
+_INT_MINIMUM = {
+    "num_points": 2,
+    "num_points_s": 2,
+    "num_stages": 1,
+    "num_draws": 1,
+    "num_iterations": 1,
+    "num_warmup": 0,
+    "num_samples": 1,
+    "num_chains": 1,
+    "thinning": 1,
+    "max_tree_depth": 1,
+}
 
 
 def _check_solver_options(method: str, options: dict[str, Any]) -> None:
@@ -315,8 +382,10 @@ def _check_solver_options(method: str, options: dict[str, Any]) -> None:
     if "tail" in options:
         tail = check_real("grid option tail", options["tail"])
         if not 0.0 < tail < 0.5:
-            raise ValueError(f"grid option tail (the quantile each side that bounds the next stage's box) must lie "
-                             f"in (0, 0.5), got {options['tail']!r}")
+            raise ValueError(
+                f"grid option tail (the quantile each side that bounds the next stage's box) must lie "
+                f"in (0, 0.5), got {options['tail']!r}"
+            )
     if "tol" in options:
         check_positive(options["tol"], "laplace option tol")
     for name in ("dense_mass", "progress_bar", "marginalize_phi_star"):
@@ -327,8 +396,9 @@ def _check_solver_options(method: str, options: dict[str, Any]) -> None:
     if "target_accept_prob" in options:
         p = check_real("nuts option target_accept_prob", options["target_accept_prob"])
         if not 0.0 < p < 1.0:
-            raise ValueError(f"nuts option target_accept_prob must lie in (0, 1), "
-                             f"got {options['target_accept_prob']!r}")
+            raise ValueError(
+                f"nuts option target_accept_prob must lie in (0, 1), got {options['target_accept_prob']!r}"
+            )
 
 
 _laplace_draws = jax.jit(L.laplace_sample, static_argnames=("num_samples",))
@@ -351,8 +421,9 @@ def _as_key(key: Any) -> jax.Array:
     return key
 
 
-def _checked_statistics(trace: DPVITrace, burn_in: Any, subsampling_noise: bool = False
-                        ) -> tuple[TraceStats, np.ndarray, int]:
+def _checked_statistics(
+    trace: DPVITrace, burn_in: Any, subsampling_noise: bool = False
+) -> tuple[TraceStats, np.ndarray, int]:
     """Validates what post-processing needs and returns (float64 statistics, noise sd (d,), T*)."""
     if isinstance(burn_in, bool) or not isinstance(burn_in, (int, float, np.integer, np.floating)):
         raise TypeError(f"burn_in must be a number in [0, 1), got {burn_in!r}")
@@ -362,31 +433,38 @@ def _checked_statistics(trace: DPVITrace, burn_in: Any, subsampling_noise: bool 
     start = burn_in_start(num_steps, float(burn_in))
     remaining = num_steps - start
     if remaining < MIN_STEPS_AFTER_BURN_IN:
-        raise ValueError(f"the trace is too short after burn-in: T={num_steps} steps with burn_in={burn_in} leave "
-                         f"{remaining} steps; the post-processing model needs at least {MIN_STEPS_AFTER_BURN_IN}")
+        raise ValueError(
+            f"the trace is too short after burn-in: T={num_steps} steps with burn_in={burn_in} leave "
+            f"{remaining} steps; the post-processing model needs at least {MIN_STEPS_AFTER_BURN_IN}"
+        )
     for name in ("phi", "grads", "beta"):
         arr = np.asarray(getattr(trace, name))
         if not np.all(np.isfinite(arr)):
             bad = np.argwhere(~np.isfinite(arr))[0].tolist()
-            raise ValueError(f"trace.{name} contains NaN or inf (first at index {bad}); post-processing needs "
-                             "finite values")
+            raise ValueError(
+                f"trace.{name} contains NaN or inf (first at index {bad}); post-processing needs finite values"
+            )
     for name in ("noise_multiplier", "clip", "sampling_rate"):
         v = float(getattr(trace, name))
         if not math.isfinite(v) or v <= 0:
-            raise ValueError(f"trace.{name} must be a finite number > 0 for noise-aware post-processing, got {v!r}"
-                             + (" (a non-private trace has no DP noise to be aware of)" if name == "noise_multiplier"
-                                else ""))
+            raise ValueError(
+                f"trace.{name} must be a finite number > 0 for noise-aware post-processing, got {v!r}"
+                + (" (a non-private trace has no DP noise to be aware of)" if name == "noise_multiplier" else "")
+            )
     if float(trace.sampling_rate) > 1:
         raise ValueError(f"trace.sampling_rate must lie in (0, 1], got {trace.sampling_rate!r}")
     beta = np.asarray(trace.beta, np.float64)
     if np.any(beta <= 0):
-        raise ValueError(f"trace.beta must be > 0, got {beta[beta <= 0][:5].tolist()} at "
-                         f"{np.nonzero(beta <= 0)[0][:5].tolist()}")
+        raise ValueError(
+            f"trace.beta must be > 0, got {beta[beta <= 0][:5].tolist()} at {np.nonzero(beta <= 0)[0][:5].tolist()}"
+        )
     stats = sufficient_statistics(trace.phi, trace.grads, float(burn_in))
     frozen = ~(stats.phi_ss > 0)
     if frozen.any():
-        raise ValueError(f"coordinates {_named(trace, frozen)[1]} do not move after burn-in (zero variance "
-                         "of phi): the gradient model cannot be fitted to them")
+        raise ValueError(
+            f"coordinates {_named(trace, frozen)[1]} do not move after burn-in (zero variance "
+            "of phi): the gradient model cannot be fitted to them"
+        )
     noise_sd = float(trace.noise_multiplier) * float(trace.clip) / beta
     _check_float32_range(trace, stats, noise_sd, subsampling_noise)
     return stats, noise_sd, start
@@ -406,22 +484,29 @@ _MAX_MEAN_SQUARE = 1e24
 _MIN_PHI_SS = 1e-30
 
 
-def _check_float32_range(trace: DPVITrace, stats: TraceStats, noise_sd: np.ndarray,
-                         subsampling_noise: bool = False) -> None:
+def _check_float32_range(
+    trace: DPVITrace, stats: TraceStats, noise_sd: np.ndarray, subsampling_noise: bool = False
+) -> None:
     """Refuses coordinates whose noise variance or statistics leave the float32 range of the solvers
     (they would come out NaN or inf), naming them with the values and the settings that set them; with
     ``subsampling_noise`` the noise sd must also reach ``SUBSAMPLING_NOISE_MIN_SD``."""
     small = noise_sd < SUBSAMPLING_NOISE_MIN_SD
     if subsampling_noise and small.any():
         j, names = _named(trace, small)
-        raise ValueError(f"subsampling_noise=True needs the DP noise sd sigma*C/beta >= {SUBSAMPLING_NOISE_MIN_SD:g} "
-                         f"(where its s grid and Laplace's derivatives were checked), but coordinates {names} have "
-                         f"{np.array2string(noise_sd[j], precision=3)}: post-process without subsampling noise, or "
-                         "choose beta so that sigma*C/beta is of the order of the gradients")
+        raise ValueError(
+            f"subsampling_noise=True needs the DP noise sd sigma*C/beta >= {SUBSAMPLING_NOISE_MIN_SD:g} "
+            f"(where its s grid and Laplace's derivatives were checked), but coordinates {names} have "
+            f"{np.array2string(noise_sd[j], precision=3)}: post-process without subsampling noise, or "
+            "choose beta so that sigma*C/beta is of the order of the gradients"
+        )
     lo, hi = NOISE_SD_RANGE
     n = stats.count
-    bad = (~((noise_sd >= lo) & (noise_sd <= hi)) | ~(stats.grad_ss / n <= _MAX_MEAN_SQUARE)
-           | ~(stats.phi_ss / n <= _MAX_MEAN_SQUARE) | ~(stats.phi_ss >= _MIN_PHI_SS))
+    bad = (
+        ~((noise_sd >= lo) & (noise_sd <= hi))
+        | ~(stats.grad_ss / n <= _MAX_MEAN_SQUARE)
+        | ~(stats.phi_ss / n <= _MAX_MEAN_SQUARE)
+        | ~(stats.phi_ss >= _MIN_PHI_SS)
+    )
     if bad.any():
         j, names = _named(trace, bad)
         raise ValueError(
@@ -433,35 +518,48 @@ def _check_float32_range(trace: DPVITrace, stats: TraceStats, noise_sd: np.ndarr
             f"their parameters {np.array2string(stats.phi_ss[j], precision=3)}; the solvers (float32) need the "
             f"noise sd in [{lo:g}, {hi:g}], mean squares of gradients and parameters up to {_MAX_MEAN_SQUARE:g} "
             f"and parameters that move (sum of squares >= {_MIN_PHI_SS:g}): choose beta (and clip) so that "
-            "sigma*C/beta is of the order of the gradients")
+            "sigma*C/beta is of the order of the gradients"
+        )
 
 
-def _check_finite_result(trace: DPVITrace, method: str, mean: Any, sd: Any, draws: Any, noise_sd: np.ndarray,
-                         user_priors: bool = False) -> None:
+def _check_finite_result(
+    trace: DPVITrace, method: str, mean: Any, sd: Any, draws: Any, noise_sd: np.ndarray, user_priors: bool = False
+) -> None:
     """Refuses a posterior whose moments or draws came out NaN or inf, naming the coordinates (a silent
     NaN would otherwise reach every summary); ``user_priors``: the priors were the caller's TracePriors."""
-    bad = ~(np.isfinite(np.asarray(mean)) & np.isfinite(np.asarray(sd))
-            & np.all(np.isfinite(np.asarray(draws)), axis=0))
+    bad = ~(
+        np.isfinite(np.asarray(mean)) & np.isfinite(np.asarray(sd)) & np.all(np.isfinite(np.asarray(draws)), axis=0)
+    )
     if bad.any():
         j, names = _named(trace, bad)
-        raise ValueError(f"method={method!r}: the posterior of coordinates {names} came out NaN or inf "
-                         f"(the solvers work in float32; their DP noise sd sigma*C/beta is "
-                         f"{np.array2string(noise_sd[j], precision=3)}); no result is returned: "
-                         + ("check the TracePriors given (locations and scales of the order of the trace's phi and "
-                            "h, not 1e30 or 1e-50), " if user_priors else "")
-                         + "try method=\"grid\", or a beta that brings sigma*C/beta to the order of the gradients")
+        raise ValueError(
+            f"method={method!r}: the posterior of coordinates {names} came out NaN or inf "
+            f"(the solvers work in float32; their DP noise sd sigma*C/beta is "
+            f"{np.array2string(noise_sd[j], precision=3)}); no result is returned: "
+            + (
+                "check the TracePriors given (locations and scales of the order of the trace's phi and "
+                "h, not 1e30 or 1e-50), "
+                if user_priors
+                else ""
+            )
+            + 'try method="grid", or a beta that brings sigma*C/beta to the order of the gradients'
+        )
 
 
 def _burn_in_statistics(trace: DPVITrace, start: int) -> TraceStats:
     """Statistics of the burn-in steps 0 .. T*-1, for ``priors="burn_in"``."""
     if start < MIN_STEPS_AFTER_BURN_IN:
-        raise ValueError(f'priors="burn_in" takes the h prior from the burn-in steps, but burn_in leaves {start} of '
-                         f"them (T={trace.phi.shape[0]}); it needs at least {MIN_STEPS_AFTER_BURN_IN}: raise burn_in")
+        raise ValueError(
+            f'priors="burn_in" takes the h prior from the burn-in steps, but burn_in leaves {start} of '
+            f"them (T={trace.phi.shape[0]}); it needs at least {MIN_STEPS_AFTER_BURN_IN}: raise burn_in"
+        )
     burn = sufficient_statistics(np.asarray(trace.phi)[:start], np.asarray(trace.grads)[:start], 0.0)
     frozen = ~(burn.phi_ss > 0)
     if frozen.any():
-        raise ValueError(f'coordinates {_named(trace, frozen)[1]} do not move during burn-in: priors="burn_in" '
-                         'cannot estimate their slope there; use priors="paper"')
+        raise ValueError(
+            f'coordinates {_named(trace, frozen)[1]} do not move during burn-in: priors="burn_in" '
+            'cannot estimate their slope there; use priors="paper"'
+        )
     return burn
 
 

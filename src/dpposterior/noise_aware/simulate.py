@@ -26,16 +26,22 @@ from ..vi.layout import ParamLayout
 from ..vi.trace import DPVITrace
 
 
-def heuristic_learning_rate(noise_multiplier: float, clip: float, num_steps: int, num_params: int,
-                            beta, lr_scale: float = 1.0) -> np.ndarray:
+def heuristic_learning_rate(
+    noise_multiplier: float, clip: float, num_steps: int, num_params: int, beta, lr_scale: float = 1.0
+) -> np.ndarray:
     """The paper's learning rate sqrt(2) lr_scale beta / (sigma C sqrt(T d)) (section 9 and 13.2)."""
-    return (math.sqrt(2.0) * lr_scale / (noise_multiplier * clip * math.sqrt(num_steps * num_params))
-            * np.asarray(beta, dtype=np.float64))
+    return (
+        math.sqrt(2.0)
+        * lr_scale
+        / (noise_multiplier * clip * math.sqrt(num_steps * num_params))
+        * np.asarray(beta, dtype=np.float64)
+    )
 
 
 @partial(jax.jit, static_argnames=("num_steps",))
-def simulate_trace_arrays(key: jax.Array, phi_star, a, noise_sd, learning_rate, phi_init, num_steps: int,
-                          sampling_rate, subsampling_sd=0.0):
+def simulate_trace_arrays(
+    key: jax.Array, phi_star, a, noise_sd, learning_rate, phi_init, num_steps: int, sampling_rate, subsampling_sd=0.0
+):
     """Pure-jnp simulation: returns (phi (T, d) before each update, grads (T, d), final phi (d,)).
 
     All array arguments broadcast to (d,); ``num_steps`` is static. ``vmap`` over ``key`` (and any
@@ -57,9 +63,21 @@ def simulate_trace_arrays(key: jax.Array, phi_star, a, noise_sd, learning_rate, 
     return phis, grads, final
 
 
-def simulate_trace(key: jax.Array, phi_star, a, *, num_steps: int = 10_000, sampling_rate: float = 0.1,
-                   noise_multiplier: float = 1.0, clip: float = 2.0, beta=None, learning_rate=None,
-                   lr_scale: float = 1.0, phi_init=None, subsampling_sd=0.0) -> DPVITrace:
+def simulate_trace(
+    key: jax.Array,
+    phi_star,
+    a,
+    *,
+    num_steps: int = 10_000,
+    sampling_rate: float = 0.1,
+    noise_multiplier: float = 1.0,
+    clip: float = 2.0,
+    beta=None,
+    learning_rate=None,
+    lr_scale: float = 1.0,
+    phi_init=None,
+    subsampling_sd=0.0,
+) -> DPVITrace:
     """A :class:`DPVITrace` (flat layout) simulated from the linear-Gaussian trace model.
 
     Args:
@@ -108,22 +126,41 @@ def simulate_trace(key: jax.Array, phi_star, a, *, num_steps: int = 10_000, samp
     try:
         subsampling_sd = np.broadcast_to(np.asarray(subsampling_sd, np.float32), (d,))
     except ValueError:
-        raise ValueError(f"subsampling_sd must be a scalar or of shape ({d},), got "
-                         f"{np.shape(subsampling_sd)}") from None
+        raise ValueError(
+            f"subsampling_sd must be a scalar or of shape ({d},), got {np.shape(subsampling_sd)}"
+        ) from None
     if not np.all(np.isfinite(subsampling_sd)) or np.any(subsampling_sd < 0):
         raise ValueError("subsampling_sd must be finite and >= 0")
-    phis, grads, final = (np.asarray(x) for x in simulate_trace_arrays(
-        key, phi_star, a, noise_sd, learning_rate, phi_init, num_steps, sampling_rate,
-        subsampling_sd))
+    phis, grads, final = (
+        np.asarray(x)
+        for x in simulate_trace_arrays(
+            key, phi_star, a, noise_sd, learning_rate, phi_init, num_steps, sampling_rate, subsampling_sd
+        )
+    )
     if not (np.all(np.isfinite(phis)) and np.all(np.isfinite(grads)) and np.all(np.isfinite(final))):
-        raise ValueError("the simulated trace left float32 (NaN or inf): the iteration diverges; lower the "
-                         f"learning rate (here {learning_rate.tolist()}; lr q a < 2 is needed)")
-    privacy = not_private("simulated_linear_gaussian_trace",
-                          reason="simulated from the trace model (Räisä et al. 2024, eq. 22); no data")
-    return DPVITrace(phi=np.asarray(phis), grads=np.asarray(grads), final_phi=np.asarray(final), beta=beta,
-                     learning_rate=learning_rate, clip=float(clip), noise_multiplier=float(noise_multiplier),
-                     sampling_rate=float(sampling_rate), num_steps=int(num_steps), dataset_size=0, num_mc=0,
-                     layout=ParamLayout.flat(d // 2), privacy=privacy, model_name="simulated_trace_model")
+        raise ValueError(
+            "the simulated trace left float32 (NaN or inf): the iteration diverges; lower the "
+            f"learning rate (here {learning_rate.tolist()}; lr q a < 2 is needed)"
+        )
+    privacy = not_private(
+        "simulated_linear_gaussian_trace", reason="simulated from the trace model (Räisä et al. 2024, eq. 22); no data"
+    )
+    return DPVITrace(
+        phi=np.asarray(phis),
+        grads=np.asarray(grads),
+        final_phi=np.asarray(final),
+        beta=beta,
+        learning_rate=learning_rate,
+        clip=float(clip),
+        noise_multiplier=float(noise_multiplier),
+        sampling_rate=float(sampling_rate),
+        num_steps=int(num_steps),
+        dataset_size=0,
+        num_mc=0,
+        layout=ParamLayout.flat(d // 2),
+        privacy=privacy,
+        model_name="simulated_trace_model",
+    )
 
 
 def _vector(name: str, value, d: int) -> np.ndarray:
@@ -132,8 +169,7 @@ def _vector(name: str, value, d: int) -> np.ndarray:
         arr = np.asarray(value, dtype=np.float64)
         arr = np.broadcast_to(arr, (d,))
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number or a vector of shape ({d},) of numbers > 0, got "
-                         f"{value!r}") from None
+        raise ValueError(f"{name} must be a number or a vector of shape ({d},) of numbers > 0, got {value!r}") from None
     if not np.all(np.isfinite(arr)) or np.any(arr <= 0) or np.any(arr > np.finfo(np.float32).max):
         raise ValueError(f"{name} must be finite and > 0 (within float32), got {arr.tolist()}")
     return arr.astype(np.float32)

@@ -65,8 +65,14 @@ class TraceStats(NamedTuple):
         Informative only: the centred fields are what the solvers use.
         """
         n, xb, yb, sxx, sxy, syy = (np.asarray(x, dtype=np.float64) for x in self)
-        return {"count": n, "sum_phi": n * xb, "sum_phi2": sxx + n * xb**2, "sum_grad": n * yb,
-                "sum_grad2": syy + n * yb**2, "sum_grad_phi": sxy + n * xb * yb}
+        return {
+            "count": n,
+            "sum_phi": n * xb,
+            "sum_phi2": sxx + n * xb**2,
+            "sum_grad": n * yb,
+            "sum_grad2": syy + n * yb**2,
+            "sum_grad_phi": sxy + n * xb * yb,
+        }
 
 
 def burn_in_start(num_steps: int, burn_in: float) -> int:
@@ -78,7 +84,7 @@ def burn_in_start(num_steps: int, burn_in: float) -> int:
     Raises:
       ValueError: ``burn_in`` is not a number in [0, 1) (a negative share would count steps twice).
     """
-    if not 0.0 <= burn_in < 1.0:     # also refuses NaN
+    if not 0.0 <= burn_in < 1.0:  # also refuses NaN
         raise ValueError(f"burn_in must lie in [0, 1) (the share of the trace dropped at its start), got {burn_in!r}")
     x = burn_in * num_steps
     nearest = round(x)
@@ -115,9 +121,14 @@ def sufficient_statistics(phi, grads, burn_in: float = 0.2) -> TraceStats:
     ybar = yc.mean(axis=0)
     xc -= xbar
     yc -= ybar
-    return TraceStats(count=np.full(xc.shape[1], float(n)), phi_mean=xbar, grad_mean=ybar,
-                      phi_ss=np.einsum("td,td->d", xc, xc), cross_ss=np.einsum("td,td->d", xc, yc),
-                      grad_ss=np.einsum("td,td->d", yc, yc))
+    return TraceStats(
+        count=np.full(xc.shape[1], float(n)),
+        phi_mean=xbar,
+        grad_mean=ybar,
+        phi_ss=np.einsum("td,td->d", xc, xc),
+        cross_ss=np.einsum("td,td->d", xc, yc),
+        grad_ss=np.einsum("td,td->d", yc, yc),
+    )
 
 
 def sufficient_statistics_jnp(phi: jax.Array, grads: jax.Array, start: int = 0) -> TraceStats:
@@ -134,6 +145,11 @@ def sufficient_statistics_jnp(phi: jax.Array, grads: jax.Array, start: int = 0) 
     ybar = jnp.mean(y, axis=0)
     xc = x - xbar
     yc = y - ybar
-    return TraceStats(count=jnp.full(xbar.shape, n, dtype=xbar.dtype), phi_mean=xbar, grad_mean=ybar,
-                      phi_ss=jnp.sum(xc * xc, axis=0), cross_ss=jnp.sum(xc * yc, axis=0),
-                      grad_ss=jnp.sum(yc * yc, axis=0))
+    return TraceStats(
+        count=jnp.full(xbar.shape, n, dtype=xbar.dtype),
+        phi_mean=xbar,
+        grad_mean=ybar,
+        phi_ss=jnp.sum(xc * xc, axis=0),
+        cross_ss=jnp.sum(xc * yc, axis=0),
+        grad_ss=jnp.sum(yc * yc, axis=0),
+    )

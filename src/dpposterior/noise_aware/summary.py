@@ -37,8 +37,10 @@ class PosteriorSummary(list):
             header = list(self[0])
             cells = [header] + [[_fmt(r[k]) for k in header] for r in self]
             widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-            lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
-                     for row in cells]
+            lines = [
+                "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+                for row in cells
+            ]
             lines.insert(1, "  ".join("-" * w for w in widths))
         lines += [f"warning: {w}" for w in self.warnings]
         return "\n".join(lines)
@@ -71,8 +73,9 @@ def interval_labels(prob: float) -> tuple[str, str]:
     return f"q{lo_text}", f"q{hi_text}"
 
 
-def summary_rows(draws: Mapping[str, Any], layout: Any, prob: float, num_draws: int,
-                 warnings: Sequence[str] = ()) -> PosteriorSummary:
+def summary_rows(
+    draws: Mapping[str, Any], layout: Any, prob: float, num_draws: int, warnings: Sequence[str] = ()
+) -> PosteriorSummary:
     """The summary of constrained ``draws`` (one array (num_draws, *site shape) per site) at central
     probability ``prob``: mean, sd (population, ddof 0), robust sd and the interval's ends, in float64."""
     lo_q, hi_q = (1 - prob) / 2, 1 - (1 - prob) / 2
@@ -85,6 +88,14 @@ def summary_rows(draws: Mapping[str, Any], layout: Any, prob: float, num_draws: 
         for j, label in enumerate(scalar_labels(name, shape)):
             col = v[:, j]
             lo, hi = float(np.quantile(col, lo_q)), float(np.quantile(col, hi_q))
-            rows.append({"parameter": label, "mean": float(col.mean()), "sd": float(col.std()),
-                         "robust_sd": (hi - lo) / (2 * z), lo_key: lo, hi_key: hi})
+            rows.append(
+                {
+                    "parameter": label,
+                    "mean": float(col.mean()),
+                    "sd": float(col.std()),
+                    "robust_sd": (hi - lo) / (2 * z),
+                    lo_key: lo,
+                    hi_key: hi,
+                }
+            )
     return PosteriorSummary(rows, warnings)

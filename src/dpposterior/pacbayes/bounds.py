@@ -46,8 +46,9 @@ def _check_m(m) -> int:
 
 def _finite_rhs(value: float, what: str) -> float:
     if not math.isfinite(value):
-        raise ValueError(f"{what} overflows the float range (got {value}); the arguments are far outside any "
-                         "meaningful bound")
+        raise ValueError(
+            f"{what} overflows the float range (got {value}); the arguments are far outside any meaningful bound"
+        )
     return value
 
 
@@ -73,8 +74,10 @@ def _replace_one_epsilon(epsilon, neighbouring: str) -> float:
     """
     epsilon = _check_nonneg("epsilon", epsilon)
     if neighbouring not in ("replace_one", "add_remove"):
-        raise ValueError(f"neighbouring must be 'replace_one' or 'add_remove' (the relation epsilon is stated for), got "
-                         f"{neighbouring!r}")
+        raise ValueError(
+            f"neighbouring must be 'replace_one' or 'add_remove' (the relation epsilon is stated for), got "
+            f"{neighbouring!r}"
+        )
     return 2.0 * epsilon if neighbouring == "add_remove" else epsilon
 
 
@@ -121,8 +124,9 @@ def seeger_bound(empirical_risk: float, kl_divergence: float, m: int, delta: flo
 # DP data-dependent prior (Dziugaite's thesis, Theorem 3.3.2)
 
 
-def dp_prior_kl_rhs(kl_divergence: float, m: int, delta: float, epsilon: float, *,
-                    neighbouring: str = "replace_one") -> float:
+def dp_prior_kl_rhs(
+    kl_divergence: float, m: int, delta: float, epsilon: float, *, neighbouring: str = "replace_one"
+) -> float:
     """[KL(Q||P(S)) + ln(2 sqrt(m)) + 2 max{ln(3/delta), m epsilon^2}] / m.
 
     The right-hand side of the bound on kl(R_S(Q) || R_D(Q)) when the prior P(S) is chosen by an
@@ -137,13 +141,22 @@ def dp_prior_kl_rhs(kl_divergence: float, m: int, delta: float, epsilon: float, 
     m = _check_m(m)
     delta = check_delta(delta)
     epsilon = _replace_one_epsilon(epsilon, neighbouring)
-    privacy = 2.0 * max(math.log(3.0 / delta), m * epsilon * epsilon)   # inf, not OverflowError, if huge
-    return _finite_rhs((kl_divergence + math.log(2.0 * math.sqrt(m)) + privacy) / m,
-                       "the DP-prior kl bound (KL + ln(2 sqrt m) + 2 max{ln(3/delta), m epsilon^2}) / m")
+    privacy = 2.0 * max(math.log(3.0 / delta), m * epsilon * epsilon)  # inf, not OverflowError, if huge
+    return _finite_rhs(
+        (kl_divergence + math.log(2.0 * math.sqrt(m)) + privacy) / m,
+        "the DP-prior kl bound (KL + ln(2 sqrt m) + 2 max{ln(3/delta), m epsilon^2}) / m",
+    )
 
 
-def dp_prior_pacbayes_bound(empirical_risk: float, kl_divergence: float, m: int, delta: float,
-                            epsilon: float, *, neighbouring: str = "replace_one") -> float:
+def dp_prior_pacbayes_bound(
+    empirical_risk: float,
+    kl_divergence: float,
+    m: int,
+    delta: float,
+    epsilon: float,
+    *,
+    neighbouring: str = "replace_one",
+) -> float:
     """Upper bound on R_D(Q) when the prior P(S) is epsilon-DP in S (Dziugaite's thesis, Theorem 3.3.2, inverted).
 
     With probability >= 1 - delta over S ~ D^m, for all Q,
@@ -220,8 +233,7 @@ def oneto_epsilon_bar(epsilon: float, m: int, delta: float, *, neighbouring: str
     return max(epsilon, math.sqrt(math.log(3.0 / delta) / m))
 
 
-def h_bound(empirical_risk: float, epsilon: float, m: int, delta: float, *,
-            neighbouring: str = "replace_one") -> float:
+def h_bound(empirical_risk: float, epsilon: float, m: int, delta: float, *, neighbouring: str = "replace_one") -> float:
     """The Hoeffding-style ("H") bound: R_D(A(S)) <= R_S(A(S)) + epsilon_bar + m^{-1/2}.
 
     For ONE classifier A(S) output by an epsilon-DP algorithm A (not a distribution over
@@ -234,8 +246,7 @@ def h_bound(empirical_risk: float, epsilon: float, m: int, delta: float, *,
     return q + oneto_epsilon_bar(epsilon, m, delta, neighbouring=neighbouring) + 1.0 / math.sqrt(_check_m(m))
 
 
-def c_bound(empirical_risk: float, epsilon: float, m: int, delta: float, *,
-            neighbouring: str = "replace_one") -> float:
+def c_bound(empirical_risk: float, epsilon: float, m: int, delta: float, *, neighbouring: str = "replace_one") -> float:
     """The relative-deviation ("C", Chernoff-style) bound for an epsilon-DP classifier.
 
     R_D(A(S)) <= R_S(A(S)) + sqrt(6 R_S(A(S))) (epsilon_bar + m^{-1/2}) + 6 (epsilon_bar^2 + 1/m),
@@ -271,6 +282,7 @@ def gaussian_kl(mean_q, var_q, mean_p, var_p) -> float:
       ValueError / TypeError: means of different sizes, empty or not finite; variances not > 0 and
         finite or of the wrong size; non-numeric inputs; a KL that overflows the float range.
     """
+
     def real(name: str, value) -> np.ndarray:
         a = np.asarray(value)
         if a.dtype.kind not in "iuf":
@@ -297,8 +309,10 @@ def gaussian_kl(mean_q, var_q, mean_p, var_p) -> float:
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         out = _gaussian_kl(mq, vq, mp, vp)
     if not math.isfinite(out):
-        raise ValueError("KL(Q || P) overflows the float range: the variances or means differ by too many orders "
-                         "of magnitude for a meaningful bound")
+        raise ValueError(
+            "KL(Q || P) overflows the float range: the variances or means differ by too many orders "
+            "of magnitude for a meaningful bound"
+        )
     return out
 
 
@@ -309,6 +323,6 @@ def _gaussian_kl(mq: np.ndarray, vq: np.ndarray, mp: np.ndarray, vp: np.ndarray)
     small = np.abs(t) < 1e-3
     ts = np.where(small, t, 0.0)
     series = ts * ts * (1 / 2 - ts * (1 / 3 - ts * (1 / 4 - ts / 5)))
-    direct = t - (np.log(vq) - np.log(vp))   # ln r from the logs: r itself may underflow to 0
+    direct = t - (np.log(vq) - np.log(vp))  # ln r from the logs: r itself may underflow to 0
     trace_log = np.where(small, series, direct)
     return float(0.5 * np.sum(trace_log + (mp - mq) ** 2 / vp))

@@ -89,8 +89,15 @@ class PacBayesCertificate:
         return d
 
 
-def certify(empirical_errors, kl_divergence: float, m: int, *, delta: float, delta_mc: float | None = None,
-            prior_privacy: PrivacySpent | None = None) -> PacBayesCertificate:
+def certify(
+    empirical_errors,
+    kl_divergence: float,
+    m: int,
+    *,
+    delta: float,
+    delta_mc: float | None = None,
+    prior_privacy: PrivacySpent | None = None,
+) -> PacBayesCertificate:
     """The certificate from the training errors of sampled hypotheses and KL(Q || P).
 
     Not a private release (see :class:`PacBayesCertificate`): it restates the training errors it is given.
@@ -126,17 +133,21 @@ def certify(empirical_errors, kl_divergence: float, m: int, *, delta: float, del
     if errs.ndim > 1:
         # n is errs.size below: a (n, m) array of per-record 0-1 losses would count as n * m hypotheses and
         # shrink the Monte Carlo term ln(2 / delta_mc) / n, an over-optimistic certificate
-        raise ValueError(f"empirical_errors must be a scalar R_S(Q) or a 1-D array of n training errors R_S(h_i), one "
-                         f"per hypothesis h_i ~ Q, got shape {errs.shape}; for per-record 0-1 losses of each "
-                         "hypothesis, average over the records first (each row's mean is R_S(h_i))")
+        raise ValueError(
+            f"empirical_errors must be a scalar R_S(Q) or a 1-D array of n training errors R_S(h_i), one "
+            f"per hypothesis h_i ~ Q, got shape {errs.shape}; for per-record 0-1 losses of each "
+            "hypothesis, average over the records first (each row's mean is R_S(h_i))"
+        )
     if errs.size == 0:
         raise ValueError("empirical_errors must be a non-empty array of 0-1 errors in [0, 1], got an empty array")
     outside = np.isnan(errs) | (errs < 0) | (errs > 1)
     if np.any(outside):
-        raise ValueError(f"empirical_errors must be 0-1 errors in [0, 1] (the bound is for losses in [0, 1]; "
-                         f"nothing is clipped), got {int(np.count_nonzero(outside))} of {errs.size} values NaN or "
-                         f"outside [0, 1] (range [{np.nanmin(errs) if not np.all(np.isnan(errs)) else np.nan:.4g}, "
-                         f"{np.nanmax(errs) if not np.all(np.isnan(errs)) else np.nan:.4g}])")
+        raise ValueError(
+            f"empirical_errors must be 0-1 errors in [0, 1] (the bound is for losses in [0, 1]; "
+            f"nothing is clipped), got {int(np.count_nonzero(outside))} of {errs.size} values NaN or "
+            f"outside [0, 1] (range [{np.nanmin(errs) if not np.all(np.isnan(errs)) else np.nan:.4g}, "
+            f"{np.nanmax(errs) if not np.all(np.isnan(errs)) else np.nan:.4g}])"
+        )
     if errs.ndim == 0:
         if delta_mc is not None:
             raise ValueError("delta_mc must be None when the empirical error is given exactly (a scalar)")
@@ -147,8 +158,10 @@ def certify(empirical_errors, kl_divergence: float, m: int, *, delta: float, del
             raise ValueError("delta_mc (in (0, 1)) is required when the errors are sampled from Q")
         dmc = check_delta(delta_mc, name="delta_mc")
         if not delta + dmc < 1.0:
-            raise ValueError(f"delta + delta_mc must be < 1 (the certificate holds with probability >= 1 - delta - "
-                             f"delta_mc), got delta={delta!r}, delta_mc={delta_mc!r}")
+            raise ValueError(
+                f"delta + delta_mc must be < 1 (the certificate holds with probability >= 1 - delta - "
+                f"delta_mc), got delta={delta!r}, delta_mc={delta_mc!r}"
+            )
         n = int(errs.size)
         estimate = float(np.mean(errs))
         mc_term = mc_kl_rhs(n, dmc)
@@ -179,16 +192,31 @@ def certify(empirical_errors, kl_divergence: float, m: int, *, delta: float, del
         privacy = 2.0 * max(math.log(3.0 / delta), m * eps * eps) / m - confidence
         caveat = str(prior_privacy.detail("caveat", "")) or "prior is epsilon-DP as recorded"
         if prior_privacy.neighbouring == "add_remove":
-            caveat += (f"; the prior's epsilon={float(prior_privacy.epsilon):.6g} is for add/remove-one neighbours, "
-                       f"used as 2 epsilon = {eps:.6g} for the replace-one neighbours of the bound")
-    rhs = _finite_rhs(complexity + confidence + privacy,
-                      "the kl bound (KL + ln(2 sqrt m) + the confidence and privacy terms) / m")
+            caveat += (
+                f"; the prior's epsilon={float(prior_privacy.epsilon):.6g} is for add/remove-one neighbours, "
+                f"used as 2 epsilon = {eps:.6g} for the replace-one neighbours of the bound"
+            )
+    rhs = _finite_rhs(
+        complexity + confidence + privacy, "the kl bound (KL + ln(2 sqrt m) + the confidence and privacy terms) / m"
+    )
     bound = float(kl_inv_upper(upper, rhs))
     return PacBayesCertificate(
-        bound=bound, empirical_error=estimate, empirical_error_upper=upper, kl_divergence=kl_divergence,
-        m=m, delta=delta, delta_mc=dmc, n_samples=n, complexity_term=complexity,
-        confidence_term=confidence, privacy_term=privacy, kl_rhs=rhs, mc_term=mc_term, epsilon=eps,
-        prior_privacy=prior_privacy, caveat=caveat,
+        bound=bound,
+        empirical_error=estimate,
+        empirical_error_upper=upper,
+        kl_divergence=kl_divergence,
+        m=m,
+        delta=delta,
+        delta_mc=dmc,
+        n_samples=n,
+        complexity_term=complexity,
+        confidence_term=confidence,
+        privacy_term=privacy,
+        kl_rhs=rhs,
+        mc_term=mc_term,
+        epsilon=eps,
+        prior_privacy=prior_privacy,
+        caveat=caveat,
     )
 
 
@@ -196,20 +224,23 @@ def _check_key(key: Any) -> None:
     typed = isinstance(key, jax.Array) and jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
     raw = isinstance(key, (jax.Array, np.ndarray)) and key.ndim == 1 and key.dtype == np.uint32
     if not (typed or raw):
-        raise TypeError(f"key must be a JAX PRNG key (jax.random.key(seed) or jax.random.PRNGKey(seed)), got "
-                        f"{key!r}")
+        raise TypeError(f"key must be a JAX PRNG key (jax.random.key(seed) or jax.random.PRNGKey(seed)), got {key!r}")
 
 
 def _check_xy(data: Any) -> tuple[np.ndarray, np.ndarray]:
     """``data`` as a pair (X, y) of numeric arrays with one shared, non-empty leading record axis."""
     if not isinstance(data, (tuple, list)) or len(data) != 2:
-        raise TypeError(f"data must be a pair (X, y), got {type(data).__name__}"
-                        + (f" of length {len(data)}" if isinstance(data, (tuple, list)) else ""))
+        raise TypeError(
+            f"data must be a pair (X, y), got {type(data).__name__}"
+            + (f" of length {len(data)}" if isinstance(data, (tuple, list)) else "")
+        )
     x, y = (np.asarray(a) for a in data)
     for name, a in (("X", x), ("y", y)):
         if a.dtype.kind not in "biuf" or a.ndim < 1:
-            raise ValueError(f"data {name} must be a numeric array with a leading record axis, got dtype {a.dtype} "
-                             f"and shape {a.shape}")
+            raise ValueError(
+                f"data {name} must be a numeric array with a leading record axis, got dtype {a.dtype} "
+                f"and shape {a.shape}"
+            )
     if x.shape[0] != y.shape[0]:
         raise ValueError(f"X and y must have one entry per record: got {x.shape[0]} and {y.shape[0]} records")
     if x.shape[0] == 0:
@@ -225,8 +256,9 @@ def _gaussian_errors(key, mean, std, x, y, *, error_fn, chunk):
     return jax.vmap(lambda e: error_fn(mean + std * e, x, y))(eps)
 
 
-def sample_gaussian_errors(key: jax.Array, mean, std, error_fn: Callable, data, n_samples: int,
-                           chunk: int = 16) -> np.ndarray:
+def sample_gaussian_errors(
+    key: jax.Array, mean, std, error_fn: Callable, data, n_samples: int, chunk: int = 16
+) -> np.ndarray:
     """Training errors R_S(h_i) of n weight vectors h_i ~ N(mean, diag(std^2)).
 
     ``error_fn(w, X, y)`` returns the mean 0-1 error of the network with flat weights w. Evaluated
@@ -250,11 +282,13 @@ def sample_gaussian_errors(key: jax.Array, mean, std, error_fn: Callable, data, 
     # a vector (e.g. one 0-1 loss per record) would be flattened into n x m "hypotheses" by certify
     out = jax.eval_shape(error_fn, mean, x, y)
     if getattr(out, "shape", None) != ():
-        raise ValueError(f"error_fn(w, X, y) must return the mean 0-1 error over the records (a scalar), got "
-                         f"{'shape ' + str(out.shape) if hasattr(out, 'shape') else type(out).__name__}: average "
-                         "per-record errors inside error_fn")
+        raise ValueError(
+            f"error_fn(w, X, y) must return the mean 0-1 error over the records (a scalar), got "
+            f"{'shape ' + str(out.shape) if hasattr(out, 'shape') else type(out).__name__}: average "
+            "per-record errors inside error_fn"
+        )
     check = getattr(error_fn, "check_data", None)
-    if check is not None:   # e.g. pacbayes.classifier_error: labels the network can index
+    if check is not None:  # e.g. pacbayes.classifier_error: labels the network can index
         check(mean, x, y)
     out = []
     for k in jax.random.split(key, -(-n_samples // chunk)):
@@ -262,9 +296,21 @@ def sample_gaussian_errors(key: jax.Array, mean, std, error_fn: Callable, data, 
     return np.concatenate(out)[:n_samples].astype(np.float64)
 
 
-def certify_gaussian(key: jax.Array, *, prior_mean, prior_var, posterior_mean, posterior_var,
-                     error_fn: Callable, data, delta: float, delta_mc: float, n_samples: int,
-                     prior_privacy: PrivacySpent | None = None, chunk: int = 16) -> PacBayesCertificate:
+def certify_gaussian(
+    key: jax.Array,
+    *,
+    prior_mean,
+    prior_var,
+    posterior_mean,
+    posterior_var,
+    error_fn: Callable,
+    data,
+    delta: float,
+    delta_mc: float,
+    n_samples: int,
+    prior_privacy: PrivacySpent | None = None,
+    chunk: int = 16,
+) -> PacBayesCertificate:
     """The certificate of a diagonal Gaussian posterior Q against a Gaussian prior P.
 
     Reads the training data (mechanism side): the bound needs R_S(Q). The result is not private.
@@ -285,17 +331,22 @@ def certify_gaussian(key: jax.Array, *, prior_mean, prior_var, posterior_mean, p
     """
     kl_div = gaussian_kl(posterior_mean, posterior_var, prior_mean, prior_var)
     m = int(_check_xy(data)[0].shape[0])
-    std = np.sqrt(np.asarray(posterior_var, dtype=np.float64))   # > 0 and finite (checked by gaussian_kl)
-    if not np.all(std <= FLOAT32_MAX):   # the hypotheses are drawn in float32: an inf std gives NaN weights
-        raise ValueError(f"posterior_var must have a square root within the float32 range (<= {FLOAT32_MAX:.4g}) "
-                         f"the hypotheses are drawn in, got a largest variance of {float(np.max(posterior_var)):.4g}")
+    std = np.sqrt(np.asarray(posterior_var, dtype=np.float64))  # > 0 and finite (checked by gaussian_kl)
+    if not np.all(std <= FLOAT32_MAX):  # the hypotheses are drawn in float32: an inf std gives NaN weights
+        raise ValueError(
+            f"posterior_var must have a square root within the float32 range (<= {FLOAT32_MAX:.4g}) "
+            f"the hypotheses are drawn in, got a largest variance of {float(np.max(posterior_var)):.4g}"
+        )
     std = std.astype(np.float32)
-    errs = sample_gaussian_errors(key, jnp.asarray(posterior_mean, jnp.float32), std, error_fn, data,
-                                  n_samples, chunk=chunk)
-    if not np.all((errs >= 0) & (errs <= 1)):   # also NaN
-        raise ValueError("error_fn must return the mean 0-1 error (a number in [0, 1]), but returned NaN or values "
-                         "outside [0, 1] for some hypotheses: the bound holds for losses in [0, 1] and nothing is "
-                         "clipped; a surrogate loss with another range (e.g. the bounded cross-entropy, in "
-                         "[0, loss_max]) must be divided by the length of its range, or use "
-                         "pacbayes.classifier_error")
+    errs = sample_gaussian_errors(
+        key, jnp.asarray(posterior_mean, jnp.float32), std, error_fn, data, n_samples, chunk=chunk
+    )
+    if not np.all((errs >= 0) & (errs <= 1)):  # also NaN
+        raise ValueError(
+            "error_fn must return the mean 0-1 error (a number in [0, 1]), but returned NaN or values "
+            "outside [0, 1] for some hypotheses: the bound holds for losses in [0, 1] and nothing is "
+            "clipped; a surrogate loss with another range (e.g. the bounded cross-entropy, in "
+            "[0, loss_max]) must be divided by the length of its range, or use "
+            "pacbayes.classifier_error"
+        )
     return certify(errs, kl_div, m, delta=delta, delta_mc=delta_mc, prior_privacy=prior_privacy)

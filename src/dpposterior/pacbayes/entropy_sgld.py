@@ -136,11 +136,12 @@ def check_labels(labels, num_classes: int, name: str = "y") -> None:
         bad = np.zeros(lab.shape, bool) if num_classes >= 2 else lab
     else:
         bad = ~np.isfinite(lab) | (lab < 0) | (lab > num_classes - 1) | (lab != np.round(lab))
-    if np.any(bad):   # neither the values nor their count is quoted: a count of bad labels is a class count
+    if np.any(bad):  # neither the values nor their count is quoted: a count of bad labels is a class count
         raise ValueError(
             f"{name} (class labels) must be integers in {{0, ..., {num_classes - 1}}} for a classifier with "
             f"{num_classes} outputs; some labels are not (negative, too large, fractional or not finite). Map "
-            "other label sets first, e.g. {-1, 1} to {0, 1} with (y + 1) // 2")
+            "other label sets first, e.g. {-1, 1} to {0, 1} with (y + 1) // 2"
+        )
 
 
 _LN2 = math.log(2.0)
@@ -159,9 +160,11 @@ def _check_loss_max(loss_max, name: str = "loss_max") -> float:
     """
     v = check_positive(loss_max, name)
     if not _LN2 < v <= FLOAT32_MAX:
-        raise ValueError(f"{name} (the bounded cross-entropy's upper end L_max) must lie in (ln 2 = 0.6931..., "
-                         f"{FLOAT32_MAX:.4g}] (float32 max), got {loss_max!r}: -log(e^-L + (1 - 2 e^-L) p) is NaN for "
-                         "L < ln 2, the constant ln 2 at L = ln 2, and unbounded for L beyond float32")
+        raise ValueError(
+            f"{name} (the bounded cross-entropy's upper end L_max) must lie in (ln 2 = 0.6931..., "
+            f"{FLOAT32_MAX:.4g}] (float32 max), got {loss_max!r}: -log(e^-L + (1 - 2 e^-L) p) is NaN for "
+            "L < ln 2, the constant ln 2 at L = ln 2, and unbounded for L beyond float32"
+        )
     return v
 
 
@@ -245,6 +248,7 @@ def _label_checker(apply_fn: Callable, unravel: Callable) -> Callable:
         """Refuses labels y that the network's outputs cannot index (see :func:`check_labels`)."""
         logits = jax.eval_shape(lambda w_, x_: apply_fn(unravel(w_), x_), w, x[:1])
         check_labels(y, logits.shape[-1])
+
     return check_data
 
 
@@ -300,10 +304,12 @@ def init(position: Array) -> EntropySGLDState:
     if not jnp.issubdtype(position.dtype, jnp.floating):
         raise TypeError(f"position must hold floating-point weights, got dtype {position.dtype}")
     concrete = _concrete(position)
-    if concrete is not None and not np.all(np.isfinite(concrete)):   # the weights are public (w0): say which
+    if concrete is not None and not np.all(np.isfinite(concrete)):  # the weights are public (w0): say which
         bad = np.flatnonzero(~np.isfinite(concrete))
-        raise ValueError(f"position must be finite, got {bad.size} NaN or inf weights (first at index {bad[0]}): the "
-                         "chain would run on NaN and release NaN")
+        raise ValueError(
+            f"position must be finite, got {bad.size} NaN or inf weights (first at index {bad[0]}): the "
+            "chain would run on NaN and release NaN"
+        )
     return EntropySGLDState(position=position, num_steps=jnp.zeros((), jnp.int32))
 
 
@@ -327,20 +333,23 @@ def _check_loss(loss_fn: Callable, params: EntropySGLDParams) -> None:
         raise TypeError(f"loss_fn must be callable, got {loss_fn!r}")
     own = getattr(loss_fn, "loss_max", None)
     if own is not None and own > params.loss_max:
-        raise ValueError(f"loss_fn has range loss_max={own!r} but EntropySGLDParams.loss_max={params.loss_max!r}: "
-                         "the privacy (epsilon = 2 beta L_max tau / m) would be computed from the smaller range; "
-                         "give params the loss's loss_max")
+        raise ValueError(
+            f"loss_fn has range loss_max={own!r} but EntropySGLDParams.loss_max={params.loss_max!r}: "
+            "the privacy (epsilon = 2 beta L_max tau / m) would be computed from the smaller range; "
+            "give params the loss's loss_max"
+        )
 
 
 def _check_data(data, concrete: bool) -> tuple:
     """(X, y) with one shared, non-empty record axis; finite X when ``concrete`` (not traced)."""
     if not isinstance(data, (tuple, list)) or len(data) != 2:
-        raise TypeError("data must be a pair (X, y) of arrays sharing the record axis, got "
-                        f"{type(data).__name__}" + (f" of length {len(data)}" if isinstance(data, (tuple, list)) else ""))
+        raise TypeError(
+            "data must be a pair (X, y) of arrays sharing the record axis, got "
+            f"{type(data).__name__}" + (f" of length {len(data)}" if isinstance(data, (tuple, list)) else "")
+        )
     x, y = data
     if jnp.ndim(x) < 1 or jnp.ndim(y) < 1 or jnp.shape(x)[0] != jnp.shape(y)[0]:
-        raise ValueError(f"X and y must share their first axis (records): got shapes {jnp.shape(x)} and "
-                         f"{jnp.shape(y)}")
+        raise ValueError(f"X and y must share their first axis (records): got shapes {jnp.shape(x)} and {jnp.shape(y)}")
     if jnp.shape(x)[0] == 0:
         raise ValueError("data must hold at least one record, got 0")
     if concrete:
@@ -353,8 +362,9 @@ def _check_data(data, concrete: bool) -> tuple:
     return jnp.asarray(x), jnp.asarray(y)
 
 
-def step(key: Array, state: EntropySGLDState, *, data: tuple[Array, Array], params: EntropySGLDParams,
-         loss_fn: Callable) -> tuple[EntropySGLDState, EntropySGLDInfo]:
+def step(
+    key: Array, state: EntropySGLDState, *, data: tuple[Array, Array], params: EntropySGLDParams, loss_fn: Callable
+) -> tuple[EntropySGLDState, EntropySGLDInfo]:
     """One outer step of Entropy-SGLD (or Entropy-SGD when ``params.beta is None``).
 
     Privacy: see the module docstring (exponential-mechanism argument for an exact sample, replace-one
@@ -373,10 +383,12 @@ def step(key: Array, state: EntropySGLDState, *, data: tuple[Array, Array], para
     Returns:
       (new state, info). Jit it from outside, closing over ``data``, ``params`` and ``loss_fn``.
     """
-    if key is None:   # the caller jits and scans step: a seed drawn here would be baked into the program
-        raise TypeError("key must be a JAX PRNG key: step draws all its noise from the key it is given; for noise "
-                        "seeded by the operating system call run(None, ...), or pass "
-                        "dpposterior.privacy.os_seeded_key() (recorded with seeded_by='os')")
+    if key is None:  # the caller jits and scans step: a seed drawn here would be baked into the program
+        raise TypeError(
+            "key must be a JAX PRNG key: step draws all its noise from the key it is given; for noise "
+            "seeded by the operating system call run(None, ...), or pass "
+            "dpposterior.privacy.os_seeded_key() (recorded with seeded_by='os')"
+        )
     _check_key(key)
     if not isinstance(state, EntropySGLDState):
         raise TypeError(f"state must be an EntropySGLDState (from init(position)), got {type(state).__name__}")
@@ -385,7 +397,7 @@ def step(key: Array, state: EntropySGLDState, *, data: tuple[Array, Array], para
     x, y = _check_data(data, concrete=False)
     check = getattr(loss_fn, "check_data", None)
     if check is not None and _concrete(y) is not None and _concrete(state.position) is not None:
-        check(state.position, x, y)   # not under jit: labels the network can index
+        check(state.position, x, y)  # not under jit: labels the network can index
     m = x.shape[0]
     w = state.position
     grad = jax.grad(loss_fn)
@@ -398,8 +410,11 @@ def step(key: Array, state: EntropySGLDState, *, data: tuple[Array, Array], para
         idx = jax.random.randint(k_batch, (params.batch_size,), 0, m)
         xb, yb = x[idx], y[idx]
         g = grad(wp, xb, yb)
-        wp = (wp - params.eta_inner * (g + params.gamma * (wp - w))
-              + noise_inner * jax.random.normal(k_noise, wp.shape, wp.dtype))
+        wp = (
+            wp
+            - params.eta_inner * (g + params.gamma * (wp - w))
+            + noise_inner * jax.random.normal(k_noise, wp.shape, wp.dtype)
+        )
         mu = (1.0 - params.alpha) * mu + params.alpha * wp
         return (wp, mu), loss_fn(wp, xb, yb)
 
@@ -407,12 +422,22 @@ def step(key: Array, state: EntropySGLDState, *, data: tuple[Array, Array], para
     w_new = w - 0.5 * params.eta * params.tau * params.gamma * (w - mu)
     if params.beta is not None:
         w_new = w_new + math.sqrt(params.eta / params.beta) * jax.random.normal(key_outer, w.shape, w.dtype)
-    return (EntropySGLDState(position=w_new, num_steps=state.num_steps + 1),
-            EntropySGLDInfo(mu=mu, batch_loss=jnp.mean(losses)))
+    return (
+        EntropySGLDState(position=w_new, num_steps=state.num_steps + 1),
+        EntropySGLDInfo(mu=mu, batch_loss=jnp.mean(losses)),
+    )
 
 
-def run(key: Array | None, state: EntropySGLDState, num_steps: int, *, data, params: EntropySGLDParams,
-        loss_fn: Callable, secure: bool = False) -> tuple[EntropySGLDState, EntropySGLDInfo]:
+def run(
+    key: Array | None,
+    state: EntropySGLDState,
+    num_steps: int,
+    *,
+    data,
+    params: EntropySGLDParams,
+    loss_fn: Callable,
+    secure: bool = False,
+) -> tuple[EntropySGLDState, EntropySGLDInfo]:
     """``num_steps`` outer steps under one jitted ``lax.scan``; infos stacked along axis 0.
 
     ``key=None`` (and ``secure=False``): the noise is seeded from the operating system (a fresh
@@ -438,22 +463,23 @@ def run(key: Array | None, state: EntropySGLDState, num_steps: int, *, data, par
         raise TypeError(f"state must be an EntropySGLDState (from init(position)), got {type(state).__name__}")
     x, y = _check_data(data, concrete=True)
     check = getattr(loss_fn, "check_data", None)
-    if check is not None:   # losses from classifier_loss: labels the network can index
+    if check is not None:  # losses from classifier_loss: labels the network can index
         check(state.position, x, y)
     if check_secure(secure):
         if key is not None:
             raise ValueError("key must be None when secure=True: every step's key comes from the OS CSPRNG")
         step_keys = jax.random.split(os_key(), num_steps)
     else:
-        if key is None:   # DESIGN: privacy noise with no key given is seeded from the operating system
+        if key is None:  # DESIGN: privacy noise with no key given is seeded from the operating system
             from ..privacy.randomness import os_seeded_key
+
             key = os_seeded_key()
         _check_key(key)
         step_keys = jax.random.split(key, num_steps)
 
     try:
         program = _compiled_run(params, loss_fn)
-    except TypeError:   # unhashable params or loss: compile for this call only
+    except TypeError:  # unhashable params or loss: compile for this call only
         program = _compiled_run.__wrapped__(params, loss_fn)
     return program(step_keys, state, x, y)
 
@@ -461,10 +487,12 @@ def run(key: Array | None, state: EntropySGLDState, num_steps: int, *, data, par
 @functools.lru_cache(maxsize=16)
 def _compiled_run(params: EntropySGLDParams, loss_fn: Callable) -> Callable:
     """The jitted scan of ``run``, one per (params, loss_fn): repeated runs reuse the program."""
+
     @jax.jit
     def _run(step_keys, state, x, y):
         def body(s, k):
             return step(k, s, data=(x, y), params=params, loss_fn=loss_fn)
+
         return jax.lax.scan(body, state, step_keys)
 
     return _run
@@ -481,14 +509,17 @@ def beta_for_epsilon(epsilon: float, loss_range: float, tau: float, m: int) -> f
     beta = check_epsilon(epsilon) / unit
     if not math.isfinite(beta):
         raise ValueError(f"beta = epsilon m / (2 L_max tau) overflows for epsilon={epsilon!r}, m={m!r}")
-    if not beta > 0:   # EntropySGLDParams needs beta > 0: an underflow is not returned as 0
-        raise ValueError(f"beta = epsilon m / (2 L_max tau) underflows to 0 for epsilon={epsilon!r}, "
-                         f"loss_range={loss_range!r}, tau={tau!r}, m={m!r}")
+    if not beta > 0:  # EntropySGLDParams needs beta > 0: an underflow is not returned as 0
+        raise ValueError(
+            f"beta = epsilon m / (2 L_max tau) underflows to 0 for epsilon={epsilon!r}, "
+            f"loss_range={loss_range!r}, tau={tau!r}, m={m!r}"
+        )
     return beta
 
 
-def entropy_sgld_privacy(params: EntropySGLDParams, m: int, *, num_steps: int = 1,
-                         seeded_by: str = "os") -> PrivacySpent:
+def entropy_sgld_privacy(
+    params: EntropySGLDParams, m: int, *, num_steps: int = 1, seeded_by: str = "os"
+) -> PrivacySpent:
     """The PrivacySpent of the prior mean w released by Entropy-SGLD on m records.
 
     epsilon = 2 beta L_max tau / m, pure (delta = 0), replace-one neighbours, accountant
@@ -504,12 +535,21 @@ def entropy_sgld_privacy(params: EntropySGLDParams, m: int, *, num_steps: int = 
         return not_private("entropy_sgd", reason="Entropy-SGD has no outer noise")
     eps = local_entropy_gibbs_epsilon(params.beta, params.loss_max, params.tau, m)
     return PrivacySpent(
-        epsilon=eps, delta=0.0, neighbouring="replace_one",
+        epsilon=eps,
+        delta=0.0,
+        neighbouring="replace_one",
         accountant="exponential_mechanism(exact_sample_assumed)",
-        mechanism="entropy_sgld_local_entropy_gibbs", noise_multiplier=None, sampling_rate=1.0,
-        num_steps=int(num_steps), seeded_by=seeded_by,  # type: ignore[arg-type]
-        details=(("caveat", GIBBS_SAMPLE_CAVEAT), ("beta", float(params.beta)),
-                 ("tau", float(params.tau)), ("gamma", float(params.gamma)),
-                 ("loss_max", float(params.loss_max)), ("m", int(m))),
+        mechanism="entropy_sgld_local_entropy_gibbs",
+        noise_multiplier=None,
+        sampling_rate=1.0,
+        num_steps=int(num_steps),
+        seeded_by=seeded_by,  # type: ignore[arg-type]
+        details=(
+            ("caveat", GIBBS_SAMPLE_CAVEAT),
+            ("beta", float(params.beta)),
+            ("tau", float(params.tau)),
+            ("gamma", float(params.gamma)),
+            ("loss_max", float(params.loss_max)),
+            ("m", int(m)),
+        ),
     )
-

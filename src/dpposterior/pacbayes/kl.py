@@ -35,11 +35,12 @@ _MAX_ITER = 200
 def _as_float_array(name: str, value, *, low: float, high: float | None, what: str) -> np.ndarray:
     try:
         raw = np.asarray(value)
-    except (TypeError, ValueError) as e:   # e.g. a ragged list
+    except (TypeError, ValueError) as e:  # e.g. a ragged list
         raise TypeError(f"{name} must be a real number or an array of real numbers, got {value!r}") from e
-    if raw.dtype.kind not in "iuf":   # bools, strings, None, objects are not silently cast to numbers
-        raise TypeError(f"{name} must be a real number or an array of real numbers (not bools or strings), got "
-                        f"{value!r}")
+    if raw.dtype.kind not in "iuf":  # bools, strings, None, objects are not silently cast to numbers
+        raise TypeError(
+            f"{name} must be a real number or an array of real numbers (not bools or strings), got {value!r}"
+        )
     arr = raw.astype(np.float64)
     if np.any(np.isnan(arr)):
         raise ValueError(f"{name} must not contain NaN, got {value!r}")
@@ -111,8 +112,9 @@ def kl(q, p) -> np.ndarray | float:
     return float(out) if out.ndim == 0 else out
 
 
-def _newton_bracket(q: np.ndarray, c: np.ndarray, lo: np.ndarray, hi: np.ndarray, upper: bool,
-                    tol: float) -> tuple[np.ndarray, np.ndarray]:
+def _newton_bracket(
+    q: np.ndarray, c: np.ndarray, lo: np.ndarray, hi: np.ndarray, upper: bool, tol: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Shrinks [lo, hi] around the root of g(p) = kl(q||p) - c (monotone on the bracket).
 
     For the upper inverse g increases on [q, 1] (g(lo) <= 0 < g(hi)); for the lower inverse g
@@ -145,8 +147,7 @@ def _newton_bracket(q: np.ndarray, c: np.ndarray, lo: np.ndarray, hi: np.ndarray
         x_newton = x + step
         # the safeguard: Newton is used while it stays inside the bracket and its steps at least
         # halve; otherwise one bisection step
-        ok = (np.isfinite(x_newton) & (x_newton > lo) & (x_newton < hi)
-              & (np.abs(step) <= 0.5 * prev_step))
+        ok = np.isfinite(x_newton) & (x_newton > lo) & (x_newton < hi) & (np.abs(step) <= 0.5 * prev_step)
         prev_step = np.where(ok, np.abs(step), width)
         x = np.where(active, np.where(ok, x_newton, 0.5 * (lo + hi)), x)
         active = active & (width > tol)

@@ -184,9 +184,16 @@ def _bound(fpr_u: float, fnr_u: float, delta: float, inequality: int) -> float:
     return _eps_from_rates(fpr_u, fnr_u, delta) if inequality == 1 else _eps_from_rates(fnr_u, fpr_u, delta)
 
 
-def epsilon_lower_bound_from_counts(false_positives: int, num_negatives: int, false_negatives: int,
-                                    num_positives: int, *, delta: float, confidence: float = 0.95,
-                                    num_tests: int = 1) -> float:
+def epsilon_lower_bound_from_counts(
+    false_positives: int,
+    num_negatives: int,
+    false_negatives: int,
+    num_positives: int,
+    *,
+    delta: float,
+    confidence: float = 0.95,
+    num_tests: int = 1,
+) -> float:
     """Lower bound on epsilon from the error counts of ONE fixed test, both inequalities.
 
     ``max(log((1 - delta - FNR_u) / FPR_u), log((1 - delta - FPR_u) / FNR_u), 0)`` where FPR_u and
@@ -214,8 +221,10 @@ def epsilon_lower_bound_from_counts(false_positives: int, num_negatives: int, fa
     fp = check_positive_int(false_positives, "false_positives", minimum=0)
     fn = check_positive_int(false_negatives, "false_negatives", minimum=0)
     if fp > nn or fn > npos:
-        raise ValueError(f"false_positives must be <= num_negatives and false_negatives <= num_positives, got "
-                         f"{fp} of {nn} and {fn} of {npos}")
+        raise ValueError(
+            f"false_positives must be <= num_negatives and false_negatives <= num_positives, got "
+            f"{fp} of {nn} and {fn} of {npos}"
+        )
     a = (1.0 - conf) / (2.0 * k)
     fpr_u = clopper_pearson_upper(fp, nn, a)
     fnr_u = clopper_pearson_upper(fn, npos, a)
@@ -247,8 +256,9 @@ def _rule_counts(fp: Any, nn: int, fn: Any, npos: int, rule: str) -> tuple[Any, 
 MAX_CANDIDATES = 2000
 
 
-def _selection_eps(fp: np.ndarray, nn: int, fn: np.ndarray, npos: int, delta: float,
-                   alpha: float) -> tuple[np.ndarray, np.ndarray]:
+def _selection_eps(
+    fp: np.ndarray, nn: int, fn: np.ndarray, npos: int, delta: float, alpha: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Both inequalities' bounds on the selection half, with Clopper-Pearson upper rates at alpha/2.
 
     Choosing by the conservative bound rather than the point estimate avoids thresholds deep in a
@@ -263,9 +273,15 @@ def _selection_eps(fp: np.ndarray, nn: int, fn: np.ndarray, npos: int, delta: fl
     return d1, d2
 
 
-def epsilon_lower_bound_from_scores(scores_without: Any, scores_with: Any, *, delta: float,
-                                    confidence: float = 0.95, selection: Selection = "split",
-                                    thresholds: Sequence[float] | None = None) -> AuditResult:
+def epsilon_lower_bound_from_scores(
+    scores_without: Any,
+    scores_with: Any,
+    *,
+    delta: float,
+    confidence: float = 0.95,
+    selection: Selection = "split",
+    thresholds: Sequence[float] | None = None,
+) -> AuditResult:
     """Many-run distinguishing audit from the scores of runs without and with the canary.
 
     See the module docstring for the bound and why it is valid. Higher scores should mean "canary
@@ -296,8 +312,10 @@ def epsilon_lower_bound_from_scores(scores_without: Any, scores_with: Any, *, de
 
     if selection == "split":
         if thresholds is not None:
-            raise ValueError("thresholds are only used with selection='grid'; "
-                             "selection='split' picks its threshold on the first half")
+            raise ValueError(
+                "thresholds are only used with selection='grid'; "
+                "selection='split' picks its threshold on the first half"
+            )
         ho, hi = out.size // 2, inn.size // 2
         sel_out, ev_out = out[:ho], out[ho:]
         sel_in, ev_in = inn[:hi], inn[hi:]
@@ -321,10 +339,17 @@ def epsilon_lower_bound_from_scores(scores_without: Any, scores_with: Any, *, de
         fpr_u = clopper_pearson_upper(fp_e, ev_out.size, a)
         fnr_u = clopper_pearson_upper(fn_e, ev_in.size, a)
         eps = _bound(fpr_u, fnr_u, delta, ineq)
-        details = (("threshold", t), ("rule", rule), ("inequality", ineq),
-                   ("false_positives", int(fp_e)), ("num_negatives", int(ev_out.size)),
-                   ("false_negatives", int(fn_e)), ("num_positives", int(ev_in.size)),
-                   ("fpr_upper", fpr_u), ("fnr_upper", fnr_u))
+        details = (
+            ("threshold", t),
+            ("rule", rule),
+            ("inequality", ineq),
+            ("false_positives", int(fp_e)),
+            ("num_negatives", int(ev_out.size)),
+            ("false_negatives", int(fn_e)),
+            ("num_positives", int(ev_in.size)),
+            ("fpr_upper", fpr_u),
+            ("fnr_upper", fnr_u),
+        )
         return AuditResult(float(eps), conf, delta, "many_run/split", details)
 
     if selection == "grid":
@@ -347,19 +372,34 @@ def epsilon_lower_bound_from_scores(scores_without: Any, scores_with: Any, *, de
                     if e > best[0]:
                         best = (e, float(grid[j]), rule, ineq, fpc, fnc, fpr_u, fnr_u)
         eps, t, rule, ineq, fpc, fnc, fpr_u, fnr_u = best
-        details = (("threshold", t), ("rule", rule), ("inequality", ineq),
-                   ("false_positives", fpc), ("num_negatives", int(out.size)),
-                   ("false_negatives", fnc), ("num_positives", int(inn.size)),
-                   ("fpr_upper", fpr_u), ("fnr_upper", fnr_u), ("num_thresholds", k))
+        details = (
+            ("threshold", t),
+            ("rule", rule),
+            ("inequality", ineq),
+            ("false_positives", fpc),
+            ("num_negatives", int(out.size)),
+            ("false_negatives", fnc),
+            ("num_positives", int(inn.size)),
+            ("fpr_upper", fpr_u),
+            ("fnr_upper", fnr_u),
+            ("num_thresholds", k),
+        )
         return AuditResult(float(eps), conf, delta, "many_run/grid", details)
 
     raise ValueError(f"selection must be 'split' or 'grid', got {selection!r}")
 
 
-def audit_many_runs(run: Callable[[Any, Any], Any], *, num_runs: int, delta: float, rng_key: Any,
-                    confidence: float = 0.95, selection: Selection = "split",
-                    thresholds: Sequence[float] | None = None,
-                    static_include: bool = True) -> AuditResult:
+def audit_many_runs(
+    run: Callable[[Any, Any], Any],
+    *,
+    num_runs: int,
+    delta: float,
+    rng_key: Any,
+    confidence: float = 0.95,
+    selection: Selection = "split",
+    thresholds: Sequence[float] | None = None,
+    static_include: bool = True,
+) -> AuditResult:
     """Runs a mechanism ``num_runs`` times with and without the canary and audits the scores.
 
     ``run(key, include_canary)`` must return a scalar score (e.g. the released noisy gradient sum
@@ -387,8 +427,7 @@ def audit_many_runs(run: Callable[[Any, Any], Any], *, num_runs: int, delta: flo
     import jax.numpy as jnp
 
     if not callable(run):
-        raise TypeError("run must be a callable run(key, include_canary) -> scalar, "
-                        f"got {type(run).__name__}")
+        raise TypeError(f"run must be a callable run(key, include_canary) -> scalar, got {type(run).__name__}")
     r = check_positive_int(num_runs, "num_runs", minimum=2)
     if not isinstance(static_include, (bool, np.bool_)):
         raise TypeError(f"static_include must be True or False, got {static_include!r}")
@@ -405,8 +444,9 @@ def audit_many_runs(run: Callable[[Any, Any], Any], *, num_runs: int, delta: flo
     s_out, s_in = np.asarray(s_out), np.asarray(s_in)
     if s_out.shape != (r,) or s_in.shape != (r,):
         raise ValueError(f"run must return a scalar score per run, got shape {s_out.shape[1:]} per run")
-    res = epsilon_lower_bound_from_scores(s_out, s_in, delta=delta, confidence=confidence,
-                                          selection=selection, thresholds=thresholds)
+    res = epsilon_lower_bound_from_scores(
+        s_out, s_in, delta=delta, confidence=confidence, selection=selection, thresholds=thresholds
+    )
     return dataclasses.replace(res, details=res.details + (("num_runs", r),))
 
 
@@ -414,8 +454,9 @@ def audit_many_runs(run: Callable[[Any, Any], Any], *, num_runs: int, delta: flo
 # one-run canary audit (Steinke, Nasr and Jagielski 2023)
 
 
-def one_run_epsilon_lower_bound(num_canaries: int, num_guesses: int, num_correct: int, *,
-                                delta: float, confidence: float = 0.95) -> float:
+def one_run_epsilon_lower_bound(
+    num_canaries: int, num_guesses: int, num_correct: int, *, delta: float, confidence: float = 0.95
+) -> float:
     """The one-run audit's lower bound on epsilon from its counts (conservative in delta).
 
     With m canaries each included independently with probability 1/2, r guesses and v correct,
@@ -444,9 +485,11 @@ def one_run_epsilon_lower_bound(num_canaries: int, num_guesses: int, num_correct
     conf = _check_confidence(confidence)
     level = (1.0 - conf) - 2.0 * m * delta
     if level <= 0.0:
-        raise ValueError(f"the one-run bound needs 2 * num_canaries * delta < 1 - confidence: got "
-                         f"2 * {m} * {delta} = {2 * m * delta} >= {1 - conf}; "
-                         "use fewer canaries or a smaller delta")
+        raise ValueError(
+            f"the one-run bound needs 2 * num_canaries * delta < 1 - confidence: got "
+            f"2 * {m} * {delta} = {2 * m * delta} >= {1 - conf}; "
+            "use fewer canaries or a smaller delta"
+        )
     if r == 0 or v == 0:
         return 0.0
     p = clopper_pearson_lower(v, r, level)
@@ -455,8 +498,15 @@ def one_run_epsilon_lower_bound(num_canaries: int, num_guesses: int, num_correct
     return float(math.log(p) - math.log1p(-p))
 
 
-def audit_one_run(scores: Any, included: Any, *, num_positive_guesses: int,
-                  num_negative_guesses: int, delta: float, confidence: float = 0.95) -> AuditResult:
+def audit_one_run(
+    scores: Any,
+    included: Any,
+    *,
+    num_positive_guesses: int,
+    num_negative_guesses: int,
+    delta: float,
+    confidence: float = 0.95,
+) -> AuditResult:
     """One-run canary audit (Steinke, Nasr and Jagielski 2023) from per-canary scores.
 
     Guesses "included" for the ``num_positive_guesses`` highest scores and "excluded" for the
@@ -479,16 +529,17 @@ def audit_one_run(scores: Any, included: Any, *, num_positive_guesses: int,
     s = _check_scores(scores, "scores")
     inc = np.asarray(included)
     if inc.dtype != bool or inc.shape != s.shape:
-        raise ValueError(f"included must be a bool array with the shape of scores {s.shape}, "
-                         f"got dtype {inc.dtype} and shape {inc.shape}")
+        raise ValueError(
+            f"included must be a bool array with the shape of scores {s.shape}, "
+            f"got dtype {inc.dtype} and shape {inc.shape}"
+        )
     m = s.size
     kp = check_positive_int(num_positive_guesses, "num_positive_guesses", minimum=0)
     kn = check_positive_int(num_negative_guesses, "num_negative_guesses", minimum=0)
     if kp + kn > m:
-        raise ValueError("num_positive_guesses + num_negative_guesses must be "
-                         f"<= {m} canaries, got {kp + kn}")
+        raise ValueError(f"num_positive_guesses + num_negative_guesses must be <= {m} canaries, got {kp + kn}")
     order = np.argsort(s, kind="stable")
-    low, high = order[:kn], order[m - kp:] if kp else order[:0]
+    low, high = order[:kn], order[m - kp :] if kp else order[:0]
     correct = int(np.sum(inc[high])) + int(np.sum(~inc[low]))
     eps = one_run_epsilon_lower_bound(m, kp + kn, correct, delta=delta, confidence=confidence)
     details = (("num_canaries", m), ("num_guesses", kp + kn), ("num_correct", correct))

@@ -26,8 +26,7 @@ def _exp_minus_one(x: float) -> float:
         return math.inf
 
 
-def advanced_composition(epsilon: float, delta: float, num_steps: int,
-                         delta_prime: float) -> tuple[float, float]:
+def advanced_composition(epsilon: float, delta: float, num_steps: int, delta_prime: float) -> tuple[float, float]:
     """Advanced composition of ``num_steps`` (epsilon, delta)-DP mechanisms (Dwork & Roth 2014, Thm 3.20).
 
     The k-fold adaptive composition of (epsilon, delta)-DP mechanisms is (epsilon_total,
@@ -64,13 +63,17 @@ def advanced_composition(epsilon: float, delta: float, num_steps: int,
         raise ValueError(
             f"advanced composition gives delta_total = num_steps * delta + delta_prime = {delta_total:g} "
             f">= 1 (num_steps={k}, delta={d:g}, delta_prime={dp:g}): the guarantee is vacuous; lower delta "
-            "or delta_prime")
+            "or delta_prime"
+        )
     return eps_total, delta_total
 
 
-def amplify_by_poisson_subsampling(epsilon: float, delta: float, sampling_rate: float,
-                                   neighbouring: Literal["add_remove", "replace_one"] = "add_remove",
-                                   ) -> tuple[float, float]:
+def amplify_by_poisson_subsampling(
+    epsilon: float,
+    delta: float,
+    sampling_rate: float,
+    neighbouring: Literal["add_remove", "replace_one"] = "add_remove",
+) -> tuple[float, float]:
     """Privacy amplification by Poisson subsampling of an (epsilon, delta)-DP mechanism.
 
     Running an (epsilon, delta)-DP mechanism (add/remove-one adjacency) on a subsample that
@@ -106,7 +109,8 @@ def amplify_by_poisson_subsampling(epsilon: float, delta: float, sampling_rate: 
             "amplify_by_poisson_subsampling supports neighbouring='add_remove' only: under replace-one "
             "adjacency ln(1 + q(e^epsilon - 1)) holds only if the base mechanism is (epsilon, delta)-DP "
             "under both replace-one and add/remove-one adjacency (Balle, Barthe & Gaboardi 2018, "
-            "Theorem 2), which cannot be checked here")
+            "Theorem 2), which cannot be checked here"
+        )
     return _amplify(eps, q), q * d
 
 
@@ -139,15 +143,18 @@ def gaussian_zcdp_rho(noise_multiplier: float) -> float:
     """
     sigma = check_positive(noise_multiplier, "noise_multiplier")
     variance = 2.0 * sigma * sigma
-    return _finite("gaussian_zcdp_rho", 1.0 / variance if variance > 0 else math.inf,
-                   f"noise_multiplier={noise_multiplier!r}")
+    return _finite(
+        "gaussian_zcdp_rho", 1.0 / variance if variance > 0 else math.inf, f"noise_multiplier={noise_multiplier!r}"
+    )
 
 
 def _finite(what: str, value: float, args: str) -> float:
     """``value``, or a ValueError when it overflowed or is NaN (never a silent inf or NaN)."""
     if not math.isfinite(value):
-        raise ValueError(f"{what} is not representable as a finite float for {args} (got {value!r}); use "
-                         "arguments within a few hundred orders of magnitude of 1")
+        raise ValueError(
+            f"{what} is not representable as a finite float for {args} (got {value!r}); use "
+            "arguments within a few hundred orders of magnitude of 1"
+        )
     return value
 
 

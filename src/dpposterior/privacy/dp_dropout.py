@@ -77,7 +77,8 @@ def _delta_iter(delta: float, delta_prime: float, q: float, t: int) -> float:
         raise ValueError(
             f"delta_iter = (delta - delta_prime) / (num_steps * sampling_rate) = {d_iter:g} >= 1: "
             "the per-iteration Gaussian mechanism needs a delta below 1; lower delta or raise "
-            "num_steps * sampling_rate")
+            "num_steps * sampling_rate"
+        )
     return d_iter
 
 
@@ -93,46 +94,87 @@ def _ac(sigma: float, delta: float, q: float, t: int, delta_prime: float) -> tup
             "DPD-AC: the per-iteration epsilon sqrt(2 ln(1.25/delta_iter))/noise_multiplier = "
             f"{eps_iter:.4g} >= 1 (delta_iter={d_iter:.3g}), where the classic Gaussian mechanism bound "
             f"does not hold (Dwork & Roth 2014, Theorem A.1); use noise_multiplier > {c:.4g} or "
-            "accountant 'pld'")
+            "accountant 'pld'"
+        )
     eps_step = _amplify(eps_iter, q)
     d_step = q * d_iter
-    eps_total = (math.sqrt(-2.0 * t * math.log(delta_prime)) * eps_step
-                 + t * eps_step * math.expm1(eps_step))
-    return eps_total, {"epsilon_iter": eps_iter, "delta_iter": d_iter, "epsilon_step": eps_step,
-                       "delta_step": d_step, "delta_prime": delta_prime}
+    eps_total = math.sqrt(-2.0 * t * math.log(delta_prime)) * eps_step + t * eps_step * math.expm1(eps_step)
+    return eps_total, {
+        "epsilon_iter": eps_iter,
+        "delta_iter": d_iter,
+        "epsilon_step": eps_step,
+        "delta_step": d_step,
+        "delta_prime": delta_prime,
+    }
 
 
 def _zcdp(sigma: float, delta: float, t: int) -> tuple[float, dict]:
     """DPD-zCDP total epsilon and rho; ValueError (never an inf epsilon) when they overflow."""
     variance = 2.0 * sigma * sigma
     rho = t / variance if variance > 0 else math.inf
-    eps = _finite("the DPD-zCDP epsilon", rho + 2.0 * math.sqrt(-rho * math.log(delta)),
-                  f"noise_multiplier={sigma!r}, num_steps={t}, delta={delta!r}")
+    eps = _finite(
+        "the DPD-zCDP epsilon",
+        rho + 2.0 * math.sqrt(-rho * math.log(delta)),
+        f"noise_multiplier={sigma!r}, num_steps={t}, delta={delta!r}",
+    )
     return eps, {"rho": rho}
 
 
-def _record(eps: float, delta: float, sigma: float, q: float, t: int, accountant: str,
-            neighbouring: str, seeded_by: SeededBy, details: dict) -> PrivacySpent:
+def _record(
+    eps: float,
+    delta: float,
+    sigma: float,
+    q: float,
+    t: int,
+    accountant: str,
+    neighbouring: str,
+    seeded_by: SeededBy,
+    details: dict,
+) -> PrivacySpent:
     sens, per = ("2 * clip", 1.0) if neighbouring == "replace_one" else ("clip", 2.0)
-    extra = {"dpd_noise_multiplier": sigma, "noise_std": "2 * clip * dpd_noise_multiplier",
-             "sensitivity": sens, "sampling": "poisson", **details}
-    return PrivacySpent(epsilon=float(eps), delta=float(delta), neighbouring=neighbouring,
-                        accountant=accountant, mechanism=MECHANISM, noise_multiplier=per * sigma,
-                        sampling_rate=q, num_steps=t, seeded_by=seeded_by,
-                        details=tuple(extra.items()))
+    extra = {
+        "dpd_noise_multiplier": sigma,
+        "noise_std": "2 * clip * dpd_noise_multiplier",
+        "sensitivity": sens,
+        "sampling": "poisson",
+        **details,
+    }
+    return PrivacySpent(
+        epsilon=float(eps),
+        delta=float(delta),
+        neighbouring=neighbouring,
+        accountant=accountant,
+        mechanism=MECHANISM,
+        noise_multiplier=per * sigma,
+        sampling_rate=q,
+        num_steps=t,
+        seeded_by=seeded_by,
+        details=tuple(extra.items()),
+    )
 
 
-def _validate(noise_multiplier: float, delta: float, sampling_rate: float, num_steps: int,
-              neighbouring: str) -> tuple[float, float, float, int, str]:
-    return (check_positive(noise_multiplier, "noise_multiplier"), check_delta(delta),
-            check_sampling_rate(sampling_rate), check_positive_int(num_steps, "num_steps"),
-            _check_neighbouring(neighbouring))
+def _validate(
+    noise_multiplier: float, delta: float, sampling_rate: float, num_steps: int, neighbouring: str
+) -> tuple[float, float, float, int, str]:
+    return (
+        check_positive(noise_multiplier, "noise_multiplier"),
+        check_delta(delta),
+        check_sampling_rate(sampling_rate),
+        check_positive_int(num_steps, "num_steps"),
+        _check_neighbouring(neighbouring),
+    )
 
 
-def dpd_ac_epsilon(noise_multiplier: float, delta: float, sampling_rate: float, num_steps: int, *,
-                   delta_prime: float | None = None,
-                   neighbouring: Literal["replace_one", "add_remove"] = "replace_one",
-                   seeded_by: SeededBy = "os") -> PrivacySpent:
+def dpd_ac_epsilon(
+    noise_multiplier: float,
+    delta: float,
+    sampling_rate: float,
+    num_steps: int,
+    *,
+    delta_prime: float | None = None,
+    neighbouring: Literal["replace_one", "add_remove"] = "replace_one",
+    seeded_by: SeededBy = "os",
+) -> PrivacySpent:
     """DPD-AC: the DP dropout paper's accounting by advanced composition.
 
     Privacy: T iterations, each Poisson-sampling records with rate q and adding N(0, 4 C^2 sigma^2 I)
@@ -172,9 +214,15 @@ def dpd_ac_epsilon(noise_multiplier: float, delta: float, sampling_rate: float, 
     return _record(eps, d, sigma, q, t, "dpd_ac", rel, seeded_by, details)
 
 
-def dpd_zcdp_epsilon(noise_multiplier: float, delta: float, sampling_rate: float, num_steps: int, *,
-                     neighbouring: Literal["replace_one", "add_remove"] = "replace_one",
-                     seeded_by: SeededBy = "os") -> PrivacySpent:
+def dpd_zcdp_epsilon(
+    noise_multiplier: float,
+    delta: float,
+    sampling_rate: float,
+    num_steps: int,
+    *,
+    neighbouring: Literal["replace_one", "add_remove"] = "replace_one",
+    seeded_by: SeededBy = "os",
+) -> PrivacySpent:
     """DPD-zCDP: the DP dropout paper's accounting by zero-concentrated DP.
 
     Privacy: the mechanism of :func:`dpd_ac_epsilon`. Each iteration is a Gaussian mechanism with
@@ -214,10 +262,17 @@ def _modern(sigma: float, d: float, q: float, t: int, accountant: str, rel: str)
     return _epsilon(2.0 * sigma, d, q, t, accountant, rel)
 
 
-def dpd_epsilon(noise_multiplier: float, delta: float, sampling_rate: float, num_steps: int,
-                accountant: DPDAccountant = "ac", *, delta_prime: float | None = None,
-                neighbouring: Literal["replace_one", "add_remove"] = "replace_one",
-                seeded_by: SeededBy = "os") -> PrivacySpent:
+def dpd_epsilon(
+    noise_multiplier: float,
+    delta: float,
+    sampling_rate: float,
+    num_steps: int,
+    accountant: DPDAccountant = "ac",
+    *,
+    delta_prime: float | None = None,
+    neighbouring: Literal["replace_one", "add_remove"] = "replace_one",
+    seeded_by: SeededBy = "os",
+) -> PrivacySpent:
     """The privacy of a DP dropout run under the chosen accountant.
 
     Privacy: the mechanism of :func:`dpd_ac_epsilon` (Poisson sampling with rate q, clip C, noise
@@ -247,24 +302,38 @@ def dpd_epsilon(noise_multiplier: float, delta: float, sampling_rate: float, num
     """
     accountant = _check_dpd_accountant(accountant)
     if accountant == "ac":
-        return dpd_ac_epsilon(noise_multiplier, delta, sampling_rate, num_steps, delta_prime=delta_prime,
-                              neighbouring=neighbouring, seeded_by=seeded_by)
+        return dpd_ac_epsilon(
+            noise_multiplier,
+            delta,
+            sampling_rate,
+            num_steps,
+            delta_prime=delta_prime,
+            neighbouring=neighbouring,
+            seeded_by=seeded_by,
+        )
     if delta_prime is not None:
         raise ValueError(f"delta_prime applies to accountant 'ac' only, got accountant={accountant!r}")
     if accountant == "zcdp":
-        return dpd_zcdp_epsilon(noise_multiplier, delta, sampling_rate, num_steps,
-                                neighbouring=neighbouring, seeded_by=seeded_by)
+        return dpd_zcdp_epsilon(
+            noise_multiplier, delta, sampling_rate, num_steps, neighbouring=neighbouring, seeded_by=seeded_by
+        )
     sigma, d, q, t, rel = _validate(noise_multiplier, delta, sampling_rate, num_steps, neighbouring)
     eps = _modern(sigma, d, q, t, accountant, rel)
     return _record(eps, d, sigma, q, t, accountant, rel, seeded_by, {})
 
 
-def calibrate_dpd_noise_multiplier(epsilon: float, delta: float, sampling_rate: float, num_steps: int,
-                                   accountant: DPDAccountant = "ac", *,
-                                   delta_prime: float | None = None,
-                                   neighbouring: Literal["replace_one", "add_remove"] = "replace_one",
-                                   max_noise_multiplier: float = MAX_NOISE_MULTIPLIER,
-                                   rtol: float = 1e-4) -> float:
+def calibrate_dpd_noise_multiplier(
+    epsilon: float,
+    delta: float,
+    sampling_rate: float,
+    num_steps: int,
+    accountant: DPDAccountant = "ac",
+    *,
+    delta_prime: float | None = None,
+    neighbouring: Literal["replace_one", "add_remove"] = "replace_one",
+    max_noise_multiplier: float = MAX_NOISE_MULTIPLIER,
+    rtol: float = 1e-4,
+) -> float:
     """The smallest DP dropout sigma (to relative tolerance ``rtol``) whose epsilon is <= target.
 
     Conservative: the returned sigma always satisfies
@@ -304,16 +373,21 @@ def calibrate_dpd_noise_multiplier(epsilon: float, delta: float, sampling_rate: 
     unreachable = (
         f"no noise multiplier <= max_noise_multiplier={max_sigma:g} reaches epsilon={target:g} with "
         f"delta={d:g}, sampling_rate={q:g}, num_steps={t} (DP dropout, accountant {accountant}, "
-        f"{rel}); raise epsilon or delta, lower num_steps or sampling_rate, or raise max_noise_multiplier")
+        f"{rel}); raise epsilon or delta, lower num_steps or sampling_rate, or raise max_noise_multiplier"
+    )
 
     if accountant in ("pld", "rdp"):
         # Search the dp-accounting noise multiplier s = 2 sigma.
         if accountant == "rdp" and rel != "add_remove":
             _epsilon(1.0, d, q, t, accountant, rel)  # raises the explanatory ValueError
         s = _search_noise_multiplier(
-            lambda s: _decide(s, target, d, q, t, accountant, rel), target,
-            max_sigma=2.0 * max_sigma, rtol=rtol, unreachable=unreachable,
-            pld=_PldLevels(d, q, t, rel) if accountant == "pld" else None)
+            lambda s: _decide(s, target, d, q, t, accountant, rel),
+            target,
+            max_sigma=2.0 * max_sigma,
+            rtol=rtol,
+            unreachable=unreachable,
+            pld=_PldLevels(d, q, t, rel) if accountant == "pld" else None,
+        )
         return s / 2.0
 
     if accountant == "ac":
@@ -326,6 +400,7 @@ def calibrate_dpd_noise_multiplier(epsilon: float, delta: float, sampling_rate: 
             except ValueError:  # epsilon_iter >= 1: the classic Gaussian bound does not hold
                 return math.inf
     else:
+
         def eps_of(sigma: float) -> float:
             return _zcdp(sigma, d, t)[0]
 
@@ -333,5 +408,4 @@ def calibrate_dpd_noise_multiplier(epsilon: float, delta: float, sampling_rate: 
         e = eps_of(sigma)
         return _Decision(e <= target, e, 0.0)
 
-    return _search_noise_multiplier(decide, target, max_sigma=max_sigma, rtol=rtol,
-                                    unreachable=unreachable)
+    return _search_noise_multiplier(decide, target, max_sigma=max_sigma, rtol=rtol, unreachable=unreachable)

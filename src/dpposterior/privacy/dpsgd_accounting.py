@@ -37,7 +37,7 @@ MAX_NOISE_MULTIPLIER = 1e6
 _PLD_RTOL = 1e-3
 _PLD_ATOL = 1e-6
 _PLD_MIN_DVI = 1e-6
-_PLD_START_DVI = 2.0 ** -4
+_PLD_START_DVI = 2.0**-4
 _PLD_MAX_REFINEMENTS = 10
 
 _RELATIONS = {
@@ -59,8 +59,15 @@ def _event(noise_multiplier: float, sampling_rate: float, num_steps: int) -> dp_
 
 
 @functools.lru_cache(maxsize=4096)
-def _epsilon_raw(noise_multiplier: float, delta: float, sampling_rate: float, num_steps: int,
-                 accountant: str, dvi: float, neighbouring: str = "add_remove") -> float:
+def _epsilon_raw(
+    noise_multiplier: float,
+    delta: float,
+    sampling_rate: float,
+    num_steps: int,
+    accountant: str,
+    dvi: float,
+    neighbouring: str = "add_remove",
+) -> float:
     """One run of dp-accounting. Under ``"replace_one"`` a record's contribution may change by twice
     the clip norm (dp-accounting's REPLACE_ONE convention); ``noise_multiplier`` is always the noise
     std divided by the clip norm."""
@@ -71,10 +78,10 @@ def _epsilon_raw(noise_multiplier: float, delta: float, sampling_rate: float, nu
         raise ValueError(
             f"the pld accountant needs noise_multiplier >= {MIN_NOISE_MULTIPLIER:g} (below it its grid takes "
             f"gigabytes and minutes, for a useless epsilon), got noise_multiplier={noise_multiplier!r} "
-            f"(sampling_rate={sampling_rate!r}, num_steps={num_steps}, delta={delta!r}); use accountant='rdp'")
+            f"(sampling_rate={sampling_rate!r}, num_steps={num_steps}, delta={delta!r}); use accountant='rdp'"
+        )
     if accountant == "pld":
-        acc = pld_privacy_accountant.PLDAccountant(neighboring_relation=relation,
-                                                   value_discretization_interval=dvi)
+        acc = pld_privacy_accountant.PLDAccountant(neighboring_relation=relation, value_discretization_interval=dvi)
     else:
         acc = rdp_privacy_accountant.RdpAccountant(neighboring_relation=relation)
     try:
@@ -86,11 +93,13 @@ def _epsilon_raw(noise_multiplier: float, delta: float, sampling_rate: float, nu
             f"sampling_rate={sampling_rate!r}, num_steps={num_steps}, delta={delta!r}: "
             f"{type(e).__name__}: {e}; these arguments are outside what it can compute (typically a "
             "noise_multiplier below 0.01 or a subnormal sampling_rate, whose epsilon is useless anyway); "
-            "use noise_multiplier >= 0.01, or accountant='rdp'") from e
+            "use noise_multiplier >= 0.01, or accountant='rdp'"
+        ) from e
     if math.isnan(eps) or eps < 0:
         raise ArithmeticError(
             f"the {accountant} accountant returned epsilon={eps} for noise_multiplier={noise_multiplier}, "
-            f"sampling_rate={sampling_rate}, num_steps={num_steps}, delta={delta} ({neighbouring})")
+            f"sampling_rate={sampling_rate}, num_steps={num_steps}, delta={delta} ({neighbouring})"
+        )
     return eps
 
 
@@ -100,8 +109,9 @@ def _ladder(dvi: float) -> float:
     return 2.0 ** math.floor(math.log2(dvi))
 
 
-def _pld_epsilons(noise_multiplier: float, delta: float, sampling_rate: float, num_steps: int,
-                  neighbouring: str = "add_remove") -> Iterator[tuple[float, float]]:
+def _pld_epsilons(
+    noise_multiplier: float, delta: float, sampling_rate: float, num_steps: int, neighbouring: str = "add_remove"
+) -> Iterator[tuple[float, float]]:
     """(interval, PLD upper bound on epsilon) for ever finer discretisation intervals, until the
     bounds converge.
 
@@ -109,6 +119,7 @@ def _pld_epsilons(noise_multiplier: float, delta: float, sampling_rate: float, n
     calibration does once a value meets its target) sees a prefix of what :func:`dpsgd_epsilon`
     takes the minimum over.
     """
+
     def run(dvi: float) -> float:
         return _epsilon_raw(noise_multiplier, delta, sampling_rate, num_steps, "pld", dvi, neighbouring)
 
@@ -159,53 +170,73 @@ def _check_relation(accountant: str, neighbouring: str) -> None:
     if accountant == "rdp" and neighbouring != "add_remove":
         raise ValueError(
             "the rdp accountant (dp-accounting) has no replace-one analysis of Poisson subsampling; "
-            "use accountant='pld' for replace-one adjacency")
+            "use accountant='pld' for replace-one adjacency"
+        )
 
 
-def _epsilon(noise_multiplier: float, delta: float, sampling_rate: float, num_steps: int,
-             accountant: str, neighbouring: str = "add_remove") -> float:
+def _epsilon(
+    noise_multiplier: float,
+    delta: float,
+    sampling_rate: float,
+    num_steps: int,
+    accountant: str,
+    neighbouring: str = "add_remove",
+) -> float:
     """Validated-argument core of :func:`dpsgd_epsilon`, with the neighbouring relation explicit."""
     _check_relation(accountant, neighbouring)
     if accountant == "rdp":
         eps = _epsilon_raw(noise_multiplier, delta, sampling_rate, num_steps, "rdp", 0.0)
     else:
-        eps = min(eps for _, eps in _pld_epsilons(noise_multiplier, delta, sampling_rate, num_steps,
-                                                  neighbouring))
+        eps = min(eps for _, eps in _pld_epsilons(noise_multiplier, delta, sampling_rate, num_steps, neighbouring))
     if math.isinf(eps):
         raise ValueError(
             f"the {accountant} accountant gives no finite epsilon for delta={delta!r} "
             f"(noise_multiplier={noise_multiplier!r}, sampling_rate={sampling_rate!r}, num_steps={num_steps}): "
             f"at this noise delta is below what the {accountant} accountant resolves (the PLD accountant "
             "truncates tail mass near 1e-15, so its epsilon is unbounded); use a larger delta (>= 1e-12) "
-            "or noise_multiplier, or accountant='rdp'")
+            "or noise_multiplier, or accountant='rdp'"
+        )
     return eps
 
 
 class _PldLevels(NamedTuple):
     """PLD epsilon at one fixed interval, and the finest interval the refinement uses, as functions
     of the noise multiplier (the other arguments fixed)."""
+
     delta: float
     sampling_rate: float
     num_steps: int
     neighbouring: str
 
     def epsilon_at(self, noise_multiplier: float, dvi: float) -> float:
-        return _epsilon_raw(noise_multiplier, self.delta, self.sampling_rate, self.num_steps, "pld", dvi,
-                            self.neighbouring)
+        return _epsilon_raw(
+            noise_multiplier, self.delta, self.sampling_rate, self.num_steps, "pld", dvi, self.neighbouring
+        )
 
     def finest(self, noise_multiplier: float) -> float:
-        return min(d for d, _ in _pld_epsilons(noise_multiplier, self.delta, self.sampling_rate,
-                                               self.num_steps, self.neighbouring))
+        return min(
+            d
+            for d, _ in _pld_epsilons(
+                noise_multiplier, self.delta, self.sampling_rate, self.num_steps, self.neighbouring
+            )
+        )
 
 
 class _Decision(NamedTuple):
-    meets: bool        # exactly _epsilon(...) <= target
-    epsilon: float     # the converged epsilon if not meets, else some upper bound <= target
-    level: float       # the finest PLD interval used (0.0 for rdp)
+    meets: bool  # exactly _epsilon(...) <= target
+    epsilon: float  # the converged epsilon if not meets, else some upper bound <= target
+    level: float  # the finest PLD interval used (0.0 for rdp)
 
 
-def _decide(noise_multiplier: float, target: float, delta: float, sampling_rate: float,
-            num_steps: int, accountant: str, neighbouring: str = "add_remove") -> _Decision:
+def _decide(
+    noise_multiplier: float,
+    target: float,
+    delta: float,
+    sampling_rate: float,
+    num_steps: int,
+    accountant: str,
+    neighbouring: str = "add_remove",
+) -> _Decision:
     """Whether ``_epsilon(...) <= target``, stopping the PLD refinement as soon as that is known."""
     _check_relation(accountant, neighbouring)
     if accountant == "rdp":
@@ -219,8 +250,9 @@ def _decide(noise_multiplier: float, target: float, delta: float, sampling_rate:
     return _Decision(False, best, dvi)
 
 
-def dpsgd_epsilon(noise_multiplier: float, delta: float, sampling_rate: float, num_steps: int,
-                  accountant: Accountant = "pld") -> float:
+def dpsgd_epsilon(
+    noise_multiplier: float, delta: float, sampling_rate: float, num_steps: int, accountant: Accountant = "pld"
+) -> float:
     """Epsilon spent by Poisson-subsampled Gaussian DP-SGD.
 
     Privacy: each of ``num_steps`` steps includes every record independently with probability
@@ -254,9 +286,15 @@ def dpsgd_epsilon(noise_multiplier: float, delta: float, sampling_rate: float, n
     return _epsilon(sigma, delta, q, t, accountant)
 
 
-def _search_noise_multiplier(decide: Callable[[float], _Decision], target: float, *,
-                             max_sigma: float, rtol: float, unreachable: str,
-                             pld: _PldLevels | None = None) -> float:
+def _search_noise_multiplier(
+    decide: Callable[[float], _Decision],
+    target: float,
+    *,
+    max_sigma: float,
+    rtol: float,
+    unreachable: str,
+    pld: _PldLevels | None = None,
+) -> float:
     """The smallest sigma (to relative tolerance ``rtol``) for which ``decide(sigma).meets`` holds.
 
     ``decide`` must be (essentially) monotone in sigma: False below a threshold, True above. The
@@ -300,7 +338,9 @@ def _search_noise_multiplier(decide: Callable[[float], _Decision], target: float
     else:
         while True:
             lo_d, lo = d, x
-            x = min(lo * min(max(math.exp(min(g(d.epsilon), 10.0)), 2.0), 100.0), max_sigma)  # capped: no overflow at a subnormal target
+            x = min(
+                lo * min(max(math.exp(min(g(d.epsilon), 10.0)), 2.0), 100.0), max_sigma
+            )  # capped: no overflow at a subnormal target
             if x >= max_sigma:
                 break  # hi = max_sigma meets the target
             d = decide(x)
@@ -367,18 +407,22 @@ def _check_pld_resolves(pld: _PldLevels, sigma: float, target: float) -> None:
     if not unbounded and pld.delta < _PLD_TAIL_RISK_DELTA:
         # near the edge PLD's epsilon jumps between finite and inf as its interval is refined (only for
         # deltas near the truncated tail mass; the refinements cost more than the calibration itself)
-        unbounded = any(math.isinf(e) for _, e in _pld_epsilons(sigma, pld.delta, pld.sampling_rate, pld.num_steps,
-                                                                pld.neighbouring))
+        unbounded = any(
+            math.isinf(e)
+            for _, e in _pld_epsilons(sigma, pld.delta, pld.sampling_rate, pld.num_steps, pld.neighbouring)
+        )
     if unbounded:
         raise ValueError(
             f"the pld accountant cannot resolve delta={pld.delta!r} (sampling_rate={pld.sampling_rate!r}, "
             f"num_steps={pld.num_steps}): its epsilon is unbounded for noise multipliers up to about "
             f"{sigma:.4g} (it truncates tail mass near 1e-15), so calibration would return {sigma:.4g}, far "
-            f"more noise than epsilon={target:g} needs; use a larger delta (>= 1e-12) or accountant='rdp'")
+            f"more noise than epsilon={target:g} needs; use a larger delta (>= 1e-12) or accountant='rdp'"
+        )
 
 
-def _narrow(h: Callable[[float], tuple[bool, float]], lo: float, hi: float, g_lo: float,
-            g_hi: float, tol: float) -> tuple[float, float]:
+def _narrow(
+    h: Callable[[float], tuple[bool, float]], lo: float, hi: float, g_lo: float, g_hi: float, tol: float
+) -> tuple[float, float]:
     """Shrinks a bracket (h(lo) fails, h(hi) holds) to relative width ``tol``: regula falsi on
     g = log(epsilon / target) over log sigma, Illinois-modified, stepping a little past each
     estimate towards the end that stalls, with bisection when an estimate leaves the bracket."""
@@ -407,10 +451,16 @@ def _narrow(h: Callable[[float], tuple[bool, float]], lo: float, hi: float, g_lo
     return lo, hi
 
 
-def calibrate_noise_multiplier(epsilon: float, delta: float, sampling_rate: float, num_steps: int,
-                               accountant: Accountant = "pld", *,
-                               max_noise_multiplier: float = MAX_NOISE_MULTIPLIER,
-                               rtol: float = 1e-4) -> float:
+def calibrate_noise_multiplier(
+    epsilon: float,
+    delta: float,
+    sampling_rate: float,
+    num_steps: int,
+    accountant: Accountant = "pld",
+    *,
+    max_noise_multiplier: float = MAX_NOISE_MULTIPLIER,
+    rtol: float = 1e-4,
+) -> float:
     """The smallest noise multiplier (to relative tolerance ``rtol``) whose epsilon is <= target.
 
     Conservative by construction: the returned sigma always satisfies
@@ -440,13 +490,17 @@ def calibrate_noise_multiplier(epsilon: float, delta: float, sampling_rate: floa
     max_sigma = check_positive(max_noise_multiplier, "max_noise_multiplier")
     rtol = _check_rtol(rtol)
     return _search_noise_multiplier(
-        lambda s: _decide(s, target, delta, q, t, accountant), target,
-        max_sigma=max_sigma, rtol=rtol,
+        lambda s: _decide(s, target, delta, q, t, accountant),
+        target,
+        max_sigma=max_sigma,
+        rtol=rtol,
         pld=None if accountant == "rdp" else _PldLevels(delta, q, t, "add_remove"),
         unreachable=(
             f"no noise multiplier <= max_noise_multiplier={max_sigma:g} reaches epsilon={target:g} with "
             f"delta={delta:g}, sampling_rate={q:g}, num_steps={t} ({accountant}); raise epsilon or delta, "
-            "lower num_steps or sampling_rate, or raise max_noise_multiplier"))
+            "lower num_steps or sampling_rate, or raise max_noise_multiplier"
+        ),
+    )
 
 
 #: the smallest relative tolerance of a noise calibration: a bracket on sigma cannot shrink much
@@ -457,6 +511,7 @@ MIN_RTOL = 1e-12
 def _check_rtol(rtol: float) -> float:
     r = check_positive(rtol, "rtol")
     if not MIN_RTOL <= r < 1:
-        raise ValueError(f"rtol must lie in [{MIN_RTOL:g}, 1) (float64 cannot resolve a finer bracket on "
-                         f"sigma), got {rtol!r}")
+        raise ValueError(
+            f"rtol must lie in [{MIN_RTOL:g}, 1) (float64 cannot resolve a finer bracket on sigma), got {rtol!r}"
+        )
     return r

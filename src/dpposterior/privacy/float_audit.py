@@ -58,9 +58,13 @@ def constant_bits_key(word: int) -> Any:
             return jnp.full(tuple(shape), fill & ((1 << int(bit_width)) - 1), dtype)
 
         _IMPLS[word] = define_prng_impl(
-            key_shape=(1,), seed=lambda s: jnp.zeros((1,), jnp.uint32),
-            split=lambda k, shape: jnp.broadcast_to(k, tuple(shape) + (1,)), random_bits=bits,
-            fold_in=lambda k, d: k, name=f"dpposterior_constant_{word:08x}")
+            key_shape=(1,),
+            seed=lambda s: jnp.zeros((1,), jnp.uint32),
+            split=lambda k, shape: jnp.broadcast_to(k, tuple(shape) + (1,)),
+            random_bits=bits,
+            fold_in=lambda k, d: k,
+            name=f"dpposterior_constant_{word:08x}",
+        )
     return jax.random.key(0, impl=_IMPLS[word])
 
 
@@ -86,8 +90,9 @@ class GaussianSupportAudit:
     passed: bool
 
 
-def gaussian_support_audit(sampler: Callable[[Any, tuple[int, ...]], Any], *, num_draws: float,
-                           allowance: float = 0.0, size: int = 64) -> GaussianSupportAudit:
+def gaussian_support_audit(
+    sampler: Callable[[Any, tuple[int, ...]], Any], *, num_draws: float, allowance: float = 0.0, size: int = 64
+) -> GaussianSupportAudit:
     """Checks that a standard-normal sampler's bounded support is paid for in delta.
 
     Args:
@@ -104,12 +109,19 @@ def gaussian_support_audit(sampler: Callable[[Any, tuple[int, ...]], Any], *, nu
             raise ValueError(f"the sampler returned a non-finite value on the constant bit pattern {w:#010x}")
         extent = max(extent, float(np.max(np.abs(z))))
     missing = float(num_draws) * 2.0 * normal_tail(extent)
-    return GaussianSupportAudit(extent=extent, missing_mass=missing, allowance=float(allowance),
-                                passed=missing <= allowance)
+    return GaussianSupportAudit(
+        extent=extent, missing_mass=missing, allowance=float(allowance), passed=missing <= allowance
+    )
 
 
-def float_attack(release: Callable[[Any, int], float], true_value: float, other_value: float, *,
-                 num_runs: int, noise_dtype: Any = np.float32) -> float:
+def float_attack(
+    release: Callable[[Any, int], float],
+    true_value: float,
+    other_value: float,
+    *,
+    num_runs: int,
+    noise_dtype: Any = np.float32,
+) -> float:
     """The success rate of Mironov's lattice test at telling ``true_value`` from ``other_value``.
 
     Args:
@@ -123,6 +135,7 @@ def float_attack(release: Callable[[Any, int], float], true_value: float, other_
       by a fair coin when both or neither difference is on the lattice). An epsilon-DP release keeps
       it at most ``e^epsilon / (1 + e^epsilon)`` up to sampling error.
     """
+
     def on_lattice(z: float, s: float) -> bool:
         d = z - s
         return abs(float(np.asarray(d, noise_dtype)) - d) <= 1e-12 * max(1.0, abs(z))

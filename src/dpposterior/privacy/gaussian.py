@@ -48,7 +48,8 @@ def gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> fl
         raise ValueError(
             f"the classic Gaussian mechanism bound sqrt(2 ln(1.25/delta))/epsilon holds only for "
             f"epsilon < 1 (Dwork & Roth 2014, Theorem A.1), got epsilon={epsilon!r}; use "
-            "analytic_gaussian_sigma, which is exact for every epsilon")
+            "analytic_gaussian_sigma, which is exact for every epsilon"
+        )
     d = check_delta(delta)
     sens = check_positive(sensitivity, "sensitivity")
     return _finite_sigma(sens * math.sqrt(2.0 * math.log(1.25 / d)) / eps, epsilon, delta, sensitivity)
@@ -60,7 +61,8 @@ def _finite_sigma(sigma: float, epsilon: float, delta: float, sensitivity: float
         raise ValueError(
             f"the noise standard deviation for epsilon={epsilon!r}, delta={delta!r}, "
             f"sensitivity={sensitivity!r} is not representable as a positive float (got {sigma!r}); "
-            "use an epsilon, delta and sensitivity within a few hundred orders of magnitude of 1")
+            "use an epsilon, delta and sensitivity within a few hundred orders of magnitude of 1"
+        )
     return sigma
 
 
@@ -145,9 +147,16 @@ class GaussianRelease:
     privacy: PrivacySpent
 
 
-def gaussian_mechanism(value: Any, *, epsilon: float, delta: float, sensitivity: float,
-                       neighbouring: str = "add_remove", rng_key: Any = None,
-                       secure: bool = False) -> GaussianRelease:
+def gaussian_mechanism(
+    value: Any,
+    *,
+    epsilon: float,
+    delta: float,
+    sensitivity: float,
+    neighbouring: str = "add_remove",
+    rng_key: Any = None,
+    secure: bool = False,
+) -> GaussianRelease:
     """Releases ``value + N(0, sigma^2 I)`` with sigma from :func:`analytic_gaussian_sigma`.
 
     Privacy: (epsilon, delta)-DP for a ``value`` of L2 sensitivity ``sensitivity`` under the
@@ -200,10 +209,17 @@ def gaussian_mechanism(value: Any, *, epsilon: float, delta: float, sensitivity:
 
         words = np.asarray(normal_words(jax.random.wrap_key_data(raw_key), arr.size))
         xi = normals_from_words_np(words, arr.size).reshape(arr.shape)
-    privacy = PrivacySpent(epsilon=float(epsilon), delta=float(delta), neighbouring=neighbouring,
-                           accountant="analytic_gaussian", mechanism="gaussian",
-                           noise_multiplier=sigma / float(sensitivity), sampling_rate=1.0, num_steps=1,
-                           seeded_by=seeded_by, details=(("sensitivity_l2", float(sensitivity)),))
+    privacy = PrivacySpent(
+        epsilon=float(epsilon),
+        delta=float(delta),
+        neighbouring=neighbouring,
+        accountant="analytic_gaussian",
+        mechanism="gaussian",
+        noise_multiplier=sigma / float(sensitivity),
+        sampling_rate=1.0,
+        num_steps=1,
+        seeded_by=seeded_by,
+        details=(("sensitivity_l2", float(sensitivity)),),
+    )
     privacy = with_noise_tail(privacy, arr.size)
-    return GaussianRelease(value=arr + sigma * xi, noise_std=sigma, sensitivity=float(sensitivity),
-                           privacy=privacy)
+    return GaussianRelease(value=arr + sigma * xi, noise_std=sigma, sensitivity=float(sensitivity), privacy=privacy)

@@ -86,8 +86,10 @@ def _as_privacy(release: Any) -> PrivacySpent:
     privacy = getattr(release, "privacy", None)
     if isinstance(privacy, PrivacySpent):
         return privacy
-    raise TypeError("Ledger.add takes a release with a .privacy record (a DPVITrace, a chain result, a "
-                    f"GaussianRelease, ...) or a PrivacySpent, got {type(release).__name__}")
+    raise TypeError(
+        "Ledger.add takes a release with a .privacy record (a DPVITrace, a chain result, a "
+        f"GaussianRelease, ...) or a PrivacySpent, got {type(release).__name__}"
+    )
 
 
 class Ledger:
@@ -109,8 +111,9 @@ class Ledger:
 
     def __init__(self, value_discretization_interval: float | None = None) -> None:
         if value_discretization_interval is not None:
-            value_discretization_interval = check_positive(value_discretization_interval,
-                                                           "value_discretization_interval")
+            value_discretization_interval = check_positive(
+                value_discretization_interval, "value_discretization_interval"
+            )
         self._dvi = value_discretization_interval
         self._entries: list[LedgerEntry] = []
 
@@ -139,13 +142,17 @@ class Ledger:
         an add/remove release's delta becomes (1 + e^epsilon) delta (group privacy of two records),
         capped at 1."""
         relation = self.neighbouring()
-        return float(sum(_composed_epsilon_delta(e.privacy, relation)[1] for e in self._entries
-                         if not _is_gaussian(e.privacy)))
+        return float(
+            sum(_composed_epsilon_delta(e.privacy, relation)[1] for e in self._entries if not _is_gaussian(e.privacy))
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-friendly record of the entries (see :meth:`save`)."""
-        return {"format": "dpposterior-ledger", "version": 1,
-                "entries": [{"label": e.label, "privacy": e.privacy.to_dict()} for e in self._entries]}
+        return {
+            "format": "dpposterior-ledger",
+            "version": 1,
+            "entries": [{"label": e.label, "privacy": e.privacy.to_dict()} for e in self._entries],
+        }
 
     def save(self, path: str | os.PathLike) -> Path:
         """Writes the entries as JSON (atomically), so later runs on the same data can add to them.
@@ -217,24 +224,40 @@ class Ledger:
             raise ValueError("the ledger is empty: add releases before asking for their total")
         parts = tuple((e.label, e.privacy.summary()) for e in self._entries)
         relation = self.neighbouring()
-        caveats = tuple(f"{e.label}: {e.privacy.detail('caveat')}" for e in self._entries
-                        if e.privacy.detail("caveat"))
+        caveats = tuple(f"{e.label}: {e.privacy.detail('caveat')}" for e in self._entries if e.privacy.detail("caveat"))
         caveat = (("caveat", "; ".join(caveats)),) if caveats else ()
         if any(not e.privacy.is_private for e in self._entries):
-            return PrivacySpent(epsilon=math.inf, delta=1.0, neighbouring=relation, accountant="none",
-                                mechanism="composition", num_steps=len(self._entries), seeded_by="none",
-                                details=(("parts", parts),
-                                         ("reason", "at least one release is not private")) + caveat)
+            return PrivacySpent(
+                epsilon=math.inf,
+                delta=1.0,
+                neighbouring=relation,
+                accountant="none",
+                mechanism="composition",
+                num_steps=len(self._entries),
+                seeded_by="none",
+                details=(("parts", parts), ("reason", "at least one release is not private")) + caveat,
+            )
         for e in self._entries:  # before any composition: an uncomposable release fails at once
             _check_composable(e, relation, delta)
         epsilon = self._epsilon(delta, relation)
         seeding = {e.privacy.seeded_by for e in self._entries}
         seeded_by = seeding.pop() if len(seeding) == 1 else ("user" if "user" in seeding else "os")
         exact = sum(1 for e in self._entries if _is_gaussian(e.privacy))
-        return PrivacySpent(epsilon=epsilon, delta=delta, neighbouring=relation, accountant="pld(ledger)",
-                            mechanism="composition", num_steps=len(self._entries), seeded_by=seeded_by,
-                            details=(("parts", parts), ("composed_exactly", exact),
-                                     ("composed_from_epsilon_delta", len(self._entries) - exact)) + caveat)
+        return PrivacySpent(
+            epsilon=epsilon,
+            delta=delta,
+            neighbouring=relation,
+            accountant="pld(ledger)",
+            mechanism="composition",
+            num_steps=len(self._entries),
+            seeded_by=seeded_by,
+            details=(
+                ("parts", parts),
+                ("composed_exactly", exact),
+                ("composed_from_epsilon_delta", len(self._entries) - exact),
+            )
+            + caveat,
+        )
 
     # ---------------------------------------------------------------------------------------------
 
@@ -261,12 +284,14 @@ class Ledger:
                     f"the PLD accountant cannot compose release {e.label!r} (epsilon={e.privacy.epsilon!r}, "
                     f"{e.privacy.neighbouring}; doubled when converted to replace-one): e^epsilon overflows "
                     "(epsilon above about 700); such a release protects nothing, record it with "
-                    "not_private() instead") from err
+                    "not_private() instead"
+                ) from err
             except (MemoryError, ValueError) as err:  # e.g. numpy's "Maximum allowed size exceeded"
                 raise ValueError(
                     f"the PLD accountant cannot compose release {e.label!r} ({e.privacy.summary()}): "
                     f"{type(err).__name__}: {err}; record a release without a useful guarantee with "
-                    "not_private()") from err
+                    "not_private()"
+                ) from err
             pld = part if pld is None else pld.compose(part)
         try:
             eps = float(pld.get_epsilon_for_delta(delta))
@@ -276,13 +301,17 @@ class Ledger:
             converted = " (as composed under replace-one adjacency)" if relation != self._relations_given() else ""
             raise ValueError(
                 f"no finite epsilon at total delta={delta!r}: the releases' own deltas{converted} (sum "
-                f"{self.delta_used():.3g}) and the accountant's resolution need a larger total delta")
+                f"{self.delta_used():.3g}) and the accountant's resolution need a larger total delta"
+            )
         return max(eps, 0.0)
 
 
 def _is_gaussian(p: PrivacySpent) -> bool:
-    return p.noise_multiplier is not None and (p.mechanism in DPSGD_MECHANISMS or p.mechanism in DPD_MECHANISMS or
-                                               (p.mechanism in GAUSSIAN_MECHANISMS and p.sampling_rate == 1.0))
+    return p.noise_multiplier is not None and (
+        p.mechanism in DPSGD_MECHANISMS
+        or p.mechanism in DPD_MECHANISMS
+        or (p.mechanism in GAUSSIAN_MECHANISMS and p.sampling_rate == 1.0)
+    )
 
 
 def _pld_of(p: PrivacySpent, relation: str, dvi: float):
@@ -296,20 +325,27 @@ def _pld_of(p: PrivacySpent, relation: str, dvi: float):
     if p.noise_multiplier is not None and (p.mechanism in DPSGD_MECHANISMS or p.mechanism in DPD_MECHANISMS):
         # dp-accounting's noise multiplier is the noise std over the clip C, under either relation (its
         # REPLACE_ONE moves one record's contribution by 2C); a DP-SGLD record's is over its sensitivity
-        std_over_clip = p.noise_multiplier * (2.0 if p.mechanism in DPD_MECHANISMS and p.neighbouring == "replace_one"
-                                              else 1.0)
+        std_over_clip = p.noise_multiplier * (
+            2.0 if p.mechanism in DPD_MECHANISMS and p.neighbouring == "replace_one" else 1.0
+        )
         return pld_lib.from_gaussian_mechanism(
-            standard_deviation=std_over_clip, value_discretization_interval=dvi,
-            sampling_prob=p.sampling_rate, neighboring_relation=_RELATIONS[relation]).self_compose(p.num_steps)
+            standard_deviation=std_over_clip,
+            value_discretization_interval=dvi,
+            sampling_prob=p.sampling_rate,
+            neighboring_relation=_RELATIONS[relation],
+        ).self_compose(p.num_steps)
     if _is_gaussian(p):
         # T Gaussian mechanisms of noise multiplier sigma = one of sigma / sqrt(T); sensitivity 1
         # in units of the release's own sensitivity (2 after add/remove -> replace-one).
         return pld_lib.from_gaussian_mechanism(
-            standard_deviation=p.noise_multiplier / math.sqrt(p.num_steps), sensitivity=2.0 if convert else 1.0,
-            value_discretization_interval=dvi)
+            standard_deviation=p.noise_multiplier / math.sqrt(p.num_steps),
+            sensitivity=2.0 if convert else 1.0,
+            value_discretization_interval=dvi,
+        )
     eps, dlt = _composed_epsilon_delta(p, relation)
-    return pld_lib.from_privacy_parameters(common.DifferentialPrivacyParameters(eps, dlt),
-                                           value_discretization_interval=dvi)
+    return pld_lib.from_privacy_parameters(
+        common.DifferentialPrivacyParameters(eps, dlt), value_discretization_interval=dvi
+    )
 
 
 def _composed_epsilon_delta(p: PrivacySpent, relation: str) -> tuple[float, float]:
@@ -331,8 +367,10 @@ def _gaussian_cost_problem(p: PrivacySpent, relation: str, delta: float) -> str 
 
     if p.mechanism in DPSGD_MECHANISMS or p.mechanism in DPD_MECHANISMS:
         if p.num_steps > MAX_COMPOSED_STEPS:
-            return (f"it has {p.num_steps} self-composed steps, more than the {MAX_COMPOSED_STEPS} the PLD "
-                    "accountant composes in reasonable time")
+            return (
+                f"it has {p.num_steps} self-composed steps, more than the {MAX_COMPOSED_STEPS} the PLD "
+                "accountant composes in reasonable time"
+            )
         std = p.noise_multiplier * (2.0 if p.mechanism in DPD_MECHANISMS and p.neighbouring == "replace_one" else 1.0)
         std = std / (2.0 if relation == "replace_one" else 1.0)  # a replacement moves a sum by up to 2C
         q, steps = p.sampling_rate, p.num_steps
@@ -344,10 +382,12 @@ def _gaussian_cost_problem(p: PrivacySpent, relation: str, delta: float) -> str 
     except (ArithmeticError, ValueError):
         eps = math.inf
     if eps > MAX_GAUSSIAN_EPSILON:
-        return (f"its noise multiplier {p.noise_multiplier!r} over {p.num_steps} steps at sampling rate "
-                f"{p.sampling_rate!r} gives an epsilon above {MAX_GAUSSIAN_EPSILON:g} (RDP bound {eps:.3g} at "
-                f"delta {delta:g}): the PLD accountant's grid for it would exhaust memory or run for minutes, "
-                "and a release that costly protects nothing")
+        return (
+            f"its noise multiplier {p.noise_multiplier!r} over {p.num_steps} steps at sampling rate "
+            f"{p.sampling_rate!r} gives an epsilon above {MAX_GAUSSIAN_EPSILON:g} (RDP bound {eps:.3g} at "
+            f"delta {delta:g}): the PLD accountant's grid for it would exhaust memory or run for minutes, "
+            "and a release that costly protects nothing"
+        )
     return None
 
 
@@ -359,9 +399,11 @@ def _check_composable(entry: LedgerEntry, relation: str, delta: float) -> None:
     if _is_gaussian(p):
         why = _gaussian_cost_problem(p, relation, delta)
         if why is not None:
-            raise ValueError(f"the ledger cannot compose release {entry.label!r}: {why}. Allowed: at most "
-                             f"{MAX_COMPOSED_STEPS} steps and epsilon up to {MAX_GAUSSIAN_EPSILON:g} per Gaussian "
-                             "release (record a release without a useful guarantee with not_private())")
+            raise ValueError(
+                f"the ledger cannot compose release {entry.label!r}: {why}. Allowed: at most "
+                f"{MAX_COMPOSED_STEPS} steps and epsilon up to {MAX_GAUSSIAN_EPSILON:g} per Gaussian "
+                "release (record a release without a useful guarantee with not_private())"
+            )
         return
     eps, dlt = _composed_epsilon_delta(p, relation)
     if dlt < 1.0:
@@ -369,9 +411,13 @@ def _check_composable(entry: LedgerEntry, relation: str, delta: float) -> None:
     if p.delta >= 1.0:
         why = f"its delta is {p.delta!r}: an (epsilon, 1)-DP guarantee bounds nothing"
     else:
-        why = (f"it is ({p.epsilon!r}, {p.delta!r})-DP under add/remove-one adjacency, and the total is for "
-               "replace-one adjacency (the releases' relations mix); by group privacy a replacement then costs "
-               f"(2 epsilon, (1 + e^epsilon) delta) = ({eps:.4g}, {p.delta * (1.0 + math.exp(min(p.epsilon, 700.0))):.3g}),"
-               " a delta of at least 1")
-    raise ValueError(f"the ledger cannot compose release {entry.label!r}: {why}, so no total (epsilon, delta) "
-                     "below 1 exists (record a release without a guarantee with not_private())")
+        why = (
+            f"it is ({p.epsilon!r}, {p.delta!r})-DP under add/remove-one adjacency, and the total is for "
+            "replace-one adjacency (the releases' relations mix); by group privacy a replacement then costs "
+            f"(2 epsilon, (1 + e^epsilon) delta) = ({eps:.4g}, {p.delta * (1.0 + math.exp(min(p.epsilon, 700.0))):.3g}),"
+            " a delta of at least 1"
+        )
+    raise ValueError(
+        f"the ledger cannot compose release {entry.label!r}: {why}, so no total (epsilon, delta) "
+        "below 1 exists (record a release without a guarantee with not_private())"
+    )

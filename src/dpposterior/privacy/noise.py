@@ -95,8 +95,9 @@ def with_noise_tail(privacy: Any, num_normals: Any) -> Any:
     if not privacy.is_private:
         return privacy
     extra = tail_delta(num_normals, privacy.epsilon)
-    return dataclasses.replace(privacy, delta=min(1.0, privacy.delta + extra),
-                               details=privacy.details + (("noise_tail_delta", extra),))
+    return dataclasses.replace(
+        privacy, delta=min(1.0, privacy.delta + extra), details=privacy.details + (("noise_tail_delta", extra),)
+    )
 
 
 def float32_at_least(x: float) -> jax.Array:
@@ -165,7 +166,7 @@ def add_gaussian_noise(value: jax.Array, scale: Any, words: jax.Array, divisor: 
     z = normals_from_words(words, n)
     with jax.enable_x64(True):
         sd = jnp.float64(1.0)
-        for factor in (scale if isinstance(scale, tuple) else (scale,)):
+        for factor in scale if isinstance(scale, tuple) else (scale,):
             sd = sd * jnp.asarray(factor).astype(jnp.float64)
         out = value.astype(jnp.float64) + sd * z.reshape(value.shape)
         if divisor is not None:

@@ -39,20 +39,26 @@ def user_key(key: Any, name: str = "rng_key", forms: str = _FORMS) -> jax.Array:
     if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
         seed = int(key)
         if not 0 <= seed < 2**32:
-            raise ValueError(f"{name} as an int seed must lie in [0, 2**32), got {seed} (JAX keeps only its low 32 "
-                             "bits, so it would give the key of another seed); pass a JAX key (jax.random.key) for "
-                             "other seeds")
+            raise ValueError(
+                f"{name} as an int seed must lie in [0, 2**32), got {seed} (JAX keeps only its low 32 "
+                "bits, so it would give the key of another seed); pass a JAX key (jax.random.key) for "
+                "other seeds"
+            )
         return jax.random.PRNGKey(seed)
     if isinstance(key, (jax.Array, np.ndarray)):
         if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
             if key.shape != ():
-                raise ValueError(f"{name} must be a single JAX key, got an array of keys of shape {key.shape} (one "
-                                 "call takes one key: pass keys[i])")
+                raise ValueError(
+                    f"{name} must be a single JAX key, got an array of keys of shape {key.shape} (one "
+                    "call takes one key: pass keys[i])"
+                )
             return key
         if key.shape == (2,) and key.dtype == np.uint32:
             return key
-        raise TypeError(f"{name} as a raw key (jax.random.PRNGKey) must be a uint32 array of shape (2,), got dtype "
-                        f"{key.dtype} and shape {key.shape}; an int seed or jax.random.key(seed) also works")
+        raise TypeError(
+            f"{name} as a raw key (jax.random.PRNGKey) must be a uint32 array of shape (2,), got dtype "
+            f"{key.dtype} and shape {key.shape}; an int seed or jax.random.key(seed) also works"
+        )
     raise TypeError(f"{name} must be {forms}, got {key!r} of type {type(key).__name__}")
 
 
@@ -69,13 +75,18 @@ def resolve_key(rng_key: Any) -> tuple[jax.Array, str]:
     """
     if rng_key is None:
         return jax.random.key_data(os_seeded_key()), "os"
-    key = user_key(rng_key, "rng_key", "None (seed from the operating system), an int seed, or a JAX PRNG key "
-                   "(jax.random.PRNGKey / jax.random.key)")
+    key = user_key(
+        rng_key,
+        "rng_key",
+        "None (seed from the operating system), an int seed, or a JAX PRNG key (jax.random.PRNGKey / jax.random.key)",
+    )
     if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
         # the callers wrap the key data back into a key of the default implementation: one key of that kind
         impl, default = str(jax.random.key_impl(key)), str(jax.random.key_impl(jax.random.key(0)))
         if impl != default:
-            raise ValueError(f"rng_key must be a key of JAX's default implementation {default!r} "
-                             f"(jax.random.key(seed)), got a key of implementation {impl!r}")
+            raise ValueError(
+                f"rng_key must be a key of JAX's default implementation {default!r} "
+                f"(jax.random.key(seed)), got a key of implementation {impl!r}"
+            )
         return jax.random.key_data(key), "user"
     return jax.numpy.asarray(key), "user"

@@ -115,7 +115,8 @@ def resolve_noise_source(rng_key: Any, secure: Any) -> tuple[Any, str]:
                 "rng_key must be None when secure=True: secure mode draws every noise and sampling bit from "
                 "the operating system's CSPRNG, so there is no seed to give (a key would make the noise "
                 f"reproducible by whoever knows it); got rng_key={rng_key!r}. Pass secure=False to reproduce "
-                "a run from a key")
+                "a run from a key"
+            )
         return None, SECURE
     if rng_key is None:
         warn_not_secure_once()
@@ -137,11 +138,14 @@ def warn_not_secure_once() -> None:
     _WARNED_NOT_SECURE = True
     import warnings
 
-    warnings.warn("privacy noise comes from JAX's threefry generator with a seed from the operating system: fine "
-                  "for experiments, but threefry is not a cryptographic generator and whoever learns the seed (a "
-                  "memory dump, a logged key) can subtract the noise. For a release you publish, pass secure=True "
-                  "(CLI: --secure), which reads every noise bit from the OS CSPRNG. Shown once per process.",
-                  NoiseNotSecureWarning, stacklevel=3)
+    warnings.warn(
+        "privacy noise comes from JAX's threefry generator with a seed from the operating system: fine "
+        "for experiments, but threefry is not a cryptographic generator and whoever learns the seed (a "
+        "memory dump, a logged key) can subtract the noise. For a release you publish, pass secure=True "
+        "(CLI: --secure), which reads every noise bit from the OS CSPRNG. Shown once per process.",
+        NoiseNotSecureWarning,
+        stacklevel=3,
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -193,8 +197,14 @@ def _os_impl() -> Any:
     if _OS_IMPL is None:
         from jax.extend.random import define_prng_impl
 
-        _OS_IMPL = define_prng_impl(key_shape=(1,), seed=_os_seed, split=_os_split, random_bits=_os_random_bits,
-                                    fold_in=_os_fold_in, name="dpposterior_os_csprng")
+        _OS_IMPL = define_prng_impl(
+            key_shape=(1,),
+            seed=_os_seed,
+            split=_os_split,
+            random_bits=_os_random_bits,
+            fold_in=_os_fold_in,
+            name="dpposterior_os_csprng",
+        )
     return _OS_IMPL
 
 

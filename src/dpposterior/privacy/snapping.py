@@ -100,7 +100,7 @@ def _uniform_star(bits: _Bits, n: int) -> tuple[list[float], list[int]]:
             zeros += 64
             w = bits.words(1)[0]
         e = min(zeros + 64 - w.bit_length(), _MAX_EXPONENT)  # leading zeros: P(e = k) = 2^-(k+1)
-        mantissa = m >> 12                                   # 52 uniform bits
+        mantissa = m >> 12  # 52 uniform bits
         out.append(math.ldexp(float((1 << 52) + mantissa), -(52 + e + 1)))  # exact: in [2^-(e+1), 2^-e)
         signs.append(1 if (m & 1) else -1)
     return out, signs
@@ -177,9 +177,11 @@ def noise_epsilon(epsilon: float, half_widths: Any, sensitivity: float) -> float
     hw = np.asarray(half_widths, np.float64).reshape(-1)
     lam = sensitivity / epsilon
     if hw.size and float(np.max(hw)) / lam >= MAX_CLAMP_RATIO:
-        raise ValueError(f"a public range of half-width {float(np.max(hw)):.4g} is too wide for Laplace noise of "
-                         f"scale {lam:.4g}: the snapping mechanism needs half-width / scale < 2^46; raise "
-                         "epsilon or narrow the bounds")
+        raise ValueError(
+            f"a public range of half-width {float(np.max(hw)):.4g} is too wide for Laplace noise of "
+            f"scale {lam:.4g}: the snapping mechanism needs half-width / scale < 2^46; raise "
+            "epsilon or narrow the bounds"
+        )
     total = sum(slack(clamp_ratio(h, lam)) for h in hw)
     eps_noise = epsilon - total
     if not eps_noise > 0:
@@ -187,8 +189,9 @@ def noise_epsilon(epsilon: float, half_widths: Any, sensitivity: float) -> float
     return eps_noise
 
 
-def snap(values: Any, *, centre: Any, half_width: Any, sensitivity: float, epsilon: float,
-         raw_key: Any = None) -> SnappedRelease:
+def snap(
+    values: Any, *, centre: Any, half_width: Any, sensitivity: float, epsilon: float, raw_key: Any = None
+) -> SnappedRelease:
     """Snapped Laplace release of a part (Mironov 2012, section 5.2), charged at most ``epsilon``.
 
     Privacy: for any neighbouring relation under which the part's L1 sensitivity is ``sensitivity``,
@@ -216,7 +219,7 @@ def snap(values: Any, *, centre: Any, half_width: Any, sensitivity: float, epsil
     if not (np.all(np.isfinite(hw)) and np.all(hw >= 0) and np.all(np.isfinite(c))):
         raise ValueError("the snapping mechanism needs finite public centres and finite half-widths >= 0")
     eps_noise = noise_epsilon(epsilon, hw, d)
-    lam = 1.0 / eps_noise                      # in sensitivity units
+    lam = 1.0 / eps_noise  # in sensitivity units
     big_lam = power_of_two_at_least(lam)
     # B in sensitivity units, >= 2 lam; B / lam < 2^46 (noise_epsilon refused larger ratios at epsilon >= eps_noise)
     b = np.array([clamp_ratio(h, d * lam) * lam for h in hw])
@@ -225,8 +228,16 @@ def snap(values: Any, *, centre: Any, half_width: Any, sensitivity: float, epsil
     for i in range(m):
         xi = min(max((x[i] - c[i]) / d, -b[i]), b[i])
         noisy = xi + signs[i] * (lam * _ln(u[i]))
-        r = round(noisy / big_lam) * big_lam      # exact: big_lam is a power of two
+        r = round(noisy / big_lam) * big_lam  # exact: big_lam is a power of two
         out[i] = min(max(r, -b[i]), b[i])
     total_slack = sum(slack(clamp_ratio(h, d * lam)) for h in hw)
-    return SnappedRelease(value=c + d * out, units=out, centre=c, sensitivity=d, scale=d * lam, grid=d * big_lam,
-                          clamp=d * b, slack=total_slack)
+    return SnappedRelease(
+        value=c + d * out,
+        units=out,
+        centre=c,
+        sensitivity=d,
+        scale=d * lam,
+        grid=d * big_lam,
+        clamp=d * b,
+        slack=total_slack,
+    )

@@ -76,15 +76,25 @@ class PrivacySpent:
         for name in ("accountant", "mechanism"):
             if not isinstance(getattr(self, name), str):
                 raise TypeError(f"PrivacySpent.{name} must be a string, got {getattr(self, name)!r}")
-        sigma = (None if self.noise_multiplier is None
-                 else check_positive(self.noise_multiplier, "PrivacySpent.noise_multiplier"))
+        sigma = (
+            None
+            if self.noise_multiplier is None
+            else check_positive(self.noise_multiplier, "PrivacySpent.noise_multiplier")
+        )
         q = check_sampling_rate(self.sampling_rate, "PrivacySpent.sampling_rate")
         steps = check_positive_int(self.num_steps, "PrivacySpent.num_steps")
         if not isinstance(self.details, tuple):
-            raise TypeError("PrivacySpent.details must be a tuple of (key, value) pairs (so the record stays "
-                            f"hashable), got a {type(self.details).__name__}")
-        for field, value in (("epsilon", eps), ("delta", dlt), ("noise_multiplier", sigma),
-                             ("sampling_rate", q), ("num_steps", steps)):
+            raise TypeError(
+                "PrivacySpent.details must be a tuple of (key, value) pairs (so the record stays "
+                f"hashable), got a {type(self.details).__name__}"
+            )
+        for field, value in (
+            ("epsilon", eps),
+            ("delta", dlt),
+            ("noise_multiplier", sigma),
+            ("sampling_rate", q),
+            ("num_steps", steps),
+        ):
             object.__setattr__(self, field, value)
 
     @property
@@ -133,9 +143,13 @@ class PrivacySpent:
         """One human-readable line; a conditional guarantee (:attr:`caveat`) says so first."""
         if not self.is_private:
             return f"NOT PRIVATE ({self.mechanism}; accountant {self.accountant})"
-        conditional = (f"CONDITIONAL (holds only if the caveat does: {self.caveat}) " if self.caveat else "")
-        parts = [f"{conditional}(epsilon={self.epsilon:.4g}, delta={self.delta:.3g})-DP",
-                 f"{self.neighbouring} neighbours", f"accountant {self.accountant}", f"mechanism {self.mechanism}"]
+        conditional = f"CONDITIONAL (holds only if the caveat does: {self.caveat}) " if self.caveat else ""
+        parts = [
+            f"{conditional}(epsilon={self.epsilon:.4g}, delta={self.delta:.3g})-DP",
+            f"{self.neighbouring} neighbours",
+            f"accountant {self.accountant}",
+            f"mechanism {self.mechanism}",
+        ]
         if self.noise_multiplier is not None:
             parts.append(f"noise multiplier {self.noise_multiplier:.4g}")
         parts.append(f"q={self.sampling_rate:.4g}, steps={self.num_steps}")
@@ -154,5 +168,12 @@ def _tupled(value: Any) -> Any:
 def not_private(mechanism: str, reason: str = "") -> PrivacySpent:
     """The record of a release that carries no DP guarantee (debug or non-private baselines)."""
     details = (("reason", reason),) if reason else ()
-    return PrivacySpent(epsilon=math.inf, delta=1.0, neighbouring="add_remove", accountant="none",
-                        mechanism=mechanism, seeded_by="none", details=details)
+    return PrivacySpent(
+        epsilon=math.inf,
+        delta=1.0,
+        neighbouring="add_remove",
+        accountant="none",
+        mechanism=mechanism,
+        seeded_by="none",
+        details=details,
+    )

@@ -90,9 +90,12 @@ class AdultSettings:
             raise ValueError(f"methods must be a non-empty subset of {ADULT_METHODS}, got {self.methods!r}")
         object.__setattr__(self, "methods", tuple(self.methods))
         if isinstance(self.burn_in_prior_methods, str) or not all(
-                isinstance(m, str) and m in ADULT_SOLVERS for m in self.burn_in_prior_methods):
-            raise ValueError(f"burn_in_prior_methods must be a tuple of NA-DPVI solvers from {ADULT_SOLVERS}, "
-                             f"got {self.burn_in_prior_methods!r}")
+            isinstance(m, str) and m in ADULT_SOLVERS for m in self.burn_in_prior_methods
+        ):
+            raise ValueError(
+                f"burn_in_prior_methods must be a tuple of NA-DPVI solvers from {ADULT_SOLVERS}, "
+                f"got {self.burn_in_prior_methods!r}"
+            )
         object.__setattr__(self, "burn_in_prior_methods", tuple(self.burn_in_prior_methods))
         check_positive_int(self.num_steps, "num_steps", minimum=10)
         check_sampling_rate(self.sampling_rate)
@@ -130,27 +133,32 @@ def _keys(seed: int, epsilon: float, repeat: int) -> dict[str, jax.Array]:
     return {name: jax.random.fold_in(k, i) for i, name in enumerate(names)}
 
 
-def _posterior_stats(post: Any, X_test: np.ndarray, y_test: np.ndarray, key: jax.Array,
-                     num_draws: int, bins: int) -> dict[str, Any]:
+def _posterior_stats(
+    post: Any, X_test: np.ndarray, y_test: np.ndarray, key: jax.Array, num_draws: int, bins: int
+) -> dict[str, Any]:
     from ..validation import calibration_curve
 
     w = np.asarray(post.sample(key, num_draws)["w"], np.float64)  # (S, p)
     z = X_test @ w.T
     prob = np.mean(1.0 / (1.0 + np.exp(-z)), axis=1)
     curve = calibration_curve(prob, y_test, bins=bins)
-    return {"calibration_rmse": float(curve.rmse), "brier": float(curve.brier),
-            "test_accuracy": float(np.mean((prob > 0.5) == (y_test == 1))),
-            "sharpness": float(np.mean(w.std(axis=0))),
-            "mean_predicted": np.asarray(curve.mean_predicted, float).tolist(),
-            "observed_frequency": np.asarray(curve.observed_frequency, float).tolist()}
+    return {
+        "calibration_rmse": float(curve.rmse),
+        "brier": float(curve.brier),
+        "test_accuracy": float(np.mean((prob > 0.5) == (y_test == 1))),
+        "sharpness": float(np.mean(w.std(axis=0))),
+        "mean_predicted": np.asarray(curve.mean_predicted, float).tolist(),
+        "observed_frequency": np.asarray(curve.observed_frequency, float).tolist(),
+    }
 
 
 def _privacy_dict(p: Any) -> dict[str, Any]:
     return {"summary": p.summary(), "epsilon": float(p.epsilon), "delta": float(p.delta)}
 
 
-def dpvi_release(settings: AdultSettings, epsilon: float, repeat: int, X: np.ndarray, y: np.ndarray, *,
-                 lr_multiplier: float = 1.0) -> Any:
+def dpvi_release(
+    settings: AdultSettings, epsilon: float, repeat: int, X: np.ndarray, y: np.ndarray, *, lr_multiplier: float = 1.0
+) -> Any:
     """The reproduction's DPVI release of one (epsilon, repeat) on Adult's training split.
 
     Same settings and keys as the full run (the keys depend only on ``settings.seed``, ``epsilon`` and
@@ -161,11 +169,21 @@ def dpvi_release(settings: AdultSettings, epsilon: float, repeat: int, X: np.nda
     from .. import models
     from ..vi import dpvi
 
-    return dpvi(models.logistic_regression, X, y, epsilon=epsilon, delta=settings.delta,
-                num_steps=settings.num_steps, sampling_rate=settings.sampling_rate, clip=settings.clip,
-                beta_rho=settings.beta_rho, lr_scale=lr_multiplier * math.sqrt(X.shape[1]),
-                rng_key=_keys(settings.seed, epsilon, repeat)["dpvi"], progress=False,
-                model_name="adult-logistic-regression")
+    return dpvi(
+        models.logistic_regression,
+        X,
+        y,
+        epsilon=epsilon,
+        delta=settings.delta,
+        num_steps=settings.num_steps,
+        sampling_rate=settings.sampling_rate,
+        clip=settings.clip,
+        beta_rho=settings.beta_rho,
+        lr_scale=lr_multiplier * math.sqrt(X.shape[1]),
+        rng_key=_keys(settings.seed, epsilon, repeat)["dpvi"],
+        progress=False,
+        model_name="adult-logistic-regression",
+    )
 
 
 def _reference_design() -> tuple[np.ndarray, ...]:
@@ -176,8 +194,9 @@ def _reference_design() -> tuple[np.ndarray, ...]:
     return tuple(a for split in ("train", "test") for a in datasets.adult_design(split, reference_levels=False)[:2])
 
 
-def run_one(settings: AdultSettings, epsilon: float, repeat: int, data: tuple | None = None,
-            log=None) -> dict[str, Any]:
+def run_one(
+    settings: AdultSettings, epsilon: float, repeat: int, data: tuple | None = None, log=None
+) -> dict[str, Any]:
     """One (epsilon, repeat): the releases, the posteriors and their calibration on the test split."""
     from .. import models
     from ..noise_aware import noise_aware_posterior
@@ -201,29 +220,49 @@ def run_one(settings: AdultSettings, epsilon: float, repeat: int, data: tuple | 
         t0 = time.perf_counter()
         if m == "dpvim":
             t1 = time.perf_counter()
-            tr = dpvim(models.logistic_regression, X, y, epsilon=epsilon, delta=settings.delta,
-                       num_steps=settings.num_steps, sampling_rate=settings.sampling_rate, clip=settings.clip,
-                       rng_key=keys["dpvim"], model_name="adult-logistic-regression")
+            tr = dpvim(
+                models.logistic_regression,
+                X,
+                y,
+                epsilon=epsilon,
+                delta=settings.delta,
+                num_steps=settings.num_steps,
+                sampling_rate=settings.sampling_rate,
+                clip=settings.clip,
+                rng_key=keys["dpvim"],
+                model_name="adult-logistic-regression",
+            )
             out["timing"]["dpvim_release"] = time.perf_counter() - t1
             post = tr.noise_aware_posterior()
             out["privacy_dpvim"] = _privacy_dict(tr.privacy)
         elif m == "naive":
             post = trace.last_iterate_posterior()
         else:
-            extra = ({"num_warmup": settings.num_warmup, "num_samples": settings.num_samples,
-                      "marginalize_phi_star": settings.nuts_marginalize} if m == "nuts" else {})
+            extra = (
+                {
+                    "num_warmup": settings.num_warmup,
+                    "num_samples": settings.num_samples,
+                    "marginalize_phi_star": settings.nuts_marginalize,
+                }
+                if m == "nuts"
+                else {}
+            )
             if priors != "paper":
                 extra["priors"] = priors
             post = noise_aware_posterior(trace, method=m, rng_key=jax.random.fold_in(keys["post"], 100 + i), **extra)
-        res = _posterior_stats(post, Xt, yt, jax.random.fold_in(keys["post"], i), settings.num_predictive,
-                               settings.bins)
-        res["diagnostics"] = {k: v for k, v in getattr(post, "diagnostics", {}).items()
-                              if isinstance(v, (bool, int, float, str))}
+        res = _posterior_stats(
+            post, Xt, yt, jax.random.fold_in(keys["post"], i), settings.num_predictive, settings.bins
+        )
+        res["diagnostics"] = {
+            k: v for k, v in getattr(post, "diagnostics", {}).items() if isinstance(v, (bool, int, float, str))
+        }
         out["methods"][label] = res
         out["timing"][label] = time.perf_counter() - t0
         if log is not None:
-            log(f"  adult eps={epsilon:g} repeat {repeat} {label}: calibration RMSE {res['calibration_rmse']:.4f}, "
-                f"sharpness {res['sharpness']:.4f}")
+            log(
+                f"  adult eps={epsilon:g} repeat {repeat} {label}: calibration RMSE {res['calibration_rmse']:.4f}, "
+                f"sharpness {res['sharpness']:.4f}"
+            )
     return out
 
 
@@ -239,20 +278,24 @@ def _read_record(path: Path, digest: str, repeat: int) -> dict[str, Any]:
     try:
         rec = json.loads(path.read_text())
     except (OSError, ValueError) as e:
-        raise CorruptResultError(f"results file {path} is unreadable (truncated or corrupted?): {e}; "
-                                 "delete it to recompute that release") from e
+        raise CorruptResultError(
+            f"results file {path} is unreadable (truncated or corrupted?): {e}; delete it to recompute that release"
+        ) from e
     if not isinstance(rec, dict) or rec.get("format") != RESULT_FORMAT:
         raise CorruptResultError(f"results file {path} is not an Adult calibration record; delete it")
     if rec.get("version") != RESULT_VERSION:
-        raise CorruptResultError(f"results file {path} has version {rec.get('version')!r}; this dpposterior "
-                                 f"reads version {RESULT_VERSION}: delete it to recompute")
+        raise CorruptResultError(
+            f"results file {path} has version {rec.get('version')!r}; this dpposterior "
+            f"reads version {RESULT_VERSION}: delete it to recompute"
+        )
     if rec.get("digest") != digest or rec.get("repeat") != repeat or "methods" not in rec:
         raise CorruptResultError(f"results file {path} does not hold the release its name promises; delete it")
     return rec
 
 
-def run_adult(settings: AdultSettings, work: str | Path, log=None, *, compute: bool = True,
-              missing: list[str] | None = None) -> list[dict[str, Any]]:
+def run_adult(
+    settings: AdultSettings, work: str | Path, log=None, *, compute: bool = True, missing: list[str] | None = None
+) -> list[dict[str, Any]]:
     """Runs (or resumes) every (epsilon, repeat) and returns their records.
 
     Finished records on disk are reused (no release is computed twice); a file that is truncated,
@@ -279,8 +322,16 @@ def run_adult(settings: AdultSettings, work: str | Path, log=None, *, compute: b
                 continue
             t0 = time.perf_counter()
             body = run_one(settings, eps, r, data, log)
-            rec = {"format": RESULT_FORMAT, "version": RESULT_VERSION, "digest": digest, "settings": rs,
-                   "epsilon": float(eps), "repeat": r, **body, "wall_seconds": time.perf_counter() - t0}
+            rec = {
+                "format": RESULT_FORMAT,
+                "version": RESULT_VERSION,
+                "digest": digest,
+                "settings": rs,
+                "epsilon": float(eps),
+                "repeat": r,
+                **body,
+                "wall_seconds": time.perf_counter() - t0,
+            }
             write_text_atomic(path, json.dumps(rec, indent=1, sort_keys=True))
             records.append(rec)
     return records
@@ -320,8 +371,9 @@ def summarise(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             row = {"epsilon": eps, "method": m, "repeats": len(vals)}
             for key in ("calibration_rmse", "brier", "test_accuracy", "sharpness"):
                 row[key], row[key + "_sd"] = stat(key)
-            err = np.asarray([np.asarray(v["observed_frequency"], float) - np.asarray(v["mean_predicted"], float)
-                              for v in vals])  # (releases, bins)
+            err = np.asarray(
+                [np.asarray(v["observed_frequency"], float) - np.asarray(v["mean_predicted"], float) for v in vals]
+            )  # (releases, bins)
             row["averaged_curve_rmse"] = float(np.sqrt(np.mean(np.mean(err, axis=0) ** 2)))
             row["release_spread"] = float(np.sqrt(np.mean(np.var(err, axis=0))))
             rows.append(row)

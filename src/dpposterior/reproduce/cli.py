@@ -33,13 +33,23 @@ def _reproduce(args: argparse.Namespace) -> int:
     if args.experiment in _SINGLE_RUN:
         # these options drive the na-dpvi run only; the other experiments would silently ignore them
         # (--report-only would compute everything, --seed would not change a key)
-        given = [flag for flag, used in (("--work", args.work is not None), ("--backend", args.backend != "local"),
-                                         ("--address", args.address is not None), ("--parts", args.parts is not None),
-                                         ("--report-only", args.report_only), ("--seed", args.seed is not None))
-                 if used]
+        given = [
+            flag
+            for flag, used in (
+                ("--work", args.work is not None),
+                ("--backend", args.backend != "local"),
+                ("--address", args.address is not None),
+                ("--parts", args.parts is not None),
+                ("--report-only", args.report_only),
+                ("--seed", args.seed is not None),
+            )
+            if used
+        ]
         if given:
-            raise ValueError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to na-dpvi only; "
-                             f"reproduce {args.experiment} takes --quick, --out and --no-progress (its seeds are fixed)")
+            raise ValueError(
+                f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to na-dpvi only; "
+                f"reproduce {args.experiment} takes --quick, --out and --no-progress (its seeds are fixed)"
+            )
     if args.out is None:
         args.out = default_out(args.experiment)
     # checked before hours of computation, so that no result is lost to a bad path at the end
@@ -58,8 +68,17 @@ def _reproduce(args: argparse.Namespace) -> int:
         from ..experiments.xla import configure_xla_cpu
 
         configure_xla_cpu(min(2, len(os.sched_getaffinity(0))))  # before anything starts JAX's backend
-        run(work=args.work, out=args.out, quick=args.quick, backend=args.backend, address=args.address,
-            seed=args.seed, parts=parts, progress=not args.no_progress, report_only=args.report_only)
+        run(
+            work=args.work,
+            out=args.out,
+            quick=args.quick,
+            backend=args.backend,
+            address=args.address,
+            seed=args.seed,
+            parts=parts,
+            progress=not args.no_progress,
+            report_only=args.report_only,
+        )
         return 0
     if args.experiment in _SINGLE_RUN:
         import importlib
@@ -71,8 +90,9 @@ def _reproduce(args: argparse.Namespace) -> int:
         results = getattr(mod, run_name)(quick=args.quick, verbose=not args.no_progress)
         results = results if isinstance(results, tuple) else (results,)
         cmd = f"dpposterior reproduce {args.experiment}" + (" --quick" if args.quick else "") + f" --out {args.out}"
-        path = getattr(mod, write_name)(*results, args.out, quick=args.quick, wall_seconds=time.perf_counter() - t0,
-                                        command=cmd)
+        path = getattr(mod, write_name)(
+            *results, args.out, quick=args.quick, wall_seconds=time.perf_counter() - t0, command=cmd
+        )
         data = Path(path).with_suffix(".json")
         print(f"wrote {path}" + (f" and {data.name} (every row, machine-readable)" if data.exists() else ""))
         return 0
@@ -81,35 +101,53 @@ def _reproduce(args: argparse.Namespace) -> int:
 
 def add_reproduce_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser(
-        "reproduce", help=f"run a paper's experiments and write the report (default ./{DEFAULT_OUT}/<experiment>/)",
+        "reproduce",
+        help=f"run a paper's experiments and write the report (default ./{DEFAULT_OUT}/<experiment>/)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=("examples:\n"
-                "  dpposterior reproduce na-dpvi --quick --work /tmp/na-quick --out /tmp/na-quick\n"
-                "  dpposterior reproduce na-dpvi                      # the full run (hours of compute; resumable)\n"
-                "  dpposterior reproduce na-dpvi --backend ray --address auto\n"
-                "  dpposterior reproduce na-dpvi --parts adult        # only the UCI Adult calibration\n"
-                "  dpposterior reproduce pacbayes                     # DP PAC-Bayes on MNIST 7 vs 9 (minutes)\n"
-                "  dpposterior reproduce dp-dropout                   # DP dropout / DP-SGLD, MNIST 7v9 + Adult\n"
-                "  dpposterior reproduce dp-fast-mh                   # DP MCMC: mixture + MNIST 7v9 (minutes)\n"
-                "  dpposterior reproduce na-dpvi --out docs/results   # maintainers: the reports the repository keeps\n"
-                f"Without --out the report goes to ./{DEFAULT_OUT}/<experiment>/ under the working directory.\n"
-                "A re-run resumes: finished cells and releases under --work are not recomputed."))
+        epilog=(
+            "examples:\n"
+            "  dpposterior reproduce na-dpvi --quick --work /tmp/na-quick --out /tmp/na-quick\n"
+            "  dpposterior reproduce na-dpvi                      # the full run (hours of compute; resumable)\n"
+            "  dpposterior reproduce na-dpvi --backend ray --address auto\n"
+            "  dpposterior reproduce na-dpvi --parts adult        # only the UCI Adult calibration\n"
+            "  dpposterior reproduce pacbayes                     # DP PAC-Bayes on MNIST 7 vs 9 (minutes)\n"
+            "  dpposterior reproduce dp-dropout                   # DP dropout / DP-SGLD, MNIST 7v9 + Adult\n"
+            "  dpposterior reproduce dp-fast-mh                   # DP MCMC: mixture + MNIST 7v9 (minutes)\n"
+            "  dpposterior reproduce na-dpvi --out docs/results   # maintainers: the reports the repository keeps\n"
+            f"Without --out the report goes to ./{DEFAULT_OUT}/<experiment>/ under the working directory.\n"
+            "A re-run resumes: finished cells and releases under --work are not recomputed."
+        ),
+    )
     p.add_argument("experiment", choices=EXPERIMENTS, help="which paper's experiments")
     p.add_argument("--quick", action="store_true", help="toy sizes: a smoke test of the pipeline, not results")
-    p.add_argument("--work", default=None,
-                   help="na-dpvi: folder of the resumable result files (default <out>/na-dpvi-work, with --quick "
-                        "<out>/na-dpvi-quick-work; with --out docs/results the full run's is tracked in git, so the "
-                        "report can be rewritten from a fresh clone)")
-    p.add_argument("--out", default=None,
-                   help=f"folder of the report, its figures and its JSON rows (default ./{DEFAULT_OUT}/<experiment>)")
+    p.add_argument(
+        "--work",
+        default=None,
+        help="na-dpvi: folder of the resumable result files (default <out>/na-dpvi-work, with --quick "
+        "<out>/na-dpvi-quick-work; with --out docs/results the full run's is tracked in git, so the "
+        "report can be rewritten from a fresh clone)",
+    )
+    p.add_argument(
+        "--out",
+        default=None,
+        help=f"folder of the report, its figures and its JSON rows (default ./{DEFAULT_OUT}/<experiment>)",
+    )
     p.add_argument("--backend", choices=("local", "ray"), default="local", help="na-dpvi: coverage-engine backend")
     p.add_argument("--address", default=None, help="na-dpvi: Ray address (with --backend ray; 'auto' joins a cluster)")
-    p.add_argument("--parts", nargs="+", choices=("coverage", "adult", "widths"), default=None,
-                   help="na-dpvi: run only these parts (default: all)")
+    p.add_argument(
+        "--parts",
+        nargs="+",
+        choices=("coverage", "adult", "widths"),
+        default=None,
+        help="na-dpvi: run only these parts (default: all)",
+    )
     p.add_argument("--seed", type=int, default=None, help="na-dpvi: base seed of the experiment's keys (default 0)")
     p.add_argument("--no-progress", action="store_true", help="hide progress output")
-    p.add_argument("--report-only", action="store_true",
-                   help="na-dpvi: compute nothing; write the report from the result files in --work, naming "
-                        "the planned cells that have none")
+    p.add_argument(
+        "--report-only",
+        action="store_true",
+        help="na-dpvi: compute nothing; write the report from the result files in --work, naming "
+        "the planned cells that have none",
+    )
     p.set_defaults(func=_reproduce)
     return p

@@ -61,8 +61,9 @@ class RowPrinter:
 
     def header(self) -> str:
         """The header line and the rule under it."""
-        names = "  ".join(c.header.rjust(w) if self._numeric(c) else c.header.ljust(w)
-                          for c, w in zip(self.columns, self.widths))
+        names = "  ".join(
+            c.header.rjust(w) if self._numeric(c) else c.header.ljust(w) for c, w in zip(self.columns, self.widths)
+        )
         return names.rstrip() + "\n" + "  ".join("-" * w for w in self.widths)
 
     def line(self, row: dict[str, Any]) -> str:

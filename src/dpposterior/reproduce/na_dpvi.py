@@ -61,8 +61,7 @@ BURN_IN = {"gamma-exponential": 0.5}
 #: most 25 at epsilon 0.1 (ESS >= 1,600 at thin 2), at most 210 at 0.3 (ESS >= 190) and up to 1,640
 #: at 1 (log sigma2 in one replicate: ESS about 25 at thin 2, 60 at thin 5; the median replicate's
 #: about 22 sweeps). Each cell records its chains' ESS in its diagnostics (the report lists them).
-REGRESSION_METHOD_OPTIONS = {"nuts": (("num_warmup", 500), ("num_samples", 1000)),
-                             "gibbs-ss-noisy": (("thin", 2),)}
+REGRESSION_METHOD_OPTIONS = {"nuts": (("num_warmup", 500), ("num_samples", 1000)), "gibbs-ss-noisy": (("thin", 2),)}
 
 #: method options of the exponential-family cells. Bernstein-Sheldon on Gamma-Exponential: 20,000 draws
 #: thinned by 3 (61,000 sweeps per replicate) instead of the default 10 (201,000): about 30 sweeps per
@@ -83,12 +82,20 @@ BURN_IN_PRIOR_SOLVERS = ("grid",)
 _BURN_IN_PRIORS = (("priors", "burn_in"),)
 
 #: the paper's published figures (Räisä et al. 2024, section 4) for the report.
-PAPER_COVERAGE_RMSE = {"beta-bernoulli": 0.016, "gamma-exponential": 0.023, "dirichlet-categorical": 0.020,
-                       "linear-regression": 0.036}
+PAPER_COVERAGE_RMSE = {
+    "beta-bernoulli": 0.016,
+    "gamma-exponential": 0.023,
+    "dirichlet-categorical": 0.020,
+    "linear-regression": 0.036,
+}
 PAPER_ADULT_CALIBRATION_RMSE = 0.024
 #: the bars of issue 5 (best NA-DPVI solver).
-COVERAGE_BAR = {"beta-bernoulli": 0.03, "gamma-exponential": 0.03, "dirichlet-categorical": 0.03,
-                "linear-regression": 0.045}
+COVERAGE_BAR = {
+    "beta-bernoulli": 0.03,
+    "gamma-exponential": 0.03,
+    "dirichlet-categorical": 0.03,
+    "linear-regression": 0.045,
+}
 ADULT_BAR = 0.03
 
 
@@ -121,23 +128,66 @@ def plan(quick: bool = False, seed: int = 0) -> Plan:
             opts = (("num_warmup", 50),) if meth == "gibbs-ss-noisy" else ()
             cells.append(CellConfig(REGRESSION_MODEL, 1.0, meth, method_options=opts, **sizes))
         # the burn-in prior through the grid (NUTS with it would be one more compilation in the tests)
-        adult = AdultSettings(epsilons=(1.0,), repeats=1, methods=("nuts", "laplace", "naive", "dpvim"),
-                              burn_in_prior_methods=("grid",),
-                              num_steps=60, num_warmup=50, num_samples=100, num_predictive=200, seed=seed)
+        adult = AdultSettings(
+            epsilons=(1.0,),
+            repeats=1,
+            methods=("nuts", "laplace", "naive", "dpvim"),
+            burn_in_prior_methods=("grid",),
+            num_steps=60,
+            num_warmup=50,
+            num_samples=100,
+            num_predictive=200,
+            seed=seed,
+        )
         widths = (CellConfig("beta-bernoulli", 0.5, "grid", **sizes),)
         return Plan(tuple(cells), adult, True, widths)
     sizes = dict(replicates=500, repeats=20, num_steps=10_000, num_records=5_000, seed=seed)
-    cells = [CellConfig(model, e, meth, burn_in=BURN_IN.get(model, DEFAULT_BURN_IN),
-                        method_options=EXPFAM_METHOD_OPTIONS.get((model, meth), ()), **sizes)
-             for model in EXPFAM_MODELS for e in EPSILONS for meth in EXPFAM_METHODS]
-    cells += [CellConfig(REGRESSION_MODEL, e, meth, method_options=REGRESSION_METHOD_OPTIONS.get(meth, ()), **sizes)
-              for e in EPSILONS for meth in REGRESSION_METHODS]
-    cells += [CellConfig(model, e, meth, burn_in=BURN_IN.get(model, DEFAULT_BURN_IN),
-                         method_options=_BURN_IN_PRIORS + REGRESSION_METHOD_OPTIONS.get(meth, ()), **sizes)
-              for model in EXPFAM_MODELS + (REGRESSION_MODEL,) for e in EPSILONS for meth in BURN_IN_PRIOR_SOLVERS]
-    widths = tuple(CellConfig("beta-bernoulli", e, "grid", replicates=200, repeats=20, num_records=5_000,
-                              num_steps=t, sampling_rate=q, seed=seed)
-                   for e in (0.1, 1.0) for t, q in WIDTH_SETTINGS)
+    cells = [
+        CellConfig(
+            model,
+            e,
+            meth,
+            burn_in=BURN_IN.get(model, DEFAULT_BURN_IN),
+            method_options=EXPFAM_METHOD_OPTIONS.get((model, meth), ()),
+            **sizes,
+        )
+        for model in EXPFAM_MODELS
+        for e in EPSILONS
+        for meth in EXPFAM_METHODS
+    ]
+    cells += [
+        CellConfig(REGRESSION_MODEL, e, meth, method_options=REGRESSION_METHOD_OPTIONS.get(meth, ()), **sizes)
+        for e in EPSILONS
+        for meth in REGRESSION_METHODS
+    ]
+    cells += [
+        CellConfig(
+            model,
+            e,
+            meth,
+            burn_in=BURN_IN.get(model, DEFAULT_BURN_IN),
+            method_options=_BURN_IN_PRIORS + REGRESSION_METHOD_OPTIONS.get(meth, ()),
+            **sizes,
+        )
+        for model in EXPFAM_MODELS + (REGRESSION_MODEL,)
+        for e in EPSILONS
+        for meth in BURN_IN_PRIOR_SOLVERS
+    ]
+    widths = tuple(
+        CellConfig(
+            "beta-bernoulli",
+            e,
+            "grid",
+            replicates=200,
+            repeats=20,
+            num_records=5_000,
+            num_steps=t,
+            sampling_rate=q,
+            seed=seed,
+        )
+        for e in (0.1, 1.0)
+        for t, q in WIDTH_SETTINGS
+    )
     return Plan(tuple(cells), AdultSettings(seed=seed), False, widths)
 
 
@@ -161,10 +211,19 @@ def default_work(out: str | Path, quick: bool) -> Path:
     return Path(out) / (DEFAULT_QUICK_WORK if quick else DEFAULT_WORK)
 
 
-def run(work: str | Path | None = None, out: str | Path = DEFAULT_OUT, *, quick: bool = False,
-        backend: str = "local", address: str | None = None, seed: int = 0,
-        parts: Sequence[str] = ("coverage", "adult", "widths"),
-        progress: bool = True, log=print, report_only: bool = False) -> dict[str, Any]:
+def run(
+    work: str | Path | None = None,
+    out: str | Path = DEFAULT_OUT,
+    *,
+    quick: bool = False,
+    backend: str = "local",
+    address: str | None = None,
+    seed: int = 0,
+    parts: Sequence[str] = ("coverage", "adult", "widths"),
+    progress: bool = True,
+    log=print,
+    report_only: bool = False,
+) -> dict[str, Any]:
     """Runs (or resumes) the reproduction and writes the report.
 
     Args:
@@ -200,16 +259,17 @@ def run(work: str | Path | None = None, out: str | Path = DEFAULT_OUT, *, quick:
     coverage_results: list[dict[str, Any]] = []
     if "coverage" in parts:
         t0 = time.perf_counter()
-        summary = run_coverage(list(p.cells), work / "coverage", backend=backend, address=address,
-                               progress=progress)
+        summary = run_coverage(list(p.cells), work / "coverage", backend=backend, address=address, progress=progress)
         timing["coverage"] = time.perf_counter() - t0
         coverage_results = summary.results
         everything, notes = folder_results(work / "coverage", coverage_results)  # earlier runs' cells too
         for note in notes:
             log(f"note: {note}")
         write_reports(everything, work / "coverage")
-        log(f"coverage cells: {len(summary.computed)} computed, {len(summary.skipped)} found on disk, "
-            f"{timing['coverage']:.1f} s")
+        log(
+            f"coverage cells: {len(summary.computed)} computed, {len(summary.skipped)} found on disk, "
+            f"{timing['coverage']:.1f} s"
+        )
     adult_records: list[dict[str, Any]] = []
     if "adult" in parts:
         t0 = time.perf_counter()
@@ -219,19 +279,29 @@ def run(work: str | Path | None = None, out: str | Path = DEFAULT_OUT, *, quick:
     width_results: list[dict[str, Any]] = []
     if "widths" in parts:
         t0 = time.perf_counter()
-        width_results = run_coverage(list(p.widths), work / "widths", backend=backend, address=address,
-                                     progress=progress).results
+        width_results = run_coverage(
+            list(p.widths), work / "widths", backend=backend, address=address, progress=progress
+        ).results
         timing["widths"] = time.perf_counter() - t0
         log(f"width cells: {len(width_results)}, {timing['widths']:.1f} s")
     name = "na-dpvi-quick" if quick else "na-dpvi"
-    report = write_report(coverage_results, adult_records, out, name=name, timing=timing, quick=quick,
-                          command=_command(quick, backend, work, out), widths=width_results)
+    report = write_report(
+        coverage_results,
+        adult_records,
+        out,
+        name=name,
+        timing=timing,
+        quick=quick,
+        command=_command(quick, backend, work, out),
+        widths=width_results,
+    )
     log(f"wrote {report}")
     return {"coverage": coverage_results, "adult": adult_records, "timing": timing, "report": report}
 
 
-def _report_from_disk(p: Plan, parts: Sequence[str], work: Path, out: Path, quick: bool, backend: str,
-                      log) -> dict[str, Any]:
+def _report_from_disk(
+    p: Plan, parts: Sequence[str], work: Path, out: Path, quick: bool, backend: str, log
+) -> dict[str, Any]:
     """The report of whatever the plan's result files on disk hold; computes nothing."""
     from ..experiments.store import ResultStore
     from .adult import run_adult
@@ -253,12 +323,26 @@ def _report_from_disk(p: Plan, parts: Sequence[str], work: Path, out: Path, quic
     adult = run_adult(p.adult, work, compute=False, missing=missing) if "adult" in parts else []
     widths = load(p.widths, work / "widths") if "widths" in parts else []
     name = "na-dpvi-quick" if quick else "na-dpvi"
-    report = write_report(coverage, adult, out, name=name, timing={}, quick=quick,
-                          command=_command(quick, backend, work, out) + " --report-only", widths=widths,
-                          not_computed=missing)
+    report = write_report(
+        coverage,
+        adult,
+        out,
+        name=name,
+        timing={},
+        quick=quick,
+        command=_command(quick, backend, work, out) + " --report-only",
+        widths=widths,
+        not_computed=missing,
+    )
     log(f"wrote {report} from the files on disk ({len(missing)} planned cells or releases without a result)")
-    return {"coverage": coverage, "adult": adult, "widths": widths, "timing": {}, "report": report,
-            "not_computed": missing}
+    return {
+        "coverage": coverage,
+        "adult": adult,
+        "widths": widths,
+        "timing": {},
+        "report": report,
+        "not_computed": missing,
+    }
 
 
 def _command(quick: bool, backend: str, work: Path, out: Path) -> str:

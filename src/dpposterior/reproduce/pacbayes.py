@@ -52,15 +52,30 @@ from ..pacbayes.bounds import h_bound
 from .console import Column
 from .console import RowPrinter
 
-__all__ = ["FULL", "QUICK", "PacBayesSettings", "format_table", "public_pca_features", "public_pca_rank", "run_pacbayes"]
+__all__ = [
+    "FULL",
+    "QUICK",
+    "PacBayesSettings",
+    "format_table",
+    "public_pca_features",
+    "public_pca_rank",
+    "run_pacbayes",
+]
 
 #: the progress table ``run_pacbayes(verbose=True)`` prints, one line per row (epsilon "-": not private)
-PROGRESS_COLUMNS = (Column("labels", "labels", "s", 6), Column("prior", "prior", "s", 16),
-                    Column("epsilon", "epsilon", "g", 7), Column("train_error", "train err", ".4f", 9),
-                    Column("test_error", "test err", ".4f", 8), Column("stochastic_test_error", "test err Q", ".4f", 10),
-                    Column("kl", "KL", ".4g", 8), Column("bound", "bound", ".4f", 6),
-                    Column("h_bound", "H-bound", ".4f", 7), Column("c_bound", "C-bound", ".4f", 7),
-                    Column("seconds", "seconds", ".1f", 7))
+PROGRESS_COLUMNS = (
+    Column("labels", "labels", "s", 6),
+    Column("prior", "prior", "s", 16),
+    Column("epsilon", "epsilon", "g", 7),
+    Column("train_error", "train err", ".4f", 9),
+    Column("test_error", "test err", ".4f", 8),
+    Column("stochastic_test_error", "test err Q", ".4f", 10),
+    Column("kl", "KL", ".4g", 8),
+    Column("bound", "bound", ".4f", 6),
+    Column("h_bound", "H-bound", ".4f", 7),
+    Column("c_bound", "C-bound", ".4f", 7),
+    Column("seconds", "seconds", ".1f", 7),
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,8 +109,11 @@ class PacBayesSettings:
         """
         if self.m is not None:
             check_positive_int(self.m, "PacBayesSettings.m (or None for all 12,214 records)")
-        if (isinstance(self.pca_dims, bool) or not isinstance(self.pca_dims, numbers.Integral)
-                or not 1 <= self.pca_dims <= 784):
+        if (
+            isinstance(self.pca_dims, bool)
+            or not isinstance(self.pca_dims, numbers.Integral)
+            or not 1 <= self.pca_dims <= 784
+        ):
             raise ValueError(f"PacBayesSettings.pca_dims must be an integer in [1, 784], got {self.pca_dims!r}")
         check_positive_int(self.hidden, "PacBayesSettings.hidden (0: a linear softmax layer)", minimum=0)
         for name in ("outer_steps", "n_samples", "n_test_samples"):
@@ -103,8 +121,9 @@ class PacBayesSettings:
         for name in ("epsilons", "posterior_factors", "prior_stds", "posterior_stds"):
             values = getattr(self, name)
             if not isinstance(values, (tuple, list)) or len(values) == 0:
-                raise ValueError(f"PacBayesSettings.{name} must be a non-empty tuple of finite numbers > 0, got "
-                                 f"{values!r}")
+                raise ValueError(
+                    f"PacBayesSettings.{name} must be a non-empty tuple of finite numbers > 0, got {values!r}"
+                )
             for v in values:
                 check_positive(v, f"each of PacBayesSettings.{name}")
         for name in ("gamma", "eta", "eta_inner", "sgd_eta"):
@@ -112,19 +131,39 @@ class PacBayesSettings:
         check_delta(self.delta, "PacBayesSettings.delta")
         check_delta(self.delta_mc, "PacBayesSettings.delta_mc")
         if not self.delta + self.delta_mc < 1:
-            raise ValueError(f"PacBayesSettings.delta + delta_mc must be < 1 (each certificate holds with probability "
-                             f">= 1 - delta - delta_mc), got {self.delta!r} + {self.delta_mc!r}")
+            raise ValueError(
+                f"PacBayesSettings.delta + delta_mc must be < 1 (each certificate holds with probability "
+                f">= 1 - delta - delta_mc), got {self.delta!r} + {self.delta_mc!r}"
+            )
         seed = check_seed(self.seed, "PacBayesSettings.seed")
-        if seed is None or seed >= SEED_LIMIT - 1000:   # the network's initialisation uses the key 1000 + seed
+        if seed is None or seed >= SEED_LIMIT - 1000:  # the network's initialisation uses the key 1000 + seed
             raise ValueError(f"PacBayesSettings.seed must be an integer in [0, 2**32 - 1000), got {self.seed!r}")
 
 
-QUICK = PacBayesSettings(m=1000, pca_dims=10, hidden=4, outer_steps=40, epsilons=(0.3,),
-                         posterior_factors=(1.0,), prior_stds=(1.0,), posterior_stds=(0.05,),
-                         n_samples=64, n_test_samples=16)
-FULL = PacBayesSettings(m=None, pca_dims=50, hidden=20, outer_steps=500, epsilons=(0.03, 0.1, 0.3),
-                        posterior_factors=(1.0,), prior_stds=(0.1, 0.3, 1.0),
-                        posterior_stds=(0.01, 0.03), n_samples=2000, n_test_samples=200)
+QUICK = PacBayesSettings(
+    m=1000,
+    pca_dims=10,
+    hidden=4,
+    outer_steps=40,
+    epsilons=(0.3,),
+    posterior_factors=(1.0,),
+    prior_stds=(1.0,),
+    posterior_stds=(0.05,),
+    n_samples=64,
+    n_test_samples=16,
+)
+FULL = PacBayesSettings(
+    m=None,
+    pca_dims=50,
+    hidden=20,
+    outer_steps=500,
+    epsilons=(0.03, 0.1, 0.3),
+    posterior_factors=(1.0,),
+    prior_stds=(0.1, 0.3, 1.0),
+    posterior_stds=(0.01, 0.03),
+    n_samples=2000,
+    n_test_samples=200,
+)
 
 
 def public_pca_features(dims: int, name: str = "dims") -> tuple[np.ndarray, np.ndarray]:
@@ -144,9 +183,11 @@ def public_pca_features(dims: int, name: str = "dims") -> tuple[np.ndarray, np.n
     """
     rank = public_pca_rank()
     if isinstance(dims, bool) or not (isinstance(dims, int) and 1 <= dims <= rank):
-        raise ValueError(f"{name} must be an integer in [1, {rank}] (at most the rank of the public digits' "
-                         "covariance: the whitening divides by the square root of each direction's eigenvalue, "
-                         f"and beyond the rank those are zero up to rounding), got {dims!r}")
+        raise ValueError(
+            f"{name} must be an integer in [1, {rank}] (at most the rank of the public digits' "
+            "covariance: the whitening divides by the square root of each direction's eigenvalue, "
+            f"and beyond the rank those are zero up to rounding), got {dims!r}"
+        )
     centre, proj = _public_pca(dims)
     return centre.copy(), proj.copy()
 
@@ -184,17 +225,25 @@ def _best_certificate(key, grid, *, error_fn, data, s: PacBayesSettings, prior_p
     best = None
     for i, (pm, pv, qm, qs) in enumerate(grid):
         c = cert_mod.certify_gaussian(
-            jax.random.fold_in(key, i), prior_mean=pm, prior_var=pv, posterior_mean=qm,
-            posterior_var=qs**2, error_fn=error_fn, data=data, delta=s.delta / len(grid),
-            delta_mc=s.delta_mc / len(grid), n_samples=s.n_samples, prior_privacy=prior_privacy,
-            chunk=64)
+            jax.random.fold_in(key, i),
+            prior_mean=pm,
+            prior_var=pv,
+            posterior_mean=qm,
+            posterior_var=qs**2,
+            error_fn=error_fn,
+            data=data,
+            delta=s.delta / len(grid),
+            delta_mc=s.delta_mc / len(grid),
+            n_samples=s.n_samples,
+            prior_privacy=prior_privacy,
+            chunk=64,
+        )
         if best is None or c.bound < best[0].bound:
             best = (c, qm, qs)
     return best
 
 
-def run_pacbayes(quick: bool = False, settings: PacBayesSettings | None = None,
-                 verbose: bool = False) -> list[dict]:
+def run_pacbayes(quick: bool = False, settings: PacBayesSettings | None = None, verbose: bool = False) -> list[dict]:
     """Runs the experiment; one row (a dict) per (labels, prior[, epsilon]).
 
     Mechanism-side (reads MNIST 7 vs 9). The rows are not private releases (they report training
@@ -206,17 +255,21 @@ def run_pacbayes(quick: bool = False, settings: PacBayesSettings | None = None,
         records (before anything is computed).
     """
     if settings is not None and not isinstance(settings, PacBayesSettings):
-        raise TypeError(f"settings must be a PacBayesSettings (e.g. dataclasses.replace(QUICK, m=400)) or None, got "
-                        f"{type(settings).__name__}")
+        raise TypeError(
+            f"settings must be a PacBayesSettings (e.g. dataclasses.replace(QUICK, m=400)) or None, got "
+            f"{type(settings).__name__}"
+        )
     s = settings or (QUICK if quick else FULL)
     t_start = time.time()
     show = RowPrinter(PROGRESS_COLUMNS, title="one row per certificate (every field in the report's JSON file):")
     key = jax.random.PRNGKey(s.seed)
     centre, proj = public_pca_features(s.pca_dims, "pca_dims")
     x_tr, y_tr = load_mnist79("train")
-    if s.m is not None and s.m > x_tr.shape[0]:   # before any computation
-        raise ValueError(f"PacBayesSettings.m must be at most the {x_tr.shape[0]:,} training records of MNIST 7 vs 9 "
-                         f"(or None for all of them), got {s.m!r}")
+    if s.m is not None and s.m > x_tr.shape[0]:  # before any computation
+        raise ValueError(
+            f"PacBayesSettings.m must be at most the {x_tr.shape[0]:,} training records of MNIST 7 vs 9 "
+            f"(or None for all of them), got {s.m!r}"
+        )
     x_te, y_te = load_mnist79("test")
     rng = np.random.default_rng(s.seed)
     if s.m is not None:
@@ -241,24 +294,35 @@ def run_pacbayes(quick: bool = False, settings: PacBayesSettings | None = None,
         data = (feats_tr, ytr)
 
         def row(prior, eps, w, c, qm, qs, k):
-            test_q = cert_mod.sample_gaussian_errors(k, jnp.asarray(qm, jnp.float32), np.float32(qs),
-                                                     error_fn, (feats_te, yte), s.n_test_samples)
+            test_q = cert_mod.sample_gaussian_errors(
+                k, jnp.asarray(qm, jnp.float32), np.float32(qs), error_fn, (feats_te, yte), s.n_test_samples
+            )
             tr = float(error_fn(w, *data))
-            out = dict(labels=labels, prior=prior, epsilon=eps, m=m, num_params=int(w0.size),
-                       train_error=tr, test_error=float(error_fn(w, feats_te, yte)),
-                       stochastic_test_error=float(np.mean(test_q)), posterior_std=float(qs),
-                       bound=c.bound, empirical_error=c.empirical_error, kl=c.kl_divergence,
-                       h_bound=None if eps is None else h_bound(tr, eps, m, s.delta),
-                       c_bound=None if eps is None else c_bound(tr, eps, m, s.delta),
-                       certificate=c.to_dict(), seconds=round(time.time() - t_start, 1),
-                       settings=dataclasses.asdict(s))
+            out = dict(
+                labels=labels,
+                prior=prior,
+                epsilon=eps,
+                m=m,
+                num_params=int(w0.size),
+                train_error=tr,
+                test_error=float(error_fn(w, feats_te, yte)),
+                stochastic_test_error=float(np.mean(test_q)),
+                posterior_std=float(qs),
+                bound=c.bound,
+                empirical_error=c.empirical_error,
+                kl=c.kl_divergence,
+                h_bound=None if eps is None else h_bound(tr, eps, m, s.delta),
+                c_bound=None if eps is None else c_bound(tr, eps, m, s.delta),
+                certificate=c.to_dict(),
+                seconds=round(time.time() - t_start, 1),
+                settings=dataclasses.asdict(s),
+            )
             if verbose:
                 show(out)
             return out
 
         # data-independent prior (Entropy-SGD, not private)
-        base = es.EntropySGLDParams(tau=tau, gamma=s.gamma, eta=s.sgd_eta, eta_inner=s.eta_inner,
-                                    beta=None)
+        base = es.EntropySGLDParams(tau=tau, gamma=s.gamma, eta=s.sgd_eta, eta_inner=s.eta_inner, beta=None)
         key, k_run, k_cert, k_test = jax.random.split(key, 4)
         state, _ = es.run(k_run, es.init(w0), s.outer_steps, data=data, params=base, loss_fn=loss)
         w = np.asarray(state.position)
@@ -275,16 +339,17 @@ def run_pacbayes(quick: bool = False, settings: PacBayesSettings | None = None,
             w = np.asarray(state.position)
             privacy = es.entropy_sgld_privacy(params, m, num_steps=s.outer_steps, seeded_by="user")
             grid = [(w, sigma_p**2, w, f * sigma_p) for f in s.posterior_factors]
-            c, qm, qs = _best_certificate(k_cert, grid, error_fn=error_fn, data=data, s=s,
-                                          prior_privacy=privacy)
+            c, qm, qs = _best_certificate(k_cert, grid, error_fn=error_fn, data=data, s=s, prior_privacy=privacy)
             rows.append(row("dp", eps, state.position, c, qm, qs, k_test))
     return rows
 
 
 def format_table(rows: list[dict]) -> str:
     """A Markdown table of the rows of ``run_pacbayes``."""
-    head = ("| labels | prior | epsilon | train err | test err | test err of Q | R_S(Q) est. | KL | "
-            "PAC-Bayes bound | H-bound | C-bound |")
+    head = (
+        "| labels | prior | epsilon | train err | test err | test err of Q | R_S(Q) est. | KL | "
+        "PAC-Bayes bound | H-bound | C-bound |"
+    )
     lines = [head, "|" + "---|" * 11]
 
     def f(v, nd=4):
@@ -294,7 +359,8 @@ def format_table(rows: list[dict]) -> str:
         lines.append(
             f"| {r['labels']} | {r['prior']} | {f(r['epsilon'], 3)} | {f(r['train_error'])} | "
             f"{f(r['test_error'])} | {f(r['stochastic_test_error'])} | {f(r['empirical_error'])} | "
-            f"{f(r['kl'], 4)} | {f(r['bound'])} | {f(r['h_bound'])} | {f(r['c_bound'])} |")
+            f"{f(r['kl'], 4)} | {f(r['bound'])} | {f(r['h_bound'])} | {f(r['c_bound'])} |"
+        )
     return "\n".join(lines)
 
 
@@ -314,8 +380,12 @@ def pacbayes_figure(rows: list[dict], path) -> "Path":
         rs = [r for r in rows if r["labels"] == labels]
         names = ["data-indep." if r["epsilon"] is None else f"DP eps={r['epsilon']:g}" for r in rs]
         xs = np.arange(len(rs))
-        series = (("test error of Q", "stochastic_test_error"), ("PAC-Bayes bound", "bound"),
-                  ("H-bound", "h_bound"), ("C-bound", "c_bound"))
+        series = (
+            ("test error of Q", "stochastic_test_error"),
+            ("PAC-Bayes bound", "bound"),
+            ("H-bound", "h_bound"),
+            ("C-bound", "c_bound"),
+        )
         for j, (label, k) in enumerate(series):
             vals = [np.nan if r[k] is None else min(r[k], 1.05) for r in rs]
             ax.bar(xs + (j - 1.5) * 0.2, vals, width=0.2, label=label)
@@ -354,18 +424,29 @@ def write_pacbayes_report(rows: list[dict], out, *, quick: bool, wall_seconds: f
     # rows that carry none: a report of a custom run used to state FULL's settings beside its numbers
     recorded = rows[0].get("settings") if rows else None
     settings = recorded if isinstance(recorded, dict) else dataclasses.asdict(QUICK if quick else FULL)
-    lines = [f"# DP PAC-Bayes reproduction{' (--quick smoke test: toy sizes, NOT results)' if quick else ''}", "",
-             f"Command: `{command}`", "",
-             f"Written {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')} on "
-             f"{platform.platform()} ({os.cpu_count()} CPUs); wall time {wall_seconds:.0f} s.", "",
-             f"Settings: {json.dumps(settings, default=str)}", "",
-             "Features: PCA fitted on the PUBLIC digits other than 7 and 9 (no privacy cost). Priors: "
-             "data-independent (centred at the initialisation, widths paid for by a union bound) and "
-             "DP data-dependent (Entropy-SGLD mean, epsilon-DP under the exact-sample assumption: SGLD only "
-             "approximates the exponential mechanism, so the DP rows are optimistic by that gap). "
-             "The H- and C-bounds certify the deterministic network w; the PAC-Bayes bounds certify the "
-             "Gaussian posterior Q. The rows report training errors and are NOT private releases.", "",
-             f"Every row, with its certificate, is in `{name}.json`.", "",
-             format_table(rows), "", f"![bounds]({fig.name})", ""]
+    lines = [
+        f"# DP PAC-Bayes reproduction{' (--quick smoke test: toy sizes, NOT results)' if quick else ''}",
+        "",
+        f"Command: `{command}`",
+        "",
+        f"Written {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')} on "
+        f"{platform.platform()} ({os.cpu_count()} CPUs); wall time {wall_seconds:.0f} s.",
+        "",
+        f"Settings: {json.dumps(settings, default=str)}",
+        "",
+        "Features: PCA fitted on the PUBLIC digits other than 7 and 9 (no privacy cost). Priors: "
+        "data-independent (centred at the initialisation, widths paid for by a union bound) and "
+        "DP data-dependent (Entropy-SGLD mean, epsilon-DP under the exact-sample assumption: SGLD only "
+        "approximates the exponential mechanism, so the DP rows are optimistic by that gap). "
+        "The H- and C-bounds certify the deterministic network w; the PAC-Bayes bounds certify the "
+        "Gaussian posterior Q. The rows report training errors and are NOT private releases.",
+        "",
+        f"Every row, with its certificate, is in `{name}.json`.",
+        "",
+        format_table(rows),
+        "",
+        f"![bounds]({fig.name})",
+        "",
+    ]
     write_text_atomic(out / f"{name}.json", json.dumps({"settings": settings, "rows": rows}, indent=1, default=str))
     return write_text_atomic(out / f"{name}.md", "\n".join(lines))

@@ -71,18 +71,24 @@ class Design:
         lines = []
         for name, scale in zip(self.feature_names, self.feature_scales):
             if scale is not None:
-                lines.append(f"{name}: numeric, one unit of the feature = {scale:g} original units "
-                             "(rescaled from its declared bounds to [-1, 1])")
+                lines.append(
+                    f"{name}: numeric, one unit of the feature = {scale:g} original units "
+                    "(rescaled from its declared bounds to [-1, 1])"
+                )
         for name, level in self.reference_levels:
-            lines.append(f"{name}: categorical, a 0/1 indicator per declared level but the first, {level!r} (the "
-                         "reference level: each indicator's coefficient is a difference from it)")
+            lines.append(
+                f"{name}: categorical, a 0/1 indicator per declared level but the first, {level!r} (the "
+                "reference level: each indicator's coefficient is a difference from it)"
+            )
         if self.target_kind == "numeric":
             lo, hi = self.target.bounds
             lines.append(f"target {self.target.name}: rescaled from its declared bounds [{lo:g}, {hi:g}] to [-1, 1]")
         elif self.target.type == "categorical":
             no, yes = self.target.categories
-            lines.append(f"target {self.target.name}: binary, y = 1 for {yes!r} and 0 for {no!r} (the second "
-                         "declared category is coded 1)")
+            lines.append(
+                f"target {self.target.name}: binary, y = 1 for {yes!r} and 0 for {no!r} (the second "
+                "declared category is coded 1)"
+            )
         else:
             lines.append(f"target {self.target.name}: binary, its values 0 and 1 as they are")
         return lines
@@ -95,25 +101,30 @@ def _numeric(frame: Any, col: Column, policy: str, what: str) -> np.ndarray:
     raw = frame[col.name]
     kind = _not_numbers(raw.dtype)
     if kind:
-        hint = ("a real number" if kind == "complex numbers" else
-                "a number (e.g. a year, or days since a fixed date)")
-        raise ValueError(f"{what} {col.name!r} is declared numeric but holds {kind} (dtype {raw.dtype}), which would "
-                         f"be read as the wrong numbers; convert each value to {hint} with public bounds before "
-                         "fitting")
+        hint = "a real number" if kind == "complex numbers" else "a number (e.g. a year, or days since a fixed date)"
+        raise ValueError(
+            f"{what} {col.name!r} is declared numeric but holds {kind} (dtype {raw.dtype}), which would "
+            f"be read as the wrong numbers; convert each value to {hint} with public bounds before "
+            "fitting"
+        )
     values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64)
     bad = np.isnan(values) & raw.notna().to_numpy()
     if bad.any():
-        raise ValueError(f"{what} {col.name!r} is declared numeric but holds values that are not numbers (a number "
-                         "is written like 1234.5 or 1.2e3: no thousands separator, no decimal comma, no unit; a "
-                         "column of true/false is categorical, categories = [false, true])")
+        raise ValueError(
+            f"{what} {col.name!r} is declared numeric but holds values that are not numbers (a number "
+            "is written like 1234.5 or 1.2e3: no thousands separator, no decimal comma, no unit; a "
+            "column of true/false is categorical, categories = [false, true])"
+        )
     if not np.all(np.isfinite(values[~np.isnan(values)])):
         raise ValueError(f"{what} {col.name!r} holds infinite values")
     lo, hi = col.bounds
     outside = (values < lo) | (values > hi)
     if outside.any() and policy != "keep":
         if policy == "error":
-            raise ValueError(f"{what} {col.name!r} has values outside its declared bounds [{lo:g}, {hi:g}] "
-                             "(out_of_bounds = \"error\"; set out_of_bounds = \"clip\" to clip them to the bounds)")
+            raise ValueError(
+                f"{what} {col.name!r} has values outside its declared bounds [{lo:g}, {hi:g}] "
+                '(out_of_bounds = "error"; set out_of_bounds = "clip" to clip them to the bounds)'
+            )
         values = np.clip(values, lo, hi)
     return values
 
@@ -140,8 +151,30 @@ def _not_numbers(dtype: Any) -> str:
 
 #: text that marks a missing value (pandas' default markers and "?", as in the UCI Adult data), unless
 #: the schema declares it as a category of the column
-MISSING_MARKERS = frozenset({"", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
-                             "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null", "?"})
+MISSING_MARKERS = frozenset(
+    {
+        "",
+        "#N/A",
+        "#N/A N/A",
+        "#NA",
+        "-1.#IND",
+        "-1.#QNAN",
+        "-NaN",
+        "-nan",
+        "1.#IND",
+        "1.#QNAN",
+        "<NA>",
+        "N/A",
+        "NA",
+        "NULL",
+        "NaN",
+        "None",
+        "n/a",
+        "nan",
+        "null",
+        "?",
+    }
+)
 
 
 def _check_missing(frame: Any, col: Column, what: str) -> None:
@@ -153,9 +186,11 @@ def _check_missing(frame: Any, col: Column, what: str) -> None:
         stripped = values[~missing].astype(str).str.strip()
         missing[~missing] = stripped.isin(markers).to_numpy()
     if bool(missing.any()):
-        raise ValueError(f"{what} {col.name!r} has missing values; the tool does not impute: remove or fill them "
-                         "before fitting (with a rule that does not depend on the other records); empty cells and "
-                         "markers such as NA, NaN, null, None and ? count as missing unless declared as a category")
+        raise ValueError(
+            f"{what} {col.name!r} has missing values; the tool does not impute: remove or fill them "
+            "before fitting (with a rule that does not depend on the other records); empty cells and "
+            "markers such as NA, NaN, null, None and ? count as missing unless declared as a category"
+        )
 
 
 def _listed(names: list, most: int = 20) -> str:
@@ -168,8 +203,15 @@ def _one_level(col: Any) -> bool:
     return col.type == "categorical" and len(col.categories) == 1
 
 
-def build_design(frame: Any, schema: Schema, target: str, *, features: list[str] | None = None,
-                 intercept: bool = True, target_kind: str = "binary") -> Design:
+def build_design(
+    frame: Any,
+    schema: Schema,
+    target: str,
+    *,
+    features: list[str] | None = None,
+    intercept: bool = True,
+    target_kind: str = "binary",
+) -> Design:
     """Builds X and y (see the module docstring).
 
     Args:
@@ -191,15 +233,17 @@ def build_design(frame: Any, schema: Schema, target: str, *, features: list[str]
     import pandas as pd
 
     if not isinstance(frame, pd.DataFrame):
-        raise TypeError(f"frame must be a pandas DataFrame of the records (e.g. from read_table), got "
-                        f"{type(frame).__name__}")
+        raise TypeError(
+            f"frame must be a pandas DataFrame of the records (e.g. from read_table), got {type(frame).__name__}"
+        )
     if not isinstance(schema, Schema):
         raise TypeError(f"schema must be a Schema (from load_schema or parse_schema), got {type(schema).__name__}")
     if target_kind not in ("binary", "numeric"):
         raise ValueError(f"target_kind must be 'binary' or 'numeric', got {target_kind!r}")
     if isinstance(features, str):
-        raise TypeError(f"features must be a list of column names, got the single string {features!r}; "
-                        f"write [{features!r}]")
+        raise TypeError(
+            f"features must be a list of column names, got the single string {features!r}; write [{features!r}]"
+        )
     # names and levels are compared in Unicode normal form NFC, without surrounding spaces: "é" typed as
     # one code point or as "e" and a combining accent (macOS, some editors) look alike and must match
     frame = frame.rename(columns=lambda c: nfc(c).strip() if isinstance(c, str) else c)
@@ -208,52 +252,67 @@ def build_design(frame: Any, schema: Schema, target: str, *, features: list[str]
     available = list(frame.columns)
     repeated = sorted({str(c) for c in frame.columns[frame.columns.duplicated()]})
     if repeated:
-        raise ValueError(f"the data has more than one column named {', '.join(map(repr, repeated))}; column names "
-                         "must be unique")
+        raise ValueError(
+            f"the data has more than one column named {', '.join(map(repr, repeated))}; column names must be unique"
+        )
     if frame.shape[0] == 0:
         raise ValueError("the data holds no records (0 rows); at least one record is required")
     if not any(c in schema.columns for c in available):
         # a file without a header row: its first record was read as the column names, which must not be
         # quoted (error messages never show a record's values)
-        raise ValueError(f"none of the {len(available)} column names of the data matches a column declared in "
-                         f"{schema.source or 'the schema'} ({', '.join(schema.columns)}): does the file start with a "
-                         "header row naming the columns as the schema does? (the names are not shown: without a "
-                         "header row they would be the first record's values)")
+        raise ValueError(
+            f"none of the {len(available)} column names of the data matches a column declared in "
+            f"{schema.source or 'the schema'} ({', '.join(schema.columns)}): does the file start with a "
+            "header row naming the columns as the schema does? (the names are not shown: without a "
+            "header row they would be the first record's values)"
+        )
     if target not in available:
-        raise ValueError(f"target column {target!r} is missing from the data "
-                         f"(columns: {_listed(available)})")
+        raise ValueError(f"target column {target!r} is missing from the data (columns: {_listed(available)})")
     tcol = schema.column(target)
     # a one-level categorical column carries no information (no indicator column): left out of the
     # default features, refused as a named one (below)
-    names = ([c for c, col in schema.columns.items() if c != target and not _one_level(col)] if features is None
-             else list(features))
+    names = (
+        [c for c, col in schema.columns.items() if c != target and not _one_level(col)]
+        if features is None
+        else list(features)
+    )
     if target in names:
         raise ValueError(f"the target column {target!r} cannot also be a feature")
     twice = sorted({str(c) for c, count in collections.Counter(names).items() if count > 1})
     if twice:
-        raise ValueError(f"features must not repeat a column (each would add the same design columns twice), "
-                         f"got {', '.join(map(repr, twice))} more than once")
+        raise ValueError(
+            f"features must not repeat a column (each would add the same design columns twice), "
+            f"got {', '.join(map(repr, twice))} more than once"
+        )
     if not names and not intercept:
         raise ValueError("no feature columns: declare at least one column besides the target")
     for name in names:
         parts = [p.strip() for p in name.split(",")] if isinstance(name, str) and name not in schema.columns else []
         if len(parts) > 1 and all(p in schema.columns for p in parts):
-            raise ValueError(f"feature {name!r} is not a column: give the features as separate names, "
-                             f"{parts!r} (on the command line: --features {' '.join(parts)})")
+            raise ValueError(
+                f"feature {name!r} is not a column: give the features as separate names, "
+                f"{parts!r} (on the command line: --features {' '.join(parts)})"
+            )
         if _one_level(schema.column(name)):
-            raise ValueError(f"feature {name!r} is categorical with one declared level "
-                             f"({schema.columns[name].categories[0]!r}): it adds no design column (every record "
-                             f"has that level); leave it out of the features, or declare its other levels")
+            raise ValueError(
+                f"feature {name!r} is categorical with one declared level "
+                f"({schema.columns[name].categories[0]!r}): it adds no design column (every record "
+                f"has that level); leave it out of the features, or declare its other levels"
+            )
         if name not in available:
-            raise ValueError(f"column {name!r} (declared in {schema.source or 'the schema'}) is missing from the "
-                             f"data (columns: {_listed(available)})")
+            raise ValueError(
+                f"column {name!r} (declared in {schema.source or 'the schema'}) is missing from the "
+                f"data (columns: {_listed(available)})"
+            )
     planned = [f"{name}={lev}" for name in names for lev in (schema.columns[name].categories or ())[1:]]
     planned += [name for name in names if schema.columns[name].type == "numeric"] + [INTERCEPT] * intercept
     clash = sorted({c for c, count in collections.Counter(planned).items() if count > 1})
     if clash:
-        raise ValueError(f"two design columns would be named {', '.join(map(repr, clash))} (a column named like the "
-                         f"indicator of another column's level, 'column=level', or like the intercept {INTERCEPT!r}), "
-                         "and the report could not tell them apart; rename the column")
+        raise ValueError(
+            f"two design columns would be named {', '.join(map(repr, clash))} (a column named like the "
+            f"indicator of another column's level, 'column=level', or like the intercept {INTERCEPT!r}), "
+            "and the report could not tell them apart; rename the column"
+        )
     policy = schema.out_of_bounds
     blocks, fnames, scales = [], [], []
     for name in names:
@@ -282,27 +341,42 @@ def build_design(frame: Any, schema: Schema, target: str, *, features: list[str]
     if target_kind == "binary":
         if tcol.type == "categorical":
             if len(tcol.categories) != 2:
-                raise ValueError(f"target column {target!r} must be binary for this model: declare exactly two "
-                                 f"categories (the second is coded 1), got {len(tcol.categories)}")
+                raise ValueError(
+                    f"target column {target!r} must be binary for this model: declare exactly two "
+                    f"categories (the second is coded 1), got {len(tcol.categories)}"
+                )
             y = _codes(frame, tcol, "target column").astype(np.int32)
         else:
             # never clipped: clipping a 2 to the bound 1 would turn it into a silent 1
             v = _numeric(frame, tcol, "error" if policy == "error" else "keep", "target column")
             if not np.all((v == 0) | (v == 1)):
-                raise ValueError(f"target column {target!r} must hold only 0 and 1 for this model (or be declared "
-                                 "categorical with two levels)")
+                raise ValueError(
+                    f"target column {target!r} must hold only 0 and 1 for this model (or be declared "
+                    "categorical with two levels)"
+                )
             y = v.astype(np.int32)
     else:
         if tcol.type != "numeric":
-            raise ValueError(f"target column {target!r} must be numeric (with public bounds) for this model, "
-                             "but it is declared categorical")
+            raise ValueError(
+                f"target column {target!r} must be numeric (with public bounds) for this model, "
+                "but it is declared categorical"
+            )
         v = _numeric(frame, tcol, policy, "target column")
         lo, hi = tcol.bounds
         y = ((v - (lo + hi) / 2.0) / tcol.half_range).astype(np.float32)
-    refs = tuple((name, schema.columns[name].categories[0]) for name in names
-                 if schema.columns[name].type == "categorical")
-    return Design(X=X, y=y, feature_names=tuple(fnames), feature_scales=tuple(scales), target=tcol,
-                  target_kind=target_kind, clipped_to_bounds=policy == "clip", reference_levels=refs)
+    refs = tuple(
+        (name, schema.columns[name].categories[0]) for name in names if schema.columns[name].type == "categorical"
+    )
+    return Design(
+        X=X,
+        y=y,
+        feature_names=tuple(fnames),
+        feature_scales=tuple(scales),
+        target=tcol,
+        target_kind=target_kind,
+        clipped_to_bounds=policy == "clip",
+        reference_levels=refs,
+    )
 
 
 def _whole(text: str) -> str | None:
@@ -329,9 +403,10 @@ def _codes(frame: Any, col: Column, what: str) -> np.ndarray:
         values = np.array([v.lower() if v.lower() in ("false", "true") else v for v in values], dtype=object)
     # a whole number written as text with a decimal point ("1.0": pandas writes an integer column that
     # held missing values so) matches the integer level 1, as the same float in a Parquet file does
-    codes = np.fromiter((lookup.get(v, lookup.get(_whole(v), -1)) for v in values), dtype=np.int64,
-                        count=len(values))
+    codes = np.fromiter((lookup.get(v, lookup.get(_whole(v), -1)) for v in values), dtype=np.int64, count=len(values))
     if (codes < 0).any():
-        raise ValueError(f"{what} {col.name!r} has values that are not among its declared categories "
-                         f"{list(col.categories)}; declare every level (a public list) or recode the data")
+        raise ValueError(
+            f"{what} {col.name!r} has values that are not among its declared categories "
+            f"{list(col.categories)}; declare every level (a public list) or recode the data"
+        )
     return codes

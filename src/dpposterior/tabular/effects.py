@@ -25,8 +25,9 @@ def round_unit(scale: float) -> float:
     return float(10 ** math.floor(math.log10(scale)))
 
 
-def original_unit_effects(w_draws: np.ndarray, columns: Sequence[str], design: Design, model: str,
-                          prob: float) -> list[dict[str, Any]]:
+def original_unit_effects(
+    w_draws: np.ndarray, columns: Sequence[str], design: Design, model: str, prob: float
+) -> list[dict[str, Any]]:
     """One row per coefficient other than the intercept: what it means in the table's units.
 
     Args:
@@ -53,7 +54,7 @@ def original_unit_effects(w_draws: np.ndarray, columns: Sequence[str], design: D
         if scale is not None:
             unit = round_unit(scale)
             per = f"+{unit:g} {name}"
-            slope = w[:, j] * unit / scale          # change of the linear predictor per `unit` original units
+            slope = w[:, j] * unit / scale  # change of the linear predictor per `unit` original units
         else:
             column, _, level = name.partition("=")
             per = f"{level} instead of {refs[column]}" if column in refs else f"{name} (1 instead of 0)"
@@ -63,6 +64,7 @@ def original_unit_effects(w_draws: np.ndarray, columns: Sequence[str], design: D
         else:
             values, measure = np.exp(slope), "odds ratio"
         lo, med, hi = np.quantile(values, [lo_q, 0.5, hi_q])
-        rows.append({"term": name, "per": per, "measure": measure, "median": float(med), "lo": float(lo),
-                     "hi": float(hi)})
+        rows.append(
+            {"term": name, "per": per, "measure": measure, "median": float(med), "lo": float(lo), "hi": float(hi)}
+        )
     return rows

@@ -48,8 +48,13 @@ def make_table(n: int = 4000, seed: int = 0) -> str:
     income = np.round(rng.uniform(0, 200, n), 1)
     region = rng.choice(["north", "south", "east"], n)
     t = TRUE_COEFFICIENTS
-    eta = (t["age"] * (age - 54) / 36 + t["income"] * (income - 100) / 100 + t["region=south"] * (region == "south")
-           + t["region=east"] * (region == "east") + t["(intercept)"])
+    eta = (
+        t["age"] * (age - 54) / 36
+        + t["income"] * (income - 100) / 100
+        + t["region=south"] * (region == "south")
+        + t["region=east"] * (region == "east")
+        + t["(intercept)"]
+    )
     y = np.where(rng.random(n) < 1.0 / (1.0 + np.exp(-eta)), "yes", "no")
     lines = ["age,income,region,default"]
     lines += [f"{a:.0f},{i:.1f},{r},{d}" for a, i, r, d in zip(age, income, region, y)]

@@ -21,8 +21,16 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .._checks import (check_delta, check_epsilon, check_output_dir, check_output_file, check_positive,
-                       check_positive_int, check_sampling_rate, check_seed)
+from .._checks import (
+    check_delta,
+    check_epsilon,
+    check_output_dir,
+    check_output_file,
+    check_positive,
+    check_positive_int,
+    check_sampling_rate,
+    check_seed,
+)
 from .._io import write_bytes_atomic
 from ..privacy.secure import check_secure
 from .design import INTERCEPT, Design, build_design
@@ -53,8 +61,9 @@ def resolve_model(spec: str) -> tuple[Callable, str, bool, str]:
     if spec == "linear":
         return models.linear_regression, "numeric", False, "linear regression"
     if not isinstance(spec, str) or spec.count(":") != 1:
-        raise ValueError(f"model must be 'logistic', 'linear' or a NumPyro model given as 'module:function', "
-                         f"got {spec!r}")
+        raise ValueError(
+            f"model must be 'logistic', 'linear' or a NumPyro model given as 'module:function', got {spec!r}"
+        )
     mod_name, fn_name = spec.split(":")
     try:
         if mod_name.endswith(".py"):  # a file: path/to/models.py:function
@@ -74,14 +83,17 @@ def resolve_model(spec: str) -> tuple[Callable, str, bool, str]:
     except ImportError as e:
         raise ValueError(f"cannot import module {mod_name!r} of model {spec!r}: {e}") from None
     except SyntaxError as e:  # the user's file does not parse
-        raise ValueError(f"cannot import module {mod_name!r} of model {spec!r}: SyntaxError: {e.msg} "
-                         f"({e.filename}, line {e.lineno})") from e
+        raise ValueError(
+            f"cannot import module {mod_name!r} of model {spec!r}: SyntaxError: {e.msg} ({e.filename}, line {e.lineno})"
+        ) from e
     except Exception as e:  # the module raised while it was imported (a NameError, its own error)
         import traceback
 
         where = traceback.extract_tb(e.__traceback__)[-1]
-        raise ValueError(f"cannot import module {mod_name!r} of model {spec!r}: importing it raised "
-                         f"{type(e).__name__}: {e} ({where.filename}, line {where.lineno})") from e
+        raise ValueError(
+            f"cannot import module {mod_name!r} of model {spec!r}: importing it raised "
+            f"{type(e).__name__}: {e} ({where.filename}, line {where.lineno})"
+        ) from e
     fn = getattr(module, fn_name, None)
     if not callable(fn):
         raise ValueError(f"module {mod_name!r} has no callable {fn_name!r} (model {spec!r})")
@@ -100,8 +112,10 @@ def _target_kind(schema, target: str, declared: str, requested: str | None = Non
         raise ValueError(f"target_kind must be one of {TARGET_KINDS} or None, got {requested!r}")
     if declared:
         if requested is not None and requested != declared:
-            raise ValueError(f"target_kind={requested!r} does not fit the built-in model, whose target is {declared}; "
-                             "give target_kind (--target-kind) only with a model of your own (--model module:function)")
+            raise ValueError(
+                f"target_kind={requested!r} does not fit the built-in model, whose target is {declared}; "
+                "give target_kind (--target-kind) only with a model of your own (--model module:function)"
+            )
         return declared
     if requested is not None:
         return requested
@@ -111,16 +125,24 @@ def _target_kind(schema, target: str, declared: str, requested: str | None = Non
     return "binary" if binary else "numeric"
 
 
-def _load(data: str | Path, schema_path: str | Path, target: str, model: str, features: Sequence[str] | None,
-          log: Callable[[str], Any], step: str = "[1/4]",
-          target_kind: str | None = None) -> tuple[Design, Callable, str, Any]:
+def _load(
+    data: str | Path,
+    schema_path: str | Path,
+    target: str,
+    model: str,
+    features: Sequence[str] | None,
+    log: Callable[[str], Any],
+    step: str = "[1/4]",
+    target_kind: str | None = None,
+) -> tuple[Design, Callable, str, Any]:
     fn, kind, intercept, label = resolve_model(model)
     schema = load_schema(schema_path)
     log(f"{step} reading {data} (schema {schema_path})")
     frame = read_table(data)
-    kind = _target_kind(schema, target, kind, target_kind)   # from the schema and the model, never the data
-    design = build_design(frame, schema, target, features=None if features is None else features,
-                          intercept=intercept, target_kind=kind)
+    kind = _target_kind(schema, target, kind, target_kind)  # from the schema and the model, never the data
+    design = build_design(
+        frame, schema, target, features=None if features is None else features, intercept=intercept, target_kind=kind
+    )
     log(f"      {design.X.shape[1]} design columns: {', '.join(design.feature_names)}")
     return design, fn, label, schema
 
@@ -141,10 +163,12 @@ def _after_release(saved: Path, ledger: str | Path | None, made: dict[str, Any] 
             raise
         text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         what = "the DP releases, which are" if made is not None else "the DP release, which is"
-        raise ValueError(f"{text} (this came after {what} saved in {str(saved)!r}"
-                         + (f" and recorded in the ledger {str(ledger)!r}" if ledger is not None else "")
-                         + ("" if made is not None else "; dpposterior.DPVITrace.load reads it for other "
-                            "post-processing") + ")") from e
+        raise ValueError(
+            f"{text} (this came after {what} saved in {str(saved)!r}"
+            + (f" and recorded in the ledger {str(ledger)!r}" if ledger is not None else "")
+            + ("" if made is not None else "; dpposterior.DPVITrace.load reads it for other post-processing")
+            + ")"
+        ) from e
 
 
 class ReleaseWriteError(ValueError):
@@ -164,8 +188,9 @@ def _why(e: BaseException) -> str:
     return text.splitlines()[0] if text else type(e).__name__
 
 
-def _save_or_spare(save: Callable[[Path], Any], path: Path, what: str, log: Callable[[str], Any],
-                   problems: list[str]) -> Path | None:
+def _save_or_spare(
+    save: Callable[[Path], Any], path: Path, what: str, log: Callable[[str], Any], problems: list[str]
+) -> Path | None:
     """Writes with ``save(path)``; if that fails, writes the same with ``save`` into a new temporary folder
     and appends to ``problems`` a sentence saying where. Returns the path written, or None when both
     writes failed (``problems`` says so)."""
@@ -180,8 +205,9 @@ def _save_or_spare(save: Callable[[Path], Any], path: Path, what: str, log: Call
         spare = Path(tempfile.mkdtemp(prefix="dpposterior-release-")) / path.name
         save(spare)
     except (OSError, ValueError) as e:
-        problems.append(f"{what} could not be written to {str(path)!r} ({first}), nor to a temporary folder "
-                        f"({_why(e)}): it is lost")
+        problems.append(
+            f"{what} could not be written to {str(path)!r} ({first}), nor to a temporary folder ({_why(e)}): it is lost"
+        )
         return None
     log(f"      WARNING: {what} could not be written to {path} ({first}); it is saved in {spare}")
     problems.append(f"{what} could not be written to {str(path)!r} ({first}); it is saved in {str(spare)!r}")
@@ -192,11 +218,12 @@ def _stop_if(problems: list[str], ledger_at: Path | None) -> None:
     """Raises :class:`ReleaseWriteError` stating ``problems`` (the writes that failed after a release) and
     ``ledger_at``, where the ledger that records the releases was written (None: no ledger)."""
     if problems:
-        raise ReleaseWriteError("; ".join(problems) + ("" if ledger_at is None else
-                                                       f"; the releases made are recorded in the ledger "
-                                                       f"{str(ledger_at)!r}")
-                                + ". Nothing more was released and no report was written: fix the output "
-                                  "folder (space, permissions) and move the saved files back, or use another")
+        raise ReleaseWriteError(
+            "; ".join(problems)
+            + ("" if ledger_at is None else f"; the releases made are recorded in the ledger {str(ledger_at)!r}")
+            + ". Nothing more was released and no report was written: fix the output "
+            "folder (space, permissions) and move the saved files back, or use another"
+        )
 
 
 def _check_outputs(paths: Sequence[Path]) -> None:
@@ -211,9 +238,16 @@ def planned_dpsgd_privacy(epsilon: float, delta: float, sampling_rate: float, nu
     from ..privacy import PrivacySpent, calibrate_noise_multiplier, dpsgd_epsilon
 
     sigma = calibrate_noise_multiplier(epsilon, delta, sampling_rate, num_steps)
-    return PrivacySpent(epsilon=dpsgd_epsilon(sigma, delta, sampling_rate, num_steps), delta=delta,
-                        neighbouring="add_remove", accountant="pld", mechanism="poisson_subsampled_gaussian",
-                        noise_multiplier=sigma, sampling_rate=sampling_rate, num_steps=num_steps)
+    return PrivacySpent(
+        epsilon=dpsgd_epsilon(sigma, delta, sampling_rate, num_steps),
+        delta=delta,
+        neighbouring="add_remove",
+        accountant="pld",
+        mechanism="poisson_subsampled_gaussian",
+        noise_multiplier=sigma,
+        sampling_rate=sampling_rate,
+        num_steps=num_steps,
+    )
 
 
 def _open_ledger(path: str | Path, planned: Sequence[tuple[str, Any]], delta: float) -> Any:
@@ -232,15 +266,19 @@ def _open_ledger(path: str | Path, planned: Sequence[tuple[str, Any]], delta: fl
         trial.add(privacy, label)
     fallback = delta + trial.delta_used()
     if not fallback < 1:
-        raise ValueError(f"the releases recorded in the ledger {str(path)!r} already use a total delta of "
-                         f"{fallback - delta:g}: with this run's delta = {delta:g} no total below 1 exists; "
-                         "use a new ledger for other data")
+        raise ValueError(
+            f"the releases recorded in the ledger {str(path)!r} already use a total delta of "
+            f"{fallback - delta:g}: with this run's delta = {delta:g} no total below 1 exists; "
+            "use a new ledger for other data"
+        )
     try:
         _composed_total(trial, delta, fallback)
     except ValueError as e:
-        raise ValueError(f"the ledger {str(path)!r} cannot be composed with this run's release(s), so its total "
-                         f"could not be stated: {e}; nothing was released (use a new ledger, or remove that "
-                         "release from it)") from e
+        raise ValueError(
+            f"the ledger {str(path)!r} cannot be composed with this run's release(s), so its total "
+            f"could not be stated: {e}; nothing was released (use a new ledger, or remove that "
+            "release from it)"
+        ) from e
     return book
 
 
@@ -249,9 +287,11 @@ def _check_inputs(data: Any, schema: Any, target: Any) -> None:
     import os
 
     if not isinstance(data, (str, os.PathLike)):
-        raise TypeError(f"data must be the path of a CSV or Parquet file, got {type(data).__name__}; save a "
-                        "DataFrame first (df.to_csv(path, index=False)), or build the design matrix in memory with "
-                        "build_design and fit it with dpposterior.dpvi")
+        raise TypeError(
+            f"data must be the path of a CSV or Parquet file, got {type(data).__name__}; save a "
+            "DataFrame first (df.to_csv(path, index=False)), or build the design matrix in memory with "
+            "build_design and fit it with dpposterior.dpvi"
+        )
     if not isinstance(schema, (str, os.PathLike)):
         raise TypeError(f"schema must be the path of a TOML schema file, got {type(schema).__name__}")
     if not isinstance(target, str):
@@ -303,10 +343,12 @@ def _check_steps(num_steps: int, methods: Sequence[str]) -> None:
     short = {m: t for m, t in need.items() if num_steps < t}
     if short:
         worst = max(short.values())
-        raise ValueError(f"steps (num_steps) must be at least {worst} here, got {num_steps}: "
-                         + ", ".join(f"{m} needs {t}" for m, t in short.items())
-                         + " for its post-processing (checked before the release, which would otherwise be "
-                           "computed and then lost)")
+        raise ValueError(
+            f"steps (num_steps) must be at least {worst} here, got {num_steps}: "
+            + ", ".join(f"{m} needs {t}" for m, t in short.items())
+            + " for its post-processing (checked before the release, which would otherwise be "
+            "computed and then lost)"
+        )
 
 
 #: the linear model's prior in ``fit``/``compare`` (the target is rescaled to [-1, 1], so its residual
@@ -356,8 +398,11 @@ def arviz_names(post: Any, design: Design, model: str = "logistic") -> dict[str,
     otherwise ``{}`` (ArviZ's numbered dimensions).
     """
     sites = {s.name: s.shape for s in post.layout.sites}
-    cols = ([c for c in design.feature_names if c != INTERCEPT] + [INTERCEPT] if model == "linear"
-            else list(design.feature_names))
+    cols = (
+        [c for c in design.feature_names if c != INTERCEPT] + [INTERCEPT]
+        if model == "linear"
+        else list(design.feature_names)
+    )
     if sites.get("w") != (len(cols),):
         return {}
     return {"coords": {"feature": cols}, "dims": {"w": ["feature"]}}
@@ -371,8 +416,16 @@ def _summaries(post, design: Design, model: str, prob: float, key) -> list[dict[
 
     lo_key, hi_key = interval_labels(prob)
     for r in rows:
-        out.append({"parameter": names.get(r["parameter"], r["parameter"]), "mean": r["mean"], "sd": r["sd"],
-                    "robust_sd": r["robust_sd"], "lo": r[lo_key], "hi": r[hi_key]})
+        out.append(
+            {
+                "parameter": names.get(r["parameter"], r["parameter"]),
+                "mean": r["mean"],
+                "sd": r["sd"],
+                "robust_sd": r["robust_sd"],
+                "lo": r[lo_key],
+                "hi": r[hi_key],
+            }
+        )
     return out
 
 
@@ -407,15 +460,19 @@ def _figure_intervals(rows, labels, path: Path, title: str) -> Path:
         keep = set(names[:MAX_FIGURE_PARAMETERS])
         rows = [{k: v for k, v in r.items() if k in keep} for r in rows]
         title = f"{title}\n(the first {MAX_FIGURE_PARAMETERS} of {len(names)} parameters; the table lists all)"
-    return plots.interval_plot(rows, labels, path, title=title,
-                               xlabel="coefficient on the rescaled features (dashed line: no effect)")
+    return plots.interval_plot(
+        rows, labels, path, title=title, xlabel="coefficient on the rescaled features (dashed line: no effect)"
+    )
 
 
 def _every_parameter(summary: list[dict[str, Any]]) -> str:
     """'every parameter', or which ones an interval figure shows when there are too many."""
     n = len(summary)
-    return ("every parameter" if n <= MAX_FIGURE_PARAMETERS else
-            f"the first {MAX_FIGURE_PARAMETERS} of the {n} parameters (the table lists all)")
+    return (
+        "every parameter"
+        if n <= MAX_FIGURE_PARAMETERS
+        else f"the first {MAX_FIGURE_PARAMETERS} of the {n} parameters (the table lists all)"
+    )
 
 
 def _composed_total(ledger, delta: float, fallback: float):
@@ -436,35 +493,46 @@ def _privacy_block(report: Report, ledger, delta: float, seeded_by: set[str]) ->
     total = ledger.total(delta)
     lines = [f"{e.label}: {e.privacy.summary()}" for e in ledger.entries]
     if len(ledger) > 1:
-        lines.append(f"all releases together (PLD composition, privacy.Ledger): epsilon = {total.epsilon:.4g} at "
-                     f"delta = {total.delta:.3g} ({total.neighbouring} neighbours)")
+        lines.append(
+            f"all releases together (PLD composition, privacy.Ledger): epsilon = {total.epsilon:.4g} at "
+            f"delta = {total.delta:.3g} ({total.neighbouring} neighbours)"
+        )
     report.paragraph(plain_privacy(total.epsilon, total.delta, total.neighbouring))
     report.bullets(lines)
     if "user" in seeded_by:
-        report.paragraph("WARNING: the privacy noise was seeded with --seed (reproduction only). Anyone who knows "
-                         "the seed can remove the noise: do not publish this report as a private release.",
-                         note=True)
+        report.paragraph(
+            "WARNING: the privacy noise was seeded with --seed (reproduction only). Anyone who knows "
+            "the seed can remove the noise: do not publish this report as a private release.",
+            note=True,
+        )
 
 
 def _next_steps(warned: Sequence[str], seeded_by: str, ledger: bool) -> list[str]:
     """What the reader of a fit report can do next, given what it shows."""
     steps = []
     if any("does not identify latents" in w for w in warned):
-        steps.append("Some coefficients are not identified by this release (Warnings above): read their intervals "
-                     "as 'unknown', not as estimates. A larger epsilon, more records or fewer features identify "
-                     "them; more DP-SGD steps at the same epsilon do not (the noise per step grows).")
+        steps.append(
+            "Some coefficients are not identified by this release (Warnings above): read their intervals "
+            "as 'unknown', not as estimates. A larger epsilon, more records or fewer features identify "
+            "them; more DP-SGD steps at the same epsilon do not (the noise per step grows)."
+        )
     elif warned:
         steps.append("Act on the warnings above before using the intervals.")
     if seeded_by == "user":
         steps.append("This run used --seed, so it is not private: rerun without --seed before publishing anything.")
-    steps.append("Post-process again at no privacy cost from the release itself: "
-                 "trace = dpposterior.DPVITrace.load(\"trace.npz\"); "
-                 "dpposterior.noise_aware_posterior(trace, method=\"nuts\") (or \"laplace\").")
-    steps.append("Every further fit on the same data spends more privacy: "
-                 + ("the ledger records it (--ledger)." if ledger else
-                    "pass --ledger FILE to keep count of the total."))
-    steps.append("The user guide (docs/user-guide.md in the source distribution), section 'Reading the report', "
-                 "explains every part of this report.")
+    steps.append(
+        "Post-process again at no privacy cost from the release itself: "
+        'trace = dpposterior.DPVITrace.load("trace.npz"); '
+        'dpposterior.noise_aware_posterior(trace, method="nuts") (or "laplace").'
+    )
+    steps.append(
+        "Every further fit on the same data spends more privacy: "
+        + ("the ledger records it (--ledger)." if ledger else "pass --ledger FILE to keep count of the total.")
+    )
+    steps.append(
+        "The user guide (docs/user-guide.md in the source distribution), section 'Reading the report', "
+        "explains every part of this report."
+    )
     return steps
 
 
@@ -476,15 +544,20 @@ def _version() -> str:
 
 def plain_privacy(epsilon: float, delta: float, neighbouring: str) -> str:
     """The (epsilon, delta) guarantee in words, for a reader who does not know differential privacy."""
-    who = ("adding or removing any one person's record" if neighbouring == "add_remove" else
-           "replacing any one person's record by another")
+    who = (
+        "adding or removing any one person's record"
+        if neighbouring == "add_remove"
+        else "replacing any one person's record by another"
+    )
     factor = math.exp(epsilon)
-    return (f"What the privacy guarantee means: {who} changes the probability of anything this report could show "
-            f"by at most a factor of e^epsilon = {factor:.3g} (epsilon = {epsilon:.3g}), except with probability "
-            f"delta = {delta:.3g}. So whatever one learns about a person from the report, one would learn nearly as "
-            "well if their record had not been used; the smaller epsilon, the stronger that promise. It holds "
-            "whatever else the reader knows, and it covers every number and figure below, which are computed from "
-            "the releases alone.")
+    return (
+        f"What the privacy guarantee means: {who} changes the probability of anything this report could show "
+        f"by at most a factor of e^epsilon = {factor:.3g} (epsilon = {epsilon:.3g}), except with probability "
+        f"delta = {delta:.3g}. So whatever one learns about a person from the report, one would learn nearly as "
+        "well if their record had not been used; the smaller epsilon, the stronger that promise. It holds "
+        "whatever else the reader knows, and it covers every number and figure below, which are computed from "
+        "the releases alone."
+    )
 
 
 #: a clipped share above this is flagged in the report (clipping bias: docs/user-guide.md).
@@ -518,10 +591,12 @@ def _check_clip_check_methods(methods: Sequence[str]) -> None:
     if any(m in CLIP_CHECK_METHODS for m in methods):
         return
     other = [m for m in methods if m in ("gibbs-ss-noisy", "dp-fast-mh")]
-    raise ValueError(f"clip_check (--clip-check) checks the clip of the DP-SGD releases (na-dpvi or naive, and "
-                     f"dpvim), which the methods {list(methods)} do not make: {' and '.join(other)} clip no "
-                     "per-record gradients (no DP-SGD release); add na-dpvi, naive or dpvim to the methods, or "
-                     "drop --clip-check")
+    raise ValueError(
+        f"clip_check (--clip-check) checks the clip of the DP-SGD releases (na-dpvi or naive, and "
+        f"dpvim), which the methods {list(methods)} do not make: {' and '.join(other)} clip no "
+        "per-record gradients (no DP-SGD release); add na-dpvi, naive or dpvim to the methods, or "
+        "drop --clip-check"
+    )
 
 
 #: what the clip check's seeded key folds into ``PRNGKey(seed)``: the index of a step no run reaches
@@ -543,9 +618,20 @@ def clip_check_key(seed: int) -> Any:
     return jax.random.fold_in(jax.random.PRNGKey(seed), CLIP_CHECK_KEY_INDEX)
 
 
-def _clip_check(trace: Any, fn: Callable, design: Design, model: str, epsilon: float, seed: int | None,
-                secure: bool, out: Path, log: Callable[[str], Any], *, method: str | None = None,
-                problems: list[str] | None = None) -> Any:
+def _clip_check(
+    trace: Any,
+    fn: Callable,
+    design: Design,
+    model: str,
+    epsilon: float,
+    seed: int | None,
+    secure: bool,
+    out: Path,
+    log: Callable[[str], Any],
+    *,
+    method: str | None = None,
+    problems: list[str] | None = None,
+) -> Any:
     """The gradient-norm histogram release of ``fit --clip-check`` (and ``compare --clip-check``, of the
     DP-SGD release of ``method``), saved as ``out/clip_check.json`` (``compare``:
     ``out/CLIP_CHECK_FILES[method]``). With ``seed``, its key is :func:`clip_check_key` of it, no key
@@ -561,49 +647,85 @@ def _clip_check(trace: Any, fn: Callable, design: Design, model: str, epsilon: f
     from ..vi import gradient_norm_histogram
 
     key = None if seed is None else clip_check_key(seed)  # none of the DP-SGD run's keys
-    hist = gradient_norm_histogram(trace, fn, design.X, design.y, epsilon=epsilon, rng_key=key, secure=secure,
-                                   **model_kwargs(model))
-    record = {"edges": [float(e) for e in hist.edges], "counts": [float(c) for c in hist.counts],
-              "clip": hist.clip, "noise_scale": hist.noise_scale, "num_records": hist.num_records,
-              "clipped_fraction": hist.clipped_fraction, "privacy": hist.privacy.to_dict()}
+    hist = gradient_norm_histogram(
+        trace, fn, design.X, design.y, epsilon=epsilon, rng_key=key, secure=secure, **model_kwargs(model)
+    )
+    record = {
+        "edges": [float(e) for e in hist.edges],
+        "counts": [float(c) for c in hist.counts],
+        "clip": hist.clip,
+        "noise_scale": hist.noise_scale,
+        "num_records": hist.num_records,
+        "clipped_fraction": hist.clipped_fraction,
+        "privacy": hist.privacy.to_dict(),
+    }
     together = None
     if method is not None:
         pair = Ledger()
         pair.add(trace, method)
         pair.add(hist, f"clip check of {method}")
         together = pair.total(trace.privacy.delta)
-        record.update({"release": method, "release_and_check": {
-            "epsilon": together.epsilon, "delta": together.delta, "neighbouring": together.neighbouring,
-            "accountant": together.accountant}})
+        record.update(
+            {
+                "release": method,
+                "release_and_check": {
+                    "epsilon": together.epsilon,
+                    "delta": together.delta,
+                    "neighbouring": together.neighbouring,
+                    "accountant": together.accountant,
+                },
+            }
+        )
     name = "clip_check.json" if method is None else CLIP_CHECK_FILES[method]
     text = (json.dumps(record, indent=1) + "\n").encode()
-    _save_or_spare(lambda path: write_bytes_atomic(path, text), out / name, "the clip check's histogram", log,
-                   [] if problems is None else problems)
-    log(f"      clip check{'' if method in (None, 'na-dpvi') else f' of {method}'}: {hist.clipped_fraction:.1%} of "
-        f"the records at or above C = {hist.clip:.4g} (noisy; {hist.privacy.summary()})")
+    _save_or_spare(
+        lambda path: write_bytes_atomic(path, text),
+        out / name,
+        "the clip check's histogram",
+        log,
+        [] if problems is None else problems,
+    )
+    log(
+        f"      clip check{'' if method in (None, 'na-dpvi') else f' of {method}'}: {hist.clipped_fraction:.1%} of "
+        f"the records at or above C = {hist.clip:.4g} (noisy; {hist.privacy.summary()})"
+    )
     return hist if method is None else (hist, together)
 
 
-def _clip_block(report: Report, hist: Any, heading: str = "Clip check (a second DP release)",
-                run: str = "the run", again: str = "fit again", together: Any = None, what: str = "") -> None:
+def _clip_block(
+    report: Report,
+    hist: Any,
+    heading: str = "Clip check (a second DP release)",
+    run: str = "the run",
+    again: str = "fit again",
+    together: Any = None,
+    what: str = "",
+) -> None:
     report.heading(heading)
     share = hist.clipped_fraction
-    report.paragraph(f"Per-record gradient norms at the end of {run}, counted in bins at multiples of the clip "
-                     f"C = {hist.clip:.4g} with Laplace noise of scale {hist.noise_scale:.3g} on every count, "
-                     f"rounded to a public grid (the snapping mechanism; the counts are noisy and may be negative). Share of the records at or above C: {share:.1%} "
-                     f"(standard error {hist.clipped_fraction_se:.1%}).")
+    report.paragraph(
+        f"Per-record gradient norms at the end of {run}, counted in bins at multiples of the clip "
+        f"C = {hist.clip:.4g} with Laplace noise of scale {hist.noise_scale:.3g} on every count, "
+        f"rounded to a public grid (the snapping mechanism; the counts are noisy and may be negative). Share of the records at or above C: {share:.1%} "
+        f"(standard error {hist.clipped_fraction_se:.1%})."
+    )
     if together is not None:
-        report.paragraph(f"{what} and its clip check together (PLD composition, privacy.Ledger): epsilon = "
-                         f"{together.epsilon:.4g} at delta = {together.delta:.3g} ({together.neighbouring} "
-                         "neighbours).")
-    report.table(["gradient norm", "multiples of C", "noisy count", "share of N"],
-                 [[r["bin"], r["multiples_of_clip"], f"{r['count']:.1f}", f"{r['fraction']:.1%}"]
-                  for r in hist.table()])
+        report.paragraph(
+            f"{what} and its clip check together (PLD composition, privacy.Ledger): epsilon = "
+            f"{together.epsilon:.4g} at delta = {together.delta:.3g} ({together.neighbouring} "
+            "neighbours)."
+        )
+    report.table(
+        ["gradient norm", "multiples of C", "noisy count", "share of N"],
+        [[r["bin"], r["multiples_of_clip"], f"{r['count']:.1f}", f"{r['fraction']:.1%}"] for r in hist.table()],
+    )
     if share > CLIPPED_SHARE_WARNING:
-        report.paragraph(f"WARNING: about {share:.0%} of the records were clipped. Clipping that many moves the fit, "
-                         "and the noise-aware intervals do not account for it (docs/user-guide.md, 'Was the clip "
-                         f"too small?'): {again} with a larger --clip (a new release: its budget adds up).",
-                         note=True)
+        report.paragraph(
+            f"WARNING: about {share:.0%} of the records were clipped. Clipping that many moves the fit, "
+            "and the noise-aware intervals do not account for it (docs/user-guide.md, 'Was the clip "
+            f"too small?'): {again} with a larger --clip (a new release: its budget adds up).",
+            note=True,
+        )
 
 
 def _public_block(report: Report, design: Design, schema_name: str) -> None:
@@ -616,22 +738,36 @@ def _public_block(report: Report, design: Design, schema_name: str) -> None:
         f"Public by declaration: the schema ({schema_name}: column types, bounds, categories) and the settings.",
     ]
     if design.clipped_to_bounds:
-        items.append("Numeric values outside their declared bounds were clipped to the bounds before fitting "
-                     "(out_of_bounds = \"clip\"): a fixed, data-independent transform of each record; how many "
-                     "records were clipped is private and was not computed.")
+        items.append(
+            "Numeric values outside their declared bounds were clipped to the bounds before fitting "
+            '(out_of_bounds = "clip"): a fixed, data-independent transform of each record; how many '
+            "records were clipped is private and was not computed."
+        )
     else:
-        items.append("NOT PRIVATE: out_of_bounds = \"error\", so that this report exists reveals that every record "
-                     "lay within its declared bounds (use \"clip\" to reveal nothing about it).")
-    items.append("NOT PRIVATE, one fact: that the run finished reveals that the data passed the schema's checks "
-                 "(no missing values, every category declared, every target value inside the support of the "
-                 "model's likelihood).")
+        items.append(
+            'NOT PRIVATE: out_of_bounds = "error", so that this report exists reveals that every record '
+            'lay within its declared bounds (use "clip" to reveal nothing about it).'
+        )
+    items.append(
+        "NOT PRIVATE, one fact: that the run finished reveals that the data passed the schema's checks "
+        "(no missing values, every category declared, every target value inside the support of the "
+        "model's likelihood)."
+    )
     items += design.transforms()
     report.bullets(items)
 
 
-def dp_fast_mh_logistic(design: Design, *, epsilon: float, delta: float, num_steps: int, rng_key: Any = None,
-                        secure: bool = False,
-                        layout: Any = None, burn_in: float = DP_FAST_MH_BURN_IN) -> Any:
+def dp_fast_mh_logistic(
+    design: Design,
+    *,
+    epsilon: float,
+    delta: float,
+    num_steps: int,
+    rng_key: Any = None,
+    secure: bool = False,
+    layout: Any = None,
+    burn_in: float = DP_FAST_MH_BURN_IN,
+) -> Any:
     """DP-Fast MH (``dpposterior.mcmc``) for logistic regression on a design in [-1, 1]^p.
 
     Energies U_i(w) = softplus(-(2 y_i - 1) x_i . w) with bound constants c_i = sqrt(p): softplus is
@@ -667,28 +803,41 @@ def dp_fast_mh_logistic(design: Design, *, epsilon: float, delta: float, num_ste
     def log_prior(w):
         return -0.5 * jnp.sum(w * w)
 
-    model = mcmc.energy_model(energy, (X, signs), log_prior_fn=log_prior, bound_constants=[c] * n,
-                              box=([-10.0] * p, [10.0] * p))
+    model = mcmc.energy_model(
+        energy, (X, signs), log_prior_fn=log_prior, bound_constants=[c] * n, box=([-10.0] * p, [10.0] * p)
+    )
     per = mcmc.calibrate_chain("dp_fast_mh", epsilon, delta, num_steps)
     batch_cap = per.epsilon * model.total_bound / (6.0 * model.max_bound)
     sigma2 = math.sqrt(2.0 * math.log(1.25 / per.delta)) / per.epsilon
     scale = 1.0 / (sigma2 * 2.0 * c * math.sqrt(p))
-    kernel = mcmc.dp_fast_mh_kernel(model, mcmc.random_walk(scale), epsilon=per.epsilon, delta=per.delta,
-                                    batch_cap=batch_cap)
+    kernel = mcmc.dp_fast_mh_kernel(
+        model, mcmc.random_walk(scale), epsilon=per.epsilon, delta=per.delta, batch_cap=batch_cap
+    )
     res = mcmc.run_chain(kernel, [0.0] * p, num_steps, rng_key=rng_key, total_delta=delta, secure=secure)
     samples = np.asarray(res.samples[0], np.float32)
     steps = np.linalg.norm(np.diff(samples, axis=0), axis=1)
-    diagnostics = {"moved": float(np.mean(steps > 0)), "mean_step": float(np.mean(steps)),
-                   "distance_from_start": float(np.linalg.norm(samples[-1])), "proposal_scale": scale,
-                   "batch_cap": batch_cap, "per_iteration_epsilon": per.epsilon}
-    draws = samples[int(burn_in * num_steps):]
-    return DrawsPosterior(layout=layout, draws=draws, privacy=res.privacy, method="dp_fast_mh",
-                          diagnostics=diagnostics)
+    diagnostics = {
+        "moved": float(np.mean(steps > 0)),
+        "mean_step": float(np.mean(steps)),
+        "distance_from_start": float(np.linalg.norm(samples[-1])),
+        "proposal_scale": scale,
+        "batch_cap": batch_cap,
+        "per_iteration_epsilon": per.epsilon,
+    }
+    draws = samples[int(burn_in * num_steps) :]
+    return DrawsPosterior(layout=layout, draws=draws, privacy=res.privacy, method="dp_fast_mh", diagnostics=diagnostics)
 
 
 #: the files ``fit`` writes into its report folder (each checked writable before any release)
-FIT_FILES = ("trace.npz", "clip_check.json", "intervals.png", "naive_vs_noise_aware.png", "trace.png", "summary.md",
-             "summary.html")
+FIT_FILES = (
+    "trace.npz",
+    "clip_check.json",
+    "intervals.png",
+    "naive_vs_noise_aware.png",
+    "trace.png",
+    "summary.md",
+    "summary.html",
+)
 #: the files ``compare`` writes into its report folder, besides ``releases/<method>.npz``, the clip checks
 #: and the ledger (``ledger.json`` there unless ``--ledger`` names another file)
 COMPARE_FILES = ("compare_intervals.png", "summary.md", "summary.html")
@@ -698,17 +847,36 @@ def _planned_clip_check(epsilon: float) -> Any:
     """The PrivacySpent a clip check at ``epsilon`` will record (pure epsilon-DP, add/remove-one)."""
     from ..privacy import PrivacySpent
 
-    return PrivacySpent(epsilon=epsilon, delta=0.0, neighbouring="add_remove", accountant="pure",
-                        mechanism="laplace_histogram")
+    return PrivacySpent(
+        epsilon=epsilon, delta=0.0, neighbouring="add_remove", accountant="pure", mechanism="laplace_histogram"
+    )
 
 
-def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str = "logistic", epsilon: float,
-              delta: float, num_steps: int = 2000, sampling_rate: float = 0.1, clip: float | None = None,
-              beta_rho: float = 100.0, method: str = "grid", out: str | Path = "report", seed: int | None = None,
-              features: Sequence[str] | None = None, prob: float = 0.9, progress: bool = True,
-              ledger: str | Path | None = None, log: Callable[[str], Any] = print,
-              secure: bool = False, target_kind: str | None = None,
-              clip_check: float | None = None, command: str | None = None) -> dict[str, Any]:
+def fit_table(
+    data: str | Path,
+    schema: str | Path,
+    target: str,
+    *,
+    model: str = "logistic",
+    epsilon: float,
+    delta: float,
+    num_steps: int = 2000,
+    sampling_rate: float = 0.1,
+    clip: float | None = None,
+    beta_rho: float = 100.0,
+    method: str = "grid",
+    out: str | Path = "report",
+    seed: int | None = None,
+    features: Sequence[str] | None = None,
+    prob: float = 0.9,
+    progress: bool = True,
+    ledger: str | Path | None = None,
+    log: Callable[[str], Any] = print,
+    secure: bool = False,
+    target_kind: str | None = None,
+    clip_check: float | None = None,
+    command: str | None = None,
+) -> dict[str, Any]:
     """Fits a regression model to a table with NA-DPVI and writes a report folder.
 
     Privacy: one DPVI release (``dpposterior.dpvi``; Poisson-subsampled DP-SGD, add/remove-one
@@ -770,12 +938,13 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
     from ..vi import dpvi
 
     _check_inputs(data, schema, target)
-    epsilon, delta, num_steps, sampling_rate, clip = _check_common(epsilon, delta, num_steps, sampling_rate,
-                                                                    clip, prob)
+    epsilon, delta, num_steps, sampling_rate, clip = _check_common(epsilon, delta, num_steps, sampling_rate, clip, prob)
     beta_rho = check_positive(beta_rho, "beta_rho")
     if secure and seed is not None:
-        raise ValueError("--seed cannot be combined with --secure: secure mode draws the noise from the operating "
-                         "system's CSPRNG, with no seed to give")
+        raise ValueError(
+            "--seed cannot be combined with --secure: secure mode draws the noise from the operating "
+            "system's CSPRNG, with no seed to give"
+        )
     seed = check_seed(seed)
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
@@ -797,12 +966,26 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
     design, fn, label, _ = _load(data, schema, target, model, features, log, target_kind=target_kind)
     clip = default_clip(design, model) if clip is None else clip
     # N is read from the data without noise: its label goes with it wherever it is shown (here the log)
-    log(f"[2/4] DPVI: ({epsilon:g}, {delta:g})-DP, T={num_steps}, q={sampling_rate:g}, C={clip:.4g}, "
-        f"N={design.num_records} (not privatised, treated as public)")
-    trace = dpvi(fn, design.X, design.y, epsilon=epsilon, delta=delta, num_steps=num_steps,
-                 sampling_rate=sampling_rate, clip=clip, beta_rho=beta_rho,
-                 rng_key=None if seed is None else jax.random.PRNGKey(seed), progress=progress,
-                 model_name=label, secure=secure, **model_kwargs(model))
+    log(
+        f"[2/4] DPVI: ({epsilon:g}, {delta:g})-DP, T={num_steps}, q={sampling_rate:g}, C={clip:.4g}, "
+        f"N={design.num_records} (not privatised, treated as public)"
+    )
+    trace = dpvi(
+        fn,
+        design.X,
+        design.y,
+        epsilon=epsilon,
+        delta=delta,
+        num_steps=num_steps,
+        sampling_rate=sampling_rate,
+        clip=clip,
+        beta_rho=beta_rho,
+        rng_key=None if seed is None else jax.random.PRNGKey(seed),
+        progress=progress,
+        model_name=label,
+        secure=secure,
+        **model_kwargs(model),
+    )
     log(f"      privacy spent: {trace.privacy.summary()}")
     # the release first: whatever fails in the post-processing below cannot lose it (nor its ledger entry);
     # a write that fails puts it in a temporary folder instead, records it, and stops with where it is
@@ -837,14 +1020,22 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
         from .. import plots
 
         pct = f"{100 * prob:g}%"
-        f_int = _figure_intervals([_interval_rows(s_aware)], [f"noise-aware ({method})"], out / "intervals.png",
-                                  f"{pct} posterior intervals (noise-aware)")
-        f_cmp = _figure_intervals([_interval_rows(s_naive), _interval_rows(s_aware)],
-                                  ["naive (last iterate)", f"noise-aware ({method})"], out / "naive_vs_noise_aware.png",
-                                  f"{pct} intervals: naive vs noise-aware")
+        f_int = _figure_intervals(
+            [_interval_rows(s_aware)],
+            [f"noise-aware ({method})"],
+            out / "intervals.png",
+            f"{pct} posterior intervals (noise-aware)",
+        )
+        f_cmp = _figure_intervals(
+            [_interval_rows(s_naive), _interval_rows(s_aware)],
+            ["naive (last iterate)", f"noise-aware ({method})"],
+            out / "naive_vs_noise_aware.png",
+            f"{pct} intervals: naive vs noise-aware",
+        )
         coord = trace.layout.coordinate_names()
-        f_tr = plots.trace_plot(trace, out / "trace.png",
-                                names=[_param_names(post, design, model).get(c, c) for c in coord])
+        f_tr = plots.trace_plot(
+            trace, out / "trace.png", names=[_param_names(post, design, model).get(c, c) for c in coord]
+        )
 
         report = Report(f"dpposterior fit: {label} of {target!r} on {Path(data).name}")
         if post.warnings:
@@ -859,45 +1050,78 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
         _privacy_block(report, this, delta, {trace.privacy.seeded_by})
         if book is not None:
             total = _composed_total(book, delta, fallback)
-            report.bullets([f"with the {len(book) - 1} earlier release(s) recorded in {Path(ledger).name}, all "
-                            f"{len(book)} releases from this data together (PLD, privacy.Ledger): epsilon = "
-                            f"{total.epsilon:.4g} at delta = {total.delta:g} ({total.neighbouring} neighbours)"
-                            + ("" if total.delta == delta else
-                               f"; stated at this larger delta (this run's {delta:g} plus the earlier releases' own "
-                               f"deltas) because the releases composed from their (epsilon, delta) already use "
-                               f"{delta:g}, so no finite epsilon exists at it")])
-            log(f"      ledger {ledger}: {len(book)} releases, together epsilon = {total.epsilon:.4g} at "
-                f"delta = {total.delta:g}")
+            report.bullets(
+                [
+                    f"with the {len(book) - 1} earlier release(s) recorded in {Path(ledger).name}, all "
+                    f"{len(book)} releases from this data together (PLD, privacy.Ledger): epsilon = "
+                    f"{total.epsilon:.4g} at delta = {total.delta:g} ({total.neighbouring} neighbours)"
+                    + (
+                        ""
+                        if total.delta == delta
+                        else f"; stated at this larger delta (this run's {delta:g} plus the earlier releases' own "
+                        f"deltas) because the releases composed from their (epsilon, delta) already use "
+                        f"{delta:g}, so no finite epsilon exists at it"
+                    )
+                ]
+            )
+            log(
+                f"      ledger {ledger}: {len(book)} releases, together epsilon = {total.epsilon:.4g} at "
+                f"delta = {total.delta:g}"
+            )
         if hist is not None:
             _clip_block(report, hist)
         report.heading(f"Posterior ({pct} central intervals)")
-        report.paragraph("Noise-aware intervals include the uncertainty added by the privacy noise; the naive ones "
-                         "(the last DP-SGD iterate) ignore it and are usually too narrow. Coefficients are on the "
-                         "rescaled features (see the transforms below). \"robust sd\" is the sd of the normal "
-                         "with the same interval: where it is much smaller than sd, the posterior has heavy tails and "
-                         "the interval describes its bulk better than mean +- sd does. \"width ratio\" is the "
-                         "noise-aware interval's width over the naive one's: how much the privacy noise widens it.")
-        header = ["parameter", "mean", "sd", "robust sd", f"{pct} interval (noise-aware)", f"{pct} interval (naive)",
-                  "width ratio"]
+        report.paragraph(
+            "Noise-aware intervals include the uncertainty added by the privacy noise; the naive ones "
+            "(the last DP-SGD iterate) ignore it and are usually too narrow. Coefficients are on the "
+            'rescaled features (see the transforms below). "robust sd" is the sd of the normal '
+            "with the same interval: where it is much smaller than sd, the posterior has heavy tails and "
+            'the interval describes its bulk better than mean +- sd does. "width ratio" is the '
+            "noise-aware interval's width over the naive one's: how much the privacy noise widens it."
+        )
+        header = [
+            "parameter",
+            "mean",
+            "sd",
+            "robust sd",
+            f"{pct} interval (noise-aware)",
+            f"{pct} interval (naive)",
+            "width ratio",
+        ]
         rows = []
         for a, b in zip(s_aware, s_naive):
             wa, wb = a["hi"] - a["lo"], b["hi"] - b["lo"]
-            rows.append([a["parameter"], a["mean"], a["sd"], a["robust_sd"], f"[{a['lo']:+.4g}, {a['hi']:+.4g}]",
-                         f"[{b['lo']:+.4g}, {b['hi']:+.4g}]", wa / wb if wb > 0 else float("inf")])
+            rows.append(
+                [
+                    a["parameter"],
+                    a["mean"],
+                    a["sd"],
+                    a["robust_sd"],
+                    f"[{a['lo']:+.4g}, {a['hi']:+.4g}]",
+                    f"[{b['lo']:+.4g}, {b['hi']:+.4g}]",
+                    wa / wb if wb > 0 else float("inf"),
+                ]
+            )
         report.table(header, rows)
         effects = _effects(post, design, model, prob, key)
         if effects:
             report.heading(f"Effects in the table's units ({pct} central intervals, noise-aware)")
-            report.paragraph("Each row translates one coefficient back to the original columns: for a numeric "
-                             "feature, the effect of the stated increase with the other features held fixed; for "
-                             "a category, the difference from its reference level. "
-                             + ("An odds ratio above 1 raises the odds of the outcome, below 1 lowers them; an "
-                                "interval that contains 1 does not tell the direction." if model == "logistic" else
-                                f"Changes are in the units of {target}; an interval that contains 0 does not tell "
-                                "the direction."))
-            report.table(["term", "per", "measure", "median", f"{pct} interval"],
-                         [[e["term"], e["per"], e["measure"], e["median"], f"[{e['lo']:.4g}, {e['hi']:.4g}]"]
-                          for e in effects])
+            report.paragraph(
+                "Each row translates one coefficient back to the original columns: for a numeric "
+                "feature, the effect of the stated increase with the other features held fixed; for "
+                "a category, the difference from its reference level. "
+                + (
+                    "An odds ratio above 1 raises the odds of the outcome, below 1 lowers them; an "
+                    "interval that contains 1 does not tell the direction."
+                    if model == "logistic"
+                    else f"Changes are in the units of {target}; an interval that contains 0 does not tell "
+                    "the direction."
+                )
+            )
+            report.table(
+                ["term", "per", "measure", "median", f"{pct} interval"],
+                [[e["term"], e["per"], e["measure"], e["median"], f"[{e['lo']:.4g}, {e['hi']:.4g}]"] for e in effects],
+            )
             log(f"      estimates ({pct} intervals, noise-aware):")
             width = max(len(f"{e['measure']} per {e['per']}") for e in effects)
             for e in effects:
@@ -909,32 +1133,57 @@ def fit_table(data: str | Path, schema: str | Path, target: str, *, model: str =
         report.figure(f_tr, "the released DP-SGD trace of the variational parameters (dashed: burn-in cut)")
         _public_block(report, design, Path(schema).name)
         report.heading("Settings")
-        report.table(["setting", "value"], [
-            ["data", Path(data).name], ["model", label], ["target", f"{target} ({design.target_kind})"],
-            ["epsilon, delta (target)", f"{epsilon:g}, {delta:g}"], ["DP-SGD steps T", num_steps],
-            ["sampling rate q", sampling_rate], ["clip norm C", f"{clip:.4g}"], ["beta_rho", beta_rho],
-            ["noise multiplier sigma", f"{trace.noise_multiplier:.4g}"], ["noise-aware solver", method],
-            ["model options", ", ".join(f"{k}={v:g}" for k, v in model_kwargs(model).items()) or "defaults"],
-            ["noise seeded by", trace.privacy.seeded_by], ["dpposterior version", _version()],
-            ["command", command or "dpposterior.tabular.fit_table (called from Python)"],
-        ])
+        report.table(
+            ["setting", "value"],
+            [
+                ["data", Path(data).name],
+                ["model", label],
+                ["target", f"{target} ({design.target_kind})"],
+                ["epsilon, delta (target)", f"{epsilon:g}, {delta:g}"],
+                ["DP-SGD steps T", num_steps],
+                ["sampling rate q", sampling_rate],
+                ["clip norm C", f"{clip:.4g}"],
+                ["beta_rho", beta_rho],
+                ["noise multiplier sigma", f"{trace.noise_multiplier:.4g}"],
+                ["noise-aware solver", method],
+                ["model options", ", ".join(f"{k}={v:g}" for k, v in model_kwargs(model).items()) or "defaults"],
+                ["noise seeded by", trace.privacy.seeded_by],
+                ["dpposterior version", _version()],
+                ["command", command or "dpposterior.tabular.fit_table (called from Python)"],
+            ],
+        )
         report.heading("What to do next")
         report.bullets(_next_steps(post.warnings, trace.privacy.seeded_by, ledger is not None))
         md, page = report.write(out)
         log(f"      wrote {md} and {page} ({time.perf_counter() - t0:.1f} s)")
-    return {"trace": trace, "posterior": post, "naive": naive, "design": design, "summary": s_aware,
-            "naive_summary": s_naive, "inference_data": post.to_arviz(key, **arviz_names(post, design, model)), "report_md": md, "report_html": page, "clip_check": hist}
+    return {
+        "trace": trace,
+        "posterior": post,
+        "naive": naive,
+        "design": design,
+        "summary": s_aware,
+        "naive_summary": s_naive,
+        "inference_data": post.to_arviz(key, **arviz_names(post, design, model)),
+        "report_md": md,
+        "report_html": page,
+        "clip_check": hist,
+    }
 
 
 #: how the report names a neighbouring relation
 _RELATION_WORDS = {"add_remove": "add/remove-one", "replace_one": "replace-one"}
 #: the neighbouring relation each release of ``compare`` is accounted under
-RELATIONS = {"na-dpvi": "add_remove", "dpvim": "add_remove", "gibbs-ss-noisy": "add_remove",
-             "dp-fast-mh": "replace_one"}
+RELATIONS = {
+    "na-dpvi": "add_remove",
+    "dpvim": "add_remove",
+    "gibbs-ss-noisy": "add_remove",
+    "dp-fast-mh": "replace_one",
+}
 
 
-def split_budget(releases: Sequence[str], epsilon: float, delta: float,
-                 budget: str = "split") -> dict[str, tuple[float, float]]:
+def split_budget(
+    releases: Sequence[str], epsilon: float, delta: float, budget: str = "split"
+) -> dict[str, tuple[float, float]]:
     """The (epsilon, delta) each release of ``compare`` gets.
 
     ``"each"``: the full (epsilon, delta) each. ``"split"``: shares whose basic composition is
@@ -979,20 +1228,42 @@ def _planned_release(method: str, epsilon: float, delta: float, sampling_rate: f
     if method in ("na-dpvi", "dpvim"):
         return planned_dpsgd_privacy(epsilon, delta, sampling_rate, num_steps)
     if method == "gibbs-ss-noisy":
-        return PrivacySpent(epsilon=epsilon, delta=0.0, neighbouring="add_remove", accountant="pure",
-                            mechanism="laplace_sufficient_statistics")
-    return PrivacySpent(epsilon=epsilon, delta=delta, neighbouring=RELATIONS[method], accountant="planned",
-                        mechanism=method)
+        return PrivacySpent(
+            epsilon=epsilon,
+            delta=0.0,
+            neighbouring="add_remove",
+            accountant="pure",
+            mechanism="laplace_sufficient_statistics",
+        )
+    return PrivacySpent(
+        epsilon=epsilon, delta=delta, neighbouring=RELATIONS[method], accountant="planned", mechanism=method
+    )
 
 
-def compare_table(data: str | Path, schema: str | Path, target: str, *, model: str = "logistic",
-                  methods: Sequence[str] = ("na-dpvi", "naive", "dpvim"), epsilon: float, delta: float,
-                  budget: str = "split", num_steps: int = 2000, sampling_rate: float = 0.1,
-                  clip: float | None = None, out: str | Path = "compare-report", seed: int | None = None,
-                  features: Sequence[str] | None = None, prob: float = 0.9, progress: bool = True,
-                  log: Callable[[str], Any] = print, target_kind: str | None = None,
-                  clip_check: float | None = None, ledger: str | Path | None = None,
-                  secure: bool = False) -> dict[str, Any]:
+def compare_table(
+    data: str | Path,
+    schema: str | Path,
+    target: str,
+    *,
+    model: str = "logistic",
+    methods: Sequence[str] = ("na-dpvi", "naive", "dpvim"),
+    epsilon: float,
+    delta: float,
+    budget: str = "split",
+    num_steps: int = 2000,
+    sampling_rate: float = 0.1,
+    clip: float | None = None,
+    out: str | Path = "compare-report",
+    seed: int | None = None,
+    features: Sequence[str] | None = None,
+    prob: float = 0.9,
+    progress: bool = True,
+    log: Callable[[str], Any] = print,
+    target_kind: str | None = None,
+    clip_check: float | None = None,
+    ledger: str | Path | None = None,
+    secure: bool = False,
+) -> dict[str, Any]:
     """Runs several methods on one table under one privacy budget and reports them side by side.
 
     Methods: ``"na-dpvi"`` (DPVI + noise-aware grid), ``"naive"`` (the last iterate of the SAME DPVI
@@ -1057,11 +1328,11 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
     from ..privacy import Ledger
 
     _check_inputs(data, schema, target)
-    epsilon, delta, num_steps, sampling_rate, clip = _check_common(epsilon, delta, num_steps, sampling_rate,
-                                                                    clip, prob)
+    epsilon, delta, num_steps, sampling_rate, clip = _check_common(epsilon, delta, num_steps, sampling_rate, clip, prob)
     if isinstance(methods, str):
-        raise TypeError(f"methods must be a list of method names, got the single string {methods!r}; "
-                        f"write [{methods!r}]")
+        raise TypeError(
+            f"methods must be a list of method names, got the single string {methods!r}; write [{methods!r}]"
+        )
     methods = list(dict.fromkeys(methods))
     bad = [m for m in methods if m not in COMPARE_METHODS]
     if bad or not methods:
@@ -1082,18 +1353,23 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
     k = len(releases)
     secure = check_secure(secure)
     if secure and seed is not None:
-        raise ValueError("--seed cannot be combined with --secure: secure mode draws the noise from the operating "
-                         "system's CSPRNG, with no seed to give")
+        raise ValueError(
+            "--seed cannot be combined with --secure: secure mode draws the noise from the operating "
+            "system's CSPRNG, with no seed to give"
+        )
     seed = check_seed(seed)
     if seed is not None and seed + k - 1 >= 2**32:
-        raise ValueError(f"seed must be an integer in [0, 2**32 - {k - 1}) here: release i of the {k} is seeded "
-                         f"with seed + i, and JAX keeps only 32 bits of a seed; got {seed}")
+        raise ValueError(
+            f"seed must be an integer in [0, 2**32 - {k - 1}) here: release i of the {k} is seeded "
+            f"with seed + i, and JAX keeps only 32 bits of a seed; got {seed}"
+        )
     out = check_output_dir(out, "out")  # before the releases, so that no result is lost
     folder = out / "releases"
     ledger_path = out / "ledger.json" if ledger is None else Path(check_output_file(ledger, "ledger"))
     checked_files = [] if clip_check is None else [out / CLIP_CHECK_FILES[m] for m in _checked(releases)]
-    _check_outputs([out / name for name in COMPARE_FILES] + [folder / f"{m}.npz" for m in releases]
-                   + [ledger_path] + checked_files)
+    _check_outputs(
+        [out / name for name in COMPARE_FILES] + [folder / f"{m}.npz" for m in releases] + [ledger_path] + checked_files
+    )
     _check_steps(num_steps, releases)
     budgets = split_budget(releases, epsilon, delta, budget)
     if "dp-fast-mh" in releases:  # its calibration can refuse the budget: find out before any release
@@ -1109,17 +1385,24 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
     try:  # the report's total of this run: refused now rather than after the releases
         _composed_total(this_run, delta, k * delta)
     except ValueError as e:
-        raise ValueError(f"the releases of this run could not be composed into a total: {e}; nothing was "
-                         "released") from e
+        raise ValueError(
+            f"the releases of this run could not be composed into a total: {e}; nothing was released"
+        ) from e
     book = _open_ledger(ledger_path, planned, delta)  # append-only: earlier runs' releases are kept
     earlier = len(book)
     design, fn, label, _ = _load(data, schema, target, model, features, log, f"[1/{k + 2}]", target_kind)
     clip = default_clip(design, model) if clip is None else clip
     shares = "; ".join(f"{m} ({e:.4g}, {d:.3g})" for m, (e, d) in budgets.items())
-    log(f"      {k} release(s) (budget {budget!r}): {shares}" + ("" if clip_check is None else
-                                  f"; and the clip check of {' and '.join(_checked(releases))} at epsilon "
-                                  f"{clip_check:g}{' each' if len(_checked(releases)) > 1 else ''}, beyond the "
-                                  "budget"))
+    log(
+        f"      {k} release(s) (budget {budget!r}): {shares}"
+        + (
+            ""
+            if clip_check is None
+            else f"; and the clip check of {' and '.join(_checked(releases))} at epsilon "
+            f"{clip_check:g}{' each' if len(_checked(releases)) > 1 else ''}, beyond the "
+            "budget"
+        )
+    )
 
     if "gibbs-ss-noisy" in releases:  # a function of public sizes (the schema's features): said before any release
         from ..baselines.regression import slow_sampler_message
@@ -1141,12 +1424,56 @@ def compare_table(data: str | Path, schema: str | Path, target: str, *, model: s
             (out / name).unlink(missing_ok=True)
     made: dict[str, Any] = {}
     with _after_release(folder, ledger_path, made):
-        checks = _make_releases(made, releases, (run_ledger, book), folder, ledger_path, design, fn, label, model,
-                                budgets, num_steps, sampling_rate, clip, progress, key, k, log,
-                                clip_check=clip_check, seed=seed, secure=secure)
-        return _compare_report(made, methods, releases, run_ledger, design, model, label, prob, out, data, schema,
-                               target, epsilon, delta, budgets, budget, num_steps, sampling_rate,
-                               clip, k, t0, log, checks, book=book, earlier=earlier, ledger_path=ledger_path)
+        checks = _make_releases(
+            made,
+            releases,
+            (run_ledger, book),
+            folder,
+            ledger_path,
+            design,
+            fn,
+            label,
+            model,
+            budgets,
+            num_steps,
+            sampling_rate,
+            clip,
+            progress,
+            key,
+            k,
+            log,
+            clip_check=clip_check,
+            seed=seed,
+            secure=secure,
+        )
+        return _compare_report(
+            made,
+            methods,
+            releases,
+            run_ledger,
+            design,
+            model,
+            label,
+            prob,
+            out,
+            data,
+            schema,
+            target,
+            epsilon,
+            delta,
+            budgets,
+            budget,
+            num_steps,
+            sampling_rate,
+            clip,
+            k,
+            t0,
+            log,
+            checks,
+            book=book,
+            earlier=earlier,
+            ledger_path=ledger_path,
+        )
 
 
 def _checked(releases: Sequence[str]) -> list[str]:
@@ -1154,9 +1481,29 @@ def _checked(releases: Sequence[str]) -> list[str]:
     return [m for m in releases if m in CLIP_CHECK_FILES]
 
 
-def _make_releases(made, releases, ledgers, folder, ledger_path, design, fn, label, model, budgets,
-                   num_steps, sampling_rate, clip, progress, key, k, log, *, clip_check=None, seed=None,
-                   secure=False) -> Any:
+def _make_releases(
+    made,
+    releases,
+    ledgers,
+    folder,
+    ledger_path,
+    design,
+    fn,
+    label,
+    model,
+    budgets,
+    num_steps,
+    sampling_rate,
+    clip,
+    progress,
+    key,
+    k,
+    log,
+    *,
+    clip_check=None,
+    seed=None,
+    secure=False,
+) -> Any:
     """The mechanisms of :func:`compare_table`, in order, release ``m`` at the ``budgets[m]`` (epsilon,
     delta); each release is added to ``made`` and to both ``ledgers`` (this run's, and the ledger file's,
     which is written to ``ledger_path``) as soon as it exists, and written. With ``clip_check``, the
@@ -1182,43 +1529,114 @@ def _make_releases(made, releases, ledgers, folder, ledger_path, design, fn, lab
         eps_each, delta_each = budgets[m]
         log(f"[{i + 2}/{k + 2}] {m}")
         if m == "na-dpvi":
-            made[m] = dpvi(fn, design.X, design.y, epsilon=eps_each, delta=delta_each, num_steps=num_steps,
-                           sampling_rate=sampling_rate, clip=clip, rng_key=key(i), progress=progress,
-                           model_name=label, secure=secure, **model_kwargs(model))
+            made[m] = dpvi(
+                fn,
+                design.X,
+                design.y,
+                epsilon=eps_each,
+                delta=delta_each,
+                num_steps=num_steps,
+                sampling_rate=sampling_rate,
+                clip=clip,
+                rng_key=key(i),
+                progress=progress,
+                model_name=label,
+                secure=secure,
+                **model_kwargs(model),
+            )
             what = "na-dpvi (DPVI release; naive shares it)"
         elif m == "dpvim":
-            made[m] = dpvim(fn, design.X, design.y, epsilon=eps_each, delta=delta_each, num_steps=num_steps,
-                            sampling_rate=sampling_rate, clip=clip, rng_key=key(i), model_name=label,
-                            secure=secure, **model_kwargs(model))
+            made[m] = dpvim(
+                fn,
+                design.X,
+                design.y,
+                epsilon=eps_each,
+                delta=delta_each,
+                num_steps=num_steps,
+                sampling_rate=sampling_rate,
+                clip=clip,
+                rng_key=key(i),
+                model_name=label,
+                secure=secure,
+                **model_kwargs(model),
+            )
             what = "dpvim (its own DP-SGD release)"
         elif m == "dp-fast-mh":
             from ..vi.model_inspect import inspect_model
 
             layout = inspect_model(fn, (design.X, design.y), {})
-            made[m] = dp_fast_mh_logistic(design, epsilon=eps_each, delta=delta_each, num_steps=num_steps,
-                                          rng_key=key(i), layout=layout, secure=secure)
+            made[m] = dp_fast_mh_logistic(
+                design,
+                epsilon=eps_each,
+                delta=delta_each,
+                num_steps=num_steps,
+                rng_key=key(i),
+                layout=layout,
+                secure=secure,
+            )
             what = "dp-fast-mh (DP MCMC chain, replace-one)"
             dg = made[m].diagnostics
-            log(f"      dp-fast-mh: mean step {dg['mean_step']:.3g}, final distance from the start "
-                f"{dg['distance_from_start']:.3g}")
+            log(
+                f"      dp-fast-mh: mean step {dg['mean_step']:.3g}, final distance from the start "
+                f"{dg['distance_from_start']:.3g}"
+            )
         else:  # gibbs-ss-noisy: the design's numeric features and target are in [-1, 1] by construction
             Xf = design.X[:, [j for j, c in enumerate(design.feature_names) if c != INTERCEPT]]
-            made[m] = release_regression_statistics(Xf, design.y, epsilon=eps_each, x_bound=1.0, y_bound=1.0,
-                                                    rng_key=key(i), secure=secure)
+            made[m] = release_regression_statistics(
+                Xf, design.y, epsilon=eps_each, x_bound=1.0, y_bound=1.0, rng_key=key(i), secure=secure
+            )
             what = "gibbs-ss-noisy (Laplace sufficient statistics)"
-        _save_or_spare(lambda path, r=made[m]: save_release(r, path), folder / f"{m}.npz", f"the {m} release", log,
-                       problems)
+        _save_or_spare(
+            lambda path, r=made[m]: save_release(r, path), folder / f"{m}.npz", f"the {m} release", log, problems
+        )
         record(made[m], what)
         if m in CLIP_CHECK_FILES and clip_check is not None:  # one more release, beyond the budget: saved at once
-            checks[m] = _clip_check(made[m], fn, design, model, clip_check, None if seed is None else seed + i,
-                                    secure, folder.parent, log, method=m, problems=problems)
+            checks[m] = _clip_check(
+                made[m],
+                fn,
+                design,
+                model,
+                clip_check,
+                None if seed is None else seed + i,
+                secure,
+                folder.parent,
+                log,
+                method=m,
+                problems=problems,
+            )
             record(checks[m][0], f"clip check of {m} (gradient-norm histogram, beyond the budget)")
     return checks
 
 
-def _compare_report(made, methods, releases, ledger, design, model, label, prob, out, data, schema, target,
-                    epsilon, delta, budgets, budget, num_steps, sampling_rate, clip, k, t0, log,
-                    checks=None, *, book=None, earlier=0, ledger_path=None):
+def _compare_report(
+    made,
+    methods,
+    releases,
+    ledger,
+    design,
+    model,
+    label,
+    prob,
+    out,
+    data,
+    schema,
+    target,
+    epsilon,
+    delta,
+    budgets,
+    budget,
+    num_steps,
+    sampling_rate,
+    clip,
+    k,
+    t0,
+    log,
+    checks=None,
+    *,
+    book=None,
+    earlier=0,
+    ledger_path=None,
+):
     """The post-processing of :func:`compare_table`: posteriors from the releases alone, the report
     (with ``checks``, ``{method: (gradient-norm histogram, release and check composed)}`` of the clip
     checks, a section each; with ``earlier`` releases recorded in the ledger file ``book`` before this
@@ -1241,23 +1659,30 @@ def _compare_report(made, methods, releases, ledger, design, model, label, prob,
     if "gibbs-ss-noisy" in made:
         with warnings.catch_warnings():  # its cost estimate was logged before the releases
             warnings.filterwarnings("ignore", message="Gibbs-SS-Noisy with p = ", category=RuntimeWarning)
-            posts["gibbs-ss-noisy"] = gibbs_ss_noisy(made["gibbs-ss-noisy"], num_warmup=GSN_WARMUP,
-                                                     num_draws=GSN_DRAWS, prior=LINEAR_PRIOR,
-                                                     rng_key=jax.random.PRNGKey(0))
+            posts["gibbs-ss-noisy"] = gibbs_ss_noisy(
+                made["gibbs-ss-noisy"],
+                num_warmup=GSN_WARMUP,
+                num_draws=GSN_DRAWS,
+                prior=LINEAR_PRIOR,
+                rng_key=jax.random.PRNGKey(0),
+            )
     total = _composed_total(ledger, delta, k * delta)
     log(f"      all releases together: epsilon = {total.epsilon:.4g} at delta = {total.delta:g}")
     book_total = None
     if book is not None:
         book_total = _composed_total(book, delta, delta + book.delta_used())
     if earlier:
-        log(f"      ledger {ledger_path}: {len(book)} releases ({earlier} from earlier runs), together epsilon = "
-            f"{book_total.epsilon:.4g} at delta = {book_total.delta:g}")
+        log(
+            f"      ledger {ledger_path}: {len(book)} releases ({earlier} from earlier runs), together epsilon = "
+            f"{book_total.epsilon:.4g} at delta = {book_total.delta:g}"
+        )
     log(f"[{k + 2}/{k + 2}] writing the report to {out}")
     pkey = jax.random.PRNGKey(0)
     sums = {m: _summaries(posts[m], design, model, prob, pkey) for m in methods}
     pct = f"{100 * prob:g}%"
-    fig = _figure_intervals([_interval_rows(sums[m]) for m in methods], methods, out / "compare_intervals.png",
-                            f"{pct} intervals by method")
+    fig = _figure_intervals(
+        [_interval_rows(sums[m]) for m in methods], methods, out / "compare_intervals.png", f"{pct} intervals by method"
+    )
     report = Report(f"dpposterior compare: {label} of {target!r} on {Path(data).name}")
     flagged = [(m, w) for m in methods if m != "naive" for w in getattr(posts[m], "warnings", ())]
     if flagged:
@@ -1268,20 +1693,28 @@ def _compare_report(made, methods, releases, ledger, design, model, label, prob,
     report.heading("How the budget was shared")
     (eps_each, delta_each), mixed = budgets[releases[0]], len({RELATIONS[m] for m in releases}) > 1
     if budget == "each":
-        share = (f"budget 'each': each of the {k} releases got the full ({epsilon:g}, {delta:g}) so the methods are "
-                 "compared at equal cost; together they spent more (below)")
+        share = (
+            f"budget 'each': each of the {k} releases got the full ({epsilon:g}, {delta:g}) so the methods are "
+            "compared at equal cost; together they spent more (below)"
+        )
     elif not mixed:
-        share = (f"budget 'split': each of the {k} releases got (epsilon, delta) = ({eps_each:.4g}, {delta_each:.3g}), "
-                 f"1/{k} of the total ({epsilon:g}, {delta:g}); by basic composition they are within it together")
+        share = (
+            f"budget 'split': each of the {k} releases got (epsilon, delta) = ({eps_each:.4g}, {delta_each:.3g}), "
+            f"1/{k} of the total ({epsilon:g}, {delta:g}); by basic composition they are within it together"
+        )
     else:
-        share = (f"budget 'split' for replace-one neighbours (the releases' neighbouring relations differ, so the "
-                 f"total is stated for replace-one adjacency): each of the {k} releases got 1/{k} of ({epsilon:g}, "
-                 f"{delta:g}) as a replace-one guarantee: "
-                 + "; ".join(f"{m} ({e:.4g}, {d:.3g}) for {_RELATION_WORDS[RELATIONS[m]]} neighbours"
-                             for m, (e, d) in budgets.items())
-                 + ". An add/remove (e, d) release is (2e, (1 + e^e) d) for replace-one neighbours (group privacy: a "
-                   "replacement is a removal and an addition), so by basic composition they are within "
-                   f"({epsilon:g}, {delta:g}) together for replace-one neighbours")
+        share = (
+            f"budget 'split' for replace-one neighbours (the releases' neighbouring relations differ, so the "
+            f"total is stated for replace-one adjacency): each of the {k} releases got 1/{k} of ({epsilon:g}, "
+            f"{delta:g}) as a replace-one guarantee: "
+            + "; ".join(
+                f"{m} ({e:.4g}, {d:.3g}) for {_RELATION_WORDS[RELATIONS[m]]} neighbours"
+                for m, (e, d) in budgets.items()
+            )
+            + ". An add/remove (e, d) release is (2e, (1 + e^e) d) for replace-one neighbours (group privacy: a "
+            "replacement is a removal and an addition), so by basic composition they are within "
+            f"({epsilon:g}, {delta:g}) together for replace-one neighbours"
+        )
     checks = dict(checks or {})
     hists = {m: h for m, (h, _) in checks.items()}
     hist = hists.get("na-dpvi")
@@ -1289,46 +1722,81 @@ def _compare_report(made, methods, releases, ledger, design, model, label, prob,
     if hists:
         eps_check = next(iter(hists.values())).privacy.epsilon
         one = len(hists) == 1
-        notes.append(f"clip check (--clip-check {eps_check:g}): "
-                     + ("one more release" if one else f"{len(hists)} more releases, one per DP-SGD release")
-                     + ", BEYOND this budget: a noisy histogram of the per-record gradient norms of the "
-                     + (f"{next(iter(hists))} release" if one else f"each of the {' and '.join(hists)} releases")
-                     + f" (pure epsilon = {eps_check:g}, delta = 0{'' if one else ', each'}), not taken from any "
-                     + f"method's share; the composed total below includes {'it' if one else 'them'}"
-                     + (f" and can exceed ({epsilon:g}, {delta:g}), which bounds the methods' releases only"
-                        if budget == "split" else ""))
+        notes.append(
+            f"clip check (--clip-check {eps_check:g}): "
+            + ("one more release" if one else f"{len(hists)} more releases, one per DP-SGD release")
+            + ", BEYOND this budget: a noisy histogram of the per-record gradient norms of the "
+            + (f"{next(iter(hists))} release" if one else f"each of the {' and '.join(hists)} releases")
+            + f" (pure epsilon = {eps_check:g}, delta = 0{'' if one else ', each'}), not taken from any "
+            + f"method's share; the composed total below includes {'it' if one else 'them'}"
+            + (
+                f" and can exceed ({epsilon:g}, {delta:g}), which bounds the methods' releases only"
+                if budget == "split"
+                else ""
+            )
+        )
     if "dp-fast-mh" in posts:
         dg = posts["dp-fast-mh"].diagnostics
-        notes.append(f"dp-fast-mh: over {num_steps} iterations the chain's mean step was {dg['mean_step']:.3g} and it "
-                     f"ended {dg['distance_from_start']:.3g} from its start at 0 (computed from the released samples): "
-                     "a chain that has not travelled a posterior's width has not mixed, and its interval then says "
-                     "nothing about the data (at small N it cannot: docs/user-guide.md). "
-                     "Its guarantee is for replace-one neighbours, so the composed total below is "
-                     "stated for replace-one adjacency (DP-SGD re-accounted for it)"
-                     + (", for which the budget was split" if budget == "split" else ""))
-    report.bullets([share, "'naive' is the last iterate of the na-dpvi release: it costs nothing extra", *notes,
-                    f"composed total of everything released (PLD, privacy.Ledger): epsilon = {total.epsilon:.4g} "
-                    f"at delta = {total.delta:g}"
-                    + ("" if total.delta == delta else
-                       f" ({k} x delta: the releases' own deltas, composed from (epsilon, delta), already use all of "
-                       f"delta = {delta:g}, so no finite epsilon exists at it)"),
-                    "each release is saved in releases/ (one .npz per method, with its PrivacySpent; "
-                    "dpposterior.DPVITrace.load reads na-dpvi.npz) and recorded in "
-                    + ("ledger.json" if ledger_path is None or ledger_path == out / "ledger.json" else
-                       f"the ledger {Path(ledger_path).name}")
-                    + ("" if not earlier else
-                       f", which also records {earlier} release(s) of earlier runs: all {len(book)} together "
-                       f"(PLD, privacy.Ledger): epsilon = {book_total.epsilon:.4g} at delta = {book_total.delta:g} "
-                       f"({book_total.neighbouring} neighbours)")
-                    + ("" if not hists else "; the clip check " + ", ".join(
-                        f"{'' if len(hists) == 1 else f'of {m} '}in {CLIP_CHECK_FILES[m]}" for m in hists))])
+        notes.append(
+            f"dp-fast-mh: over {num_steps} iterations the chain's mean step was {dg['mean_step']:.3g} and it "
+            f"ended {dg['distance_from_start']:.3g} from its start at 0 (computed from the released samples): "
+            "a chain that has not travelled a posterior's width has not mixed, and its interval then says "
+            "nothing about the data (at small N it cannot: docs/user-guide.md). "
+            "Its guarantee is for replace-one neighbours, so the composed total below is "
+            "stated for replace-one adjacency (DP-SGD re-accounted for it)"
+            + (", for which the budget was split" if budget == "split" else "")
+        )
+    report.bullets(
+        [
+            share,
+            "'naive' is the last iterate of the na-dpvi release: it costs nothing extra",
+            *notes,
+            f"composed total of everything released (PLD, privacy.Ledger): epsilon = {total.epsilon:.4g} "
+            f"at delta = {total.delta:g}"
+            + (
+                ""
+                if total.delta == delta
+                else f" ({k} x delta: the releases' own deltas, composed from (epsilon, delta), already use all of "
+                f"delta = {delta:g}, so no finite epsilon exists at it)"
+            ),
+            "each release is saved in releases/ (one .npz per method, with its PrivacySpent; "
+            "dpposterior.DPVITrace.load reads na-dpvi.npz) and recorded in "
+            + (
+                "ledger.json"
+                if ledger_path is None or ledger_path == out / "ledger.json"
+                else f"the ledger {Path(ledger_path).name}"
+            )
+            + (
+                ""
+                if not earlier
+                else f", which also records {earlier} release(s) of earlier runs: all {len(book)} together "
+                f"(PLD, privacy.Ledger): epsilon = {book_total.epsilon:.4g} at delta = {book_total.delta:g} "
+                f"({book_total.neighbouring} neighbours)"
+            )
+            + (
+                ""
+                if not hists
+                else "; the clip check "
+                + ", ".join(f"{'' if len(hists) == 1 else f'of {m} '}in {CLIP_CHECK_FILES[m]}" for m in hists)
+            ),
+        ]
+    )
     _privacy_block(report, ledger, total.delta, {e.privacy.seeded_by for e in ledger.entries})
-    runs = {"na-dpvi": "the na-dpvi run (the release that 'naive' shares)",
-            "dpvim": "the dpvim run (its last iterate; the vector DPVIm clips: each record's loc gradient at one "
-                     "draw of theta shared by the records, not beta-scaled)"}
+    runs = {
+        "na-dpvi": "the na-dpvi run (the release that 'naive' shares)",
+        "dpvim": "the dpvim run (its last iterate; the vector DPVIm clips: each record's loc gradient at one "
+        "draw of theta shared by the records, not beta-scaled)",
+    }
     for m, (h, together) in checks.items():
-        _clip_block(report, h, f"Clip check of the {m} release (a DP release beyond the budget)", runs[m],
-                    "compare again", together, f"The {m} release")
+        _clip_block(
+            report,
+            h,
+            f"Clip check of the {m} release (a DP release beyond the budget)",
+            runs[m],
+            "compare again",
+            together,
+            f"The {m} release",
+        )
     report.heading(f"Posteriors side by side ({pct} central intervals)")
     names = [r["parameter"] for r in sums[methods[0]]]
     rows = []
@@ -1342,14 +1810,40 @@ def _compare_report(made, methods, releases, ledger, design, model, label, prob,
     report.figure(fig, f"{pct} intervals of {_every_parameter(sums[methods[0]])}, one colour per method")
     _public_block(report, design, Path(schema).name)
     report.heading("Settings")
-    report.table(["setting", "value"], [
-        ["data", Path(data).name], ["model", label], ["methods", ", ".join(methods)], ["budget", budget],
-        ["DP-SGD steps T (dpvi, dpvim)", num_steps], ["sampling rate q", sampling_rate], ["clip norm C", f"{clip:.4g}"],
-        *([] if not hists else [["clip check epsilon (beyond the budget)", f"{eps_check:g}"
-                                 + ("" if len(hists) == 1 else f" each ({', '.join(hists)})")]]),
-    ])
+    report.table(
+        ["setting", "value"],
+        [
+            ["data", Path(data).name],
+            ["model", label],
+            ["methods", ", ".join(methods)],
+            ["budget", budget],
+            ["DP-SGD steps T (dpvi, dpvim)", num_steps],
+            ["sampling rate q", sampling_rate],
+            ["clip norm C", f"{clip:.4g}"],
+            *(
+                []
+                if not hists
+                else [
+                    [
+                        "clip check epsilon (beyond the budget)",
+                        f"{eps_check:g}" + ("" if len(hists) == 1 else f" each ({', '.join(hists)})"),
+                    ]
+                ]
+            ),
+        ],
+    )
     md, page = report.write(out)
     log(f"      wrote {md} and {page} ({time.perf_counter() - t0:.1f} s)")
-    return {"posteriors": posts, "ledger": ledger, "total": total, "ledger_total": book_total, "design": design,
-            "summaries": sums,
-            "trace": trace, "report_md": md, "report_html": page, "clip_check": hist, "clip_checks": hists}
+    return {
+        "posteriors": posts,
+        "ledger": ledger,
+        "total": total,
+        "ledger_total": book_total,
+        "design": design,
+        "summaries": sums,
+        "trace": trace,
+        "report_md": md,
+        "report_html": page,
+        "clip_check": hist,
+        "clip_checks": hists,
+    }

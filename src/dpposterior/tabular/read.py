@@ -51,41 +51,69 @@ def read_table(path: str | Path):
         # a pipe (<(zcat data.csv.gz), /dev/stdin) can be read only once: read it into memory
         source = path if path.is_file() else io.BytesIO(path.read_bytes())
         if path.suffix.lower() in SPREADSHEET_SUFFIXES or _head(source, 8) in SPREADSHEET_MAGIC:
-            raise ValueError(f"cannot read data file {str(path)!r}: it is a spreadsheet workbook (Excel or "
-                             "OpenDocument), not CSV; save the sheet as CSV (Excel: 'CSV UTF-8') or Parquet")
+            raise ValueError(
+                f"cannot read data file {str(path)!r}: it is a spreadsheet workbook (Excel or "
+                "OpenDocument), not CSV; save the sheet as CSV (Excel: 'CSV UTF-8') or Parquet"
+            )
         if path.suffix.lower() in PARQUET_SUFFIXES or _is_parquet(source):
             try:
                 import pyarrow  # noqa: F401
             except ImportError:
-                raise ValueError(f"cannot read {str(path)!r}: reading Parquet needs pyarrow, which is not installed "
-                                 "(pip install 'dpposterior[parquet]'), or save the table as CSV") from None
+                raise ValueError(
+                    f"cannot read {str(path)!r}: reading Parquet needs pyarrow, which is not installed "
+                    "(pip install 'dpposterior[parquet]'), or save the table as CSV"
+                ) from None
             frame = pd.read_parquet(source)
         else:
             # only empty cells are read as missing here: a marker such as "NA" or "None" may be a declared
             # category (North America; no answer), so build_design decides, knowing the schema
             sep = "\t" if any(x.lower() in TAB_SUFFIXES for x in path.suffixes[-2:]) else ","  # data.tsv.gz
             compression = _compression(source, path)
-            frame = pd.read_csv(_rewound(source), sep=sep, dtype=str, keep_default_na=False, na_values=[""],
-                                skipinitialspace=True, compression=compression)
+            frame = pd.read_csv(
+                _rewound(source),
+                sep=sep,
+                dtype=str,
+                keep_default_na=False,
+                na_values=[""],
+                skipinitialspace=True,
+                compression=compression,
+            )
             _check_separator(frame, path)
             if not isinstance(frame.index, pd.RangeIndex):
                 # pandas takes the surplus leading fields of rows longer than the header as an index,
                 # which shifts every value one column to the right of its name
-                raise ValueError(f"cannot read data file {str(path)!r}: its rows have more fields than the header "
-                                 f"has column names ({frame.shape[1]}): a separator at the end of every row, or a "
-                                 "first column without a name in the header? Make the header name every column")
+                raise ValueError(
+                    f"cannot read data file {str(path)!r}: its rows have more fields than the header "
+                    f"has column names ({frame.shape[1]}): a separator at the end of every row, or a "
+                    "first column without a name in the header? Make the header name every column"
+                )
             # pandas renames a repeated header name ("age", "age.1"): read the header as written
-            header = pd.read_csv(_rewound(source), sep=sep, header=None, nrows=1, dtype=str, keep_default_na=False,
-                                 skipinitialspace=True, compression=compression).iloc[0].tolist()
+            header = (
+                pd.read_csv(
+                    _rewound(source),
+                    sep=sep,
+                    header=None,
+                    nrows=1,
+                    dtype=str,
+                    keep_default_na=False,
+                    skipinitialspace=True,
+                    compression=compression,
+                )
+                .iloc[0]
+                .tolist()
+            )
             _check_unique_names([nfc(str(c).strip()) for c in header], path)
             _check_rows(frame, header, path)
     except pd.errors.EmptyDataError:  # pandas: "No columns to parse from file"
-        raise ValueError(f"data file {str(path)!r} is empty: it needs a header row naming the columns and a row per "
-                         "record") from None
+        raise ValueError(
+            f"data file {str(path)!r} is empty: it needs a header row naming the columns and a row per record"
+        ) from None
     except UnicodeDecodeError:  # a ValueError too; its bytes (a record's) are not quoted
-        raise ValueError(f"cannot read data file {str(path)!r}: it is not UTF-8 text (it holds bytes UTF-8 does not "
-                         "allow, e.g. from a Latin-1, Windows-1252 or UTF-16 file); save it as UTF-8 (Excel: 'CSV "
-                         "UTF-8'; LibreOffice: character set 'Unicode (UTF-8)')") from None
+        raise ValueError(
+            f"cannot read data file {str(path)!r}: it is not UTF-8 text (it holds bytes UTF-8 does not "
+            "allow, e.g. from a Latin-1, Windows-1252 or UTF-16 file); save it as UTF-8 (Excel: 'CSV "
+            "UTF-8'; LibreOffice: character set 'Unicode (UTF-8)')"
+        ) from None
     except ValueError as e:
         if str(e).startswith(("cannot read", "data file")):
             raise
@@ -107,9 +135,11 @@ def _check_separator(frame, path: Path) -> None:
         return
     found = [name for sep, name in OTHER_SEPARATORS.items() if sep in str(frame.columns[0])]
     if found:
-        raise ValueError(f"cannot read data file {str(path)!r}: its header was read as one column: the file seems "
-                         f"separated by {found[0]}, not commas; save it as comma-separated CSV (a tab-separated file "
-                         "may also be named .tsv)")
+        raise ValueError(
+            f"cannot read data file {str(path)!r}: its header was read as one column: the file seems "
+            f"separated by {found[0]}, not commas; save it as comma-separated CSV (a tab-separated file "
+            "may also be named .tsv)"
+        )
 
 
 def _compression(source, path: Path) -> str | None:
@@ -119,8 +149,10 @@ def _compression(source, path: Path) -> str | None:
     if _head(source, 2) == GZIP_MAGIC:
         return "gzip"
     if path.suffix.lower() == ".gz":
-        raise ValueError(f"cannot read data file {str(path)!r}: it is named .gz but is not gzip-compressed; "
-                         "compress it with gzip, or remove .gz from its name if it is plain CSV")
+        raise ValueError(
+            f"cannot read data file {str(path)!r}: it is named .gz but is not gzip-compressed; "
+            "compress it with gzip, or remove .gz from its name if it is plain CSV"
+        )
     return "infer" if isinstance(source, Path) else None
 
 
@@ -133,9 +165,11 @@ def _check_rows(frame, header: list, path: Path) -> None:
     if frame.shape[0] == 0:
         return
     if bool(frame.isna().all(axis=1).any()):
-        raise ValueError(f"cannot read data file {str(path)!r}: it has rows whose every field is empty (only "
-                         "separators, such as ',,' that a spreadsheet leaves below a table); delete those rows "
-                         "(a record with no values cannot be fitted)")
+        raise ValueError(
+            f"cannot read data file {str(path)!r}: it has rows whose every field is empty (only "
+            "separators, such as ',,' that a spreadsheet leaves below a table); delete those rows "
+            "(a record with no values cannot be fitted)"
+        )
     names = [str(c).strip() for c in header]
     first = frame.iloc[:, 0]
     candidates = first.notna() & (first.str.strip() == names[0])
@@ -143,8 +177,10 @@ def _check_rows(frame, header: list, path: Path) -> None:
         rows = frame[candidates.to_numpy()].fillna("")
         same = rows.apply(lambda col: col.str.strip()).eq(names).all(axis=1)
         if bool(same.any()):
-            raise ValueError(f"cannot read data file {str(path)!r}: it has rows that repeat the header row (files "
-                             "joined one after another, each with its header?); keep only the first header row")
+            raise ValueError(
+                f"cannot read data file {str(path)!r}: it has rows that repeat the header row (files "
+                "joined one after another, each with its header?); keep only the first header row"
+            )
 
 
 def _rewound(source):
@@ -189,9 +225,11 @@ def _check_unique_names(names: list[str], path: Path) -> None:
     if repeated:
         which = "; ".join(", ".join(map(str, pos[:-1])) + " and " + str(pos[-1]) for pos in repeated[:5])
         more = f" (and {len(repeated) - 5} more groups)" if len(repeated) > 5 else ""
-        raise ValueError(f"data file {str(path)!r} has more than one column of the same name: columns {which}"
-                         f"{more} (counting from 1); column names must be unique. If the file has no header "
-                         "row, add one: the first row is read as the column names")
+        raise ValueError(
+            f"data file {str(path)!r} has more than one column of the same name: columns {which}"
+            f"{more} (counting from 1); column names must be unique. If the file has no header "
+            "row, add one: the first row is read as the column names"
+        )
 
 
 def _first_line(e: BaseException) -> str:

@@ -34,25 +34,40 @@ def _parts(release: Any) -> tuple[str, dict[str, np.ndarray], dict[str, Any]]:
     from ..vi.dpvim import DPVImTrace
 
     if isinstance(release, DPVImTrace):
-        arrays = {"mu": release.mu, "rho": release.rho, "loc_grads": release.loc_grads,
-                  "final_phi": release.final_phi}
-        meta = {"clip": release.clip, "noise_multiplier": release.noise_multiplier,
-                "sampling_rate": release.sampling_rate, "num_steps": release.num_steps,
-                "dataset_size": release.dataset_size, "natural_gradient": release.natural_gradient,
-                "learning_rate": np.asarray(release.learning_rate, np.float64).tolist(),
-                "model_name": release.model_name, "layout": release.layout.to_dict()}
+        arrays = {"mu": release.mu, "rho": release.rho, "loc_grads": release.loc_grads, "final_phi": release.final_phi}
+        meta = {
+            "clip": release.clip,
+            "noise_multiplier": release.noise_multiplier,
+            "sampling_rate": release.sampling_rate,
+            "num_steps": release.num_steps,
+            "dataset_size": release.dataset_size,
+            "natural_gradient": release.natural_gradient,
+            "learning_rate": np.asarray(release.learning_rate, np.float64).tolist(),
+            "model_name": release.model_name,
+            "layout": release.layout.to_dict(),
+        }
         return "dpvim_trace", {k: np.asarray(v) for k, v in arrays.items()}, meta
     if isinstance(release, DrawsPosterior):
-        meta = {"method": release.method, "diagnostics": release.diagnostics,
-                "layout": None if release.layout is None else release.layout.to_dict()}
+        meta = {
+            "method": release.method,
+            "diagnostics": release.diagnostics,
+            "layout": None if release.layout is None else release.layout.to_dict(),
+        }
         return "draws", {"draws": np.asarray(release.draws)}, meta
     if isinstance(release, RegressionStatisticsRelease):
         arrays = {f"noisy_{k}": np.asarray(v) for k, v in release.noisy.items()}
         arrays["x_bound"] = np.asarray(release.x_bound)
-        meta = {"num_records": release.num_records, "num_features": release.num_features,
-                "y_bound": release.y_bound, "epsilon": release.epsilon, "epsilon_parts": release.epsilon_parts,
-                "sensitivities": release.sensitivities, "noise_scales": release.noise_scales,
-                "neighbouring": release.neighbouring, "snapped": release.snapped is not None}
+        meta = {
+            "num_records": release.num_records,
+            "num_features": release.num_features,
+            "y_bound": release.y_bound,
+            "epsilon": release.epsilon,
+            "epsilon_parts": release.epsilon_parts,
+            "sensitivities": release.sensitivities,
+            "noise_scales": release.noise_scales,
+            "neighbouring": release.neighbouring,
+            "snapped": release.snapped is not None,
+        }
         return "regression_statistics", arrays, meta
     raise TypeError(f"cannot save a release of type {type(release).__name__}")
 
@@ -69,8 +84,17 @@ def save_release(release: Any, path: str | os.PathLike) -> Path:
     if isinstance(release, DPVITrace):
         return release.save(path)
     kind, arrays, meta = _parts(release)
-    text = json.dumps({"format": "dpposterior-release", "version": FORMAT_VERSION, "kind": kind,
-                       "privacy": release.privacy.to_dict(), **meta}, sort_keys=True, default=_jsonable)
+    text = json.dumps(
+        {
+            "format": "dpposterior-release",
+            "version": FORMAT_VERSION,
+            "kind": kind,
+            "privacy": release.privacy.to_dict(),
+            **meta,
+        },
+        sort_keys=True,
+        default=_jsonable,
+    )
     write_checked_npz(path, arrays, text)
     return path
 

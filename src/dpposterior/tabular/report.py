@@ -62,15 +62,19 @@ class Report:
 
     def html(self) -> str:
         e = html.escape
-        out = ["<!DOCTYPE html>", "<html lang=\"en\"><head><meta charset=\"utf-8\">",
-               f"<title>{e(self.title)}</title><style>{_CSS}</style></head><body>", f"<h1>{e(self.title)}</h1>"]
+        out = [
+            "<!DOCTYPE html>",
+            '<html lang="en"><head><meta charset="utf-8">',
+            f"<title>{e(self.title)}</title><style>{_CSS}</style></head><body>",
+            f"<h1>{e(self.title)}</h1>",
+        ]
         for kind, val in self.blocks:
             if kind == "h2":
                 out.append(f"<h2>{e(val)}</h2>")
             elif kind == "p":
                 out.append(f"<p>{e(val)}</p>")
             elif kind == "note":
-                out.append(f"<p class=\"note\">{e(val)}</p>")
+                out.append(f'<p class="note">{e(val)}</p>')
             elif kind == "ul":
                 out.append("<ul>" + "".join(f"<li>{e(v)}</li>" for v in val) + "</ul>")
             elif kind == "table":
@@ -81,8 +85,10 @@ class Report:
             elif kind == "figure":
                 path, caption = val
                 data = base64.b64encode(path.read_bytes()).decode("ascii")
-                out.append(f"<figure><img alt=\"{e(caption)}\" src=\"data:image/png;base64,{data}\">"
-                           f"<figcaption>{e(caption)}</figcaption></figure>")
+                out.append(
+                    f'<figure><img alt="{e(caption)}" src="data:image/png;base64,{data}">'
+                    f"<figcaption>{e(caption)}</figcaption></figure>"
+                )
         out.append("</body></html>")
         return "\n".join(out)
 

@@ -29,8 +29,10 @@ from pathlib import Path
 from typing import Any
 
 OUT_OF_BOUNDS = ("clip", "error")
-QUOTE_HINT = ("a column name with characters other than letters A-Z, digits, _ and - (a dot, a space, an accent) "
-              "goes in quotes: [columns.\"capital.gain\"]")
+QUOTE_HINT = (
+    "a column name with characters other than letters A-Z, digits, _ and - (a dot, a space, an accent) "
+    'goes in quotes: [columns."capital.gain"]'
+)
 TYPES = ("numeric", "categorical")
 
 
@@ -69,9 +71,11 @@ class Schema:
         """The declared column ``name`` (compared in Unicode NFC); a ValueError saying what is declared if not."""
         name = nfc(name).strip() if isinstance(name, str) else name
         if name not in self.columns:
-            raise ValueError(f"column {name!r} is not declared in {self.source or 'the schema'} "
-                             f"(declared: {', '.join(self.columns) or 'none'}); add a [columns.{toml_key(str(name))}] "
-                             "table with its type and public bounds or categories")
+            raise ValueError(
+                f"column {name!r} is not declared in {self.source or 'the schema'} "
+                f"(declared: {', '.join(self.columns) or 'none'}); add a [columns.{toml_key(str(name))}] "
+                "table with its type and public bounds or categories"
+            )
         return self.columns[name]
 
 
@@ -107,8 +111,9 @@ def parse_schema(doc: dict[str, Any], source: str = "the schema") -> Schema:
         raise TypeError(f"a schema must be a table (dict), got {type(doc).__name__}")
     unknown = set(doc) - {"columns", "out_of_bounds"}
     if unknown:
-        raise ValueError(f"{source}: unknown top-level keys {sorted(unknown)}; allowed: 'out_of_bounds' and "
-                         "[columns.NAME] tables")
+        raise ValueError(
+            f"{source}: unknown top-level keys {sorted(unknown)}; allowed: 'out_of_bounds' and [columns.NAME] tables"
+        )
     policy = doc.get("out_of_bounds", "clip")
     if policy not in OUT_OF_BOUNDS:
         raise ValueError(f"{source}: out_of_bounds must be one of {OUT_OF_BOUNDS}, got {policy!r}")
@@ -119,8 +124,10 @@ def parse_schema(doc: dict[str, Any], source: str = "the schema") -> Schema:
     for name, spec in cols.items():
         column = _column(nfc(name).strip(), spec, source)  # the data's names are stripped too
         if column.name in columns:
-            raise ValueError(f"{source}: column {column.name!r} is declared twice (the same name in two Unicode "
-                             "spellings, or with surrounding spaces)")
+            raise ValueError(
+                f"{source}: column {column.name!r} is declared twice (the same name in two Unicode "
+                "spellings, or with surrounding spaces)"
+            )
         columns[column.name] = column
     return Schema(columns=columns, out_of_bounds=policy, source=source)
 
@@ -128,7 +135,7 @@ def parse_schema(doc: dict[str, Any], source: str = "the schema") -> Schema:
 def _column(name: str, spec: Any, source: str) -> Column:
     where = f"{source}: column {name!r}"
     if not isinstance(spec, dict):
-        raise ValueError(f"{where} must be a table with a type, e.g. [columns.{name}] type = \"numeric\"")
+        raise ValueError(f'{where} must be a table with a type, e.g. [columns.{name}] type = "numeric"')
     kind = spec.get("type")
     if "type" not in spec and spec and all(isinstance(v, dict) for v in spec.values()):
         # TOML reads [columns.capital.gain] as a table "gain" inside a column "capital"
@@ -137,26 +144,37 @@ def _column(name: str, spec: Any, source: str) -> Column:
             parts.append(next(iter(node)))
             node = node[parts[-1]]
         dotted = ".".join(parts)
-        raise ValueError(f"{where} has no type but holds the table(s) {sorted(spec)}: TOML reads the dots of "
-                         f"[columns.{dotted}] as nested tables; for a column named {dotted!r} write "
-                         f"[columns.\"{dotted}\"] (quotes also for a name with spaces or accents)")
+        raise ValueError(
+            f"{where} has no type but holds the table(s) {sorted(spec)}: TOML reads the dots of "
+            f"[columns.{dotted}] as nested tables; for a column named {dotted!r} write "
+            f'[columns."{dotted}"] (quotes also for a name with spaces or accents)'
+        )
     if kind not in TYPES:
         raise ValueError(f"{where}: type must be one of {TYPES}, got {kind!r}")
     extra = set(spec) - {"type", "bounds", "categories", "description"}
     if extra:
-        hint = ("; out_of_bounds is a top-level key (for every column): put it above the first [columns.NAME] table, "
-                "since TOML gives a key below a table header to that table" if "out_of_bounds" in extra else "")
-        raise ValueError(f"{where}: unknown keys {sorted(extra)}; allowed: type, bounds, categories, description"
-                         + hint)
+        hint = (
+            "; out_of_bounds is a top-level key (for every column): put it above the first [columns.NAME] table, "
+            "since TOML gives a key below a table header to that table"
+            if "out_of_bounds" in extra
+            else ""
+        )
+        raise ValueError(
+            f"{where}: unknown keys {sorted(extra)}; allowed: type, bounds, categories, description" + hint
+        )
     if kind == "numeric":
         if "bounds" not in spec:
             raise ValueError(
                 f"{where} is numeric but has no public bounds: add bounds = [lower, upper] from public "
                 "knowledge (the tool never reads a bound from the data: bounds taken from the records would "
-                "leak them, and differential privacy needs them to limit what one record can change)")
+                "leak them, and differential privacy needs them to limit what one record can change)"
+            )
         b = spec["bounds"]
-        ok = (isinstance(b, list) and len(b) == 2 and all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                                          for v in b))
+        ok = (
+            isinstance(b, list)
+            and len(b) == 2
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in b)
+        )
         try:
             ok = ok and all(math.isfinite(float(v)) for v in b) and float(b[0]) < float(b[1])
         except OverflowError:  # an integer beyond the float range
@@ -164,8 +182,10 @@ def _column(name: str, spec: Any, source: str) -> Column:
         if not ok:
             raise ValueError(f"{where}: bounds must be two finite numbers [lower, upper] with lower < upper, got {b!r}")
         if not math.isfinite(float(b[1]) - float(b[0])):  # the rescaling would divide by inf: every value -> 0
-            raise ValueError(f"{where}: bounds {b!r} are too far apart (upper - lower overflows the float range); "
-                             "declare public bounds of a realistic size")
+            raise ValueError(
+                f"{where}: bounds {b!r} are too far apart (upper - lower overflows the float range); "
+                "declare public bounds of a realistic size"
+            )
         if "categories" in spec:
             raise ValueError(f"{where} is numeric: categories are for categorical columns")
         return Column(name=name, type=kind, bounds=(float(b[0]), float(b[1])))
@@ -176,16 +196,23 @@ def _column(name: str, spec: Any, source: str) -> Column:
         # TOML booleans: the levels "false" and "true", which match every writer's spelling of a boolean
         # (false/False/FALSE: R, pandas, Spark) and a boolean column of a Parquet file
         cats = ["true" if c else "false" for c in cats]
-    if not (isinstance(cats, list) and len(cats) >= 1 and all(isinstance(c, (str, int)) and not isinstance(c, bool)
-                                                              for c in cats)):
-        raise ValueError(f"{where} is categorical and needs categories = [...], a public list of levels "
-                         f"(strings or integers, or the two booleans [false, true]; a feature needs at least two), "
-                         f"got {cats!r}")
+    if not (
+        isinstance(cats, list)
+        and len(cats) >= 1
+        and all(isinstance(c, (str, int)) and not isinstance(c, bool) for c in cats)
+    ):
+        raise ValueError(
+            f"{where} is categorical and needs categories = [...], a public list of levels "
+            f"(strings or integers, or the two booleans [false, true]; a feature needs at least two), "
+            f"got {cats!r}"
+        )
     # the data's values are compared without surrounding spaces, so the levels are too
     levels = tuple(nfc(str(c)).strip() for c in cats)
     if "" in levels:
-        raise ValueError(f"{where}: a category cannot be empty (or only spaces): an empty cell is a missing value; "
-                         "recode it in the data as a named level (e.g. \"none\") and declare that")
+        raise ValueError(
+            f"{where}: a category cannot be empty (or only spaces): an empty cell is a missing value; "
+            'recode it in the data as a named level (e.g. "none") and declare that'
+        )
     if len(set(levels)) != len(levels):
         raise ValueError(f"{where}: categories must be distinct (compared without surrounding spaces), got {cats!r}")
     if "bounds" in spec:

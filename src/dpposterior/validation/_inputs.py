@@ -39,9 +39,11 @@ def check_not_masked(name: str, value: Any) -> None:
     """Raises ValueError if ``value`` is a numpy masked array with masked entries: ``np.asarray`` drops
     the mask, so the values under it (a user's missing or excluded entries) would be used silently."""
     if np.ma.is_masked(value):
-        raise ValueError(f"{name} is a masked array with {int(np.ma.count_masked(value))} masked value(s); the "
-                         "mask would be ignored and the values under it used: remove those entries (or replicates) "
-                         "first")
+        raise ValueError(
+            f"{name} is a masked array with {int(np.ma.count_masked(value))} masked value(s); the "
+            "mask would be ignored and the values under it used: remove those entries (or replicates) "
+            "first"
+        )
 
 
 def as_real_array(name: str, value: Any) -> np.ndarray:

@@ -131,8 +131,7 @@ def calibration_curve(
     num_bins = check_positive_int(bins, "bins", minimum=1)
     if num_bins > p.shape[0]:
         raise ValueError(
-            f"bins must be at most the number of predictions ({p.shape[0]}) so that no bin is empty, "
-            f"got {bins}"
+            f"bins must be at most the number of predictions ({p.shape[0]}) so that no bin is empty, got {bins}"
         )
     if not isinstance(weighted, (bool, np.bool_)):
         raise TypeError(f"weighted must be True or False, got {weighted!r}")

@@ -197,8 +197,7 @@ def _f_statistics(draws: np.ndarray, theta: np.ndarray, refs: np.ndarray, margin
             i, j, k = (int(v) for v in np.argwhere(~finite)[0])
             kind = "NaN" if np.isnan(block[i, j, k]) else "an infinite value"
             raise ValueError(
-                f"draws must be finite, but they hold {kind} at index {(start + i, j, k)} "
-                "(replicate, draw, parameter)"
+                f"draws must be finite, but they hold {kind} at index {(start + i, j, k)} (replicate, draw, parameter)"
             )
         diff = buffer[: stop - start]
         for r in range(R):
@@ -218,8 +217,10 @@ def _f_statistics(draws: np.ndarray, theta: np.ndarray, refs: np.ndarray, margin
 def _check_no_overflow(names: str, squared_distances: np.ndarray) -> None:
     """Raises instead of comparing squared distances that overflowed float64 (a silently wrong f)."""
     if not np.isfinite(squared_distances).all():
-        raise ValueError(f"{names} are too far apart: their squared distances overflow float64 (values above "
-                         "about 1e154); rescale the parameters (the unconstrained space should be of order 1)")
+        raise ValueError(
+            f"{names} are too far apart: their squared distances overflow float64 (values above "
+            "about 1e154); rescale the parameters (the unconstrained space should be of order 1)"
+        )
 
 
 def tarp_f_values(draws: Any, theta_true: Any, references: Any) -> np.ndarray:
@@ -252,16 +253,12 @@ def _check_f(f: Any) -> tuple[np.ndarray, np.dtype]:
     arr = as_real_array("f", f)
     given = arr.dtype if arr.dtype.kind == "f" else np.dtype(np.float64)
     if arr.ndim < 1:
-        raise ValueError(
-            f"f must be an array of shape (K,) or (K, ...) with K replicates, got shape {arr.shape}"
-        )
+        raise ValueError(f"f must be an array of shape (K,) or (K, ...) with K replicates, got shape {arr.shape}")
     check_nonempty("f", arr, "(K replicates, ...)")
     arr = arr.astype(np.float64)
     check_finite("f", arr)
     if (arr < 0).any() or (arr > 1).any():
-        raise ValueError(
-            f"f must hold shares in [0, 1], got values from {float(arr.min())!r} to {float(arr.max())!r}"
-        )
+        raise ValueError(f"f must hold shares in [0, 1], got values from {float(arr.min())!r} to {float(arr.max())!r}")
     return arr, given
 
 
@@ -528,16 +525,14 @@ def coverage_rmse(alpha: Any, coverage: Any) -> float | np.ndarray:
     cov = as_real_array("coverage", coverage)
     if cov.ndim < 1 or cov.shape[-1] != alpha.shape[0]:
         raise ValueError(
-            f"coverage must have shape (..., A) with A = {alpha.shape[0]} (the length of alpha), "
-            f"got shape {cov.shape}"
+            f"coverage must have shape (..., A) with A = {alpha.shape[0]} (the length of alpha), got shape {cov.shape}"
         )
     check_nonempty("coverage", cov, "(..., A)")
     cov = cov.astype(np.float64)
     check_finite("coverage", cov)
     if (cov < 0).any() or (cov > 1).any():
         raise ValueError(
-            "coverage must hold probabilities in [0, 1], "
-            f"got values from {float(cov.min())!r} to {float(cov.max())!r}"
+            f"coverage must hold probabilities in [0, 1], got values from {float(cov.min())!r} to {float(cov.max())!r}"
         )
     err = cov - (1.0 - alpha)
     rmse = np.sqrt(np.mean(err * err, axis=-1))

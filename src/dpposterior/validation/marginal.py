@@ -54,8 +54,9 @@ def _finite_block(block: np.ndarray, start: int) -> None:
     if not finite.all():
         i, j, k = (int(v) for v in np.argwhere(~finite)[0])
         kind = "NaN" if np.isnan(block[i, j, k]) else "an infinite value"
-        raise ValueError(f"draws must be finite, but they hold {kind} at index {(start + i, j, k)} "
-                         "(replicate, draw, parameter)")
+        raise ValueError(
+            f"draws must be finite, but they hold {kind} at index {(start + i, j, k)} (replicate, draw, parameter)"
+        )
 
 
 def marginal_tarp_f(draws: Any, theta_true: Any, references: Any) -> np.ndarray:
@@ -97,9 +98,11 @@ def _marginal_f(draws: np.ndarray, theta: np.ndarray, refs: np.ndarray) -> np.nd
         radius = np.abs(theta[None] - refs)  # (R, K, n)
         low, high = refs - radius, refs + radius
     if not (np.isfinite(low).all() and np.isfinite(high).all()):
-        raise ValueError("theta_true and references are too far apart: reference +- |truth - reference| "
-                         "overflows float64 (values above about 1e308); rescale the parameters (the "
-                         "unconstrained space should be of order 1)")
+        raise ValueError(
+            "theta_true and references are too far apart: reference +- |truth - reference| "
+            "overflows float64 (values above about 1e308); rescale the parameters (the "
+            "unconstrained space should be of order 1)"
+        )
     out = np.empty((R, K, n), dtype=np.float64)
     chunk = max(1, _coverage_module._CHUNK_BYTES // (M * n * 8))  # the joint check's chunk size
     for start in range(0, K, chunk):
@@ -111,8 +114,9 @@ def _marginal_f(draws: np.ndarray, theta: np.ndarray, refs: np.ndarray) -> np.nd
             for j in range(n):
                 column = ordered[i, :, j]
                 # draws strictly inside (low, high): those below high, less those at or below low
-                inside = (np.searchsorted(column, high[:, start + i, j], side="left")
-                          - np.searchsorted(column, low[:, start + i, j], side="right"))
+                inside = np.searchsorted(column, high[:, start + i, j], side="left") - np.searchsorted(
+                    column, low[:, start + i, j], side="right"
+                )
                 out[:, start + i, j] = np.maximum(inside, 0) / M  # an empty interval (r = 0) holds none
     return out
 
@@ -171,8 +175,10 @@ class CentralCoverage:
 def _check_level(level: Any) -> float:
     value = check_real("level", level)
     if not 0 < value < 1:
-        raise ValueError(f"level is the central probability of the interval and must lie in the open interval "
-                         f"(0, 1), e.g. 0.9; got {level!r}")
+        raise ValueError(
+            f"level is the central probability of the interval and must lie in the open interval "
+            f"(0, 1), e.g. 0.9; got {level!r}"
+        )
     return value
 
 
@@ -207,14 +213,18 @@ def central_coverage(draws: Any, theta_true: Any, level: float = 0.9) -> Central
     value = _check_level(level)
     arr = as_real_array("draws", draws)
     if arr.ndim != 3:
-        raise ValueError("draws must have shape (K, M, n) = (replicates, posterior draws per replicate, "
-                         f"parameters), got shape {arr.shape}")
+        raise ValueError(
+            "draws must have shape (K, M, n) = (replicates, posterior draws per replicate, "
+            f"parameters), got shape {arr.shape}"
+        )
     check_nonempty("draws", arr, "(K replicates, M draws, n parameters)")
     K, M, n = arr.shape
     theta = as_real_array("theta_true", theta_true)
     if theta.shape != (K, n):
-        raise ValueError(f"theta_true must have shape (K, n) = {(K, n)} to match draws of shape {arr.shape} "
-                         f"(K, M, n), got shape {theta.shape}")
+        raise ValueError(
+            f"theta_true must have shape (K, n) = {(K, n)} to match draws of shape {arr.shape} "
+            f"(K, M, n), got shape {theta.shape}"
+        )
     theta = theta.astype(np.float64)
     check_finite("theta_true", theta)
     quantiles = np.array([(1.0 - value) / 2.0, (1.0 + value) / 2.0])
@@ -227,5 +237,6 @@ def central_coverage(draws: Any, theta_true: Any, level: float = 0.9) -> Central
         low, high = np.quantile(block, quantiles, axis=1)  # each (c, n)
         covered[start:stop] = (low <= theta[start:stop]) & (theta[start:stop] <= high)
     coverage = covered.mean(axis=0)
-    return CentralCoverage(level=value, coverage=coverage, standard_error=np.sqrt(coverage * (1 - coverage) / K),
-                           covered=covered)
+    return CentralCoverage(
+        level=value, coverage=coverage, standard_error=np.sqrt(coverage * (1 - coverage) / K), covered=covered
+    )

@@ -32,9 +32,7 @@ def _check_center_scale(center: Any, scale: Any) -> tuple[np.ndarray, np.ndarray
     if c.ndim < 1:
         raise ValueError(f"center must have shape (K, n) (one point per replicate), got shape {c.shape}")
     if s.shape != c.shape:
-        raise ValueError(
-            f"scale must have the shape of center, {c.shape} (K, n), got shape {s.shape}"
-        )
+        raise ValueError(f"scale must have the shape of center, {c.shape} (K, n), got shape {s.shape}")
     if c.size == 0:
         raise ValueError(f"center and scale must not be empty, got shape {c.shape}")
     c = c.astype(np.float64)
@@ -43,8 +41,7 @@ def _check_center_scale(center: Any, scale: Any) -> tuple[np.ndarray, np.ndarray
     check_finite("scale", s)
     if (s <= 0).any():
         raise ValueError(
-            "scale holds posterior standard deviations and must be > 0, "
-            f"got a minimum of {float(s.min())!r}"
+            f"scale holds posterior standard deviations and must be > 0, got a minimum of {float(s.min())!r}"
         )
     return c, s
 
@@ -58,13 +55,17 @@ def _points(key: jax.Array, c: np.ndarray, s: np.ndarray, low: float, high: floa
     """``c + Uniform(low, high) * s``, or a ValueError instead of a NaN or infinite point."""
     offsets = _offsets(key, c.shape, low, high) if max(-low, high) <= FLOAT32_MAX else None
     if offsets is None or not np.isfinite(offsets).all():
-        raise ValueError(f"low and high must lie within the float32 range, with high - low too (the offsets "
-                         f"are drawn in float32, |x| <= {FLOAT32_MAX:.4g}), got low={low!r}, high={high!r}")
+        raise ValueError(
+            f"low and high must lie within the float32 range, with high - low too (the offsets "
+            f"are drawn in float32, |x| <= {FLOAT32_MAX:.4g}), got low={low!r}, high={high!r}"
+        )
     with np.errstate(over="ignore", invalid="ignore"):
         points = c + offsets * s
     if not np.isfinite(points).all():
-        raise ValueError("center + offset * scale overflows float64 (values above about 1.8e308); rescale "
-                         "center and scale (the unconstrained space should be of order 1)")
+        raise ValueError(
+            "center + offset * scale overflows float64 (values above about 1.8e308); rescale "
+            "center and scale (the unconstrained space should be of order 1)"
+        )
     return points
 
 

@@ -57,4 +57,6 @@ def warn_if_near_seam(layout: ParamLayout, final_phi: Any, fitter: str) -> None:
         "mapping, which cannot wrap: the fit and any posterior read from it can be cut there (pushed to one "
         "side or spread around the whole circle). Rotate the angles by a public constant so that the latent "
         "lies away from +-pi before fitting (a new fit is a new release and spends its own budget)",
-        RuntimeWarning, stacklevel=3)
+        RuntimeWarning,
+        stacklevel=3,
+    )

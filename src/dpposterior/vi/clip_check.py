@@ -95,11 +95,22 @@ class GradientNormHistogram:
         rows = []
         for i in range(len(self.edges) - 1):
             lo, hi = self.edges[i], self.edges[i + 1]
-            rows.append({"bin": f"[{lo:.4g}, {hi:.4g})", "multiples_of_clip": f"[{lo / self.clip:.4g}, "
-                         f"{hi / self.clip:.4g})", "count": float(self.counts[i]),
-                         "fraction": float(self.counts[i] / self.num_records)})
-        rows.append({"bin": "not finite", "multiples_of_clip": "-", "count": float(self.counts[-1]),
-                     "fraction": self.non_finite_fraction})
+            rows.append(
+                {
+                    "bin": f"[{lo:.4g}, {hi:.4g})",
+                    "multiples_of_clip": f"[{lo / self.clip:.4g}, {hi / self.clip:.4g})",
+                    "count": float(self.counts[i]),
+                    "fraction": float(self.counts[i] / self.num_records),
+                }
+            )
+        rows.append(
+            {
+                "bin": "not finite",
+                "multiples_of_clip": "-",
+                "count": float(self.counts[-1]),
+                "fraction": self.non_finite_fraction,
+            }
+        )
         return rows
 
 
@@ -108,10 +119,19 @@ def _check_multiples(multiples: Any) -> np.ndarray:
         m = np.asarray(multiples, dtype=np.float64)
     except (TypeError, ValueError):
         m = np.asarray([np.nan])
-    if (m.ndim != 1 or m.size == 0 or np.asarray(multiples).dtype.kind == "b" or not np.all(np.isfinite(m))
-            or np.any(m <= 0) or np.any(np.diff(m) <= 0) or 1.0 not in m):
-        raise ValueError("multiples must be a non-empty, strictly increasing sequence of finite numbers > 0 that "
-                         f"contains 1.0 (the clip itself), e.g. {DEFAULT_MULTIPLES}; got {multiples!r}")
+    if (
+        m.ndim != 1
+        or m.size == 0
+        or np.asarray(multiples).dtype.kind == "b"
+        or not np.all(np.isfinite(m))
+        or np.any(m <= 0)
+        or np.any(np.diff(m) <= 0)
+        or 1.0 not in m
+    ):
+        raise ValueError(
+            "multiples must be a non-empty, strictly increasing sequence of finite numbers > 0 that "
+            f"contains 1.0 (the clip itself), e.g. {DEFAULT_MULTIPLES}; got {multiples!r}"
+        )
     return m
 
 
@@ -129,8 +149,9 @@ def _norms_fn(loss: Callable, beta: tuple[float, ...]) -> Callable:
     return norms
 
 
-def _noisy_counts(counts: np.ndarray, epsilon: float, noise_key: Any, num_records: int
-                  ) -> tuple[np.ndarray, float, tuple]:
+def _noisy_counts(
+    counts: np.ndarray, epsilon: float, noise_key: Any, num_records: int
+) -> tuple[np.ndarray, float, tuple]:
     """The release step of :func:`gradient_norm_histogram`: exact counts -> noisy counts (the only
     randomness that protects them; audited in tests/privacy/test_audit_clip_check.py).
 
@@ -146,18 +167,30 @@ def _noisy_counts(counts: np.ndarray, epsilon: float, noise_key: Any, num_record
     raw = None
     if noise_key is not None:
         key = jnp.asarray(noise_key)
-        raw = np.asarray(jax.random.key_data(key) if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
-                         else key, np.uint32)
-    snapped = snap(counts, centre=0.5 * num_records, half_width=0.5 * num_records, sensitivity=1.0,
-                   epsilon=epsilon, raw_key=raw)
-    extra = (("snapping", "Mironov 2012: clamp to [0, N], float64 Laplace, round to the grid"),
-             ("snapping_grid", snapped.grid), ("snapping_slack", snapped.slack))
+        raw = np.asarray(
+            jax.random.key_data(key) if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) else key, np.uint32
+        )
+    snapped = snap(
+        counts, centre=0.5 * num_records, half_width=0.5 * num_records, sensitivity=1.0, epsilon=epsilon, raw_key=raw
+    )
+    extra = (
+        ("snapping", "Mironov 2012: clamp to [0, N], float64 Laplace, round to the grid"),
+        ("snapping_grid", snapped.grid),
+        ("snapping_slack", snapped.slack),
+    )
     return np.asarray(snapped.value, np.float64), float(snapped.scale), extra
 
 
-def gradient_norm_histogram(trace: DPVITrace | DPVImTrace, model: Callable, *data: Any, epsilon: float,
-                            multiples: Any = DEFAULT_MULTIPLES, rng_key: Any = None, secure: bool = False,
-                            **model_kwargs: Any) -> GradientNormHistogram:
+def gradient_norm_histogram(
+    trace: DPVITrace | DPVImTrace,
+    model: Callable,
+    *data: Any,
+    epsilon: float,
+    multiples: Any = DEFAULT_MULTIPLES,
+    rng_key: Any = None,
+    secure: bool = False,
+    **model_kwargs: Any,
+) -> GradientNormHistogram:
     """Releases a noisy histogram of the per-record gradient norms at the trace's final iterate.
 
     Privacy: each record's beta-scaled gradient of the per-record ELBO loss (the vector DP-SGD clips,
@@ -207,8 +240,9 @@ def gradient_norm_histogram(trace: DPVITrace | DPVImTrace, model: Callable, *dat
         for float32 noise.
     """
     if not isinstance(trace, (DPVITrace, DPVImTrace)):
-        raise TypeError(f"trace must be a DPVITrace (from dpvi) or a DPVImTrace (from vi.dpvim.dpvim), got "
-                        f"{type(trace).__name__}")
+        raise TypeError(
+            f"trace must be a DPVITrace (from dpvi) or a DPVImTrace (from vi.dpvim.dpvim), got {type(trace).__name__}"
+        )
     if not callable(model):
         raise TypeError(f"model must be the NumPyro model of the trace (a callable), got {type(model).__name__}")
     epsilon = check_epsilon(epsilon)
@@ -218,10 +252,12 @@ def gradient_norm_histogram(trace: DPVITrace | DPVImTrace, model: Callable, *dat
     arrays = check_data(data)
     layout = inspect_model(model, arrays, model_kwargs)
     if layout.to_dict() != trace.layout.to_dict():
-        raise ValueError(f"the model's latent sites {[s.name for s in layout.sites]} (shapes "
-                         f"{[s.shape for s in layout.sites]}) are not the trace's "
-                         f"{[s.name for s in trace.layout.sites]} ({[s.shape for s in trace.layout.sites]}): pass the "
-                         "model, data and keyword arguments of the run that released the trace")
+        raise ValueError(
+            f"the model's latent sites {[s.name for s in layout.sites]} (shapes "
+            f"{[s.shape for s in layout.sites]}) are not the trace's "
+            f"{[s.name for s in trace.layout.sites]} ({[s.shape for s in trace.layout.sites]}): pass the "
+            "model, data and keyword arguments of the run that released the trace"
+        )
     raw_key, seeded_by = resolve_noise_source(rng_key, secure)
     # The ELBO's Monte Carlo draws come from a fixed, public key (they protect nothing): the exact counts are
     # then a function of the data and the public trace alone, and the privacy noise is the count's only
@@ -231,8 +267,10 @@ def gradient_norm_histogram(trace: DPVITrace | DPVImTrace, model: Callable, *dat
     if isinstance(trace, DPVImTrace):  # the loc gradient DPVIm clips (its rho half is 0), one shared eta, no beta
         loss = cached_model_loss(make_loc_loss, model, layout, int(trace.dataset_size), model_kwargs)
         beta = (1.0,) * int(np.asarray(trace.final_phi).shape[0])
-        statistic = ("per-record loc gradient norms of DPVIm (one eta shared by the records, no beta) at "
-                     "trace.final_phi, binned at multiples of C")
+        statistic = (
+            "per-record loc gradient norms of DPVIm (one eta shared by the records, no beta) at "
+            "trace.final_phi, binned at multiples of C"
+        )
     else:
         loss = _cached_loss(model, layout, int(trace.dataset_size), int(trace.num_mc), model_kwargs)
         beta = tuple(float(b) for b in np.asarray(trace.beta, np.float32))
@@ -243,11 +281,11 @@ def gradient_norm_histogram(trace: DPVITrace | DPVImTrace, model: Callable, *dat
     size = min(BATCH_RECORDS, num)
     norms = []
     for start in range(0, num, size):
-        batch = tuple(a[start:start + size] for a in arrays)
+        batch = tuple(a[start : start + size] for a in arrays)
         short = size - int(batch[0].shape[0])
         if short:  # pad the last batch with copies of its first record: one compiled shape; padding dropped
             batch = tuple(jnp.concatenate([b, jnp.repeat(b[:1], short, axis=0)]) for b in batch)
-        norms.append(np.asarray(norms_of(phi, batch, k_mc), np.float64)[:size - short])
+        norms.append(np.asarray(norms_of(phi, batch, k_mc), np.float64)[: size - short])
     norms = np.concatenate(norms)
     clip = float(trace.clip)
     edges = np.concatenate([[0.0], m * clip, [np.inf]])
@@ -256,10 +294,24 @@ def gradient_norm_histogram(trace: DPVITrace | DPVImTrace, model: Callable, *dat
     counts = np.concatenate([np.bincount(bins, minlength=m.size + 1), [np.sum(~finite)]]).astype(np.float64)
     noisy, scale, extra = _noisy_counts(counts, epsilon, k_noise, int(trace.dataset_size))
     privacy = PrivacySpent(
-        epsilon=epsilon, delta=0.0, neighbouring="add_remove", accountant="pure", mechanism=MECHANISM,
-        noise_multiplier=None, sampling_rate=1.0, num_steps=1, seeded_by=seeded_by,
-        details=(("statistic", statistic),
-                 ("multiples_of_clip", tuple(float(x) for x in m)), ("sensitivity_l1", 1.0),
-                 ("noise_scale", scale), ("num_records", "public")) + extra)
-    return GradientNormHistogram(edges=edges, counts=noisy, clip=clip, noise_scale=scale,
-                                 num_records=int(trace.dataset_size), privacy=privacy)
+        epsilon=epsilon,
+        delta=0.0,
+        neighbouring="add_remove",
+        accountant="pure",
+        mechanism=MECHANISM,
+        noise_multiplier=None,
+        sampling_rate=1.0,
+        num_steps=1,
+        seeded_by=seeded_by,
+        details=(
+            ("statistic", statistic),
+            ("multiples_of_clip", tuple(float(x) for x in m)),
+            ("sensitivity_l1", 1.0),
+            ("noise_scale", scale),
+            ("num_records", "public"),
+        )
+        + extra,
+    )
+    return GradientNormHistogram(
+        edges=edges, counts=noisy, clip=clip, noise_scale=scale, num_records=int(trace.dataset_size), privacy=privacy
+    )

@@ -48,8 +48,9 @@ def _same_support(a: constraints.Constraint, b: constraints.Constraint) -> bool:
     if type(a) is not type(b):
         return False
     la, lb = _support_leaves(a), _support_leaves(b)
-    return len(la) == len(lb) and all(x.shape == y.shape and np.array_equal(x, y, equal_nan=True)
-                                      for x, y in zip(la, lb))
+    return len(la) == len(lb) and all(
+        x.shape == y.shape and np.array_equal(x, y, equal_nan=True) for x, y in zip(la, lb)
+    )
 
 
 def _unwrapped(fn: Any) -> Any:
@@ -78,8 +79,9 @@ def _record_mask(site: dict, shape: tuple[int, ...]) -> np.ndarray:
     return keep
 
 
-def check_observed_support(model: Callable, data: tuple[jnp.ndarray, ...], model_kwargs: dict[str, Any],
-                           fitter: str = "dpvi") -> None:
+def check_observed_support(
+    model: Callable, data: tuple[jnp.ndarray, ...], model_kwargs: dict[str, Any], fitter: str = "dpvi"
+) -> None:
     """Raises ValueError when records' observed values lie outside their distribution's support.
 
     The model runs on the data (in chunks of :data:`CHUNK_RECORDS` records) with the latent sites drawn
@@ -106,7 +108,7 @@ def check_observed_support(model: Callable, data: tuple[jnp.ndarray, ...], model
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # NumPyro's out-of-support warnings under validation: we report them
         for start in range(0, num_records, CHUNK_RECORDS):
-            chunk = tuple(a[start:start + CHUNK_RECORDS] for a in data)
+            chunk = tuple(a[start : start + CHUNK_RECORDS] for a in data)
             seeds = _SEEDS if start == 0 else _SEEDS[:1]  # which supports are fixed: found on the first chunk
             try:
                 runs = [_observed_sites(model, chunk, model_kwargs, seed) for seed in seeds]
@@ -141,4 +143,5 @@ def check_observed_support(model: Callable, data: tuple[jnp.ndarray, ...], model
             f"meaningless, and {fitter} would not fit them as data of the model (a likelihood that is not finite "
             "is dropped, e.g. DP-SGD zeroes its gradient, or breaks an energy bound; a finite but meaningless one "
             "is fitted wrongly). Remove or correct those records, or change the model's likelihood. (This check "
-            "reads the data before any release; its message is for you, the data holder, and is not released.)")
+            "reads the data before any release; its message is for you, the data holder, and is not released.)"
+        )

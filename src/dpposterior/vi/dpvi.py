@@ -11,15 +11,22 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import (check_delta, check_epsilon, check_float32_array, check_float32_positive, check_positive,
-                       check_positive_int, check_sampling_rate, check_trace_memory)
+from .._checks import (
+    check_delta,
+    check_epsilon,
+    check_float32_array,
+    check_float32_positive,
+    check_positive,
+    check_positive_int,
+    check_sampling_rate,
+    check_trace_memory,
+)
 from ..privacy.dpsgd_accounting import calibrate_noise_multiplier
 from . import family
 from .circular import warn_if_near_seam
 from .layout import ParamLayout
 from .data_support import check_observed_support
-from .model_inspect import (check_data, check_setting_names, inspect_model, prior_median_unconstrained,
-                            record_log_joint)
+from .model_inspect import check_data, check_setting_names, inspect_model, prior_median_unconstrained, record_log_joint
 from .trace import DPVITrace
 
 #: default preconditioning of the rho (scale) gradients; beta_mu is always 1 (as in the reference implementation).
@@ -28,8 +35,9 @@ DEFAULT_BETA_RHO = 100.0
 DEFAULT_INIT_SCALE = 0.1
 
 
-def make_elbo_loss(model: Callable, layout: ParamLayout, dataset_size: int, num_mc: int,
-                   model_kwargs: dict[str, Any] | None = None) -> Callable:
+def make_elbo_loss(
+    model: Callable, layout: ParamLayout, dataset_size: int, num_mc: int, model_kwargs: dict[str, Any] | None = None
+) -> Callable:
     """The per-record negative-ELBO loss ``loss(phi, record, key)`` of Räisä et al. 2024, eq. 57.
 
     loss = E_q[log q(theta)]/N - E_q[log p(x_i | theta)] - E_q[log p(theta) + log|det J(theta)|]/N,
@@ -54,13 +62,16 @@ def make_elbo_loss(model: Callable, layout: ParamLayout, dataset_size: int, num_
         return jnp.mean(jax.vmap(one)(thetas))
 
     # named after the model (DP-SGD checkpoints compare it: a checkpoint of another model is refused)
-    loss.__qualname__ = (f"elbo[{getattr(model, '__module__', '')}.{getattr(model, '__qualname__', type(model).__name__)}"
-                         f", N={dataset_size}, num_mc={num_mc}]")
+    loss.__qualname__ = (
+        f"elbo[{getattr(model, '__module__', '')}.{getattr(model, '__qualname__', type(model).__name__)}"
+        f", N={dataset_size}, num_mc={num_mc}]"
+    )
     return loss
 
 
-def heuristic_learning_rate(num_steps: int, num_params: int, noise_multiplier: float, clip: float,
-                            beta: jax.Array, lr_scale: float = 1.0) -> jax.Array:
+def heuristic_learning_rate(
+    num_steps: int, num_params: int, noise_multiplier: float, clip: float, beta: jax.Array, lr_scale: float = 1.0
+) -> jax.Array:
     """The paper's learning-rate heuristic times beta: sqrt(2) lambda_c beta / (sigma C sqrt(T d)).
 
     Räisä et al. 2024, appendix 13.1-13.2 (lambda_c = ``lr_scale``).
@@ -68,13 +79,31 @@ def heuristic_learning_rate(num_steps: int, num_params: int, noise_multiplier: f
     return math.sqrt(2.0) * lr_scale * beta / (noise_multiplier * clip * math.sqrt(num_steps * num_params))
 
 
-def dpvi(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: int = 10_000,
-         sampling_rate: float = 0.1, clip: float, beta: Any = None, beta_rho: float = DEFAULT_BETA_RHO,
-         lr_scale: float = 1.0, learning_rate: Any = None, num_mc: int = 10, rng_key: Any = None,
-         dataset_size: int | None = None, init_scale: float = DEFAULT_INIT_SCALE,
-         accountant: str = "pld", progress: bool | None = None, model_name: str = "",
-         secure: bool = False, checkpoint: str | os.PathLike | None = None,
-         checkpoint_every: int = 2000, sampling: str = "packed", **model_kwargs: Any) -> DPVITrace:
+def dpvi(
+    model: Callable,
+    *data: Any,
+    epsilon: float,
+    delta: float,
+    num_steps: int = 10_000,
+    sampling_rate: float = 0.1,
+    clip: float,
+    beta: Any = None,
+    beta_rho: float = DEFAULT_BETA_RHO,
+    lr_scale: float = 1.0,
+    learning_rate: Any = None,
+    num_mc: int = 10,
+    rng_key: Any = None,
+    dataset_size: int | None = None,
+    init_scale: float = DEFAULT_INIT_SCALE,
+    accountant: str = "pld",
+    progress: bool | None = None,
+    model_name: str = "",
+    secure: bool = False,
+    checkpoint: str | os.PathLike | None = None,
+    checkpoint_every: int = 2000,
+    sampling: str = "packed",
+    **model_kwargs: Any,
+) -> DPVITrace:
     """Differentially private variational inference on a NumPyro model; releases the whole trace.
 
     Privacy: DP-SGD (``dpposterior.dpsgd.dpsgd``) with Poisson subsampling at rate ``sampling_rate``:
@@ -171,16 +200,43 @@ def dpvi(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: i
     loss = _cached_loss(model, layout, dataset_size, num_mc, model_kwargs)
     from ..dpsgd import dpsgd  # local import keeps module import light
 
-    run = dpsgd(loss, phi0, arrays, noise_multiplier=sigma, clip=clip, sampling_rate=sampling_rate,
-                num_steps=num_steps, learning_rate=lr, delta=delta, beta=beta_vec, rng_key=rng_key,
-                loss_needs_key=True, accountant=accountant, progress=progress, secure=secure,
-                checkpoint=checkpoint, checkpoint_every=checkpoint_every, sampling=sampling)
+    run = dpsgd(
+        loss,
+        phi0,
+        arrays,
+        noise_multiplier=sigma,
+        clip=clip,
+        sampling_rate=sampling_rate,
+        num_steps=num_steps,
+        learning_rate=lr,
+        delta=delta,
+        beta=beta_vec,
+        rng_key=rng_key,
+        loss_needs_key=True,
+        accountant=accountant,
+        progress=progress,
+        secure=secure,
+        checkpoint=checkpoint,
+        checkpoint_every=checkpoint_every,
+        sampling=sampling,
+    )
     warn_if_near_seam(layout, run.final_params, "dpvi")
-    return DPVITrace(phi=np.asarray(run.params), grads=np.asarray(run.grads), final_phi=np.asarray(run.final_params),
-                     beta=np.asarray(beta_vec), learning_rate=np.asarray(lr), clip=clip, noise_multiplier=sigma,
-                     sampling_rate=sampling_rate, num_steps=num_steps, dataset_size=dataset_size, num_mc=num_mc,
-                     layout=layout, privacy=_public_size(run.privacy),
-                     model_name=model_name or getattr(model, "__name__", ""))
+    return DPVITrace(
+        phi=np.asarray(run.params),
+        grads=np.asarray(run.grads),
+        final_phi=np.asarray(run.final_params),
+        beta=np.asarray(beta_vec),
+        learning_rate=np.asarray(lr),
+        clip=clip,
+        noise_multiplier=sigma,
+        sampling_rate=sampling_rate,
+        num_steps=num_steps,
+        dataset_size=dataset_size,
+        num_mc=num_mc,
+        layout=layout,
+        privacy=_public_size(run.privacy),
+        model_name=model_name or getattr(model, "__name__", ""),
+    )
 
 
 def _public_size(privacy: Any) -> Any:
@@ -194,21 +250,34 @@ def _public_size(privacy: Any) -> Any:
 _LOSS_CACHE: dict[Any, Callable] = {}
 
 
-def _cached_loss(model: Callable, layout: ParamLayout, dataset_size: int, num_mc: int,
-                 model_kwargs: dict[str, Any]) -> Callable:
+def _cached_loss(
+    model: Callable, layout: ParamLayout, dataset_size: int, num_mc: int, model_kwargs: dict[str, Any]
+) -> Callable:
     """The same ELBO loss object for the same model and settings, so DP-SGD's compiled program is reused."""
     return cached_model_loss(make_elbo_loss, model, layout, dataset_size, model_kwargs, num_mc)
 
 
-def cached_model_loss(make: Callable, model: Callable, layout: ParamLayout, dataset_size: int,
-                      model_kwargs: dict[str, Any], *settings: Any) -> Callable:
+def cached_model_loss(
+    make: Callable,
+    model: Callable,
+    layout: ParamLayout,
+    dataset_size: int,
+    model_kwargs: dict[str, Any],
+    *settings: Any,
+) -> Callable:
     """``make(model, layout, dataset_size, *settings, model_kwargs)``, the same object for the same
     arguments (so the programs compiled for it are reused); uncached for unhashable model kwargs."""
     import json
 
     try:
-        key = (make, model, json.dumps(layout.to_dict(), sort_keys=True), dataset_size, settings,
-               tuple(sorted(model_kwargs.items())))
+        key = (
+            make,
+            model,
+            json.dumps(layout.to_dict(), sort_keys=True),
+            dataset_size,
+            settings,
+            tuple(sorted(model_kwargs.items())),
+        )
         hash(key)
     except TypeError:  # unhashable model kwargs (arrays): no caching
         return make(model, layout, dataset_size, *settings, model_kwargs)

@@ -63,8 +63,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import (FLOAT32_MAX, check_delta, check_epsilon, check_float32_positive, check_positive,
-                       check_positive_int, check_sampling_rate, check_trace_memory, warn_if_delta_large)
+from .._checks import (
+    FLOAT32_MAX,
+    check_delta,
+    check_epsilon,
+    check_float32_positive,
+    check_positive,
+    check_positive_int,
+    check_sampling_rate,
+    check_trace_memory,
+    warn_if_delta_large,
+)
 from ..privacy import PrivacySpent, calibrate_noise_multiplier, dpsgd_epsilon, os_seeded_key
 from ..privacy.noise import float32_at_least, with_noise_tail
 from ..privacy.secure import check_secure, resolve_noise_source
@@ -72,8 +81,7 @@ from . import family
 from .circular import warn_if_near_seam
 from .layout import ParamLayout
 from .data_support import check_observed_support
-from .model_inspect import (check_data, check_setting_names, inspect_model, prior_median_unconstrained,
-                            record_log_joint)
+from .model_inspect import check_data, check_setting_names, inspect_model, prior_median_unconstrained, record_log_joint
 
 MECHANISM = "poisson_subsampled_gaussian"
 DEFAULT_INIT_SCALE = 0.1
@@ -83,8 +91,9 @@ DEFAULT_NUM_WINDOWS = 20
 NATURAL_DAMPING = 0.05
 
 
-def make_loc_loss(model: Callable, layout: ParamLayout, dataset_size: int,
-                  model_kwargs: dict[str, Any] | None = None) -> Callable:
+def make_loc_loss(
+    model: Callable, layout: ParamLayout, dataset_size: int, model_kwargs: dict[str, Any] | None = None
+) -> Callable:
     """The per-record loss ``loss(phi, record, key)`` whose gradient is (grad_theta f_i(theta), 0) at
     theta = mu + softplus(rho) * eta, eta ~ N(0, I) from ``key`` (one draw, shared by the step's
     records), f_i = -log p(x_i | theta) - (log p(theta) + log|det J|) / N. rho enters through a
@@ -111,9 +120,18 @@ def _eta(step_key: jax.Array, n: int) -> jax.Array:
     return jax.random.normal(k_loss, (n,), dtype=jnp.float32)
 
 
-def make_dpvim_run(loss: Callable, *, num_records: int, num_latent: int, clip: float, sampling_rate: float,
-                   num_steps: int, natural_gradient: bool = False, capacity: int | None = None,
-                   secure: bool = False) -> Callable:
+def make_dpvim_run(
+    loss: Callable,
+    *,
+    num_records: int,
+    num_latent: int,
+    clip: float,
+    sampling_rate: float,
+    num_steps: int,
+    natural_gradient: bool = False,
+    capacity: int | None = None,
+    secure: bool = False,
+) -> Callable:
     """A pure DPVIm run for jit and vmap (many replicates at once).
 
     ``run(key, phi0, data, noise_multiplier, lr_mu, lr_rho)`` returns ``(mu_trace (T, n), rho_trace
@@ -127,9 +145,17 @@ def make_dpvim_run(loss: Callable, *, num_records: int, num_latent: int, clip: f
 
     n = int(num_latent)
     q = float(sampling_rate)
-    one_step = make_dpsgd_run(loss, num_records=num_records, num_params=2 * n, clip=clip,
-                              sampling_rate=sampling_rate, num_steps=1, capacity=capacity, loss_needs_key=True,
-                              secure=check_secure(secure))
+    one_step = make_dpsgd_run(
+        loss,
+        num_records=num_records,
+        num_params=2 * n,
+        clip=clip,
+        sampling_rate=sampling_rate,
+        num_steps=1,
+        capacity=capacity,
+        loss_needs_key=True,
+        secure=check_secure(secure),
+    )
 
     def run(key, phi0, data, noise_multiplier, lr_mu, lr_rho):
         base = as_key(key)
@@ -156,15 +182,20 @@ def make_dpvim_run(loss: Callable, *, num_records: int, num_latent: int, clip: f
             new = jnp.concatenate([mu - lr_mu * d_mu, rho - lr_rho * d_rho])
             return new, (mu, rho, g_mu)
 
-        final, (mus, rhos, gmus) = jax.lax.scan(step, jnp.asarray(phi0, jnp.float32),
-                                                jnp.arange(num_steps, dtype=jnp.int32))
+        final, (mus, rhos, gmus) = jax.lax.scan(
+            step, jnp.asarray(phi0, jnp.float32), jnp.arange(num_steps, dtype=jnp.int32)
+        )
         return mus, rhos, gmus, final
 
     return run
 
 
-def trace_summary(mu_trace: jax.Array, rho_trace: jax.Array, num_windows: int = DEFAULT_NUM_WINDOWS,
-                  slope_threshold: float = DEFAULT_SLOPE_THRESHOLD) -> dict[str, jax.Array]:
+def trace_summary(
+    mu_trace: jax.Array,
+    rho_trace: jax.Array,
+    num_windows: int = DEFAULT_NUM_WINDOWS,
+    slope_threshold: float = DEFAULT_SLOPE_THRESHOLD,
+) -> dict[str, jax.Array]:
     """Iterate averaging after convergence (module docstring), pure jnp (vmappable).
 
     Returns a dict: ``mean_mu``, ``var_mu``, ``mean_rho`` (n,), ``start`` (first averaged step),
@@ -173,10 +204,15 @@ def trace_summary(mu_trace: jax.Array, rho_trace: jax.Array, num_windows: int = 
     t, n = mu_trace.shape
     w = t // num_windows
     if w < 2:
-        fewer = (f"num_windows may be at most {t // 2} (pass num_windows=..., default {DEFAULT_NUM_WINDOWS}), or "
-                 if t >= 2 else "")
-        raise ValueError(f"the trace of {t} steps is too short for {num_windows} windows: each window needs at least 2 "
-                         f"steps, so {fewer}run at least {2 * num_windows} steps")
+        fewer = (
+            f"num_windows may be at most {t // 2} (pass num_windows=..., default {DEFAULT_NUM_WINDOWS}), or "
+            if t >= 2
+            else ""
+        )
+        raise ValueError(
+            f"the trace of {t} steps is too short for {num_windows} windows: each window needs at least 2 "
+            f"steps, so {fewer}run at least {2 * num_windows} steps"
+        )
     used = w * num_windows
     off = t - used  # windows cover the last `used` steps
     win = mu_trace[off:].reshape(num_windows, w, n)
@@ -190,8 +226,14 @@ def trace_summary(mu_trace: jax.Array, rho_trace: jax.Array, num_windows: int = 
     mean_mu = jnp.sum(mask * mu_trace, axis=0) / cnt
     var_mu = jnp.sum(mask * jnp.square(mu_trace - mean_mu), axis=0) / cnt
     mean_rho = jnp.sum(mask * rho_trace, axis=0) / cnt
-    return {"mean_mu": mean_mu, "var_mu": var_mu, "mean_rho": mean_rho, "start": start,
-            "converged": jnp.any(ok), "slopes": slopes}
+    return {
+        "mean_mu": mean_mu,
+        "var_mu": var_mu,
+        "mean_rho": mean_rho,
+        "start": start,
+        "converged": jnp.any(ok),
+        "slopes": slopes,
+    }
 
 
 def check_scale(phi: Any, layout: ParamLayout, reading: str) -> None:
@@ -212,10 +254,12 @@ def check_scale(phi: Any, layout: ParamLayout, reading: str) -> None:
         names = layout.coordinate_names()
         idx = np.flatnonzero(bad)[:5]
         where = ", ".join(f"{names[i]}: sd {sd[i]:.3g} at mean {mu[i]:.4g}" for i in idx)
-        raise ValueError(f"the DPVIm {reading} reading is degenerate: the scale of q collapsed to zero or is "
-                         f"not finite ({where}; {int(bad.sum())} of {bad.size} coordinates), so its intervals "
-                         "would have width zero. The optimisation failed, this is no posterior: run again with "
-                         "a smaller learning_rate or lr_scale, more num_steps, or natural_gradient=False")
+        raise ValueError(
+            f"the DPVIm {reading} reading is degenerate: the scale of q collapsed to zero or is "
+            f"not finite ({where}; {int(bad.sum())} of {bad.size} coordinates), so its intervals "
+            "would have width zero. The optimisation failed, this is no posterior: run again with "
+            "a smaller learning_rate or lr_scale, more num_steps, or natural_gradient=False"
+        )
 
 
 def noise_aware_phi(summary: dict[str, jax.Array]) -> jax.Array:
@@ -263,8 +307,9 @@ class DPVImTrace:
     natural_gradient: bool
     model_name: str = ""
 
-    def summary(self, num_windows: int = DEFAULT_NUM_WINDOWS,
-                slope_threshold: float = DEFAULT_SLOPE_THRESHOLD) -> dict[str, Any]:
+    def summary(
+        self, num_windows: int = DEFAULT_NUM_WINDOWS, slope_threshold: float = DEFAULT_SLOPE_THRESHOLD
+    ) -> dict[str, Any]:
         """Iterate averaging after convergence (see :func:`trace_summary`), as numpy values."""
         num_windows = check_positive_int(num_windows, "num_windows")
         slope_threshold = check_positive(slope_threshold, "slope_threshold")
@@ -297,9 +342,17 @@ class DPVImTrace:
         return point_posterior(self.layout, jnp.asarray(self.final_phi), self.privacy, "dpvim_last_iterate")
 
 
-def default_learning_rates(num_steps: int, num_latent: int, noise_multiplier: float, clip: float, *,
-                           natural_gradient: bool, dataset_size: int, sampling_rate: float,
-                           lr_scale: float = 1.0) -> tuple[float, float]:
+def default_learning_rates(
+    num_steps: int,
+    num_latent: int,
+    noise_multiplier: float,
+    clip: float,
+    *,
+    natural_gradient: bool,
+    dataset_size: int,
+    sampling_rate: float,
+    lr_scale: float = 1.0,
+) -> tuple[float, float]:
     """(lr_mu, lr_rho) defaults (heuristics; pass ``learning_rate`` to set them).
 
     Plain gradients: the paper's heuristic sqrt(2) lambda / (max(sigma, 10) C sqrt(T n)) for mu and
@@ -320,24 +373,54 @@ def default_learning_rates(num_steps: int, num_latent: int, noise_multiplier: fl
 
 
 @functools.lru_cache(maxsize=64)
-def _cached_run(model: Callable, layout_json: str, dataset_size: int, num_records: int, clip: float,
-                sampling_rate: float, num_steps: int, natural_gradient: bool, kwargs_key: tuple,
-                secure: bool = False):
+def _cached_run(
+    model: Callable,
+    layout_json: str,
+    dataset_size: int,
+    num_records: int,
+    clip: float,
+    sampling_rate: float,
+    num_steps: int,
+    natural_gradient: bool,
+    kwargs_key: tuple,
+    secure: bool = False,
+):
     import json
 
     layout = ParamLayout.from_dict(json.loads(layout_json))
     loss = make_loc_loss(model, layout, dataset_size, dict(kwargs_key))
-    run = make_dpvim_run(loss, num_records=num_records, num_latent=layout.num_latent, clip=clip,
-                         sampling_rate=sampling_rate, num_steps=num_steps, natural_gradient=natural_gradient,
-                         secure=secure)
+    run = make_dpvim_run(
+        loss,
+        num_records=num_records,
+        num_latent=layout.num_latent,
+        clip=clip,
+        sampling_rate=sampling_rate,
+        num_steps=num_steps,
+        natural_gradient=natural_gradient,
+        secure=secure,
+    )
     return jax.jit(run)
 
 
-def dpvim(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: int = 10_000,
-          sampling_rate: float = 0.1, clip: float, learning_rate: Any = None, natural_gradient: bool = False,
-          lr_scale: float = 1.0, rng_key: Any = None, dataset_size: int | None = None,
-          init_scale: float = DEFAULT_INIT_SCALE, accountant: str = "pld", model_name: str = "",
-          secure: bool = False, **model_kwargs: Any) -> DPVImTrace:
+def dpvim(
+    model: Callable,
+    *data: Any,
+    epsilon: float,
+    delta: float,
+    num_steps: int = 10_000,
+    sampling_rate: float = 0.1,
+    clip: float,
+    learning_rate: Any = None,
+    natural_gradient: bool = False,
+    lr_scale: float = 1.0,
+    rng_key: Any = None,
+    dataset_size: int | None = None,
+    init_scale: float = DEFAULT_INIT_SCALE,
+    accountant: str = "pld",
+    model_name: str = "",
+    secure: bool = False,
+    **model_kwargs: Any,
+) -> DPVImTrace:
     """DPVIm: aligned-gradient DPVI (module docstring) on a NumPyro model.
 
     Privacy: DP-SGD on the loc gradient only: Poisson sampling at rate ``sampling_rate`` (exact, via
@@ -406,21 +489,31 @@ def dpvim(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: 
 
     sigma = calibrate_noise_multiplier(epsilon, delta, sampling_rate, num_steps, accountant)
     if learning_rate is None:
-        lr_mu, lr_rho = default_learning_rates(num_steps, n, sigma, clip, natural_gradient=natural_gradient,
-                                               dataset_size=dataset_size, sampling_rate=sampling_rate,
-                                               lr_scale=lr_scale)
+        lr_mu, lr_rho = default_learning_rates(
+            num_steps,
+            n,
+            sigma,
+            clip,
+            natural_gradient=natural_gradient,
+            dataset_size=dataset_size,
+            sampling_rate=sampling_rate,
+            lr_scale=lr_scale,
+        )
     else:
         try:
             lr = np.asarray(learning_rate)
         except (ValueError, TypeError):  # ragged and the like: reported below
             lr = np.asarray(None)
         if lr.dtype.kind not in "iuf":  # bools and strings are refused, not converted
-            raise TypeError(f"learning_rate must be a number >= 0 or a pair (lr_mu, lr_rho) of numbers, "
-                            f"got {learning_rate!r}")
+            raise TypeError(
+                f"learning_rate must be a number >= 0 or a pair (lr_mu, lr_rho) of numbers, got {learning_rate!r}"
+            )
         lr = lr.astype(np.float64).reshape(-1)
         if lr.shape not in ((1,), (2,)) or not np.all(np.isfinite(lr) & (lr >= 0) & (lr <= FLOAT32_MAX)):
-            raise ValueError(f"learning_rate must be a number in [0, {FLOAT32_MAX:.4g}] (float32) or a pair "
-                             f"(lr_mu, lr_rho) of such numbers, got {learning_rate!r}")
+            raise ValueError(
+                f"learning_rate must be a number in [0, {FLOAT32_MAX:.4g}] (float32) or a pair "
+                f"(lr_mu, lr_rho) of such numbers, got {learning_rate!r}"
+            )
         lr_mu, lr_rho = float(lr[0]), float(lr[-1])
 
     mu0 = prior_median_unconstrained(model, arrays, model_kwargs, layout)
@@ -434,29 +527,73 @@ def dpvim(model: Callable, *data: Any, epsilon: float, delta: float, num_steps: 
     try:
         kwargs_key = tuple(sorted(model_kwargs.items()))
         hash(kwargs_key)
-        run = _cached_run(model, json.dumps(layout.to_dict(), sort_keys=True), dataset_size, n_records, clip,
-                          sampling_rate, num_steps, natural_gradient, kwargs_key, secure)
+        run = _cached_run(
+            model,
+            json.dumps(layout.to_dict(), sort_keys=True),
+            dataset_size,
+            n_records,
+            clip,
+            sampling_rate,
+            num_steps,
+            natural_gradient,
+            kwargs_key,
+            secure,
+        )
     except TypeError:  # unhashable model kwargs
         loss = make_loc_loss(model, layout, dataset_size, model_kwargs)
-        run = jax.jit(make_dpvim_run(loss, num_records=n_records, num_latent=n, clip=clip,
-                                     sampling_rate=sampling_rate, num_steps=num_steps,
-                                     natural_gradient=natural_gradient, secure=secure))
+        run = jax.jit(
+            make_dpvim_run(
+                loss,
+                num_records=n_records,
+                num_latent=n,
+                clip=clip,
+                sampling_rate=sampling_rate,
+                num_steps=num_steps,
+                natural_gradient=natural_gradient,
+                secure=secure,
+            )
+        )
     mus, rhos, gmus, final = run(raw, phi0, arrays, float32_at_least(sigma), jnp.float32(lr_mu), jnp.float32(lr_rho))
     if not all(bool(jnp.all(jnp.isfinite(a))) for a in (mus, rhos, gmus, final)):
         # post-processing of the release: refusing it reveals nothing more than returning it
-        raise ValueError("the DPVIm run overflowed float32: its parameters became NaN or inf; lower learning_rate "
-                         "or lr_scale (or clip, init_scale) so that the iterates stay within float32")
+        raise ValueError(
+            "the DPVIm run overflowed float32: its parameters became NaN or inf; lower learning_rate "
+            "or lr_scale (or clip, init_scale) so that the iterates stay within float32"
+        )
     eps = dpsgd_epsilon(sigma, delta, sampling_rate, num_steps, accountant)
-    privacy = PrivacySpent(epsilon=eps, delta=delta, neighbouring="add_remove", accountant=accountant,
-                           mechanism=MECHANISM, noise_multiplier=sigma, sampling_rate=sampling_rate,
-                           num_steps=num_steps, seeded_by=seeded_by,
-                           details=(("clip", clip), ("sampling", "poisson"), ("clipped", "loc gradient only"),
-                                    ("algorithm", "dpvim_natural" if natural_gradient else "dpvim"),
-                                    ("dataset_size", "public")))  # N, stored with the trace: not privatised
+    privacy = PrivacySpent(
+        epsilon=eps,
+        delta=delta,
+        neighbouring="add_remove",
+        accountant=accountant,
+        mechanism=MECHANISM,
+        noise_multiplier=sigma,
+        sampling_rate=sampling_rate,
+        num_steps=num_steps,
+        seeded_by=seeded_by,
+        details=(
+            ("clip", clip),
+            ("sampling", "poisson"),
+            ("clipped", "loc gradient only"),
+            ("algorithm", "dpvim_natural" if natural_gradient else "dpvim"),
+            ("dataset_size", "public"),
+        ),
+    )  # N, stored with the trace: not privatised
     privacy = with_noise_tail(privacy, num_steps * 2 * n)  # one normal per parameter (2n) and step
     warn_if_near_seam(layout, final, "dpvim")
-    return DPVImTrace(mu=np.asarray(mus), rho=np.asarray(rhos), loc_grads=np.asarray(gmus),
-                      final_phi=np.asarray(final), layout=layout, privacy=privacy, clip=clip,
-                      noise_multiplier=sigma, sampling_rate=sampling_rate, num_steps=num_steps,
-                      dataset_size=dataset_size, learning_rate=np.array([lr_mu] * n + [lr_rho] * n, np.float32),
-                      natural_gradient=natural_gradient, model_name=model_name or getattr(model, "__name__", ""))
+    return DPVImTrace(
+        mu=np.asarray(mus),
+        rho=np.asarray(rhos),
+        loc_grads=np.asarray(gmus),
+        final_phi=np.asarray(final),
+        layout=layout,
+        privacy=privacy,
+        clip=clip,
+        noise_multiplier=sigma,
+        sampling_rate=sampling_rate,
+        num_steps=num_steps,
+        dataset_size=dataset_size,
+        learning_rate=np.array([lr_mu] * n + [lr_rho] * n, np.float32),
+        natural_gradient=natural_gradient,
+        model_name=model_name or getattr(model, "__name__", ""),
+    )

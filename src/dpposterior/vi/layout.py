@@ -20,10 +20,27 @@ from numpyro.distributions.transforms import biject_to
 
 _SINGLETONS = {
     name: getattr(constraints, name)
-    for name in ("real", "positive", "unit_interval", "simplex", "real_vector", "ordered_vector",
-                 "positive_ordered_vector", "corr_cholesky", "corr_matrix", "lower_cholesky",
-                 "positive_definite", "softplus_positive", "softplus_lower_cholesky", "circular",
-                 "l1_ball", "nonnegative", "real_matrix", "scaled_unit_lower_cholesky", "sphere")
+    for name in (
+        "real",
+        "positive",
+        "unit_interval",
+        "simplex",
+        "real_vector",
+        "ordered_vector",
+        "positive_ordered_vector",
+        "corr_cholesky",
+        "corr_matrix",
+        "lower_cholesky",
+        "positive_definite",
+        "softplus_positive",
+        "softplus_lower_cholesky",
+        "circular",
+        "l1_ball",
+        "nonnegative",
+        "real_matrix",
+        "scaled_unit_lower_cholesky",
+        "sphere",
+    )
     if hasattr(constraints, name)
 }
 
@@ -34,11 +51,17 @@ def support_to_spec(c: constraints.Constraint) -> dict[str, Any]:
         if c is obj:
             return {"kind": name}
     if isinstance(c, constraints._IndependentConstraint):
-        return {"kind": "independent", "base": support_to_spec(c.base_constraint),
-                "ndims": int(c.reinterpreted_batch_ndims)}
+        return {
+            "kind": "independent",
+            "base": support_to_spec(c.base_constraint),
+            "ndims": int(c.reinterpreted_batch_ndims),
+        }
     if isinstance(c, constraints._Interval):
-        return {"kind": "interval", "low": np.asarray(c.lower_bound).tolist(),
-                "high": np.asarray(c.upper_bound).tolist()}
+        return {
+            "kind": "interval",
+            "low": np.asarray(c.lower_bound).tolist(),
+            "high": np.asarray(c.upper_bound).tolist(),
+        }
     if isinstance(c, constraints._GreaterThan):
         return {"kind": "greater_than", "low": np.asarray(c.lower_bound).tolist()}
     if isinstance(c, constraints._LessThan):
@@ -131,12 +154,14 @@ class ParamLayout:
         """Splits a flat (..., n) unconstrained array into per-site (..., *unconstrained_shape) arrays."""
         theta = jnp.asarray(theta)
         if theta.shape[-1] != self.num_latent:
-            raise ValueError(f"expected a last axis of length {self.num_latent} (the model's unconstrained "
-                             f"size), got shape {theta.shape}")
+            raise ValueError(
+                f"expected a last axis of length {self.num_latent} (the model's unconstrained "
+                f"size), got shape {theta.shape}"
+            )
         batch = theta.shape[:-1]
         out, start = {}, 0
         for s in self.sites:
-            out[s.name] = theta[..., start:start + s.size].reshape(batch + s.unconstrained_shape)
+            out[s.name] = theta[..., start : start + s.size].reshape(batch + s.unconstrained_shape)
             start += s.size
         return out
 
@@ -178,16 +203,30 @@ class ParamLayout:
         return jnp.concatenate(flats, axis=-1)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"sites": [{"name": s.name, "shape": list(s.shape),
-                           "unconstrained_shape": list(s.unconstrained_shape), "support": s.support}
-                          for s in self.sites]}
+        return {
+            "sites": [
+                {
+                    "name": s.name,
+                    "shape": list(s.shape),
+                    "unconstrained_shape": list(s.unconstrained_shape),
+                    "support": s.support,
+                }
+                for s in self.sites
+            ]
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ParamLayout":
         try:
-            sites = tuple(Site(name=str(s["name"]), shape=tuple(int(x) for x in s["shape"]),
-                               unconstrained_shape=tuple(int(x) for x in s["unconstrained_shape"]),
-                               support=dict(s["support"])) for s in d["sites"])
+            sites = tuple(
+                Site(
+                    name=str(s["name"]),
+                    shape=tuple(int(x) for x in s["shape"]),
+                    unconstrained_shape=tuple(int(x) for x in s["unconstrained_shape"]),
+                    support=dict(s["support"]),
+                )
+                for s in d["sites"]
+            )
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"malformed parameter layout {d!r}: {e}") from e
         return cls(sites)

@@ -76,26 +76,40 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
             first_error = first_error or e
     else:  # the user's model failed on data of the given shapes
         e = first_error
-        hint = ("; a latent site whose distribution cannot be sampled (an improper prior such as ImproperUniform) "
-                "is not supported: dpvi draws its initial value from the prior, give it a proper one"
-                if isinstance(e, NotImplementedError) else "")
+        hint = (
+            "; a latent site whose distribution cannot be sampled (an improper prior such as ImproperUniform) "
+            "is not supported: dpvi draws its initial value from the prior, give it a proper one"
+            if isinstance(e, NotImplementedError)
+            else ""
+        )
         what = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
-        raise ValueError(f"the model failed when run on data of shapes {[tuple(a.shape) for a in data]}: "
-                         f"{what}{hint}") from e
-    record_plates = {name for name, s in tr.items() if s["type"] == "plate" and s["args"][0] == _PLATE_PROBE
-                     and name in resized and resized[name]["args"][0] == _PLATE_PROBE_OTHER}
+        raise ValueError(
+            f"the model failed when run on data of shapes {[tuple(a.shape) for a in data]}: {what}{hint}"
+        ) from e
+    record_plates = {
+        name
+        for name, s in tr.items()
+        if s["type"] == "plate"
+        and s["args"][0] == _PLATE_PROBE
+        and name in resized
+        and resized[name]["args"][0] == _PLATE_PROBE_OTHER
+    }
     for name in record_plates:
         # both probes: a fixed subsample_size equal to one probe's record count looks like "no subsampling" there
         for probe, size in ((tr, _PLATE_PROBE), (resized, _PLATE_PROBE_OTHER)):
             if probe[name]["args"][1] not in (None, size):
-                raise ValueError(f"the plate {name!r} over the records has subsample_size={probe[name]['args'][1]}: "
-                                 "dpvi does its own Poisson subsampling (sampling_rate), on which the privacy "
-                                 "accounting rests; remove subsample_size from the plate")
+                raise ValueError(
+                    f"the plate {name!r} over the records has subsample_size={probe[name]['args'][1]}: "
+                    "dpvi does its own Poisson subsampling (sampling_rate), on which the privacy "
+                    "accounting rests; remove subsample_size from the plate"
+                )
     params = [name for name, s in tr.items() if s["type"] == "param"]
     if params:
-        raise ValueError(f"the model has numpyro.param sites {params}: dpvi fits only latent sample sites, so a param "
-                         "would silently stay at its initial value; give it a prior and make it a sample site, e.g. "
-                         "numpyro.sample('s', dist.HalfNormal(1.0))")
+        raise ValueError(
+            f"the model has numpyro.param sites {params}: dpvi fits only latent sample sites, so a param "
+            "would silently stay at its initial value; give it a prior and make it a sample site, e.g. "
+            "numpyro.sample('s', dist.HalfNormal(1.0))"
+        )
     observed = [name for name, s in tr.items() if s["type"] == "sample" and s["is_observed"]]
     if not observed:
         raise ValueError("the model has no observed site: condition a sample site on the data with obs=...")
@@ -107,7 +121,8 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
                 raise ValueError(
                     f"numpyro.factor site {name!r} lies outside the plate over the records: dpvi reads every "
                     "observed or factor site as part of a record's likelihood; put a prior term into a sample "
-                    "site's distribution instead, or move a per-record term inside the plate")
+                    "site's distribution instead, or move a per-record term inside the plate"
+                )
             fixed = [(f.name, f.size) for f in site["cond_indep_stack"]]
             if fixed:  # a plate whose size does not follow the records: numpyro.plate("records", N) with N fixed
                 raise ValueError(
@@ -115,15 +130,21 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
                     f"{', '.join(f'{n!r} of size {k}' for n, k in fixed)}, whose size stays fixed when the number "
                     "of records changes; dpvi runs the model on batches of records (down to one), so the plate "
                     "over the records must take its size from the data: `with numpyro.plate('records', "
-                    "X.shape[0]):`, not a fixed N or a keyword argument")
+                    "X.shape[0]):`, not a fixed N or a keyword argument"
+                )
             constant = name in resized and np.shape(site["value"]) == np.shape(resized[name]["value"])
-            hint = (f"; if {name!r} is a global parameter fixed with handlers.condition (or obs= a constant), make "
-                    "it a constant or a numpyro.deterministic site instead: dpvi reads every observed site as part "
-                    "of a record's likelihood" if constant else "")
+            hint = (
+                f"; if {name!r} is a global parameter fixed with handlers.condition (or obs= a constant), make "
+                "it a constant or a numpyro.deterministic site instead: dpvi reads every observed site as part "
+                "of a record's likelihood"
+                if constant
+                else ""
+            )
             raise ValueError(
                 f"the model has no plate over the records for observed site {name!r}: wrap the likelihood in "
                 "`with numpyro.plate('records', X.shape[0]):` so that the leading axis of every data array "
-                f"indexes records (the per-record loss and the privacy unit depend on it){hint}")
+                f"indexes records (the per-record loss and the privacy unit depend on it){hint}"
+            )
         # both probes: a keyword array of 3 (or 5) records fits the probe of that size by coincidence
         _check_observed_shape(name, site, resized.get(name))
     _check_keyword_observations(model, probe_args, model_kwargs, tr, observed)
@@ -134,41 +155,55 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
             continue
         fn = s["fn"]
         if fn.support.is_discrete:
-            raise ValueError(f"latent site {name!r} is discrete (support {fn.support}); dpvi supports only "
-                             "continuous latent sites: marginalise it out of the model")
+            raise ValueError(
+                f"latent site {name!r} is discrete (support {fn.support}); dpvi supports only "
+                "continuous latent sites: marginalise it out of the model"
+            )
         if isinstance(_base_distribution(fn), Delta):
-            raise ValueError(f"latent site {name!r} is a Delta (a point mass): its log density has no gradient, so "
-                             "dpvi would fit it as if its prior were flat; record a fixed or derived value with "
-                             "numpyro.deterministic instead")
+            raise ValueError(
+                f"latent site {name!r} is a Delta (a point mass): its log density has no gradient, so "
+                "dpvi would fit it as if its prior were flat; record a fixed or derived value with "
+                "numpyro.deterministic instead"
+            )
         if any(f.name in record_plates for f in s["cond_indep_stack"]):
-            base = name[:-len("_unobserved")]
+            base = name[: -len("_unobserved")]
             if name.endswith("_unobserved") and f"{base}_observed" in tr:
-                raise ValueError(f"numpyro.sample({base!r}, ..., obs_mask=...) makes the masked values of {base!r} "
-                                 f"per-record latent variables (site {name!r}) to impute, which dpvi cannot fit (it "
-                                 "fits only global latent variables); to leave the masked values out of the "
-                                 "likelihood, wrap the site in numpyro.handlers.mask(mask=...) or use "
-                                 "dist.Normal(...).mask(...) with obs=")
-            raise ValueError(f"latent site {name!r} lies inside the plate over the records (a per-record latent "
-                             "variable); dpvi fits only global latent variables")
+                raise ValueError(
+                    f"numpyro.sample({base!r}, ..., obs_mask=...) makes the masked values of {base!r} "
+                    f"per-record latent variables (site {name!r}) to impute, which dpvi cannot fit (it "
+                    "fits only global latent variables); to leave the masked values out of the "
+                    "likelihood, wrap the site in numpyro.handlers.mask(mask=...) or use "
+                    "dist.Normal(...).mask(...) with obs="
+                )
+            raise ValueError(
+                f"latent site {name!r} lies inside the plate over the records (a per-record latent "
+                "variable); dpvi fits only global latent variables"
+            )
         shape = tuple(np.shape(s["value"]))
         try:
             ushape = tuple(biject_to(fn.support).inverse_shape(shape))
         except NotImplementedError as e:  # NumPyro has no bijection for this support (e.g. the sphere)
-            raise ValueError(f"latent site {name!r} has a support ({fn.support}) that NumPyro cannot map to an "
-                             "unconstrained space (no biject_to), so dpvi cannot fit it: reparametrise it with a "
-                             "supported one (real, positive, interval, simplex, ordered, correlation "
-                             "Cholesky, ...), e.g. a direction as v / |v| of an unconstrained vector v with "
-                             "numpyro.deterministic") from e
+            raise ValueError(
+                f"latent site {name!r} has a support ({fn.support}) that NumPyro cannot map to an "
+                "unconstrained space (no biject_to), so dpvi cannot fit it: reparametrise it with a "
+                "supported one (real, positive, interval, simplex, ordered, correlation "
+                "Cholesky, ...), e.g. a direction as v / |v| of an unconstrained vector v with "
+                "numpyro.deterministic"
+            ) from e
         spec = support_to_spec(fn.support)
         if spec["kind"] == "unknown":
-            raise ValueError(f"latent site {name!r} has a support ({fn.support}) that dpvi cannot save and restore "
-                             f"with its trace; the supported kinds are {', '.join(supported_kinds())}: reparametrise "
-                             "the site with one of them (and numpyro.deterministic for the derived value)")
+            raise ValueError(
+                f"latent site {name!r} has a support ({fn.support}) that dpvi cannot save and restore "
+                f"with its trace; the supported kinds are {', '.join(supported_kinds())}: reparametrise "
+                "the site with one of them (and numpyro.deterministic for the derived value)"
+            )
         if name in other and support_to_spec(other[name]["fn"].support) != spec:
-            raise ValueError(f"the support of latent site {name!r} ({fn.support}) depends on other latent sites "
-                             "(it changes between prior draws); dpvi needs a fixed support per site: "
-                             "reparametrise, e.g. sample u ~ Uniform(0, 1) and set b = top * u with "
-                             "numpyro.deterministic")
+            raise ValueError(
+                f"the support of latent site {name!r} ({fn.support}) depends on other latent sites "
+                "(it changes between prior draws); dpvi needs a fixed support per site: "
+                "reparametrise, e.g. sample u ~ Uniform(0, 1) and set b = top * u with "
+                "numpyro.deterministic"
+            )
         _check_transformed_support(name, fn, s["value"])
         sites.append(Site(name, shape, ushape, spec))
     if not sites:
@@ -227,15 +262,21 @@ def _check_transformed_support(name: str, fn: Any, value: Any) -> None:
         "latent site over its declared support, so the fit and the posterior draws would leave the "
         "distribution's support silently. A TransformedDistribution takes its support from its transforms: "
         "give them the base's support, e.g. AffineTransform(-1.0, 2.0, domain=constraints.unit_interval) for "
-        "a Beta mapped to (-1, 1), or use a distribution with that support (Uniform, TruncatedNormal)")
+        "a Beta mapped to (-1, 1), or use a distribution with that support (Uniform, TruncatedNormal)"
+    )
 
 
-_VALUE_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
-                 jax.errors.TracerIntegerConversionError, jax.errors.TracerBoolConversionError)
+_VALUE_ERRORS = (
+    jax.errors.ConcretizationTypeError,
+    jax.errors.TracerArrayConversionError,
+    jax.errors.TracerIntegerConversionError,
+    jax.errors.TracerBoolConversionError,
+)
 
 
-def _check_traceable(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str, Any],
-                     values: dict[str, Any]) -> None:
+def _check_traceable(
+    model: Callable, data: tuple[Any, ...], model_kwargs: dict[str, Any], values: dict[str, Any]
+) -> None:
     """Refuses a model that needs the concrete values of a record (its structure computed from the data).
 
     The per-record loss is traced by JAX with the record abstract; ``int(g.max()) + 1`` groups or
@@ -249,10 +290,12 @@ def _check_traceable(model: Callable, data: tuple[Any, ...], model_kwargs: dict[
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ValueError(
             "the model needs concrete values of the data (or of a latent site), not only their shapes (JAX: "
-            + first + "): dpvi traces the per-record loss with the record abstract, and a structure computed from "
+            + first
+            + "): dpvi traces the per-record loss with the record abstract, and a structure computed from "
             "the data (a number of groups from int(g.max()) + 1 or np.unique(g), a Python if on a data value) "
             "cannot be traced, nor kept private; pass such numbers as public keyword arguments "
-            "(dpvi(model, g, y, ..., num_groups=4)) and use jnp.where for conditions on values") from e
+            "(dpvi(model, g, y, ..., num_groups=4)) and use jnp.where for conditions on values"
+        ) from e
     except Exception:  # noqa: BLE001 - other failures are reported by the DP-SGD engine's own check
         return
 
@@ -268,8 +311,9 @@ def _ramp(data: tuple[Any, ...], n: int) -> tuple[jax.Array, ...]:
     return tuple(out)
 
 
-def _check_records_separate(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str, Any],
-                            values: dict[str, Any]) -> None:
+def _check_records_separate(
+    model: Callable, data: tuple[Any, ...], model_kwargs: dict[str, Any], values: dict[str, Any]
+) -> None:
     """Refuses a model whose log joint on a batch of records is not the sum of its one-record log joints.
 
     dpvi evaluates every record alone (the per-record loss that is clipped); a model that reads the other
@@ -277,8 +321,12 @@ def _check_records_separate(model: Callable, data: tuple[Any, ...], model_kwargs
     fitted as a different model without a word. Checked on public dummy records, never on the data.
     """
     try:  # a model that passed once with these shapes passes again: no second compilation
-        key = (model, tuple((np.shape(a)[1:], np.dtype(a.dtype).str) for a in data),
-               tuple(sorted(model_kwargs.items())), tuple((k, np.shape(v)) for k, v in sorted(values.items())))
+        key = (
+            model,
+            tuple((np.shape(a)[1:], np.dtype(a.dtype).str) for a in data),
+            tuple(sorted(model_kwargs.items())),
+            tuple((k, np.shape(v)) for k, v in sorted(values.items())),
+        )
         hash(key)
     except TypeError:  # unhashable model kwargs (arrays): no caching
         key = None
@@ -287,8 +335,10 @@ def _check_records_separate(model: Callable, data: tuple[Any, ...], model_kwargs
 
     def both(values, batch):  # one compiled program: far faster than running the model op by op
         together = _log_joint_parts(_trace(model, batch, model_kwargs, params=values))
-        alone = [_log_joint_parts(_trace(model, tuple(a[i:i + 1] for a in batch), model_kwargs, params=values))
-                 for i in range(_PLATE_PROBE)]
+        alone = [
+            _log_joint_parts(_trace(model, tuple(a[i : i + 1] for a in batch), model_kwargs, params=values))
+            for i in range(_PLATE_PROBE)
+        ]
         return together, alone
 
     batch = _ramp(data, _PLATE_PROBE)
@@ -316,19 +366,24 @@ def _raise_unless_separate(lik_all, lik_sum, prior_all, priors) -> None:
     same_lik = np.allclose(float(lik_all), lik_sum, rtol=1e-4, atol=1e-3, equal_nan=True)
     same_prior = np.allclose(priors, float(prior_all), rtol=1e-4, atol=1e-3, equal_nan=True)
     if not (same_lik and same_prior):
-        what = ("the likelihood of a record changes with the other records of the batch" if not same_lik else
-                "the prior changes with the number of records")
+        what = (
+            "the likelihood of a record changes with the other records of the batch"
+            if not same_lik
+            else "the prior changes with the number of records"
+        )
         raise ValueError(
             f"{what} (on {_PLATE_PROBE} dummy records: log likelihood {float(lik_all):.6g} together, "
             f"{lik_sum:.6g} one record at a time; log prior {float(prior_all):.6g} together, {priors[0]:.6g} for one "
             "record): dpvi evaluates every record alone (the per-record loss that is clipped), so the model it "
             "fits would not be yours. Do not compute from the whole data inside the model (x - x.mean(), "
             "x / x.std(), x.shape[0] in a prior): standardise with public constants before the call, or pass "
-            "such constants as keyword arguments")
+            "such constants as keyword arguments"
+        )
 
 
-def prior_median_unconstrained(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str, Any],
-                               layout: ParamLayout, num_draws: int = 101) -> jax.Array:
+def prior_median_unconstrained(
+    model: Callable, data: tuple[Any, ...], model_kwargs: dict[str, Any], layout: ParamLayout, num_draws: int = 101
+) -> jax.Array:
     """The coordinate-wise median of prior draws mapped to the unconstrained space (data-independent:
     the model runs on a dummy record of zeros, or of ones if it cannot take zeros, and fixed seeds)."""
     for fill in _DUMMY_FILLS:
@@ -343,8 +398,9 @@ def prior_median_unconstrained(model: Callable, data: tuple[Any, ...], model_kwa
     return jnp.median(layout.unconstrain(stacked), axis=0)
 
 
-def record_log_joint(model: Callable, record: tuple[jax.Array, ...], model_kwargs: dict[str, Any],
-                     values: dict[str, jax.Array]) -> tuple[jax.Array, jax.Array]:
+def record_log_joint(
+    model: Callable, record: tuple[jax.Array, ...], model_kwargs: dict[str, Any], values: dict[str, jax.Array]
+) -> tuple[jax.Array, jax.Array]:
     """(log prior of the latent sites, log likelihood of ONE record) at constrained ``values``.
 
     ``record`` holds one record per data array (no leading axis); the model is run on a batch of one.
@@ -408,7 +464,8 @@ def check_setting_names(model: Callable, num_data: int, fitter: Callable, settin
             f"{name}= is a setting of {fitter.__name__} and also a parameter of your model: {fitter.__name__} reads "
             f"{name}={reprlib.repr(settings[name])} as its own setting, and the model would silently keep its "
             f"default {name}; pass the model's value with functools.partial(model, {name}=...) (or rename the "
-            f"model's parameter), and leave {fitter.__name__}'s {name} at its default if you did not mean to set it")
+            f"model's parameter), and leave {fitter.__name__}'s {name} at its default if you did not mean to set it"
+        )
 
 
 def check_data(data: tuple[Any, ...]) -> tuple[jax.Array, ...]:
@@ -420,25 +477,32 @@ def check_data(data: tuple[Any, ...]) -> tuple[jax.Array, ...]:
         if a is None:
             raise ValueError(f"data argument {i} is None; every data array must hold the records")
         if isinstance(a, dict):
-            raise TypeError(f"data argument {i} is a dict; pass the data arrays positionally, in the order the "
-                            "model takes them: dpvi(model, X, y, ...)")
+            raise TypeError(
+                f"data argument {i} is a dict; pass the data arrays positionally, in the order the "
+                "model takes them: dpvi(model, X, y, ...)"
+            )
         if np.ma.is_masked(a):
-            raise ValueError(f"data argument {i} is a masked array with {int(np.ma.count_masked(a))} masked value(s); "
-                             "the mask would be ignored and the values under it used: remove or impute them "
-                             "before fitting (nothing is silently dropped)")
+            raise ValueError(
+                f"data argument {i} is a masked array with {int(np.ma.count_masked(a))} masked value(s); "
+                "the mask would be ignored and the values under it used: remove or impute them "
+                "before fitting (nothing is silently dropped)"
+            )
         try:
             arr = np.asarray(a)
         except (ValueError, TypeError) as e:  # ragged nested lists and the like
-            raise TypeError(f"data argument {i} must be an array of numbers, could not convert "
-                            f"{type(a).__name__}: {e}") from e
+            raise TypeError(
+                f"data argument {i} must be an array of numbers, could not convert {type(a).__name__}: {e}"
+            ) from e
         if arr.dtype.kind not in "biuf":
             raise TypeError(f"data argument {i} must be numeric (bool, int or float), got dtype {arr.dtype}")
         if arr.ndim == 0:
             raise ValueError(f"data argument {i} is a scalar; data arrays need a leading axis of records")
         if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
             bad = int(np.sum(~np.isfinite(arr)))
-            raise ValueError(f"data argument {i} contains {bad} NaN or infinite value(s); remove or impute them "
-                             "before fitting (nothing is silently dropped)")
+            raise ValueError(
+                f"data argument {i} contains {bad} NaN or infinite value(s); remove or impute them "
+                "before fitting (nothing is silently dropped)"
+            )
         check_float32_array(f"data argument {i}", arr, private=True)
         arrays.append(arr)
     lengths = [a.shape[0] for a in arrays]
@@ -456,15 +520,18 @@ def _base_distribution(fn: Any) -> Any:
     return fn
 
 
-def _check_keyword_observations(model: Callable, args: tuple, model_kwargs: dict[str, Any], tr: dict,
-                                observed: list[str]) -> None:
+def _check_keyword_observations(
+    model: Callable, args: tuple, model_kwargs: dict[str, Any], tr: dict, observed: list[str]
+) -> None:
     """Refuses an observed value computed from an array passed as a keyword argument. Such an array reaches
     every record whole, outside the per-record clipping, so it is unprotected data; the shape check misses it
     when it broadcasts against the records (an array of one record). Found by running the model once more
     with every numeric keyword array shifted: an observed value that moves depends on one of them."""
-    arrays = {k: v for k, v in model_kwargs.items()
-              if isinstance(v, (np.ndarray, jax.Array)) and v.ndim >= 1 and v.size >= 1
-              and np.asarray(v).dtype.kind in "biuf"}
+    arrays = {
+        k: v
+        for k, v in model_kwargs.items()
+        if isinstance(v, (np.ndarray, jax.Array)) and v.ndim >= 1 and v.size >= 1 and np.asarray(v).dtype.kind in "biuf"
+    }
     if not arrays:
         return
     for key in arrays:
@@ -480,7 +547,8 @@ def _check_keyword_observations(model: Callable, args: tuple, model_kwargs: dict
                     f"observed site {name!r} takes its value from the keyword argument {key!r} (shape "
                     f"{tuple(np.shape(arrays[key]))}): data passed as a keyword argument reaches every record "
                     "whole and unprotected by the per-record clipping; pass every data array positionally: "
-                    "dpvi(model, X, y, ...). A public constant observation can be a scalar (obs=1.0)")
+                    "dpvi(model, X, y, ...). A public constant observation can be a scalar (obs=1.0)"
+                )
 
 
 def _check_observed_shape(name: str, site: dict, resized_site: dict | None) -> None:
@@ -503,9 +571,11 @@ def _check_observed_shape(name: str, site: dict, resized_site: dict | None) -> N
                 + (f" (the two would broadcast to {broadcast})" if broadcast else "")
                 + ": make the data's shape per record match the distribution's, e.g. pass a column y[:, 0] or "
                 "y.ravel() for a (N, 1) array, or give the distribution an event shape (.to_event(1)) or a "
-                "plate over the columns")
+                "plate over the columns"
+            )
         raise ValueError(
             f"observed site {name!r} got a value of shape {value_shape} where the model, run on "
             f"{num_records} records, expects {fn_shape}: its value does not come from the data arrays "
             "one row per record (data passed as a keyword argument, e.g. y=y, reaches every record whole "
-            "and unprotected); pass every data array positionally: dpvi(model, X, y, ...)")
+            "and unprotected); pass every data array positionally: dpvi(model, X, y, ...)"
+        )

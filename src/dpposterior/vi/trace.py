@@ -70,8 +70,10 @@ class DPVITrace:
             raise ValueError(f"phi and grads must both have shape (T, d); got {phi.shape} and {grads.shape}")
         d = phi.shape[1]
         if d != 2 * self.layout.num_latent:
-            raise ValueError(f"the trace has d={d} variational parameters but the layout has "
-                             f"{self.layout.num_latent} latent coordinates (d must be 2n)")
+            raise ValueError(
+                f"the trace has d={d} variational parameters but the layout has "
+                f"{self.layout.num_latent} latent coordinates (d must be 2n)"
+            )
         for name in ("final_phi", "beta", "learning_rate"):
             v = np.asarray(getattr(self, name), dtype=np.float32)
             if v.ndim == 0:
@@ -131,14 +133,20 @@ class DPVITrace:
             privacy record that contradicts the settings).
         """
         path = check_output_file(path, "path")
-        arrays = {"phi": self.phi, "grads": self.grads, "final_phi": self.final_phi, "beta": self.beta,
-                  "learning_rate": self.learning_rate}
+        arrays = {
+            "phi": self.phi,
+            "grads": self.grads,
+            "final_phi": self.final_phi,
+            "beta": self.beta,
+            "learning_rate": self.learning_rate,
+        }
         metadata = self._metadata()
         try:
             _check_loaded(json.loads(json.dumps(metadata)), arrays)
         except (KeyError, TypeError, ValueError) as e:
-            raise ValueError(f"the trace cannot be saved to {path}: DPVITrace.load would refuse the file ({e}); "
-                             "nothing was written") from e
+            raise ValueError(
+                f"the trace cannot be saved to {path}: DPVITrace.load would refuse the file ({e}); nothing was written"
+            ) from e
         meta = json.dumps(metadata, sort_keys=True)
         write_checked_npz(path, arrays, meta)
         return path
@@ -177,25 +185,42 @@ class DPVITrace:
         if meta.get("format") != FORMAT:
             raise ValueError(f"{path}: not a DPVI trace (format {meta.get('format')!r})")
         if meta.get("version") != FORMAT_VERSION:
-            raise ValueError(f"{path}: trace format version {meta.get('version')!r} is not supported by this "
-                             f"dpposterior (reads version {FORMAT_VERSION})")
+            raise ValueError(
+                f"{path}: trace format version {meta.get('version')!r} is not supported by this "
+                f"dpposterior (reads version {FORMAT_VERSION})"
+            )
         # The checksum catches accidental corruption only (anyone can recompute it): the fields and the
         # privacy record are checked against each other, so a record that contradicts the trace is refused.
         try:
             _check_loaded(meta, arrays)
-            return cls(layout=ParamLayout.from_dict(meta["layout"]),
-                       privacy=PrivacySpent.from_dict(meta["privacy"]), clip=float(meta["clip"]),
-                       noise_multiplier=float(meta["noise_multiplier"]),
-                       sampling_rate=float(meta["sampling_rate"]), num_steps=int(meta["num_steps"]),
-                       dataset_size=int(meta["dataset_size"]), num_mc=int(meta["num_mc"]),
-                       model_name=str(meta["model_name"]), **arrays)
+            return cls(
+                layout=ParamLayout.from_dict(meta["layout"]),
+                privacy=PrivacySpent.from_dict(meta["privacy"]),
+                clip=float(meta["clip"]),
+                noise_multiplier=float(meta["noise_multiplier"]),
+                sampling_rate=float(meta["sampling_rate"]),
+                num_steps=int(meta["num_steps"]),
+                dataset_size=int(meta["dataset_size"]),
+                num_mc=int(meta["num_mc"]),
+                model_name=str(meta["model_name"]),
+                **arrays,
+            )
         except (KeyError, TypeError, ValueError) as e:
             what = f"missing field {e}" if isinstance(e, KeyError) else str(e)
             raise ValueError(f"{path}: invalid DPVI trace contents: {what}") from e
 
 
-_META_FIELDS = ("clip", "noise_multiplier", "sampling_rate", "num_steps", "dataset_size", "num_mc", "model_name",
-                "layout", "privacy")
+_META_FIELDS = (
+    "clip",
+    "noise_multiplier",
+    "sampling_rate",
+    "num_steps",
+    "dataset_size",
+    "num_mc",
+    "model_name",
+    "layout",
+    "privacy",
+)
 
 
 def _check_loaded(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
@@ -209,8 +234,7 @@ def _check_loaded(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
     phi = arrays["phi"]
     if phi.ndim != 2 or phi.shape[0] != meta["num_steps"]:
         raise ValueError(f"phi must have shape (num_steps={meta['num_steps']}, d), got {phi.shape}")
-    check_dpsgd_privacy(PrivacySpent.from_dict(meta["privacy"]), meta, phi.shape[0], arrays["grads"],
-                        arrays["beta"])
+    check_dpsgd_privacy(PrivacySpent.from_dict(meta["privacy"]), meta, phi.shape[0], arrays["grads"], arrays["beta"])
 
 
 def _is_finite(x: float) -> bool:
