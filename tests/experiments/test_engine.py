@@ -299,7 +299,7 @@ def test_tracked_cells_keep_their_digests():
 
     work = Path(__file__).resolve().parents[2] / "docs" / "results" / "na-dpvi-work"
     files = sorted(work.glob("*/cells/*/*.json"))  # the coverage and width cells
-    assert len(files) > 90
+    assert len(files) > 80  # 87 tracked: the plan less the regression cells not recomputed under its settings
     for path in files:
         rec = json.loads(path.read_text())
         cfg = CellConfig.from_dict(rec["config"])
