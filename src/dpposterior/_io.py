@@ -9,7 +9,7 @@ import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -57,7 +57,7 @@ def write_checked_npz(
 ) -> Path:
     """Writes ``arrays`` and the metadata text to one ``.npz`` with a SHA-256 checksum, atomically."""
     buf = io.BytesIO()
-    save = np.savez_compressed if compress else np.savez
+    save: Callable[..., None] = np.savez_compressed if compress else np.savez  # arrays by keyword
     save(
         buf,
         metadata=np.frombuffer(meta.encode(), dtype=np.uint8),

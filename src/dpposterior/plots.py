@@ -239,9 +239,9 @@ def interval_plot(
     for m, (r, lab) in enumerate(zip(rows, labels)):
         off = (m - (len(rows) - 1) / 2) * 0.25
         y = np.array([j for j, p in enumerate(params) if p in r], dtype=float) + off
-        lo, mid, hi = (np.array([float(r[p][i]) for p in params if p in r]) for i in range(3))
-        (dots,) = ax.plot(mid, y, "o", ms=2, label=lab)
-        ax.hlines(y, lo, hi, color=dots.get_color(), lw=1)
+        los, mids, his = (np.array([float(r[p][i]) for p in params if p in r]) for i in range(3))
+        (dots,) = ax.plot(mids, y, "o", ms=2, label=lab)
+        ax.hlines(y, los, his, color=dots.get_color(), lw=1)
     if reference is not None:
         ax.axvline(check_real("reference", reference), color="0.5", lw=0.8, ls="--", zorder=0)
     ax.set_yticks(np.arange(len(params)), params, fontsize=6)

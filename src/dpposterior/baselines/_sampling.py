@@ -23,12 +23,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import ndtr, ndtri
+from jax.typing import ArrayLike
 
 #: beyond this many sd into a tail, the truncated normal uses the exponential tail approximation.
 _TAIL = 8.0
 
 
-def truncated_normal(key: jax.Array, mean: jax.Array, sd: jax.Array, lo: jax.Array, hi: jax.Array) -> jax.Array:
+def truncated_normal(key: jax.Array, mean: ArrayLike, sd: ArrayLike, lo: ArrayLike, hi: ArrayLike) -> jax.Array:
     """One draw of N(mean, sd^2) truncated to [lo, hi] (elementwise; lo < hi, sd > 0; +-inf allowed).
 
     The standardised interval [a, b] is mirrored to [-b, -a] when its centre is positive, so inversion
@@ -42,7 +43,7 @@ def truncated_normal(key: jax.Array, mean: jax.Array, sd: jax.Array, lo: jax.Arr
 
 
 def truncated_normal_from_uniform(
-    u: jax.Array, mean: jax.Array, sd: jax.Array, lo: jax.Array, hi: jax.Array
+    u: ArrayLike, mean: ArrayLike, sd: ArrayLike, lo: ArrayLike, hi: ArrayLike
 ) -> jax.Array:
     """:func:`truncated_normal` given its uniform variate ``u`` in (0, 1) (same shape as the broadcast
     arguments): the transformation alone, for callers that draw their variates in bulk."""
@@ -145,7 +146,7 @@ def check_laplace_scale(scale: float, what: str) -> None:
         )
 
 
-def laplace_noise(key: jax.Array, shape: tuple[int, ...], scale: jax.Array) -> jax.Array:
+def laplace_noise(key: jax.Array, shape: tuple[int, ...], scale: ArrayLike) -> jax.Array:
     """Laplace(0, scale) noise (float32) by inversion: sign * scale * Exponential(1)."""
     k1, k2 = jax.random.split(key)
     e = jax.random.exponential(k1, shape, jnp.float32)

@@ -26,7 +26,8 @@ import numpy as np
 from .._batching import map_in_chunks
 from .._checks import check_epsilon, check_positive_int
 from ..privacy.noise import float32_at_least, with_noise_tail
-from ..privacy.spent import PrivacySpent
+from ..privacy.dpsgd_accounting import Accountant
+from ..privacy.spent import Neighbouring, PrivacySpent
 from ..vi.dpvim import DEFAULT_NUM_WINDOWS
 from . import expfam as EF
 from . import regression as RG
@@ -140,7 +141,7 @@ def bernstein_sheldon_cell(
     bounds: Any = None,
     num_warmup: int = 1000,
     thin: int | None = None,
-    neighbouring: str = "add_remove",
+    neighbouring: Neighbouring = "add_remove",
     snapping: bool = False,
     chunk_size: int = 250,
     devices: int = 1,
@@ -198,7 +199,8 @@ def bernstein_sheldon_cell(
     scale = jnp.float32(releases[0].noise_scale)
     interval = None
     if snapping:
-        interval = tuple(np.stack([r.observation_interval()[j] for r in releases]).astype(np.float32) for j in (0, 1))
+        ivs = [_rounding_interval(r) for r in releases]
+        interval = tuple(np.stack([iv[j] for iv in ivs]).astype(np.float32) for j in (0, 1))
     prog = _bs_program(model, num_warmup, num_draws, thin)
     thetas = map_in_chunks(
         lambda kk, zz, iv: prog(kk, zz, iv, scale),
@@ -255,7 +257,7 @@ def gibbs_ss_noisy_cell(
     num_warmup: int = 1000,
     thin: int = 5,
     interweave: bool = True,
-    neighbouring: str = "add_remove",
+    neighbouring: Neighbouring = "add_remove",
     snapping: bool = False,
     chunk_size: int = 125,
     devices: int = 1,
@@ -305,8 +307,11 @@ def gibbs_ss_noisy_cell(
         )
         privacy = rel.privacy
         params.append(RG.sampler_params(rel, fourth_moments=fourth_moments))
-    stacked = RG.RegressionGibbsParams(
-        *(np.stack([np.asarray(getattr(p, f)) for p in params]) for f in RG.RegressionGibbsParams._fields)
+    if privacy is None:
+        raise ValueError("datasets hold no replicates (K = 0)")
+    # the fields stacked as NumPy arrays: the compiled program reads them as jax Arrays
+    stacked = RG.RegressionGibbsParams._make(
+        np.stack([np.asarray(getattr(p, f)) for p in params]) for f in RG.RegressionGibbsParams._fields
     )
     dims = RG.RegressionDims(X.shape[2], X.shape[1], rounded=bool(snapping))
     prog = _ss_program(dims, num_warmup, num_draws, thin, bool(interweave))
@@ -330,6 +335,14 @@ def gibbs_ss_noisy_cell(
     )
 
 
+def _rounding_interval(release: EF.SufficientStatisticsRelease) -> tuple[np.ndarray, np.ndarray]:
+    """(lo, hi) of a snapped release (which always has them)."""
+    interval = release.observation_interval()
+    if interval is None:
+        raise ValueError("the release is not snapped: it has no rounding intervals")
+    return interval
+
+
 # ---------------------------------------------------------------------------------------------
 # DPVIm
 
@@ -348,7 +361,7 @@ def dpvim_cell(
     natural_gradient: bool = False,
     learning_rate: Any = None,
     reading: str = "noise_aware",
-    accountant: str = "pld",
+    accountant: Accountant = "pld",
     chunk_size: int = 25,
     devices: int = 1,
 ) -> BaselineCellOutput:

@@ -60,7 +60,7 @@ from .._checks import check_epsilon, check_positive_int, check_real, check_trace
 from ..privacy.randomness import resolve_key
 from ..privacy.secure import check_secure, resolve_noise_source, secure_laplace
 from ..privacy.snapping import UNSNAPPED, snap
-from ..privacy.spent import PrivacySpent
+from ..privacy.spent import Neighbouring, PrivacySpent
 from ..vi.layout import ParamLayout
 from . import _sampling as S
 from .draws_posterior import DrawsPosterior
@@ -225,7 +225,7 @@ class SufficientStatisticsRelease:
         if prior is None:
             prior = DEFAULT_PRIORS[self.family]
             if self.family == "dirichlet-categorical":
-                prior = (5.0,) * int(self.num_categories)
+                prior = (5.0,) * _num_categories(self.num_categories)
         try:
             arr = np.asarray(prior)
         except (TypeError, ValueError):  # ragged nested sequences
@@ -246,10 +246,26 @@ def statistic(
     if family == "beta-bernoulli":
         return jnp.sum(jnp.asarray(x, jnp.float32), keepdims=True)
     if family == "dirichlet-categorical":
-        onehot = jax.nn.one_hot(jnp.asarray(x, jnp.int32), int(num_categories), dtype=jnp.float32)
+        onehot = jax.nn.one_hot(jnp.asarray(x, jnp.int32), _num_categories(num_categories), dtype=jnp.float32)
         return jnp.sum(onehot, axis=0)
+    if bounds is None:
+        raise TypeError("gamma-exponential records need bounds=(lo, hi), got None")
     lo, hi = bounds
     return jnp.sum(jnp.clip(jnp.asarray(x, jnp.float32), lo, hi), keepdims=True)
+
+
+def _num_categories(num_categories: int | None) -> int:
+    """K of a dirichlet-categorical release (a TypeError when it is missing)."""
+    if num_categories is None:
+        raise TypeError("dirichlet-categorical records need num_categories (K), got None")
+    return int(num_categories)
+
+
+def _clip_bounds(model: ExpFamModel) -> tuple[float, float]:
+    """The clipping bounds of a gamma-exponential model (which always has them)."""
+    if model.bounds is None:
+        raise ValueError(f"a {model.family} model has no clipping bounds (gamma-exponential only)")
+    return model.bounds
 
 
 def _check_records(family: str, x: Any, num_categories: int | None) -> np.ndarray:
@@ -272,7 +288,7 @@ def _check_records(family: str, x: Any, num_categories: int | None) -> np.ndarra
         if not np.all((arr == 0) | (arr == 1)):
             raise ValueError("beta-bernoulli records must be 0 or 1 (the support of a Bernoulli variable)")
     elif family == "dirichlet-categorical":
-        k = int(num_categories)
+        k = _num_categories(num_categories)
         if not np.all((arr == np.round(arr)) & (arr >= 0) & (arr < k)):
             raise ValueError(
                 f"dirichlet-categorical records must be integer categories in 0..{k - 1} (num_categories={k})"
@@ -293,7 +309,7 @@ def release_sufficient_statistics(
     epsilon: float,
     bounds: Any = None,
     num_categories: int | None = None,
-    neighbouring: str = "add_remove",
+    neighbouring: Neighbouring = "add_remove",
     rng_key: Any = None,
     secure: bool = False,
     snapping: bool | None = None,
@@ -382,7 +398,7 @@ def release_sufficient_statistics(
     if family == "beta-bernoulli":
         s = np.array([np.sum(arr, dtype=np.float64)])
     elif family == "dirichlet-categorical":
-        s = np.bincount(arr.astype(np.int64), minlength=num_categories).astype(np.float64)
+        s = np.bincount(arr.astype(np.int64), minlength=_num_categories(num_categories)).astype(np.float64)
     else:  # records clipped into [lo, hi]: a per-record map
         s = np.array([np.sum(np.clip(arr.astype(np.float64), bounds[0], bounds[1]))])
     scale = delta_l1 / epsilon
@@ -530,7 +546,7 @@ def gibbs_init(
     theta = jnp.asarray(model.prior_mean(), jnp.float32)
     n = float(model.num_records)
     if model.family == "gamma-exponential":
-        mean, _ = clipped_exponential_moments(theta[0], *model.bounds)
+        mean, _ = clipped_exponential_moments(theta[0], *_clip_bounds(model))
         stat = jnp.reshape(n * mean, (1,))
     else:
         stat = n * theta
@@ -631,8 +647,9 @@ def gibbs_step(
             mean_t, var_t = p, p * (1.0 - p)
             lo, hi = 0.0, n
         else:
-            mean_t, var_t = clipped_exponential_moments(theta[0], *model.bounds)
-            lo, hi = n * model.bounds[0], n * model.bounds[1]
+            b_lo, b_hi = _clip_bounds(model)
+            mean_t, var_t = clipped_exponential_moments(theta[0], b_lo, b_hi)
+            lo, hi = n * b_lo, n * b_hi
         prec = 1.0 / (n * var_t) + 1.0 / omega[0]
         mean = (mean_t / var_t + z[0] / omega[0]) / prec
         s0 = S.truncated_normal(k_s, mean, 1.0 / jnp.sqrt(prec), lo, hi)
@@ -865,7 +882,7 @@ def bernstein_sheldon_gibbs(
             f"prior {model.prior} does not match the release's {release.noisy_statistic.shape[0]} statistic coordinates"
         )
     raw, _ = resolve_key(rng_key)
-    interval = release.observation_interval()
+    interval: tuple[Any, ...] | None = release.observation_interval()
     if interval is not None:
         interval = tuple(jnp.asarray(v, jnp.float32) for v in interval)
     # unconstrained draws computed in log space: a float32 theta of exactly 0 or 1 (Beta(0.5, 0.5) prior, all
@@ -909,6 +926,7 @@ def conjugate_posterior_params(
     Beta: (a + s, b + N - s); Gamma: (shape + N, rate + s); Dirichlet: alpha + s. Used by tests and by
     the "as if exact" naive baseline (feeding it the noisy z ignores the noise).
     """
+    n: int | None
     if isinstance(release_or_family, SufficientStatisticsRelease):
         family, n = release_or_family.family, release_or_family.num_records
         if prior is None:
@@ -920,7 +938,14 @@ def conjugate_posterior_params(
     s = np.asarray(statistic_value, np.float64).reshape(-1)
     p = np.asarray(prior, np.float64)
     if family == "beta-bernoulli":
-        return (p[0] + s[0], p[1] + n - s[0])
+        return (p[0] + s[0], p[1] + _num_records(n) - s[0])
     if family == "gamma-exponential":
-        return (p[0] + n, p[1] + s[0])
+        return (p[0] + _num_records(n), p[1] + s[0])
     return tuple(p + s)
+
+
+def _num_records(num_records: int | None) -> int:
+    """N, which the Beta and Gamma posteriors need (a TypeError when it is missing)."""
+    if num_records is None:
+        raise TypeError("num_records (N) is required for the beta-bernoulli and gamma-exponential posteriors")
+    return num_records

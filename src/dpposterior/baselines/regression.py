@@ -106,7 +106,7 @@ from .._checks import check_epsilon, check_positive, check_positive_int
 from ..privacy.randomness import resolve_key
 from ..privacy.secure import check_secure, resolve_noise_source, secure_laplace
 from ..privacy.snapping import UNSNAPPED, snap
-from ..privacy.spent import PrivacySpent
+from ..privacy.spent import Neighbouring, PrivacySpent
 from ..vi.layout import ParamLayout, Site
 from . import _sampling as S
 from .draws_posterior import DrawsPosterior
@@ -351,7 +351,7 @@ def release_regression_statistics(
     y_bound: float,
     budget_split: dict[str, float] | None = None,
     fourth_moments: str = "normal",
-    neighbouring: str = "add_remove",
+    neighbouring: Neighbouring = "add_remove",
     rng_key: Any = None,
     secure: bool = False,
     snapping: bool | None = None,
@@ -464,12 +464,12 @@ def release_regression_statistics(
     elif raw_key is None:  # secure mode
         noisy = {k: stats[k] + secure_laplace(stats[k].shape, scales[k]) for k in parts}
     else:
-        keys = jax.random.split(jax.random.wrap_key_data(raw_key), len(parts))
+        part_keys = jax.random.split(jax.random.wrap_key_data(raw_key), len(parts))
         noisy = {
-            k: stats[k] + np.asarray(S.laplace_noise(keys[i], stats[k].shape, scales[k]), np.float64)
+            k: stats[k] + np.asarray(S.laplace_noise(part_keys[i], stats[k].shape, scales[k]), np.float64)
             for i, k in enumerate(parts)
         }
-    details = (
+    details: tuple[tuple[str, Any], ...] = (
         ("parts", parts),
         ("epsilon_parts", tuple(eps_parts[k] for k in parts)),
         ("sensitivity_l1", tuple(sens[k] for k in parts)),

@@ -136,7 +136,7 @@ _RESUME_WITH = {
 
 def _how_to_resume(saved: dict[str, Any], differ: list[str]) -> str:
     """When the noise source differs: the rng_key/secure arguments that resume the saved run."""
-    return _RESUME_WITH.get(saved.get("seeded_by"), "") if "seeded_by" in differ else ""
+    return _RESUME_WITH.get(saved.get("seeded_by", ""), "") if "seeded_by" in differ else ""
 
 
 def load_checkpoint(path: str | os.PathLike, settings: dict[str, Any]) -> Checkpoint:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import jax
 import jax.numpy as jnp
@@ -273,7 +273,7 @@ def noisy_gradient(
         mask = (
             masked_inclusion(k_samp, cfg.num_records, cfg.sampling_rate)
             if not cfg.secure
-            else inclusion_from_bits(first_bits, cfg.sampling_rate)
+            else inclusion_from_bits(cast(jax.Array, first_bits), cfg.sampling_rate)  # drawn above (secure)
             if width
             else jnp.ones((cfg.num_records,), bool)
         )

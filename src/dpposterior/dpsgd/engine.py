@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 from collections.abc import Mapping
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, cast
 
 import jax
 import jax.numpy as jnp
@@ -60,10 +60,10 @@ PROGRESS_WORK = 20_000_000
 # validation at the public boundary
 
 
-def _check_sampling(sampling: Any) -> str:
+def _check_sampling(sampling: Any) -> Sampling:
     if sampling not in SAMPLINGS:
         raise ValueError(f"sampling must be one of {SAMPLINGS}, got {sampling!r}")
-    return sampling
+    return cast(Sampling, sampling)
 
 
 def _check_bool(value: Any, name: str) -> bool:
@@ -156,6 +156,7 @@ def _refuse_python_sequences(data: tuple | list) -> None:
 
 def _check_data(data: Any) -> tuple[Any, int]:
     """Returns (data as jnp arrays with the caller's structure, N)."""
+    what: str | None
     if isinstance(data, Mapping):
         what = f"data is {_nested_container(data)}"
     elif isinstance(data, (tuple, list)):
@@ -232,6 +233,7 @@ def _per_param(value: Any, name: str, params32: Any, d: int, *, allow_zero: bool
     if isinstance(value, (bool, str, bytes)) or value is None:
         raise TypeError(f"{what}; got {value!r}")
     flat = None
+    treedef: Any  # jaxlib's PyTreeDef: jaxlib ships no type stubs for it, so mypy cannot compare two
     leaves, treedef = jax.tree_util.tree_flatten(value)
     p_paths, p_treedef = jax.tree_util.tree_flatten_with_path(params32)
     if treedef == p_treedef and not all(np.shape(a) == np.shape(b) for a, (_, b) in zip(leaves, p_paths)):
@@ -463,7 +465,7 @@ def _one_device_if_cpu_kernels(
     spread = [(name, a) for name, a in named.items() if _device_count(a) > 1]
     if not spread:
         return phi, data, lr, beta
-    devices = set().union(
+    devices: set[Any] = set().union(  # jax Devices: jaxlib ships no type stubs for them
         *(x.sharding.device_set for _, a in spread for x in jax.tree.leaves(a) if isinstance(x, jax.Array))
     )
     if any(dev.platform != "cpu" for dev in devices):
@@ -750,6 +752,8 @@ def dpsgd(
         if Path(checkpoint).exists():
             ck = load_checkpoint(checkpoint, ckpt_settings)
             if not secure:
+                if ck.base_key is None:  # load_checkpoint matched seeded_by: a run not in secure mode saved its key
+                    raise ValueError(f"{checkpoint} holds no base key although the run is not in secure mode")
                 if seeded_by == "user" and not np.array_equal(np.asarray(base_key, np.uint32).reshape(-1), ck.base_key):
                     raise ValueError(
                         f"{checkpoint} was written by a run started with another rng_key; resume "

@@ -37,6 +37,7 @@ import numpy as np
 
 from .. import validation
 from ..models.registry import model_fingerprint
+from ..noise_aware.stats import TraceStats
 from ..privacy.spent import PrivacySpent
 from .config import CellConfig, mechanism_key, postprocessing_keys, reference_key
 from .methods import (
@@ -65,9 +66,10 @@ def _package_version() -> str:
 
 def releases_of(summaries: ReplicateSummaries, setup: DPVISetup, config: CellConfig) -> CellReleases:
     """The post-processing inputs of a group's replicates (statistics, last iterates, public settings)."""
+    stats, final_phi = _dpsgd_release(summaries)
     return CellReleases(
-        stats=summaries.stats,
-        final_phi=summaries.final_phi,
+        stats=stats,
+        final_phi=final_phi,
         noise_sd=setup.noise_sd,
         sampling_rate=config.sampling_rate,
         num_latent=setup.num_latent,
@@ -75,6 +77,13 @@ def releases_of(summaries: ReplicateSummaries, setup: DPVISetup, config: CellCon
         learning_rate=setup.learning_rate,
         prior_sampler=prior_sampler(config.model, config.num_records),
     )
+
+
+def _dpsgd_release(summaries: ReplicateSummaries) -> tuple[TraceStats, np.ndarray]:
+    """(stats, final_phi) of a group that ran DP-SGD, as every group with a post-processing method does."""
+    if summaries.stats is None or summaries.final_phi is None:
+        raise ValueError("the group ran no DP-SGD (mechanism-only methods): it has no trace to post-process")
+    return summaries.stats, summaries.final_phi
 
 
 def _privacy_record(privacy: PrivacySpent, release: str) -> dict[str, Any]:
@@ -127,8 +136,9 @@ def _finite_replicates(summaries: ReplicateSummaries, draws: np.ndarray, with_tr
     a finite DP-SGD release."""
     ok = np.all(np.isfinite(summaries.theta), axis=1)
     if with_trace:
-        ok &= np.all(np.isfinite(summaries.final_phi), axis=1)
-        ok &= np.all(np.stack([np.all(np.isfinite(x), axis=1) for x in summaries.stats]), axis=0)
+        stats, final_phi = _dpsgd_release(summaries)
+        ok &= np.all(np.isfinite(final_phi), axis=1)
+        ok &= np.all(np.stack([np.all(np.isfinite(x), axis=1) for x in stats]), axis=0)
     ok &= np.all(np.isfinite(draws), axis=(1, 2))
     return ok
 
@@ -255,7 +265,7 @@ def evaluate_cell(
     if method.needs_data:  # a statistic of the method's own release (module docstring)
         center = np.where(ok[:, None], np.mean(np.where(ok[:, None, None], draws, 0.0), axis=1, dtype=np.float64), 0.0)
     else:  # the paper's: the mean of the DPVI mu-trace after burn-in
-        center = np.asarray(summaries.stats.phi_mean, np.float64)[:, :n]
+        center = np.asarray(_dpsgd_release(summaries)[0].phi_mean, np.float64)[:, :n]
     # References are drawn for all K replicates (so replicate i's reference never depends on which
     # others were excluded) and then restricted to the finite ones.
     scale = np.where(ok[:, None], post_sd, 1.0)

@@ -29,12 +29,13 @@ import hashlib
 import json
 import math
 import zlib
-from typing import Any
+from typing import Any, Iterable
 
 import jax
 import numpy as np
 
 from .._checks import check_delta, check_epsilon, check_positive_int, check_sampling_rate
+from ..privacy.dpsgd_accounting import Accountant
 
 #: version of the cell computation; part of the configuration, so results of an older scheme are
 #: recomputed rather than mixed with new ones.
@@ -62,6 +63,7 @@ def _check_seed(seed: Any) -> int:
 def _check_options(options: Any) -> tuple[tuple[str, Any], ...]:
     if options is None:
         return ()
+    items: Iterable[tuple[Any, Any]]
     if isinstance(options, dict):
         items = options.items()
     else:
@@ -126,7 +128,7 @@ class CellConfig:
     num_draws: int = DEFAULT_NUM_DRAWS
     burn_in: float = DEFAULT_BURN_IN
     num_mc: int = DEFAULT_NUM_MC
-    accountant: str = "pld"
+    accountant: Accountant = "pld"
     method_options: tuple[tuple[str, Any], ...] = ()
     scheme: int = SCHEME
 

@@ -78,6 +78,7 @@ from ..noise_aware import grid as G
 from ..noise_aware import laplace as L
 from ..noise_aware import model as M
 from ..noise_aware.stats import TraceStats
+from ..privacy.dpsgd_accounting import Accountant
 from ..privacy.spent import PrivacySpent
 from ..vi import family
 
@@ -140,7 +141,7 @@ class CellData(NamedTuple):
     num_steps: int
     sampling_rate: float
     num_records: int
-    accountant: str
+    accountant: Accountant
     clip: float
 
     @property
@@ -555,13 +556,14 @@ def _prior_rule(
 
     ident = identifiability(releases.stats, releases.noise_sd, releases.sampling_rate, releases.learning_rate)
     mask = np.asarray(ident.prior_only)  # (K, n)
-    applied = choice == "prior" and releases.prior_sampler is not None and bool(mask.any())
-    if applied:
+    sampler = releases.prior_sampler if choice == "prior" and bool(mask.any()) else None
+    applied = sampler is not None
+    if sampler is not None:
         draws = np.array(draws)
         m = draws.shape[1]
         for k in np.flatnonzero(mask.any(axis=1)):
             key = jax.random.fold_in(jax.random.wrap_key_data(jnp.asarray(settings.keys[k], jnp.uint32)), 7)
-            prior = np.asarray(releases.prior_sampler(key, m), draws.dtype)
+            prior = np.asarray(sampler(key, m), draws.dtype)
             draws[k][:, mask[k]] = prior[:, mask[k]]
     diag = {
         "unidentified_replicates_per_latent": mask.sum(axis=0).tolist(),

@@ -139,6 +139,7 @@ def marginal_summary(record: dict[str, Any]) -> dict[str, Any]:
     names = list(record.get("coordinates") or [])
     if not names:
         names = [f"theta[{j}]" for j in range(len(record.get("sharpness_per_coordinate") or []))]
+    source: str | None
     rmse, source = record.get("marginal_rmse"), "stored"
     if rmse is None:
         rmse, source = ([record["rmse"]], "joint (one coordinate)") if len(names) == 1 else (None, None)

@@ -22,19 +22,21 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Literal
+from typing import Final, Literal, cast
 
 import numpy as np
 from scipy.special import gammaln, logsumexp
 
 from .._checks import check_delta, check_epsilon, check_float32_positive, check_positive, check_positive_int, check_real
 from ..privacy import advanced_composition, analytic_gaussian_sigma, dpsgd_epsilon
-from ..privacy.dpsgd_accounting import calibrate_noise_multiplier
+from ..privacy.dpsgd_accounting import Accountant, calibrate_noise_multiplier
 from ..privacy.gaussian import _analytic_gaussian_delta
 
+FastMHAccountant = Literal["optimal", "pld", "advanced", "basic"]
+GaussianAccountant = Literal["pld", "rdp", "exact", "advanced"]
 FAST_MH_ACCOUNTANTS = ("optimal", "pld", "advanced", "basic")
 GAUSSIAN_ACCOUNTANTS = ("pld", "rdp", "exact", "advanced")
-NEIGHBOURING = "replace_one"
+NEIGHBOURING: Final = "replace_one"
 
 
 def classic_noise_multiplier(epsilon: float, delta: float) -> float:
@@ -237,7 +239,7 @@ def compose_iterations(
     delta: float,
     num_steps: int,
     total_delta: float,
-    accountant: Literal["optimal", "pld", "advanced", "basic"] = "optimal",
+    accountant: FastMHAccountant = "optimal",
 ) -> float:
     """The total epsilon of T adaptively composed (epsilon, delta)-DP iterations, at ``total_delta``.
 
@@ -303,7 +305,7 @@ def gaussian_chain_epsilon(
     noise_multiplier: float,
     num_steps: int,
     total_delta: float,
-    accountant: Literal["pld", "rdp", "exact", "advanced"] = "pld",
+    accountant: GaussianAccountant = "pld",
     per_iteration_delta: float | None = None,
 ) -> float:
     """The total epsilon of T Gaussian mechanisms, each with noise std ``noise_multiplier`` x sensitivity.
@@ -443,7 +445,7 @@ def calibrate_chain(
             else:  # pragma: no cover - 100 steps of 1e-9 cover any rounding
                 raise RuntimeError(f"the exact penalty calibration did not meet epsilon={eps_t} (sigma={sigma})")
         else:
-            sigma = calibrate_noise_multiplier(eps_t, dg, 1.0, t, acc)
+            sigma = calibrate_noise_multiplier(eps_t, dg, 1.0, t, cast(Accountant, acc))  # "pld" or "rdp" here
         eps_i = math.sqrt(2.0 * math.log(1.25 / dg)) / sigma
         return PerIteration(
             epsilon=eps_i if eps_i < 1 else None,
@@ -478,7 +480,7 @@ def calibrate_chain(
         raise ValueError(f"accountant must be one of {FAST_MH_ACCOUNTANTS}, got {acc!r}")
 
     def total(e: float) -> float:
-        return compose_iterations(e, d_i, t, dg, acc)
+        return compose_iterations(e, d_i, t, dg, cast(FastMHAccountant, acc))  # checked above
 
     lo, hi = 0.0, min(eps_t, 1.0)
     if total(hi) <= eps_t:

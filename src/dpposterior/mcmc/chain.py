@@ -6,19 +6,22 @@ import dataclasses
 import math
 import warnings
 from collections import OrderedDict
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import jax
 import numpy as np
 
 from .._checks import check_delta, check_positive_int
 from ..privacy import PrivacySpent, not_private
+from ..privacy.spent import SeededBy
 from ..privacy.noise import with_noise_tail
 from ..privacy.secure import os_key, resolve_noise_source
 from .accounting import (
     FAST_MH_ACCOUNTANTS,
     GAUSSIAN_ACCOUNTANTS,
     NEIGHBOURING,
+    FastMHAccountant,
+    GaussianAccountant,
     barker_epsilon,
     compose_iterations,
     gaussian_chain_epsilon,
@@ -45,7 +48,7 @@ class ChainResult:
 
 
 def _chain_privacy(
-    kernel: Kernel, num_iterations: int, total_delta: float | None, accountant: str | None, seeded_by: str
+    kernel: Kernel, num_iterations: int, total_delta: float | None, accountant: str | None, seeded_by: SeededBy
 ) -> PrivacySpent:
     cfg = kernel.config
     if kernel.method == "tuna_mh" or not cfg.private:
@@ -72,7 +75,7 @@ def _chain_privacy(
                     "the per-iteration delta or the number of steps, or give total_delta in (0, 1)"
                 )
         dg = check_delta(total_delta, "total_delta")
-        eps = compose_iterations(c.epsilon, c.delta, t, dg, acc)
+        eps = compose_iterations(c.epsilon, c.delta, t, dg, cast(FastMHAccountant, acc))  # checked above
         # the authors' accounting (advanced composition) for comparison; None where it gives no bound
         authors = compose_iterations(c.epsilon, c.delta, t, dg, "advanced") if dg > t * c.delta else None
         details = (
@@ -117,15 +120,15 @@ def _chain_privacy(
         total_delta = cfg.delta
     dg = check_delta(total_delta, "total_delta")
     sigma = cfg.noise_multiplier
-    eps = gaussian_chain_epsilon(sigma, t, dg, acc, per_iteration_delta=cfg.delta)
-    details = [
+    eps = gaussian_chain_epsilon(sigma, t, dg, cast(GaussianAccountant, acc), per_iteration_delta=cfg.delta)
+    facts: list[tuple[str, Any]] = [
         ("sensitivity", "2 c_max M(theta, theta') (log ratio, replace-one)"),
         ("reference", "Yildirim & Ermis 2019"),
     ]
     if cfg.delta is not None and cfg.epsilon is not None:
-        details = [("per_iteration_epsilon", cfg.epsilon), ("per_iteration_delta", cfg.delta)] + details
+        facts = [("per_iteration_epsilon", cfg.epsilon), ("per_iteration_delta", cfg.delta)] + facts
         if dg > t * cfg.delta:
-            details.append(
+            facts.append(
                 (
                     "epsilon_advanced_composition",
                     gaussian_chain_epsilon(sigma, t, dg, "advanced", per_iteration_delta=cfg.delta),
@@ -141,7 +144,7 @@ def _chain_privacy(
         sampling_rate=1.0,
         num_steps=t,
         seeded_by=seeded_by,
-        details=tuple(details),
+        details=tuple(facts),
     )
 
 
@@ -158,7 +161,7 @@ def _check_kernel(kernel: Any) -> Kernel:
 
 
 def _barker_privacy(
-    kernel: Kernel, t: int, total_delta: float | None, accountant: str | None, seeded_by: str
+    kernel: Kernel, t: int, total_delta: float | None, accountant: str | None, seeded_by: SeededBy
 ) -> PrivacySpent:
     cfg = kernel.config
     acc = accountant or "rdp"
@@ -210,7 +213,7 @@ def chain_privacy(
     num_chains: int = 1,
     total_delta: float | None = None,
     accountant: str | None = None,
-    seeded_by: str = "os",
+    seeded_by: SeededBy = "os",
 ) -> PrivacySpent:
     """The PrivacySpent of releasing ``num_chains`` chains of ``num_steps`` iterations on the same data.
 

@@ -86,7 +86,7 @@ from ..privacy import PrivacySpent, not_private
 from ..privacy.noise import float32_at_least, with_noise_tail
 from ..privacy.dp_dropout import DPD_ACCOUNTANTS, calibrate_dpd_noise_multiplier, dpd_epsilon
 from ..privacy.secure import os_key, resolve_noise_source
-from ..privacy.spent import NEIGHBOURING_RELATIONS
+from ..privacy.spent import NEIGHBOURING_RELATIONS, Neighbouring
 
 Array = Any
 
@@ -255,6 +255,7 @@ def mlp(num_features: int, hidden: int = 16, prior_scale: float = 1.0, dropout_a
     def logit(theta, x):
         return forward(theta, x, 1.0)
 
+    log_likelihood: Callable[..., Any]  # (theta, record, key) with dropout, (theta, record) without
     if alpha > 0:
 
         def log_likelihood(theta, record, key):
@@ -367,7 +368,7 @@ class DPSGLDConfig(NamedTuple):
     clip: float
     noise_multiplier: Any
     step_size: StepSize
-    langevin: str = "top_up"
+    langevin: Literal["top_up", "add"] = "top_up"
     capacity: int = 16
 
 
@@ -647,7 +648,7 @@ def _epsilons_by_accountant(
     delta: float,
     sampling_rate: float,
     num_steps: int,
-    neighbouring: str,
+    neighbouring: Neighbouring,
     known: dict[str, float],
 ) -> dict[str, float | None]:
     """:func:`epsilons_for`, taking the accountants in ``known`` as already computed."""
@@ -740,7 +741,8 @@ def _check_model_functions(model: DPSGLDModel, data: Any) -> None:
             raise ValueError(
                 f"model.{what} failed for theta and one record of shapes {shapes}: {type(e).__name__}: {e}"
             ) from e
-        shape, dtype = getattr(out, "shape", None), getattr(out, "dtype", None)
+        shape = getattr(out, "shape", None)
+        dtype: Any = getattr(out, "dtype", None)  # a shape-() output has one (jax.eval_shape's ShapeDtypeStruct)
         if shape != () or not jnp.issubdtype(dtype, jnp.floating):
             raise ValueError(
                 f"model.{what} must return a real scalar (one value for the position"
@@ -1008,6 +1010,8 @@ def _log_predictive(
             l0 = np.logaddexp.reduce(-np.logaddexp(0.0, z), axis=0)  # log sigmoid(-z)
             lse1 = l1 if lse1 is None else np.logaddexp(lse1, l1)
             lse0 = l0 if lse0 is None else np.logaddexp(lse0, l0)
+        if lse1 is None or lse0 is None:  # samples holds at least one draw (log_s above)
+            raise ValueError("samples must hold at least one draw")
         out1.append(lse1 - log_s)
         out0.append(lse0 - log_s)
     return np.concatenate(out1), np.concatenate(out0)

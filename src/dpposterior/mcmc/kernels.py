@@ -252,7 +252,7 @@ def _move(key: Array, theta: Array, model: EnergyModel, proposal: Proposal) -> t
     """(theta', in box, M(theta, theta')): a proposal outside the box stays at theta (M = 0)."""
     # the chain runs in float32: a user function's float64 output (jax x64 on) is cast, not carried
     raw = jnp.asarray(proposal.sample(key, theta)).astype(theta.dtype)
-    if model.lower is not None:
+    if model.lower is not None and model.upper is not None:  # a box has both bounds
         in_box = jnp.all((raw >= model.lower) & (raw <= model.upper))
     else:
         in_box = jnp.all(jnp.isfinite(raw))
@@ -669,16 +669,15 @@ def dp_fast_mh_kernel(
     chunk = check_positive_int(chunk, "chunk")
     mb = _max_batch(max_batch, model.num_records)
     constants = None
+    eps = dlt = sigma2 = 0.0
     if private:
         if epsilon is None or delta is None:
             raise ValueError("epsilon and delta (per iteration) are required when private=True")
         constants = dp_fast_mh_constants(
             epsilon, delta, total_bound=model.total_bound, max_bound=model.max_bound, batch_cap=k, lam=lam
         )
+        eps, dlt, sigma2 = float(epsilon), float(delta), constants.sigma2
     config = FastMHConfig(private=bool(private), constants=constants, lam=lam, batch_cap=k, chunk=chunk, max_batch=mb)
-    eps = float(epsilon) if private else 0.0
-    dlt = float(delta) if private else 0.0
-    sigma2 = constants.sigma2 if private else 0.0
 
     def step_on_data(key, state, data, c):
         k_prop, k_batch, k_acc = jax.random.split(key, 3)

@@ -122,9 +122,9 @@ def energy_model(
     if not leaves:
         raise ValueError("data must hold at least one array of records, got none")
     arrays = [_check_array("data", leaf) for leaf in leaves]
-    lengths = {a.shape[0] if a.ndim else None for a in arrays}
-    if None in lengths:
+    if any(not a.ndim for a in arrays):
         raise ValueError("data arrays must have a leading record axis; got a scalar")
+    lengths = {a.shape[0] for a in arrays}
     if len(lengths) != 1:
         raise ValueError(f"data arrays must share their first axis (records): got lengths {sorted(lengths)}")
     n = lengths.pop()
@@ -141,7 +141,8 @@ def energy_model(
             "bound_constants must all be >= 0 with a positive sum (they bound |U_i(theta) - "
             "U_i(theta')| / M(theta, theta'))"
         )
-    lower = upper = None
+    lower: np.ndarray | jax.Array | None = None
+    upper: np.ndarray | jax.Array | None = None
     if box is not None:
         try:
             lo_raw, hi_raw = box
@@ -404,7 +405,9 @@ def numpyro_energy_model(
         )
     except Exception:  # noqa: BLE001 - the model refuses other values there: cannot tell, leave that check
         tr1_shift = None
-    latent, observed, prior_factors = [], [], []
+    latent: list[str] = []
+    observed: list[str] = []
+    prior_factors: list[str] = []
     for name, s in tr.items():
         if s["type"] != "sample":
             continue
@@ -541,7 +544,7 @@ def numpyro_energy_model(
             "standardise the data with public constants before the model, so that each record's likelihood depends "
             "on that record only"
         )
-    if em.lower is not None:
+    if em.lower is not None and em.upper is not None:  # a box has both bounds
         dim = int(offsets[-1])
         if em.lower.shape != (dim,):
             raise ValueError(

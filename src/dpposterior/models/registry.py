@@ -317,7 +317,7 @@ def _check_simulator(spec: ModelSpec):
         )
     for i, a in enumerate(data):
         shape = getattr(a, "shape", None)
-        if not isinstance(a, jax.ShapeDtypeStruct) or len(shape) == 0 or shape[0] != n:
+        if not isinstance(a, jax.ShapeDtypeStruct) or len(a.shape) == 0 or a.shape[0] != n:
             raise ValueError(
                 f"{what}: data[{i}] must be an array with a leading axis of num_records = {n} "
                 f"(one row per record), got {shape if shape is not None else type(a).__name__}"

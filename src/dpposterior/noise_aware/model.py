@@ -37,6 +37,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from .stats import TraceStats
 
@@ -67,7 +68,7 @@ def noise_sd_of(noise_multiplier: float, clip: float, beta) -> jax.Array:
 H_LOCATIONS = ("paper", "softplus_inverse")
 
 
-def trace_priors(stats: TraceStats, noise_sd: jax.Array, sampling_rate, h_location: str = "paper") -> TracePriors:
+def trace_priors(stats: TraceStats, noise_sd: ArrayLike, sampling_rate, h_location: str = "paper") -> TracePriors:
     """The trace-based priors of appendix 13.3, as read in this module's docstring.
 
     Args:
@@ -101,7 +102,7 @@ def trace_priors(stats: TraceStats, noise_sd: jax.Array, sampling_rate, h_locati
 
 
 def burn_in_priors(
-    stats: TraceStats, burn_stats: TraceStats, noise_sd: jax.Array, sampling_rate, h_location: str = "paper"
+    stats: TraceStats, burn_stats: TraceStats, noise_sd: ArrayLike, sampling_rate, h_location: str = "paper"
 ) -> TracePriors:
     """Trace-based priors whose h prior comes from the burn-in segment, not from the steps modelled.
 
@@ -172,6 +173,7 @@ def log_likelihood_parts(stats: TraceStats, noise_sd, sampling_rate, offset, h, 
     c = sampling_rate * jax.nn.softplus(h)
     v0 = jnp.square(noise_sd)
     b, r0 = _slope_and_residual(stats)
+    varying: float | jax.Array
     if s is None:
         v = v0
         varying = 0.0

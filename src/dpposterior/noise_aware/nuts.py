@@ -166,7 +166,7 @@ def nuts_posterior(
     diverging = np.asarray(mcmc.get_extra_fields()["diverging"])
     rhat_phi, ess_phi = _chain_diagnostics(z_phi)
     rhat_h, ess_h = _chain_diagnostics(z_h)
-    diagnostics = {
+    diagnostics: dict[str, Any] = {
         "num_divergences": int(diverging.sum()),
         "r_hat_phi_star": rhat_phi,
         "r_hat_h": rhat_h,

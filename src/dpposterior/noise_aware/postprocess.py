@@ -13,6 +13,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from .._checks import check_positive, check_positive_int, check_real
 from ..privacy.randomness import resolve_key
@@ -201,6 +202,7 @@ def noise_aware_posterior(
     priors32 = TracePriors(*(jnp.asarray(x, jnp.float32) for x in priors))
     noise32 = jnp.asarray(noise_sd, jnp.float32)
     sampler = None
+    phi_draws: jax.Array | np.ndarray  # NUTS returns NumPy draws, the other methods jax ones
     if method == "grid":
         num_draws = solver_options.pop("num_draws", 4000)
         grid = G.grid_posterior(stats32, priors32, noise32, q, subsampling_noise=subsampling_noise, **solver_options)
@@ -321,7 +323,7 @@ def noise_aware_posterior(
     )
 
 
-def _prior_latents(prior: Any, key: jax.Array, phi: jax.Array, mask: jax.Array, n: int) -> jax.Array:
+def _prior_latents(prior: Any, key: jax.Array, phi: jax.Array | np.ndarray, mask: jax.Array, n: int) -> jax.Array:
     """phi* draws whose latents in ``mask`` carry draws of the user's ``prior`` sampler (checked shape)."""
     m = int(phi.shape[0])
     draws = jnp.asarray(prior(key, m))
@@ -354,7 +356,7 @@ def _checked_priors(priors: TracePriors, d: int) -> TracePriors:
                 f"priors.{name} has shape {arr.shape}, which does not broadcast to (d,) = ({d},): one "
                 "value per variational parameter (2 x the model's unconstrained size), or a scalar"
             ) from None
-    return TracePriors(*fields)
+    return TracePriors._make(fields)  # NumPy float64 fields, as the statistics of a trace are
 
 
 #: NumPyro's ways of running several chains.
@@ -514,8 +516,8 @@ def _check_float32_range(
             f"their DP noise sd sigma*C/beta = {trace.noise_multiplier:.3g}*{trace.clip:.3g}/beta is "
             f"{np.array2string(noise_sd[j], precision=3)} "
             f"(beta {np.array2string(np.asarray(trace.beta)[j], precision=3)}), the sum of squares of their "
-            f"gradients after burn-in {np.array2string(stats.grad_ss[j], precision=3)} and of "
-            f"their parameters {np.array2string(stats.phi_ss[j], precision=3)}; the solvers (float32) need the "
+            f"gradients after burn-in {np.array2string(np.asarray(stats.grad_ss)[j], precision=3)} and of "
+            f"their parameters {np.array2string(np.asarray(stats.phi_ss)[j], precision=3)}; the solvers (float32) need the "
             f"noise sd in [{lo:g}, {hi:g}], mean squares of gradients and parameters up to {_MAX_MEAN_SQUARE:g} "
             f"and parameters that move (sum of squares >= {_MIN_PHI_SS:g}): choose beta (and clip) so that "
             "sigma*C/beta is of the order of the gradients"
@@ -568,7 +570,7 @@ def _coordinate_names(trace: DPVITrace) -> list[str]:
     return [f"mu[{c}]" for c in names] + [f"rho[{c}]" for c in names]
 
 
-def _named(trace: DPVITrace, mask: np.ndarray, limit: int = 10) -> tuple[np.ndarray, list[str]]:
+def _named(trace: DPVITrace, mask: ArrayLike, limit: int = 10) -> tuple[np.ndarray, list[str]]:
     """The first ``limit`` coordinates where ``mask`` (d,) is True: their indices and names (for errors)."""
     j = np.nonzero(np.asarray(mask))[0][:limit]
     names = _coordinate_names(trace)

@@ -48,7 +48,7 @@ class TraceStats(NamedTuple):
       grad_ss: Syy = sum (g~_t - gbar)^2.
     """
 
-    count: jax.Array
+    count: jax.Array  # type: ignore[assignment]  # shadows tuple.count: a released field name, kept
     phi_mean: jax.Array
     grad_mean: jax.Array
     phi_ss: jax.Array
@@ -122,7 +122,7 @@ def sufficient_statistics(phi, grads, burn_in: float = 0.2) -> TraceStats:
     xc -= xbar
     yc -= ybar
     return TraceStats(
-        count=np.full(xc.shape[1], float(n)),
+        count=np.full(xc.shape[1], float(n)),  # type: ignore[arg-type]  # NumPy float64 fields (see Returns)
         phi_mean=xbar,
         grad_mean=ybar,
         phi_ss=np.einsum("td,td->d", xc, xc),

@@ -221,8 +221,9 @@ def classifier_loss(apply_fn: Callable, unravel: Callable, loss_max: float = 4.0
     def loss(w, x, y):
         return jnp.mean(bounded_cross_entropy(apply_fn(unravel(w), x), y, loss_max))
 
-    loss.loss_max = loss_max
-    loss.check_data = _label_checker(apply_fn, unravel)
+    # the loss carries its range and its data check as attributes (documented above)
+    loss.loss_max = loss_max  # type: ignore[attr-defined]
+    loss.check_data = _label_checker(apply_fn, unravel)  # type: ignore[attr-defined]
     return loss
 
 
@@ -239,7 +240,7 @@ def classifier_error(apply_fn: Callable, unravel: Callable) -> Callable:
     def error(w, x, y):
         return jnp.mean(zero_one_error(apply_fn(unravel(w), x), y))
 
-    error.check_data = _label_checker(apply_fn, unravel)
+    error.check_data = _label_checker(apply_fn, unravel)  # type: ignore[attr-defined]  # documented above
     return error
 
 

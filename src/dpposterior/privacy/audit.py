@@ -339,7 +339,7 @@ def epsilon_lower_bound_from_scores(
         fpr_u = clopper_pearson_upper(fp_e, ev_out.size, a)
         fnr_u = clopper_pearson_upper(fn_e, ev_in.size, a)
         eps = _bound(fpr_u, fnr_u, delta, ineq)
-        details = (
+        details: tuple[tuple[str, Any], ...] = (
             ("threshold", t),
             ("rule", rule),
             ("inequality", ineq),
@@ -361,7 +361,7 @@ def epsilon_lower_bound_from_scores(
         # 4 rates per threshold (FPR, FNR of the rule "above" and their complements, the rates of
         # the rule "below"), each bounded at alpha / (4 k): all hold together with prob >= 1 - alpha.
         a = alpha / (4.0 * k)
-        best = (0.0, float(grid[0]), "present_if_above", 1, int(fp[0]), int(fn[0]), 1.0, 1.0)
+        top = (0.0, float(grid[0]), "present_if_above", 1, int(fp[0]), int(fn[0]), 1.0, 1.0)
         for j in range(k):
             for rule in RULES:
                 fpc, fnc = _rule_counts(int(fp[j]), out.size, int(fn[j]), inn.size, rule)
@@ -369,9 +369,9 @@ def epsilon_lower_bound_from_scores(
                 fnr_u = clopper_pearson_upper(fnc, inn.size, a)
                 for ineq in (1, 2):
                     e = _bound(fpr_u, fnr_u, delta, ineq)
-                    if e > best[0]:
-                        best = (e, float(grid[j]), rule, ineq, fpc, fnc, fpr_u, fnr_u)
-        eps, t, rule, ineq, fpc, fnc, fpr_u, fnr_u = best
+                    if e > top[0]:
+                        top = (e, float(grid[j]), rule, ineq, fpc, fnc, fpr_u, fnr_u)
+        eps, t, rule, ineq, fpc, fnc, fpr_u, fnr_u = top
         details = (
             ("threshold", t),
             ("rule", rule),

@@ -37,29 +37,29 @@ for Poisson sampling only.
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Final, Literal, cast
 
 from .._checks import check_delta, check_epsilon, check_positive, check_positive_int, check_sampling_rate
 from .composition import _amplify, _finite
 from .dpsgd_accounting import MAX_NOISE_MULTIPLIER, _check_rtol, _decide, _Decision, _epsilon
 from .dpsgd_accounting import _PldLevels, _search_noise_multiplier
-from .spent import NEIGHBOURING_RELATIONS, PrivacySpent, SeededBy
+from .spent import NEIGHBOURING_RELATIONS, Neighbouring, PrivacySpent, SeededBy
 
 DPDAccountant = Literal["ac", "zcdp", "pld", "rdp"]
-DPD_ACCOUNTANTS = ("ac", "zcdp", "pld", "rdp")
+DPD_ACCOUNTANTS: Final = ("ac", "zcdp", "pld", "rdp")
 MECHANISM = "dp_dropout_gaussian"
 
 
-def _check_neighbouring(neighbouring: str) -> str:
+def _check_neighbouring(neighbouring: str) -> Neighbouring:
     if neighbouring not in NEIGHBOURING_RELATIONS:
         raise ValueError(f"neighbouring must be one of {NEIGHBOURING_RELATIONS}, got {neighbouring!r}")
-    return neighbouring
+    return cast(Neighbouring, neighbouring)
 
 
-def _check_dpd_accountant(accountant: str) -> str:
+def _check_dpd_accountant(accountant: str) -> DPDAccountant:
     if accountant not in DPD_ACCOUNTANTS:
         raise ValueError(f"accountant must be one of {DPD_ACCOUNTANTS}, got {accountant!r}")
-    return accountant
+    return cast(DPDAccountant, accountant)
 
 
 def _delta_prime(delta: float, delta_prime: float | None) -> float:
@@ -127,7 +127,7 @@ def _record(
     q: float,
     t: int,
     accountant: str,
-    neighbouring: str,
+    neighbouring: Neighbouring,
     seeded_by: SeededBy,
     details: dict,
 ) -> PrivacySpent:
@@ -155,7 +155,7 @@ def _record(
 
 def _validate(
     noise_multiplier: float, delta: float, sampling_rate: float, num_steps: int, neighbouring: str
-) -> tuple[float, float, float, int, str]:
+) -> tuple[float, float, float, int, Neighbouring]:
     return (
         check_positive(noise_multiplier, "noise_multiplier"),
         check_delta(delta),

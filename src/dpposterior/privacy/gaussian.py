@@ -19,7 +19,7 @@ from scipy.special import log_ndtr, ndtr
 from .._checks import check_delta, check_epsilon, check_positive
 from .noise import with_noise_tail
 from .secure import resolve_noise_source, secure_normal
-from .spent import NEIGHBOURING_RELATIONS, PrivacySpent
+from .spent import NEIGHBOURING_RELATIONS, Neighbouring, PrivacySpent
 
 
 def gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
@@ -153,7 +153,7 @@ def gaussian_mechanism(
     epsilon: float,
     delta: float,
     sensitivity: float,
-    neighbouring: str = "add_remove",
+    neighbouring: Neighbouring = "add_remove",
     rng_key: Any = None,
     secure: bool = False,
 ) -> GaussianRelease:

@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from .._checks import check_delta, check_output_file, check_positive
-from .spent import PrivacySpent
+from .spent import Neighbouring, PrivacySpent
 
 #: mechanisms the ledger composes exactly as Gaussian events.
 DPSGD_MECHANISMS = ("poisson_subsampled_gaussian",)
@@ -192,7 +192,7 @@ class Ledger:
         relations = {e.privacy.neighbouring for e in self._entries}
         return relations.pop() if len(relations) == 1 else "mixed"
 
-    def neighbouring(self) -> str:
+    def neighbouring(self) -> Neighbouring:
         """The relation the total holds for: the shared one, or ``"replace_one"`` when they mix."""
         relations = {e.privacy.neighbouring for e in self._entries}
         return relations.pop() if len(relations) == 1 else "replace_one"
@@ -293,6 +293,8 @@ class Ledger:
                     "not_private()"
                 ) from err
             pld = part if pld is None else pld.compose(part)
+        if pld is None:  # total() refuses an empty ledger before composing
+            raise ValueError("the ledger is empty: add releases before asking for their total")
         try:
             eps = float(pld.get_epsilon_for_delta(delta))
         except (ValueError, OverflowError) as err:  # pragma: no cover - dp-accounting internals
@@ -312,6 +314,13 @@ def _is_gaussian(p: PrivacySpent) -> bool:
         or p.mechanism in DPD_MECHANISMS
         or (p.mechanism in GAUSSIAN_MECHANISMS and p.sampling_rate == 1.0)
     )
+
+
+def _gaussian_sigma(p: PrivacySpent) -> float:
+    """The noise multiplier of a release :func:`_is_gaussian` accepts (such a release always has one)."""
+    if p.noise_multiplier is None:
+        raise ValueError(f"release {p.summary()} has no noise multiplier: it is not a Gaussian release")
+    return p.noise_multiplier
 
 
 def _pld_of(p: PrivacySpent, relation: str, dvi: float):
@@ -338,7 +347,7 @@ def _pld_of(p: PrivacySpent, relation: str, dvi: float):
         # T Gaussian mechanisms of noise multiplier sigma = one of sigma / sqrt(T); sensitivity 1
         # in units of the release's own sensitivity (2 after add/remove -> replace-one).
         return pld_lib.from_gaussian_mechanism(
-            standard_deviation=p.noise_multiplier / math.sqrt(p.num_steps),
+            standard_deviation=_gaussian_sigma(p) / math.sqrt(p.num_steps),
             sensitivity=2.0 if convert else 1.0,
             value_discretization_interval=dvi,
         )
@@ -371,11 +380,11 @@ def _gaussian_cost_problem(p: PrivacySpent, relation: str, delta: float) -> str 
                 f"it has {p.num_steps} self-composed steps, more than the {MAX_COMPOSED_STEPS} the PLD "
                 "accountant composes in reasonable time"
             )
-        std = p.noise_multiplier * (2.0 if p.mechanism in DPD_MECHANISMS and p.neighbouring == "replace_one" else 1.0)
+        std = _gaussian_sigma(p) * (2.0 if p.mechanism in DPD_MECHANISMS and p.neighbouring == "replace_one" else 1.0)
         std = std / (2.0 if relation == "replace_one" else 1.0)  # a replacement moves a sum by up to 2C
         q, steps = p.sampling_rate, p.num_steps
     else:  # T Gaussian mechanisms = one of noise multiplier sigma / sqrt(T)
-        std = p.noise_multiplier / math.sqrt(p.num_steps) / (2.0 if p.neighbouring != relation else 1.0)
+        std = _gaussian_sigma(p) / math.sqrt(p.num_steps) / (2.0 if p.neighbouring != relation else 1.0)
         q, steps = 1.0, 1
     try:
         eps = _epsilon_raw(std, delta, q, steps, "rdp", 0.0)

@@ -11,7 +11,10 @@ import secrets
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+
+from .spent import SeededBy
 
 
 def os_seeded_key() -> jax.Array:
@@ -19,17 +22,17 @@ def os_seeded_key() -> jax.Array:
     seed = secrets.randbits(64)
     # jax.random.key takes an int64-range seed; split the 64 bits into two uint32 words.
     words = np.array([seed >> 32, seed & 0xFFFFFFFF], dtype=np.uint32)
-    return jax.random.wrap_key_data(words, impl="threefry2x32")
+    return jax.random.wrap_key_data(jnp.asarray(words), impl="threefry2x32")
 
 
 _FORMS = "a JAX PRNG key (jax.random.key / jax.random.PRNGKey) or an int seed"
 
 
-def user_key(key: Any, name: str = "rng_key", forms: str = _FORMS) -> jax.Array:
+def user_key(key: Any, name: str = "rng_key", forms: str = _FORMS) -> jax.Array | np.ndarray:
     """A user-given key checked for its form: an int seed in [0, 2**32) (as ``jax.random.PRNGKey``), a single
-    typed JAX key (returned as it is), or a raw uint32 key of shape (2,); anything else is an error naming
-    ``name`` (and the accepted ``forms``, in words). The one check behind :func:`resolve_key` and the
-    posteriors' ``key`` arguments.
+    typed JAX key (returned as it is), or a raw uint32 key of shape (2,) (returned as it is: a NumPy array
+    stays one); anything else is an error naming ``name`` (and the accepted ``forms``, in words). The one
+    check behind :func:`resolve_key` and the posteriors' ``key`` arguments.
 
     Raises:
       TypeError: a bool, a raw key of another shape or dtype, or none of these forms.
@@ -62,7 +65,7 @@ def user_key(key: Any, name: str = "rng_key", forms: str = _FORMS) -> jax.Array:
     raise TypeError(f"{name} must be {forms}, got {key!r} of type {type(key).__name__}")
 
 
-def resolve_key(rng_key: Any) -> tuple[jax.Array, str]:
+def resolve_key(rng_key: Any) -> tuple[jax.Array, SeededBy]:
     """Returns (raw uint32 key, seeded_by) for a user key or, when ``rng_key is None``, an OS seed.
 
     Args:

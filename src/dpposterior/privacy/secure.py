@@ -29,15 +29,16 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
 from .._checks import check_positive
 from .randomness import resolve_key
+from .spent import SeededBy
 
 #: the ``seeded_by`` value of a release whose noise came from the OS CSPRNG.
-SECURE = "secure"
+SECURE: Final = "secure"
 
 _TWO_M53 = 2.0**-53
 
@@ -98,7 +99,7 @@ def check_secure(secure: Any) -> bool:
     return bool(secure)
 
 
-def resolve_noise_source(rng_key: Any, secure: Any) -> tuple[Any, str]:
+def resolve_noise_source(rng_key: Any, secure: Any) -> tuple[Any, SeededBy]:
     """``(raw key or None, seeded_by)`` for a mechanism called with ``rng_key`` and ``secure``.
 
     Default mode: :func:`~dpposterior.privacy.resolve_key` (OS seed, or the user's key).

@@ -82,7 +82,8 @@ class _Bits:
         else:
             import jax
 
-            key = jax.random.fold_in(jax.random.wrap_key_data(np.asarray(self._key, np.uint32)), self._calls)
+            raw = jax.numpy.asarray(self._key, jax.numpy.uint32)
+            key = jax.random.fold_in(jax.random.wrap_key_data(raw), self._calls)
             halves = np.asarray(jax.random.bits(key, (n, 2), np.uint32)).astype(np.uint64)
             arr = (halves[:, 0] << np.uint64(32)) | halves[:, 1]
         self._calls += 1

@@ -26,11 +26,11 @@ from __future__ import annotations
 import collections
 import dataclasses
 import re
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
-from .schema import Column, Schema, nfc
+from .schema import Column, Schema, levels, nfc, numeric_bounds
 
 INTERCEPT = "(intercept)"
 
@@ -81,10 +81,10 @@ class Design:
                 "reference level: each indicator's coefficient is a difference from it)"
             )
         if self.target_kind == "numeric":
-            lo, hi = self.target.bounds
+            lo, hi = numeric_bounds(self.target)
             lines.append(f"target {self.target.name}: rescaled from its declared bounds [{lo:g}, {hi:g}] to [-1, 1]")
         elif self.target.type == "categorical":
-            no, yes = self.target.categories
+            no, yes = levels(self.target)
             lines.append(
                 f"target {self.target.name}: binary, y = 1 for {yes!r} and 0 for {no!r} (the second "
                 "declared category is coded 1)"
@@ -117,7 +117,7 @@ def _numeric(frame: Any, col: Column, policy: str, what: str) -> np.ndarray:
         )
     if not np.all(np.isfinite(values[~np.isnan(values)])):
         raise ValueError(f"{what} {col.name!r} holds infinite values")
-    lo, hi = col.bounds
+    lo, hi = numeric_bounds(col)
     outside = (values < lo) | (values > hi)
     if outside.any() and policy != "keep":
         if policy == "error":
@@ -208,7 +208,7 @@ def build_design(
     schema: Schema,
     target: str,
     *,
-    features: list[str] | None = None,
+    features: Sequence[str] | None = None,
     intercept: bool = True,
     target_kind: str = "binary",
 ) -> Design:
@@ -296,7 +296,7 @@ def build_design(
         if _one_level(schema.column(name)):
             raise ValueError(
                 f"feature {name!r} is categorical with one declared level "
-                f"({schema.columns[name].categories[0]!r}): it adds no design column (every record "
+                f"({levels(schema.columns[name])[0]!r}): it adds no design column (every record "
                 f"has that level); leave it out of the features, or declare its other levels"
             )
         if name not in available:
@@ -314,22 +314,24 @@ def build_design(
             "and the report could not tell them apart; rename the column"
         )
     policy = schema.out_of_bounds
-    blocks, fnames, scales = [], [], []
+    blocks, fnames = [], []
+    scales: list[float | None] = []
     for name in names:
         col = schema.columns[name]
         _check_missing(frame, col, "column")
         if col.type == "numeric":
             v = _numeric(frame, col, policy, "column")
-            lo, hi = col.bounds
+            lo, hi = numeric_bounds(col)
             blocks.append(((v - (lo + hi) / 2.0) / col.half_range)[:, None])
             fnames.append(name)
             scales.append(col.half_range)
         else:
             codes = _codes(frame, col, "column")
-            onehot = (codes[:, None] == np.arange(1, len(col.categories))[None, :]).astype(np.float64)
+            cats = levels(col)
+            onehot = (codes[:, None] == np.arange(1, len(cats))[None, :]).astype(np.float64)
             blocks.append(onehot)
-            fnames.extend(f"{name}={lev}" for lev in col.categories[1:])
-            scales.extend([None] * (len(col.categories) - 1))
+            fnames.extend(f"{name}={lev}" for lev in cats[1:])
+            scales.extend([None] * (len(cats) - 1))
     n = frame.shape[0]
     if intercept:
         blocks.append(np.ones((n, 1)))
@@ -340,10 +342,10 @@ def build_design(
     _check_missing(frame, tcol, "target column")
     if target_kind == "binary":
         if tcol.type == "categorical":
-            if len(tcol.categories) != 2:
+            if len(levels(tcol)) != 2:
                 raise ValueError(
                     f"target column {target!r} must be binary for this model: declare exactly two "
-                    f"categories (the second is coded 1), got {len(tcol.categories)}"
+                    f"categories (the second is coded 1), got {len(levels(tcol))}"
                 )
             y = _codes(frame, tcol, "target column").astype(np.int32)
         else:
@@ -362,10 +364,10 @@ def build_design(
                 "but it is declared categorical"
             )
         v = _numeric(frame, tcol, policy, "target column")
-        lo, hi = tcol.bounds
+        lo, hi = numeric_bounds(tcol)
         y = ((v - (lo + hi) / 2.0) / tcol.half_range).astype(np.float32)
     refs = tuple(
-        (name, schema.columns[name].categories[0]) for name in names if schema.columns[name].type == "categorical"
+        (name, levels(schema.columns[name])[0]) for name in names if schema.columns[name].type == "categorical"
     )
     return Design(
         X=X,
@@ -396,10 +398,11 @@ def _codes(frame: Any, col: Column, what: str) -> np.ndarray:
         values = np.array([str(int(v)) if float(v).is_integer() else str(v) for v in raw.to_numpy()], dtype=object)
     else:
         values = np.array([nfc(v) for v in raw.astype(str).str.strip()], dtype=object)
-    lookup = {lev: i for i, lev in enumerate(col.categories)}
-    if {lev.lower() for lev in col.categories} == {"false", "true"}:
+    cats = levels(col)
+    lookup: dict[str | None, int] = {lev: i for i, lev in enumerate(cats)}  # _whole(v) may be None
+    if {lev.lower() for lev in cats} == {"false", "true"}:
         # a boolean column: every writer's spelling (false/False/FALSE: R, pandas, Spark; a Parquet bool)
-        lookup.update({lev.lower(): i for i, lev in enumerate(col.categories)})
+        lookup.update({lev.lower(): i for i, lev in enumerate(cats)})
         values = np.array([v.lower() if v.lower() in ("false", "true") else v for v in values], dtype=object)
     # a whole number written as text with a decimal point ("1.0": pandas writes an integer column that
     # held missing values so) matches the integer level 1, as the same float in a Parquet file does
@@ -407,6 +410,6 @@ def _codes(frame: Any, col: Column, what: str) -> np.ndarray:
     if (codes < 0).any():
         raise ValueError(
             f"{what} {col.name!r} has values that are not among its declared categories "
-            f"{list(col.categories)}; declare every level (a public list) or recode the data"
+            f"{list(cats)}; declare every level (a public list) or recode the data"
         )
     return codes

@@ -44,7 +44,6 @@ def original_unit_effects(
     w = np.asarray(w_draws, np.float64)
     scales = dict(zip(design.feature_names, design.feature_scales))
     refs = dict(design.reference_levels)
-    target_half = design.target.half_range if model == "linear" else None
     lo_q, hi_q = (1 - prob) / 2, 1 - (1 - prob) / 2
     rows = []
     for j, name in enumerate(columns):
@@ -60,7 +59,7 @@ def original_unit_effects(
             per = f"{level} instead of {refs[column]}" if column in refs else f"{name} (1 instead of 0)"
             slope = w[:, j]
         if model == "linear":
-            values, measure = slope * target_half, f"change in {design.target.name}"
+            values, measure = slope * design.target.half_range, f"change in {design.target.name}"
         else:
             values, measure = np.exp(slope), "odds ratio"
         lo, med, hi = np.quantile(values, [lo_q, 0.5, hi_q])

@@ -55,7 +55,7 @@ class Column:
     @property
     def half_range(self) -> float:
         """(upper - lower) / 2: one unit of the rescaled feature in the column's own units."""
-        lo, hi = self.bounds
+        lo, hi = numeric_bounds(self)
         return (hi - lo) / 2.0
 
 
@@ -77,6 +77,20 @@ class Schema:
                 "table with its type and public bounds or categories"
             )
         return self.columns[name]
+
+
+def numeric_bounds(col: Column) -> tuple[float, float]:
+    """The declared (lower, upper) of a numeric column; a ValueError for a column without bounds."""
+    if col.bounds is None:
+        raise ValueError(f"column {col.name!r} has no declared bounds: it is not a numeric column")
+    return col.bounds
+
+
+def levels(col: Column) -> tuple[str, ...]:
+    """The declared categories of a categorical column; a ValueError for a column without them."""
+    if col.categories is None:
+        raise ValueError(f"column {col.name!r} has no declared categories: it is not a categorical column")
+    return col.categories
 
 
 def nfc(text: str) -> str:

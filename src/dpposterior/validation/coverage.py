@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import jax
 import numpy as np
@@ -119,12 +119,12 @@ class TarpRepeatsResult:
     @property
     def rmse(self) -> float:
         """RMSE of the averaged curve (the paper's summary number)."""
-        return coverage_rmse(self.alpha, self.coverage)
+        return cast(float, coverage_rmse(self.alpha, self.coverage))  # one curve (A,): a float
 
     @property
     def single_draw_rmse(self) -> np.ndarray:
         """RMSE of each repeat's own curve, shape ``(R,)`` (more sampling noise; report beside)."""
-        return coverage_rmse(self.alpha, self.per_repeat)
+        return cast(np.ndarray, coverage_rmse(self.alpha, self.per_repeat))  # a stack (R, A): an array
 
     @property
     def std(self) -> np.ndarray:

@@ -136,10 +136,10 @@ def check_observed_support(
                     described[name] = f"{type(_unwrapped(site['fn'])).__name__} with support {support}"
     if bad:
         name = next(iter(bad))
-        rows = bad[name]
+        bad_rows = bad[name]
         raise ValueError(
-            f"observed site {name!r} ({described[name]}) has values outside the support in {len(rows)} of "
-            f"{num_records} records (the first is record {rows[0]}): their log likelihood is -inf, NaN or "
+            f"observed site {name!r} ({described[name]}) has values outside the support in {len(bad_rows)} of "
+            f"{num_records} records (the first is record {bad_rows[0]}): their log likelihood is -inf, NaN or "
             f"meaningless, and {fitter} would not fit them as data of the model (a likelihood that is not finite "
             "is dropped, e.g. DP-SGD zeroes its gradient, or breaks an energy bound; a finite but meaningless one "
             "is fitted wrongly). Remove or correct those records, or change the model's likelihood. (This check "

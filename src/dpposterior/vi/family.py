@@ -7,22 +7,29 @@ the variance: both are valid parametrisations, this is the one we use everywhere
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import jax
 import jax.numpy as jnp
+import numpy as np
+from jax.typing import ArrayLike
+
+#: a JAX or a NumPy array: :func:`split_phi` returns halves of the kind it is given.
+_A = TypeVar("_A", jax.Array, np.ndarray)
 
 
-def split_phi(phi: jax.Array) -> tuple[jax.Array, jax.Array]:
+def split_phi(phi: _A) -> tuple[_A, _A]:
     """(..., 2n) -> (mu (..., n), rho (..., n))."""
     n = phi.shape[-1] // 2
     return phi[..., :n], phi[..., n:]
 
 
-def scale(rho: jax.Array) -> jax.Array:
+def scale(rho: ArrayLike) -> jax.Array:
     """The standard deviation softplus(rho)."""
     return jax.nn.softplus(rho)
 
 
-def inverse_scale(sd: jax.Array) -> jax.Array:
+def inverse_scale(sd: ArrayLike) -> jax.Array:
     """rho such that softplus(rho) = sd (sd > 0)."""
     sd = jnp.asarray(sd)
     return sd + jnp.log(-jnp.expm1(-sd))

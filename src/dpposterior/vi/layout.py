@@ -15,6 +15,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 from numpyro.distributions import constraints
 from numpyro.distributions.transforms import biject_to
 
@@ -66,7 +67,8 @@ def support_to_spec(c: constraints.Constraint) -> dict[str, Any]:
         return {"kind": "greater_than", "low": np.asarray(c.lower_bound).tolist()}
     if isinstance(c, constraints._LessThan):
         return {"kind": "less_than", "high": np.asarray(c.upper_bound).tolist()}
-    if isinstance(c, getattr(constraints, "zero_sum", ())):  # ZeroSumNormal: sums to 0 along event_dim axes
+    zero_sum = getattr(constraints, "zero_sum", None)  # ZeroSumNormal: sums to 0 along event_dim axes
+    if zero_sum is not None and isinstance(c, zero_sum):
         return {"kind": "zero_sum", "event_dim": int(c.event_dim)}
     return {"kind": "unknown", "repr": repr(c)}
 
@@ -150,7 +152,7 @@ class ParamLayout:
             start += s.size
         raise ValueError(f"no latent site {name!r}; the model's latent sites are {list(self.names)}")
 
-    def split(self, theta: jax.Array) -> dict[str, jax.Array]:
+    def split(self, theta: ArrayLike) -> dict[str, jax.Array]:
         """Splits a flat (..., n) unconstrained array into per-site (..., *unconstrained_shape) arrays."""
         theta = jnp.asarray(theta)
         if theta.shape[-1] != self.num_latent:

@@ -75,17 +75,17 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
         except Exception as e:  # noqa: BLE001 - the user's model failed on these dummy records
             first_error = first_error or e
     else:  # the user's model failed on data of the given shapes
-        e = first_error
+        err = first_error
         hint = (
             "; a latent site whose distribution cannot be sampled (an improper prior such as ImproperUniform) "
             "is not supported: dpvi draws its initial value from the prior, give it a proper one"
-            if isinstance(e, NotImplementedError)
+            if isinstance(err, NotImplementedError)
             else ""
         )
-        what = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+        what = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
         raise ValueError(
             f"the model failed when run on data of shapes {[tuple(a.shape) for a in data]}: {what}{hint}"
-        ) from e
+        ) from err
     record_plates = {
         name
         for name, s in tr.items()
@@ -445,7 +445,7 @@ def check_setting_names(model: Callable, num_data: int, fitter: Callable, settin
     positional = named[:num_data]  # the data fill the first parameters: those are not keywords
     if all(p.kind == p.POSITIONAL_OR_KEYWORD for p in positional):
         named = named[num_data:]
-    named = [p.name for p in named]
+    names = [p.name for p in named]
     bound = set(getattr(model, "keywords", None) or ()) if isinstance(model, functools.partial) else set()
 
     def given(name: str) -> bool:
@@ -457,7 +457,7 @@ def check_setting_names(model: Callable, num_data: int, fitter: Callable, settin
         plain = (bool, int, float, str)
         return not (isinstance(value, plain) and isinstance(default, plain) and value == default)
 
-    clash = [name for name in named if name in settings and given(name)]
+    clash = [name for name in names if name in settings and given(name)]
     if clash:
         name = clash[0]
         raise ValueError(
