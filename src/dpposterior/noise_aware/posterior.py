@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import warnings
+from collections.abc import Mapping
 from typing import Any, Callable
 
 import jax
@@ -21,7 +22,8 @@ from ..vi import family
 from ..vi.layout import ParamLayout
 from .summary import PosteriorSummary, summary_rows
 
-PhiSampler = Callable[[jax.Array, int], jax.Array]
+#: (key, m) -> (m, 2n); the key as _key gives it (a raw uint32 NumPy key stays NumPy)
+PhiSampler = Callable[[jax.Array | np.ndarray, int], jax.Array]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -65,10 +67,10 @@ class Posterior:
     def sample_phi(self, key: jax.Array, num_samples: int) -> jax.Array:
         """(num_samples, 2n) draws of phi* from its posterior."""
         _check_num(num_samples)
-        key = _key(key)
+        checked = _key(key)
         if self.phi_sampler is not None:
-            return self.phi_sampler(key, num_samples)
-        idx = jax.random.randint(key, (num_samples,), 0, self.phi_star.shape[0])
+            return self.phi_sampler(checked, num_samples)
+        idx = jax.random.randint(checked, (num_samples,), 0, self.phi_star.shape[0])
         return self.phi_star[idx]
 
     def sample_unconstrained(self, key: jax.Array, num_samples: int) -> jax.Array:
@@ -335,7 +337,7 @@ def _model_keywords(
         raise ValueError(f"the model keywords {both} are given both in model_kwargs and by name; give each once")
     if num_samples_given and "num_samples" not in model_kwargs:
         try:
-            params = inspect.signature(model).parameters
+            params: Mapping[str, inspect.Parameter] = inspect.signature(model).parameters
         except (TypeError, ValueError):  # builtins and the like: nothing to compare
             params = {}
         if "num_samples" in params and params["num_samples"].kind not in (
@@ -357,7 +359,7 @@ def _check_num(n: int) -> None:
         raise ValueError(f"num_samples must be an integer >= 1, got {n!r}")
 
 
-def _key(key: Any) -> jax.Array:
+def _key(key: Any) -> jax.Array | np.ndarray:
     """A user's ``key`` (an int seed in [0, 2**32), a single JAX key, or a raw uint32 key of shape (2,))
     as a JAX key; anything else is an error naming ``key`` (:func:`dpposterior.privacy.randomness.user_key`)."""
     return user_key(key, "key")

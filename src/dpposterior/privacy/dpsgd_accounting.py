@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Iterator
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, cast
 
 from dp_accounting import dp_event
 from dp_accounting.pld import pld_privacy_accountant
@@ -46,10 +46,10 @@ _RELATIONS = {
 }
 
 
-def _check_accountant(accountant: str) -> str:
+def _check_accountant(accountant: str) -> Accountant:
     if accountant not in ACCOUNTANTS:
         raise ValueError(f"accountant must be one of {ACCOUNTANTS}, got {accountant!r}")
-    return accountant
+    return cast(Accountant, accountant)  # one of ACCOUNTANTS, checked above
 
 
 def _event(noise_multiplier: float, sampling_rate: float, num_steps: int) -> dp_event.DpEvent:

@@ -279,14 +279,14 @@ def gradient_norm_histogram(
     phi = jnp.asarray(trace.final_phi, jnp.float32)
     num = int(arrays[0].shape[0])
     size = min(BATCH_RECORDS, num)
-    norms = []
+    norms_per_batch: list[np.ndarray] = []
     for start in range(0, num, size):
         batch = tuple(a[start : start + size] for a in arrays)
         short = size - int(batch[0].shape[0])
         if short:  # pad the last batch with copies of its first record: one compiled shape; padding dropped
             batch = tuple(jnp.concatenate([b, jnp.repeat(b[:1], short, axis=0)]) for b in batch)
-        norms.append(np.asarray(norms_of(phi, batch, k_mc), np.float64)[: size - short])
-    norms = np.concatenate(norms)
+        norms_per_batch.append(np.asarray(norms_of(phi, batch, k_mc), np.float64)[: size - short])
+    norms = np.concatenate(norms_per_batch)
     clip = float(trace.clip)
     edges = np.concatenate([[0.0], m * clip, [np.inf]])
     finite = np.isfinite(norms)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -21,13 +21,16 @@ from .._checks import (
     check_sampling_rate,
     check_trace_memory,
 )
-from ..privacy.dpsgd_accounting import calibrate_noise_multiplier
+from ..privacy.dpsgd_accounting import Accountant, calibrate_noise_multiplier
 from . import family
 from .circular import warn_if_near_seam
 from .layout import ParamLayout
 from .data_support import check_observed_support
 from .model_inspect import check_data, check_setting_names, inspect_model, prior_median_unconstrained, record_log_joint
 from .trace import DPVITrace
+
+if TYPE_CHECKING:  # the engine is imported where it runs (keeps module import light)
+    from ..dpsgd.engine import Sampling
 
 #: default preconditioning of the rho (scale) gradients; beta_mu is always 1 (as in the reference implementation).
 DEFAULT_BETA_RHO = 100.0
@@ -95,13 +98,13 @@ def dpvi(
     rng_key: Any = None,
     dataset_size: int | None = None,
     init_scale: float = DEFAULT_INIT_SCALE,
-    accountant: str = "pld",
+    accountant: Accountant = "pld",
     progress: bool | None = None,
     model_name: str = "",
     secure: bool = False,
     checkpoint: str | os.PathLike | None = None,
     checkpoint_every: int = 2000,
-    sampling: str = "packed",
+    sampling: Sampling = "packed",
     **model_kwargs: Any,
 ) -> DPVITrace:
     """Differentially private variational inference on a NumPyro model; releases the whole trace.

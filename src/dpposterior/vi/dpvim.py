@@ -75,6 +75,7 @@ from .._checks import (
     warn_if_delta_large,
 )
 from ..privacy import PrivacySpent, calibrate_noise_multiplier, dpsgd_epsilon, os_seeded_key
+from ..privacy.dpsgd_accounting import Accountant
 from ..privacy.noise import float32_at_least, with_noise_tail
 from ..privacy.secure import check_secure, resolve_noise_source
 from . import family
@@ -416,7 +417,7 @@ def dpvim(
     rng_key: Any = None,
     dataset_size: int | None = None,
     init_scale: float = DEFAULT_INIT_SCALE,
-    accountant: str = "pld",
+    accountant: Accountant = "pld",
     model_name: str = "",
     secure: bool = False,
     **model_kwargs: Any,
