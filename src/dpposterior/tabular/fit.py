@@ -11,13 +11,14 @@ number of records N, treated as public (as in the papers).
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import json
 import math
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 import numpy as np
 
@@ -33,6 +34,7 @@ from .._checks import (
 )
 from .._io import write_bytes_atomic
 from ..privacy.secure import check_secure
+from ..privacy.spent import Neighbouring
 from .design import INTERCEPT, Design, build_design
 from .read import read_table
 from .releases import save_release
@@ -70,10 +72,13 @@ def resolve_model(spec: str) -> tuple[Callable, str, bool, str]:
             if not Path(mod_name).is_file():
                 raise ImportError(f"no file {mod_name!r}")
             from importlib import util as import_util
+            from importlib.abc import Loader
+            from importlib.machinery import ModuleSpec
 
-            loader_spec = import_util.spec_from_file_location(Path(mod_name).stem, mod_name)
+            # a .py file always gets a spec with a source-file loader (None only for unknown suffixes)
+            loader_spec = cast(ModuleSpec, import_util.spec_from_file_location(Path(mod_name).stem, mod_name))
             module = import_util.module_from_spec(loader_spec)
-            loader_spec.loader.exec_module(module)
+            cast(Loader, loader_spec.loader).exec_module(module)
         else:  # a module importable from the working directory (as `python -m` would) or the environment
             import sys
 
@@ -440,7 +445,7 @@ def _effects(post, design: Design, model: str, prob: float, key) -> list[dict[st
     if kinds.get(model) != design.target_kind or None in columns:
         return []
     w = np.asarray(post.sample(key, 4000)["w"]).reshape(4000, -1)
-    return original_unit_effects(w, columns, design, model, prob)
+    return original_unit_effects(w, cast(list[str], columns), design, model, prob)  # no None: checked above
 
 
 def _interval_rows(summary: list[dict[str, Any]]) -> dict[str, tuple[float, float, float]]:
@@ -807,8 +812,9 @@ def dp_fast_mh_logistic(
         energy, (X, signs), log_prior_fn=log_prior, bound_constants=[c] * n, box=([-10.0] * p, [10.0] * p)
     )
     per = mcmc.calibrate_chain("dp_fast_mh", epsilon, delta, num_steps)
-    batch_cap = per.epsilon * model.total_bound / (6.0 * model.max_bound)
-    sigma2 = math.sqrt(2.0 * math.log(1.25 / per.delta)) / per.epsilon
+    eps_i = cast(float, per.epsilon)  # never None for dp_fast_mh (only the penalty method's can be)
+    batch_cap = eps_i * model.total_bound / (6.0 * model.max_bound)
+    sigma2 = math.sqrt(2.0 * math.log(1.25 / per.delta)) / eps_i
     scale = 1.0 / (sigma2 * 2.0 * c * math.sqrt(p))
     kernel = mcmc.dp_fast_mh_kernel(
         model, mcmc.random_walk(scale), epsilon=per.epsilon, delta=per.delta, batch_cap=batch_cap
@@ -996,17 +1002,20 @@ def fit_table(
     ledger_at = None
     if book is not None:
         book.add(trace, f"fit {Path(data).name} -> {out.name}")
-        ledger_at = _save_or_spare(book.save, Path(ledger), "the ledger", log, problems)
+        # book is not None only when a ledger was given
+        ledger_at = _save_or_spare(book.save, Path(cast(str | Path, ledger)), "the ledger", log, problems)
     _stop_if(problems, ledger_at)
+    # _save_or_spare returns None only after adding to problems, when _stop_if has raised
+    saved = cast(Path, saved)
     hist = None
     with contextlib.suppress(OSError):
         (out / "clip_check.json").unlink(missing_ok=True)  # an earlier run's into this folder: not this report's
     if clip_check is not None:  # a second release from the data, saved and recorded at once, like the first
         with _after_release(saved, ledger):
             hist = _clip_check(trace, fn, design, model, clip_check, seed, secure, out, log, problems=problems)
-            if book is not None:
+            if book is not None:  # only when a ledger was given
                 book.add(hist, f"fit {Path(data).name} -> {out.name}: gradient-norm histogram")
-                ledger_at = _save_or_spare(book.save, Path(ledger), "the ledger", log, problems)
+                ledger_at = _save_or_spare(book.save, Path(cast(str | Path, ledger)), "the ledger", log, problems)
             _stop_if(problems, ledger_at)
     with _after_release(saved, ledger):
         log(f"[3/4] noise-aware posterior ({method}) from the release alone")
@@ -1048,11 +1057,11 @@ def fit_table(
         if hist is not None:
             this.add(hist, "gradient-norm histogram (clip check)")
         _privacy_block(report, this, delta, {trace.privacy.seeded_by})
-        if book is not None:
+        if book is not None:  # only when a ledger was given
             total = _composed_total(book, delta, fallback)
             report.bullets(
                 [
-                    f"with the {len(book) - 1} earlier release(s) recorded in {Path(ledger).name}, all "
+                    f"with the {len(book) - 1} earlier release(s) recorded in {Path(cast(str | Path, ledger)).name}, all "
                     f"{len(book)} releases from this data together (PLD, privacy.Ledger): epsilon = "
                     f"{total.epsilon:.4g} at delta = {total.delta:g} ({total.neighbouring} neighbours)"
                     + (
@@ -1173,7 +1182,7 @@ def fit_table(
 #: how the report names a neighbouring relation
 _RELATION_WORDS = {"add_remove": "add/remove-one", "replace_one": "replace-one"}
 #: the neighbouring relation each release of ``compare`` is accounted under
-RELATIONS = {
+RELATIONS: dict[str, Neighbouring] = {
     "na-dpvi": "add_remove",
     "dpvim": "add_remove",
     "gibbs-ss-noisy": "add_remove",
@@ -1586,9 +1595,7 @@ def _make_releases(
                 Xf, design.y, epsilon=eps_each, x_bound=1.0, y_bound=1.0, rng_key=key(i), secure=secure
             )
             what = "gibbs-ss-noisy (Laplace sufficient statistics)"
-        _save_or_spare(
-            lambda path, r=made[m]: save_release(r, path), folder / f"{m}.npz", f"the {m} release", log, problems
-        )
+        _save_or_spare(functools.partial(save_release, made[m]), folder / f"{m}.npz", f"the {m} release", log, problems)
         record(made[m], what)
         if m in CLIP_CHECK_FILES and clip_check is not None:  # one more release, beyond the budget: saved at once
             checks[m] = _clip_check(
