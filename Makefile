@@ -32,10 +32,12 @@ test: $(VENV)/.dev
 test-slow: $(VENV)/.dev
 	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m slow
 
-# static checks (settings in pyproject.toml [tool.ruff]): lint and the formatter's check
+# static checks (settings in pyproject.toml [tool.ruff] and [tool.mypy]): lint, the formatter's check
+# and the type check of src
 lint: $(VENV)/.dev
 	$(BIN)/ruff check src tests
 	$(BIN)/ruff format --check src tests
+	$(BIN)/python -m mypy
 
 # the package as users install it: a wheel, installed (not editable) into a fresh virtual environment,
 # `dpposterior --version` and its vendored data checked from outside the checkout (.ci/wheel_check)
