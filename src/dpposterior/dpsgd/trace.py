@@ -11,8 +11,9 @@ from typing import Any, Callable
 import numpy as np
 
 from .._checks import check_output_file
-from .._io import check_dpsgd_fields, check_dpsgd_privacy, read_checked_npz, write_checked_npz
+from .._io import check_dpsgd_fields, read_checked_npz, write_checked_npz
 from ..privacy import PrivacySpent
+from ..privacy.dpsgd_record import check_dpsgd_privacy
 
 _ARRAYS = ("params", "grads", "final_params", "learning_rate", "beta")
 _SCALARS = ("clip", "noise_multiplier", "sampling_rate", "num_steps", "num_records")
@@ -129,7 +130,7 @@ class DPSGDTrace:
 
         The SHA-256 checksum is unkeyed: it catches accidental corruption, not an edit that writes a fresh
         checksum. The fields are checked, and the privacy record against the settings and the arrays
-        (:func:`dpposterior._io.check_dpsgd_privacy`: noise multiplier, sampling rate, steps, rows, clip,
+        (:func:`dpposterior.privacy.dpsgd_record.check_dpsgd_privacy`: noise multiplier, sampling rate, steps, rows, clip,
         the epsilon recomputed by the record's accountant, within 1%, and the noise the released gradients
         carry, by a chi-square bound), so a record that contradicts the release is refused; a consistently rewritten file cannot be told from a real one.
 
@@ -191,7 +192,7 @@ def _is_unreleased_format(path: Path) -> bool:
 
 def _check_loaded(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
     """Checks a loaded trace's fields: all present, real finite arrays of consistent shapes, valid scalars,
-    and a privacy record that agrees with them (:func:`~dpposterior._io.check_dpsgd_privacy`)."""
+    and a privacy record that agrees with them (:func:`~dpposterior.privacy.dpsgd_record.check_dpsgd_privacy`)."""
     missing = [k for k in _ARRAYS if k not in arrays] + [k for k in _SCALARS + ("privacy",) if k not in meta]
     if missing:
         raise ValueError(f"the file lacks {missing}")

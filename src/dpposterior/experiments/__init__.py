@@ -31,6 +31,10 @@ from .methods import MethodOutput
 from .methods import MethodSettings
 from .methods import get_method
 from .methods import register_method
+
+# the baselines with their own mechanism register themselves in METHODS, after the methods above: every
+# import of a module of this package runs this file first, so METHODS always holds them
+from . import baseline_methods as _baseline_methods  # noqa: F401
 from .replicates import DPVISetup
 from .replicates import ReplicateSummaries
 from .replicates import cell_data

@@ -77,7 +77,7 @@ from .._fingerprint import hash_code as _hash_code
 from ..noise_aware import grid as G
 from ..noise_aware import laplace as L
 from ..noise_aware import model as M
-from ..noise_aware.stats import TraceStats
+from ..noise_aware.stats import MIN_STEPS_AFTER_BURN_IN, TraceStats
 from ..privacy.dpsgd_accounting import Accountant
 from ..privacy.spent import PrivacySpent
 from ..vi import family
@@ -527,11 +527,9 @@ def _burn32(releases: CellReleases, priors: str) -> TraceStats | None:
     if priors == "paper":
         return None
     if releases.burn_stats is None:
-        from .replicates import MIN_BURN_STEPS
-
         raise ValueError(
             'priors="burn_in" takes the h prior from the burn-in steps, but this cell keeps fewer '
-            f"than {MIN_BURN_STEPS} of them: raise burn_in"
+            f"than {MIN_STEPS_AFTER_BURN_IN} of them: raise burn_in"
         )
     return _as32(releases.burn_stats)
 
@@ -834,6 +832,3 @@ register_method(
     canonical_options=float_options(("target_accept_prob",)),
     description="NA-DPVI, NumPyro NUTS (1,000 warm-up, 4,000 draws), vmapped over replicates",
 )
-
-# The baselines with their own mechanism register themselves (they use the names above).
-from . import baseline_methods as _baseline_methods  # noqa: E402,F401

@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from .._checks import check_delta, check_output_file, check_positive
+from .._io import write_bytes_atomic
 from .spent import Neighbouring, PrivacySpent
 
 #: mechanisms the ledger composes exactly as Gaussian events.
@@ -161,8 +162,6 @@ class Ledger:
           TypeError: ``path`` is not a str or os.PathLike.
           ValueError: ``path`` is a folder, or its folder cannot be created or written.
         """
-        from .._io import write_bytes_atomic
-
         path = check_output_file(path, "path")
         return write_bytes_atomic(path, (json.dumps(self.to_dict(), indent=1) + "\n").encode("utf-8"))
 

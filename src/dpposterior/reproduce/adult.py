@@ -238,7 +238,7 @@ def run_one(
         elif m == "naive":
             post = trace.last_iterate_posterior()
         else:
-            extra = (
+            extra: dict[str, Any] = (
                 {
                     "num_warmup": settings.num_warmup,
                     "num_samples": settings.num_samples,

@@ -29,13 +29,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import numpy as np
 
 from .._checks import check_delta, check_epsilon, check_positive, check_positive_int, check_seed
 from ..mcmc import dp_sgld as S
+from ..privacy.dp_dropout import DPDAccountant
 from .console import Column, RowPrinter
 
 __all__ = ["FULL", "QUICK", "DPDropoutSettings", "format_tables", "run_dp_dropout", "write_dp_dropout_report"]
@@ -54,7 +55,7 @@ PROGRESS_COLUMNS = (
     Column("log_likelihood", "log lik", ".4f", 8),
     Column("seconds", "seconds", ".1f", 7),
 )
-ACCOUNTANT_OF = {"DPD-AC": "ac", "DPD-zCDP": "zcdp", "DPD-PLD": "pld"}
+ACCOUNTANT_OF: dict[str, DPDAccountant] = {"DPD-AC": "ac", "DPD-zCDP": "zcdp", "DPD-PLD": "pld"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,6 +181,7 @@ def _data(name: str, s: DPDropoutSettings, rng: np.random.Generator):
 def _dpsgd_loss(model: S.DPSGLDModel, n: int):
     """-log p(y|x) - log p(theta) / N per record (one function object per model: the engine caches
     its compiled program per loss object)."""
+    loss: Callable[..., Any]  # a per-record loss with or without the dropout key
     if model.needs_key:
 
         def loss(theta, record, k):
@@ -357,7 +359,7 @@ def format_tables(rows: list[dict], sigma_rows: list[dict]) -> str:
                 )
                 for m in ACCOUNTANT_OF
             }
-            best = min(sig, key=sig.get)
+            best = min(sig, key=lambda m: sig[m])
             a = {m: _mean(_cell(rows, d, eps, m), "accuracy") for m in METHODS}
             accs = " / ".join(f"**{a[m]:.4f}**" if m == best else f"{a[m]:.4f}" for m in ACCOUNTANT_OF)
             out.append(

@@ -37,7 +37,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from typing import Any
+from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
@@ -393,7 +393,9 @@ def run_gmm(s: DpFastMhSettings, verbose: bool = False) -> dict:
     checkpoints = sorted({int(v) for v in np.unique(np.geomspace(100, s.gmm_steps, 12).astype(int))} | {s.gmm_steps})
     rows, density = [], {}
     show = RowPrinter(GMM_COLUMNS, title="Gaussian mixture, one row per chain (NON-PRIVATE diagnostics):")
-    groups = [(None, _kernels(model, prop, None, s, s.nonprivate_versions, False))] if s.tuna_rows else []
+    groups: list[tuple[float | None, list[tuple[str, str, Any]]]] = (
+        [(None, _kernels(model, prop, None, s, s.nonprivate_versions, False))] if s.tuna_rows else []
+    )
     groups += [(eps, _kernels(model, prop, eps, s, False, s.paper_k_row)) for eps in s.gmm_epsilons]
     for eps, kernels in groups:
         for label, method, kernel in kernels:
@@ -501,8 +503,8 @@ def _accuracy_curve(samples: np.ndarray, test: tuple[np.ndarray, np.ndarray], po
     csum = np.cumsum(probs, axis=1)
     out = []
     for t in points:  # posterior predictive from the samples t/2..t
-        hi = np.searchsorted(idx, t - 1, side="right")
-        lo = np.searchsorted(idx, t // 2, side="left")
+        hi = int(np.searchsorted(idx, t - 1, side="right"))
+        lo = int(np.searchsorted(idx, t // 2, side="left"))
         if hi <= lo:
             lo = max(hi - 1, 0)
         p = (csum[:, hi - 1] - (csum[:, lo - 1] if lo > 0 else 0.0)) / (hi - lo)
@@ -517,7 +519,9 @@ def run_mnist(s: DpFastMhSettings, verbose: bool = False) -> list[dict]:
         feats = mnist_features(projection, s.mnist_dims, s.mnist_records, s.seed, s.mnist_clip_quantile)
         model = mnist_model(feats)
         prop = mcmc.random_walk(mnist_step_size(s, model))
-        groups = [(None, _kernels(model, prop, None, s, s.nonprivate_versions, False))] if s.tuna_rows else []
+        groups: list[tuple[float | None, list[tuple[str, str, Any]]]] = (
+            [(None, _kernels(model, prop, None, s, s.nonprivate_versions, False))] if s.tuna_rows else []
+        )
         groups += [(eps, _kernels(model, prop, eps, s, False, s.paper_k_row)) for eps in s.mnist_epsilons]
         for eps, kernels in groups:
             for label, method, kernel in kernels:
@@ -609,7 +613,7 @@ def gmm_done_when(gmm: dict, epsilon: float = 0.05) -> dict:
     batch = float(np.mean([r["nonprivate_mean_batch"] for r in g.get(("DP-Fast MH", epsilon), [])] or [np.nan]))
     # at equal wall-clock time: each method's mean KL at the last checkpoint reached within DP-Fast MH's
     # mean run time (time of a checkpoint = its iterations x the run's mean time per iteration)
-    at_time = {}
+    at_time: dict[str, tuple[int, float] | float | None] = {}
     if g.get(("DP-Fast MH", epsilon)):
         t_fast = float(np.mean([r["wall_seconds"] for r in g[("DP-Fast MH", epsilon)]]))
         for label in ("DP-Fast MH", "penalty", "DP Barker"):
@@ -676,6 +680,7 @@ def _gmm_figures(gmm: dict, s: DpFastMhSettings, out, name: str) -> list:
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
+    from matplotlib.colors import ListedColormap  # what plt.cm.tab20 is; typed as its base, Colormap
 
     from .._io import save_figure_atomic
 
@@ -686,7 +691,7 @@ def _gmm_figures(gmm: dict, s: DpFastMhSettings, out, name: str) -> list:
     labels = [k for k in g if k[1] in (eps_main, None)]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for ax in axes:
-        ax.set_prop_cycle(color=plt.cm.tab20.colors)  # more than 10 lines
+        ax.set_prop_cycle(color=cast(ListedColormap, plt.cm.tab20).colors)  # more than 10 lines
     for label, eps in labels:
         rs = g[(label, eps)]
         kl = np.mean([r["kl"] for r in rs], axis=0)
@@ -761,13 +766,14 @@ def _mnist_figure(rows: list[dict], out, name: str):
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
+    from matplotlib.colors import ListedColormap  # what plt.cm.tab20 is; typed as its base, Colormap
 
     from .._io import save_figure_atomic
 
     projs = sorted({r["projection"] for r in rows})
     fig, axes = plt.subplots(1, len(projs), figsize=(5.5 * len(projs), 4), squeeze=False)
     for ax, proj in zip(axes[0], projs):
-        ax.set_prop_cycle(color=plt.cm.tab20.colors)  # more than 10 lines
+        ax.set_prop_cycle(color=cast(ListedColormap, plt.cm.tab20).colors)  # more than 10 lines
         for r in rows:
             if r["projection"] != proj:
                 continue
@@ -931,6 +937,7 @@ def write_dp_fast_mh_report(results: dict, out, *, quick: bool, wall_seconds: fl
     lines.append("")
     # ---- MNIST
     if mrows:
+        assert mfig is not None  # drawn above whenever there are MNIST rows
         lines += [
             "## MNIST 7 vs 9",
             "",

@@ -28,12 +28,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .adult import AdultSettings
+from .na_dpvi_paper import NA_DPVI_SOLVERS
 
 PARTS = ("coverage", "adult", "widths")
 EXPFAM_MODELS = ("beta-bernoulli", "gamma-exponential", "dirichlet-categorical")
 REGRESSION_MODEL = "linear-regression"
 EPSILONS = (0.1, 0.3, 1.0)
-NA_DPVI_SOLVERS = ("nuts", "laplace", "grid")
 EXPFAM_METHODS = NA_DPVI_SOLVERS + ("naive", "dpvim", "bernstein-sheldon")
 REGRESSION_METHODS = NA_DPVI_SOLVERS + ("naive", "dpvim", "gibbs-ss-noisy")
 
@@ -81,23 +81,6 @@ EXPFAM_METHOD_OPTIONS = {("gamma-exponential", "bernstein-sheldon"): (("thin", 3
 BURN_IN_PRIOR_SOLVERS = ("grid",)
 _BURN_IN_PRIORS = (("priors", "burn_in"),)
 
-#: the paper's published figures (Räisä et al. 2024, section 4) for the report.
-PAPER_COVERAGE_RMSE = {
-    "beta-bernoulli": 0.016,
-    "gamma-exponential": 0.023,
-    "dirichlet-categorical": 0.020,
-    "linear-regression": 0.036,
-}
-PAPER_ADULT_CALIBRATION_RMSE = 0.024
-#: the bars of issue 5 (best NA-DPVI solver).
-COVERAGE_BAR = {
-    "beta-bernoulli": 0.03,
-    "gamma-exponential": 0.03,
-    "dirichlet-categorical": 0.03,
-    "linear-regression": 0.045,
-}
-ADULT_BAR = 0.03
-
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
@@ -115,7 +98,7 @@ def plan(quick: bool = False, seed: int = 0) -> Plan:
     from ..experiments.config import DEFAULT_BURN_IN
 
     if quick:
-        sizes = dict(replicates=6, repeats=4, num_steps=60, num_records=200, num_draws=400, seed=seed)
+        sizes: dict[str, Any] = dict(replicates=6, repeats=4, num_steps=60, num_records=200, num_draws=400, seed=seed)
         nuts = (("num_warmup", 100), ("num_samples", 200))  # the experiments tests' sizes: shared compilations
         # one exponential family with every method, and the regression with its baseline: every code path
         # of the full run, with the compilations the engine's tests share (same sizes)
@@ -139,7 +122,7 @@ def plan(quick: bool = False, seed: int = 0) -> Plan:
             num_predictive=200,
             seed=seed,
         )
-        widths = (CellConfig("beta-bernoulli", 0.5, "grid", **sizes),)
+        widths: tuple[CellConfig, ...] = (CellConfig("beta-bernoulli", 0.5, "grid", **sizes),)
         return Plan(tuple(cells), adult, True, widths)
     sizes = dict(replicates=500, repeats=20, num_steps=10_000, num_records=5_000, seed=seed)
     cells = [

@@ -32,6 +32,7 @@ import functools
 import math
 import numbers
 import time
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -364,10 +365,8 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def pacbayes_figure(rows: list[dict], path) -> "Path":
+def pacbayes_figure(rows: list[dict], path) -> Path:
     """Bars per (labels, prior, epsilon): test error of Q against the PAC-Bayes, H- and C-bounds."""
-    from pathlib import Path
-
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -402,7 +401,7 @@ def pacbayes_figure(rows: list[dict], path) -> "Path":
         plt.close(fig)
 
 
-def write_pacbayes_report(rows: list[dict], out, *, quick: bool, wall_seconds: float, command: str) -> "Path":
+def write_pacbayes_report(rows: list[dict], out, *, quick: bool, wall_seconds: float, command: str) -> Path:
     """Writes ``pacbayes[-quick].md``, its figure and ``pacbayes[-quick].json`` (the settings and every
     row) under ``out``; returns the Markdown path.
 
@@ -413,7 +412,6 @@ def write_pacbayes_report(rows: list[dict], out, *, quick: bool, wall_seconds: f
     import json
     import os
     import platform
-    from pathlib import Path
 
     from ..experiments.store import write_text_atomic
 

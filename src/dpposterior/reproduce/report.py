@@ -22,7 +22,7 @@ from .._io import save_figure_atomic
 from ..experiments.methods import method_label
 from ..experiments.report import central_range_text, marginal_summary, worst_marginal_text
 from .adult import summarise
-from .na_dpvi import ADULT_BAR, COVERAGE_BAR, NA_DPVI_SOLVERS, PAPER_ADULT_CALIBRATION_RMSE, PAPER_COVERAGE_RMSE
+from .na_dpvi_paper import ADULT_BAR, COVERAGE_BAR, NA_DPVI_SOLVERS, PAPER_ADULT_CALIBRATION_RMSE, PAPER_COVERAGE_RMSE
 
 
 def _savefig(fig, path: Path) -> Path:
@@ -312,7 +312,7 @@ def _adult_table(records: Sequence[dict[str, Any]]) -> list[str]:
         if not solvers:
             continue
         for reading, key in (("averaged curve", "averaged_curve_rmse"), ("per release", "calibration_rmse")):
-            best = min(solvers, key=lambda m, key=key: solvers[m][key])
+            best = min(solvers, key=lambda m: solvers[m][key])
             v = solvers[best][key]
             naive, dpvim = rs.get("naive"), rs.get("dpvim")
             below = all(x is None or v < x[key] for x in (naive, dpvim))

@@ -13,8 +13,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import check_output_file
-from .._io import check_dpsgd_fields, check_dpsgd_privacy, read_checked_npz, write_checked_npz
+from .._io import check_dpsgd_fields, read_checked_npz, write_checked_npz
 from ..privacy.spent import PrivacySpent
+from ..privacy.dpsgd_record import check_dpsgd_privacy
 from .layout import ParamLayout
 
 FORMAT = "dpposterior.DPVITrace"
@@ -159,7 +160,7 @@ class DPVITrace:
         What is checked, and what that protects against: the file's SHA-256 checksum is unkeyed, so it
         catches accidental corruption (a truncated or altered file) but not someone who edits the file and
         writes a fresh checksum. Every field is then checked, and the privacy record against the release
-        (:func:`dpposterior._io.check_dpsgd_privacy`): its noise multiplier, sampling rate, number of steps
+        (:func:`dpposterior.privacy.dpsgd_record.check_dpsgd_privacy`): its noise multiplier, sampling rate, number of steps
         and clip must be the settings', its number of steps the trace's rows, and its epsilon the one the
         record's accountant gives for them at its delta (within 1%); and the released gradients must carry
         the noise the record claims (a chi-square bound on their standardised sum of squares, failed by a
@@ -225,7 +226,7 @@ _META_FIELDS = (
 
 def _check_loaded(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
     """Checks the fields of a loaded trace: types, ranges, finite float arrays, T = num_steps, and a
-    privacy record that agrees with them (:func:`~dpposterior._io.check_dpsgd_privacy`)."""
+    privacy record that agrees with them (:func:`~dpposterior.privacy.dpsgd_record.check_dpsgd_privacy`)."""
     missing = [k for k in _META_FIELDS if k not in meta]
     if missing:
         raise ValueError(f"metadata lacks {missing}")

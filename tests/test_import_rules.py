@@ -1,0 +1,357 @@
+"""The import rules of the package, checked on its source with ``ast`` (nothing is imported).
+
+The data path runs one way: mechanisms (dpsgd, vi, mcmc, the baselines' releases) read private data and
+produce releases; post-processing (noise_aware, validation, plots) reads releases only; reports come
+last. Every import counts, at module level or inside a function, relative or absolute; ``from X import
+name`` is an import of the module ``X.name`` when that is a module, else of ``X``.
+
+Rules: no cycle between modules; no cycle between packages (a package is the first component under
+``dpposterior``; a module directly under it is its own package); post-processing never imports the
+data sets; ``privacy`` imports no modelling, releasing or reporting package; only the entry points import
+``cli``. Two rules do not hold yet (the released types still live in vi/ and move to a releases layer):
+they are strict xfails, so they turn red the moment they hold and the mark must go.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+TOP = "dpposterior"
+
+#: post-processing: reads releases, never data or a mechanism
+POST_PROCESSING = ("noise_aware", "validation", "plots")
+#: mechanisms: read private data
+MECHANISMS = ("dpsgd", "vi", "mcmc")
+#: what privacy (accounting and noise) may not import
+PRIVACY_FORBIDDEN = ("models", "vi", "noise_aware", "baselines", "tabular", "experiments", "reproduce")
+#: the modules that may import dpposterior.cli
+CLI_IMPORTERS = (f"{TOP}.cli", f"{TOP}.__main__")
+
+#: the package cycle that the move of the released types out of vi/ breaks; no other may appear
+KNOWN_PACKAGE_CYCLE = frozenset({"models", "baselines", "vi", "noise_aware"})
+#: the post-processing -> mechanism package imports that the same move removes; no other may appear
+KNOWN_POST_PROCESSING_MECHANISM_IMPORTS = frozenset({("noise_aware", "vi")})
+
+RELEASES_LAYER = "the released types still live in vi/; moved by the releases layer"
+
+
+@dataclasses.dataclass(frozen=True)
+class Edge:
+    """One import: ``source`` imports ``target`` at ``path:line`` with the statement ``text``."""
+
+    source: str
+    target: str
+    path: str
+    line: int
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.source} -> {self.target}  ({self.path}:{self.line}: {self.text})"
+
+
+def find_modules(src: Path, top: str = TOP) -> dict[str, Path]:
+    """Module name -> file of every module of the package ``top`` under ``src``."""
+    out = {}
+    for path in sorted((src / top).rglob("*.py")):
+        parts = list(path.relative_to(src).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def _known(name: str, modules: dict[str, Path]) -> str | None:
+    """``name`` if it is a module, else its longest prefix that is one (None outside the package)."""
+    while name:
+        if name in modules:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool, modules: dict[str, Path]) -> list[str]:
+    """The package's modules that one import statement of ``module`` imports."""
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    else:
+        if node.level:
+            base = module.split(".") if is_package else module.split(".")[:-1]
+            base = base[: len(base) - (node.level - 1)]
+            prefix = ".".join(base + ([node.module] if node.module else []))
+        else:
+            prefix = node.module or ""
+        # ``from X import name``: the module X.name where there is one, else X
+        names = [f"{prefix}.{a.name}" if f"{prefix}.{a.name}" in modules else prefix for a in node.names]
+    found = (_known(n, modules) for n in names if n == TOP or n.startswith(TOP + "."))
+    return sorted({t for t in found if t is not None})
+
+
+def import_edges(src: Path = SRC, top: str = TOP) -> list[Edge]:
+    """Every import between modules of the package, at module level and inside functions and classes."""
+    modules = find_modules(src, top)
+    edges = []
+    for module, path in modules.items():
+        text = path.read_text(encoding="utf-8")
+        lines = text.splitlines()
+        rel = path.relative_to(src.parent).as_posix() if src.parent in path.parents else str(path)
+        for node in ast.walk(ast.parse(text, filename=str(path))):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for target in _targets(node, module, path.name == "__init__.py", modules):
+                    if target != module:
+                        edges.append(Edge(module, target, rel, node.lineno, lines[node.lineno - 1].strip()))
+    return edges
+
+
+def package_of(module: str) -> str | None:
+    """The first component under the top package (None for the top package itself, the public facade
+    that re-exports the packages and holds ``__version__``)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components of more than one node (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    nodes = sorted(set(graph) | {w for ws in graph.values() for w in ws})
+    for root in nodes:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, children = work[-1]
+            for w in children:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    component = set()
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(w)
+                        component.add(w)
+                        if w == v:
+                            break
+                    if len(component) > 1:
+                        found.append(component)
+    return found
+
+
+def shortest_cycle(graph: dict[str, set[str]], component: set[str]) -> list[str]:
+    """A shortest cycle inside ``component`` (nodes in order, the first repeated at the end)."""
+    best: list[str] = []
+    for start in sorted(component):
+        parent = {start: start}
+        queue = [start]
+        found = None
+        while queue and found is None:
+            nxt = []
+            for v in queue:
+                for w in sorted(graph.get(v, ())):
+                    if w == start:
+                        found = v
+                        break
+                    if w in component and w not in parent:
+                        parent[w] = v
+                        nxt.append(w)
+                if found is not None:
+                    break
+            queue = nxt
+        if found is None:
+            continue
+        path = [found]
+        while path[-1] != start:
+            path.append(parent[path[-1]])
+        cycle = path[::-1] + [start]
+        if not best or len(cycle) < len(best):
+            best = cycle
+    return best
+
+
+def _cycle_message(kind: str, component: set[str], cycle: list[str], lines) -> str:
+    """The members of a cycle, and one shortest cycle through them with its import lines."""
+    steps = "\n    ".join(line for a, b in zip(cycle, cycle[1:]) for line in lines(a, b))
+    return f"{kind} cycle of {len(component)}: {sorted(component)}\n  e.g. {' -> '.join(cycle)}:\n    {steps}"
+
+
+def module_cycles(edges: list[Edge]) -> list[str]:
+    """One message per module cycle: its modules, and a shortest cycle among them with its import lines."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for e in edges:
+        graph[e.source].add(e.target)
+
+    def lines(a: str, b: str) -> list[str]:
+        return [str(e) for e in edges if e.source == a and e.target == b]
+
+    return [_cycle_message("module", c, shortest_cycle(graph, c), lines) for c in strongly_connected(graph)]
+
+
+def package_edges(edges: list[Edge]) -> list[tuple[str, str, Edge]]:
+    """(source package, target package, import) of every import between two packages."""
+    out = []
+    for e in edges:
+        a, b = package_of(e.source), package_of(e.target)
+        if a is not None and b is not None and a != b:
+            out.append((a, b, e))
+    return out
+
+
+def package_cycles(edges: list[Edge]) -> list[tuple[set[str], str]]:
+    """(packages, message) per package cycle; the message names a shortest cycle among the packages and
+    the imports that make each of its steps (at most three each)."""
+    pairs = package_edges(edges)
+    graph: dict[str, set[str]] = defaultdict(set)
+    for a, b, _ in pairs:
+        graph[a].add(b)
+
+    def lines(a: str, b: str) -> list[str]:
+        return [str(e) for x, y, e in pairs if x == a and y == b][:3]
+
+    return [(c, _cycle_message("package", c, shortest_cycle(graph, c), lines)) for c in strongly_connected(graph)]
+
+
+def forbidden(edges: list[Edge], sources: tuple[str, ...], targets: tuple[str, ...]) -> list[Edge]:
+    """The imports from a package of ``sources`` into a package of ``targets``."""
+    return [e for a, b, e in package_edges(edges) if a in sources and b in targets]
+
+
+def _report(what: str, bad: list) -> str:
+    return f"{what}:\n  " + "\n  ".join(str(b) for b in bad)
+
+
+@pytest.fixture(scope="module")
+def edges() -> list[Edge]:
+    return import_edges()
+
+
+# ------------------------------------------------------------------------------ the rules
+
+
+def test_no_module_cycle(edges):
+    cycles = module_cycles(edges)
+    assert not cycles, "\n".join(cycles)
+
+
+@pytest.mark.xfail(strict=True, reason=RELEASES_LAYER)
+def test_no_package_cycle(edges):
+    cycles = [message for _, message in package_cycles(edges)]
+    assert not cycles, "\n".join(cycles)
+
+
+def test_no_package_cycle_but_the_known_one(edges):
+    """Until the releases layer breaks it, the one known package cycle may stay as it is; any other
+    cycle, or a package joining it, fails."""
+    new = [message for packages, message in package_cycles(edges) if not packages <= KNOWN_PACKAGE_CYCLE]
+    assert not new, "\n".join(new)
+
+
+def test_post_processing_never_imports_the_data_sets(edges):
+    bad = forbidden(edges, POST_PROCESSING, ("datasets",))
+    assert not bad, _report(f"post-processing ({', '.join(POST_PROCESSING)}) imports datasets", bad)
+
+
+@pytest.mark.xfail(strict=True, reason=RELEASES_LAYER)
+def test_post_processing_imports_no_mechanism(edges):
+    bad = forbidden(edges, POST_PROCESSING, MECHANISMS)
+    assert not bad, _report(f"post-processing ({', '.join(POST_PROCESSING)}) imports a mechanism", bad)
+
+
+def test_post_processing_imports_no_mechanism_but_the_known_ones(edges):
+    """Until the releases layer removes them, the known post-processing -> mechanism package imports
+    may stay; one from another pair of packages fails."""
+    bad = [
+        e
+        for a, b, e in package_edges(edges)
+        if a in POST_PROCESSING and b in MECHANISMS and (a, b) not in KNOWN_POST_PROCESSING_MECHANISM_IMPORTS
+    ]
+    assert not bad, _report("post-processing imports a mechanism it did not import before", bad)
+
+
+def test_privacy_imports_no_modelling_releasing_or_reporting_package(edges):
+    bad = forbidden(edges, ("privacy",), PRIVACY_FORBIDDEN)
+    assert not bad, _report(f"privacy imports one of {', '.join(PRIVACY_FORBIDDEN)}", bad)
+
+
+def test_only_the_entry_points_import_cli(edges):
+    bad = [e for e in edges if e.target == f"{TOP}.cli" and e.source not in CLI_IMPORTERS]
+    assert not bad, _report(f"only {', '.join(CLI_IMPORTERS)} may import {TOP}.cli", bad)
+
+
+def test_every_module_is_parsed(edges):
+    """The walk sees the package (a wrong root would check nothing and pass)."""
+    modules = find_modules(SRC)
+    assert len(modules) > 50 and f"{TOP}.privacy.ledger" in modules and f"{TOP}.cli" in modules
+    assert {e.source for e in edges} >= {f"{TOP}.privacy.ledger", f"{TOP}.experiments.cell"}
+
+
+# ------------------------------------------------------------------------------ the checker itself
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = tmp_path / TOP / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return tmp_path
+
+
+def test_checker_finds_a_cycle_through_an_import_inside_a_function(tmp_path):
+    src = _tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "a/__init__.py": "",
+            "a/one.py": "from ..b.two import f\n",
+            "b/__init__.py": "",
+            "b/two.py": "def f():\n    from dpposterior.a import one\n",
+        },
+    )
+    edges = import_edges(src)
+    assert {(e.source, e.target) for e in edges} == {
+        (f"{TOP}.a.one", f"{TOP}.b.two"),
+        (f"{TOP}.b.two", f"{TOP}.a.one"),
+    }
+    [message] = module_cycles(edges)
+    assert "a/one.py:1: from ..b.two import f" in message and "b/two.py:2: from dpposterior.a import one" in message
+    [(packages, _)] = package_cycles(edges)
+    assert packages == {"a", "b"}
+
+
+def test_checker_resolves_names_and_packages(tmp_path):
+    src = _tree(
+        tmp_path,
+        {
+            "__init__.py": "__version__ = '1'\n",
+            "p/__init__.py": "from . import m\nfrom .m import thing\n",
+            "p/m.py": "from .. import __version__\nimport dpposterior.q.r\n",
+            "q/__init__.py": "",
+            "q/r.py": "import numpy\nfrom os import path\n",
+        },
+    )
+    got = {(e.source, e.target) for e in import_edges(src)}
+    assert got == {
+        (f"{TOP}.p", f"{TOP}.p.m"),
+        (f"{TOP}.p.m", TOP),
+        (f"{TOP}.p.m", f"{TOP}.q.r"),
+    }
