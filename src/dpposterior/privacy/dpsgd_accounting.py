@@ -133,9 +133,7 @@ def _pld_epsilons(
     """
 
     def run(dvi: float) -> float:
-        return _epsilon_raw(
-            noise_multiplier, delta, sampling_rate, num_steps, "pld", dvi, neighbouring, extra_gaussian
-        )
+        return _epsilon_raw(noise_multiplier, delta, sampling_rate, num_steps, "pld", dvi, neighbouring, extra_gaussian)
 
     def small(remaining: float, best: float) -> bool:
         return remaining <= max(_PLD_RTOL * best, _PLD_ATOL)
@@ -204,9 +202,7 @@ def _epsilon(
     else:
         eps = min(
             eps
-            for _, eps in _pld_epsilons(
-                noise_multiplier, delta, sampling_rate, num_steps, neighbouring, extra_gaussian
-            )
+            for _, eps in _pld_epsilons(noise_multiplier, delta, sampling_rate, num_steps, neighbouring, extra_gaussian)
         )
     if math.isinf(eps):
         raise ValueError(

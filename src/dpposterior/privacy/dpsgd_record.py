@@ -98,6 +98,13 @@ def check_dpsgd_privacy(
         )
     # the recorded delta includes the noise sampler's tail term (privacy.noise), which the accountant's does not
     tail = privacy.detail("noise_tail_delta", 0.0)
+    # a private pre-release composed with the run (the clip's search, the clip check): one Gaussian
+    # mechanism of sensitivity 1 with this noise multiplier (vi.auto_clip.composed_privacy)
+    extra = privacy.detail("extra_gaussian")
+    if extra is not None and not (
+        isinstance(extra, (int, float)) and not isinstance(extra, bool) and math.isfinite(extra) and extra > 0
+    ):
+        raise ValueError(f"{where}'s extra_gaussian must be a finite noise multiplier > 0, got {extra!r}")
     if not (isinstance(tail, (int, float)) and not isinstance(tail, bool) and 0.0 <= tail):
         raise ValueError(f"{where}'s noise_tail_delta must be a number >= 0, got {tail!r}")
     if privacy.delta >= 1.0:  # a vacuous guarantee (the tail term reached 1 at a huge epsilon) claims nothing
@@ -105,7 +112,7 @@ def check_dpsgd_privacy(
     if tail >= privacy.delta:
         raise ValueError(f"{where}'s noise_tail_delta {tail!r} is not below its delta {privacy.delta!r}")
     try:
-        expected = dpsgd_epsilon(sigma, privacy.delta - tail, q, steps, privacy.accountant)
+        expected = dpsgd_epsilon(sigma, privacy.delta - tail, q, steps, privacy.accountant, extra_gaussian=extra)
     except (TypeError, ValueError) as e:
         raise ValueError(
             f"{where}'s epsilon cannot be recomputed from its settings (noise multiplier {sigma!r}, "

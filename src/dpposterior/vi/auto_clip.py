@@ -68,7 +68,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from ..privacy.dpsgd_accounting import dpsgd_epsilon
+from ..privacy.dpsgd_accounting import Accountant, dpsgd_epsilon
 from ..privacy.gaussian import analytic_gaussian_sigma
 from ..privacy.noise import normal_words, normals_from_words_np, with_noise_tail
 from ..privacy.secure import resolve_noise_source, secure_normal
@@ -295,7 +295,7 @@ def composed_privacy(
     run_privacy: PrivacySpent,
     *,
     delta: float,
-    accountant: str,
+    accountant: Accountant,
     num_normals: int,
     choice: AutoClip | None,
     check: dict[str, float] | None,
@@ -315,6 +315,8 @@ def composed_privacy(
     extra = combined_noise_multiplier(sigma_h, check_noise_multiplier)
     if extra is None:
         return run_privacy
+    if run_privacy.noise_multiplier is None:
+        raise ValueError("composed_privacy needs the DP-SGD run's record, which has a noise multiplier")
     sigma = float(run_privacy.noise_multiplier)
     q, steps = run_privacy.sampling_rate, run_privacy.num_steps
     eps = dpsgd_epsilon(sigma, delta, q, steps, accountant, extra_gaussian=extra)
@@ -334,6 +336,8 @@ def composed_privacy(
     else:
         details.append(("clip_choice", "given"))
     if check is not None:
+        if check_noise_multiplier is None:
+            raise ValueError("composed_privacy: a clip check needs its noise multiplier")
         details += [
             ("clip_check_noise_multiplier", float(check_noise_multiplier)),
             ("clip_check_share", CLIP_CHECK_SHARE),
