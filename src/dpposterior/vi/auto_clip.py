@@ -110,8 +110,9 @@ class ClipBindsWarning(RuntimeWarning):
 
 
 def grid_edge(k: int) -> float:
-    """The grid's edge ``2^(k / 4)`` (a float32 number for every k of the grid)."""
-    return float(2.0 ** (k / GRID_STEPS_PER_OCTAVE))
+    """The grid's edge ``2^(k / 4)``, rounded to float32 (DP-SGD clips in float32, so the edge the
+    search counts at is exactly the clip the run uses)."""
+    return float(np.float32(2.0 ** (k / GRID_STEPS_PER_OCTAVE)))
 
 
 def auto_clip_noise_multiplier(epsilon: float, delta: float) -> float:

@@ -23,10 +23,12 @@ from .._checks import (
 )
 from ..privacy.dpsgd_accounting import Accountant, calibrate_noise_multiplier
 from . import family
+from . import auto_clip
 from .circular import warn_if_near_seam
 from .layout import ParamLayout
 from .data_support import check_observed_support
 from .model_inspect import check_data, check_setting_names, inspect_model, prior_median_unconstrained, record_log_joint
+from .record_norms import record_norms
 from .trace import DPVITrace
 
 if TYPE_CHECKING:  # the engine is imported where it runs (keeps module import light)
@@ -89,7 +91,7 @@ def dpvi(
     delta: float,
     num_steps: int = 10_000,
     sampling_rate: float = 0.1,
-    clip: float,
+    clip: float | str = "auto",
     beta: Any = None,
     beta_rho: float = DEFAULT_BETA_RHO,
     lr_scale: float = 1.0,
@@ -105,6 +107,7 @@ def dpvi(
     checkpoint: str | os.PathLike | None = None,
     checkpoint_every: int = 2000,
     sampling: Sampling = "packed",
+    check_clip: bool = True,
     **model_kwargs: Any,
 ) -> DPVITrace:
     """Differentially private variational inference on a NumPyro model; releases the whole trace.
@@ -124,7 +127,11 @@ def dpvi(
         (the leading axis of every data array); all latent sites continuous and global.
       *data: the private data arrays (sharing their leading record axis).
       epsilon, delta: the privacy target.
-      num_steps: T; sampling_rate: q; clip: C.
+      num_steps: T; sampling_rate: q.
+      clip: C, a number > 0, or ``"auto"`` (the default): chosen privately before the run, about the
+        99th percentile of the per-record gradient norms at the starting point
+        (:mod:`dpposterior.vi.auto_clip`; a Gaussian mechanism composed with the run, its share of the
+        budget in the record's details).
       beta: preconditioning vector of length d = 2n; default beta_mu = 1, beta_rho = ``beta_rho``.
       lr_scale: lambda_c of the learning-rate heuristic (ignored when ``learning_rate`` is given).
       learning_rate: an explicit elementwise learning rate (scalar or length d), overriding the heuristic.
@@ -144,6 +151,10 @@ def dpvi(
       sampling: the DP-SGD engine's sampler: ``"packed"`` (default, O(qN) per step) or ``"masked"``
         (a full-N inclusion mask, O(N) per step, the reference implementation's approach; the same
         Poisson sampling and privacy, kept for comparison: benchmarks/pipeline.py).
+      check_clip: after the run, release a noisy count of the records whose gradient norm at the
+        final iterate is at least C (:func:`dpposterior.vi.auto_clip.check_clip_share`, composed with
+        the run); warns :class:`~dpposterior.vi.auto_clip.ClipBindsWarning` when the clip binds for
+        more than 5% of them.
       **model_kwargs: the model's keyword arguments (public values). A model keyword named like a
         setting of dpvi (e.g. ``beta``) would be read as the setting: bind it with
         ``functools.partial(model, name=value)`` instead (given both ways, it is refused).
@@ -165,7 +176,9 @@ def dpvi(
     delta = check_delta(delta)
     num_steps = check_positive_int(num_steps, "num_steps")
     sampling_rate = check_sampling_rate(sampling_rate)
-    clip = check_float32_positive(check_positive(clip, "clip"), "clip")
+    clip_auto = _check_clip_arg(clip)
+    if not isinstance(check_clip, bool):
+        raise TypeError(f"check_clip must be True or False, got {check_clip!r}")
     num_mc = check_positive_int(num_mc, "num_mc")
     lr_scale = check_positive(lr_scale, "lr_scale")
     init_scale = check_float32_positive(check_positive(init_scale, "init_scale"), "init_scale")
@@ -191,16 +204,30 @@ def dpvi(
             raise ValueError("beta must be > 0 elementwise")
 
     check_trace_memory(num_steps, 2 * d, "the trace (phi_t and g~_t)")  # before the accountant's search
-    sigma = calibrate_noise_multiplier(epsilon, delta, sampling_rate, num_steps, accountant)
+    # the private looks at the clip (vi.auto_clip) are Gaussian mechanisms composed with the run
+    sigma_h = auto_clip.auto_clip_noise_multiplier(epsilon, delta) if clip_auto else None
+    sigma_c = auto_clip.clip_check_noise_multiplier(epsilon, delta) if check_clip else None
+    extra = auto_clip.combined_noise_multiplier(sigma_h, sigma_c)
+    sigma = calibrate_noise_multiplier(epsilon, delta, sampling_rate, num_steps, accountant, extra_gaussian=extra)
+
+    mu0 = prior_median_unconstrained(model, arrays, model_kwargs, layout)
+    phi0 = jnp.concatenate([mu0, jnp.full(n, family.inverse_scale(init_scale))]).astype(jnp.float32)
+    loss = _cached_loss(model, layout, dataset_size, num_mc, model_kwargs)
+    choice = None
+    if clip_auto:
+        norms = record_norms(loss, beta_vec, phi0, arrays)
+        normals, _ = auto_clip.privacy_normals(rng_key, secure, auto_clip.AUTO_CLIP_KEY_INDEX, auto_clip.NUM_QUERIES)
+        assert sigma_h is not None  # clip_auto
+        choice = auto_clip.search_clip(norms, dataset_size, sigma_h, normals)
+        del norms
+        auto_clip.warn_tail(choice, "dpvi")
+        clip = choice.clip
+    clip = float(clip)
     if learning_rate is None:
         lr = heuristic_learning_rate(num_steps, d, sigma, clip, beta_vec, lr_scale)
     else:
         lr = _vector("learning_rate", learning_rate, d)
 
-    mu0 = prior_median_unconstrained(model, arrays, model_kwargs, layout)
-    phi0 = jnp.concatenate([mu0, jnp.full(n, family.inverse_scale(init_scale))]).astype(jnp.float32)
-
-    loss = _cached_loss(model, layout, dataset_size, num_mc, model_kwargs)
     from ..dpsgd import dpsgd  # local import keeps module import light
 
     run = dpsgd(
@@ -224,6 +251,23 @@ def dpvi(
         sampling=sampling,
     )
     warn_if_near_seam(layout, run.final_params, "dpvi")
+    check = None
+    if check_clip:
+        z, _ = auto_clip.privacy_normals(rng_key, secure, auto_clip.CLIP_CHECK_KEY_INDEX, 1)
+        norms = record_norms(loss, beta_vec, run.final_params, arrays)
+        assert sigma_c is not None  # check_clip
+        check = auto_clip.check_clip_share(norms, clip, dataset_size, sigma_c, float(z[0]))
+        del norms
+        auto_clip.warn_if_binds(check, clip, "dpvi")
+    privacy = auto_clip.composed_privacy(
+        run.privacy,
+        delta=delta,
+        accountant=accountant,
+        num_normals=num_steps * d + (auto_clip.NUM_QUERIES if clip_auto else 0) + (1 if check_clip else 0),
+        choice=choice,
+        check=check,
+        check_noise_multiplier=sigma_c,
+    )
     return DPVITrace(
         phi=np.asarray(run.params),
         grads=np.asarray(run.grads),
@@ -237,9 +281,19 @@ def dpvi(
         dataset_size=dataset_size,
         num_mc=num_mc,
         layout=layout,
-        privacy=_public_size(run.privacy),
+        privacy=_public_size(privacy),
         model_name=model_name or getattr(model, "__name__", ""),
     )
+
+
+def _check_clip_arg(clip: Any) -> bool:
+    """Whether ``clip`` asks for the private choice ("auto"); a number must be finite, > 0 and float32."""
+    if isinstance(clip, str):
+        if clip != "auto":
+            raise ValueError(f"clip must be 'auto' (the default: chosen privately) or a number > 0, got {clip!r}")
+        return True
+    check_float32_positive(check_positive(clip, "clip"), "clip")
+    return False
 
 
 def _public_size(privacy: Any) -> Any:
