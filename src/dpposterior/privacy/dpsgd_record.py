@@ -90,7 +90,13 @@ def check_dpsgd_privacy(
                 "describe this release"
             )
     if grads is not None and beta is not None:
-        _check_noise_level(sigma, float(meta["clip"]), np.asarray(grads), np.asarray(beta, np.float64))
+        grads = np.asarray(grads)
+        pilot, pilot_clip = privacy.detail("pilot_steps", 0), privacy.detail("pilot_clip")
+        if isinstance(pilot, int) and not isinstance(pilot, bool) and 0 < pilot < grads.shape[0] and pilot_clip:
+            # clip='auto': the pilot's steps ran at their own clip (vi.auto_clip), the noise's scale there
+            _check_noise_level(sigma, float(pilot_clip), grads[:pilot], np.asarray(beta, np.float64))
+            grads = grads[pilot:]
+        _check_noise_level(sigma, float(meta["clip"]), grads, np.asarray(beta, np.float64))
     if privacy.accountant not in ACCOUNTANTS:
         raise ValueError(
             f"{where} names the accountant {privacy.accountant!r}; a DP-SGD release is accounted "

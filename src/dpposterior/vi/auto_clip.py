@@ -50,7 +50,8 @@ the pre-pass raises DP-SGD's noise multiplier by about 1/sqrt(1 - 0.3^2) - 1 = 5
 The clip check (:func:`check_clip_share`, ``check_clip=True``): one more count, the number of records
 whose norm at the run's FINAL iterate is at least C, with Gaussian noise of the multiplier with which it
 alone would be (:data:`CLIP_CHECK_SHARE` x epsilon, delta)-DP, composed the same way. A noisy share above
-:data:`CLIP_WARN_SHARE` (by more than two standard errors) warns with :class:`ClipBindsWarning`.
+:data:`~dpposterior.privacy.clip_binds.CLIP_WARN_SHARE` (by more than two standard errors) warns with
+:class:`ClipBindsWarning`.
 
 Randomness: the noise is :mod:`dpposterior.privacy.noise`'s float64 Box-Muller normal (no gap in its
 support), added to the exact count in float64 and rounded once to float32; its words come from
@@ -68,6 +69,8 @@ from typing import Any
 import jax
 import numpy as np
 
+from .._checks import check_float32_positive, check_positive
+from ..privacy.clip_binds import ClipBindsWarning, binds, binds_message
 from ..privacy.dpsgd_accounting import Accountant, dpsgd_epsilon
 from ..privacy.gaussian import analytic_gaussian_sigma
 from ..privacy.noise import normal_words, normals_from_words_np, with_noise_tail
@@ -94,19 +97,27 @@ MEDIAN_NOISE_RATIO = 2.0
 AUTO_CLIP_SHARE = 0.3
 #: the same rule for the clip check at the end of a run (``check_clip=True``).
 CLIP_CHECK_SHARE = 0.1
-#: the clip check warns when the noisy share of records at or above C exceeds this by two standard errors.
-CLIP_WARN_SHARE = 0.05
 #: the indices folded into the user's key for the search's and the check's noise: steps no run reaches
 #: (fit's clip check uses 2**32 - 1).
 AUTO_CLIP_KEY_INDEX = 2**32 - 2
 CLIP_CHECK_KEY_INDEX = 2**32 - 3
-#: the number of noise draws of the search.
+#: the pilot: the first PILOT_FRACTION of the steps (the noise-aware posterior's default burn-in), run at a
+#: clip near the private median norm at phi_0; its noise comes from the key folded with PILOT_KEY_INDEX.
+PILOT_FRACTION = 0.2
+PILOT_KEY_INDEX = 2**32 - 4
+#: the queries of the search at the pilot's end; with the median search at phi_0, the noise draws of all.
 NUM_QUERIES = MEDIAN_QUERIES + WINDOW_QUERIES
+NUM_NORMALS = MEDIAN_QUERIES + NUM_QUERIES
 
 
-class ClipBindsWarning(RuntimeWarning):
-    """The clip binds for a large share of the records: the fit is biased, and the noise-aware
-    posterior does not account for it."""
+def check_clip_arg(clip: Any) -> bool:
+    """Whether ``clip`` asks for the private choice ("auto"); a number must be finite, > 0 and float32."""
+    if isinstance(clip, str):
+        if clip != "auto":
+            raise ValueError(f"clip must be 'auto' (the default: chosen privately) or a number > 0, got {clip!r}")
+        return True
+    check_float32_positive(check_positive(clip, "clip"), "clip")
+    return False
 
 
 def grid_edge(k: int) -> float:
@@ -126,10 +137,35 @@ def clip_check_noise_multiplier(epsilon: float, delta: float) -> float:
 
 
 def query_noise(noise_multiplier: float) -> tuple[float, float]:
-    """(noise sd of a stage-1 query, of a stage-2 query) for the search's total ``noise_multiplier``:
-    ``MEDIAN_QUERIES / s1^2 + WINDOW_QUERIES / s2^2 = 1 / sigma_h^2`` with ``s1 = MEDIAN_NOISE_RATIO s2``."""
-    s2 = noise_multiplier * math.sqrt(MEDIAN_QUERIES / MEDIAN_NOISE_RATIO**2 + WINDOW_QUERIES)
+    """(noise sd of a median query, of a window query) for the searches' total ``noise_multiplier``: the
+    two median searches and the window, ``2 MEDIAN_QUERIES / s1^2 + WINDOW_QUERIES / s2^2 = 1 / sigma_h^2``
+    with ``s1 = MEDIAN_NOISE_RATIO s2``."""
+    s2 = noise_multiplier * math.sqrt(2 * MEDIAN_QUERIES / MEDIAN_NOISE_RATIO**2 + WINDOW_QUERIES)
     return MEDIAN_NOISE_RATIO * s2, s2
+
+
+def pilot_steps(num_steps: int) -> int:
+    """The pilot's steps of a ``num_steps`` run: PILOT_FRACTION of them, at least 1 and leaving at least 1."""
+    if num_steps < 2:
+        raise ValueError(f"clip='auto' needs num_steps >= 2 (a pilot and the run), got {num_steps}")
+    return min(max(1, round(PILOT_FRACTION * num_steps)), num_steps - 1)
+
+
+def pilot_key(rng_key: Any, secure: bool) -> Any:
+    """The pilot's DP-SGD key: None (the OS, or the OS CSPRNG with ``secure``) when ``rng_key`` is None or
+    ``secure``; else the user's key folded with :data:`PILOT_KEY_INDEX` (no key of the run is shared)."""
+    if rng_key is None or secure:
+        return None
+    raw, _ = resolve_noise_source(rng_key, False)
+    return jax.random.fold_in(jax.numpy.asarray(raw, jax.numpy.uint32), PILOT_KEY_INDEX)
+
+
+def whole_run_record(run_privacy: PrivacySpent, num_steps: int, delta: float, accountant: Accountant) -> PrivacySpent:
+    """The record of the pilot and the run together: the same noise multiplier and sampling rate over all
+    ``num_steps`` steps (the clip sets the noise's scale, not the privacy), epsilon recomputed for them."""
+    sigma = float(run_privacy.noise_multiplier)  # type: ignore[arg-type]
+    eps = dpsgd_epsilon(sigma, delta, run_privacy.sampling_rate, num_steps, accountant)
+    return dataclasses.replace(run_privacy, num_steps=num_steps, epsilon=eps, delta=delta)
 
 
 def combined_noise_multiplier(*noise_multipliers: float | None) -> float | None:
@@ -152,6 +188,7 @@ class AutoClip:
       noise_multiplier: sigma_h, the search as one Gaussian mechanism.
       tail_beyond_window: True when the last query found clearly more than the target share above the
         window's top edge (the clip then binds for a tail of the records: :class:`ClipBindsWarning`).
+      pilot_clip: the pilot's clip (the median search at phi_0).
     """
 
     clip: float
@@ -159,6 +196,7 @@ class AutoClip:
     queries: tuple[tuple[float, float, float], ...]
     noise_multiplier: float
     tail_beyond_window: bool
+    pilot_clip: float
 
 
 def _noisy_count(norms: np.ndarray, edge: float, sd: float, z: float) -> float:
@@ -167,38 +205,22 @@ def _noisy_count(norms: np.ndarray, edge: float, sd: float, z: float) -> float:
     return float(np.float32(count + sd * z))
 
 
-def search_clip(norms: Any, num_records: int, noise_multiplier: float, normals: Any) -> AutoClip:
-    """The two-stage noisy binary search of the module docstring.
+@dataclasses.dataclass(frozen=True)
+class StartMedian:
+    """The median search at phi_0: its edge is the pilot's clip; ``queries`` as in :class:`AutoClip`."""
 
-    Privacy: :data:`NUM_QUERIES` adaptively chosen counts of records with a norm at or above an edge,
-    each of L2 sensitivity 1 under add/remove-one adjacency, with Gaussian noise of sd
-    :func:`query_noise` (``noise_multiplier``): together one Gaussian mechanism of noise multiplier
-    ``noise_multiplier`` (Dong, Roth & Su 2022). Everything returned is a post-processing of the noisy
-    counts and the public N.
+    clip: float
+    queries: tuple[tuple[float, float, float], ...]
 
-    Args:
-      norms: the exact per-record norms (:func:`dpposterior.vi.record_norms.record_norms`).
-      num_records: the public N of the thresholds (N / 2, then (1 - TARGET_QUANTILE) N).
-      noise_multiplier: sigma_h.
-      normals: :data:`NUM_QUERIES` standard normals (the privacy noise).
 
-    Returns:
-      The :class:`AutoClip`.
-
-    Raises:
-      ValueError: the median norm lies above the grid's highest edge (2^(159/4), about 9e11).
-    """
-    norms = np.asarray(norms, np.float64)
-    z = np.asarray(normals, np.float64).reshape(-1)
-    if z.shape != (NUM_QUERIES,):
-        raise ValueError(f"normals must hold {NUM_QUERIES} standard normals, got shape {z.shape}")
-    s1, s2 = query_noise(noise_multiplier)
+def _median_search(norms: np.ndarray, num_records: int, sd: float, z: np.ndarray) -> tuple[int, list]:
+    """Stage 1: the smallest grid index whose noisy count of norms at or above its edge is at most N / 2."""
     queries = []
     lo, hi = GRID_LOWEST, GRID_HIGHEST
     for i in range(MEDIAN_QUERIES):  # 256 candidates: exactly 8 halvings
         mid = (lo + hi) // 2
-        noisy = _noisy_count(norms, grid_edge(mid), s1, z[i])
-        queries.append((grid_edge(mid), noisy, s1))
+        noisy = _noisy_count(norms, grid_edge(mid), sd, z[i])
+        queries.append((grid_edge(mid), noisy, sd))
         if noisy <= 0.5 * num_records:
             hi = mid
         else:
@@ -207,12 +229,66 @@ def search_clip(norms: Any, num_records: int, noise_multiplier: float, normals: 
         raise AssertionError("the median search did not narrow to one edge")
     if lo == GRID_HIGHEST:
         raise ValueError(
-            "clip='auto': the private search found the median per-record gradient norm at the starting "
-            f"point above the grid's highest edge {grid_edge(GRID_HIGHEST):.3g}: gradients that large are "
-            "not usable with float32 DP-SGD. Check the model and the scale of the data (rescale it), or "
-            "pass clip= by hand (the budget of this search is spent; nothing else was released)"
+            "clip='auto': the private search found the median per-record gradient norm above the grid's "
+            f"highest edge {grid_edge(GRID_HIGHEST):.3g}: gradients that large are not usable with float32 "
+            "DP-SGD. Check the model and the scale of the data (rescale it), or pass clip= by hand (the "
+            "budget of this search is spent; nothing else was released)"
         )
-    median_k = lo
+    return lo, queries
+
+
+def _normals(normals: Any) -> np.ndarray:
+    z = np.asarray(normals, np.float64).reshape(-1)
+    if z.shape != (NUM_NORMALS,):
+        raise ValueError(f"normals must hold {NUM_NORMALS} standard normals, got shape {z.shape}")
+    return z
+
+
+def search_median(norms: Any, num_records: int, noise_multiplier: float, normals: Any) -> StartMedian:
+    """Stage 1 alone, at phi_0 (:data:`MEDIAN_QUERIES` noisy counts, ``normals[:MEDIAN_QUERIES]``): the
+    pilot's clip, about the median norm there.
+
+    Privacy: counts of records with a norm at or above an edge, each of L2 sensitivity 1 under
+    add/remove-one adjacency, with Gaussian noise of sd ``query_noise(noise_multiplier)[0]``; with
+    :func:`search_clip` one Gaussian mechanism of noise multiplier ``noise_multiplier``.
+
+    Raises:
+      ValueError: the median norm lies above the grid's highest edge (2^(159/4), about 9e11).
+    """
+    z = _normals(normals)
+    s1, _ = query_noise(noise_multiplier)
+    k, queries = _median_search(np.asarray(norms, np.float64), num_records, s1, z[:MEDIAN_QUERIES])
+    return StartMedian(clip=grid_edge(k), queries=tuple(queries))
+
+
+def search_clip(norms: Any, num_records: int, noise_multiplier: float, normals: Any, start: StartMedian) -> AutoClip:
+    """The two-stage noisy binary search of the module docstring, at the pilot's last iterate
+    (``normals[MEDIAN_QUERIES:]``).
+
+    Privacy: :data:`NUM_QUERIES` adaptively chosen counts of records with a norm at or above an edge,
+    each of L2 sensitivity 1 under add/remove-one adjacency, with Gaussian noise of sd
+    :func:`query_noise` (``noise_multiplier``); with the median search at phi_0 (``start``) one Gaussian
+    mechanism of noise multiplier ``noise_multiplier`` (Dong, Roth & Su 2022). Everything returned is a
+    post-processing of the noisy counts and the public N.
+
+    Args:
+      norms: the exact per-record norms at the pilot's last iterate
+        (:func:`dpposterior.vi.record_norms.record_norms`).
+      num_records: the public N of the thresholds (N / 2, then (1 - TARGET_QUANTILE) N).
+      noise_multiplier: sigma_h.
+      normals: :data:`NUM_NORMALS` standard normals (the privacy noise of both searches).
+      start: the median search at phi_0 (:func:`search_median`, the pilot's clip).
+
+    Returns:
+      The :class:`AutoClip`.
+
+    Raises:
+      ValueError: the median norm lies above the grid's highest edge (2^(159/4), about 9e11).
+    """
+    norms = np.asarray(norms, np.float64)
+    z = _normals(normals)[MEDIAN_QUERIES:]
+    s1, s2 = query_noise(noise_multiplier)
+    median_k, queries = _median_search(norms, num_records, s1, z[:MEDIAN_QUERIES])
     target = (1.0 - TARGET_QUANTILE) * num_records
     lo, hi = median_k + 1, median_k + WINDOW_STEPS
     last = None
@@ -229,9 +305,10 @@ def search_clip(norms: Any, num_records: int, noise_multiplier: float, normals: 
     return AutoClip(
         clip=grid_edge(lo + MARGIN_STEPS),
         median_edge=grid_edge(median_k),
-        queries=tuple(queries),
+        queries=tuple(start.queries) + tuple(queries),
         noise_multiplier=float(noise_multiplier),
         tail_beyond_window=bool(tail),
+        pilot_clip=start.clip,
     )
 
 
@@ -265,17 +342,9 @@ def check_clip_share(norms: Any, clip: float, num_records: int, noise_multiplier
 
 
 def warn_if_binds(check: dict[str, float], clip: float, fitter: str) -> None:
-    """Warns :class:`ClipBindsWarning` when the check's noisy share exceeds CLIP_WARN_SHARE by 2 s.e."""
-    if check["share"] > CLIP_WARN_SHARE + 2.0 * check["se"]:
-        warnings.warn(
-            f"{fitter}: the clip C = {clip:.4g} binds for a large share of the records: a private check "
-            f"counts about {check['share']:.1%} (standard error {check['se']:.1%}) of them with a gradient "
-            f"norm at or above C at the end of the run (more than {CLIP_WARN_SHARE:.0%}). Clipping that many "
-            "moves the fit, and the noise-aware posterior does not account for it: use clip='auto' (the "
-            "default), or a larger clip",
-            ClipBindsWarning,
-            stacklevel=3,
-        )
+    """Warns :class:`ClipBindsWarning` when the check :func:`binds`."""
+    if binds(check):
+        warnings.warn(f"{fitter}: {binds_message(check, clip)}", ClipBindsWarning, stacklevel=3)
 
 
 def warn_tail(choice: AutoClip, fitter: str) -> None:
@@ -301,6 +370,7 @@ def composed_privacy(
     choice: AutoClip | None,
     check: dict[str, float] | None,
     check_noise_multiplier: float | None,
+    pilot_steps: int | None = None,
 ) -> PrivacySpent:
     """The record of the whole release: the DP-SGD run composed with the search and/or the check.
 
@@ -332,6 +402,8 @@ def composed_privacy(
             ("auto_clip_noise_multiplier", choice.noise_multiplier),
             ("auto_clip_share", AUTO_CLIP_SHARE),
             ("auto_clip_median_edge", choice.median_edge),
+            ("pilot_steps", int(pilot_steps or 0)),
+            ("pilot_clip", choice.pilot_clip),
             ("auto_clip_queries", tuple(tuple(float(x) for x in qr) for qr in choice.queries)),
         ]
     else:

@@ -22,8 +22,7 @@ from .._checks import (
     check_trace_memory,
 )
 from ..privacy.dpsgd_accounting import Accountant, calibrate_noise_multiplier
-from . import family
-from . import auto_clip
+from . import auto_clip, family
 from .circular import warn_if_near_seam
 from .layout import ParamLayout
 from .data_support import check_observed_support
@@ -153,7 +152,7 @@ def dpvi(
         Poisson sampling and privacy, kept for comparison: benchmarks/pipeline.py).
       check_clip: after the run, release a noisy count of the records whose gradient norm at the
         final iterate is at least C (:func:`dpposterior.vi.auto_clip.check_clip_share`, composed with
-        the run); warns :class:`~dpposterior.vi.auto_clip.ClipBindsWarning` when the clip binds for
+        the run); warns :class:`~dpposterior.privacy.ClipBindsWarning` when the clip binds for
         more than 5% of them.
       **model_kwargs: the model's keyword arguments (public values). A model keyword named like a
         setting of dpvi (e.g. ``beta``) would be read as the setting: bind it with
@@ -176,7 +175,7 @@ def dpvi(
     delta = check_delta(delta)
     num_steps = check_positive_int(num_steps, "num_steps")
     sampling_rate = check_sampling_rate(sampling_rate)
-    clip_auto = _check_clip_arg(clip)
+    clip_auto = auto_clip.check_clip_arg(clip)
     if not isinstance(check_clip, bool):
         raise TypeError(f"check_clip must be True or False, got {check_clip!r}")
     num_mc = check_positive_int(num_mc, "num_mc")
@@ -213,64 +212,87 @@ def dpvi(
     mu0 = prior_median_unconstrained(model, arrays, model_kwargs, layout)
     phi0 = jnp.concatenate([mu0, jnp.full(n, family.inverse_scale(init_scale))]).astype(jnp.float32)
     loss = _cached_loss(model, layout, dataset_size, num_mc, model_kwargs)
-    choice = None
-    if clip_auto:
-        norms = record_norms(loss, beta_vec, phi0, arrays)
-        normals, _ = auto_clip.privacy_normals(rng_key, secure, auto_clip.AUTO_CLIP_KEY_INDEX, auto_clip.NUM_QUERIES)
-        assert sigma_h is not None  # clip_auto
-        choice = auto_clip.search_clip(norms, dataset_size, sigma_h, normals)
-        del norms
-        auto_clip.warn_tail(choice, "dpvi")
-        clip = choice.clip
-    clip = float(clip)
-    if learning_rate is None:
-        lr = heuristic_learning_rate(num_steps, d, sigma, clip, beta_vec, lr_scale)
-    else:
-        lr = _vector("learning_rate", learning_rate, d)
+
+    def learning_rate_at(c: float) -> jax.Array:
+        if learning_rate is None:
+            return heuristic_learning_rate(num_steps, d, sigma, c, beta_vec, lr_scale)
+        return _vector("learning_rate", learning_rate, d)
 
     from ..dpsgd import dpsgd  # local import keeps module import light
 
-    run = dpsgd(
-        loss,
-        phi0,
-        arrays,
-        noise_multiplier=sigma,
-        clip=clip,
-        sampling_rate=sampling_rate,
-        num_steps=num_steps,
-        learning_rate=lr,
-        delta=delta,
-        beta=beta_vec,
-        rng_key=rng_key,
-        loss_needs_key=True,
-        accountant=accountant,
-        progress=progress,
-        secure=secure,
-        checkpoint=checkpoint,
-        checkpoint_every=checkpoint_every,
-        sampling=sampling,
-    )
+    def run_dpsgd(start: jax.Array, c: float, steps: int, key: Any, **more: Any) -> Any:
+        return dpsgd(
+            loss,
+            start,
+            arrays,
+            noise_multiplier=sigma,
+            clip=c,
+            sampling_rate=sampling_rate,
+            num_steps=steps,
+            learning_rate=learning_rate_at(c),
+            delta=delta,
+            beta=beta_vec,
+            rng_key=key,
+            loss_needs_key=True,
+            accountant=accountant,
+            progress=progress,
+            secure=secure,
+            sampling=sampling,
+            **more,
+        )
+
+    choice = pilot = None
+    if clip_auto:
+        # the pilot: the first steps, at a clip near the private median norm at phi_0, bring the iterate
+        # near the fixed point; the clip of the other steps is chosen privately there (vi.auto_clip)
+        if checkpoint is not None:
+            raise ValueError(
+                "checkpoint needs a given clip: clip='auto' chooses it privately in a pilot that a resumed run "
+                "would have to repeat (and pay for again); pass clip= (e.g. the clip of an earlier release, "
+                "trace.clip) to checkpoint a long run"
+            )
+        assert sigma_h is not None  # clip_auto
+        normals, _ = auto_clip.privacy_normals(rng_key, secure, auto_clip.AUTO_CLIP_KEY_INDEX, auto_clip.NUM_NORMALS)
+        start = auto_clip.search_median(record_norms(loss, beta_vec, phi0, arrays), dataset_size, sigma_h, normals)
+        pilot_steps = auto_clip.pilot_steps(num_steps)
+        pilot = run_dpsgd(phi0, start.clip, pilot_steps, auto_clip.pilot_key(rng_key, secure))
+        choice = auto_clip.search_clip(
+            record_norms(loss, beta_vec, pilot.final_params, arrays), dataset_size, sigma_h, normals, start
+        )
+        auto_clip.warn_tail(choice, "dpvi")
+        clip = choice.clip
+    clip = float(clip)
+    lr = learning_rate_at(clip)
+    if pilot is None:
+        run = run_dpsgd(phi0, clip, num_steps, rng_key, checkpoint=checkpoint, checkpoint_every=checkpoint_every)
+        phi, grads, run_privacy = np.asarray(run.params), np.asarray(run.grads), run.privacy
+    else:
+        run = run_dpsgd(pilot.final_params, clip, num_steps - pilot.num_steps, rng_key)
+        phi = np.concatenate([np.asarray(pilot.params), np.asarray(run.params)])
+        grads = np.concatenate([np.asarray(pilot.grads), np.asarray(run.grads)])
+        run_privacy = auto_clip.whole_run_record(run.privacy, num_steps, delta, accountant)
     warn_if_near_seam(layout, run.final_params, "dpvi")
     check = None
     if check_clip:
+        assert sigma_c is not None  # check_clip
         z, _ = auto_clip.privacy_normals(rng_key, secure, auto_clip.CLIP_CHECK_KEY_INDEX, 1)
         norms = record_norms(loss, beta_vec, run.final_params, arrays)
-        assert sigma_c is not None  # check_clip
         check = auto_clip.check_clip_share(norms, clip, dataset_size, sigma_c, float(z[0]))
         del norms
         auto_clip.warn_if_binds(check, clip, "dpvi")
     privacy = auto_clip.composed_privacy(
-        run.privacy,
+        run_privacy,
         delta=delta,
         accountant=accountant,
-        num_normals=num_steps * d + (auto_clip.NUM_QUERIES if clip_auto else 0) + (1 if check_clip else 0),
+        num_normals=num_steps * d + (auto_clip.NUM_NORMALS if clip_auto else 0) + (1 if check_clip else 0),
         choice=choice,
         check=check,
         check_noise_multiplier=sigma_c,
+        pilot_steps=None if pilot is None else pilot.num_steps,
     )
     return DPVITrace(
-        phi=np.asarray(run.params),
-        grads=np.asarray(run.grads),
+        phi=phi,
+        grads=grads,
         final_phi=np.asarray(run.final_params),
         beta=np.asarray(beta_vec),
         learning_rate=np.asarray(lr),
@@ -284,16 +306,6 @@ def dpvi(
         privacy=_public_size(privacy),
         model_name=model_name or getattr(model, "__name__", ""),
     )
-
-
-def _check_clip_arg(clip: Any) -> bool:
-    """Whether ``clip`` asks for the private choice ("auto"); a number must be finite, > 0 and float32."""
-    if isinstance(clip, str):
-        if clip != "auto":
-            raise ValueError(f"clip must be 'auto' (the default: chosen privately) or a number > 0, got {clip!r}")
-        return True
-    check_float32_positive(check_positive(clip, "clip"), "clip")
-    return False
 
 
 def _public_size(privacy: Any) -> Any:
