@@ -32,6 +32,7 @@ def bern():
         sampling_rate=Q,
         clip=2.0,
         natural_gradient=True,
+        check_clip=False,  # the record of the DPVIm mechanism alone (the check composes: tests/vi/test_auto_clip.py)
         rng_key=11,
     )
     return x, trace

@@ -34,6 +34,7 @@ def dpvi(
 ):
     """A DPVITrace as dpvi records it: sigma calibrated for (epsilon, delta), gradients carrying its noise."""
     CALLS.append(("na-dpvi", epsilon, delta))
+    clip = 1.0 if clip == "auto" else clip  # the fake stands for a run whose private search chose 1
     sigma = calibrate_noise_multiplier(epsilon, delta, sampling_rate, num_steps)
     privacy = PrivacySpent(
         epsilon=dpsgd_epsilon(sigma, delta, sampling_rate, num_steps),

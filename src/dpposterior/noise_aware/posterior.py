@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import check_positive_int, check_real
+from ..privacy.clip_binds import clip_binds_message
 from ..privacy.randomness import user_key
 from ..privacy.spent import PrivacySpent
 from ..vi import family
@@ -265,7 +266,7 @@ def point_posterior(
         phi_star=jnp.asarray(phi)[None, :],
         privacy=privacy,
         method=method,
-        diagnostics={"warnings": [NAIVE_WARNING]},
+        diagnostics={"warnings": [NAIVE_WARNING] + [m for m in (clip_binds_message(privacy),) if m]},
     )
 
 

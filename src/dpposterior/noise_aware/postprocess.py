@@ -16,6 +16,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from .._checks import check_positive, check_positive_int, check_real
+from ..privacy.clip_binds import ClipBindsWarning, clip_binds_message
 from ..privacy.randomness import resolve_key
 from ..vi.trace import DPVITrace
 from . import grid as G
@@ -198,6 +199,9 @@ def noise_aware_posterior(
         "priors": priors,
         "warnings": [],
     }
+    binds = clip_binds_message(trace.privacy)
+    if binds is not None:  # the release's own clip check: clipping bias is outside the noise model
+        _warn(diagnostics, binds, ClipBindsWarning)
     stats32 = stats.astype(jnp.float32)
     priors32 = TracePriors(*(jnp.asarray(x, jnp.float32) for x in priors))
     noise32 = jnp.asarray(noise_sd, jnp.float32)

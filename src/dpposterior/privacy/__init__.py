@@ -46,6 +46,7 @@ from .ledger import LedgerEntry
 from .randomness import os_seeded_key
 from .randomness import resolve_key
 from .._checks import LargeDeltaWarning
+from .clip_binds import ClipBindsWarning
 from .secure import NoiseNotSecureWarning
 from .secure import secure_bits
 from .secure import secure_laplace
@@ -59,6 +60,7 @@ from .spent import not_private
 __all__ = [
     "AuditResult",
     "GaussianRelease",
+    "ClipBindsWarning",
     "LargeDeltaWarning",
     "Ledger",
     "LedgerEntry",

@@ -52,10 +52,15 @@ def _check_accountant(accountant: str) -> Accountant:
     return cast(Accountant, accountant)  # one of ACCOUNTANTS, checked above
 
 
-def _event(noise_multiplier: float, sampling_rate: float, num_steps: int) -> dp_event.DpEvent:
+def _event(
+    noise_multiplier: float, sampling_rate: float, num_steps: int, extra_gaussian: float | None = None
+) -> dp_event.DpEvent:
     gauss = dp_event.GaussianDpEvent(noise_multiplier)
     step = gauss if sampling_rate == 1.0 else dp_event.PoissonSampledDpEvent(sampling_rate, gauss)
-    return dp_event.SelfComposedDpEvent(step, num_steps)
+    run = dp_event.SelfComposedDpEvent(step, num_steps)
+    if extra_gaussian is None:
+        return run
+    return dp_event.ComposedDpEvent([dp_event.GaussianDpEvent(extra_gaussian), run])
 
 
 @functools.lru_cache(maxsize=4096)
@@ -67,10 +72,12 @@ def _epsilon_raw(
     accountant: str,
     dvi: float,
     neighbouring: str = "add_remove",
+    extra_gaussian: float | None = None,
 ) -> float:
     """One run of dp-accounting. Under ``"replace_one"`` a record's contribution may change by twice
     the clip norm (dp-accounting's REPLACE_ONE convention); ``noise_multiplier`` is always the noise
-    std divided by the clip norm."""
+    std divided by the clip norm. ``extra_gaussian``: the noise multiplier of one more Gaussian
+    mechanism of sensitivity 1 composed with the run (None: none)."""
     relation = _RELATIONS[neighbouring]
     if accountant == "pld" and noise_multiplier < MIN_NOISE_MULTIPLIER:
         # Below this the PLD grid takes gigabytes and minutes (1e-4: 6 GB, still running after a
@@ -85,7 +92,7 @@ def _epsilon_raw(
     else:
         acc = rdp_privacy_accountant.RdpAccountant(neighboring_relation=relation)
     try:
-        acc.compose(_event(noise_multiplier, sampling_rate, num_steps))
+        acc.compose(_event(noise_multiplier, sampling_rate, num_steps, extra_gaussian))
         eps = float(acc.get_epsilon(delta))
     except (MemoryError, OverflowError, ValueError) as e:  # e.g. a PLD grid too large to allocate
         raise ValueError(
@@ -110,7 +117,12 @@ def _ladder(dvi: float) -> float:
 
 
 def _pld_epsilons(
-    noise_multiplier: float, delta: float, sampling_rate: float, num_steps: int, neighbouring: str = "add_remove"
+    noise_multiplier: float,
+    delta: float,
+    sampling_rate: float,
+    num_steps: int,
+    neighbouring: str = "add_remove",
+    extra_gaussian: float | None = None,
 ) -> Iterator[tuple[float, float]]:
     """(interval, PLD upper bound on epsilon) for ever finer discretisation intervals, until the
     bounds converge.
@@ -121,7 +133,7 @@ def _pld_epsilons(
     """
 
     def run(dvi: float) -> float:
-        return _epsilon_raw(noise_multiplier, delta, sampling_rate, num_steps, "pld", dvi, neighbouring)
+        return _epsilon_raw(noise_multiplier, delta, sampling_rate, num_steps, "pld", dvi, neighbouring, extra_gaussian)
 
     def small(remaining: float, best: float) -> bool:
         return remaining <= max(_PLD_RTOL * best, _PLD_ATOL)
@@ -181,13 +193,17 @@ def _epsilon(
     num_steps: int,
     accountant: str,
     neighbouring: str = "add_remove",
+    extra_gaussian: float | None = None,
 ) -> float:
     """Validated-argument core of :func:`dpsgd_epsilon`, with the neighbouring relation explicit."""
     _check_relation(accountant, neighbouring)
     if accountant == "rdp":
-        eps = _epsilon_raw(noise_multiplier, delta, sampling_rate, num_steps, "rdp", 0.0)
+        eps = _epsilon_raw(noise_multiplier, delta, sampling_rate, num_steps, "rdp", 0.0, neighbouring, extra_gaussian)
     else:
-        eps = min(eps for _, eps in _pld_epsilons(noise_multiplier, delta, sampling_rate, num_steps, neighbouring))
+        eps = min(
+            eps
+            for _, eps in _pld_epsilons(noise_multiplier, delta, sampling_rate, num_steps, neighbouring, extra_gaussian)
+        )
     if math.isinf(eps):
         raise ValueError(
             f"the {accountant} accountant gives no finite epsilon for delta={delta!r} "
@@ -207,19 +223,27 @@ class _PldLevels(NamedTuple):
     sampling_rate: float
     num_steps: int
     neighbouring: str
+    extra_gaussian: float | None = None
 
     def epsilon_at(self, noise_multiplier: float, dvi: float) -> float:
         return _epsilon_raw(
-            noise_multiplier, self.delta, self.sampling_rate, self.num_steps, "pld", dvi, self.neighbouring
+            noise_multiplier,
+            self.delta,
+            self.sampling_rate,
+            self.num_steps,
+            "pld",
+            dvi,
+            self.neighbouring,
+            self.extra_gaussian,
+        )
+
+    def epsilons(self, noise_multiplier: float) -> Iterator[tuple[float, float]]:
+        return _pld_epsilons(
+            noise_multiplier, self.delta, self.sampling_rate, self.num_steps, self.neighbouring, self.extra_gaussian
         )
 
     def finest(self, noise_multiplier: float) -> float:
-        return min(
-            d
-            for d, _ in _pld_epsilons(
-                noise_multiplier, self.delta, self.sampling_rate, self.num_steps, self.neighbouring
-            )
-        )
+        return min(d for d, _ in self.epsilons(noise_multiplier))
 
 
 class _Decision(NamedTuple):
@@ -236,14 +260,15 @@ def _decide(
     num_steps: int,
     accountant: str,
     neighbouring: str = "add_remove",
+    extra_gaussian: float | None = None,
 ) -> _Decision:
     """Whether ``_epsilon(...) <= target``, stopping the PLD refinement as soon as that is known."""
     _check_relation(accountant, neighbouring)
     if accountant == "rdp":
-        eps = _epsilon_raw(noise_multiplier, delta, sampling_rate, num_steps, "rdp", 0.0)
+        eps = _epsilon_raw(noise_multiplier, delta, sampling_rate, num_steps, "rdp", 0.0, neighbouring, extra_gaussian)
         return _Decision(eps <= target, eps, 0.0)
     best, dvi = math.inf, 0.0
-    for dvi, eps in _pld_epsilons(noise_multiplier, delta, sampling_rate, num_steps, neighbouring):
+    for dvi, eps in _pld_epsilons(noise_multiplier, delta, sampling_rate, num_steps, neighbouring, extra_gaussian):
         if eps <= target:
             return _Decision(True, eps, dvi)
         best = min(best, eps)
@@ -251,13 +276,27 @@ def _decide(
 
 
 def dpsgd_epsilon(
-    noise_multiplier: float, delta: float, sampling_rate: float, num_steps: int, accountant: Accountant = "pld"
+    noise_multiplier: float,
+    delta: float,
+    sampling_rate: float,
+    num_steps: int,
+    accountant: Accountant = "pld",
+    *,
+    extra_gaussian: float | None = None,
 ) -> float:
-    """Epsilon spent by Poisson-subsampled Gaussian DP-SGD.
+    """Epsilon spent by Poisson-subsampled Gaussian DP-SGD (and one more Gaussian release, if given).
 
     Privacy: each of ``num_steps`` steps includes every record independently with probability
     ``sampling_rate`` and adds Gaussian noise of std ``noise_multiplier`` times the L2 sensitivity
     (the clip norm) to the sum of clipped per-record gradients. Add/remove-one adjacency.
+
+    ``extra_gaussian``: the noise multiplier of one more Gaussian mechanism of L2 sensitivity 1 (under
+    the same add/remove-one adjacency) released from the same data, e.g. the private choice of the clip
+    (:mod:`dpposterior.vi.auto_clip`); the epsilon is then that of the composition of both releases,
+    accounted together by the same accountant (dp-accounting's ``ComposedDpEvent``). Several Gaussian
+    mechanisms of sensitivity 1 with noise multipliers s_i compose exactly into one with noise
+    multiplier ``(sum_i s_i^-2)^-1/2`` (Dong, Roth & Su, "Gaussian differential privacy", 2022,
+    Corollary 3.3), so one number describes any number of them.
 
     Args:
       noise_multiplier: sigma, the noise std divided by the clip norm; > 0.
@@ -266,6 +305,7 @@ def dpsgd_epsilon(
       num_steps: number of released steps T >= 1 (an int; a float such as 1e4 is refused).
       accountant: ``"pld"`` (default; dp-accounting's privacy-loss-distribution accountant, its
         discretisation interval refined until epsilon has converged to about 0.1%) or ``"rdp"``.
+      extra_gaussian: None (DP-SGD alone) or a noise multiplier > 0 (see above).
 
     Returns:
       An upper bound on epsilon (both accountants are pessimistic). It can be 0 only when the
@@ -283,7 +323,15 @@ def dpsgd_epsilon(
     q = check_sampling_rate(sampling_rate)
     t = check_positive_int(num_steps, "num_steps")
     accountant = _check_accountant(accountant)
-    return _epsilon(sigma, delta, q, t, accountant)
+    extra = _check_extra(extra_gaussian)
+    return _epsilon(sigma, delta, q, t, accountant, "add_remove", extra)
+
+
+def _check_extra(extra_gaussian: float | None) -> float | None:
+    """``extra_gaussian`` as None or a finite float > 0 (a bool, a string or a non-positive value refused)."""
+    if extra_gaussian is None:
+        return None
+    return check_positive(extra_gaussian, "extra_gaussian")
 
 
 def _search_noise_multiplier(
@@ -407,10 +455,7 @@ def _check_pld_resolves(pld: _PldLevels, sigma: float, target: float) -> None:
     if not unbounded and pld.delta < _PLD_TAIL_RISK_DELTA:
         # near the edge PLD's epsilon jumps between finite and inf as its interval is refined (only for
         # deltas near the truncated tail mass; the refinements cost more than the calibration itself)
-        unbounded = any(
-            math.isinf(e)
-            for _, e in _pld_epsilons(sigma, pld.delta, pld.sampling_rate, pld.num_steps, pld.neighbouring)
-        )
+        unbounded = any(math.isinf(e) for _, e in pld.epsilons(sigma))
     if unbounded:
         raise ValueError(
             f"the pld accountant cannot resolve delta={pld.delta!r} (sampling_rate={pld.sampling_rate!r}, "
@@ -460,13 +505,16 @@ def calibrate_noise_multiplier(
     *,
     max_noise_multiplier: float = MAX_NOISE_MULTIPLIER,
     rtol: float = 1e-4,
+    extra_gaussian: float | None = None,
 ) -> float:
     """The smallest noise multiplier (to relative tolerance ``rtol``) whose epsilon is <= target.
 
     Conservative by construction: the returned sigma always satisfies
-    ``dpsgd_epsilon(sigma, delta, sampling_rate, num_steps, accountant) <= epsilon``. Add/remove-one
-    adjacency, Poisson subsampling, as :func:`dpsgd_epsilon`. Sigma is searched in
-    [0.01, ``max_noise_multiplier``]; if even 0.01 meets the target, 0.01 is returned.
+    ``dpsgd_epsilon(sigma, delta, sampling_rate, num_steps, accountant, extra_gaussian=extra_gaussian)
+    <= epsilon``. Add/remove-one adjacency, Poisson subsampling, as :func:`dpsgd_epsilon`. Sigma is
+    searched in [0.01, ``max_noise_multiplier``]; if even 0.01 meets the target, 0.01 is returned.
+    With ``extra_gaussian`` the DP-SGD run gets what the composition leaves after that Gaussian release
+    (:func:`dpsgd_epsilon`): the two together are (epsilon, delta)-DP.
 
     Args:
       epsilon: target epsilon, finite and > 0.
@@ -476,11 +524,14 @@ def calibrate_noise_multiplier(
       accountant: ``"pld"`` (default) or ``"rdp"``.
       max_noise_multiplier: the largest sigma searched (default 1e6).
       rtol: relative width of the final bracket on sigma, in [1e-12, 1).
+      extra_gaussian: None, or the noise multiplier (> 0) of one more Gaussian mechanism of
+        sensitivity 1 released from the same data (see :func:`dpsgd_epsilon`).
 
     Raises:
-      ValueError: invalid arguments, a target that no sigma up to ``max_noise_multiplier`` reaches, or
-        (PLD) a delta too small for the accountant to resolve (below about 1e-15: its epsilon is
-        unbounded up to an arbitrarily large sigma; use "rdp").
+      ValueError: invalid arguments, a target that no sigma up to ``max_noise_multiplier`` reaches (with
+        ``extra_gaussian``: also when that release alone spends the target), or (PLD) a delta too small
+        for the accountant to resolve (below about 1e-15: its epsilon is unbounded up to an arbitrarily
+        large sigma; use "rdp").
     """
     target = check_epsilon(epsilon)
     delta = check_delta(delta)
@@ -489,16 +540,18 @@ def calibrate_noise_multiplier(
     accountant = _check_accountant(accountant)
     max_sigma = check_positive(max_noise_multiplier, "max_noise_multiplier")
     rtol = _check_rtol(rtol)
+    extra = _check_extra(extra_gaussian)
+    also = "" if extra is None else f" together with a Gaussian release of noise multiplier {extra:.6g}"
     return _search_noise_multiplier(
-        lambda s: _decide(s, target, delta, q, t, accountant),
+        lambda s: _decide(s, target, delta, q, t, accountant, "add_remove", extra),
         target,
         max_sigma=max_sigma,
         rtol=rtol,
-        pld=None if accountant == "rdp" else _PldLevels(delta, q, t, "add_remove"),
+        pld=None if accountant == "rdp" else _PldLevels(delta, q, t, "add_remove", extra),
         unreachable=(
             f"no noise multiplier <= max_noise_multiplier={max_sigma:g} reaches epsilon={target:g} with "
-            f"delta={delta:g}, sampling_rate={q:g}, num_steps={t} ({accountant}); raise epsilon or delta, "
-            "lower num_steps or sampling_rate, or raise max_noise_multiplier"
+            f"delta={delta:g}, sampling_rate={q:g}, num_steps={t} ({accountant}){also}; raise epsilon or "
+            "delta, lower num_steps or sampling_rate, or raise max_noise_multiplier"
         ),
     )
 

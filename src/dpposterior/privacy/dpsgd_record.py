@@ -90,7 +90,13 @@ def check_dpsgd_privacy(
                 "describe this release"
             )
     if grads is not None and beta is not None:
-        _check_noise_level(sigma, float(meta["clip"]), np.asarray(grads), np.asarray(beta, np.float64))
+        grads = np.asarray(grads)
+        pilot, pilot_clip = privacy.detail("pilot_steps", 0), privacy.detail("pilot_clip")
+        if isinstance(pilot, int) and not isinstance(pilot, bool) and 0 < pilot < grads.shape[0] and pilot_clip:
+            # clip='auto': the pilot's steps ran at their own clip (vi.auto_clip), the noise's scale there
+            _check_noise_level(sigma, float(pilot_clip), grads[:pilot], np.asarray(beta, np.float64))
+            grads = grads[pilot:]
+        _check_noise_level(sigma, float(meta["clip"]), grads, np.asarray(beta, np.float64))
     if privacy.accountant not in ACCOUNTANTS:
         raise ValueError(
             f"{where} names the accountant {privacy.accountant!r}; a DP-SGD release is accounted "
@@ -98,6 +104,13 @@ def check_dpsgd_privacy(
         )
     # the recorded delta includes the noise sampler's tail term (privacy.noise), which the accountant's does not
     tail = privacy.detail("noise_tail_delta", 0.0)
+    # a private pre-release composed with the run (the clip's search, the clip check): one Gaussian
+    # mechanism of sensitivity 1 with this noise multiplier (vi.auto_clip.composed_privacy)
+    extra = privacy.detail("extra_gaussian")
+    if extra is not None and not (
+        isinstance(extra, (int, float)) and not isinstance(extra, bool) and math.isfinite(extra) and extra > 0
+    ):
+        raise ValueError(f"{where}'s extra_gaussian must be a finite noise multiplier > 0, got {extra!r}")
     if not (isinstance(tail, (int, float)) and not isinstance(tail, bool) and 0.0 <= tail):
         raise ValueError(f"{where}'s noise_tail_delta must be a number >= 0, got {tail!r}")
     if privacy.delta >= 1.0:  # a vacuous guarantee (the tail term reached 1 at a huge epsilon) claims nothing
@@ -105,7 +118,7 @@ def check_dpsgd_privacy(
     if tail >= privacy.delta:
         raise ValueError(f"{where}'s noise_tail_delta {tail!r} is not below its delta {privacy.delta!r}")
     try:
-        expected = dpsgd_epsilon(sigma, privacy.delta - tail, q, steps, privacy.accountant)
+        expected = dpsgd_epsilon(sigma, privacy.delta - tail, q, steps, privacy.accountant, extra_gaussian=extra)
     except (TypeError, ValueError) as e:
         raise ValueError(
             f"{where}'s epsilon cannot be recomputed from its settings (noise multiplier {sigma!r}, "

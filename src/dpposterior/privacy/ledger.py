@@ -336,12 +336,24 @@ def _pld_of(p: PrivacySpent, relation: str, dvi: float):
         std_over_clip = p.noise_multiplier * (
             2.0 if p.mechanism in DPD_MECHANISMS and p.neighbouring == "replace_one" else 1.0
         )
-        return pld_lib.from_gaussian_mechanism(
+        run = pld_lib.from_gaussian_mechanism(
             standard_deviation=std_over_clip,
             value_discretization_interval=dvi,
             sampling_prob=p.sampling_rate,
             neighboring_relation=_RELATIONS[relation],
         ).self_compose(p.num_steps)
+        extra = p.detail("extra_gaussian")
+        if p.mechanism in DPSGD_MECHANISMS and extra is not None:
+            # a pre-release of the same run (the private clip choice, the clip check): one Gaussian
+            # mechanism of sensitivity 1 (2 once add/remove is read as replace-one)
+            run = run.compose(
+                pld_lib.from_gaussian_mechanism(
+                    standard_deviation=float(extra),
+                    sensitivity=2.0 if convert else 1.0,
+                    value_discretization_interval=dvi,
+                )
+            )
+        return run
     if _is_gaussian(p):
         # T Gaussian mechanisms of noise multiplier sigma = one of sigma / sqrt(T); sensitivity 1
         # in units of the release's own sensitivity (2 after add/remove -> replace-one).

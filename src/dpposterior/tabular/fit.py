@@ -367,16 +367,25 @@ def model_kwargs(model: str) -> dict[str, Any]:
     return dict(LINEAR_PRIOR) if model == "linear" else {}
 
 
-def default_clip(design: Design, model: str = "logistic") -> float:
-    """The default clip norm, computed from the schema alone (p design columns), never from the data.
+def _release_clips(clip: Any, made: dict[str, Any]) -> str:
+    """The clip of each DP-SGD release of ``compare`` (each chose its own with clip="auto")."""
+    used = [(m, r) for m, r in made.items() if hasattr(r, "clip") and hasattr(r, "privacy")]
+    if not used:
+        return _clip_text(clip)
+    return "; ".join(f"{m}: {_clip_text(float(r.clip), r.privacy)}" for m, r in used)
 
-    Logistic (and custom) models: sqrt(p), a bound on ||x_i|| for a design in [-1, 1]^p, which bounds
-    a record's log-likelihood gradient. Linear: 2 sqrt(p + 1) (p features and the intercept), a
-    heuristic: the gradient (y - w.x) x / sigma2 has no a-priori bound, and clipping it too hard
-    biases sigma2 downwards (a fitted sigma2 far below the rescaled target's variance is the sign).
-    """
-    p = design.X.shape[1]
-    return float(2.0 * math.sqrt(p + 1)) if model == "linear" else float(math.sqrt(p))
+
+def _clip_text(clip: Any, privacy: Any = None) -> str:
+    """The clip as the log and the report show it: "auto" before the run; after it, the clip used and,
+    when it was chosen privately, that it was (the pilot's clip too)."""
+    if isinstance(clip, str):
+        return clip
+    if privacy is not None and privacy.detail("clip_choice") == "auto":
+        pilot = privacy.detail("pilot_steps")
+        if pilot:
+            return f"{clip:.4g} (chosen privately; the first {pilot} steps at {privacy.detail('pilot_clip'):.4g})"
+        return f"{clip:.4g} (chosen privately)"
+    return f"{clip:.4g}"
 
 
 def _param_names(post, design: Design, model: str) -> dict[str, str]:
@@ -896,7 +905,7 @@ def fit_table(
       target: the target column.
       model: ``"logistic"``, ``"linear"`` or ``"module:function"``.
       epsilon, delta: the privacy target.
-      num_steps, sampling_rate, clip, beta_rho: DP-SGD settings (clip default: :func:`default_clip`).
+      num_steps, sampling_rate, clip, beta_rho: DP-SGD settings (clip default None: ``dpvi``'s ``clip="auto"``).
       method: the noise-aware solver, ``"grid"``, ``"nuts"`` or ``"laplace"``.
       out: the report folder (created if missing; a file there is refused before any release).
       seed: None (noise from the OS) or an int in [0, 2**32) (reproduction only; the report warns).
@@ -970,10 +979,10 @@ def fit_table(
         fallback = delta + book.delta_used()
     t0 = time.perf_counter()
     design, fn, label, _ = _load(data, schema, target, model, features, log, target_kind=target_kind)
-    clip = default_clip(design, model) if clip is None else clip
+    clip_arg: float | str = "auto" if clip is None else clip
     # N is read from the data without noise: its label goes with it wherever it is shown (here the log)
     log(
-        f"[2/4] DPVI: ({epsilon:g}, {delta:g})-DP, T={num_steps}, q={sampling_rate:g}, C={clip:.4g}, "
+        f"[2/4] DPVI: ({epsilon:g}, {delta:g})-DP, T={num_steps}, q={sampling_rate:g}, C={_clip_text(clip_arg)}, "
         f"N={design.num_records} (not privatised, treated as public)"
     )
     trace = dpvi(
@@ -984,7 +993,7 @@ def fit_table(
         delta=delta,
         num_steps=num_steps,
         sampling_rate=sampling_rate,
-        clip=clip,
+        clip=clip_arg,
         beta_rho=beta_rho,
         rng_key=None if seed is None else jax.random.PRNGKey(seed),
         progress=progress,
@@ -992,6 +1001,7 @@ def fit_table(
         secure=secure,
         **model_kwargs(model),
     )
+    clip = trace.clip  # the clip the release used (chosen privately with clip="auto")
     log(f"      privacy spent: {trace.privacy.summary()}")
     # the release first: whatever fails in the post-processing below cannot lose it (nor its ledger entry);
     # a write that fails puts it in a temporary folder instead, records it, and stops with where it is
@@ -1151,7 +1161,7 @@ def fit_table(
                 ["epsilon, delta (target)", f"{epsilon:g}, {delta:g}"],
                 ["DP-SGD steps T", num_steps],
                 ["sampling rate q", sampling_rate],
-                ["clip norm C", f"{clip:.4g}"],
+                ["clip norm C", _clip_text(clip, trace.privacy)],
                 ["beta_rho", beta_rho],
                 ["noise multiplier sigma", f"{trace.noise_multiplier:.4g}"],
                 ["noise-aware solver", method],
@@ -1400,7 +1410,7 @@ def compare_table(
     book = _open_ledger(ledger_path, planned, delta)  # append-only: earlier runs' releases are kept
     earlier = len(book)
     design, fn, label, _ = _load(data, schema, target, model, features, log, f"[1/{k + 2}]", target_kind)
-    clip = default_clip(design, model) if clip is None else clip
+    clip_arg: float | str = "auto" if clip is None else clip
     shares = "; ".join(f"{m} ({e:.4g}, {d:.3g})" for m, (e, d) in budgets.items())
     log(
         f"      {k} release(s) (budget {budget!r}): {shares}"
@@ -1446,7 +1456,7 @@ def compare_table(
             budgets,
             num_steps,
             sampling_rate,
-            clip,
+            clip_arg,
             progress,
             key,
             k,
@@ -1474,7 +1484,7 @@ def compare_table(
             budget,
             num_steps,
             sampling_rate,
-            clip,
+            clip_arg,
             k,
             t0,
             log,
@@ -1826,7 +1836,7 @@ def _compare_report(
             ["budget", budget],
             ["DP-SGD steps T (dpvi, dpvim)", num_steps],
             ["sampling rate q", sampling_rate],
-            ["clip norm C", f"{clip:.4g}"],
+            ["clip norm C", _release_clips(clip, made)],
             *(
                 []
                 if not hists

@@ -19,7 +19,6 @@ counts those norms, at DPVIm's final iterate.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any, Callable
 
 import jax
@@ -34,15 +33,12 @@ from ..privacy.spent import PrivacySpent
 from .dpvi import _cached_loss, cached_model_loss
 from .dpvim import DPVImTrace, make_loc_loss
 from .model_inspect import check_data, inspect_model
+from .record_norms import BATCH_RECORDS, MC_SEED, record_norms  # noqa: F401 - BATCH_RECORDS, MC_SEED: the public names
 from .trace import DPVITrace
 
 #: the default bin edges, as multiples of the clip C.
 DEFAULT_MULTIPLES = (0.25, 0.5, 1.0, 2.0, 4.0)
-#: records per compiled batch of per-record gradients.
-BATCH_RECORDS = 1024
 MECHANISM = "laplace_histogram"
-#: the seed of the public key of the ELBO's Monte Carlo draws in the per-record norms (not privacy noise)
-MC_SEED = 20_231
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,20 +129,6 @@ def _check_multiples(multiples: Any) -> np.ndarray:
             f"contains 1.0 (the clip itself), e.g. {DEFAULT_MULTIPLES}; got {multiples!r}"
         )
     return m
-
-
-@functools.lru_cache(maxsize=16)
-def _norms_fn(loss: Callable, beta: tuple[float, ...]) -> Callable:
-    """The compiled per-record norms of ``beta * grad loss``; cached by the loss object (dpvi's cached
-    loss: one per model and settings), so repeated checks compile once."""
-    grads = jax.vmap(jax.grad(loss), in_axes=(None, 0, None))
-    scale = jnp.asarray(beta, jnp.float32)
-
-    @jax.jit
-    def norms(phi, batch, key):
-        return jnp.sqrt(jnp.sum(jnp.square(grads(phi, batch, key) * scale), axis=1))
-
-    return norms
 
 
 def _noisy_counts(
@@ -259,34 +241,22 @@ def gradient_norm_histogram(
             "model, data and keyword arguments of the run that released the trace"
         )
     raw_key, seeded_by = resolve_noise_source(rng_key, secure)
-    # The ELBO's Monte Carlo draws come from a fixed, public key (they protect nothing): the exact counts are
-    # then a function of the data and the public trace alone, and the privacy noise is the count's only
-    # randomness, so clipped_fraction_se is its real standard error.
-    k_mc = jax.random.PRNGKey(MC_SEED)
+    # The ELBO's Monte Carlo draws come from a fixed, public key (record_norms.MC_SEED; they protect nothing):
+    # the exact counts are then a function of the data and the public trace alone, and the privacy noise is
+    # the count's only randomness, so clipped_fraction_se is its real standard error.
     k_noise = None if raw_key is None else jax.random.split(jax.random.wrap_key_data(raw_key))[1]
     if isinstance(trace, DPVImTrace):  # the loc gradient DPVIm clips (its rho half is 0), one shared eta, no beta
         loss = cached_model_loss(make_loc_loss, model, layout, int(trace.dataset_size), model_kwargs)
-        beta = (1.0,) * int(np.asarray(trace.final_phi).shape[0])
+        beta = np.ones(int(np.asarray(trace.final_phi).shape[0]), np.float32)
         statistic = (
             "per-record loc gradient norms of DPVIm (one eta shared by the records, no beta) at "
             "trace.final_phi, binned at multiples of C"
         )
     else:
         loss = _cached_loss(model, layout, int(trace.dataset_size), int(trace.num_mc), model_kwargs)
-        beta = tuple(float(b) for b in np.asarray(trace.beta, np.float32))
+        beta = np.asarray(trace.beta, np.float32)
         statistic = "per-record gradient norms (beta-scaled) at trace.final_phi, binned at multiples of C"
-    norms_of = _norms_fn(loss, beta)
-    phi = jnp.asarray(trace.final_phi, jnp.float32)
-    num = int(arrays[0].shape[0])
-    size = min(BATCH_RECORDS, num)
-    norms_per_batch: list[np.ndarray] = []
-    for start in range(0, num, size):
-        batch = tuple(a[start : start + size] for a in arrays)
-        short = size - int(batch[0].shape[0])
-        if short:  # pad the last batch with copies of its first record: one compiled shape; padding dropped
-            batch = tuple(jnp.concatenate([b, jnp.repeat(b[:1], short, axis=0)]) for b in batch)
-        norms_per_batch.append(np.asarray(norms_of(phi, batch, k_mc), np.float64)[: size - short])
-    norms = np.concatenate(norms_per_batch)
+    norms = record_norms(loss, beta, trace.final_phi, arrays)
     clip = float(trace.clip)
     edges = np.concatenate([[0.0], m * clip, [np.inf]])
     finite = np.isfinite(norms)

@@ -22,11 +22,12 @@ from .._checks import (
     check_trace_memory,
 )
 from ..privacy.dpsgd_accounting import Accountant, calibrate_noise_multiplier
-from . import family
+from . import auto_clip, family
 from .circular import warn_if_near_seam
 from .layout import ParamLayout
 from .data_support import check_observed_support
 from .model_inspect import check_data, check_setting_names, inspect_model, prior_median_unconstrained, record_log_joint
+from .record_norms import record_norms
 from .trace import DPVITrace
 
 if TYPE_CHECKING:  # the engine is imported where it runs (keeps module import light)
@@ -89,7 +90,7 @@ def dpvi(
     delta: float,
     num_steps: int = 10_000,
     sampling_rate: float = 0.1,
-    clip: float,
+    clip: float | str = "auto",
     beta: Any = None,
     beta_rho: float = DEFAULT_BETA_RHO,
     lr_scale: float = 1.0,
@@ -105,6 +106,7 @@ def dpvi(
     checkpoint: str | os.PathLike | None = None,
     checkpoint_every: int = 2000,
     sampling: Sampling = "packed",
+    check_clip: bool = True,
     **model_kwargs: Any,
 ) -> DPVITrace:
     """Differentially private variational inference on a NumPyro model; releases the whole trace.
@@ -124,7 +126,11 @@ def dpvi(
         (the leading axis of every data array); all latent sites continuous and global.
       *data: the private data arrays (sharing their leading record axis).
       epsilon, delta: the privacy target.
-      num_steps: T; sampling_rate: q; clip: C.
+      num_steps: T; sampling_rate: q.
+      clip: C, a number > 0, or ``"auto"`` (the default): chosen privately before the run, about the
+        99th percentile of the per-record gradient norms at the starting point
+        (:mod:`dpposterior.vi.auto_clip`; a Gaussian mechanism composed with the run, its share of the
+        budget in the record's details).
       beta: preconditioning vector of length d = 2n; default beta_mu = 1, beta_rho = ``beta_rho``.
       lr_scale: lambda_c of the learning-rate heuristic (ignored when ``learning_rate`` is given).
       learning_rate: an explicit elementwise learning rate (scalar or length d), overriding the heuristic.
@@ -144,6 +150,10 @@ def dpvi(
       sampling: the DP-SGD engine's sampler: ``"packed"`` (default, O(qN) per step) or ``"masked"``
         (a full-N inclusion mask, O(N) per step, the reference implementation's approach; the same
         Poisson sampling and privacy, kept for comparison: benchmarks/pipeline.py).
+      check_clip: after the run, release a noisy count of the records whose gradient norm at the
+        final iterate is at least C (:func:`dpposterior.vi.auto_clip.check_clip_share`, composed with
+        the run); warns :class:`~dpposterior.privacy.ClipBindsWarning` when the clip binds for
+        more than 5% of them.
       **model_kwargs: the model's keyword arguments (public values). A model keyword named like a
         setting of dpvi (e.g. ``beta``) would be read as the setting: bind it with
         ``functools.partial(model, name=value)`` instead (given both ways, it is refused).
@@ -165,7 +175,9 @@ def dpvi(
     delta = check_delta(delta)
     num_steps = check_positive_int(num_steps, "num_steps")
     sampling_rate = check_sampling_rate(sampling_rate)
-    clip = check_float32_positive(check_positive(clip, "clip"), "clip")
+    clip_auto = auto_clip.check_clip_arg(clip)
+    if not isinstance(check_clip, bool):
+        raise TypeError(f"check_clip must be True or False, got {check_clip!r}")
     num_mc = check_positive_int(num_mc, "num_mc")
     lr_scale = check_positive(lr_scale, "lr_scale")
     init_scale = check_float32_positive(check_positive(init_scale, "init_scale"), "init_scale")
@@ -191,42 +203,96 @@ def dpvi(
             raise ValueError("beta must be > 0 elementwise")
 
     check_trace_memory(num_steps, 2 * d, "the trace (phi_t and g~_t)")  # before the accountant's search
-    sigma = calibrate_noise_multiplier(epsilon, delta, sampling_rate, num_steps, accountant)
-    if learning_rate is None:
-        lr = heuristic_learning_rate(num_steps, d, sigma, clip, beta_vec, lr_scale)
-    else:
-        lr = _vector("learning_rate", learning_rate, d)
+    # the private looks at the clip (vi.auto_clip) are Gaussian mechanisms composed with the run
+    sigma_h = auto_clip.auto_clip_noise_multiplier(epsilon, delta) if clip_auto else None
+    sigma_c = auto_clip.clip_check_noise_multiplier(epsilon, delta) if check_clip else None
+    extra = auto_clip.combined_noise_multiplier(sigma_h, sigma_c)
+    sigma = calibrate_noise_multiplier(epsilon, delta, sampling_rate, num_steps, accountant, extra_gaussian=extra)
 
     mu0 = prior_median_unconstrained(model, arrays, model_kwargs, layout)
     phi0 = jnp.concatenate([mu0, jnp.full(n, family.inverse_scale(init_scale))]).astype(jnp.float32)
-
     loss = _cached_loss(model, layout, dataset_size, num_mc, model_kwargs)
+
+    def learning_rate_at(c: float) -> jax.Array:
+        if learning_rate is None:
+            return heuristic_learning_rate(num_steps, d, sigma, c, beta_vec, lr_scale)
+        return _vector("learning_rate", learning_rate, d)
+
     from ..dpsgd import dpsgd  # local import keeps module import light
 
-    run = dpsgd(
-        loss,
-        phi0,
-        arrays,
-        noise_multiplier=sigma,
-        clip=clip,
-        sampling_rate=sampling_rate,
-        num_steps=num_steps,
-        learning_rate=lr,
-        delta=delta,
-        beta=beta_vec,
-        rng_key=rng_key,
-        loss_needs_key=True,
-        accountant=accountant,
-        progress=progress,
-        secure=secure,
-        checkpoint=checkpoint,
-        checkpoint_every=checkpoint_every,
-        sampling=sampling,
-    )
+    def run_dpsgd(start: jax.Array, c: float, steps: int, key: Any, **more: Any) -> Any:
+        return dpsgd(
+            loss,
+            start,
+            arrays,
+            noise_multiplier=sigma,
+            clip=c,
+            sampling_rate=sampling_rate,
+            num_steps=steps,
+            learning_rate=learning_rate_at(c),
+            delta=delta,
+            beta=beta_vec,
+            rng_key=key,
+            loss_needs_key=True,
+            accountant=accountant,
+            progress=progress,
+            secure=secure,
+            sampling=sampling,
+            **more,
+        )
+
+    choice = pilot = None
+    if clip_auto:
+        # the pilot: the first steps, at a clip near the private median norm at phi_0, bring the iterate
+        # near the fixed point; the clip of the other steps is chosen privately there (vi.auto_clip)
+        if checkpoint is not None:
+            raise ValueError(
+                "checkpoint needs a given clip: clip='auto' chooses it privately in a pilot that a resumed run "
+                "would have to repeat (and pay for again); pass clip= (e.g. the clip of an earlier release, "
+                "trace.clip) to checkpoint a long run"
+            )
+        assert sigma_h is not None  # clip_auto
+        normals, _ = auto_clip.privacy_normals(rng_key, secure, auto_clip.AUTO_CLIP_KEY_INDEX, auto_clip.NUM_NORMALS)
+        start = auto_clip.search_median(record_norms(loss, beta_vec, phi0, arrays), dataset_size, sigma_h, normals)
+        pilot_steps = auto_clip.pilot_steps(num_steps)
+        pilot = run_dpsgd(phi0, start.clip, pilot_steps, auto_clip.pilot_key(rng_key, secure))
+        choice = auto_clip.search_clip(
+            record_norms(loss, beta_vec, pilot.final_params, arrays), dataset_size, sigma_h, normals, start
+        )
+        auto_clip.warn_tail(choice, "dpvi")
+        clip = choice.clip
+    clip = float(clip)
+    lr = learning_rate_at(clip)
+    if pilot is None:
+        run = run_dpsgd(phi0, clip, num_steps, rng_key, checkpoint=checkpoint, checkpoint_every=checkpoint_every)
+        phi, grads, run_privacy = np.asarray(run.params), np.asarray(run.grads), run.privacy
+    else:
+        run = run_dpsgd(pilot.final_params, clip, num_steps - pilot.num_steps, rng_key)
+        phi = np.concatenate([np.asarray(pilot.params), np.asarray(run.params)])
+        grads = np.concatenate([np.asarray(pilot.grads), np.asarray(run.grads)])
+        run_privacy = auto_clip.whole_run_record(run.privacy, num_steps, delta, accountant)
     warn_if_near_seam(layout, run.final_params, "dpvi")
+    check = None
+    if check_clip:
+        assert sigma_c is not None  # check_clip
+        z, _ = auto_clip.privacy_normals(rng_key, secure, auto_clip.CLIP_CHECK_KEY_INDEX, 1)
+        norms = record_norms(loss, beta_vec, run.final_params, arrays)
+        check = auto_clip.check_clip_share(norms, clip, dataset_size, sigma_c, float(z[0]))
+        del norms
+        auto_clip.warn_if_binds(check, clip, "dpvi")
+    privacy = auto_clip.composed_privacy(
+        run_privacy,
+        delta=delta,
+        accountant=accountant,
+        num_normals=num_steps * d + (auto_clip.NUM_NORMALS if clip_auto else 0) + (1 if check_clip else 0),
+        choice=choice,
+        check=check,
+        check_noise_multiplier=sigma_c,
+        pilot_steps=None if pilot is None else pilot.num_steps,
+    )
     return DPVITrace(
-        phi=np.asarray(run.params),
-        grads=np.asarray(run.grads),
+        phi=phi,
+        grads=grads,
         final_phi=np.asarray(run.final_params),
         beta=np.asarray(beta_vec),
         learning_rate=np.asarray(lr),
@@ -237,7 +303,7 @@ def dpvi(
         dataset_size=dataset_size,
         num_mc=num_mc,
         layout=layout,
-        privacy=_public_size(run.privacy),
+        privacy=_public_size(privacy),
         model_name=model_name or getattr(model, "__name__", ""),
     )
 

@@ -78,11 +78,12 @@ from ..privacy import PrivacySpent, calibrate_noise_multiplier, dpsgd_epsilon, o
 from ..privacy.dpsgd_accounting import Accountant
 from ..privacy.noise import float32_at_least, with_noise_tail
 from ..privacy.secure import check_secure, resolve_noise_source
-from . import family
+from . import auto_clip, family
 from .circular import warn_if_near_seam
 from .layout import ParamLayout
 from .data_support import check_observed_support
 from .model_inspect import check_data, check_setting_names, inspect_model, prior_median_unconstrained, record_log_joint
+from .record_norms import record_norms
 
 MECHANISM = "poisson_subsampled_gaussian"
 DEFAULT_INIT_SCALE = 0.1
@@ -410,7 +411,7 @@ def dpvim(
     delta: float,
     num_steps: int = 10_000,
     sampling_rate: float = 0.1,
-    clip: float,
+    clip: float | str = "auto",
     learning_rate: Any = None,
     natural_gradient: bool = False,
     lr_scale: float = 1.0,
@@ -420,6 +421,7 @@ def dpvim(
     accountant: Accountant = "pld",
     model_name: str = "",
     secure: bool = False,
+    check_clip: bool = True,
     **model_kwargs: Any,
 ) -> DPVImTrace:
     """DPVIm: aligned-gradient DPVI (module docstring) on a NumPyro model.
@@ -437,7 +439,10 @@ def dpvim(
       model: a NumPyro model ``model(*data, **model_kwargs)`` with a plate over the records.
       *data: the private data arrays.
       epsilon, delta: the privacy target.
-      num_steps, sampling_rate, clip: T, q, C.
+      num_steps, sampling_rate: T, q.
+      clip: C, a number > 0, or ``"auto"`` (the default): chosen privately before the run, about the
+        99th percentile of the per-record loc-gradient norms at the starting point
+        (:mod:`dpposterior.vi.auto_clip`; a Gaussian mechanism composed with the run).
       learning_rate: None (defaults of :func:`default_learning_rates`), a number (both), or a pair
         (lr_mu, lr_rho).
       natural_gradient: use the natural-gradient variant.
@@ -448,6 +453,10 @@ def dpvim(
       accountant: "pld" or "rdp".
       model_name: a label.
       secure: draw all privacy randomness from the OS CSPRNG; ``rng_key`` must then be None.
+      check_clip: after the run, release a noisy count of the records whose loc-gradient norm at the
+        final iterate is at least C (:func:`dpposterior.vi.auto_clip.check_clip_share`, composed with
+        the run); warns :class:`~dpposterior.privacy.ClipBindsWarning` when the clip binds for
+        more than 5% of them.
       **model_kwargs: the model's keyword arguments (public values). A model keyword named like a
         setting of dpvim (e.g. ``init_scale``) would be read as the setting: bind it with
         ``functools.partial(model, name=value)`` instead (given both ways, it is refused).
@@ -468,7 +477,9 @@ def dpvim(
     delta = check_delta(delta)
     num_steps = check_positive_int(num_steps, "num_steps")
     sampling_rate = check_sampling_rate(sampling_rate)
-    clip = check_float32_positive(check_positive(clip, "clip"), "clip")
+    clip_auto = auto_clip.check_clip_arg(clip)
+    if not isinstance(check_clip, bool):
+        raise TypeError(f"check_clip must be True or False, got {check_clip!r}")
     lr_scale = check_positive(lr_scale, "lr_scale")
     init_scale = check_float32_positive(check_positive(init_scale, "init_scale"), "init_scale")
     if not isinstance(natural_gradient, bool):
@@ -488,7 +499,25 @@ def dpvim(
     n = layout.num_latent
     check_trace_memory(num_steps, 3 * n, "the trace (mu_t, rho_t and the location gradients)")
 
-    sigma = calibrate_noise_multiplier(epsilon, delta, sampling_rate, num_steps, accountant)
+    # the private looks at the clip (vi.auto_clip) are Gaussian mechanisms composed with the run
+    sigma_h = auto_clip.auto_clip_noise_multiplier(epsilon, delta) if clip_auto else None
+    sigma_c = auto_clip.clip_check_noise_multiplier(epsilon, delta) if check_clip else None
+    extra = auto_clip.combined_noise_multiplier(sigma_h, sigma_c)
+    sigma = calibrate_noise_multiplier(epsilon, delta, sampling_rate, num_steps, accountant, extra_gaussian=extra)
+    mu0 = prior_median_unconstrained(model, arrays, model_kwargs, layout)
+    phi0 = jnp.concatenate([mu0, jnp.full(n, family.inverse_scale(init_scale))]).astype(jnp.float32)
+    loc_loss = make_loc_loss(model, layout, dataset_size, model_kwargs)
+    choice = None
+    if clip_auto:
+        assert sigma_h is not None  # clip_auto
+        # DPVIm (a baseline) has no pilot: both searches look at phi_0
+        normals, _ = auto_clip.privacy_normals(rng_key, secure, auto_clip.AUTO_CLIP_KEY_INDEX, auto_clip.NUM_NORMALS)
+        norms0 = record_norms(loc_loss, np.ones(2 * n), phi0, arrays)
+        start = auto_clip.search_median(norms0, dataset_size, sigma_h, normals)
+        choice = auto_clip.search_clip(norms0, dataset_size, sigma_h, normals, start)
+        auto_clip.warn_tail(choice, "dpvim")
+        clip = choice.clip
+    clip = float(clip)
     if learning_rate is None:
         lr_mu, lr_rho = default_learning_rates(
             num_steps,
@@ -517,8 +546,6 @@ def dpvim(
             )
         lr_mu, lr_rho = float(lr[0]), float(lr[-1])
 
-    mu0 = prior_median_unconstrained(model, arrays, model_kwargs, layout)
-    phi0 = jnp.concatenate([mu0, jnp.full(n, family.inverse_scale(init_scale))]).astype(jnp.float32)
     raw, seeded_by = resolve_noise_source(rng_key, secure)
     secure = seeded_by == "secure"
     if secure:  # seeds only the aligned draws eta; sampling bits and noise come from the OS CSPRNG
@@ -582,6 +609,23 @@ def dpvim(
     )  # N, stored with the trace: not privatised
     privacy = with_noise_tail(privacy, num_steps * 2 * n)  # one normal per parameter (2n) and step
     warn_if_near_seam(layout, final, "dpvim")
+    check = None
+    if check_clip:
+        assert sigma_c is not None  # check_clip
+        z, _ = auto_clip.privacy_normals(rng_key, secure, auto_clip.CLIP_CHECK_KEY_INDEX, 1)
+        check = auto_clip.check_clip_share(
+            record_norms(loc_loss, np.ones(2 * n), final, arrays), clip, dataset_size, sigma_c, float(z[0])
+        )
+        auto_clip.warn_if_binds(check, clip, "dpvim")
+    privacy = auto_clip.composed_privacy(
+        privacy,
+        delta=delta,
+        accountant=accountant,
+        num_normals=num_steps * 2 * n + (auto_clip.NUM_NORMALS if clip_auto else 0) + (1 if check_clip else 0),
+        choice=choice,
+        check=check,
+        check_noise_multiplier=sigma_c,
+    )
     return DPVImTrace(
         mu=np.asarray(mus),
         rho=np.asarray(rhos),

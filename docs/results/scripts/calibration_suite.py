@@ -1,0 +1,315 @@
+"""The calibration suite: NA-DPVI with the defaults only, on models written as a user writes them in
+NumPyro, none of them from the papers. Per replicate: simulate (theta, data) from the model, then
+
+    trace = dpposterior.dpvi(model, *data, epsilon=..., delta=...)   # nothing else given
+    post = dpposterior.noise_aware_posterior(trace)                  # nothing else given
+
+and the naive last iterate beside it. Per latent coordinate (the unconstrained space, where the
+posterior is computed): the marginal TARP RMSE (the curve averaged over R = 20 reference re-draws,
+Uniform(-4, 4) posterior sds around the posterior mean, as docs/results), the 90% central coverage
+(the share of replicates whose truth lies in the equal-tailed 90% interval of that coordinate's
+draws), and the sharpness (the mean posterior sd); and the share of releases that warned, by warning.
+
+    python docs/results/scripts/calibration_suite.py --out /tmp/suite              # every cell
+    python docs/results/scripts/calibration_suite.py --quick --out /tmp/suite-q    # K = 8, N = 500
+    python docs/results/scripts/calibration_suite.py --models poisson --epsilons 0.3 --out /tmp/s
+
+Cells are written as JSON under --out (one per model and epsilon; an existing cell is kept, so a run
+resumes), and ``--report`` prints the Markdown table of docs/results/calibration-suite.md from them.
+A non-private experiment on simulated data: the truth is known, nothing here is released.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import pathlib
+import time
+import warnings
+from collections import Counter
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+
+import dpposterior as dpp
+from dpposterior import validation
+from dpposterior.noise_aware.posterior import point_posterior
+
+#: the bar of issue 35 for every latent of every cell.
+RMSE_BAR = 0.035
+COVERAGE_BAR = (0.85, 0.95)
+DELTA = 1e-5
+NUM_DRAWS = 4000
+REFERENCE_REPEATS = 20
+
+
+# --- the models, as a user writes them ------------------------------------------------------------
+
+
+def poisson(y):
+    lam = numpyro.sample("lam", dist.Gamma(4.0, 2.0))
+    with numpyro.plate("records", y.shape[0]):
+        numpyro.sample("y", dist.Poisson(lam), obs=y)
+
+
+def negative_binomial(y):
+    mean = numpyro.sample("mean", dist.LogNormal(1.0, 0.5))
+    with numpyro.plate("records", y.shape[0]):
+        numpyro.sample("y", dist.NegativeBinomial2(mean, 5.0), obs=y)
+
+
+def log_normal(y):
+    m = numpyro.sample("m", dist.Normal(0.0, 1.0))
+    s = numpyro.sample("s", dist.HalfNormal(1.0))
+    with numpyro.plate("records", y.shape[0]):
+        numpyro.sample("y", dist.LogNormal(m, s), obs=y)
+
+
+def student_t_location(y):
+    loc = numpyro.sample("loc", dist.Normal(0.0, 3.0))
+    with numpyro.plate("records", y.shape[0]):
+        numpyro.sample("y", dist.StudentT(4.0, loc, 1.0), obs=y)
+
+
+def weibull(y):
+    scale = numpyro.sample("scale", dist.Gamma(2.0, 1.0))
+    with numpyro.plate("records", y.shape[0]):
+        numpyro.sample("y", dist.Weibull(scale, 1.5), obs=y)
+
+
+def normal_mean_scale(y):
+    mu = numpyro.sample("mu", dist.Normal(0.0, 2.0))
+    sigma = numpyro.sample("sigma", dist.HalfNormal(2.0))
+    with numpyro.plate("records", y.shape[0]):
+        numpyro.sample("y", dist.Normal(mu, sigma), obs=y)
+
+
+def probit_regression(x, y):
+    w = numpyro.sample("w", dist.Normal(0.0, 1.0).expand([x.shape[1]]).to_event(1))
+    with numpyro.plate("records", x.shape[0]):
+        p = dist.Normal(0.0, 1.0).cdf(x @ w)
+        numpyro.sample("y", dist.Bernoulli(probs=jnp.clip(p, 1e-6, 1.0 - 1e-6)), obs=y)
+
+
+def poisson_regression(x, y):
+    a = numpyro.sample("a", dist.Normal(0.0, 1.0))
+    b = numpyro.sample("b", dist.Normal(0.0, 0.5).expand([x.shape[1]]).to_event(1))
+    with numpyro.plate("records", x.shape[0]):
+        numpyro.sample("y", dist.Poisson(jnp.exp(a + x @ b)), obs=y)
+
+
+def multinomial_logit(x, y):
+    # 3 classes, class 0 the reference: 2 x (intercept + 1 slope) coefficients
+    w = numpyro.sample("w", dist.Normal(0.0, 1.0).expand([2, 2]).to_event(2))
+    with numpyro.plate("records", x.shape[0]):
+        design = jnp.stack([jnp.ones_like(x), x], axis=-1)
+        logits = jnp.concatenate([jnp.zeros((x.shape[0], 1)), design @ w.T], axis=-1)
+        numpyro.sample("y", dist.Categorical(logits=logits), obs=y)
+
+
+NUM_GROUPS = 8
+
+
+def hierarchical_normal(g, y):
+    mu = numpyro.sample("mu", dist.Normal(0.0, 2.0))
+    tau = numpyro.sample("tau", dist.HalfNormal(1.0))
+    with numpyro.plate("groups", NUM_GROUPS):
+        theta = numpyro.sample("theta", dist.Normal(mu, tau))
+    with numpyro.plate("records", g.shape[0]):
+        numpyro.sample("y", dist.Normal(theta[g], 1.0), obs=y)
+
+
+def beta_and_gamma(z, y):
+    p = numpyro.sample("p", dist.Beta(2.0, 2.0))
+    rate = numpyro.sample("rate", dist.Gamma(3.0, 2.0))
+    with numpyro.plate("records", y.shape[0]):
+        numpyro.sample("z", dist.Bernoulli(probs=p), obs=z)
+        numpyro.sample("y", dist.Exponential(rate), obs=y)
+
+
+def logistic_regression(x, y):
+    w = numpyro.sample("w", dist.Normal(0.0, 1.0).expand([x.shape[1]]).to_event(1))
+    with numpyro.plate("records", x.shape[0]):
+        numpyro.sample("y", dist.Bernoulli(logits=x @ w), obs=y)
+
+
+def _covariates(key, n, k, intercept=False):
+    x = jax.random.normal(key, (n, k))
+    return jnp.concatenate([jnp.ones((n, 1)), x], axis=1) if intercept else x
+
+
+def _prior_predictive(model: Callable, covariates: Callable | None = None, observed: tuple[str, ...] = ("y",)):
+    """A simulator (key, n) -> (theta, data): the covariates (a public design) first, then the model's
+    prior predictive; data = (*covariates, *observed sites)."""
+    from numpyro import handlers
+
+    def simulate(key, n):
+        kx, km = jax.random.split(key)
+        args = () if covariates is None else covariates(kx, n)
+        placeholders = [jnp.zeros(n) for _ in observed]  # sizes the records plate; uncondition draws anew
+        tr = handlers.trace(handlers.seed(handlers.uncondition(model), km)).get_trace(*args, *placeholders)
+        theta = {k: v["value"] for k, v in tr.items() if v["type"] == "sample" and k not in observed}
+        obs = [tr[o]["value"] for o in observed]
+        return theta, (*args, *obs)
+
+    return simulate
+
+
+def _hier_covariates(key, n):
+    return (jax.random.randint(key, (n,), 0, NUM_GROUPS),)
+
+
+def _probit_model_args(key, n):
+    return (_covariates(key, n, 2, intercept=True),)
+
+
+#: name -> (model, simulator); the suite of issue 35 and the logistic check of issue 34.
+MODELS: dict[str, tuple[Callable, Callable]] = {
+    "poisson": (poisson, _prior_predictive(poisson)),
+    "negative-binomial": (negative_binomial, _prior_predictive(negative_binomial)),
+    "log-normal": (log_normal, _prior_predictive(log_normal)),
+    "student-t-location": (student_t_location, _prior_predictive(student_t_location)),
+    "weibull": (weibull, _prior_predictive(weibull)),
+    "normal-mean-scale": (normal_mean_scale, _prior_predictive(normal_mean_scale)),
+    "probit-regression": (probit_regression, _prior_predictive(probit_regression, _probit_model_args)),
+    "poisson-regression": (poisson_regression,
+                           _prior_predictive(poisson_regression, lambda k, n: (_covariates(k, n, 3),))),
+    "multinomial-logit": (multinomial_logit,
+                          _prior_predictive(multinomial_logit, lambda k, n: (jax.random.normal(k, (n,)),))),
+    "hierarchical-normal": (hierarchical_normal, _prior_predictive(hierarchical_normal, _hier_covariates)),
+    "beta-and-gamma": (beta_and_gamma, _prior_predictive(beta_and_gamma, observed=("z", "y"))),
+    "logistic-regression-3": (logistic_regression,
+                              _prior_predictive(logistic_regression, lambda k, n: (_covariates(k, n, 2, True),))),
+}
+
+SUITE = [m for m in MODELS if m != "logistic-regression-3"]
+
+
+# --- one cell --------------------------------------------------------------------------------------
+
+
+def run_cell(name: str, epsilon: float, num_records: int, replicates: int, seed: int = 0) -> dict[str, Any]:
+    model, simulate = MODELS[name]
+    truths, na_draws, naive_draws, warned, clips, failures = [], [], [], [], [], []
+    names = None
+    t0 = time.perf_counter()
+    for k in range(replicates):
+        key = jax.random.fold_in(jax.random.PRNGKey(seed), k)
+        k_data, k_dp, k_post, k_naive = jax.random.split(key, 4)
+        theta, data = simulate(k_data, num_records)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                trace = dpp.dpvi(model, *data, epsilon=epsilon, delta=DELTA, rng_key=k_dp, progress=False)
+                post = dpp.noise_aware_posterior(trace, rng_key=k_post)
+            except Exception as e:  # a refusal is a result of the suite: recorded, not hidden
+                failures.append(f"{type(e).__name__}: {e}")
+                continue
+        warned.append(sorted({type(w.message).__name__ for w in caught}))
+        clips.append(float(trace.clip))
+        layout = trace.layout
+        names = layout.coordinate_names()
+        truths.append(np.asarray(layout.unconstrain({s: jnp.asarray(theta[s]) for s in layout.names}), np.float64))
+        na_draws.append(np.asarray(post.sample_unconstrained(k_post, NUM_DRAWS), np.float64))
+        naive = point_posterior(layout, jnp.asarray(trace.phi[-1]), trace.privacy)
+        naive_draws.append(np.asarray(naive.sample_unconstrained(k_naive, NUM_DRAWS), np.float64))
+    out: dict[str, Any] = {
+        "model": name, "epsilon": epsilon, "num_records": num_records, "replicates": replicates, "seed": seed,
+        "delta": DELTA, "coordinates": names, "refused": failures, "wall_seconds": time.perf_counter() - t0,
+    }
+    if not truths:
+        return out
+    truth = np.stack(truths)
+    out["clip_median"] = float(np.median(clips))
+    out["warnings"] = dict(Counter(w for ws in warned for w in ws))
+    out["silent_replicates"] = int(sum(1 for ws in warned if not ws))
+    for label, draws in (("noise_aware", np.stack(na_draws)), ("naive", np.stack(naive_draws))):
+        out[label] = metrics(draws, truth, names, seed)
+    return out
+
+
+def metrics(draws: np.ndarray, truth: np.ndarray, names: list[str], seed: int) -> dict[str, Any]:
+    """Joint and per-coordinate TARP RMSE, 90% central coverage and sharpness of (K, M, n) draws."""
+    mean, sd = draws.mean(1), draws.std(1)
+    refs = validation.repeated_reference_points(jax.random.PRNGKey(seed + 1), mean, np.maximum(sd, 1e-12),
+                                                REFERENCE_REPEATS)
+    lo, hi = np.quantile(draws, [0.05, 0.95], axis=1)
+    inside = (truth >= lo) & (truth <= hi)
+    per = {}
+    for j, c in enumerate(names):
+        r = validation.tarp_coverage_repeats(draws[:, :, j:j + 1], truth[:, j:j + 1], refs[:, :, j:j + 1])
+        per[c] = {"tarp_rmse": float(r.rmse), "coverage90": float(inside[:, j].mean()),
+                  "sharpness": float(sd[:, j].mean())}
+    joint = validation.tarp_coverage_repeats(draws, truth, refs)
+    return {"joint_tarp_rmse": float(joint.rmse), "per_latent": per}
+
+
+def meets_bar(cell: dict[str, Any]) -> bool:
+    per = cell.get("noise_aware", {}).get("per_latent", {})
+    return bool(per) and all(v["tarp_rmse"] <= RMSE_BAR and COVERAGE_BAR[0] <= v["coverage90"] <= COVERAGE_BAR[1]
+                             for v in per.values())
+
+
+def report(folder: pathlib.Path) -> str:
+    rows = ["| model | epsilon | K | latent | TARP RMSE | 90% cov | sd | naive TARP | naive 90% cov | naive sd |"
+            " bar |", "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|"]
+    notes = []
+    for f in sorted(folder.glob("*.json")):
+        c = json.loads(f.read_text())
+        if "noise_aware" not in c:
+            notes.append(f"- {c['model']} at epsilon {c['epsilon']:g}: refused in every replicate: {c['refused'][:1]}")
+            continue
+        ok = "meets" if meets_bar(c) else "misses"
+        for j, name in enumerate(c["coordinates"]):
+            a, b = c["noise_aware"]["per_latent"][name], c["naive"]["per_latent"][name]
+            rows.append(f"| {c['model'] if j == 0 else ''} | {c['epsilon']:g} | {c['replicates']} | {name} | "
+                        f"{a['tarp_rmse']:.4f} | {a['coverage90']:.3f} | {a['sharpness']:.3g} | {b['tarp_rmse']:.4f} "
+                        f"| {b['coverage90']:.3f} | {b['sharpness']:.3g} | {ok if j == 0 else ''} |")
+        w = ", ".join(f"{k} {v}" for k, v in sorted(c["warnings"].items())) or "none"
+        notes.append(f"- {c['model']} at epsilon {c['epsilon']:g}: median clip {c['clip_median']:.3g}; warnings: {w} "
+                     f"(silent in {c['silent_replicates']} of {c['replicates'] - len(c['refused'])}); refused "
+                     f"{len(c['refused'])}; {c['wall_seconds']:.0f} s")
+    return "\n".join(rows + [""] + notes)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--models", default=",".join(SUITE))
+    ap.add_argument("--epsilons", default="0.3,1")
+    ap.add_argument("--replicates", type=int, default=300)
+    ap.add_argument("--num-records", type=int, default=5000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--quick", action="store_true", help="K = 8, N = 500: a smoke run of every cell")
+    ap.add_argument("--report", action="store_true", help="print the table from the cells in --out")
+    a = ap.parse_args()
+    folder = pathlib.Path(a.out)
+    folder.mkdir(parents=True, exist_ok=True)
+    if a.report:
+        print(report(folder))
+        return
+    k, n = (8, 500) if a.quick else (a.replicates, a.num_records)
+    for name in a.models.split(","):
+        if name not in MODELS:
+            raise SystemExit(f"unknown model {name!r}; known: {', '.join(MODELS)}")
+        for eps in (float(e) for e in a.epsilons.split(",")):
+            path = folder / f"{name}_eps{eps:g}_N{n}_K{k}.json"
+            if path.exists():
+                continue
+            cell = run_cell(name, eps, n, k, a.seed)
+            path.write_text(json.dumps(cell, indent=1))
+            na = cell.get("noise_aware", {}).get("per_latent", {})
+            worst = max((v["tarp_rmse"] for v in na.values()), default=math.nan)
+            covs = [v["coverage90"] for v in na.values()]
+            print(f"{name} eps {eps:g}: worst marginal TARP {worst:.4f}, 90% cov "
+                  f"{min(covs, default=math.nan):.3f}-{max(covs, default=math.nan):.3f}, "
+                  f"{cell['wall_seconds']:.0f} s, refused {len(cell['refused'])}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
