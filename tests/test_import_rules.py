@@ -1,15 +1,15 @@
 """The import rules of the package, checked on its source with ``ast`` (nothing is imported).
 
 The data path runs one way: mechanisms (dpsgd, vi, mcmc, the baselines' releases) read private data and
-produce releases; post-processing (noise_aware, validation, plots) reads releases only; reports come
-last. Every import counts, at module level or inside a function, relative or absolute; ``from X import
+produce releases, whose types live in ``releases``; post-processing (noise_aware, validation, plots)
+reads releases only; reports come last. Every import counts, at module level or inside a function, relative or absolute; ``from X import
 name`` is an import of the module ``X.name`` when that is a module, else of ``X``.
 
 Rules: no cycle between modules; no cycle between packages (a package is the first component under
 ``dpposterior``; a module directly under it is its own package); post-processing never imports the
-data sets; ``privacy`` imports no modelling, releasing or reporting package; only the entry points import
-``cli``. Two rules do not hold yet (the released types still live in vi/ and move to a releases layer):
-they are strict xfails, so they turn red the moment they hold and the mark must go.
+data sets or a mechanism; ``releases`` imports no mechanism, no post-processing and no modelling, data
+or reporting package; ``privacy`` imports no modelling, releasing or reporting package; only the entry
+points import ``cli``.
 """
 
 from __future__ import annotations
@@ -28,17 +28,14 @@ TOP = "dpposterior"
 POST_PROCESSING = ("noise_aware", "validation", "plots")
 #: mechanisms: read private data
 MECHANISMS = ("dpsgd", "vi", "mcmc")
+#: what releases (the released types, read by post-processing) may not import
+RELEASES_FORBIDDEN = (
+    MECHANISMS + POST_PROCESSING + ("models", "baselines", "datasets", "tabular", "experiments", "reproduce")
+)
 #: what privacy (accounting and noise) may not import
 PRIVACY_FORBIDDEN = ("models", "vi", "noise_aware", "baselines", "tabular", "experiments", "reproduce")
 #: the modules that may import dpposterior.cli
 CLI_IMPORTERS = (f"{TOP}.cli", f"{TOP}.__main__")
-
-#: the package cycle that the move of the released types out of vi/ breaks; no other may appear
-KNOWN_PACKAGE_CYCLE = frozenset({"models", "baselines", "vi", "noise_aware"})
-#: the post-processing -> mechanism package imports that the same move removes; no other may appear
-KNOWN_POST_PROCESSING_MECHANISM_IMPORTS = frozenset({("noise_aware", "vi")})
-
-RELEASES_LAYER = "the released types still live in vi/; moved by the releases layer"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -253,17 +250,9 @@ def test_no_module_cycle(edges):
     assert not cycles, "\n".join(cycles)
 
 
-@pytest.mark.xfail(strict=True, reason=RELEASES_LAYER)
 def test_no_package_cycle(edges):
     cycles = [message for _, message in package_cycles(edges)]
     assert not cycles, "\n".join(cycles)
-
-
-def test_no_package_cycle_but_the_known_one(edges):
-    """Until the releases layer breaks it, the one known package cycle may stay as it is; any other
-    cycle, or a package joining it, fails."""
-    new = [message for packages, message in package_cycles(edges) if not packages <= KNOWN_PACKAGE_CYCLE]
-    assert not new, "\n".join(new)
 
 
 def test_post_processing_never_imports_the_data_sets(edges):
@@ -271,21 +260,14 @@ def test_post_processing_never_imports_the_data_sets(edges):
     assert not bad, _report(f"post-processing ({', '.join(POST_PROCESSING)}) imports datasets", bad)
 
 
-@pytest.mark.xfail(strict=True, reason=RELEASES_LAYER)
 def test_post_processing_imports_no_mechanism(edges):
     bad = forbidden(edges, POST_PROCESSING, MECHANISMS)
     assert not bad, _report(f"post-processing ({', '.join(POST_PROCESSING)}) imports a mechanism", bad)
 
 
-def test_post_processing_imports_no_mechanism_but_the_known_ones(edges):
-    """Until the releases layer removes them, the known post-processing -> mechanism package imports
-    may stay; one from another pair of packages fails."""
-    bad = [
-        e
-        for a, b, e in package_edges(edges)
-        if a in POST_PROCESSING and b in MECHANISMS and (a, b) not in KNOWN_POST_PROCESSING_MECHANISM_IMPORTS
-    ]
-    assert not bad, _report("post-processing imports a mechanism it did not import before", bad)
+def test_releases_import_no_mechanism_post_processing_or_modelling(edges):
+    bad = forbidden(edges, ("releases",), RELEASES_FORBIDDEN)
+    assert not bad, _report(f"releases imports one of {', '.join(RELEASES_FORBIDDEN)}", bad)
 
 
 def test_privacy_imports_no_modelling_releasing_or_reporting_package(edges):
@@ -302,7 +284,7 @@ def test_every_module_is_parsed(edges):
     """The walk sees the package (a wrong root would check nothing and pass)."""
     modules = find_modules(SRC)
     assert len(modules) > 50 and f"{TOP}.privacy.ledger" in modules and f"{TOP}.cli" in modules
-    assert {e.source for e in edges} >= {f"{TOP}.privacy.ledger", f"{TOP}.experiments.cell"}
+    assert {e.source for e in edges} >= {f"{TOP}.privacy.ledger", f"{TOP}.experiments.cell", f"{TOP}.releases.trace"}
 
 
 # ------------------------------------------------------------------------------ the checker itself

@@ -157,7 +157,7 @@ def test_separate_records_with_float_count_and_bool_data_pass_the_check():
 # ------------------------------------------------------------------ Posterior summaries
 def _point_posterior():
     from dpposterior.noise_aware import point_posterior
-    from dpposterior.vi.layout import ParamLayout
+    from dpposterior.releases.layout import ParamLayout
 
     spent = dpp.PrivacySpent(
         epsilon=1.0,
@@ -289,7 +289,7 @@ def _regression(X, y=None):
 def _regression_posterior():
 
     from dpposterior.noise_aware import point_posterior
-    from dpposterior.vi.layout import ParamLayout, Site
+    from dpposterior.releases.layout import ParamLayout, Site
 
     layout = ParamLayout((Site("w", (2,), (2,), {"kind": "independent", "base": {"kind": "real"}, "ndims": 1}),))
     spent = _point_posterior().privacy

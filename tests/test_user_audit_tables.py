@@ -462,8 +462,8 @@ def _fake_release(T=20, d=6):
     import numpy as np
 
     from dpposterior.privacy import PrivacySpent, dpsgd_epsilon
-    from dpposterior.vi.layout import ParamLayout
-    from dpposterior.vi.trace import DPVITrace
+    from dpposterior.releases.layout import ParamLayout
+    from dpposterior.releases.trace import DPVITrace
 
     rng = np.random.default_rng(0)
     # a record that describes the trace (saving checks it): sigma 2 on gradients of noise std 2
@@ -843,7 +843,7 @@ def test_target_kind_against_a_built_in_model_is_refused(capsys, tiny_table, mon
 
 def test_compare_writes_each_release_and_the_ledger_as_soon_as_it_is_made(capsys, tiny_table, monkeypatch):
     from dpposterior.privacy import Ledger
-    from dpposterior.vi.trace import DPVITrace
+    from dpposterior.releases.trace import DPVITrace
 
     def second_release_fails(*a, **k):
         raise ValueError("the second mechanism failed")

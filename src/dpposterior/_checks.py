@@ -143,6 +143,20 @@ def check_float32_array(name: str, arr: np.ndarray, private: bool = False) -> No
             )
 
 
+#: the largest Laplace scale whose float32 noise stays finite: a float32 Exponential(1) draw is at
+#: most about 17 (-log of the smallest uniform), so a margin of 64 is safe.
+MAX_LAPLACE_SCALE = float(np.finfo(np.float32).max) / 64
+
+
+def check_laplace_scale(scale: float, what: str) -> None:
+    """Raises ValueError if float32 Laplace noise of this scale could overflow to inf."""
+    if not (math.isfinite(scale) and 0 < scale <= MAX_LAPLACE_SCALE):
+        raise ValueError(
+            f"the Laplace noise scale {what} = {scale:.4g} must be at most {MAX_LAPLACE_SCALE:.4g} "
+            "(noise is drawn in float32 and would overflow to inf); raise epsilon or narrow the bounds"
+        )
+
+
 def check_float32_positive(value: float, name: str) -> float:
     """A value already checked finite and > 0 that must also stay finite and > 0 in float32."""
     if not FLOAT32_TINY <= value <= FLOAT32_MAX:

@@ -15,7 +15,7 @@ from dpposterior.models import beta_bernoulli
 from dpposterior.privacy import calibrate_noise_multiplier, dpsgd_epsilon, resolve_key
 from dpposterior.privacy.noise import tail_delta
 from dpposterior.vi import dpvim as DV
-from dpposterior.vi import family
+from dpposterior.releases import family
 
 N, T, Q = 2000, 2000, 0.1
 

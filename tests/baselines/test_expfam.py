@@ -353,7 +353,7 @@ def test_layouts_have_the_models_supports():
 
     from dpposterior.baselines.regression import regression_layout
     from dpposterior.models import conjugate
-    from dpposterior.vi.layout import support_to_spec
+    from dpposterior.releases.layout import support_to_spec
 
     assert EF.family_layout("beta-bernoulli").sites[0].support == support_to_spec(dist.Beta(10.0, 10.0).support)
     gamma_support = support_to_spec(conjugate.SoftplusGamma(8.0, 2.0).support)

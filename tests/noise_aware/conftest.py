@@ -12,8 +12,8 @@ import pytest
 import dpposterior.noise_aware as na
 from dpposterior.noise_aware.simulate import heuristic_learning_rate, simulate_trace_arrays
 from dpposterior.privacy.spent import not_private
-from dpposterior.vi.layout import ParamLayout
-from dpposterior.vi.trace import DPVITrace
+from dpposterior.releases.layout import ParamLayout
+from dpposterior.releases.trace import DPVITrace
 
 N_LATENT = 3  # phi = (mu (3), rho (3)): d = 6 coordinates per replicate
 CLIP = 2.0

@@ -160,7 +160,7 @@ def test_an_identified_release_has_no_warnings_and_the_naive_baseline_says_what_
 
 
 def test_robust_sd_matches_the_interval_and_ignores_a_heavy_tail():
-    from dpposterior.noise_aware.summary import summary_rows
+    from dpposterior.releases.summary import summary_rows
 
     class _Site:
         def __init__(self, name):

@@ -13,7 +13,7 @@ import dpposterior as dpp
 from dpposterior._arviz import import_arviz
 from dpposterior.baselines import DrawsPosterior
 from dpposterior.noise_aware import point_posterior
-from dpposterior.vi.layout import ParamLayout, Site
+from dpposterior.releases.layout import ParamLayout, Site
 
 SPENT = dpp.PrivacySpent(
     epsilon=1.0,

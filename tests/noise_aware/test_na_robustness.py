@@ -11,7 +11,7 @@ import pytest
 
 import dpposterior.noise_aware as na
 from dpposterior.noise_aware import postprocess as P
-from dpposterior.vi.trace import DPVITrace
+from dpposterior.releases.trace import DPVITrace
 
 PHI_STAR = np.array([0.5, -1.0, 0.2, -0.5], np.float32)
 A = np.array([200.0, 300.0, 1.5, 2.0])

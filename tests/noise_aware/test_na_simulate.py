@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import dpposterior.noise_aware as na
-from dpposterior.vi.trace import DPVITrace
+from dpposterior.releases.trace import DPVITrace
 
 
 def test_simulated_trace_follows_the_model(tmp_path):

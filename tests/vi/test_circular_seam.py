@@ -13,7 +13,7 @@ import pytest
 from dpposterior.vi import dpvi
 from dpposterior.vi.dpvim import dpvim
 from dpposterior.vi.circular import SEAM_MASS, seam_mass, warn_if_near_seam
-from dpposterior.vi.family import inverse_scale
+from dpposterior.releases.family import inverse_scale
 from dpposterior.vi.model_inspect import inspect_model
 
 

@@ -6,7 +6,7 @@ import numpyro
 import numpyro.distributions as dist
 import pytest
 
-from dpposterior.vi import family
+from dpposterior.releases import family
 from dpposterior.vi.dpvi import dpvi
 
 PRIOR_SD = 2.0

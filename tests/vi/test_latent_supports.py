@@ -11,7 +11,7 @@ from numpyro.distributions import constraints
 from numpyro.distributions import transforms as T
 
 import dpposterior as dpp
-from dpposterior.vi.layout import spec_to_support, support_to_spec
+from dpposterior.releases.layout import spec_to_support, support_to_spec
 from dpposterior.vi.model_inspect import check_data, inspect_model
 
 N = 200

@@ -9,8 +9,8 @@ import pytest
 
 from dpposterior.privacy import PrivacySpent, dpsgd_epsilon
 from dpposterior.vi import DPVITrace, ParamLayout
-from dpposterior.vi import family
-from dpposterior.vi.layout import Site, spec_to_support, support_to_spec
+from dpposterior.releases import family
+from dpposterior.releases.layout import Site, spec_to_support, support_to_spec
 from numpyro.distributions import constraints
 
 

@@ -46,7 +46,7 @@ def _clipped_share_at_optimum(name, beta_rho, clip, num_records=5000, num_keys=1
     """Share of records whose beta-scaled per-record ELBO gradient exceeds ``clip`` at the mean-field
     optimum (mean at theta, precision the diagonal of minus the Hessian of the log joint there)."""
     from dpposterior.models.registry import get_model
-    from dpposterior.vi import family
+    from dpposterior.releases import family
     from dpposterior.vi.dpvi import make_elbo_loss
     from dpposterior.vi.model_inspect import inspect_model
 

@@ -17,11 +17,9 @@
 
 from __future__ import annotations
 
-import math
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.scipy.special import ndtr, ndtri
 from jax.typing import ArrayLike
 
@@ -130,20 +128,6 @@ def initial_mixture_variance(key: jax.Array, scale: jax.Array, shape: tuple[int,
     """omega ~ Exponential(mean 2 scale^2): the prior of the Laplace scale mixture (the chain's start)."""
     scale = jnp.broadcast_to(jnp.asarray(scale, jnp.float32), shape)
     return 2.0 * jnp.square(scale) * jax.random.exponential(key, shape, jnp.float32)
-
-
-#: the largest Laplace scale whose float32 noise stays finite: a float32 Exponential(1) draw is at
-#: most about 17 (-log of the smallest uniform), so a margin of 64 is safe.
-MAX_LAPLACE_SCALE = float(np.finfo(np.float32).max) / 64
-
-
-def check_laplace_scale(scale: float, what: str) -> None:
-    """Raises ValueError if float32 Laplace noise of this scale could overflow to inf."""
-    if not (math.isfinite(scale) and 0 < scale <= MAX_LAPLACE_SCALE):
-        raise ValueError(
-            f"the Laplace noise scale {what} = {scale:.4g} must be at most {MAX_LAPLACE_SCALE:.4g} "
-            "(noise is drawn in float32 and would overflow to inf); raise epsilon or narrow the bounds"
-        )
 
 
 def laplace_noise(key: jax.Array, shape: tuple[int, ...], scale: ArrayLike) -> jax.Array:

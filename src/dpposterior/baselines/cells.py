@@ -9,7 +9,7 @@ returns a :class:`BaselineCellOutput` whose first three fields match the coverag
 include their chains' effective sample sizes (:func:`._mixing.ess_summary`). :func:`simulate_replicates`
 draws (theta, data) from the models' simulators for tests and for callers without their own.
 
-The unconstrained spaces are the NumPyro models' (:func:`dpposterior.vi.model_inspect.inspect_model`):
+The unconstrained spaces are the NumPyro models' (:func:`dpposterior.releases.model_inspect.inspect_model`):
 logit (Beta-Bernoulli), softplus (Gamma-Exponential), stick-breaking (Dirichlet), (log sigma2, w) for the
 linear regression, so draws are comparable with NA-DPVI's.
 """
@@ -387,7 +387,7 @@ def dpvim_cell(
     from ..models.registry import get_model
     from ..privacy import calibrate_noise_multiplier, dpsgd_epsilon
     from ..vi import dpvim as DV
-    from ..vi import family
+    from ..releases import family
     from ..vi.model_inspect import inspect_model, prior_median_unconstrained
 
     if reading not in ("noise_aware", "averaged"):

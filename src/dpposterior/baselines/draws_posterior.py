@@ -1,5 +1,5 @@
 """A posterior given by plain draws of theta (e.g. from a Gibbs sampler), the sibling of
-:class:`dpposterior.noise_aware.posterior.Posterior` (a mixture of variational Gaussians).
+:class:`dpposterior.releases.posterior.Posterior` (a mixture of variational Gaussians).
 
 Post-processing only: built from a release's sampler output, it never sees data.
 """
@@ -13,17 +13,17 @@ import jax
 import jax.numpy as jnp
 
 from .._checks import check_real
-from ..noise_aware.posterior import _check_num, _key, _model_keywords, _summary_table, draws_to_arviz, run_predictive
-from ..noise_aware.summary import PosteriorSummary, summary_rows
+from ..releases.posterior import _check_num, _key, _model_keywords, _summary_table, draws_to_arviz, run_predictive
+from ..releases.summary import PosteriorSummary, summary_rows
 from ..privacy.spent import PrivacySpent
-from ..vi.layout import ParamLayout
+from ..releases.layout import ParamLayout
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class DrawsPosterior:
     """An approximate posterior represented by M draws of theta in the model's unconstrained space.
 
-    It offers the public methods of :class:`~dpposterior.noise_aware.posterior.Posterior`
+    It offers the public methods of :class:`~dpposterior.releases.posterior.Posterior`
     (``sample``, ``sample_unconstrained``, ``mean``, ``mean_unconstrained``, ``sd_unconstrained``,
     ``summary``, ``predictive``, ``to_arviz``, ``privacy``). ``sample`` resamples the stored draws
     with replacement: it cannot produce more distinct values than were stored.

@@ -56,12 +56,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import check_epsilon, check_positive_int, check_real, check_trace_memory
+from .._checks import check_epsilon, check_laplace_scale, check_positive_int, check_real, check_trace_memory
 from ..privacy.randomness import resolve_key
 from ..privacy.secure import check_secure, resolve_noise_source, secure_laplace
 from ..privacy.snapping import UNSNAPPED, snap
 from ..privacy.spent import Neighbouring, PrivacySpent
-from ..vi.layout import ParamLayout
+from ..releases.layout import ParamLayout
 from . import _sampling as S
 from .draws_posterior import DrawsPosterior
 
@@ -402,7 +402,7 @@ def release_sufficient_statistics(
     else:  # records clipped into [lo, hi]: a per-record map
         s = np.array([np.sum(np.clip(arr.astype(np.float64), bounds[0], bounds[1]))])
     scale = delta_l1 / epsilon
-    S.check_laplace_scale(scale, f"sensitivity/epsilon = {delta_l1!r}/{epsilon!r}")
+    check_laplace_scale(scale, f"sensitivity/epsilon = {delta_l1!r}/{epsilon!r}")
     check_secure(secure)
     snapping = True if snapping is None else check_secure(snapping)
     snapped = None
@@ -771,7 +771,7 @@ def family_layout(family: str, num_categories: int = 3) -> ParamLayout:
     Dirichlet (``simplex``, K-1 coordinates). Built directly, without tracing the model; the
     Gamma-Exponential support is read from the model's prior class, so the two cannot drift apart."""
     from ..models.conjugate import SoftplusGamma
-    from ..vi.layout import Site, support_to_spec
+    from ..releases.layout import Site, support_to_spec
 
     if family == "beta-bernoulli":
         return ParamLayout((Site("theta", (), (), {"kind": "unit_interval"}),))

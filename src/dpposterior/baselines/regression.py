@@ -102,12 +102,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import check_epsilon, check_positive, check_positive_int
+from .._checks import check_epsilon, check_laplace_scale, check_positive, check_positive_int
 from ..privacy.randomness import resolve_key
 from ..privacy.secure import check_secure, resolve_noise_source, secure_laplace
 from ..privacy.snapping import UNSNAPPED, snap
 from ..privacy.spent import Neighbouring, PrivacySpent
-from ..vi.layout import ParamLayout, Site
+from ..releases.layout import ParamLayout, Site
 from . import _sampling as S
 from .draws_posterior import DrawsPosterior
 
@@ -430,7 +430,7 @@ def release_regression_statistics(
                 f"the statistics of part {k!r} overflow float64 with x_bound={x_bound!r}, "
                 f"y_bound={y_bound!r}; use bounds of a realistic size (rescale the data)"
             )
-        S.check_laplace_scale(
+        check_laplace_scale(
             scales[k],
             f"of part {k!r} (sensitivity/epsilon = {sens[k]:.4g}/{eps_parts[k]:.4g}, "
             "from x_bound, y_bound and epsilon)",

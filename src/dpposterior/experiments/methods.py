@@ -80,7 +80,7 @@ from ..noise_aware import model as M
 from ..noise_aware.stats import MIN_STEPS_AFTER_BURN_IN, TraceStats
 from ..privacy.dpsgd_accounting import Accountant
 from ..privacy.spent import PrivacySpent
-from ..vi import family
+from ..releases import family
 
 #: bytes of intermediate arrays a chunk of replicates may use while drawing (about 8 arrays of
 #: chunk x M x d float32).

@@ -36,9 +36,9 @@ from ..noise_aware.stats import MIN_STEPS_AFTER_BURN_IN, TraceStats, burn_in_sta
 from ..privacy.dpsgd_accounting import calibrate_noise_multiplier, dpsgd_epsilon
 from ..privacy.noise import float32_at_least, with_noise_tail
 from ..privacy.spent import PrivacySpent
-from ..vi import family
+from ..releases import family
 from ..vi.dpvi import DEFAULT_INIT_SCALE, heuristic_learning_rate, make_elbo_loss
-from ..vi.layout import ParamLayout
+from ..releases.layout import ParamLayout
 from ..vi.model_inspect import inspect_model, prior_median_unconstrained
 from .config import CellConfig, replicate_keys, simulation_and_dpsgd_keys
 from .methods import CellData

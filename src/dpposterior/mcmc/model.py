@@ -277,7 +277,7 @@ def _in_support(fn: Any, value: Array) -> Array:
     The declared support and, for a ``TransformedDistribution`` (under NumPyro's expand / to_event / mask
     wrappers), the base distribution's support at the value mapped back through the transforms: an
     ``AffineTransform`` built without ``domain=`` declares the real line for an affine Beta or Uniform on
-    (-1, 1) (as :func:`dpposterior.vi.model_inspect._check_transformed_support` explains). NumPyro's own
+    (-1, 1) (as :func:`dpposterior.releases.model_inspect._check_transformed_support` explains). NumPyro's own
     check (``validate_args``) is off by default before NumPyro 0.2x and can be switched off by the user;
     without it an affine Uniform's log density is finite everywhere. NaN is outside every support.
     """

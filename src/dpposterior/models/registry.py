@@ -199,7 +199,7 @@ def register_model(spec: ModelSpec, *, replace: bool = False) -> ModelSpec:
     ``num_records`` records from the model given theta, as pure JAX (it is traced once, vmapped over the
     replicates' keys and compiled with DP-SGD). It is checked here by a trial call on
     :data:`TRIAL_RECORDS` records under ``jax.eval_shape`` (nothing is computed), and the model by the
-    checks of :func:`dpposterior.vi.dpvi` (:func:`~dpposterior.vi.model_inspect.inspect_model`) on data of
+    checks of :func:`dpposterior.vi.dpvi` (:func:`~dpposterior.releases.model_inspect.inspect_model`) on data of
     those shapes. Each cell records the model's fingerprint (:func:`model_fingerprint`): registering
     other functions under the same name recomputes its cells on the next run instead of reusing them.
 
@@ -288,7 +288,7 @@ def _check_simulator(spec: ModelSpec):
     ``jax.eval_shape`` and the model's layout on data of those shapes; returns the layout."""
     import numpy as np
 
-    from ..vi.model_inspect import inspect_model
+    from ..releases.model_inspect import inspect_model
 
     n = TRIAL_RECORDS
     what = f"spec.simulate of model {spec.name!r}"

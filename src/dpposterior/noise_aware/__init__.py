@@ -28,9 +28,9 @@ from .model import log_marginal_h
 from .model import noise_sd_of
 from .model import trace_priors
 from .nuts import nuts_posterior
-from .posterior import Posterior
-from .posterior import point_posterior
-from .summary import PosteriorSummary
+from ..releases.posterior import Posterior
+from ..releases.posterior import point_posterior
+from ..releases.summary import PosteriorSummary
 from .postprocess import METHODS
 from .postprocess import noise_aware_posterior
 from .simulate import heuristic_learning_rate

@@ -140,12 +140,12 @@ def model_prior_sampler(model: Any, *data: Any, **model_kwargs: Any):
     priors of the global latents must not depend on the number of records.
 
     Raises:
-      ValueError: ``dpvi``'s model checks on those shapes fail (:func:`dpposterior.vi.model_inspect.inspect_model`).
+      ValueError: ``dpvi``'s model checks on those shapes fail (:func:`dpposterior.releases.model_inspect.inspect_model`).
     """
     import jax
     from numpyro import handlers
 
-    from ..vi.model_inspect import inspect_model
+    from ..releases.model_inspect import inspect_model
 
     def zeros(a):
         shape = tuple(getattr(a, "shape", np.shape(a)))

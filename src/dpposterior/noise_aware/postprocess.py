@@ -18,14 +18,15 @@ from jax.typing import ArrayLike
 from .._checks import check_positive, check_positive_int, check_real
 from ..privacy.clip_binds import ClipBindsWarning, clip_binds_message
 from ..privacy.randomness import resolve_key
-from ..vi.trace import DPVITrace
+from ..releases.dpvim_trace import DPVImTrace
+from ..releases.trace import DPVITrace
 from . import grid as G
 from . import identify as I
 from . import laplace as L
 from . import model as M
 from . import nuts as N
 from .model import TracePriors
-from .posterior import Posterior
+from ..releases.posterior import Posterior
 from .stats import MIN_STEPS_AFTER_BURN_IN, TraceStats, burn_in_start, sufficient_statistics
 
 METHODS = ("grid", "nuts", "laplace")
@@ -147,8 +148,6 @@ def noise_aware_posterior(
         scale) is not > 0.
     """
     if not isinstance(trace, DPVITrace):
-        from ..vi.dpvim import DPVImTrace
-
         hint = ""
         if isinstance(trace, DPVImTrace):
             hint = (

@@ -22,8 +22,8 @@ import numpy as np
 
 from .._checks import check_positive, check_positive_int, check_sampling_rate
 from ..privacy.spent import not_private
-from ..vi.layout import ParamLayout
-from ..vi.trace import DPVITrace
+from ..releases.layout import ParamLayout
+from ..releases.trace import DPVITrace
 
 
 def heuristic_learning_rate(

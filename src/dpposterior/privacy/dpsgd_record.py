@@ -1,6 +1,6 @@
 """The check that a loaded DP-SGD release's privacy record is the one its settings and arrays imply.
 
-The DP-SGD and DPVI trace loaders (:mod:`dpposterior.dpsgd.trace`, :mod:`dpposterior.vi.trace`) call
+The DP-SGD and DPVI trace loaders (:mod:`dpposterior.dpsgd.trace`, :mod:`dpposterior.releases.trace`) call
 :func:`check_dpsgd_privacy` after the file's own field checks (:func:`dpposterior._io.check_dpsgd_fields`).
 It recomputes epsilon with the DP-SGD accountant of this package, so it lives beside it.
 """

@@ -426,7 +426,7 @@ def _summaries(post, design: Design, model: str, prob: float, key) -> list[dict[
     rows = post.summary(key, 4000, prob=prob)
     names = _param_names(post, design, model)
     out = []
-    from ..noise_aware.summary import interval_labels  # not at import: the CLI starts without JAX
+    from ..releases.summary import interval_labels  # not at import: the CLI starts without JAX
 
     lo_key, hi_key = interval_labels(prob)
     for r in rows:
@@ -582,7 +582,7 @@ def _check_clip_check(epsilon: Any) -> float | None:
     """``clip_check`` (``--clip-check``): None, or the histogram's epsilon, finite and > 0 with a Laplace
     scale 1 / epsilon that float32 noise can carry; checked before any release (the histogram comes
     after the DP-SGD release, whose privacy would otherwise be spent on a run that then stops)."""
-    from ..baselines._sampling import check_laplace_scale
+    from .._checks import check_laplace_scale
 
     if epsilon is None:
         return None

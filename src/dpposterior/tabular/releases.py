@@ -8,7 +8,7 @@ failure, or a later method's, loses no privacy that was spent: the file holds th
 Files: ``<folder>/<method>.npz``, one ``.npz`` with the released arrays, a JSON metadata text (the kind of
 release, its scalar settings, its PrivacySpent as :meth:`~dpposterior.privacy.PrivacySpent.to_dict`) and
 a SHA-256 checksum, written atomically. A DPVI trace is written by :meth:`DPVITrace.save
-<dpposterior.vi.trace.DPVITrace.save>` (``DPVITrace.load`` reads it); the others are read with
+<dpposterior.releases.trace.DPVITrace.save>` (``DPVITrace.load`` reads it); the others are read with
 ``numpy.load`` (arrays by name, ``metadata`` as UTF-8 bytes).
 """
 
@@ -31,7 +31,7 @@ def _parts(release: Any) -> tuple[str, dict[str, np.ndarray], dict[str, Any]]:
     """(kind, released arrays, scalar metadata) of a release object."""
     from ..baselines import DrawsPosterior
     from ..baselines.regression import RegressionStatisticsRelease
-    from ..vi.dpvim import DPVImTrace
+    from ..releases.dpvim_trace import DPVImTrace
 
     if isinstance(release, DPVImTrace):
         arrays = {"mu": release.mu, "rho": release.rho, "loc_grads": release.loc_grads, "final_phi": release.final_phi}
@@ -78,7 +78,7 @@ def save_release(release: Any, path: str | os.PathLike) -> Path:
     Raises:
       TypeError: a release of a kind this module does not know.
     """
-    from ..vi.trace import DPVITrace
+    from ..releases.trace import DPVITrace
 
     path = Path(path)
     if isinstance(release, DPVITrace):

@@ -1,12 +1,12 @@
 """Variational inference: the variational family, site layouts, DPVI, its released trace, and a private
 histogram of the per-record gradient norms that shows whether the clip was too small."""
 
-from .layout import ParamLayout
-from .layout import Site
+from ..releases.layout import ParamLayout
+from ..releases.layout import Site
 from .dpvi import dpvi
 from .clip_check import GradientNormHistogram
 from .clip_check import gradient_norm_histogram
-from .trace import DPVITrace
+from ..releases.trace import DPVITrace
 
 __all__ = [
     "DPVITrace",

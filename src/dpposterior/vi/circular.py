@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from . import family
-from .layout import ParamLayout
+from ..releases import family
+from ..releases.layout import ParamLayout
 
 #: q's mass within this many radians of +-pi counts as reaching the seam.
 SEAM_WIDTH = 0.1

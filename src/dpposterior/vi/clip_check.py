@@ -25,16 +25,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import check_epsilon
-from ..baselines._sampling import check_laplace_scale
+from .._checks import check_epsilon, check_laplace_scale
 from ..privacy.secure import resolve_noise_source
 from ..privacy.snapping import snap
 from ..privacy.spent import PrivacySpent
 from .dpvi import _cached_loss, cached_model_loss
-from .dpvim import DPVImTrace, make_loc_loss
+from ..releases.dpvim_trace import DPVImTrace
+from .dpvim import make_loc_loss
 from .model_inspect import check_data, inspect_model
 from .record_norms import BATCH_RECORDS, MC_SEED, record_norms  # noqa: F401 - BATCH_RECORDS, MC_SEED: the public names
-from .trace import DPVITrace
+from ..releases.trace import DPVITrace
 
 #: the default bin edges, as multiples of the clip C.
 DEFAULT_MULTIPLES = (0.25, 0.5, 1.0, 2.0, 4.0)

@@ -19,7 +19,9 @@ from typing import Any, Callable
 import jax.numpy as jnp
 import numpy as np
 from numpyro import handlers
-from numpyro.distributions import ExpandedDistribution, Independent, MaskedDistribution, constraints
+from numpyro.distributions import MaskedDistribution, constraints
+
+from ..releases.model_inspect import _unwrapped
 
 #: records per model run: bounds the memory of the check on large data.
 CHUNK_RECORDS = 65_536
@@ -51,13 +53,6 @@ def _same_support(a: constraints.Constraint, b: constraints.Constraint) -> bool:
     return len(la) == len(lb) and all(
         x.shape == y.shape and np.array_equal(x, y, equal_nan=True) for x, y in zip(la, lb)
     )
-
-
-def _unwrapped(fn: Any) -> Any:
-    """The distribution under NumPyro's wrappers (expand, to_event, mask), for the message."""
-    while isinstance(fn, (ExpandedDistribution, Independent, MaskedDistribution)):
-        fn = fn.base_dist
-    return fn
 
 
 def _record_mask(site: dict, shape: tuple[int, ...]) -> np.ndarray:

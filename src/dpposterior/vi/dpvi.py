@@ -22,13 +22,14 @@ from .._checks import (
     check_trace_memory,
 )
 from ..privacy.dpsgd_accounting import Accountant, calibrate_noise_multiplier
-from . import auto_clip, family
+from ..releases import family
+from . import auto_clip
 from .circular import warn_if_near_seam
-from .layout import ParamLayout
+from ..releases.layout import ParamLayout
 from .data_support import check_observed_support
 from .model_inspect import check_data, check_setting_names, inspect_model, prior_median_unconstrained, record_log_joint
 from .record_norms import record_norms
-from .trace import DPVITrace
+from ..releases.trace import DPVITrace
 
 if TYPE_CHECKING:  # the engine is imported where it runs (keeps module import light)
     from ..dpsgd.engine import Sampling

@@ -19,8 +19,8 @@ from .._checks import check_positive_int, check_real
 from ..privacy.clip_binds import clip_binds_message
 from ..privacy.randomness import user_key
 from ..privacy.spent import PrivacySpent
-from ..vi import family
-from ..vi.layout import ParamLayout
+from . import family
+from .layout import ParamLayout
 from .summary import PosteriorSummary, summary_rows
 
 #: (key, m) -> (m, 2n); the key as _key gives it (a raw uint32 NumPy key stays NumPy)

@@ -17,6 +17,7 @@ from .._io import check_dpsgd_fields, read_checked_npz, write_checked_npz
 from ..privacy.spent import PrivacySpent
 from ..privacy.dpsgd_record import check_dpsgd_privacy
 from .layout import ParamLayout
+from .posterior import point_posterior
 
 FORMAT = "dpposterior.DPVITrace"
 FORMAT_VERSION = 1
@@ -96,8 +97,6 @@ class DPVITrace:
         Raises:
           ValueError: ``final_phi`` holds NaN or inf (its summaries would be NaN).
         """
-        from ..noise_aware.posterior import point_posterior
-
         if not np.all(np.isfinite(self.final_phi)):
             bad = np.nonzero(~np.isfinite(self.final_phi))[0][:10].tolist()
             raise ValueError(f"final_phi contains NaN or inf (at {bad}); the last iterate is no posterior")

@@ -1,0 +1,29 @@
+"""Releases: what a mechanism publishes and post-processing reads, and nothing that reads data.
+
+- the parameter layout of a model's latent sites (:class:`ParamLayout`, :class:`Site`; a layout is built
+  from a model's structure by :func:`dpposterior.releases.model_inspect.inspect_model`, on dummy records);
+- the variational family q(theta; phi) (:mod:`dpposterior.releases.family`);
+- the released traces: :class:`DPVITrace` (with its save and load) and :class:`DPVImTrace`;
+- the posterior handed to users, a mixture of variational Gaussians (:class:`Posterior`), and the table
+  its ``summary()`` returns (:class:`PosteriorSummary`).
+
+The mechanisms (``vi``, ``dpsgd``, ``mcmc``, the baselines' releases) build these; post-processing
+(``noise_aware``, ``validation``, ``plots``) reads them. This package imports neither a mechanism nor
+post-processing, so post-processing never needs a mechanism and the two never import each other.
+"""
+
+from .layout import ParamLayout
+from .layout import Site
+from .trace import DPVITrace
+from .dpvim_trace import DPVImTrace
+from .posterior import Posterior
+from .summary import PosteriorSummary
+
+__all__ = [
+    "DPVITrace",
+    "DPVImTrace",
+    "ParamLayout",
+    "Posterior",
+    "PosteriorSummary",
+    "Site",
+]
