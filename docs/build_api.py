@@ -20,6 +20,7 @@ DOCS = Path(__file__).resolve().parent
 MODULES = (
     "dpposterior",
     "dpposterior.privacy",
+    "dpposterior.releases",
     "dpposterior.noise_aware",
     "dpposterior.validation",
     "dpposterior.models",

@@ -2,14 +2,15 @@
 
 The data path runs one way: mechanisms (dpsgd, vi, mcmc, the baselines' releases) read private data and
 produce releases, whose types live in ``releases``; post-processing (noise_aware, validation, plots)
-reads releases only; reports come last. Every import counts, at module level or inside a function, relative or absolute; ``from X import
-name`` is an import of the module ``X.name`` when that is a module, else of ``X``.
+reads releases only; reports come last. Every import counts, at module level or inside a function,
+relative or absolute; ``from X import name`` is an import of the module ``X.name`` when that is a
+module, else of ``X``.
 
 Rules: no cycle between modules; no cycle between packages (a package is the first component under
 ``dpposterior``; a module directly under it is its own package); post-processing never imports the
-data sets or a mechanism; ``releases`` imports no mechanism, no post-processing and no modelling, data
-or reporting package; ``privacy`` imports no modelling, releasing or reporting package; only the entry
-points import ``cli``.
+data sets or a mechanism, and a mechanism never imports post-processing; ``releases`` imports no
+mechanism, no post-processing and no modelling, data or reporting package; ``privacy`` imports no
+modelling, releasing or reporting package; only the entry points import ``cli``.
 """
 
 from __future__ import annotations
@@ -263,6 +264,12 @@ def test_post_processing_never_imports_the_data_sets(edges):
 def test_post_processing_imports_no_mechanism(edges):
     bad = forbidden(edges, POST_PROCESSING, MECHANISMS)
     assert not bad, _report(f"post-processing ({', '.join(POST_PROCESSING)}) imports a mechanism", bad)
+
+
+def test_mechanisms_import_no_post_processing(edges):
+    """A mechanism builds its release from the types in ``releases``; it needs no post-processing."""
+    bad = forbidden(edges, MECHANISMS, POST_PROCESSING)
+    assert not bad, _report(f"a mechanism ({', '.join(MECHANISMS)}) imports post-processing", bad)
 
 
 def test_releases_import_no_mechanism_post_processing_or_modelling(edges):

@@ -1,7 +1,8 @@
 """dpposterior: noise-aware Bayesian inference under differential privacy.
 
-The data path: private data -> mechanism (``dpsgd``, ``dpvi``) -> release with its PrivacySpent ->
-post-processing (``noise_aware_posterior``, ``validation``) that never sees data.
+The data path: private data -> mechanism (``dpsgd``, ``dpvi``) -> release with its PrivacySpent (the
+released types live in ``releases``) -> post-processing (``noise_aware_posterior``, ``validation``) that
+never sees data.
 """
 
 from . import baselines
@@ -12,6 +13,7 @@ from . import models
 from . import noise_aware
 from . import pacbayes
 from . import privacy
+from . import releases
 from . import validation
 from . import vi
 from .noise_aware import Posterior
@@ -40,6 +42,7 @@ __all__ = [
     "noise_aware_posterior",
     "pacbayes",
     "privacy",
+    "releases",
     "validation",
     "vi",
 ]

@@ -166,7 +166,7 @@ class Posterior:
         for ``prob=0.9`` and ``q0.0005`` and ``q0.9995`` for ``prob=0.999``.
 
         Returns:
-          A :class:`~dpposterior.noise_aware.summary.PosteriorSummary`: the list of rows, with this
+          A :class:`~dpposterior.releases.summary.PosteriorSummary`: the list of rows, with this
           posterior's :attr:`warnings` attached; ``print()`` it for an aligned table and the warnings.
         """
         if not 0 < check_real("prob", prob) < 1:

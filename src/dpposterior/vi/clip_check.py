@@ -9,7 +9,7 @@ histogram of the per-record gradient norms (beta-scaled, as DP-SGD clips them) a
 iterate, in bins at multiples of C, with a bin of its own for the gradients that are not finite (those
 DP-SGD drops).
 
-It takes a DPVIm release too (:class:`~dpposterior.vi.dpvim.DPVImTrace`, the aligned-gradient baseline):
+It takes a DPVIm release too (:class:`~dpposterior.releases.dpvim_trace.DPVImTrace`, the aligned-gradient baseline):
 there the vector DP-SGD clipped is not dpvi's beta-scaled ELBO gradient but the per-record loc gradient
 grad f_i(theta) at theta = mu + softplus(rho) * eta, one standard-normal eta shared by every record
 (:func:`dpposterior.vi.dpvim.make_loc_loss`), clipped at DPVIm's own C with no beta; the histogram
@@ -180,7 +180,7 @@ def gradient_norm_histogram(
     public ``trace.final_phi`` falls into exactly one bin (norm bins at ``multiples`` x C, and a bin for
     gradients that are not finite). Adding or removing one record changes one count by 1: L1
     sensitivity 1 under add/remove-one adjacency. For a DPVIm release (a
-    :class:`~dpposterior.vi.dpvim.DPVImTrace`) the vector is the one DPVIm's DP-SGD clips instead: each
+    :class:`~dpposterior.releases.dpvim_trace.DPVImTrace`) the vector is the one DPVIm's DP-SGD clips instead: each
     record's loc gradient grad f_i(theta) at theta = mu + softplus(rho) * eta of the public
     ``trace.final_phi``, with ONE standard-normal eta shared by every record (as in a DPVIm step), not
     beta-scaled, binned at DPVIm's clip C; the sensitivity and the noise are the same. Laplace noise
