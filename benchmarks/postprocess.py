@@ -36,7 +36,7 @@ import numpy as np
 import dpposterior.noise_aware as na
 from dpposterior.noise_aware import model as M
 from dpposterior.noise_aware.nuts import nuts_posterior
-from dpposterior.vi.trace import DPVITrace
+from dpposterior.releases.trace import DPVITrace
 
 
 def simulated_trace(num_latent: int, num_steps: int, seed: int) -> DPVITrace:
