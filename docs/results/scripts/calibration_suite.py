@@ -38,7 +38,7 @@ import numpyro.distributions as dist
 
 import dpposterior as dpp
 from dpposterior import validation
-from dpposterior.noise_aware.posterior import point_posterior
+from dpposterior.releases.posterior import point_posterior
 
 #: the bar of issue 35 for every latent of every cell.
 RMSE_BAR = 0.035
