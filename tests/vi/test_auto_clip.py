@@ -217,3 +217,11 @@ def test_dpvim_chooses_its_clip_privately_too(poisson_data):
         rel=1e-6,
     )
     assert p.detail("clip") == trace.clip and "clip_check_se" in dict(p.details)
+
+
+def test_too_few_records_for_the_search_are_refused_before_any_release():
+    y = np.random.default_rng(0).poisson(3.0, 47).astype(np.float32)
+    with pytest.raises(ValueError, match=r"cannot choose a clip privately for N = 47.*nothing was released"):
+        dpvi(_poisson, y, epsilon=1.0, delta=DELTA, num_steps=STEPS)
+    trace = dpvi(_poisson, y, epsilon=1.0, delta=DELTA, num_steps=STEPS, clip=2.0, rng_key=0, progress=False)
+    assert trace.clip == 2.0  # a clip by hand still runs

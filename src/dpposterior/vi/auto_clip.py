@@ -144,6 +144,34 @@ def query_noise(noise_multiplier: float) -> tuple[float, float]:
     return MEDIAN_NOISE_RATIO * s2, s2
 
 
+#: the median search is refused when its queries' noise sd exceeds N / MIN_RECORDS_PER_NOISE_SD: a query at
+#: an edge far from the median (true count 0 or N) must answer the right way at two noise sds
+MIN_RECORDS_PER_NOISE_SD = 4.0
+
+
+def check_resolvable(num_records: int, noise_multiplier: float) -> None:
+    """Refuses ``clip="auto"`` (before anything is released) where the search's noise is too large for N.
+
+    With noise sd s1 per median query, a query at an edge where no record (or every record) lies answers
+    against N / 2 correctly only while s1 is well below N / 2; above N / 4 a search wanders to clips many
+    orders of magnitude off (a table of 47 records at epsilon 1 got C = 6.5e11). A function of the public
+    N and epsilon, delta alone.
+
+    Raises:
+      ValueError: naming N, the noise and what to do.
+    """
+    s1, _ = query_noise(noise_multiplier)
+    if s1 > num_records / MIN_RECORDS_PER_NOISE_SD:
+        need = math.ceil(MIN_RECORDS_PER_NOISE_SD * s1)
+        raise ValueError(
+            f"clip='auto' cannot choose a clip privately for N = {num_records} records at this epsilon and delta: "
+            f"the private search's counts carry noise of sd {s1:.0f} records, more than N / "
+            f"{MIN_RECORDS_PER_NOISE_SD:g}, so it cannot find even the median gradient norm (it needs N >= {need} "
+            "here, or a larger epsilon). Pass clip= by hand (a bound on the per-record gradient norm that you "
+            "know without looking at the data); nothing was released"
+        )
+
+
 def pilot_steps(num_steps: int) -> int:
     """The pilot's steps of a ``num_steps`` run: PILOT_FRACTION of them, at least 1 and leaving at least 1."""
     if num_steps < 2:

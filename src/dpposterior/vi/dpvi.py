@@ -253,6 +253,7 @@ def dpvi(
                 "trace.clip) to checkpoint a long run"
             )
         assert sigma_h is not None  # clip_auto
+        auto_clip.check_resolvable(dataset_size, sigma_h)
         normals, _ = auto_clip.privacy_normals(rng_key, secure, auto_clip.AUTO_CLIP_KEY_INDEX, auto_clip.NUM_NORMALS)
         start = auto_clip.search_median(record_norms(loss, beta_vec, phi0, arrays), dataset_size, sigma_h, normals)
         pilot_steps = auto_clip.pilot_steps(num_steps)

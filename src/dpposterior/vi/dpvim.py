@@ -355,6 +355,7 @@ def dpvim(
     choice = None
     if clip_auto:
         assert sigma_h is not None  # clip_auto
+        auto_clip.check_resolvable(dataset_size, sigma_h)
         # DPVIm (a baseline) has no pilot: both searches look at phi_0
         normals, _ = auto_clip.privacy_normals(rng_key, secure, auto_clip.AUTO_CLIP_KEY_INDEX, auto_clip.NUM_NORMALS)
         norms0 = record_norms(loc_loss, np.ones(2 * n), phi0, arrays)
