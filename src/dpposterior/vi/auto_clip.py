@@ -5,11 +5,21 @@ noise-aware posterior is then confidently wrong; no post-processing of the trace
 far above the norms is safe but adds noise in proportion to C. So the default picks C from the data,
 privately, inside the user's budget: about the 99th percentile of the per-record gradient norms, the
 exact vector DP-SGD clips (dpvi: the beta-scaled per-record ELBO gradient with the run's ``num_mc``
-draws; DPVIm: the per-record loc gradient), at the data-independent starting point phi_0. Targeting a
-quantile of the norms is the idea of Andrew, Thakkar, McMahan & Ramaswamy, "Differentially private
-learning with adaptive clipping" (2021); here it is one private pre-pass before the run.
+draws; DPVIm: the per-record loc gradient), where the run settles. Targeting a quantile of the norms
+is the idea of Andrew, Thakkar, McMahan & Ramaswamy, "Differentially private learning with adaptive
+clipping" (2021); here it is two private searches around a pilot.
 
-The mechanism (:func:`search_clip`): a noisy binary search over a FIXED PUBLIC geometric grid of
+Where. The norms that matter are those near the fixed point; at the data-independent start phi_0 (the
+prior median) a model whose prior sits far from the data has norms many times larger (a normal model
+with its mean 3 prior sds out: about 30x). So dpvi runs a PILOT, the first :data:`PILOT_FRACTION` of
+the steps (the noise-aware posterior's default burn-in), at a clip equal to a private median norm at
+phi_0 (:func:`search_median`: stage 1 below alone), and chooses the clip of the other steps at the
+pilot's last iterate (:func:`search_clip`: both stages). The pilot's steps carry their own clip, recorded
+as ``pilot_clip`` and ``pilot_steps`` in the release's privacy details; the noise multiplier is the
+same over all steps, so the accounting is that of one T-step run. DPVIm, a baseline, has no pilot: both
+searches look at phi_0. A checkpointed run needs a given clip (a resumed pilot would be paid again).
+
+The search: a noisy binary search over a FIXED PUBLIC geometric grid of
 candidate clips, the edges ``2^(k/4)`` for integer k (:data:`GRID_LOWEST` <= k <= :data:`GRID_HIGHEST`:
 from 6e-8 to 9e11). Each query releases one count, the number of records whose norm is at least an
 edge, plus Gaussian noise; adding or removing one record changes a count by at most 1 (L2
@@ -36,12 +46,15 @@ The ends of the grid: a median norm below the lowest edge (6e-8) gives a clip of
 record is clipped more than the target allows); a median norm above the highest edge (9e11) is
 refused with a ValueError (such gradients are not usable with float32 DP-SGD).
 
-Budget (:data:`AUTO_CLIP_SHARE`): the 12 queries' noise is set so that together they are one Gaussian
+Budget (:data:`AUTO_CLIP_SHARE`): the :data:`NUM_NORMALS` = 20 queries' noise (two median searches and
+one window) is set so that together they are one Gaussian
 mechanism of noise multiplier ``sigma_h`` (Gaussian mechanisms compose exactly: noise multipliers s_i
 give ``(sum_i s_i^-2)^-1/2``; Dong, Roth & Su, "Gaussian differential privacy", 2022), where sigma_h
 is the noise with which one Gaussian mechanism ALONE would be (AUTO_CLIP_SHARE x epsilon, delta)-DP
-(Balle & Wang, "Improving the Gaussian mechanism for differential privacy", 2018). The stage-1
-queries get twice the noise of the stage-2 ones (:data:`MEDIAN_NOISE_RATIO`). DP-SGD's noise
+(Balle & Wang, "Improving the Gaussian mechanism for differential privacy", 2018). The median
+queries get twice the noise of the window's (:data:`MEDIAN_NOISE_RATIO`). Where that noise exceeds
+N / 4 the median cannot be found, and ``clip="auto"`` is refused before any release
+(:func:`check_resolvable`). DP-SGD's noise
 multiplier is then calibrated so that the COMPOSITION of that Gaussian mechanism and the T-step
 Poisson-subsampled Gaussian is (epsilon, delta)-DP (:func:`dpposterior.privacy.calibrate_noise_multiplier`
 with ``extra_gaussian``, by the run's accountant). Because Gaussian privacy losses add in quadrature,
@@ -55,8 +68,8 @@ alone would be (:data:`CLIP_CHECK_SHARE` x epsilon, delta)-DP, composed the same
 
 Randomness: the noise is :mod:`dpposterior.privacy.noise`'s float64 Box-Muller normal (no gap in its
 support), added to the exact count in float64 and rounded once to float32; its words come from
-``fold_in(rng_key, AUTO_CLIP_KEY_INDEX)`` (the check: :data:`CLIP_CHECK_KEY_INDEX`), indices no DP-SGD
-step reaches, from a fresh OS seed when ``rng_key`` is None, or from the OS CSPRNG when ``secure=True``.
+``fold_in(rng_key, AUTO_CLIP_KEY_INDEX)`` (the check: :data:`CLIP_CHECK_KEY_INDEX`; the pilot's DP-SGD
+key: :data:`PILOT_KEY_INDEX`), indices no DP-SGD step reaches, from a fresh OS seed when ``rng_key`` is None, or from the OS CSPRNG when ``secure=True``.
 """
 
 from __future__ import annotations
