@@ -109,6 +109,7 @@ def test_ci_installs_a_wheel_not_editable_and_runs_it_outside_the_checkout():
     assert os.access(script, os.X_OK)
     text = script.read_text()
     assert "pip wheel" in text and "-m venv" in text and "--version" in text
+    assert re.search(r'"\$work/venv/bin/dpposterior" demo ', text), "the wheel check does not run the demo"
     assert " -e " not in text and "--editable" not in text
     assert re.search(r"^wheel-check:.*\n\t\.ci/wheel_check ", (ROOT / "Makefile").read_text(), flags=re.M)
     ci = (ROOT / ".ci" / "run").read_text()
@@ -124,3 +125,4 @@ def test_the_wheel_installs_and_runs_outside_the_checkout():
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert f"wheel check: dpposterior {dpposterior.__version__} from a non-editable install" in done.stdout
+    assert "(demo run)" in done.stdout

@@ -57,6 +57,12 @@ def test_compare_split_budget_linear(loans, tmp_path, capsys):
     # the three posteriors describe the same parameters (sigma2 and the weights), in the same order
     names = [[row["parameter"] for row in r["summaries"][m]] for m in r["summaries"]]
     assert names[0] == names[1] == names[2] and names[0][0].startswith("sigma2")
+    # each posterior's InferenceData, its weights named by the design's columns, its release's privacy
+    for m, idata in r["inference_data"].items():
+        assert idata.posterior["w"].dims[-1] == "feature", m
+        columns = [c for c in r["design"].feature_names if c != "(intercept)"] + ["(intercept)"]
+        assert list(idata.posterior["feature"].values) == columns
+        assert idata.attrs["privacy_epsilon"] == r["posteriors"][m].privacy.epsilon
     out_text = capsys.readouterr().out
     assert "[1/4] reading" in out_text and "[4/4] writing the report" in out_text
 

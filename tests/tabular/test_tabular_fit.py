@@ -8,6 +8,7 @@ import io
 import os
 import re
 import shlex
+import shutil
 from pathlib import Path
 
 import jax
@@ -179,6 +180,51 @@ def test_html_report_renders_with_its_figures(fitted, tmp_path, benchmark_script
     assert np.all(np.abs(rgb - [31, 119, 180]) < 40, axis=-1).sum() < 50
 
 
+def _browser_and_ocr(shooter) -> None:
+    """Skips (fails under ``CI=true``, where .ci/run installs both) without chromium or tesseract."""
+    missing = [
+        n for n, ok in (("chromium", shooter.find_browser()), ("tesseract", shutil.which("tesseract"))) if not ok
+    ]
+    if missing:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"no {' or '.join(missing)} on PATH under CI=true: .ci/run should have installed it")
+        pytest.skip(f"no {' or '.join(missing)} on PATH (apt-get install chromium tesseract-ocr)")
+
+
+def _read_text(png: Path) -> str:
+    """The text tesseract reads in a screenshot, with runs of whitespace made single spaces."""
+    import subprocess
+
+    done = subprocess.run(["tesseract", str(png), "-"], capture_output=True, text=True, timeout=120, check=True)
+    return " ".join(done.stdout.split())
+
+
+def test_figure_labels_are_read_from_a_browser_screenshot(fitted, tmp_path, benchmark_script):
+    """The report's figures, as chromium draws them, carry readable axis labels and titles: tesseract
+    reads them from the screenshot (the figures alone on a page); the same page without its images reads
+    none of them (the check's power)."""
+    shooter = benchmark_script("report_screenshot")
+    _browser_and_ocr(shooter)
+    page = (fitted[0] / "summary.html").read_text()
+    head, tail = page[: page.index("<body>") + len("<body>")], "</body></html>"
+    images = re.findall(r"<img [^>]*>", page)
+    assert len(images) == 3, len(images)
+    labels = [
+        "coefficient on the rescaled features (dashed line: no effect)",
+        "DP-SGD step",
+        "90% posterior intervals (noise-aware)",
+        "90% intervals: naive vs noise-aware",
+    ]
+    (tmp_path / "figures.html").write_text(head + "".join(f"<p>{img}</p>" for img in images) + tail)
+    text = _read_text(shooter.screenshot(tmp_path / "figures.html", tmp_path / "figures.png", height=3000))
+    for label in labels:
+        assert label in text, (label, text)
+    assert text.count("coefficient on the rescaled features") == 2, text  # both interval plots
+    (tmp_path / "none.html").write_text(head + "<p>no figures</p>" + tail)
+    bare = _read_text(shooter.screenshot(tmp_path / "none.html", tmp_path / "none.png", height=3000))
+    assert not any(label in bare for label in labels), bare
+
+
 def test_the_posterior_warnings_are_in_the_report_and_on_the_terminal(fitted):
     """The README example's weakly identified slopes: what noise_aware_posterior warned about is not left
     on stderr alone; the report states it under Warnings and the terminal repeats it."""
@@ -261,10 +307,7 @@ def test_the_units_table_renders_in_a_real_browser(fitted, tmp_path, benchmark_s
     in chromium; the same page without the table draws a small fraction of those greys (anti-aliased
     text only: the check's power)."""
     shooter = benchmark_script("report_screenshot")
-    if shooter.find_browser() is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("no chromium on PATH under CI=true: .ci/run should have installed it")
-        pytest.skip("no chromium on PATH (apt-get install chromium)")
+    _browser_and_ocr(shooter)
     import matplotlib.image
 
     page = (fitted[0] / "summary.html").read_text()
@@ -287,6 +330,10 @@ def test_the_units_table_renders_in_a_real_browser(fitted, tmp_path, benchmark_s
 
     band, border = pixels(section.group(0), "table")
     assert band > 2000 and border > 500, (band, border)
+    if shutil.which("tesseract"):  # the table's words, read from the screenshot
+        text = _read_text(tmp_path / "table.png").replace(" ", "")  # OCR may drop a narrow space
+        for words in ("odds ratio", "+10 age", "income", "south instead of north", "90% interval"):
+            assert words.replace(" ", "") in text, (words, text)
     bare = re.sub(r"<table>.*?</table>", "", section.group(0), flags=re.S)
     bare_band, bare_border = pixels(bare, "bare")  # grey in anti-aliased text only
     assert bare_band < band / 5 and bare_border < border / 5, (band, border, bare_band, bare_border)

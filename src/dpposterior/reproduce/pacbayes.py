@@ -393,8 +393,10 @@ def pacbayes_figure(rows: list[dict], path) -> Path:
         ax.set_title(f"MNIST 7 vs 9, {labels} labels", fontsize=9)
         ax.set_ylim(0, 1.1)
     axes[0].set_ylabel("error / bound on the error (capped at 1.05)")
-    axes[0].legend(fontsize=7)
-    fig.tight_layout()
+    # one legend for both panels, in a band below them, so that it covers no bar
+    handles, labels_ = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels_, loc="lower center", ncol=len(labels_), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     try:
         return save_figure_atomic(fig, Path(path))
     finally:

@@ -1329,8 +1329,10 @@ def compare_table(
     with ``seed``: :func:`clip_check_key` of ``seed + i`` for the checked release i).
 
     Returns:
-      ``{"posteriors": {method: posterior}, "ledger": Ledger of this run's releases, "total": PrivacySpent
-      of them, "ledger_total": PrivacySpent of every release in the ledger file, "report_html",
+      ``{"posteriors": {method: posterior}, "inference_data": {method: its ArviZ InferenceData, the
+      weights named by the design's columns as in fit_table}, "ledger": Ledger of this run's releases,
+      "total": PrivacySpent of them, "ledger_total": PrivacySpent of every release in the ledger file,
+      "report_html",
       "clip_check": the NA-DPVI release's GradientNormHistogram or None, "clip_checks": {"na-dpvi" /
       "dpvim": GradientNormHistogram} of every checked release, ...}``.
 
@@ -1853,6 +1855,7 @@ def _compare_report(
     log(f"      wrote {md} and {page} ({time.perf_counter() - t0:.1f} s)")
     return {
         "posteriors": posts,
+        "inference_data": {m: posts[m].to_arviz(pkey, **arviz_names(posts[m], design, model)) for m in methods},
         "ledger": ledger,
         "total": total,
         "ledger_total": book_total,
