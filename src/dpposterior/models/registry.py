@@ -9,10 +9,12 @@ A model of the user's own joins them with :func:`register_model`, so that the co
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from numpyro import handlers
 
 from .conjugate import beta_bernoulli, dirichlet_categorical, gamma_exponential
@@ -105,8 +107,10 @@ def _simulate_logistic_regression(key: jax.Array, num_records: int, num_features
     return {"w": tr["w"]["value"]}, (X, tr["y"]["value"])
 
 
-#: the authors' initial noise variance softplus(-4), in our log map of sigma2.
-_LOG_SOFTPLUS_M4 = float(jnp.log(jnp.log1p(jnp.exp(-4.0))))
+#: the authors' initial noise variance softplus(-4), in our log map of sigma2, rounded to float32 as the
+#: trace holds it. Computed without JAX: importing the package must not start a JAX backend, so that XLA
+#: flags set after the import still apply.
+_LOG_SOFTPLUS_M4 = float(np.float32(math.log(math.log1p(math.exp(-4.0)))))
 
 MODELS: dict[str, ModelSpec] = {
     "gamma-exponential": ModelSpec(
