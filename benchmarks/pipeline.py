@@ -43,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
     from dpposterior import datasets, models, noise_aware_posterior
+    from dpposterior.vi import RunOptions
     from dpposterior.vi.dpvi import dpvi
 
     X, y, _ = datasets.adult_design("train", reference_levels=False)
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ours only: packed DP-SGD {t_ours_dpsgd:.1f} s + grid {t_grid:.1f} s = {t_ours_dpsgd + t_grid:.1f} s; "
               f"+ stats NUTS {t_nuts:.1f} s; devices {jax.devices()}")
         return 0
-    ref_trace, t_ref_dpsgd = timed(lambda: dpvi(models.logistic_regression, X, y, rng_key=key, sampling="masked",
+    ref_trace, t_ref_dpsgd = timed(lambda: dpvi(models.logistic_regression, X, y, rng_key=key, run_options=RunOptions(sampling="masked"),
                                                 **common))
     ref_post, t_ref_post = timed(lambda: noise_aware_posterior(ref_trace, method="nuts", rng_key=1, full_trace=True,
                                                                **nuts))

@@ -55,6 +55,7 @@ def adult_trace(seed: int, num_steps: int, log) -> DPVITrace | None:
     """The demo's DPVI release on Adult, or None when dpvi / the data loader is not available."""
     try:
         from dpposterior import datasets, models
+        from dpposterior.vi import RunOptions
         from dpposterior.vi.dpvi import dpvi
     except ImportError as e:  # pragma: no cover - depends on what is installed
         log(f"(dpposterior.dpvi or the Adult loader is not available: {e})")
@@ -63,7 +64,7 @@ def adult_trace(seed: int, num_steps: int, log) -> DPVITrace | None:
     t0 = time.perf_counter()
     trace = dpvi(models.logistic_regression, X, y, epsilon=1.0, delta=1e-5, num_steps=num_steps, sampling_rate=0.1,
                  clip=11.0, beta_rho=550.0, lr_scale=math.sqrt(X.shape[1]), rng_key=jax.random.PRNGKey(seed),
-                 progress=False, model_name="adult-logistic-regression")
+                 run_options=RunOptions(progress=False), model_name="adult-logistic-regression")
     log(f"DPVI on Adult ({X.shape[0]} records, {X.shape[1]} features, T={num_steps}): "
         f"{time.perf_counter() - t0:.1f} s; {trace.privacy.summary()}")
     return trace

@@ -158,6 +158,7 @@ def test_dpvi_passes_checkpoints_through_and_refuses_another_models(tmp_path, mo
     import numpyro.distributions as dist
 
     from dpposterior import dpvi
+    from dpposterior.vi import RunOptions
 
     def model_a(x):
         mu = numpyro.sample("mu", dist.Normal(0.0, 5.0))
@@ -170,15 +171,16 @@ def test_dpvi_passes_checkpoints_through_and_refuses_another_models(tmp_path, mo
             numpyro.sample("x", dist.Normal(mu, 2.0), obs=x)
 
     x = np.random.default_rng(0).normal(1.0, 1.0, 300).astype(np.float32)
-    kw = dict(epsilon=2.0, delta=1e-5, num_steps=2500, clip=2.0, rng_key=5, progress=False, checkpoint_every=20)
+    kw = dict(epsilon=2.0, delta=1e-5, num_steps=2500, clip=2.0, rng_key=5)
     path = tmp_path / "dpvi.ckpt"
+    options = RunOptions(progress=False, checkpoint=path, checkpoint_every=20)
     with _crash_after(monkeypatch, 2), pytest.raises(KeyboardInterrupt):
-        dpvi(model_a, x, checkpoint=path, **kw)
+        dpvi(model_a, x, run_options=options, **kw)
     assert path.exists()
     with pytest.raises(ValueError, match="different run: loss"):
-        dpvi(model_b, x, checkpoint=path, **kw)
-    resumed = dpvi(model_a, x, checkpoint=path, **kw)
-    full = dpvi(model_a, x, **kw)
+        dpvi(model_b, x, run_options=options, **kw)
+    resumed = dpvi(model_a, x, run_options=options, **kw)
+    full = dpvi(model_a, x, run_options=RunOptions(progress=False), **kw)
     np.testing.assert_array_equal(resumed.grads, full.grads)
     assert not path.exists()
 

@@ -76,7 +76,7 @@ def run_demo(
         check_seed,
     )
     from .noise_aware import METHODS, noise_aware_posterior
-    from .vi import dpvi
+    from .vi import RunOptions, dpvi
 
     # checked before anything is printed, written or released (dpvi checks them again)
     check_epsilon(epsilon)
@@ -116,7 +116,7 @@ def run_demo(
         beta_rho=beta_rho,
         lr_scale=math.sqrt(n),
         rng_key=rng_key,
-        progress=progress,
+        run_options=RunOptions(progress=progress),
         model_name="adult-logistic-regression",
     )
     t_dpsgd = time.perf_counter() - t0

@@ -14,7 +14,7 @@ from dp_accounting.pld import pld_privacy_accountant
 from dpposterior.privacy import ClipBindsWarning, Ledger, PrivacySpent, dpsgd_epsilon
 from dpposterior.privacy.dpsgd_record import check_dpsgd_privacy
 from dpposterior import noise_aware_posterior
-from dpposterior.vi import DPVITrace, auto_clip, dpvi
+from dpposterior.vi import DPVITrace, RunOptions, auto_clip, dpvi
 from dpposterior.vi.dpvi import _cached_loss
 from dpposterior.vi.record_norms import record_norms
 
@@ -126,7 +126,15 @@ def poisson_data():
 
 @pytest.fixture(scope="module")
 def auto_trace(poisson_data):
-    return dpvi(_poisson, *poisson_data, epsilon=1.0, delta=DELTA, num_steps=STEPS, rng_key=3, progress=False)
+    return dpvi(
+        _poisson,
+        *poisson_data,
+        epsilon=1.0,
+        delta=DELTA,
+        num_steps=STEPS,
+        rng_key=3,
+        run_options=RunOptions(progress=False),
+    )
 
 
 def test_the_default_clip_is_private_and_composed_as_dp_accounting_composes_it(auto_trace):
@@ -164,7 +172,14 @@ def test_an_auto_release_saves_and_loads_with_its_pilot(auto_trace, tmp_path):
 def test_a_small_hand_clip_warns_at_the_release_and_in_the_posterior(poisson_data):
     with pytest.warns(ClipBindsWarning, match="binds"):
         trace = dpvi(
-            _poisson, *poisson_data, epsilon=1.0, delta=DELTA, num_steps=STEPS, clip=0.3, rng_key=4, progress=False
+            _poisson,
+            *poisson_data,
+            epsilon=1.0,
+            delta=DELTA,
+            num_steps=STEPS,
+            clip=0.3,
+            rng_key=4,
+            run_options=RunOptions(progress=False),
         )
     assert trace.privacy.detail("clip_choice") == "given"
     with pytest.warns(ClipBindsWarning):
@@ -191,7 +206,14 @@ def test_the_clip_check_count_has_no_monte_carlo_noise_and_its_se_is_its_spread(
 
 def test_a_checkpointed_run_needs_a_given_clip(poisson_data, tmp_path):
     with pytest.raises(ValueError, match="checkpoint needs a given clip"):
-        dpvi(_poisson, *poisson_data, epsilon=1.0, delta=DELTA, num_steps=STEPS, checkpoint=tmp_path / "c")
+        dpvi(
+            _poisson,
+            *poisson_data,
+            epsilon=1.0,
+            delta=DELTA,
+            num_steps=STEPS,
+            run_options=RunOptions(checkpoint=tmp_path / "c"),
+        )
 
 
 @pytest.mark.parametrize("bad", ["Auto", "", float("nan"), -1.0, 0.0])
@@ -223,5 +245,14 @@ def test_too_few_records_for_the_search_are_refused_before_any_release():
     y = np.random.default_rng(0).poisson(3.0, 47).astype(np.float32)
     with pytest.raises(ValueError, match=r"cannot choose a clip privately for N = 47.*nothing was released"):
         dpvi(_poisson, y, epsilon=1.0, delta=DELTA, num_steps=STEPS)
-    trace = dpvi(_poisson, y, epsilon=1.0, delta=DELTA, num_steps=STEPS, clip=2.0, rng_key=0, progress=False)
+    trace = dpvi(
+        _poisson,
+        y,
+        epsilon=1.0,
+        delta=DELTA,
+        num_steps=STEPS,
+        clip=2.0,
+        rng_key=0,
+        run_options=RunOptions(progress=False),
+    )
     assert trace.clip == 2.0  # a clip by hand still runs

@@ -7,6 +7,7 @@ import numpyro.distributions as dist
 import pytest
 
 from dpposterior.releases import family
+from dpposterior.vi import RunOptions
 from dpposterior.vi.dpvi import dpvi
 
 PRIOR_SD = 2.0
@@ -34,7 +35,7 @@ def _fit(x, mean_shift=0.0, **kw):
         learning_rate=lr,
         num_mc=50,
         rng_key=3,
-        progress=False,
+        run_options=RunOptions(progress=False),
         **kw,
     )
 

@@ -143,7 +143,6 @@ def test_no_data_and_non_numeric_data():
         ("num_steps", 0, "num_steps must be an integer >= 1"),
         ("clip", 0.0, "clip must be a finite number > 0"),
         ("num_mc", 0, "num_mc must be an integer >= 1"),
-        ("sampling", "bernoulli", r"sampling must be one of \('packed', 'masked'\)"),
     ],
 )
 def test_invalid_privacy_and_optimiser_parameters(field, value, message):
@@ -151,6 +150,21 @@ def test_invalid_privacy_and_optimiser_parameters(field, value, message):
     kw[field] = value
     with pytest.raises(ValueError, match=message):
         dpvi(logistic_regression, *_data(), **kw)
+
+
+def test_run_options_are_checked_and_the_old_keywords_are_refused_by_name():
+    """The operational settings live in RunOptions: a bad value is refused by the engine with its name, a
+    dict is refused with the type expected, and ``progress=`` given to dpvi (where it was a keyword) is
+    refused rather than passed to the model as a model keyword."""
+    from dpposterior.vi import RunOptions
+
+    with pytest.raises(ValueError, match=r"sampling must be one of \('packed', 'masked'\)"):
+        dpvi(logistic_regression, *_data(), **KW, run_options=RunOptions(sampling="bernoulli"))
+    with pytest.raises(TypeError, match=r"run_options must be a dpposterior.vi.RunOptions.*got dict"):
+        dpvi(logistic_regression, *_data(), **KW, run_options={"progress": False})
+    for name, value in (("progress", False), ("checkpoint", "run.ckpt"), ("sampling", "masked")):
+        with pytest.raises(TypeError, match=rf"{name}= is not a keyword of dpvi.*RunOptions\({name}="):
+            dpvi(logistic_regression, *_data(), **KW, **{name: value})
 
 
 def test_float_num_steps_is_a_type_error():

@@ -103,7 +103,7 @@ def test_declared_affine_beta_posterior_stays_in_its_support():
         clip=20.0,
         learning_rate=_lr(1, 0.3 / N),
         rng_key=0,
-        progress=False,
+        run_options=dpp.vi.RunOptions(progress=False),
     )
     assert tr.layout.sites[0].support == {"kind": "interval", "low": -1.0, "high": 1.0}
     draws = np.asarray(dpp.noise_aware_posterior(tr, method="laplace").sample(0, 2000)["r"])
@@ -153,7 +153,7 @@ def test_zero_sum_normal_latent_is_fitted(tmp_path):
         clip=20.0,
         learning_rate=_lr(3, 0.3 / 300),
         rng_key=0,
-        progress=False,
+        run_options=dpp.vi.RunOptions(progress=False),
     )
     assert tr.layout.sites[1].support == {"kind": "zero_sum", "event_dim": 1}
     assert tr.layout.sites[1].unconstrained_shape == (2,)

@@ -205,7 +205,7 @@ def run_cell(name: str, epsilon: float, num_records: int, replicates: int, seed:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                trace = dpp.dpvi(model, *data, epsilon=epsilon, delta=DELTA, rng_key=k_dp, progress=False)
+                trace = dpp.dpvi(model, *data, epsilon=epsilon, delta=DELTA, rng_key=k_dp, run_options=dpp.vi.RunOptions(progress=False))
                 post = dpp.noise_aware_posterior(trace, rng_key=k_post)
             except Exception as e:  # a refusal is a result of the suite: recorded, not hidden
                 failures.append(f"{type(e).__name__}: {e}")

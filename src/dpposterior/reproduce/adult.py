@@ -167,7 +167,7 @@ def dpvi_release(
     real release.
     """
     from .. import models
-    from ..vi import dpvi
+    from ..vi import RunOptions, dpvi
 
     return dpvi(
         models.logistic_regression,
@@ -181,7 +181,7 @@ def dpvi_release(
         beta_rho=settings.beta_rho,
         lr_scale=lr_multiplier * math.sqrt(X.shape[1]),
         rng_key=_keys(settings.seed, epsilon, repeat)["dpvi"],
-        progress=False,
+        run_options=RunOptions(progress=False),
         model_name="adult-logistic-regression",
     )
 

@@ -950,7 +950,7 @@ def fit_table(
 
     from ..noise_aware import METHODS, noise_aware_posterior
     from ..privacy import Ledger
-    from ..vi import dpvi
+    from ..vi import RunOptions, dpvi
 
     _check_inputs(data, schema, target)
     epsilon, delta, num_steps, sampling_rate, clip = _check_common(epsilon, delta, num_steps, sampling_rate, clip, prob)
@@ -996,7 +996,7 @@ def fit_table(
         clip=clip_arg,
         beta_rho=beta_rho,
         rng_key=None if seed is None else jax.random.PRNGKey(seed),
-        progress=progress,
+        run_options=RunOptions(progress=progress),
         model_name=label,
         secure=secure,
         **model_kwargs(model),
@@ -1533,7 +1533,7 @@ def _make_releases(
     is recorded, and the run stops (:class:`ReleaseWriteError`). Returns ``{method: (histogram, release and
     check composed)}`` for the checked releases (empty without ``clip_check``)."""
     from ..baselines import release_regression_statistics
-    from ..vi import dpvi
+    from ..vi import RunOptions, dpvi
     from ..vi.dpvim import dpvim
 
     run_ledger, book = ledgers
@@ -1560,7 +1560,7 @@ def _make_releases(
                 sampling_rate=sampling_rate,
                 clip=clip,
                 rng_key=key(i),
-                progress=progress,
+                run_options=RunOptions(progress=progress),
                 model_name=label,
                 secure=secure,
                 **model_kwargs(model),

@@ -4,6 +4,7 @@ histogram of the per-record gradient norms that shows whether the clip was too s
 from ..releases.layout import ParamLayout
 from ..releases.layout import Site
 from .dpvi import dpvi
+from .run_options import RunOptions
 from .clip_check import GradientNormHistogram
 from .clip_check import gradient_norm_histogram
 from ..releases.trace import DPVITrace
@@ -12,6 +13,7 @@ __all__ = [
     "DPVITrace",
     "GradientNormHistogram",
     "ParamLayout",
+    "RunOptions",
     "Site",
     "dpvi",
     "gradient_norm_histogram",

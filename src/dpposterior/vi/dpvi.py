@@ -4,8 +4,7 @@
 from __future__ import annotations
 
 import math
-import os
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -29,10 +28,8 @@ from ..releases.layout import ParamLayout
 from .data_support import check_observed_support
 from .model_inspect import check_data, check_setting_names, inspect_model, prior_median_unconstrained, record_log_joint
 from .record_norms import record_norms
+from .run_options import RunOptions, check_run_options, refuse_moved_settings
 from ..releases.trace import DPVITrace
-
-if TYPE_CHECKING:  # the engine is imported where it runs (keeps module import light)
-    from ..dpsgd.engine import Sampling
 
 #: default preconditioning of the rho (scale) gradients; beta_mu is always 1 (as in the reference implementation).
 DEFAULT_BETA_RHO = 100.0
@@ -101,13 +98,10 @@ def dpvi(
     dataset_size: int | None = None,
     init_scale: float = DEFAULT_INIT_SCALE,
     accountant: Accountant = "pld",
-    progress: bool | None = None,
     model_name: str = "",
     secure: bool = False,
-    checkpoint: str | os.PathLike | None = None,
-    checkpoint_every: int = 2000,
-    sampling: Sampling = "packed",
     check_clip: bool = True,
+    run_options: RunOptions | None = None,
     **model_kwargs: Any,
 ) -> DPVITrace:
     """Differentially private variational inference on a NumPyro model; releases the whole trace.
@@ -141,20 +135,15 @@ def dpvi(
         (approximate) size if the true size must stay private. Default: the true number of records.
       init_scale: initial std of q; the initial mean is the prior median (data-independent).
       accountant: "pld" or "rdp" for calibrating sigma.
-      progress: show a progress bar (None: automatic for long runs).
       model_name: a label stored with the trace.
       secure: draw all privacy randomness from the OS CSPRNG; ``rng_key`` must then be None.
-      checkpoint, checkpoint_every: a file where a long run saves its progress every
-        ``checkpoint_every`` steps and from which a killed run resumes with the same noise stream
-        (see ``dpposterior.dpsgd.dpsgd``; the file holds the noise key: keep it secret; it is deleted
-        when the run finishes).
-      sampling: the DP-SGD engine's sampler: ``"packed"`` (default, O(qN) per step) or ``"masked"``
-        (a full-N inclusion mask, O(N) per step, the reference implementation's approach; the same
-        Poisson sampling and privacy, kept for comparison: benchmarks/pipeline.py).
       check_clip: after the run, release a noisy count of the records whose gradient norm at the
         final iterate is at least C (:func:`dpposterior.vi.auto_clip.check_clip_share`, composed with
         the run); warns :class:`~dpposterior.privacy.ClipBindsWarning` when the clip binds for
         more than 5% of them.
+      run_options: how the run goes, apart from what it releases
+        (:class:`~dpposterior.vi.RunOptions`: the progress bar, checkpoints, the engine's sampler);
+        None for the defaults.
       **model_kwargs: the model's keyword arguments (public values). A model keyword named like a
         setting of dpvi (e.g. ``beta``) would be read as the setting: bind it with
         ``functools.partial(model, name=value)`` instead (given both ways, it is refused).
@@ -172,6 +161,8 @@ def dpvi(
     settings = {k: v for k, v in locals().items() if k not in ("model", "data", "model_kwargs")}
     if callable(model):
         check_setting_names(model, len(data), dpvi, settings)
+    refuse_moved_settings(model_kwargs, "dpvi")
+    options = check_run_options(run_options)
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
     num_steps = check_positive_int(num_steps, "num_steps")
@@ -236,9 +227,9 @@ def dpvi(
             rng_key=key,
             loss_needs_key=True,
             accountant=accountant,
-            progress=progress,
+            progress=options.progress,
             secure=secure,
-            sampling=sampling,
+            sampling=options.sampling,
             **more,
         )
 
@@ -246,7 +237,7 @@ def dpvi(
     if clip_auto:
         # the pilot: the first steps, at a clip near the private median norm at phi_0, bring the iterate
         # near the fixed point; the clip of the other steps is chosen privately there (vi.auto_clip)
-        if checkpoint is not None:
+        if options.checkpoint is not None:
             raise ValueError(
                 "checkpoint needs a given clip: clip='auto' chooses it privately in a pilot that a resumed run "
                 "would have to repeat (and pay for again); pass clip= (e.g. the clip of an earlier release, "
@@ -266,7 +257,9 @@ def dpvi(
     clip = float(clip)
     lr = learning_rate_at(clip)
     if pilot is None:
-        run = run_dpsgd(phi0, clip, num_steps, rng_key, checkpoint=checkpoint, checkpoint_every=checkpoint_every)
+        run = run_dpsgd(
+            phi0, clip, num_steps, rng_key, checkpoint=options.checkpoint, checkpoint_every=options.checkpoint_every
+        )
         phi, grads, run_privacy = np.asarray(run.params), np.asarray(run.grads), run.privacy
     else:
         run = run_dpsgd(pilot.final_params, clip, num_steps - pilot.num_steps, rng_key)
