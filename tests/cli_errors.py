@@ -1,4 +1,4 @@
-"""The one-line error of a ``dpposterior`` command run in-process (the CLI audits share it)."""
+"""The one-line error of a ``dpposterior`` command run in-process (the command-line tests share it)."""
 
 from __future__ import annotations
 

@@ -25,11 +25,10 @@ JAX_CACHE_SETTINGS = {
     "JAX_COMPILATION_CACHE_MAX_SIZE": str(2 * 2**30),
 }
 #: XLA's backend (LLVM) optimisation level for the test run: the suite's programs are tiny and mostly
-#: compiled once, so compilation dominates; level 0 compiles them several times faster (the Gibbs-SS-Noisy
-#: chain: 24 s -> 6 s) and runs them slower, a net saving: the default run on the 2-core machine took
-#: 753 s against 906 s at XLA's default (2026-12-02, fresh clone, `make test`). Results differ from the
-#: default level in the last bits only (same arithmetic, other code), and every comparison in the tests
-#: is between programs compiled alike. In the environment, so subprocesses and Ray workers get it too; a
+#: compiled once, so compilation dominates; level 0 compiles them several times faster and runs them
+#: slower, a net saving over the whole test run. Results differ from the default level in the last bits
+#: only (same arithmetic, other code), and every comparison in the tests is between programs compiled
+#: alike. In the environment, so subprocesses and Ray workers get it too; a
 #: caller's own level in XLA_FLAGS wins; DPPOSTERIOR_TEST_XLA_DEFAULT=1 keeps XLA's default.
 TEST_XLA_FLAG = "--xla_backend_optimization_level=0"
 if not os.environ.get("DPPOSTERIOR_TEST_XLA_DEFAULT") and "xla_backend_optimization_level" not in os.environ.get(

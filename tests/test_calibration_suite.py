@@ -15,7 +15,7 @@ import pytest
 SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "docs" / "results" / "scripts" / "calibration_suite.py"
 
 
-@pytest.mark.slow  # about 5 minutes on 2 cores: 22 cells of 8 releases each
+@pytest.mark.slow  # long: 22 cells of 8 releases each
 def test_the_quick_suite_runs_every_model_with_the_defaults(tmp_path):
     subprocess.run([sys.executable, str(SCRIPT), "--quick", "--out", str(tmp_path)], check=True)
     cells = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("*.json"))]

@@ -8,6 +8,7 @@ import pytest
 
 from dpposterior import datasets
 from dpposterior.demo import run_demo
+from input_checks import raises_with as _raises
 
 
 @pytest.fixture(scope="module")
@@ -50,3 +51,23 @@ def test_non_private_map_is_the_mode_of_the_model():
     p = 1 / (1 + np.exp(-X @ w))
     assert np.allclose(X.T @ (y - p) - w, 0, atol=1e-8)  # the gradient of the log posterior vanishes
     assert np.allclose(w, w_true, atol=0.12)
+
+
+# the demo: settings checked before anything is printed or written
+@pytest.mark.parametrize(
+    "kw,word",
+    [
+        (dict(epsilon=0.0), "epsilon"),
+        (dict(delta=1.0), "delta"),
+        (dict(num_steps=0), "num_steps"),
+        (dict(sampling_rate=2.0), "sampling_rate"),
+        (dict(clip=float("nan")), "clip"),
+        (dict(method="mcmc"), "method"),
+    ],
+)
+def test_demo_refuses_bad_settings_before_printing_a_target_or_making_the_folder(tmp_path, kw, word):
+    from dpposterior.demo import run_demo
+
+    lines = []
+    _raises(lambda: run_demo(out=tmp_path / "out", log=lines.append, progress=False, **kw), ValueError, word)
+    assert lines == [] and not (tmp_path / "out").exists()

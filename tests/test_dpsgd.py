@@ -705,8 +705,8 @@ def test_loss_errors():
 
 
 # ---------------------------------------------------------------------------------------------
-# pytree parameters with per-leaf settings, data of several dtypes: one step against plain numpy
-# (eighteenth session). A learning rate or beta given as one number per leaf ({"w": 0.1, "b": 0.01},
+# pytree parameters with per-leaf settings, data of several dtypes: one step against plain numpy.
+# A learning rate or beta given as one number per leaf ({"w": 0.1, "b": 0.01},
 # the Optax spelling) was refused with "got dtype object"; a data tuple holding a tuple of arrays was
 # stacked by numpy into one array, so with N = 2 each record silently got a whole column.
 
@@ -839,7 +839,7 @@ def test_nested_data_containers_are_refused_not_stacked():
 
 
 def test_python_rows_are_refused_not_read_as_columns():
-    # nineteenth session: [[x0, y0], [x1, y1], [x2, y2]] was read as 3 columns of 2 records (N = 2)
+    # [[x0, y0], [x1, y1], [x2, y2]] was read as 3 columns of 2 records (N = 2)
     rows = [[1.0, 0.0], [2.0, 1.0], [3.0, 1.0]]
     for data in (rows, tuple(map(tuple, rows)), [rows[0]]):
         with pytest.raises(TypeError, match=r"data\[0\] is a Python (list|tuple): .*cannot tell rows .*np\.asarray"):
@@ -863,7 +863,7 @@ def test_python_rows_are_refused_not_read_as_columns():
 
 
 def test_make_dpsgd_run_refuses_a_capacity_with_masked_sampling():
-    # was silently ignored (the masked engine has no buffer), eighteenth session
+    # was silently ignored (the masked engine has no buffer)
     with pytest.raises(ValueError, match=r"capacity applies to sampling='packed' only"):
         make_dpsgd_run(
             linear,

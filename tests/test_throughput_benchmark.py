@@ -6,7 +6,7 @@ import pytest
 import numpy as np
 
 
-@pytest.mark.slow  # CI time: the default run must stay under 15 minutes on 2 cores
+@pytest.mark.slow  # long: kept out of the default run, which must stay short
 def test_dpsgd_throughput_quick(capsys, benchmark_script):
     m = benchmark_script("dpsgd_throughput")
     assert m.main(["--quick"]) == 0

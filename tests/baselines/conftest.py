@@ -96,3 +96,11 @@ def helpers():
 @pytest.fixture(scope="session")
 def rng():
     return np.random.default_rng(20240607)
+
+
+@pytest.fixture(scope="module")
+def dirichlet_release():
+    """A Dirichlet-Categorical release of six records over three categories at epsilon 1."""
+    from dpposterior.baselines import release_sufficient_statistics
+
+    return release_sufficient_statistics("dirichlet-categorical", [0, 1, 1, 2, 2, 2], epsilon=1.0, rng_key=0)

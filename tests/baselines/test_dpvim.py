@@ -14,8 +14,8 @@ from dpposterior.baselines import dpvim_cell
 from dpposterior.models import beta_bernoulli
 from dpposterior.privacy import calibrate_noise_multiplier, dpsgd_epsilon, resolve_key
 from dpposterior.privacy.noise import tail_delta
-from dpposterior.vi import dpvim as DV
 from dpposterior.releases import family
+from dpposterior.vi import dpvim as DV
 
 N, T, Q = 2000, 2000, 0.1
 
@@ -177,3 +177,13 @@ def test_a_collapsed_scale_is_refused_not_read(bern):
             reading()
     moving = dataclasses.replace(flat, mu=trace.mu)
     assert float(moving.noise_aware_posterior().sd_unconstrained()[0]) > 0
+
+
+def test_dpvim_summary_of_a_short_trace_says_how_many_windows_fit():
+    # "the trace of 30 steps is too short for 20 windows" did not say what num_windows or T would do
+
+    from dpposterior.vi.dpvim import trace_summary
+
+    with pytest.raises(ValueError, match=r"30 steps .* 20 windows.*at most 15 .*num_windows=.*at least 40 steps"):
+        trace_summary(jnp.zeros((30, 2)), jnp.zeros((30, 2)))
+    assert int(trace_summary(jnp.zeros((30, 2)), jnp.zeros((30, 2)), num_windows=15)["start"]) == 0

@@ -382,7 +382,7 @@ def test_layouts_match_the_models():
     assert regression_layout(10) == inspect_model(linear_regression, (jnp.zeros((3, 10)), jnp.zeros(3)), {})
 
 
-@pytest.mark.slow  # CI time: the default run must stay under 15 minutes on 2 cores
+@pytest.mark.slow  # long: kept out of the default run, which must stay short
 def test_clipping_outside_the_bounds_is_reported_and_warned():
     # the conjugate step ignores clipping: with hi = 1 and rate 1, 37% of the records are clipped and
     # the posterior is biased; the sampler says so (warning + diagnostic) instead of staying silent
@@ -401,7 +401,7 @@ def test_clipping_outside_the_bounds_is_reported_and_warned():
     assert EF.clipping_check(th, None, "x") == {}
 
 
-@pytest.mark.slow  # CI time: the default run must stay under 15 minutes on 2 cores
+@pytest.mark.slow  # long: kept out of the default run, which must stay short
 def test_epsilon_so_large_that_the_chain_underflows_is_a_clear_error():
     x = (np.random.default_rng(0).random(5000) < 0.4).astype(np.int32)
     rel = release_sufficient_statistics("beta-bernoulli", x, epsilon=1e30, rng_key=5)

@@ -49,3 +49,13 @@ def test_agrees_with_the_tests_independent_estimator(helpers):
     ours = ess_per_replicate(d)
     theirs = helpers.ess(d.transpose(0, 2, 1))  # chains along the last axis
     np.testing.assert_allclose(ours, theirs, rtol=0.15)
+
+
+# A Bernstein-Sheldon (or Gibbs-SS-Noisy) cell with M = 2 or 3 draws (CellConfig allows M >= 2) ran its
+# chains and then failed in the ESS diagnostic ("draws must be (K, M, n) with M >= 4"): the draws were lost.
+def test_ess_summary_of_fewer_than_four_draws_is_empty_not_an_error():
+    from dpposterior.baselines._mixing import ess_summary  # what both Gibbs cells call on their draws
+
+    draws = np.random.default_rng(0).normal(size=(2, 3, 1))
+    assert ess_summary(draws) == {"ess_min": None, "ess_median": None, "replicates_with_ess_below_100": None}
+    assert ess_summary(np.random.default_rng(0).normal(size=(2, 50, 1)))["ess_min"] > 0

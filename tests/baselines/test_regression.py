@@ -154,7 +154,7 @@ def replicates():
     return theta, X, y
 
 
-@pytest.mark.slow  # CI time: the default run must stay under 15 minutes on 2 cores
+@pytest.mark.slow  # long: kept out of the default run, which must stay short
 def test_huge_epsilon_recovers_exact_nig_posterior(replicates, helpers):
     _, X, y = replicates
     out = gibbs_ss_noisy_cell((X, y), 1e9, 4, M, **CELL)
@@ -278,7 +278,7 @@ def test_bulk_variate_forms_match_the_keyed_samplers():
 
 
 def test_expected_sampler_time_grows_as_m_cubed():
-    # the measured reference: p = 60 (m = 1,952) took 1.83 s a sweep on the 2-core machine
+    # the reference the estimate is scaled from: p = 60 (m = 1,952) at 1.83 s a sweep
     assert RG._num_latent_stats(60) == 1952 and RG._num_latent_stats(10) == 77
     assert RG.expected_sampler_seconds(60, 1) == pytest.approx(1.83)
     assert RG.expected_sampler_seconds(60, 2500) == pytest.approx(2500 * 1.83)

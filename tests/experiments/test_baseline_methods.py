@@ -79,7 +79,7 @@ def test_bad_options_fail_when_the_cell_is_configured(model, method, options, me
     assert message in str(e.value)
 
 
-@pytest.mark.slow  # CI time: the default run must stay under 15 minutes on 2 cores
+@pytest.mark.slow  # long: kept out of the default run, which must stay short
 def test_regenerated_data_are_the_programs_data():
     """The data sets a baseline releases are those the compiled replicate program simulated: the same theta
     bit for bit (whatever the chunking), and replicate k's data equal :func:`replicate_data`'s."""
@@ -114,7 +114,7 @@ def _check_record(rec, cfg):
     json.dumps(rec, allow_nan=False)  # what the store writes
 
 
-@pytest.mark.slow  # CI time: the default run must stay under 15 minutes on 2 cores
+@pytest.mark.slow  # long: kept out of the default run, which must stay short
 def test_baselines_run_through_compute_group(monkeypatch):
     """Bernstein-Sheldon and DPVIm in one group with naive: ordered by cost, the data simulated once, each
     record with its own release's privacy (and naive with the group's DP-SGD release's)."""
@@ -264,7 +264,7 @@ def test_options_reach_the_baselines_cell_function(model, method, cell_fn, optio
 @pytest.mark.slow
 def test_gibbs_ss_noisy_cell_through_compute_group():
     """The regression baseline's real cell (slow: it compiles the regression replicate program and the
-    Gibbs-SS-Noisy chain, about 35 s on 2 cores)."""
+    Gibbs-SS-Noisy chain)."""
     cfgs = [CellConfig("linear-regression", 1.0, m, **TINY) for m in ("naive", "gibbs-ss-noisy")]
     recs = compute_group(cfgs)
     for rec, cfg in zip(recs, cfgs):

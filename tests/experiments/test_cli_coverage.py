@@ -97,8 +97,7 @@ def test_cli_reports_corrupted_results_file(tmp_path, capsys, tiny_cli_args):
 
 
 def test_a_second_run_into_the_same_folder_keeps_the_earlier_cells_in_the_tables(tmp_path, capsys, tiny_cli_args):
-    """The folder's tables and plots show every finished cell in it (a second run wrote them with its own
-    cells only until 2026-12-02); the printed table is this run's cells. A file that cannot be shown
+    """The folder's tables and plots show every finished cell in it (not only the cells of the latest run); the printed table is this run's cells. A file that cannot be shown
     (corrupted, or of a method this process does not know) is named on stderr, never dropped silently."""
     import json
 
@@ -125,7 +124,7 @@ def test_a_second_run_into_the_same_folder_keeps_the_earlier_cells_in_the_tables
     assert main(base + ["--epsilon", "2.0"]) == 0
     captured = capsys.readouterr()
     assert "0 cell(s) computed, 1 found finished" in captured.out
-    # twenty-first session: this said "cover 2 finished cell(s), 1 from earlier runs", though the cell found
+    # not "cover 2 finished cell(s), 1 from earlier runs": "cover 2 finished cell(s), 1 from earlier runs", though the cell found
     # finished came from an earlier run too (both did)
     assert "cover 2 finished cell(s): the 1 in the table above and 1 other cell(s) in the folder" in captured.out
     assert "a-method-not-registered-here" in captured.err and "not registered in this process" in captured.err

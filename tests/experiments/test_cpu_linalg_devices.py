@@ -1,5 +1,5 @@
 """A model whose DP-SGD program calls jaxlib's CPU LAPACK kernels runs its coverage replicates on one
-device (nineteenth session): on several XLA CPU devices those kernels hung the process (their batch
+device: on several XLA CPU devices those kernels hung the process (their batch
 loop waits on XLA's intra-op thread pool, whose threads all run the devices' programs)."""
 
 from __future__ import annotations
@@ -79,8 +79,8 @@ def test_programs_with_cpu_lapack_kernels_run_on_one_device_and_the_others_on_tw
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["devices"] == {"test-mvn-per-record": 1, "beta-bernoulli": 2}
-    # nineteenth session, too: the methods' vmapped programs are split over the devices (DPVIm 1.7x and
-    # NUTS 1.4x faster on 2 devices, quiet 2-core machine) unless they call a custom kernel
+    # the methods' vmapped programs are split over the devices (faster for DPVIm and NUTS) unless they
+    # call a custom kernel
     assert out["method_devices"] == [2]
     assert out["used"] == [2, 1] and out["equal"] == [True, True]
     assert "devices must be an integer in [1, 2]" in out["error"]

@@ -157,8 +157,8 @@ def test_burn_in_priors_option_is_checked(tiny):
 
 @pytest.mark.parametrize("method", ["grid", "laplace", "nuts"])
 def test_burn_in_priors_with_too_short_a_burn_in_are_refused_when_configured(tiny, method):
-    """Twenty-first session: ``priors="burn_in"`` on a cell whose burn-in keeps fewer than 10 steps (T = 40,
-    burn_in 0.2: 8 steps) was configured, its group's DP-SGD replicates ran (22 s for K = 3), and then the
+    """``priors="burn_in"`` on a cell whose burn-in keeps fewer than 10 steps (T = 40,
+    burn_in 0.2: 8 steps) was configured, its group's DP-SGD replicates ran, and then the
     run stopped with "raise burn_in", the later groups never computed; now the cell is refused at once."""
     burn = (("priors", "burn_in"),)
     with pytest.raises(
@@ -263,8 +263,8 @@ _TINY = dict(replicates=6, repeats=4, num_steps=60, num_records=200, num_draws=4
     ],
 )
 def test_equivalent_option_spellings_are_one_cell(model, method, spelling, canonical, tmp_path):
-    """Options that mean the same computation give one configuration, one digest and one file name (they
-    made separate cells, each computed, until 2026-12-02); the canonical spelling is what is recorded."""
+    """Options that mean the same computation give one configuration, one digest and one file name (not
+    separate cells, each computed); the canonical spelling is what is recorded."""
     from dpposterior.experiments import ResultStore
 
     a = CellConfig(model, 1.0, method, method_options=spelling, **_TINY)
@@ -339,8 +339,8 @@ def test_canonical_options_hook_is_checked(tiny):
 
 def test_method_fingerprint_is_the_same_in_every_process():
     """A method with a nested code object (a comprehension before Python 3.12, a lambda) has the same
-    fingerprint when its code is compiled again (in a Ray worker, in the next session): the fingerprint
-    hashed the repr of the nested code object, which holds its memory address, until 2026-12-02."""
+    fingerprint when its code is compiled again (in a Ray worker, in another process): the fingerprint
+    must not hash the repr of the nested code object, which holds its memory address."""
     from dpposterior.experiments import register_method
     from dpposterior.experiments.methods import METHODS as REG, method_fingerprint
 

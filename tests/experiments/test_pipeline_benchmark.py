@@ -7,7 +7,7 @@ import pytest
 import re
 
 
-@pytest.mark.slow  # CI time: the default run must stay under 15 minutes on 2 cores
+@pytest.mark.slow  # long: kept out of the default run, which must stay short
 def test_pipeline_benchmark_quick(capsys, benchmark_script):
     module = benchmark_script("pipeline")
     assert module.main(["--quick"]) == 0

@@ -77,8 +77,7 @@ def _prior_draws(releases, settings, data):
 def test_a_user_registered_method_runs_on_ray_workers(tiny, tmp_path, local_cluster):
     """A method registered in the driver is shipped to the Ray workers with its task (its function by
     value, as the workers cannot import this test file) and gives the in-process backend's cell; its
-    fingerprint, computed in the worker, is the driver's. Until 2026-12-02 the workers knew only the
-    built-in methods."""
+    fingerprint, computed in the worker, is the driver's."""
     from dpposterior.experiments import register_method
     from dpposterior.experiments.methods import METHODS as REG, method_fingerprint
 

@@ -1,6 +1,6 @@
 """Tests of the coverage reports' tables and plots on hand-made records (no computation).
 
-Eighteenth session: ``run_coverage`` returns one record per requested configuration, so a list that
+``run_coverage`` returns one record per requested configuration, so a list that
 named a cell twice (``[grid, naive, grid]``) gave ``write_reports(summary.results, out)`` the record
 twice: two identical table rows and two plot lines for one cell. And a cell of one reference draw
 (R = 1) showed its undefined sd over draws as "± 0.0000".
@@ -75,7 +75,7 @@ def _captured_figures(monkeypatch):
 
 
 def test_the_plot_title_fits_a_one_panel_figure(tmp_path, monkeypatch):
-    """Twenty-first session: the title of a one-epsilon plot ("beta-bernoulli: TARP coverage, N = 20, T = 20,
+    """The title of a one-epsilon plot ("beta-bernoulli: TARP coverage, N = 20, T = 20,
     q = 0.1, delta = 1e-05, 2 reference draws") was one line 627 px wide on a 420 px figure, cut off at
     both edges; now it is wrapped to the figure's width, and says the same."""
     figures = _captured_figures(monkeypatch)
@@ -102,7 +102,7 @@ def test_a_line_says_how_many_replicates_it_used(tmp_path, monkeypatch):
 
 
 def test_two_epsilons_that_print_alike_are_told_apart(tmp_path, monkeypatch):
-    """Twenty-first session: epsilon 0.3 (the command line's) and 0.1 * 3 = 0.30000000000000004 (a Python
+    """Epsilon 0.3 (the command line's) and 0.1 * 3 = 0.30000000000000004 (a Python
     loop's) are two cells, but the table showed both rows as "| beta-bernoulli | 0.3 | grid |" with different
     RMSEs, and the plot two panels titled "epsilon = 0.3"; now such epsilons are written exactly."""
 

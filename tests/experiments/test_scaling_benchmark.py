@@ -14,7 +14,7 @@ def test_slope_recovers_a_power_law(benchmark_script):
     assert math.isclose(m.slope(xs, [7.0, 7.0, 7.0]), 0.0, abs_tol=1e-12)
 
 
-@pytest.mark.slow  # CI time: the default run must stay under 15 minutes on 2 cores
+@pytest.mark.slow  # long: kept out of the default run, which must stay short
 def test_scaling_quick_runs_a_sweep_end_to_end(capsys, benchmark_script, tmp_path):
     m = benchmark_script("scaling")
     png = tmp_path / "scaling.png"

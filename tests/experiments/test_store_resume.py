@@ -241,7 +241,7 @@ def test_resume_with_other_devices_or_batch_size_says_so(tiny, tmp_path, capsys)
 
 
 def test_a_cell_that_cannot_be_measured_does_not_stop_the_others(tiny, tmp_path, capsys):
-    """Nineteenth session: a cell with fewer than 2 finite replicates raised at once, so the run's other
+    """A cell with fewer than 2 finite replicates raised at once, so the run's other
     cells (of its group and of later groups) were never computed, and a re-run met it again. Now they
     are computed and saved, and the error names the failed cell at the end."""
     import numpy as np

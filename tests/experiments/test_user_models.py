@@ -210,7 +210,7 @@ def _theta_as(dtype):
 
 @pytest.mark.parametrize("dtype", [jnp.int32, jnp.float16, jnp.bfloat16, jnp.bool_])
 def test_a_truth_that_is_not_float32_or_float64_is_refused(dtype):
-    """Twenty-first session: a simulator that returned mu as int32 (or float16) was registered, and every
+    """A simulator that returned mu as int32 (or float16) was registered, and every
     cell measured its coverage against the rounded truth (mu -1.566 was -1; float16 keeps 3 digits)."""
     name = jnp.dtype(dtype).name
     with pytest.raises(
@@ -229,8 +229,8 @@ def _some_records_infinite(key, n):
 
 
 def test_simulated_data_with_infinite_values_are_refused(registered):
-    """Twenty-first session: a simulator that returned inf for some records (26 of 100 in one replicate of
-    the probe) was used silently: DP-SGD dropped those records' gradients, so the cell measured a posterior
+    """A simulator that returned inf for some records (26 of 100 in one replicate of
+    an example) was used silently: DP-SGD dropped those records' gradients, so the cell measured a posterior
     of the other records, a release that dpvi (which refuses such data) never makes. Now the data sets are
     checked where they are simulated (here the data of the needs_data methods; the replicate program in
     the slow test below)."""

@@ -254,7 +254,7 @@ def test_posterior_predictive_averages_kept_samples():
 
 def test_config_refuses_a_capacity_above_the_records():
     # capacity 1e9 for 50 records was accepted, and the first step tried to allocate 32 GB (JAX's
-    # RESOURCE_EXHAUSTED); the DP-SGD engine has refused capacity > N since the first sessions
+    # RESOURCE_EXHAUSTED); the DP-SGD engine refuses capacity > N too
     kw = dict(num_records=50, sampling_rate=0.3, clip=1.0, noise_multiplier=1.0, step_size=1e-3)
     with pytest.raises(ValueError, match=r"capacity must be at most max\(N, 16\) = 50 \(N=50 records.*got 1000000000"):
         S.config(capacity=10**9, **kw)
@@ -438,7 +438,7 @@ def test_errors():
 
 
 # ------------------------------------------------------------------------------------------------
-# a constrained parameter (2026-12-02, twentieth session): a Poisson rate used directly as theta
+# a constrained parameter: a Poisson rate used directly as theta
 
 
 def _rate_model(log_prior):
@@ -497,7 +497,6 @@ def test_run_refuses_a_chain_that_leaves_the_prior_support():
 
 # ------------------------------------------------------------------------------------------------
 # DP-SGLD with privacy noise and Poisson minibatches against the chain's exact stationary moments
-# (2026-12-02, twentieth session)
 
 N_PRIV = 100
 

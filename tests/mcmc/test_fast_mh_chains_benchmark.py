@@ -3,7 +3,7 @@
 import pytest
 
 
-@pytest.mark.slow  # CI time: the default run must stay under 15 minutes on 2 cores
+@pytest.mark.slow  # long: kept out of the default run, which must stay short
 def test_fast_mh_chains_quick(capsys, benchmark_script):
     m = benchmark_script("dp_fast_mh_chains")
     assert m.main(["--quick", "--methods", "penalty", "fast-mh:200", "barker"]) == 0

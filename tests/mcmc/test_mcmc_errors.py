@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from dpposterior import mcmc
+from input_checks import raises_with as _raises
 
 X = np.linspace(-1, 1, 10).astype(np.float32)
 
@@ -217,3 +218,125 @@ def test_float64_data_with_jax_x64_runs_every_kernel():
             # (the draws of jax.random differ under x64, so the chains are not compared value by value)
             assert res.samples.dtype == np.float32 and np.all(np.isfinite(res.samples)), name
             assert np.any(res.nonprivate_info.accepted), name
+
+
+def unboxed_model(**kw):
+    """:func:`model` without its box."""
+    args = dict(log_prior_fn=log_prior, bound_constants=np.abs(X) + 2.0)
+    args.update(kw)
+    return mcmc.energy_model(energy, X, **args)
+
+
+# mcmc: accounting
+@pytest.mark.parametrize(
+    "args,exc,word",
+    [
+        ((0.1, 1e-6, 2.7, 0.5), TypeError, "num_steps"),  # was silently T = 2.7 in the formula
+        ((0.1, 1e-6, True, 0.5), TypeError, "num_steps"),
+        ((0.1, 1e-6, 0, 0.5), ValueError, "num_steps"),  # was 0.0
+        ((-1.0, 1e-6, 10, 0.5), ValueError, "epsilon"),  # was 0.85
+        ((float("nan"), 1e-6, 10, 0.5), ValueError, "epsilon"),
+        ((0.1, 2.0, 10, 0.5), ValueError, "delta"),  # was "math domain error"
+        ((0.1, 1e-6, 10, -1.0), ValueError, "total_epsilon"),
+    ],
+)
+def test_optimal_composition_delta_refuses_bad_arguments(args, exc, word):
+    _raises(lambda: mcmc.optimal_composition_delta(*args), exc, word)
+
+
+def test_gaussian_chain_epsilon_no_silent_inf_and_checks_unused_delta():
+    _raises(lambda: mcmc.gaussian_chain_epsilon(1e-300, 10, 1e-5, "exact"), ValueError, "noise_multiplier")
+    _raises(
+        lambda: mcmc.gaussian_chain_epsilon(5.0, 10, 1e-5, "pld", per_iteration_delta=7.0),
+        ValueError,
+        "per_iteration_delta",
+    )
+
+
+# mcmc: model, proposal, kernels, chains
+@pytest.mark.parametrize("scale,exc", [(True, TypeError), ("0.5", TypeError), ([], ValueError), (1e300, ValueError)])
+def test_random_walk_scale_is_a_real_float32_number(scale, exc):
+    _raises(lambda: mcmc.random_walk(scale), exc, "scale")
+
+
+def test_random_walk_scale_length_must_match_the_position():
+    kernel = mcmc.penalty_kernel(unboxed_model(), mcmc.random_walk([0.1, 0.1, 0.1]), epsilon=0.5, delta=1e-5)
+    _raises(lambda: mcmc.run_chain(kernel, [0.0, 0.0], 2, rng_key=0), ValueError, "scale")  # was a JAX error
+
+
+def test_energy_model_refuses_bool_bounds_string_box_and_float32_overflow():
+    _raises(lambda: unboxed_model(bound_constants=np.ones(10, bool)), TypeError, "bound_constants")
+    _raises(lambda: unboxed_model(box=("-2", "2")), TypeError, "box")
+    _raises(lambda: unboxed_model(box=(False, True)), TypeError, "box")
+    _raises(lambda: unboxed_model(box=(-1e39, 1.0)), ValueError, "float32")
+    assert unboxed_model(box=(-np.inf, 1.0)).lower is not None  # an infinite bound stays allowed
+
+
+def test_logistic_bound_constants_refuse_nan_features():
+    _raises(lambda: mcmc.logistic_bound_constants(np.array([[np.nan, 1.0]])), ValueError, "finite")
+
+
+def test_unused_privacy_parameters_with_private_false_are_refused():
+    m, rw = unboxed_model(), mcmc.random_walk(0.1)
+    _raises(
+        lambda: mcmc.dp_fast_mh_kernel(m, rw, epsilon=5.0, delta=2.0, batch_cap=5, private=False),
+        ValueError,
+        "private=False",
+        "epsilon",
+    )
+    _raises(lambda: mcmc.penalty_kernel(m, rw, noise_multiplier=1.0, private=False), ValueError, "noise_multiplier")
+    _raises(lambda: mcmc.dp_barker_kernel(m, rw, private=False, normal_variance=5.0), ValueError, "normal_variance")
+
+
+def test_run_chain_input_types_and_accounting_options():
+    m, rw = unboxed_model(box=(-2.0, 2.0)), mcmc.random_walk(0.1)
+    pk = mcmc.penalty_kernel(m, rw, epsilon=0.5, delta=1e-5)
+    _raises(lambda: mcmc.run_chain(pk, ["0.5"], 2, rng_key=0), TypeError, "real numbers")
+    _raises(lambda: mcmc.run_chain(pk, [True], 2, rng_key=0), TypeError, "real numbers")
+    tk = mcmc.tuna_mh_kernel(m, rw)
+    _raises(lambda: mcmc.run_chain(tk, [0.0], 2, rng_key=0, accountant="bogus"), ValueError, "accountant")
+    _raises(lambda: mcmc.chain_privacy(tk, 2, total_delta=5.0), ValueError, "total_delta")
+    _raises(lambda: mcmc.chain_privacy("kernel", 2), TypeError, "Kernel")  # was AttributeError
+    _raises(lambda: mcmc.diagnostics("result"), TypeError, "ChainResult")  # was AttributeError
+
+
+def test_dp_fast_mh_default_total_delta_says_why_it_is_invalid():
+    fk = mcmc.dp_fast_mh_kernel(unboxed_model(), mcmc.random_walk(0.1), epsilon=0.5, delta=1e-3, batch_cap=5)
+    _raises(lambda: mcmc.chain_privacy(fk, 1000), ValueError, "default total_delta", "per-iteration delta")
+
+
+# logistic_bound_constants
+@pytest.mark.parametrize(
+    "features,kw,exc,words",
+    [
+        ([["1.5", "2"]], {}, TypeError, ("features", "real numbers")),  # was silently [2.5]
+        (np.ones((2, 2), complex), {}, TypeError, ("features", "real numbers")),  # was a ComplexWarning, imag dropped
+        (np.full((2, 2), 1e200), {}, ValueError, ("features", "float32")),  # was inf with an overflow warning
+        (np.ones((2, 2)), dict(temperature=1e-320), ValueError, ("temperature", "float32")),  # was inf
+    ],
+)
+def test_logistic_bound_constants_refuse_strings_complex_and_overflow(features, kw, exc, words):
+    _raises(lambda: mcmc.logistic_bound_constants(features, **kw), exc, *words)
+    assert mcmc.logistic_bound_constants([[3.0, 4.0]], temperature=2.0) == pytest.approx([2.5])
+
+
+# calibrate_chain
+@pytest.mark.parametrize(
+    "method,kw,word",
+    [
+        ("penalty", dict(delta_fraction=0.1), "delta_fraction"),  # was ignored: the same sigma as 0.5
+        ("dp_barker", dict(delta_fraction=0.1, num_records=1000), "delta_fraction"),
+        ("dp_fast_mh", dict(num_records=1000), "num_records"),  # was ignored
+        ("penalty", dict(num_records=1000), "num_records"),
+    ],
+)
+def test_calibrate_chain_refuses_settings_its_method_ignores(method, kw, word):
+    _raises(lambda: mcmc.calibrate_chain(method, 1.0, 1e-5, 10, **kw), ValueError, word, "only")
+    assert mcmc.calibrate_chain("dp_fast_mh", 1.0, 1e-5, 10, delta_fraction=0.2).delta == pytest.approx(2e-7)
+
+
+@pytest.mark.parametrize("eps,delta,steps", [(0.1, 1e-3, 7), (0.5, 1e-5, 10), (2.0, 1e-6, 300)])
+def test_calibrate_chain_exact_penalty_never_exceeds_its_target(eps, delta, steps):
+    # the chain's epsilon (the accountant run_chain uses) was 0.10000000000002274 for a target of 0.1
+    per = mcmc.calibrate_chain("penalty", eps, delta, steps, accountant="exact")
+    assert mcmc.gaussian_chain_epsilon(per.noise_multiplier, steps, delta, "exact") <= eps

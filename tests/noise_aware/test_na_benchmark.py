@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 
-@pytest.mark.slow  # CI time: the default run must stay under 15 minutes on 2 cores
+@pytest.mark.slow  # long: kept out of the default run, which must stay short
 def test_postprocess_benchmark_quick(capsys, benchmark_script):
     module = benchmark_script("postprocess")
     assert module.main(["--quick"]) == 0
@@ -16,7 +16,7 @@ def test_postprocess_benchmark_quick(capsys, benchmark_script):
     assert "NUTS speed-up from the statistics" in out
 
 
-@pytest.mark.slow  # CI time: the default run must stay under 15 minutes on 2 cores
+@pytest.mark.slow  # long: kept out of the default run, which must stay short
 def test_quadrature_posteriors_agree_and_detect_a_different_trace(benchmark_script):
     """The benchmark's no-Monte-Carlo check: the full-trace and the statistics posteriors, integrated on the
     same nodes, agree with each other and with the grid solver; a perturbed trace is told apart."""

@@ -110,7 +110,7 @@ def test_laplace_calibrated_on_realistic_traces(realistic_replicates):
     _check("laplace, realistic", _laplace_intervals(realistic_replicates), realistic_replicates)
 
 
-@pytest.mark.slow  # CI time: the default run must stay under 15 minutes on 2 cores
+@pytest.mark.slow  # long: kept out of the default run, which must stay short
 def test_nuts_calibrated_on_realistic_traces_short_chains(realistic_replicates):
     """The default-run NUTS check: all 200 traces, shorter chains (300 warm-up, 700 draws) and trees
     capped at depth 6 (vectorised over replicates, each iteration waits for the longest trajectory;

@@ -106,7 +106,7 @@ def test_to_arviz_keeps_site_shapes_order_dims_and_the_privacy_record(post):
 
 
 def test_summary_is_the_central_interval_mean_and_sd_of_the_draws_of_sample():
-    # already right (2026-12-02): the equal-tailed interval, mean and population sd (ddof 0) of the
+    # the equal-tailed interval, mean and population sd (ddof 0) of the
     # constrained draws sample() gives at the same key, per scalar, for every kind of site
     post = next(_posteriors())
     draws = post.sample(7, 400)

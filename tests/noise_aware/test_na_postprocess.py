@@ -78,7 +78,7 @@ def test_grid_is_deterministic_given_the_key(small_trace):
     np.testing.assert_array_equal(a.diagnostics["phi_star_mean"], c.diagnostics["phi_star_mean"])
 
 
-@pytest.mark.slow  # CI time: the default run must stay under 15 minutes on 2 cores
+@pytest.mark.slow  # long: kept out of the default run, which must stay short
 def test_subsampling_noise_through_the_api(small_trace):
     out = {
         m: na.noise_aware_posterior(

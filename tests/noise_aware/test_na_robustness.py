@@ -1,5 +1,5 @@
 """noise_aware_posterior on inputs at the edges: DP noise far from s_scale, scales beyond float32, a NUTS
-chain that never moves, and a trace that cannot be saved (twenty-first session audit)."""
+chain that never moves, and a trace that cannot be saved."""
 
 from __future__ import annotations
 

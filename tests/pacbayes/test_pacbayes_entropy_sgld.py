@@ -213,7 +213,7 @@ def test_secure_run_uses_os_keys_and_refuses_a_key():
     params = es.EntropySGLDParams(tau=100.0, gamma=0.03, eta=0.1, eta_inner=0.1, beta=1e4, batch_size=16, inner_steps=2)
     with pytest.raises(ValueError, match="secure=True"):
         es.run(jax.random.PRNGKey(0), es.init(flat), 3, data=(x, y), params=params, loss_fn=loss, secure=True)
-    # no key and secure=False: seeded from the OS (DESIGN; was refused before the twentieth session)
+    # no key and secure=False: seeded from the OS (DESIGN)
     c, _ = es.run(None, es.init(flat), 3, data=(x, y), params=params, loss_fn=loss)
     d, _ = es.run(None, es.init(flat), 3, data=(x, y), params=params, loss_fn=loss)
     assert not np.array_equal(np.asarray(c.position), np.asarray(d.position))

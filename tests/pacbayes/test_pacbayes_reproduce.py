@@ -16,7 +16,7 @@ def test_public_pca_is_a_fixed_map_of_public_data():
     assert np.array_equal(proj, proj2)
 
 
-@pytest.mark.slow  # about 20-35 s on 2 shared cores (JIT compilation of 4 chains and certificates)
+@pytest.mark.slow  # long: JIT compilation of 4 chains and certificates
 def test_quick_run_rows_are_consistent():
     tiny = dataclasses.replace(QUICK, m=400, outer_steps=10, n_samples=32, n_test_samples=4)
     rows = run_pacbayes(settings=tiny)

@@ -204,7 +204,7 @@ def test_errors():
         calibrate_dpd_noise_multiplier(0.01, 1e-5, 0.5, 10_000, "zcdp", max_noise_multiplier=100.0)
 
 
-# ---------------------------------------------------------------- independent cross-checks (2026-12-02)
+# ---------------------------------------------------------------- independent cross-checks
 
 
 def _gaussian_delta(eps, mu):

@@ -168,7 +168,7 @@ def test_save_and_load(tmp_path):
         ledger.save(tmp_path / "ledger.json" / "inner.json")
 
 
-# --- twentieth session probe: composition of (epsilon, delta) releases against hand computations ---
+# --- composition of (epsilon, delta) releases against hand computations ---
 
 
 def _record(eps, delta, neighbouring="add_remove", mechanism="laplace_sufficient_statistics"):

@@ -150,7 +150,7 @@ def test_secure_mode_refuses_a_key_and_two_runs_differ(name):
     if name in ("expfam", "regression"):
         # snapped to a grid: the Bernoulli count (Laplace scale ~1, grid 2) repeats its exact value with
         # probability ~0.6, so a pair of releases agrees with probability ~0.45 and 7 pairs all agree in
-        # ~0.4% of runs (CI failed once so, 2026-12-02); 40 pairs: ~1e-14
+        # ~0.4% of runs; 40 pairs: ~1e-14
         more = [np.asarray(_released(name, release(secure=True))) for _ in range(78)]
         ra, rb = np.concatenate([ra] + more[:39]), np.concatenate([rb] + more[39:])
     assert np.all(np.isfinite(ra)) and not np.array_equal(ra, rb)

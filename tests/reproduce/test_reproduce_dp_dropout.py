@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from dpposterior.cli import main
 from dpposterior.reproduce.dp_dropout import METHODS, format_tables
+from input_checks import raises_with as _raises
 
 
 def test_quick_cli_writes_the_report_under_the_working_directory_and_prints_a_table(tmp_path, capsys, monkeypatch):
@@ -153,3 +156,24 @@ def test_train_test_or_batch_size_beyond_the_split_names_the_setting():
         r".*got 20000$",
     ):
         run_dp_dropout(settings=_settings(train_size=None, batch_size=20000))
+
+
+# the DP dropout reproduction's settings
+@pytest.mark.parametrize(
+    "kw,exc,word",
+    [
+        (dict(kept_samples=0), ValueError, "kept_samples"),  # was a ZeroDivisionError in run_dp_dropout
+        (dict(epsilons=()), TypeError, "epsilons"),  # was min() of an empty sequence in the report
+        (dict(seeds=(0, 0)), ValueError, "seeds"),  # was one run averaged as two seeds (sd 0)
+        (dict(epsilons=(-1.0,)), ValueError, "epsilon"),
+        (dict(batch_size=600), ValueError, "batch_size"),  # q = 600 / 500 > 1: was "sampling_rate" at run time
+        (dict(datasets=("mnist",)), ValueError, "datasets"),
+        (dict(seeds=(True,)), TypeError, "seeds"),
+    ],
+)
+def test_dp_dropout_settings_are_checked_when_made(kw, exc, word):
+    import dataclasses
+
+    from dpposterior.reproduce.dp_dropout import QUICK
+
+    _raises(lambda: dataclasses.replace(QUICK, **kw), exc, word)

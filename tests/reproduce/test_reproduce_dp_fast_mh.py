@@ -93,7 +93,7 @@ def test_done_when_summaries():
     assert w["seconds"] == 3.0 and w["acc_fast"] == 0.9 and w["acc_penalty"] == 0.85 and w["holds"] is True
 
 
-@pytest.mark.slow  # CI time: the default run must stay under 15 minutes on 2 cores
+@pytest.mark.slow  # long: kept out of the default run, which must stay short
 def test_quick_run_writes_the_report(tmp_path):
     results = rep.run_dp_fast_mh(quick=True)
     rows = results["gmm"]["rows"]

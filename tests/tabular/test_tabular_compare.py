@@ -18,7 +18,7 @@ def loans(tmp_path_factory):
     return example.write_example(tmp, n=1500, seed=3)
 
 
-@pytest.mark.slow  # 50-130 s on the 2-core machine (Gibbs-SS-Noisy and DPVI compile)
+@pytest.mark.slow  # long: Gibbs-SS-Noisy and DPVI compile
 def test_compare_split_budget_linear(loans, tmp_path, capsys):
     csv, toml = loans
     out = tmp_path / "cmp"
@@ -67,7 +67,7 @@ def test_compare_split_budget_linear(loans, tmp_path, capsys):
     assert "[1/4] reading" in out_text and "[4/4] writing the report" in out_text
 
 
-@pytest.mark.slow  # CI time: the default run must stay under 15 minutes on 2 cores
+@pytest.mark.slow  # long: kept out of the default run, which must stay short
 def test_compare_each_budget_cli(tmp_path):
     """The README example (N = 4000, T = 2000: the fit test's compiled DPVI program is reused)."""
     csv, toml = example.write_example(tmp_path)

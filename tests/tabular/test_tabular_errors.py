@@ -247,7 +247,7 @@ def test_secure_reaches_dpvi(capsys, files, monkeypatch):
 
 
 def test_a_one_level_categorical_column_is_left_out_of_the_default_features(files):
-    """Nineteenth session: a schema column with one declared level (constant in this table, e.g. a
+    """A schema column with one declared level (constant in this table, e.g. a
     country column of a one-country extract) made the whole schema invalid, even when unused. It adds
     no design column: left out of the default features, refused as a named feature, and a binary target
     still needs two levels."""

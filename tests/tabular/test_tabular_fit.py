@@ -337,3 +337,26 @@ def test_the_units_table_renders_in_a_real_browser(fitted, tmp_path, benchmark_s
     bare = re.sub(r"<table>.*?</table>", "", section.group(0), flags=re.S)
     bare_band, bare_border = pixels(bare, "bare")  # grey in anti-aliased text only
     assert bare_band < band / 5 and bare_border < border / 5, (band, border, bare_band, bare_border)
+
+
+# a wide table (a categorical column with thousands of declared levels): the interval figures had a row
+# per parameter: thousands of rows took minutes to draw (or went beyond matplotlib's image size), all
+# after the release
+def test_interval_figures_of_a_wide_table_show_a_stated_subset(tmp_path, monkeypatch):
+    from dpposterior.tabular import fit
+
+    seen = {}
+
+    def record(rows, labels, path, title, **kwargs):
+        seen.update(rows=rows, title=title)
+        return path
+
+    monkeypatch.setattr("dpposterior.plots.interval_plot", record)
+    rows = [{f"w[{j}]": (-1.0, 0.0, 1.0) for j in range(3000)}] * 2
+    fit._figure_intervals(rows, ["a", "b"], tmp_path / "f.png", "90% intervals")
+    assert [len(r) for r in seen["rows"]] == [fit.MAX_FIGURE_PARAMETERS] * 2
+    assert list(seen["rows"][0]) == [f"w[{j}]" for j in range(fit.MAX_FIGURE_PARAMETERS)]
+    assert f"the first {fit.MAX_FIGURE_PARAMETERS} of 3000 parameters; the table lists all" in seen["title"]
+    assert fit._every_parameter([{}] * 3000) == (
+        f"the first {fit.MAX_FIGURE_PARAMETERS} of the 3000 parameters (the table lists all)"
+    )

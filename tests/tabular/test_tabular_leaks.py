@@ -1,7 +1,7 @@
 """Every output of ``dpposterior fit`` and ``compare`` on a table with canary values: no record's value
 appears, and every number read from the data without noise (the record count N) is labelled as not
-privatised where it is shown (the log line, the release file, the report). Audit of 2026-12-02
-(docs/reliability.md)."""
+privatised where it is shown (the log line, the release file, the report); docs/reliability.md
+lists the outputs."""
 
 from __future__ import annotations
 

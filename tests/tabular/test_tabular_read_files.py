@@ -1,13 +1,13 @@
-"""CSV files as users bring them to ``dpposterior fit`` / ``compare`` (twentieth session's probe):
-compressed, exported from spreadsheets and other tools, joined, with booleans. Read and design
-only: no DP-SGD run is reached."""
+"""CSV files as users bring them to ``dpposterior fit`` / ``compare``: compressed, exported from
+spreadsheets and other tools, joined, with booleans, in other encodings and separators, with too many
+fields or repeated names. Read and design only: no DP-SGD run is reached."""
 
 from __future__ import annotations
 
 import gzip
 
 import numpy as np
-
+import pandas as pd
 import pytest
 
 from dpposterior.cli import main
@@ -29,7 +29,7 @@ def _design(tmp, name="d.csv", schema="s.toml"):
 
 
 # ---------------------------------------------------------------------------------------------
-# already right before this probe (kept so): a byte-order mark, CRLF or CR line endings, blank lines
+# already right (kept so): a byte-order mark, CRLF or CR line endings, blank lines
 # at the end, spaces around values and names (as in the raw UCI Adult files), bzip2
 
 
@@ -180,7 +180,7 @@ def test_true_false_in_a_numeric_column_points_to_boolean_levels(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# a wide file: 1,000 columns read and built in about a second; an error listed all 1,001 names
+# a wide file: 1,000 columns read and built promptly; an error lists a few of the 1,001 names
 
 
 def test_a_wide_file_error_lists_a_few_names(tmp_path):
@@ -197,3 +197,138 @@ def test_a_wide_file_error_lists_a_few_names(tmp_path):
     with pytest.raises(ValueError) as e:
         build_design(frame, parse_schema(doc), "income")
     assert str(e.value).endswith("(columns: " + ", ".join(names[:20]) + ", ... and 981 more)")
+
+
+# repeated column names
+def test_repeated_header_in_a_csv_is_refused(tmp_path):
+    # pandas renamed the second 'age' to 'age.1', and the fit silently used only the first
+    (tmp_path / "d.csv").write_text("age,region,age,y\n30,north,70,no\n")
+    with pytest.raises(ValueError, match="more than one column of the same name: columns 1 and 3 "):
+        read_table(tmp_path / "d.csv")
+
+
+def test_repeated_values_of_a_headerless_file_are_not_quoted(tmp_path):
+    # no header row: the first record is read as the names, and its repeated value must not be shown
+    (tmp_path / "d.csv").write_text("73125,north,73125,1\n30,south,70,0\n")
+    with pytest.raises(ValueError, match="columns 1 and 3 .*no header row") as err:
+        read_table(tmp_path / "d.csv")
+    assert "73125" not in str(err.value)
+
+
+# CSV rows with more fields than the header: pandas took the first field as a row index and shifted
+# every value one column to the right of its name (here age <- region's values, y <- empty)
+@pytest.mark.parametrize(
+    "text",
+    [
+        "age,region,y\n30,north,no,\n45,south,yes,\n",  # a separator at the end of every row
+        "age,y\n1,30,no\n2,45,yes\n",  # row numbers without a header name
+        "age,y\n1,30,no,x\n2,45,yes,x\n",  # two surplus fields
+    ],
+)
+def test_rows_longer_than_the_header_are_refused_not_shifted(tmp_path, text):
+    from dpposterior.tabular import read_table
+
+    (tmp_path / "d.csv").write_text(text)
+    with pytest.raises(ValueError, match=r"its rows have more fields than the header has column names"):
+        read_table(tmp_path / "d.csv")
+
+
+def test_a_table_whose_shifted_values_would_pass_every_check_is_refused(tmp_path):
+    # two numeric columns with the same bounds and a numeric 0/1 target: the shifted table passed every
+    # check (a <- b's values, b <- y's values, y <- the surplus column) and would have been fitted
+    from dpposterior.tabular import read_table
+
+    (tmp_path / "d.csv").write_text("a,b,y\n5,1,0,1\n6,0,1,0\n")
+    with pytest.raises(ValueError, match="more fields than the header"):
+        read_table(tmp_path / "d.csv")
+
+
+# a Parquet file without the .parquet/.pq suffix (data.parq, or no suffix) was read as CSV text:
+# "cannot read data file ...: 'utf-8' codec can't decode byte ..."
+@pytest.mark.parametrize("name", ["d.parq", "records"])
+def test_a_parquet_file_is_recognised_by_its_magic_bytes(tiny_table, name):
+    pytest.importorskip("pyarrow", reason="Parquet needs pyarrow (the dev extra installs it)")
+
+    from dpposterior.tabular import read_table
+
+    pd.read_csv(tiny_table / "d.csv").to_parquet(tiny_table / name)
+    frame = read_table(tiny_table / name)
+    assert list(frame.columns) == ["age", "region", "y"] and frame["age"].tolist() == [30, 45, 60]
+
+
+# a file separated by semicolons or tabs: read as one column named "age;region;y", and the error was
+# "target column 'y' is missing from the data (columns: age;region;y)"; a .tsv file was not read
+@pytest.mark.parametrize("sep, name", [(";", "semicolons"), ("\t", "tabs"), ("|", "vertical bars")])
+def test_a_file_with_another_separator_is_named_as_such(tmp_path, sep, name):
+    from dpposterior.tabular import read_table
+
+    (tmp_path / "d.csv").write_text(sep.join(["age", "region", "y"]) + "\n" + sep.join(["30", "north", "no"]) + "\n")
+    with pytest.raises(ValueError, match=f"its header was read as one column: the file seems separated by {name}"):
+        read_table(tmp_path / "d.csv")
+
+
+@pytest.mark.parametrize("name", ["d.tsv", "d.tsv.gz"])
+def test_a_tsv_file_is_read_as_tab_separated(tmp_path, name):
+    import gzip
+
+    from dpposterior.tabular import read_table
+
+    text = b"age\tregion\ty\n30\tnorth, east\tno\n"
+    (tmp_path / name).write_bytes(gzip.compress(text) if name.endswith(".gz") else text)
+    frame = read_table(tmp_path / name)
+    assert frame.to_dict("list") == {"age": ["30"], "region": ["north, east"], "y": ["no"]}
+
+
+# a CSV saved as Latin-1 / Windows-1252 or UTF-16 (Excel's defaults in many places): the error was
+# Python's "'utf-8' codec can't decode byte 0xf6 in position 1: invalid start byte", quoting a byte
+# of a record and not saying what to do
+@pytest.mark.parametrize("encoding", ["latin-1", "utf-16"])
+def test_a_csv_that_is_not_utf8_says_so_without_quoting_its_bytes(tmp_path, encoding):
+    from dpposterior.tabular import read_table
+
+    (tmp_path / "d.csv").write_bytes("age,region,y\n30,Zürich,no\n".encode(encoding))
+    with pytest.raises(ValueError, match="it is not UTF-8 text .*save it as UTF-8") as e:
+        read_table(tmp_path / "d.csv")
+    assert "0x" not in str(e.value) and "position" not in str(e.value)
+
+
+# data from a pipe (dpposterior fit <(zcat data.csv.gz) ..., /dev/stdin): the file was read twice
+# (the records, then the header as written), and the second read found the pipe empty: "cannot read
+# data file '/dev/fd/63': No columns to parse from file"
+@pytest.mark.skipif(not __import__("pathlib").Path("/dev/fd").is_dir(), reason="needs /dev/fd (Linux, macOS)")
+def test_a_csv_from_a_pipe_is_read(tiny_table):
+    import os
+
+    from dpposterior.tabular import read_table
+
+    r, w = os.pipe()
+    try:
+        os.write(w, (tiny_table / "d.csv").read_bytes())  # a few bytes: fits the pipe's buffer
+        os.close(w)
+        frame = read_table(f"/dev/fd/{r}")
+    finally:
+        os.close(r)
+    assert frame.to_dict("list") == {
+        "age": ["30", "45", "60"],
+        "region": ["north", "south", "north"],
+        "y": ["no", "yes", "yes"],
+    }
+
+
+# an Excel or OpenDocument workbook given as the data: read as CSV text, "it is not UTF-8 text (...
+# from a Latin-1, Windows-1252 or UTF-16 file)", which does not say what the file is
+@pytest.mark.parametrize(
+    "name, content",
+    [
+        ("d.xlsx", b"PK\x03\x04" + b"\x00" * 60),
+        ("d.ods", b"PK\x03\x04" + b"\x00" * 60),
+        ("d.csv", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 60),
+    ],
+    ids=["xlsx", "ods", "xls-saved-as-csv"],
+)
+def test_a_spreadsheet_workbook_is_named_as_such(tmp_path, name, content):
+    from dpposterior.tabular import read_table
+
+    (tmp_path / name).write_bytes(content)
+    with pytest.raises(ValueError, match="it is a spreadsheet workbook .*, not CSV; save the sheet as CSV"):
+        read_table(tmp_path / name)

@@ -119,7 +119,7 @@ def test_miscalibrated_predictor_is_caught(miscalibrate):
 
 
 def test_tied_curve_is_the_average_over_every_input_order():
-    """Twentieth session probe: the documented curve (each tied prediction counts with its tie's mean
+    """The documented curve (each tied prediction counts with its tie's mean
     outcome) equals the average, over all orders of the input, of a naive stable-sort equal-count
     curve: all probabilities equal, two distinct values, ties across edges, bins = 1 and bins = n."""
     import itertools
@@ -148,7 +148,7 @@ def test_tied_curve_is_the_average_over_every_input_order():
 
 
 def test_a_numpy_boolean_weighted_flag_is_the_bool_it_holds():
-    """Twenty-first session: ``weighted=np.True_`` (a flag read from a numpy array or a pandas column) was
+    """``weighted=np.True_`` (a flag read from a numpy array or a pandas column) was
     refused as "weighted must be True or False, got np.True_", unlike the package's other flags."""
     p, y = np.linspace(0.05, 0.95, 7), np.array([0, 0, 1, 0, 1, 1, 1])
     for flag in (np.True_, np.False_):

@@ -303,7 +303,7 @@ def test_a_statistic_equal_to_the_level_is_never_covered():
 
 
 def test_statistics_given_in_float32_follow_the_same_tie_rule():
-    """Twenty-first session: f computed in JAX is float32, and float32(0.7) = 0.69999999 was counted as
+    """f computed in JAX is float32, and float32(0.7) = 0.69999999 was counted as
     covered at alpha = 0.3 while float32(0.3) = 0.30000001 was not at alpha = 0.7: for f = j / 1000, 489 of
     the 999 default levels differed from the float64 curve. Now a float32 (or float16) statistic within two
     ulps of 1 - alpha counts as equal to it; up to M = 4,000 draws the curves equal the float64 ones."""

@@ -1,11 +1,19 @@
 """Wrong inputs raise TypeError/ValueError with a message that says what was given and what is allowed."""
 
+import math
 import re
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import dpposterior.validation as val
+from dpposterior import validation
+from dpposterior.validation import calibration_curve, tarp_coverage
+from input_checks import CLEAR, FAST, raises_clear
+from input_checks import raises_with as _raises
 
 K, M, N_PARAMS = 6, 5, 2
 
@@ -172,9 +180,9 @@ def _masked(a, index):
 
 
 def test_masked_entries_are_refused_not_used():
-    """Twenty-first session: ``np.asarray`` dropped a masked array's mask, so the values under it were used:
-    draws with one replicate's draws masked gave the same f as unmasked ones (0.78 0.37 0.9 0.56 0.78 on
-    the probe); outcomes [0, 0, 1, 5] with the 5 masked were refused as "got 5.0 at index 3", and with a
+    """``np.asarray`` drops a masked array's mask, so the values under it would be used:
+    draws with one replicate's draws masked gave the same f as unmasked ones (0.78 0.37 0.9 0.56 0.78 in
+    one example); outcomes [0, 0, 1, 5] with the 5 masked were refused as "got 5.0 at index 3", and with a
     masked 1 used as 1. Now a ValueError says how many values are masked; a mask with nothing masked is
     fine."""
     d, t, r = _ok()
@@ -197,3 +205,95 @@ def test_masked_entries_are_refused_not_used():
             call()
     unmasked = np.ma.masked_array(d, mask=False)
     assert np.array_equal(val.tarp_f_values(unmasked, t, r), val.tarp_f_values(d, t, r))
+
+
+CENTER = np.zeros((3, 2))
+SCALE = np.ones((3, 2))
+
+
+@pytest.mark.parametrize("low,high", [(-1e39, 0.0), (-3e38, 3e38)])
+def test_reference_offsets_beyond_float32_are_refused_not_nan(low, high):
+    # were NaN reference points (the offsets are drawn in float32)
+    _raises(lambda: validation.reference_points(0, CENTER, SCALE, low=low, high=high), ValueError, "float32", "low")
+    _raises(
+        lambda: validation.repeated_reference_points(0, CENTER, SCALE, 2, low=low, high=high), ValueError, "float32"
+    )
+
+
+def test_reference_points_that_overflow_are_refused_not_inf():
+    big = np.full((2, 2), 1e308)
+    _raises(lambda: validation.reference_points(0, big, big), ValueError, "overflows")
+
+
+def test_ragged_outcomes_are_a_type_error_naming_outcomes():
+    _raises(lambda: validation.calibration_curve([0.1, 0.2], [[0], [1, 0]], bins=1), TypeError, "outcomes")
+
+
+SHAPES = st.tuples(st.integers(0, 4), st.integers(0, 4), st.integers(0, 3))
+VALUES = st.sampled_from([0.0, 1.0, -2.5, math.nan, math.inf, 1e200])
+
+
+@FAST
+@given(
+    dshape=st.one_of(SHAPES, st.tuples(st.integers(1, 3), st.integers(1, 3))),
+    tshape=st.tuples(st.integers(0, 4), st.integers(0, 3)),
+    rshape=st.tuples(st.integers(0, 4), st.integers(0, 3)),
+    value=VALUES,
+    dtype=st.sampled_from([np.float64, np.float32, np.int64, np.bool_, np.complex128]),
+)
+def test_tarp_coverage_of_any_array_is_finite_or_a_clear_error(dshape, tshape, rshape, value, dtype):
+    with np.errstate(over="ignore"):  # 1e200 becomes inf in float32: a hostile value too
+        draws = np.full(dshape, value if dtype in (np.float64, np.float32) else 1).astype(dtype)
+    theta, refs = np.zeros(tshape), np.ones(rshape)
+    try:
+        result = tarp_coverage(draws, theta, refs, alpha=[0.1, 0.5])
+    except CLEAR as e:
+        assert any(n in str(e) for n in ("draws", "theta_true", "references"))
+    else:
+        assert np.isfinite(result.coverage).all() and ((result.coverage >= 0) & (result.coverage <= 1)).all()
+        finite = np.isfinite(draws.astype(np.complex128)).all()  # the values actually passed (ints: 1)
+        # compared in float64: a float32 maximum against 1e150 casts 1e150 to float32 (an overflow warning)
+        assert draws.ndim == 3 and draws.size > 0 and finite and np.abs(draws).astype(np.float64).max() < 1e150
+
+
+@pytest.mark.parametrize(
+    "kw,names",
+    [
+        (dict(alpha=[0.0, 0.5]), "alpha"),
+        (dict(alpha=[math.nan]), "alpha"),
+        (dict(alpha=[[0.5]]), "alpha"),
+        (dict(bootstrap=True), "bootstrap"),
+        (dict(bootstrap=-1), "bootstrap"),
+        (dict(band_level=1.0), "band_level"),
+        (dict(rng_key=2**70, bootstrap=2), "rng_key"),
+        (dict(theta_true=np.full((3, 2), 1e200)), "theta_true"),  # was: squared distances inf, coverage silently 0
+        (dict(draws=np.full((3, 5, 2), 1e200)), "draws"),  # was: coverage silently 1
+        (dict(draws={"w": np.zeros((3, 5, 2))}), "draws"),
+    ],
+)
+def test_tarp_coverage_bad_settings(kw, names):
+    kw = {**dict(draws=np.zeros((3, 5, 2)), theta_true=np.ones((3, 2)), references=np.zeros((3, 2))), **kw}
+    raises_clear(lambda: tarp_coverage(**kw), names)
+
+
+@FAST
+@given(
+    p=st.one_of(
+        hnp.arrays(
+            st.sampled_from([np.float64, np.float32]),
+            st.integers(0, 6),
+            elements=st.sampled_from([0.0, 0.3, 1.0, 1.5, -0.1, math.nan]),
+        ),
+        hnp.arrays(st.sampled_from([np.bool_, np.int64]), st.integers(0, 6)),
+    ),
+    y=hnp.arrays(np.float64, st.integers(0, 6), elements=st.sampled_from([0.0, 1.0, 0.5, 2.0, math.nan])),
+    bins=st.one_of(st.integers(-1, 7), st.just(True), st.just(2.0)),
+)
+def test_calibration_curve_of_any_input_is_finite_or_a_clear_error(p, y, bins):
+    try:
+        result = calibration_curve(p, y, bins)
+    except CLEAR as e:
+        assert any(n in str(e) for n in ("probabilities", "outcomes", "bins"))
+    else:
+        assert np.isfinite(result.rmse) and np.isfinite(result.brier)
+        assert p.size == y.size >= 1 and 1 <= bins <= p.size

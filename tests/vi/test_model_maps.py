@@ -72,7 +72,7 @@ def _clipped_share_at_optimum(name, beta_rho, clip, num_records=5000, num_keys=1
     return float(np.mean(shares))
 
 
-@pytest.mark.slow  # CI time: the default run must stay under 15 minutes on 2 cores
+@pytest.mark.slow  # long: kept out of the default run, which must stay short
 def test_dirichlet_settings_keep_clipping_rare_at_the_optimum():
     """Under NumPyro's stick-breaking map, the reference's (beta_rho 100, C sqrt 2) clips most records at
     the optimum (and biased NA-DPVI at epsilon 0.3 and 1); the registry's (30, 2) clips few."""

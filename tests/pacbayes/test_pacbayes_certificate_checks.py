@@ -1,5 +1,5 @@
 """The certificate against an independent high-precision computation, the prior's neighbouring
-relation, class labels, and losses outside [0, 1] (twentieth session's probe)."""
+relation, class labels, and losses outside [0, 1]."""
 
 import itertools
 import math
@@ -47,9 +47,9 @@ def _pure(eps, neighbouring="replace_one"):
 
 
 def test_certificate_is_never_below_the_exact_bound_computed_independently():
-    # the bound of NOTES 6 (DP prior) and Maurer/Seeger (no prior privacy), written out in mpmath, at empirical
+    # the DP-prior bound and Maurer/Seeger (no prior privacy), written out in mpmath, at empirical
     # risk 0 and 1, KL 0, m = 1, tiny and large delta; ours may exceed it by the bracket width only.
-    # Before the fix the closed form at empirical risk 0 came out 1 ulp BELOW the exact bound (e.g. m = 100, KL 0,
+    # The closed form at empirical risk 0 must not come out 1 ulp BELOW the exact bound (e.g. m = 100, KL 0,
     # delta 0.05: 0.058155079116972264 < 0.05815507911697227).
     for m, q, kl_div, delta, eps in itertools.product(
         [1, 2, 100, 60_000], [0.0, 0.05, 0.5, 1.0], [0.0, 3.0, 800.0], [1e-6, 0.05], [None, 0.0, 0.3]
@@ -110,7 +110,7 @@ def test_maurer_constant_2_sqrt_m_holds_down_to_m_1():
 
 def test_an_add_remove_prior_is_used_with_twice_its_epsilon():
     # the theorem is for replace-one neighbours; a pure eps-DP prior under add/remove-one is 2 eps-DP for
-    # replace-one. Before the fix, eps was used as it was: here bound 0.187 instead of 0.270 (unsafe)
+    # replace-one. Using eps as it is would give bound 0.187 here instead of 0.270 (unsafe)
     args = dict(delta=0.05)
     add_remove = pb.certify(0.1, 5.0, 1000, prior_privacy=_pure(0.1, "add_remove"), **args)
     replace = pb.certify(0.1, 5.0, 1000, prior_privacy=_pure(0.2), **args)

@@ -1,4 +1,4 @@
-"""Twentieth-session probe of the baselines (2026-12-02): sensitivities by brute force, the budget
+"""The baselines' privacy and sampler limits, checked independently: sensitivities by brute force, the budget
 split's exact sum, the release's cost at many features, and the huge-epsilon limits of the samplers."""
 
 import itertools

@@ -1,9 +1,5 @@
-"""A careful new user's mistakes with dpposterior.validation and dpposterior.privacy.
-
-Each case was a silent wrong result (NaN, inf, a truncated count, a record that misleads the ledger),
-an internal traceback, or a search that never ended before it was fixed; the fix makes it a
-ValueError/TypeError that names what was wrong and what is allowed. No DP-SGD runs: the file runs in
-seconds.
+"""The privacy accounting, records, ledger, secure noise and audit functions: bad arguments refused by name,
+extreme but valid parameters answered with a finite result or a clear error, promptly.
 """
 
 from __future__ import annotations
@@ -14,13 +10,14 @@ import math
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from dpposterior import privacy
-from dpposterior import validation
 from dpposterior.privacy.spent import PrivacySpent
+from input_checks import FAST, FEW, finishes_within, raises_clear
+from input_checks import raises_with as _raises
 
-CENTER = np.zeros((3, 2))
-SCALE = np.ones((3, 2))
 RECORD = dict(
     epsilon=1.0,
     delta=1e-5,
@@ -33,39 +30,7 @@ RECORD = dict(
 )
 
 
-def _raises(fn, exc, *words):
-    with pytest.raises(exc) as info:
-        fn()
-    for w in words:
-        assert w in str(info.value), (w, str(info.value))
-
-
-# ---------------------------------------------------------------------------------------------
-# validation
-
-
-@pytest.mark.parametrize("low,high", [(-1e39, 0.0), (-3e38, 3e38)])
-def test_reference_offsets_beyond_float32_are_refused_not_nan(low, high):
-    # were NaN reference points (the offsets are drawn in float32)
-    _raises(lambda: validation.reference_points(0, CENTER, SCALE, low=low, high=high), ValueError, "float32", "low")
-    _raises(
-        lambda: validation.repeated_reference_points(0, CENTER, SCALE, 2, low=low, high=high), ValueError, "float32"
-    )
-
-
-def test_reference_points_that_overflow_are_refused_not_inf():
-    big = np.full((2, 2), 1e308)
-    _raises(lambda: validation.reference_points(0, big, big), ValueError, "overflows")
-
-
-def test_ragged_outcomes_are_a_type_error_naming_outcomes():
-    _raises(lambda: validation.calibration_curve([0.1, 0.2], [[0], [1, 0]], bins=1), TypeError, "outcomes")
-
-
-# ---------------------------------------------------------------------------------------------
 # zCDP
-
-
 @pytest.mark.parametrize("sigma", [1e-200, 1e-160])
 def test_zcdp_rho_overflow_is_a_clear_error(sigma):
     # 1e-200 was a ZeroDivisionError, 1e-160 a silent rho = inf
@@ -90,10 +55,7 @@ def test_tight_zcdp_conversion_of_extreme_rho_is_finite():
     _raises(lambda: privacy.zcdp_to_dp(1.7e308, 1e-300), ValueError, "rho")  # was a silent inf
 
 
-# ---------------------------------------------------------------------------------------------
 # DP-SGD accounting and calibration
-
-
 def test_calibration_rtol_below_float_resolution_is_refused():
     # 1e-16 was a ZeroDivisionError (dpsgd) or a search that never ended (DP dropout)
     _raises(
@@ -107,10 +69,7 @@ def test_pld_noise_multiplier_below_its_floor_is_refused_at_once():
     _raises(lambda: privacy.dpsgd_epsilon(1e-4, 1e-5, 0.1, 10), ValueError, "noise_multiplier", "rdp")
 
 
-# ---------------------------------------------------------------------------------------------
 # PrivacySpent and the ledger
-
-
 @pytest.mark.parametrize(
     "field,value,exc",
     [
@@ -157,10 +116,7 @@ def test_ledger_release_with_huge_epsilon_is_a_clear_error():
     _raises(lambda: ledger.total(1e-5), ValueError, "'counts'", "epsilon")  # was OverflowError
 
 
-# ---------------------------------------------------------------------------------------------
 # secure randomness, audits, the Gaussian mechanism
-
-
 @pytest.mark.parametrize(
     "shape,exc", [((2.7,), TypeError), (True, TypeError), ("3", TypeError), (2.7, TypeError), ((-1,), ValueError)]
 )
@@ -239,3 +195,64 @@ def test_a_subnormal_epsilon_target_is_calibrated_without_overflow():
 
     sigma = calibrate_noise_multiplier(1e-320, 1e-5, 0.1, 100)
     assert dpsgd_epsilon(sigma, 1e-5, 0.1, 100) <= 1e-320
+
+
+# valid but extreme privacy parameters: a finite result or a clear error, promptly
+TINY = st.floats(min_value=5e-324, max_value=1e-200)
+POSITIVE = st.one_of(TINY, st.floats(min_value=1e-200, max_value=1e300), st.sampled_from([5e-324, 1e300]))
+OPEN_UNIT = st.one_of(
+    st.floats(min_value=5e-324, max_value=1.0, exclude_max=True), st.sampled_from([5e-324, 1e-300, 1 - 1e-16])
+)
+
+
+@FAST
+@given(epsilon=POSITIVE, delta=OPEN_UNIT, sensitivity=POSITIVE)
+def test_gaussian_calibration_is_finite_or_a_clear_error(epsilon, delta, sensitivity):
+    for fn in (privacy.analytic_gaussian_sigma, privacy.gaussian_sigma):
+        if fn is privacy.gaussian_sigma and epsilon >= 1:
+            continue
+        with finishes_within(10):
+            try:
+                sigma = fn(epsilon, delta, sensitivity)
+            except ValueError as e:
+                assert "epsilon" in str(e) and "delta" in str(e)
+            else:
+                assert math.isfinite(sigma) and sigma > 0
+
+
+@pytest.mark.parametrize(
+    "args,accountant",
+    [
+        ((1.0, 1e-15, 0.1, 10), "pld"),  # delta below PLD's truncated tail mass: was 80 s of refinement, then inf
+        ((1.0, 5e-324, 0.1, 10), "pld"),
+        ((1e-5, 1e-5, 0.1, 10), "pld"),  # was a MemoryError from dp-accounting (a 600 GB grid)
+        ((1.0, 1e-5, 5e-324, 10), "pld"),  # was dp-accounting's "a must be greater than b"
+    ],
+)
+def test_accountant_limits_are_clear_errors(args, accountant):
+    with finishes_within(20):
+        msg = raises_clear(lambda: privacy.dpsgd_epsilon(*args, accountant=accountant), "delta", "noise_multiplier")
+    assert "accountant" in msg
+
+
+@FEW
+@given(
+    sigma=st.floats(0.3, 1e6),
+    delta=st.floats(1e-12, 0.5),
+    q=st.one_of(st.floats(1e-300, 1.0), st.just(1.0)),
+    steps=st.integers(1, 200),
+)
+def test_dpsgd_epsilon_is_finite_non_negative_or_a_clear_error(sigma, delta, q, steps):
+    with finishes_within(30):
+        try:
+            eps = privacy.dpsgd_epsilon(sigma, delta, q, steps)
+        except ValueError as e:
+            assert "accountant" in str(e)
+        else:
+            assert math.isfinite(eps) and eps >= 0
+
+
+def test_rdp_accountant_handles_tiny_delta_and_huge_step_counts():
+    # documented way out of the PLD limits
+    assert math.isfinite(privacy.dpsgd_epsilon(1.0, 1e-300, 0.1, 10, accountant="rdp"))
+    assert math.isfinite(privacy.dpsgd_epsilon(1.0, 1e-5, 0.1, 10**12, accountant="rdp"))
