@@ -266,6 +266,19 @@ def test_post_processing_imports_no_mechanism(edges):
     assert not bad, _report(f"post-processing ({', '.join(POST_PROCESSING)}) imports a mechanism", bad)
 
 
+#: post-processing modules inside a mechanism's package, and the only modules each may import: they read
+#: released samples and the public model, never the sampler, its settings or its accounting
+INNER_POST_PROCESSING = {
+    f"{TOP}.mcmc.dp_sgld.predictive": (f"{TOP}._checks", f"{TOP}.mcmc.dp_sgld.models"),
+}
+
+
+def test_inner_post_processing_imports_no_part_of_the_mechanism(edges):
+    assert set(INNER_POST_PROCESSING) <= {e.source for e in edges}  # the modules exist: not a vacuous pass
+    bad = [e for e in edges if e.source in INNER_POST_PROCESSING and e.target not in INNER_POST_PROCESSING[e.source]]
+    assert not bad, _report("a post-processing module imports beyond the model it reads", bad)
+
+
 def test_mechanisms_import_no_post_processing(edges):
     """A mechanism builds its release from the types in ``releases``; it needs no post-processing."""
     bad = forbidden(edges, MECHANISMS, POST_PROCESSING)

@@ -13,6 +13,7 @@ import pytest
 
 from dpposterior.dpsgd import poisson_sample_indices
 from dpposterior.mcmc import dp_sgld as S
+from dpposterior.mcmc.dp_sgld import predictive
 from dpposterior.privacy import calibrate_dpd_noise_multiplier, dpd_epsilon
 from dpposterior.privacy.noise import standard_normal
 
@@ -53,7 +54,7 @@ def _compiled_step(q, clip, langevin, eta):
     """The jitted step with sigma traced: the parametrised cases below share compilations."""
     x, y = _logistic_data()
     cfg = S.config(num_records=40, sampling_rate=q, clip=clip, noise_multiplier=0.0, step_size=eta, langevin=langevin)
-    fn = jax.jit(lambda k, s, sig: S.step(k, s, (x, y), STEP_MODEL, cfg._replace(noise_multiplier=sig)))
+    fn = jax.jit(lambda k, s, sig: S.kernel((x, y), STEP_MODEL, cfg._replace(noise_multiplier=sig)).step(k, s))
     return fn, cfg
 
 
@@ -228,7 +229,8 @@ def test_mlp_with_gaussian_dropout_runs_and_uses_its_key():
     assert l1 != l2
     assert plain == pytest.approx(float(_bernoulli_loglik(model.logit(theta, x[:1])[0], y[0])), rel=1e-6)
     cfg = S.config(num_records=40, sampling_rate=1.0, clip=1e6, noise_multiplier=0.0, step_size=0.01)
-    new, _ = jax.jit(lambda k, s: S.step(k, s, (x, y), model, cfg))(jax.random.key(2), S.init(theta))
+    sampler = S.kernel((x, y), model, cfg)
+    new, _ = jax.jit(sampler.step)(jax.random.key(2), sampler.init(theta))
     assert np.all(np.isfinite(np.asarray(new.position)))
     assert not np.allclose(np.asarray(new.position), np.asarray(theta))
 
@@ -277,7 +279,7 @@ def test_predictive_of_many_inputs_is_computed_in_bounded_blocks(monkeypatch):
     y = (rng.random(150_000) < 0.5).astype(np.int32)
     samples = rng.normal(size=(3, 3)).astype(np.float32)
     shapes = []
-    real = S._logits_fn(model)
+    real = predictive._logits_fn(model)
 
     def spy(m):
         def f(th, xb):
@@ -286,7 +288,7 @@ def test_predictive_of_many_inputs_is_computed_in_bounded_blocks(monkeypatch):
 
         return f
 
-    monkeypatch.setattr(S, "_logits_fn", spy)
+    monkeypatch.setattr(predictive, "_logits_fn", spy)
     p = S.posterior_predictive(model, samples, x)
     assert p.shape == (150_000,) and max(r for _, r in shapes) <= 65_536 and len(shapes) == 3
     z = x.astype(np.float64) @ samples.T.astype(np.float64)
@@ -623,15 +625,15 @@ def test_binding_clip_targets_the_huber_posterior_as_documented():
         (lambda c: c, (np.zeros(3), 0), TypeError, "state must be a DPSGLDState"),
     ],
 )
-def test_step_checks_its_static_arguments(make_cfg, state, exc, words):
+def test_kernel_checks_its_static_arguments(make_cfg, state, exc, words):
     x, y = _logistic_data()
     cfg = S.config(num_records=40, sampling_rate=0.5, clip=1.0, noise_multiplier=1.0, step_size=0.01)
     with pytest.raises(exc) as info:
-        S.step(jax.random.key(0), state, (x, y), STEP_MODEL, make_cfg(cfg))
+        S.kernel((x, y), STEP_MODEL, make_cfg(cfg)).step(jax.random.key(0), state)
     assert words in str(info.value)
     # under jit the same checks hold (shapes and settings are static); a traced sigma is not checked
     with pytest.raises(exc):
-        jax.jit(lambda k, sig: S.step(k, state, (x, y), STEP_MODEL, make_cfg(cfg)))(jax.random.key(0), 1.0)
+        jax.jit(lambda k, sig: S.kernel((x, y), STEP_MODEL, make_cfg(cfg)).step(k, state))(jax.random.key(0), 1.0)
 
 
 @pytest.mark.parametrize(
@@ -664,3 +666,25 @@ def test_run_names_what_is_wrong_with_a_user_key(key, exc, words):
     assert resolve_key(jax.random.key(3))[1] == "user"
     assert np.array_equal(resolve_key(jax.random.key(3))[0], resolve_key(jax.random.PRNGKey(3))[0])
     assert np.array_equal(resolve_key(np.asarray(jax.random.PRNGKey(3)))[0], resolve_key(3)[0])
+
+
+def test_kernel_is_init_and_step_closed_over_data_and_its_steps_are_make_runs_chain():
+    # the BlackJAX shape: kernel(data, model, cfg) -> (init(position), step(key, state)); make_run and run
+    # scan that same step, one key per step from jax.random.split(key, T)
+    x, y = _logistic_data()
+    cfg = S.config(num_records=40, sampling_rate=0.5, clip=1.0, noise_multiplier=1.0, step_size=0.01)
+    sampler = S.kernel((x, y), STEP_MODEL, cfg)
+    assert isinstance(sampler, S.DPSGLDKernel) and sampler._fields == ("init", "step")
+    state = sampler.init(np.zeros(3))
+    assert isinstance(state, S.DPSGLDState) and int(state.step) == 0
+    step = jax.jit(sampler.step)
+    positions = []
+    for k in jax.random.split(jax.random.key(4), 5):
+        state, info = step(k, state)
+        positions.append(np.asarray(state.position))
+    assert isinstance(info, S.DPSGLDInfo) and int(state.step) == 5
+    samples, _ = jax.jit(S.make_run(STEP_MODEL, cfg, 5))(jax.random.key(4), jnp.zeros(3), (x, y), 1.0)
+    np.testing.assert_allclose(np.asarray(samples), np.stack(positions), rtol=1e-6, atol=1e-7)
+    # init knows the model: a position of the wrong length is refused before any step
+    with pytest.raises(ValueError, match=r"state.position must have shape \(3,\)"):
+        sampler.init(np.zeros(2))

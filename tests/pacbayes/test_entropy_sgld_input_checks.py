@@ -68,11 +68,6 @@ def test_entropy_sgld_run_checks_data_steps_and_loss_range(tiny_net):
 def test_entropy_sgld_step_takes_numpy_data(tiny_net):
     # was a TracerArrayConversionError: numpy data indexed by a traced minibatch
     w0, unravel, x, y = tiny_net
-    new, _ = es.step(
-        jax.random.key(0),
-        es.init(w0),
-        data=(x, y),
-        params=es.EntropySGLDParams(**_P),
-        loss_fn=es.classifier_loss(es.mlp_apply, unravel),
-    )
+    sampler = es.kernel((x, y), es.EntropySGLDParams(**_P), es.classifier_loss(es.mlp_apply, unravel))
+    new, _ = sampler.step(jax.random.key(0), sampler.init(w0))
     assert new.position.shape == w0.shape and bool(jnp.all(jnp.isfinite(new.position)))

@@ -149,7 +149,7 @@ def test_labels_a_two_class_network_cannot_index_are_refused(labels):
         es.run(jax.random.PRNGKey(2), es.init(flat), 2, data=(x, y), params=_params(), loss_fn=loss)
     assert not any(ch.isdigit() for ch in str(info.value).split("outputs;")[1].split("Map")[0])  # no count
     with pytest.raises(ValueError, match="class labels"):
-        es.step(jax.random.PRNGKey(2), es.init(flat), data=(x, jnp.asarray(y)), params=_params(), loss_fn=loss)
+        es.kernel((x, jnp.asarray(y)), _params(), loss).step(jax.random.PRNGKey(2), es.init(flat))
     with pytest.raises(ValueError, match="class labels"):
         pb.certify_gaussian(
             jax.random.PRNGKey(3),

@@ -53,7 +53,7 @@ def test_step_is_pure_and_reproducible_and_sgd_is_deterministic_given_key():
     s0 = es.init(flat)
 
     def jitted(p):
-        return jax.jit(lambda k, s: es.step(k, s, data=(x, y), params=p, loss_fn=loss))
+        return jax.jit(es.kernel((x, y), p, loss).step)
 
     step = jitted(params)
     s1, info = step(jax.random.PRNGKey(2), s0)
@@ -89,16 +89,9 @@ def test_entropy_sgd_reduces_training_loss():
 
 
 def test_invalid_params_raise():
-    flat = jnp.zeros(3)
     bad = es.EntropySGLDParams(tau=-1.0, gamma=1.0, eta=0.1, eta_inner=0.1)
     with pytest.raises(ValueError, match="tau"):
-        es.step(
-            jax.random.PRNGKey(0),
-            es.init(flat),
-            data=(jnp.zeros((2, 3)), jnp.zeros(2, jnp.int32)),
-            params=bad,
-            loss_fn=lambda w, a, b: jnp.sum(w),
-        )
+        es.kernel((jnp.zeros((2, 3)), jnp.zeros(2, jnp.int32)), bad, lambda w, a, b: jnp.sum(w))
     with pytest.raises(ValueError, match="1-d"):
         es.init(jnp.zeros((2, 2)))
     with pytest.raises(ValueError, match="epsilon"):
@@ -300,13 +293,30 @@ def test_step_refuses_no_key_and_init_refuses_non_finite_weights():
     w0, unravel = ravel_pytree(es.init_mlp(jax.random.PRNGKey(1), (2, 2)))
     params = es.EntropySGLDParams(tau=4.0, gamma=1.0, eta=0.01, eta_inner=0.01, beta=1.0, inner_steps=2, batch_size=4)
     loss = es.classifier_loss(es.mlp_apply, unravel)
+    sampler = es.kernel((x, y), params, loss)
     with pytest.raises(TypeError, match=r"key must be a JAX PRNG key.*run\(None"):
-        es.step(None, es.init(w0), data=(x, y), params=params, loss_fn=loss)
+        sampler.step(None, sampler.init(w0))
     with pytest.raises(TypeError, match="key must be a JAX PRNG key"):
-        es.step(3, es.init(w0), data=(x, y), params=params, loss_fn=loss)
+        sampler.step(3, sampler.init(w0))
     with pytest.raises(ValueError, match="position must be finite, got 1 NaN or inf weights"):
         es.init(w0.at[2].set(jnp.nan))
-    state, _ = jax.jit(lambda k, s: es.step(k, s, data=(x, y), params=params, loss_fn=loss))(
-        jax.random.PRNGKey(2), es.init(w0)
-    )  # a traced key and state still pass the checks
+    state, _ = jax.jit(sampler.step)(jax.random.PRNGKey(2), sampler.init(w0))  # a traced key and state pass
     assert bool(jnp.all(jnp.isfinite(state.position)))
+
+
+def test_kernel_is_init_and_step_closed_over_data_and_run_scans_its_step():
+    # the BlackJAX shape: kernel(data, params, loss_fn) -> (init(position), step(key, state)); run scans that
+    # same step, one key per step from jax.random.split(key, T)
+    x, y = _toy_data(jax.random.PRNGKey(0), n=16, d=2)
+    w0, unravel = ravel_pytree(es.init_mlp(jax.random.PRNGKey(1), (2, 2)))
+    params = es.EntropySGLDParams(tau=4.0, gamma=1.0, eta=0.01, eta_inner=0.01, beta=1.0, inner_steps=2, batch_size=4)
+    loss = es.classifier_loss(es.mlp_apply, unravel)
+    sampler = es.kernel((x, y), params, loss)
+    assert isinstance(sampler, es.EntropySGLDKernel) and sampler._fields == ("init", "step")
+    state = sampler.init(w0)
+    step = jax.jit(sampler.step)
+    for k in jax.random.split(jax.random.PRNGKey(3), 3):
+        state, _ = step(k, state)
+    ran, _ = es.run(jax.random.PRNGKey(3), es.init(w0), 3, data=(x, y), params=params, loss_fn=loss)
+    assert int(state.num_steps) == int(ran.num_steps) == 3
+    np.testing.assert_allclose(np.asarray(state.position), np.asarray(ran.position), rtol=1e-5, atol=1e-6)

@@ -28,6 +28,7 @@ from .certificate import certify_gaussian
 from .certificate import sample_gaussian_errors
 from .entropy_sgld import GIBBS_SAMPLE_CAVEAT
 from .entropy_sgld import EntropySGLDInfo
+from .entropy_sgld import EntropySGLDKernel
 from .entropy_sgld import EntropySGLDParams
 from .entropy_sgld import EntropySGLDState
 from .entropy_sgld import beta_for_epsilon
@@ -43,6 +44,7 @@ from .kl import kl_inv_upper
 __all__ = [
     "GIBBS_SAMPLE_CAVEAT",
     "EntropySGLDInfo",
+    "EntropySGLDKernel",
     "EntropySGLDParams",
     "EntropySGLDState",
     "PacBayesCertificate",

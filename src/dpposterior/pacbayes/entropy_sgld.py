@@ -1,4 +1,4 @@
-"""Entropy-SGLD and Entropy-SGD over a JAX classifier, as pure init/step functions.
+"""Entropy-SGLD and Entropy-SGD over a JAX classifier, as a BlackJAX-style kernel with pure init/step.
 
 Reference: Dziugaite & Roy, "Data-dependent PAC-Bayes priors via differential privacy" (2018); Algorithm 2 of
 Dziugaite, "Revisiting generalization for deep learning: PAC-Bayes, flat minima, and generative models" (PhD
@@ -27,6 +27,13 @@ subsampling is claimed). Replace-one neighbouring relation (the sensitivity of F
 that differ in one record).
 
 Entropy-SGD (``beta=None``) adds no outer noise and is not private.
+
+The sampler has BlackJAX's shape: :func:`kernel` closes over the data, the hyperparameters and the
+loss and returns pure ``init(position)`` and ``step(key, state)``; :func:`run` scans ``step``:
+
+    sampler = entropy_sgld.kernel((X, y), params, classifier_loss(mlp_apply, unravel))
+    state = sampler.init(w0)
+    state, info = jax.jit(sampler.step)(key, state)
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ from .certificate import _check_key
 
 __all__ = [
     "EntropySGLDInfo",
+    "EntropySGLDKernel",
     "EntropySGLDParams",
     "EntropySGLDState",
     "GIBBS_SAMPLE_CAVEAT",
@@ -62,9 +70,9 @@ __all__ = [
     "entropy_sgld_privacy",
     "init",
     "init_mlp",
+    "kernel",
     "mlp_apply",
     "run",
-    "step",
     "zero_one_error",
 ]
 
@@ -209,7 +217,7 @@ def zero_one_error(logits: Array, labels: Array) -> Array:
 def classifier_loss(apply_fn: Callable, unravel: Callable, loss_max: float = 4.0) -> Callable:
     """loss(w, X, y): the mean bounded cross-entropy of the network with flat weights w.
 
-    The returned function carries its range as ``loss.loss_max``; :func:`step` and :func:`run`
+    The returned function carries its range as ``loss.loss_max``; :func:`kernel` and :func:`run`
     refuse it with an ``EntropySGLDParams.loss_max`` smaller than that (the privacy of the release
     is computed from ``params.loss_max``, so a wider loss would be under-accounted).
 
@@ -363,70 +371,96 @@ def _check_data(data, concrete: bool) -> tuple:
     return jnp.asarray(x), jnp.asarray(y)
 
 
-def step(
-    key: Array, state: EntropySGLDState, *, data: tuple[Array, Array], params: EntropySGLDParams, loss_fn: Callable
-) -> tuple[EntropySGLDState, EntropySGLDInfo]:
-    """One outer step of Entropy-SGLD (or Entropy-SGD when ``params.beta is None``).
+class EntropySGLDKernel(NamedTuple):
+    """An Entropy-SGLD (or Entropy-SGD) sampler closed over its data, hyperparameters and loss (the
+    shape of BlackJAX's ``SamplingAlgorithm`` and of :class:`~dpposterior.mcmc.Kernel`).
 
-    Privacy: see the module docstring (exponential-mechanism argument for an exact sample, replace-one
-    neighbours, epsilon from ``entropy_sgld_privacy``; SGLD only approximates it). Reference:
-    Dziugaite & Roy 2018; Dziugaite's thesis (2019), Algorithm 2.
+    Attributes:
+      init: ``init(position) -> EntropySGLDState``: the state at flat weights ``position`` (:func:`init`).
+      step: ``step(key, state) -> (EntropySGLDState, EntropySGLDInfo)``: one outer step, pure; jit or
+        scan it.
+    """
+
+    init: Callable[[Array], EntropySGLDState]
+    step: Callable[[Array, EntropySGLDState], tuple[EntropySGLDState, EntropySGLDInfo]]
+
+
+def kernel(data: tuple[Array, Array], params: EntropySGLDParams, loss_fn: Callable) -> EntropySGLDKernel:
+    """The Entropy-SGLD sampler over ``data``: ``kernel.init(position)`` and ``kernel.step(key, state)``.
+
+    One step is one outer step of Entropy-SGLD (or Entropy-SGD when ``params.beta is None``).
+    Privacy: a release of one exact sample from the local-entropy Gibbs distribution
+    exp(beta F_{gamma,tau}(w; S)) is the exponential mechanism, replace-one neighbours, sensitivity of
+    F at most L_max tau / m, epsilon = 2 beta L_max tau / m (:func:`entropy_sgld_privacy`); the chain
+    only approximates that sample (module docstring). Reference: Dziugaite & Roy, "Data-dependent
+    PAC-Bayes priors via differential privacy" (2018); Dziugaite's thesis (2019), Algorithm 2.
 
     Args:
-      key: a JAX PRNG key (all randomness of the step comes from it; None is refused, since a seed drawn
-        inside a jitted step would repeat on every call: :func:`run` takes None).
-      state: the current state.
-      data: (X, y) with a shared first axis (records).
+      data: (X, y) with a shared first axis (records); traced arrays are fine (the checks read shapes).
       params: the hyperparameters.
       loss_fn: loss(w, X_batch, y_batch) -> mean loss with range of length <= params.loss_max
-        (``classifier_loss``).
+        (:func:`classifier_loss`).
 
     Returns:
-      (new state, info). Jit it from outside, closing over ``data``, ``params`` and ``loss_fn``.
+      An :class:`EntropySGLDKernel`. Its ``step`` takes a JAX PRNG key (all randomness of the step
+      comes from it; None is refused, since a seed drawn inside a jitted step would repeat on every
+      call: :func:`run` takes None) and checks the labels when ``loss_fn`` carries ``check_data`` and
+      the data and weights are concrete.
+
+    Raises:
+      ValueError / TypeError: params out of range, a loss whose range exceeds ``params.loss_max``,
+        data that is not a non-empty pair sharing its first axis; from ``step``, a key that is not a
+        JAX PRNG key or a state that is not an :class:`EntropySGLDState`.
     """
-    if key is None:  # the caller jits and scans step: a seed drawn here would be baked into the program
-        raise TypeError(
-            "key must be a JAX PRNG key: step draws all its noise from the key it is given; for noise "
-            "seeded by the operating system call run(None, ...), or pass "
-            "dpposterior.privacy.os_seeded_key() (recorded with seeded_by='os')"
-        )
-    _check_key(key)
-    if not isinstance(state, EntropySGLDState):
-        raise TypeError(f"state must be an EntropySGLDState (from init(position)), got {type(state).__name__}")
     _check_params(params)
     _check_loss(loss_fn, params)
     x, y = _check_data(data, concrete=False)
     check = getattr(loss_fn, "check_data", None)
-    if check is not None and _concrete(y) is not None and _concrete(state.position) is not None:
-        check(state.position, x, y)  # not under jit: labels the network can index
     m = x.shape[0]
-    w = state.position
     grad = jax.grad(loss_fn)
-    key_inner, key_outer = jax.random.split(key)
     noise_inner = math.sqrt(2.0 * params.eta_inner / params.tau)
 
-    def inner(carry, k):
-        wp, mu = carry
-        k_batch, k_noise = jax.random.split(k)
-        idx = jax.random.randint(k_batch, (params.batch_size,), 0, m)
-        xb, yb = x[idx], y[idx]
-        g = grad(wp, xb, yb)
-        wp = (
-            wp
-            - params.eta_inner * (g + params.gamma * (wp - w))
-            + noise_inner * jax.random.normal(k_noise, wp.shape, wp.dtype)
-        )
-        mu = (1.0 - params.alpha) * mu + params.alpha * wp
-        return (wp, mu), loss_fn(wp, xb, yb)
+    def step_fn(key: Array, state: EntropySGLDState) -> tuple[EntropySGLDState, EntropySGLDInfo]:
+        if key is None:  # the caller jits and scans step: a seed drawn here would be baked into the program
+            raise TypeError(
+                "key must be a JAX PRNG key: step draws all its noise from the key it is given; for noise "
+                "seeded by the operating system call run(None, ...), or pass "
+                "dpposterior.privacy.os_seeded_key() (recorded with seeded_by='os')"
+            )
+        _check_key(key)
+        if not isinstance(state, EntropySGLDState):
+            raise TypeError(f"state must be an EntropySGLDState (from init(position)), got {type(state).__name__}")
+        if check is not None and _concrete(y) is not None and _concrete(state.position) is not None:
+            check(state.position, x, y)  # not under jit: labels the network can index
+        w = state.position
+        key_inner, key_outer = jax.random.split(key)
 
-    (_, mu), losses = jax.lax.scan(inner, (w, w), jax.random.split(key_inner, params.inner_steps))
-    w_new = w - 0.5 * params.eta * params.tau * params.gamma * (w - mu)
-    if params.beta is not None:
-        w_new = w_new + math.sqrt(params.eta / params.beta) * jax.random.normal(key_outer, w.shape, w.dtype)
-    return (
-        EntropySGLDState(position=w_new, num_steps=state.num_steps + 1),
-        EntropySGLDInfo(mu=mu, batch_loss=jnp.mean(losses)),
-    )
+        def inner(carry, k):
+            wp, mu = carry
+            k_batch, k_noise = jax.random.split(k)
+            # minibatch drawn uniformly with replacement (no amplification by subsampling is claimed)
+            idx = jax.random.randint(k_batch, (params.batch_size,), 0, m)
+            xb, yb = x[idx], y[idx]
+            g = grad(wp, xb, yb)
+            wp = (
+                wp
+                - params.eta_inner * (g + params.gamma * (wp - w))
+                + noise_inner * jax.random.normal(k_noise, wp.shape, wp.dtype)
+            )
+            mu = (1.0 - params.alpha) * mu + params.alpha * wp
+            return (wp, mu), loss_fn(wp, xb, yb)
+
+        (_, mu), losses = jax.lax.scan(inner, (w, w), jax.random.split(key_inner, params.inner_steps))
+        # tau gamma (w - mu) estimates minus the local entropy's gradient
+        w_new = w - 0.5 * params.eta * params.tau * params.gamma * (w - mu)
+        if params.beta is not None:  # Entropy-SGLD's outer noise; Entropy-SGD adds none
+            w_new = w_new + math.sqrt(params.eta / params.beta) * jax.random.normal(key_outer, w.shape, w.dtype)
+        return (
+            EntropySGLDState(position=w_new, num_steps=state.num_steps + 1),
+            EntropySGLDInfo(mu=mu, batch_loss=jnp.mean(losses)),
+        )
+
+    return EntropySGLDKernel(init, step_fn)
 
 
 def run(
@@ -491,10 +525,8 @@ def _compiled_run(params: EntropySGLDParams, loss_fn: Callable) -> Callable:
 
     @jax.jit
     def _run(step_keys, state, x, y):
-        def body(s, k):
-            return step(k, s, data=(x, y), params=params, loss_fn=loss_fn)
-
-        return jax.lax.scan(body, state, step_keys)
+        sampler = kernel((x, y), params, loss_fn)
+        return jax.lax.scan(lambda s, k: sampler.step(k, s), state, step_keys)
 
     return _run
 
