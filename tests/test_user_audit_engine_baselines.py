@@ -94,7 +94,7 @@ def _own_privacy(epsilon, delta=0.0):
 def own_method_cell():
     """Evaluates cells of a method of the test's own (its own mechanism: no DP-SGD) on a fake group
     setup; ``run(**returned)`` overrides what the method returns."""
-    from dpposterior.baselines.expfam import family_layout
+    from dpposterior.baselines.expfam_gibbs import family_layout
     from dpposterior.experiments import CellData, MethodOutput, ReplicateSummaries, evaluate_cell, register_method
     from dpposterior.experiments.methods import METHODS
     from dpposterior.experiments.replicates import DPVISetup
@@ -284,7 +284,7 @@ def dirichlet_release():
 
 def test_draws_posterior_needs_its_privacy_and_a_numeric_prob(dirichlet_release):
     from dpposterior.baselines import DrawsPosterior
-    from dpposterior.baselines.expfam import family_layout
+    from dpposterior.baselines.expfam_gibbs import family_layout
 
     layout = family_layout("dirichlet-categorical")
     draws = np.zeros((5, 2), np.float32)
@@ -318,7 +318,8 @@ def test_bernstein_sheldon_prior_must_be_numbers(dirichlet_release, prior):
     ],
 )
 def test_public_covariate_model_must_be_a_covariance(cov, words):
-    from dpposterior.baselines import regression_sampler_params, release_regression_statistics
+    from dpposterior.baselines import release_regression_statistics
+    from dpposterior.baselines.regression_params import sampler_params as regression_sampler_params
 
     rng = np.random.default_rng(0)
     rel = release_regression_statistics(
@@ -607,10 +608,11 @@ def test_dirichlet_gibbs_with_unused_categories_recovers_the_exact_posterior():
 def test_gibbs_ss_noisy_warns_when_its_chain_barely_moves(monkeypatch):
     import jax.numpy as jnp
 
-    from dpposterior.baselines import regression as RG
+    from dpposterior.baselines import regression_gibbs as RG
+    from dpposterior.baselines import regression_release as RGR
 
     rng = np.random.default_rng(0)
-    rel = RG.release_regression_statistics(
+    rel = RGR.release_regression_statistics(
         rng.uniform(-1, 1, (1, 2)), rng.uniform(-1, 1, 1), epsilon=1.0, x_bound=1.0, y_bound=1.0, rng_key=0
     )
 
@@ -644,7 +646,7 @@ def test_coverage_command_errors_name_the_flags(capsys, tmp_path):
 # a name that reads as the maximum; Posterior.summary had the same bug (fixed by the core hunt)
 def test_draws_posterior_summary_keys_name_their_quantile_levels():
     from dpposterior.baselines import DrawsPosterior
-    from dpposterior.baselines.expfam import family_layout
+    from dpposterior.baselines.expfam_gibbs import family_layout
 
     post = DrawsPosterior(
         layout=family_layout("beta-bernoulli"),
