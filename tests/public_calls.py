@@ -8,8 +8,8 @@ import numpy as np
 
 import dpposterior as dpp
 from dpposterior import privacy
-from dpposterior.baselines.expfam import release_sufficient_statistics
-from dpposterior.baselines.regression import release_regression_statistics
+from dpposterior.baselines.expfam_release import release_sufficient_statistics
+from dpposterior.baselines.regression_release import release_regression_statistics
 from dpposterior.dpsgd import dpsgd
 from dpposterior.models import logistic_regression
 from dpposterior.vi.dpvim import dpvim

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import dpposterior as dpp
-from dpposterior.baselines.expfam import release_sufficient_statistics
+from dpposterior.baselines.expfam_release import release_sufficient_statistics
 from dpposterior.dpsgd import dpsgd
 from dpposterior.models import logistic_regression
 from dpposterior.vi.dpvim import dpvim

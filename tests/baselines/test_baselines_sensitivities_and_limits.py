@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from dpposterior import baselines as B
-from dpposterior.baselines import expfam as EF
-from dpposterior.baselines import regression as R
+from dpposterior.baselines import expfam_release as EFR
+from dpposterior.baselines import regression_release as RR
 
 
 @pytest.mark.parametrize(
@@ -24,23 +24,23 @@ from dpposterior.baselines import regression as R
 def test_expfam_sensitivity_equals_brute_force(family, grid, kw):
     def t(v):
         return np.asarray(
-            EF.statistic(family, np.array([v]), bounds=kw.get("bounds"), num_categories=kw.get("num_categories")),
+            EFR.statistic(family, np.array([v]), bounds=kw.get("bounds"), num_categories=kw.get("num_categories")),
             np.float64,
         )
 
     add_remove = max(np.abs(t(v)).sum() for v in grid)
     replace_one = max(np.abs(t(v) - t(u)).sum() for v in grid for u in grid)
     bounds = kw.get("bounds")
-    assert EF.sensitivity(family, bounds=bounds) == pytest.approx(add_remove, rel=1e-6)
-    assert EF.sensitivity(family, bounds=bounds, neighbouring="replace_one") == pytest.approx(replace_one, rel=1e-6)
+    assert EFR.sensitivity(family, bounds=bounds) == pytest.approx(add_remove, rel=1e-6)
+    assert EFR.sensitivity(family, bounds=bounds, neighbouring="replace_one") == pytest.approx(replace_one, rel=1e-6)
 
 
 def test_expfam_sensitivity_refuses_bounds_of_another_family():
     # was: bounds silently ignored (the release refuses them)
     for fam in ("beta-bernoulli", "dirichlet-categorical"):
         with pytest.raises(ValueError, match="bounds apply only to gamma-exponential"):
-            EF.sensitivity(fam, bounds=(0.0, 5.0))
-        assert EF.sensitivity(fam) >= 1.0
+            EFR.sensitivity(fam, bounds=(0.0, 5.0))
+        assert EFR.sensitivity(fam) >= 1.0
 
 
 @pytest.mark.parametrize("neighbouring", ["add_remove", "replace_one"])
@@ -48,9 +48,9 @@ def test_regression_sensitivity_bounds_brute_force(neighbouring):
     bx, by = np.array([1.5, 0.7]), 2.0
     grid = [np.linspace(-b, b, 7) for b in bx] + [np.linspace(-by, by, 7)]
     recs = np.array(list(itertools.product(*grid)))
-    sens = R._sensitivities(bx, by, neighbouring, True)
+    sens = RR._sensitivities(bx, by, neighbouring, True)
     for part in ("xx", "xy", "yy", "x4"):
-        t = np.array([R._statistics(r[None, :2], r[2:], True)[part] for r in recs])
+        t = np.array([RR._statistics(r[None, :2], r[2:], True)[part] for r in recs])
         if neighbouring == "add_remove":  # tight: attained at a corner
             assert sens[part] == pytest.approx(np.abs(t).sum(1).max(), rel=1e-9)
         else:  # a valid upper bound (documented: not always tight)
@@ -71,7 +71,7 @@ def test_budget_parts_sum_exactly_to_at_most_epsilon():
         )
         assert sum(Fraction(v) for v in rel.epsilon_parts.values()) <= Fraction(eps)
         assert rel.privacy.epsilon == eps
-        shares = split or dict.fromkeys(R.PARTS, 1 / 3)
+        shares = split or dict.fromkeys(RR.PARTS, 1 / 3)
         for k, v in rel.epsilon_parts.items():
             assert v == pytest.approx(shares[k] * eps, rel=1e-14)
             assert rel.noise_scales[k] == pytest.approx(rel.sensitivities[k] / v, rel=1e-14)
@@ -82,7 +82,7 @@ def test_release_at_many_features_builds_no_sampler_tables():
     # monomials even without the x4 part (p = 60: ~70 MB; p = 200: several GB before any noise was drawn)
     p = 60
     x = np.random.default_rng(0).normal(size=(20, p))
-    R._index.cache_clear()
+    RR.index_tables.cache_clear()
     tracemalloc.start()
     try:
         rel = B.release_regression_statistics(
@@ -98,7 +98,7 @@ def test_release_at_many_features_builds_no_sampler_tables():
 def test_fourth_moment_part_unchanged_by_lazy_monomials():
     rng = np.random.default_rng(1)
     x = rng.uniform(-1, 1, size=(30, 3))
-    stats = R._statistics(x, x[:, 0], True)
+    stats = RR._statistics(x, x[:, 0], True)
     monos = list(itertools.combinations_with_replacement(range(3), 3)) + list(
         itertools.combinations_with_replacement(range(3), 4)
     )

@@ -12,7 +12,7 @@ from release_fakes import own_privacy
 
 def test_draws_posterior_needs_its_privacy_and_a_numeric_prob(dirichlet_release):
     from dpposterior.baselines import DrawsPosterior
-    from dpposterior.baselines.expfam import family_layout
+    from dpposterior.baselines.expfam_gibbs import family_layout
 
     layout = family_layout("dirichlet-categorical")
     draws = np.zeros((5, 2), np.float32)
@@ -28,7 +28,7 @@ def test_draws_posterior_needs_its_privacy_and_a_numeric_prob(dirichlet_release)
 # a name that reads as the maximum; Posterior.summary keys them alike
 def test_draws_posterior_summary_keys_name_their_quantile_levels():
     from dpposterior.baselines import DrawsPosterior
-    from dpposterior.baselines.expfam import family_layout
+    from dpposterior.baselines.expfam_gibbs import family_layout
 
     post = DrawsPosterior(
         layout=family_layout("beta-bernoulli"),

@@ -17,7 +17,8 @@ from dpposterior.baselines import (
     bernstein_sheldon_gibbs,
     release_sufficient_statistics,
 )
-from dpposterior.baselines import expfam as EF
+from dpposterior.baselines import expfam_gibbs as EF
+from dpposterior.baselines import expfam_release as EFR
 from dpposterior.baselines import _sampling as S
 
 
@@ -42,10 +43,10 @@ def test_privacy_record_and_sensitivities():
     assert p.detail("sensitivity_l1") == 1.0 and p.detail("noise_scale") == 2.0
     assert rel.noise_scale == 2.0 and rel.num_records == 5
     # add/remove: max ||t(x)||_1; replace-one: max ||t(x) - t(x')||_1.
-    assert EF.sensitivity("dirichlet-categorical") == 1.0
-    assert EF.sensitivity("dirichlet-categorical", neighbouring="replace_one") == 2.0
-    assert EF.sensitivity("gamma-exponential", bounds=(0.5, 4.0)) == 4.0
-    assert EF.sensitivity("gamma-exponential", bounds=(0.5, 4.0), neighbouring="replace_one") == 3.5
+    assert EFR.sensitivity("dirichlet-categorical") == 1.0
+    assert EFR.sensitivity("dirichlet-categorical", neighbouring="replace_one") == 2.0
+    assert EFR.sensitivity("gamma-exponential", bounds=(0.5, 4.0)) == 4.0
+    assert EFR.sensitivity("gamma-exponential", bounds=(0.5, 4.0), neighbouring="replace_one") == 3.5
     rel2 = release_sufficient_statistics(
         "gamma-exponential", np.array([0.1, 9.0]), epsilon=2.0, bounds=(0.0, 4.0), neighbouring="replace_one", rng_key=1
     )
@@ -351,7 +352,7 @@ def test_small_prior_concentrations_give_finite_exact_unconstrained_draws():
 def test_layouts_have_the_models_supports():
     import numpyro.distributions as dist
 
-    from dpposterior.baselines.regression import regression_layout
+    from dpposterior.baselines.regression_gibbs import regression_layout
     from dpposterior.models import conjugate
     from dpposterior.releases.layout import support_to_spec
 
@@ -368,7 +369,7 @@ def test_layouts_have_the_models_supports():
 # not slow: it is the check that the baselines' maps are NA-DPVI's (a change of map once broke the
 # Bernstein-Sheldon cells while every fast test passed)
 def test_layouts_match_the_models():
-    from dpposterior.baselines.regression import regression_layout
+    from dpposterior.baselines.regression_gibbs import regression_layout
     from dpposterior.models import conjugate, linear_regression
     from dpposterior.vi.model_inspect import inspect_model
 
@@ -418,3 +419,30 @@ def test_non_finite_draws_are_a_clear_error_and_clipping_is_measured():
     assert d["replicates_clipped_over_warn"] == 1 and d["clipped_fraction_max"] == pytest.approx(math.exp(-2.5))
     with pytest.warns(UserWarning, match="outside the clipping bounds"):
         EF.clipping_check(np.array([0.5]), (0.0, 5.0), "one release")
+
+
+def test_kernel_is_init_and_step_with_the_release_closed_over():
+    """bernstein_sheldon_kernel gives BlackJAX's (init, step); sample_chain runs that kernel, so one
+    sweep by hand from the same keys gives its first draw."""
+    from dpposterior.baselines import GibbsAlgorithm, bernstein_sheldon_kernel
+
+    rel = release_sufficient_statistics("beta-bernoulli", np.r_[np.ones(30), np.zeros(20)], epsilon=1.0, rng_key=0)
+    algorithm = bernstein_sheldon_kernel(rel)
+    assert isinstance(algorithm, GibbsAlgorithm)
+    key = jax.random.key(3)
+    k0, k_run = jax.random.split(key)
+    state, info = jax.jit(algorithm.step)(jax.random.fold_in(k_run, 0), jax.jit(algorithm.init)(k0))
+    assert isinstance(state, EF.GibbsState) and isinstance(info, EF.GibbsInfo) and state.obs is not None
+    interval = tuple(jnp.asarray(v, jnp.float32) for v in rel.observation_interval())
+    draws = EF.sample_chain(
+        key,
+        jnp.asarray(rel.noisy_statistic, jnp.float32),
+        jnp.float32(rel.noise_scale),
+        model=rel.model(),
+        num_warmup=0,
+        num_draws=1,
+        interval=interval,
+    )
+    np.testing.assert_allclose(np.asarray(draws[0]), np.asarray(state.theta), rtol=1e-5)
+    with pytest.raises(TypeError, match="SufficientStatisticsRelease"):
+        bernstein_sheldon_kernel(object())

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from dpposterior.baselines.expfam import release_sufficient_statistics
+from dpposterior.baselines.expfam_release import release_sufficient_statistics
 from input_checks import CLEAR, FAST, raises_clear
 
 

@@ -11,7 +11,9 @@ import pytest
 from scipy import stats
 
 from dpposterior.baselines import DrawsPosterior, gibbs_ss_noisy, gibbs_ss_noisy_cell, release_regression_statistics
-from dpposterior.baselines import regression as RG
+from dpposterior.baselines import regression_gibbs as RG
+from dpposterior.baselines import regression_params as RGP
+from dpposterior.baselines import regression_release as RGR
 
 
 def _simulate(rng, k, n, p):
@@ -34,8 +36,8 @@ def _t(x, y):
 
 def test_sensitivities_match_brute_force():
     bx, by = np.array([1.5, 2.0]), 3.0
-    add = RG._sensitivities(bx, by, "add_remove", True)
-    rep = RG._sensitivities(bx, by, "replace_one", True)
+    add = RGR._sensitivities(bx, by, "add_remove", True)
+    rep = RGR._sensitivities(bx, by, "replace_one", True)
     # add/remove: max ||t||_1 is attained at the corners of the box (every |monomial| maximal at once)
     pts = [(np.array(v[:2]) * bx, v[2] * by) for v in itertools.product((-1, 0, 1), repeat=3)]
     ts = [_t(x, y) for x, y in pts]
@@ -82,7 +84,7 @@ def test_release_parts_privacy_and_clipping(rng):
     assert rel4.noisy["x4"].shape == (4 + 5,) and rel4.privacy.num_steps == 4
     assert rel4.epsilon_parts["x4"] == pytest.approx(0.1)
     assert rel4.noise_scales["x4"] == pytest.approx(rel4.sensitivities["x4"] / 0.1)
-    params = RG.sampler_params(rel4)  # C_u from the noisy fourth moments, projected onto the PSD cone
+    params = RGP.sampler_params(rel4)  # C_u from the noisy fourth moments, projected onto the PSD cone
     assert np.min(np.linalg.eigvalsh(np.asarray(params.cov_u, np.float64))) > 0
 
 
@@ -168,10 +170,10 @@ def test_huge_epsilon_recovers_exact_nig_posterior(replicates, helpers):
     for i in range(K):
         xc = np.concatenate([np.clip(X[i], -3, 3), np.ones((N, 1))], 1)
         yc = np.clip(y[i], -5, 5)
-        ex = RG.nig_posterior(xc.T @ xc, xc.T @ yc, yc @ yc, N)
+        ex = RGP.nig_posterior(xc.T @ xc, xc.T @ yc, yc @ yc, N)
         want_mean.append(np.concatenate([[ex["sigma2_mean"]], ex["w_mean"]]))
         want_sd.append(np.concatenate([[ex["sigma2_sd"]], ex["w_sd"]]))
-        wrong_mean.append(RG.nig_posterior(xc.T @ xc, xc.T @ yc, 1.01 * (yc @ yc), N)["sigma2_mean"])
+        wrong_mean.append(RGP.nig_posterior(xc.T @ xc, xc.T @ yc, 1.01 * (yc @ yc), N)["sigma2_mean"])
     want_mean, want_sd = np.stack(want_mean), np.stack(want_sd)
     # standardised errors over K replicates and P + 2 coordinates: mean square ~ 1
     z = (got_mean - want_mean) / (want_sd / np.sqrt(ess))
@@ -199,7 +201,7 @@ def test_small_epsilon_coverage_is_calibrated(replicates, helpers):
     mean, sd = [], []
     for i in range(K):
         rel = release_regression_statistics(X[i], y[i], epsilon=1.0, x_bound=3.0, y_bound=5.0, rng_key=k_rel[i])
-        ex = RG.nig_posterior(rel.second_moment_matrix() * N, rel.noisy["xy"], rel.noisy["yy"][0], N)
+        ex = RGP.nig_posterior(rel.second_moment_matrix() * N, rel.noisy["xy"], rel.noisy["yy"][0], N)
         mean.append(np.concatenate([[np.log(ex["sigma2_mean"])], ex["w_mean"]]))
         sd.append(np.concatenate([[ex["sigma2_sd"] / ex["sigma2_mean"]], ex["w_sd"]]))
     naive_cov = np.mean(np.abs(theta - np.stack(mean)) <= 1.645 * np.stack(sd), axis=0)
@@ -279,11 +281,11 @@ def test_bulk_variate_forms_match_the_keyed_samplers():
 
 def test_expected_sampler_time_grows_as_m_cubed():
     # the reference the estimate is scaled from: p = 60 (m = 1,952) at 1.83 s a sweep
-    assert RG._num_latent_stats(60) == 1952 and RG._num_latent_stats(10) == 77
+    assert RG.num_latent_stats(60) == 1952 and RG.num_latent_stats(10) == 77
     assert RG.expected_sampler_seconds(60, 1) == pytest.approx(1.83)
     assert RG.expected_sampler_seconds(60, 2500) == pytest.approx(2500 * 1.83)
     ratio = RG.expected_sampler_seconds(100, 1) / RG.expected_sampler_seconds(60, 1)
-    assert ratio == pytest.approx((RG._num_latent_stats(100) / 1952) ** 3)
+    assert ratio == pytest.approx((RG.num_latent_stats(100) / 1952) ** 3)
     # the papers' p = 10 chain is far below the warning; p = 60 with the default chain far above
     assert RG.slow_sampler_message(10, 5000) is None
     msg = RG.slow_sampler_message(60, 5000)
@@ -301,3 +303,30 @@ def test_slow_chain_is_warned_before_sampling(rng):
         warnings.simplefilter("error", RuntimeWarning)
         with pytest.raises(RuntimeWarning, match=r"p = 45 features .* about 0\.\d hours"):
             gibbs_ss_noisy(rel, rng_key=0)
+
+
+def test_kernel_is_init_and_step_with_the_release_closed_over():
+    """gibbs_ss_noisy_kernel gives BlackJAX's (init, step); sample_chain runs that kernel, so one sweep
+    by hand from the same keys gives its first draw."""
+    import jax
+
+    from dpposterior.baselines import GibbsAlgorithm, RegressionGibbsInfo, RegressionGibbsState, gibbs_ss_noisy_kernel
+    from dpposterior.baselines.regression_params import sampler_params
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 2))
+    rel = release_regression_statistics(
+        X, X @ [1.0, -0.5] + rng.normal(size=200), epsilon=2.0, x_bound=3.0, y_bound=5.0, rng_key=1
+    )
+    algorithm = gibbs_ss_noisy_kernel(rel)
+    assert isinstance(algorithm, GibbsAlgorithm)
+    key = jax.random.key(4)
+    k0, k_run = jax.random.split(key)
+    state, info = jax.jit(algorithm.step)(jax.random.fold_in(k_run, 0), jax.jit(algorithm.init)(k0))
+    assert isinstance(state, RegressionGibbsState) and isinstance(info, RegressionGibbsInfo)
+    dims = RG.RegressionDims(2, 200, rounded=True)
+    ws, s2s, _ = RG.sample_chain(key, sampler_params(rel), dims=dims, num_warmup=0, num_draws=1)
+    np.testing.assert_allclose(np.asarray(ws[0]), np.asarray(state.w), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(float(s2s[0]), float(state.sigma2), rtol=1e-4)
+    with pytest.raises(TypeError, match="interweave"):
+        gibbs_ss_noisy_kernel(rel, interweave=1)

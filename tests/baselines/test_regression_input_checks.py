@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dpposterior.baselines.regression import release_regression_statistics
+from dpposterior.baselines.regression_release import release_regression_statistics
 from input_checks import raises_clear
 from public_calls import X20, Y20
 
@@ -26,7 +26,8 @@ from public_calls import X20, Y20
     ],
 )
 def test_public_covariate_model_must_be_a_covariance(cov, words):
-    from dpposterior.baselines import regression_sampler_params, release_regression_statistics
+    from dpposterior.baselines import release_regression_statistics
+    from dpposterior.baselines.regression_params import sampler_params as regression_sampler_params
 
     rng = np.random.default_rng(0)
     rel = release_regression_statistics(
@@ -64,10 +65,11 @@ def test_budget_split_parts_never_add_up_to_more_than_epsilon():
 # one is slow to compile): the check under test is what gibbs_ss_noisy does with it.
 def test_gibbs_ss_noisy_warns_when_its_chain_barely_moves(monkeypatch):
 
-    from dpposterior.baselines import regression as RG
+    from dpposterior.baselines import regression_gibbs as RG
+    from dpposterior.baselines import regression_release as RGR
 
     rng = np.random.default_rng(0)
-    rel = RG.release_regression_statistics(
+    rel = RGR.release_regression_statistics(
         rng.uniform(-1, 1, (1, 2)), rng.uniform(-1, 1, 1), epsilon=1.0, x_bound=1.0, y_bound=1.0, rng_key=0
     )
 

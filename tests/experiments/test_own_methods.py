@@ -17,7 +17,7 @@ from release_fakes import own_privacy
 def own_method_cell():
     """Evaluates cells of a method of the test's own (its own mechanism: no DP-SGD) on a fake group
     setup; ``run(**returned)`` overrides what the method returns."""
-    from dpposterior.baselines.expfam import family_layout
+    from dpposterior.baselines.expfam_gibbs import family_layout
     from dpposterior.experiments import CellData, MethodOutput, ReplicateSummaries, evaluate_cell, register_method
     from dpposterior.experiments.methods import METHODS
     from dpposterior.experiments.replicates import DPVISetup

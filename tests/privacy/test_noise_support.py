@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpposterior.baselines import expfam as EF
-from dpposterior.baselines import regression as RG
+from dpposterior.baselines import expfam_release as EFR
+from dpposterior.baselines import regression_release as RGR
 from dpposterior.dpsgd import dpsgd
 from dpposterior.privacy import float_audit as FA
 from dpposterior.privacy import gaussian_mechanism
@@ -120,7 +120,7 @@ def _expfam_release(snapping):
 
     def release(value, i):
         data = x if value == x.sum() else x_alt
-        return EF.release_sufficient_statistics(
+        return EFR.release_sufficient_statistics(
             "gamma-exponential", data, epsilon=1.0, bounds=(0.0, 5.0), rng_key=i, snapping=snapping
         ).noisy_statistic[0]
 
@@ -135,7 +135,7 @@ def _regression_release(snapping):
 
     def release(value, i):
         yy = y if value == float(y.sum()) else y_alt
-        return RG.release_regression_statistics(
+        return RGR.release_regression_statistics(
             X, yy, epsilon=1.0, x_bound=1.0, y_bound=1.0, rng_key=i, snapping=snapping
         ).noisy["xy"][-1]  # the part holding sum y
 

@@ -18,8 +18,8 @@ import pytest
 from scipy import stats
 
 from dpposterior import dpvi
-from dpposterior.baselines.expfam import release_sufficient_statistics
-from dpposterior.baselines.regression import _statistics, release_regression_statistics
+from dpposterior.baselines.expfam_release import release_sufficient_statistics
+from dpposterior.baselines.regression_release import _statistics, release_regression_statistics
 from dpposterior.dpsgd import DPSGDTrace, dpsgd, make_dpsgd_run
 from dpposterior.models import beta_bernoulli
 from dpposterior.privacy import (

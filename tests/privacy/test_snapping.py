@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpposterior.baselines import expfam as EF
-from dpposterior.baselines import regression as RG
+from dpposterior.baselines import expfam_gibbs as EF
+from dpposterior.baselines import expfam_release as EFR
+from dpposterior.baselines import regression_gibbs as RG
+from dpposterior.baselines import regression_release as RGR
 from dpposterior.privacy import snapping as SN
 
 P_OK, P_POWER = 1e-6, 1e-8
@@ -110,7 +112,7 @@ def test_the_floating_point_attack_on_plain_noise_and_its_repair():
     s, s_alt = x.sum(), x_alt.sum()
     told = 0
     for i in range(20):
-        z = EF.release_sufficient_statistics(
+        z = EFR.release_sufficient_statistics(
             "gamma-exponential", x, epsilon=1.0, bounds=(0.0, 5.0), rng_key=i, snapping=False
         ).noisy_statistic[0]
         # z - s is a float32 noise value up to the float64 rounding of z = s + noise (1e-14 here)
@@ -121,7 +123,7 @@ def test_the_floating_point_attack_on_plain_noise_and_its_repair():
     grids = set()
     for data in (x, x_alt):
         for i in range(20):
-            r = EF.release_sufficient_statistics(
+            r = EFR.release_sufficient_statistics(
                 "gamma-exponential", data, epsilon=1.0, bounds=(0.0, 5.0), rng_key=i, snapping=True
             )
             k = (r.noisy_statistic[0] - r.snapped.centre[0]) / r.snapped.grid
@@ -132,23 +134,23 @@ def test_the_floating_point_attack_on_plain_noise_and_its_repair():
 
 def test_snapping_is_the_default_and_plain_laplace_is_recorded_as_such():
     x = (np.arange(300) % 4 == 0).astype(int)
-    default = EF.release_sufficient_statistics("beta-bernoulli", x, epsilon=0.5, rng_key=1)
+    default = EFR.release_sufficient_statistics("beta-bernoulli", x, epsilon=0.5, rng_key=1)
     assert default.snapped is not None and "snapping" in dict(default.privacy.details)
-    reg = RG.release_regression_statistics(
+    reg = RGR.release_regression_statistics(
         np.zeros((5, 1)), np.zeros(5), epsilon=1.0, x_bound=1.0, y_bound=1.0, rng_key=1
     )
     assert reg.snapped is not None and "snapping" in dict(reg.privacy.details)
-    plain = EF.release_sufficient_statistics("beta-bernoulli", x, epsilon=0.5, rng_key=1, snapping=False)
+    plain = EFR.release_sufficient_statistics("beta-bernoulli", x, epsilon=0.5, rng_key=1, snapping=False)
     assert plain.snapped is None and plain.observation_interval() is None
     assert dict(plain.privacy.details)["floating_point_attack"].startswith("not mitigated")
-    sec = EF.release_sufficient_statistics("beta-bernoulli", x, epsilon=0.5, secure=True)
+    sec = EFR.release_sufficient_statistics("beta-bernoulli", x, epsilon=0.5, secure=True)
     assert sec.snapped is not None and dict(sec.privacy.details)["snapping_slack"] < 1e-9
     assert sec.privacy.epsilon == 0.5 and sec.privacy.seeded_by == "secure"
-    a = EF.release_sufficient_statistics("beta-bernoulli", x, epsilon=0.5, rng_key=1, snapping=True)
-    b = EF.release_sufficient_statistics("beta-bernoulli", x, epsilon=0.5, rng_key=1, snapping=True)
+    a = EFR.release_sufficient_statistics("beta-bernoulli", x, epsilon=0.5, rng_key=1, snapping=True)
+    b = EFR.release_sufficient_statistics("beta-bernoulli", x, epsilon=0.5, rng_key=1, snapping=True)
     assert a.noisy_statistic[0] == b.noisy_statistic[0]  # a key reproduces a snapped release
     with pytest.raises(TypeError, match="True or False"):
-        EF.release_sufficient_statistics("beta-bernoulli", x, epsilon=0.5, rng_key=1, snapping="yes")
+        EFR.release_sufficient_statistics("beta-bernoulli", x, epsilon=0.5, rng_key=1, snapping="yes")
 
 
 def _exact_snapped_bb_posterior(z_interval, n, lam, prior=(1.0, 1.0)):
@@ -170,7 +172,7 @@ def _exact_snapped_bb_posterior(z_interval, n, lam, prior=(1.0, 1.0)):
 def test_bernstein_sheldon_on_a_snapped_release_matches_the_exact_posterior():
     n = 2000
     x = (np.random.default_rng(3).random(n) < 0.35).astype(int)
-    r = EF.release_sufficient_statistics("beta-bernoulli", x, epsilon=0.09, rng_key=11, snapping=True)
+    r = EFR.release_sufficient_statistics("beta-bernoulli", x, epsilon=0.09, rng_key=11, snapping=True)
     assert r.snapped.grid == 16.0  # lam = 11.1, Lam = 16: rounding is a sizeable part of the error
     lo, hi = (v[0] for v in r.observation_interval())
     mean, sd = _exact_snapped_bb_posterior((lo, hi), n, r.noise_scale, EF.DEFAULT_PRIORS["beta-bernoulli"])
@@ -189,7 +191,7 @@ def test_gibbs_ss_noisy_reads_a_snapped_release():
     X = rng.normal(size=(n, p))
     y = X @ np.array([0.5, -0.3, 0.2]) + 0.1 + 0.3 * rng.normal(size=n)
     kw = dict(epsilon=20.0, x_bound=3.0, y_bound=5.0, rng_key=1)
-    snapped = RG.release_regression_statistics(X, y, snapping=True, **kw)
+    snapped = RGR.release_regression_statistics(X, y, snapping=True, **kw)
     lo, hi = snapped.observation_interval()
     z, _ = snapped.latent_observation()
     assert lo.shape == z.shape and np.all((lo <= z) & (z <= hi)) and np.all(hi > lo)

@@ -185,7 +185,7 @@ def test_compare_says_gibbs_ss_noisy_cost_before_any_release(loans, tmp_path, mo
     """The slow-chain note depends on public sizes only and comes before the first release, so a user
     can stop before spending budget on a chain of hours (here every chain counts as slow)."""
     import dpposterior.baselines as baselines
-    from dpposterior.baselines import regression as RG
+    from dpposterior.baselines import regression_gibbs as RG
 
     monkeypatch.setattr(RG, "SLOW_SAMPLER_SECONDS", -1.0)
 

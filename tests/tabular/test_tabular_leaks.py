@@ -187,10 +187,11 @@ def test_gibbs_ss_noisy_warning_labels_n_as_not_privatised(monkeypatch):
     """compare's gibbs-ss-noisy post-processing warns on stderr when its chain barely moves, naming N."""
     import jax.numpy as jnp
 
-    from dpposterior.baselines import regression as RG
+    from dpposterior.baselines import regression_gibbs as RG
+    from dpposterior.baselines import regression_release as RGR
 
     rng = np.random.default_rng(0)
-    rel = RG.release_regression_statistics(
+    rel = RGR.release_regression_statistics(
         rng.uniform(-1, 1, (N, 2)), rng.uniform(-1, 1, N), epsilon=1.0, x_bound=1.0, y_bound=1.0, rng_key=0
     )
     monkeypatch.setattr(RG, "sample_chain", lambda *a, **k: (jnp.zeros((4, 3)), jnp.ones(4), jnp.float32(0.0)))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from dpposterior.baselines import DrawsPosterior
-from dpposterior.baselines.regression import regression_layout
+from dpposterior.baselines.regression_gibbs import regression_layout
 from dpposterior.privacy import PrivacySpent
 
 PRIVACY = PrivacySpent(

@@ -29,8 +29,12 @@ from ..privacy.noise import float32_at_least, with_noise_tail
 from ..privacy.dpsgd_accounting import Accountant
 from ..privacy.spent import Neighbouring, PrivacySpent
 from ..vi.dpvim import DEFAULT_NUM_WINDOWS
-from . import expfam as EF
-from . import regression as RG
+from ..releases.statistics import FAMILIES, ExpFamModel, SufficientStatisticsRelease
+from . import expfam_gibbs as EF
+from . import regression_gibbs as RG
+from .expfam_release import release_sufficient_statistics
+from .regression_params import RegressionGibbsParams, sampler_params
+from .regression_release import release_regression_statistics
 from ._mixing import ess_summary
 
 #: default sweeps kept per draw (Gamma-Exponential mixes slowest: about 30 sweeps per effective draw
@@ -71,7 +75,7 @@ class BaselineCellOutput(NamedTuple):
 
 def model_layout(model_name: str):
     """The unconstrained layout of one of the papers' models (as NA-DPVI uses it)."""
-    if model_name in EF.FAMILIES:
+    if model_name in FAMILIES:
         return EF.family_layout(model_name, 3)
     if model_name == "linear-regression":
         return RG.regression_layout(10)
@@ -120,7 +124,7 @@ def _as_tuple(datasets: Any) -> tuple[np.ndarray, ...]:
 
 
 @functools.lru_cache(maxsize=32)
-def _bs_program(model: EF.ExpFamModel, num_warmup: int, num_draws: int, thin: int):
+def _bs_program(model: ExpFamModel, num_warmup: int, num_draws: int, thin: int):
     """The vmapped chain; ``interval`` is None (plain release) or the (lo, hi) rounding intervals."""
 
     def one(key, z, interval, scale):
@@ -148,7 +152,7 @@ def bernstein_sheldon_cell(
 ) -> BaselineCellOutput:
     """Bernstein & Sheldon noise-aware Gibbs on K replicates of an exponential-family cell.
 
-    Each replicate's data set is released by :func:`~dpposterior.baselines.expfam.release_sufficient_statistics`
+    Each replicate's data set is released by :func:`~dpposterior.baselines.release_sufficient_statistics`
     (pure epsilon-DP, Laplace noise on the sufficient statistic, key derived from ``key``) and its
     Gibbs chain runs vmapped with the others.
 
@@ -168,8 +172,8 @@ def bernstein_sheldon_cell(
         overhead; benchmarks/README.md).
       devices: XLA devices to split each compiled call over (:func:`dpposterior._batching.map_in_chunks`).
     """
-    if model_name not in EF.FAMILIES:
-        raise ValueError(f"bernstein_sheldon_cell supports {EF.FAMILIES}, got {model_name!r}")
+    if model_name not in FAMILIES:
+        raise ValueError(f"bernstein_sheldon_cell supports {FAMILIES}, got {model_name!r}")
     epsilon = check_epsilon(epsilon)
     num_draws = check_positive_int(num_draws, "num_draws")
     num_warmup = check_positive_int(num_warmup, "num_warmup", minimum=0)
@@ -183,7 +187,7 @@ def bernstein_sheldon_cell(
     k_rel, k_chain = jax.random.split(_key(key))
     rel_keys = np.asarray(jax.random.split(k_rel, k))
     releases = [
-        EF.release_sufficient_statistics(
+        release_sufficient_statistics(
             model_name,
             x[i],
             epsilon=epsilon,
@@ -272,8 +276,8 @@ def gibbs_ss_noisy_cell(
       x_bound, y_bound: clipping bounds fixed in advance (defaults 3 and 5).
       fourth_moments: "normal" (default), "released", or a public covariate model (mean, cov)
         (e.g. ``(np.zeros(10), np.eye(10))`` for the papers' x ~ N(0, I)); see
-        :func:`~dpposterior.baselines.regression.sampler_params`.
-      budget_split, neighbouring: as :func:`~dpposterior.baselines.regression.release_regression_statistics`.
+        :func:`~dpposterior.baselines.regression_params.sampler_params`.
+      budget_split, neighbouring: as :func:`~dpposterior.baselines.release_regression_statistics`.
       num_warmup, thin, interweave: chain settings.
       snapping: release by Mironov's snapping mechanism (default False, the papers' plain Laplace).
       chunk_size: replicates per compiled call (default 125: the sweep's small matrix algebra runs
@@ -293,7 +297,7 @@ def gibbs_ss_noisy_cell(
     params = []
     privacy = None
     for i in range(k):
-        rel = RG.release_regression_statistics(
+        rel = release_regression_statistics(
             X[i],
             y[i],
             epsilon=epsilon,
@@ -306,12 +310,12 @@ def gibbs_ss_noisy_cell(
             snapping=snapping,
         )
         privacy = rel.privacy
-        params.append(RG.sampler_params(rel, fourth_moments=fourth_moments))
+        params.append(sampler_params(rel, fourth_moments=fourth_moments))
     if privacy is None:
         raise ValueError("datasets hold no replicates (K = 0)")
     # the fields stacked as NumPy arrays: the compiled program reads them as jax Arrays
-    stacked = RG.RegressionGibbsParams._make(
-        np.stack([np.asarray(getattr(p, f)) for p in params]) for f in RG.RegressionGibbsParams._fields
+    stacked = RegressionGibbsParams._make(
+        np.stack([np.asarray(getattr(p, f)) for p in params]) for f in RegressionGibbsParams._fields
     )
     dims = RG.RegressionDims(X.shape[2], X.shape[1], rounded=bool(snapping))
     prog = _ss_program(dims, num_warmup, num_draws, thin, bool(interweave))
@@ -335,7 +339,7 @@ def gibbs_ss_noisy_cell(
     )
 
 
-def _rounding_interval(release: EF.SufficientStatisticsRelease) -> tuple[np.ndarray, np.ndarray]:
+def _rounding_interval(release: SufficientStatisticsRelease) -> tuple[np.ndarray, np.ndarray]:
     """(lo, hi) of a snapped release (which always has them)."""
     interval = release.observation_interval()
     if interval is None:

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from ..baselines import cells as BC
-from ..baselines.expfam import FAMILIES
+from ..releases.statistics import FAMILIES
 from .methods import CellData, CellReleases, MethodOutput, MethodSettings, register_method
 
 NEIGHBOURING = ("add_remove", "replace_one")
@@ -198,7 +198,7 @@ def bernstein_sheldon_method(releases: CellReleases | None, settings: MethodSett
     """Bernstein & Sheldon noise-aware Gibbs on each replicate's Laplace-noised sufficient statistic.
 
     Privacy: pure epsilon-DP per replicate (the cell's epsilon), Laplace mechanism on the sufficient
-    statistic (:func:`dpposterior.baselines.expfam.release_sufficient_statistics`), add/remove-one
+    statistic (:func:`dpposterior.baselines.release_sufficient_statistics`), add/remove-one
     neighbours by default, N public. The DPVI ``releases`` are not used.
     """
     _check_data(data, settings)
@@ -225,7 +225,7 @@ def gibbs_ss_noisy_method(releases: CellReleases | None, settings: MethodSetting
     """Gibbs-SS-Noisy on each replicate's Laplace-noised regression statistics of clipped records.
 
     Privacy: pure epsilon-DP per replicate (the cell's epsilon, split over the statistics' parts by
-    sequential composition; :func:`dpposterior.baselines.regression.release_regression_statistics`),
+    sequential composition; :func:`dpposterior.baselines.release_regression_statistics`),
     clipping bounds fixed in advance, add/remove-one neighbours by default, N public. The DPVI
     ``releases`` are not used.
     """

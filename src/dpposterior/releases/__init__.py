@@ -5,7 +5,10 @@
 - the variational family q(theta; phi) (:mod:`dpposterior.releases.family`);
 - the released traces: :class:`DPVITrace` (with its save and load) and :class:`DPVImTrace`;
 - the posterior handed to users, a mixture of variational Gaussians (:class:`Posterior`), and the table
-  its ``summary()`` returns (:class:`PosteriorSummary`).
+  its ``summary()`` returns (:class:`PosteriorSummary`);
+- the baselines' noisy sufficient statistics (:class:`SufficientStatisticsRelease` with its model
+  description :class:`ExpFamModel`, and :class:`RegressionStatisticsRelease`;
+  :mod:`dpposterior.releases.statistics`).
 
 The mechanisms (``vi``, ``dpsgd``, ``mcmc``, the baselines' releases) build these; post-processing
 (``noise_aware``, ``validation``, ``plots``) reads them. This package imports neither a mechanism nor
@@ -18,12 +21,18 @@ from .trace import DPVITrace
 from .dpvim_trace import DPVImTrace
 from .posterior import Posterior
 from .summary import PosteriorSummary
+from .statistics import ExpFamModel
+from .statistics import RegressionStatisticsRelease
+from .statistics import SufficientStatisticsRelease
 
 __all__ = [
     "DPVITrace",
     "DPVImTrace",
+    "ExpFamModel",
     "ParamLayout",
     "Posterior",
     "PosteriorSummary",
+    "RegressionStatisticsRelease",
     "Site",
+    "SufficientStatisticsRelease",
 ]

@@ -1426,7 +1426,7 @@ def compare_table(
     )
 
     if "gibbs-ss-noisy" in releases:  # a function of public sizes (the schema's features): said before any release
-        from ..baselines.regression import slow_sampler_message
+        from ..baselines.regression_gibbs import slow_sampler_message
 
         slow = slow_sampler_message(sum(c != INTERCEPT for c in design.feature_names), GSN_WARMUP + GSN_DRAWS)
         if slow is not None:

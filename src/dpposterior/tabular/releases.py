@@ -30,7 +30,7 @@ FORMAT_VERSION = 1
 def _parts(release: Any) -> tuple[str, dict[str, np.ndarray], dict[str, Any]]:
     """(kind, released arrays, scalar metadata) of a release object."""
     from ..baselines import DrawsPosterior
-    from ..baselines.regression import RegressionStatisticsRelease
+    from ..releases.statistics import RegressionStatisticsRelease
     from ..releases.dpvim_trace import DPVImTrace
 
     if isinstance(release, DPVImTrace):
