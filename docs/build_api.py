@@ -28,6 +28,11 @@ MODULES = (
     "dpposterior.mcmc",
     "dpposterior.pacbayes",
     "dpposterior.tabular",
+    "dpposterior.dpsgd",
+    "dpposterior.vi",
+    "dpposterior.experiments",
+    "dpposterior.datasets",
+    "dpposterior.reproduce",
 )
 
 #: objects documented once, in the first module that exports them; re-exports link back.

@@ -63,10 +63,12 @@ class DrawsPosterior:
 
     @property
     def num_latent(self) -> int:
+        """n, the number of latent coordinates (unconstrained)."""
         return self.layout.num_latent
 
     @property
     def num_draws(self) -> int:
+        """The number of stored draws."""
         return int(self.draws.shape[0])
 
     def sample_unconstrained(self, key: Any, num_samples: int) -> jax.Array:

@@ -84,6 +84,7 @@ class PacBayesCertificate:
     caveat: str
 
     def to_dict(self) -> dict[str, Any]:
+        """The certificate as plain JSON-able values."""
         d = dataclasses.asdict(self)
         d["prior_privacy"] = None if self.prior_privacy is None else self.prior_privacy.to_dict()
         return d

@@ -131,6 +131,7 @@ class ParamLayout:
 
     @property
     def names(self) -> tuple[str, ...]:
+        """The latent sites' names, in the model's order."""
         return tuple(s.name for s in self.sites)
 
     def coordinate_names(self) -> list[str]:
@@ -205,6 +206,7 @@ class ParamLayout:
         return jnp.concatenate(flats, axis=-1)
 
     def to_dict(self) -> dict[str, Any]:
+        """The layout as plain JSON-able values (what a saved trace stores)."""
         return {
             "sites": [
                 {

@@ -63,6 +63,7 @@ class Posterior:
 
     @property
     def num_latent(self) -> int:
+        """n, the number of latent coordinates (unconstrained)."""
         return self.layout.num_latent
 
     def sample_phi(self, key: jax.Array, num_samples: int) -> jax.Array:

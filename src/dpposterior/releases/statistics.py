@@ -93,6 +93,7 @@ class ExpFamModel:
         return self.num_stats
 
     def prior_mean(self) -> np.ndarray:
+        """The conjugate prior's mean of the family's parameter."""
         p = np.asarray(self.prior, np.float64)
         if self.family == "beta-bernoulli":
             return np.array([p[0] / (p[0] + p[1])])

@@ -64,6 +64,7 @@ class Design:
 
     @property
     def num_records(self) -> int:
+        """N, the rows of the design matrix."""
         return int(self.X.shape[0])
 
     def transforms(self) -> list[str]:
