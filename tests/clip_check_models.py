@@ -8,7 +8,7 @@ import numpyro
 import numpyro.distributions as dist
 
 from dpposterior.vi.dpvi import dpvi
-from dpposterior.vi.dpvim import dpvim
+from dpposterior.vi._dpvim import dpvim
 
 # |y_i| is record i's gradient norm at point_trace (clip C = 1): one record below C/4, one in each bin up
 # to 4C except two in [.5, 1), three beyond 4C

@@ -12,7 +12,7 @@ from dpposterior.baselines.expfam_release import release_sufficient_statistics
 from dpposterior.baselines.regression_release import release_regression_statistics
 from dpposterior.dpsgd import dpsgd
 from dpposterior.models import logistic_regression
-from dpposterior.vi.dpvim import dpvim
+from dpposterior.vi._dpvim import dpvim
 
 
 def xy(n=20, p=2):

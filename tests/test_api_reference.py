@@ -32,3 +32,13 @@ def test_gallery_is_up_to_date_and_links_every_result():
         assert f"results/{path.name}" in links
     for link in links:
         assert (ROOT / "docs" / link).exists(), link
+
+
+def test_the_fitters_of_vi_are_functions():
+    """``dpposterior.vi.dpvi`` and ``dpposterior.vi.dpvim`` are both functions (DPVIm's module is internal)."""
+    import inspect
+
+    import dpposterior
+
+    assert inspect.isfunction(dpposterior.vi.dpvi) and inspect.isfunction(dpposterior.vi.dpvim)
+    assert "dpvim" in dpposterior.vi.__all__

@@ -63,7 +63,7 @@ def _no_release(monkeypatch):
         raise AssertionError("a release was computed before the argument check")
 
     monkeypatch.setattr("dpposterior.vi.dpvi", boom)
-    monkeypatch.setattr("dpposterior.vi.dpvim.dpvim", boom)
+    monkeypatch.setattr("dpposterior.vi._dpvim.dpvim", boom)
 
 
 # --out that is a file: refused before the computation, not a traceback after it

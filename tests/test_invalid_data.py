@@ -16,7 +16,7 @@ import dpposterior as dpp
 from dpposterior.baselines.expfam_release import release_sufficient_statistics
 from dpposterior.dpsgd import dpsgd
 from dpposterior.models import logistic_regression
-from dpposterior.vi.dpvim import dpvim
+from dpposterior.vi._dpvim import dpvim
 from input_checks import FAST, finishes_within, raises_clear
 from public_calls import CALLS, DPSGD_KW, VI_KW, X20, Y20, dot_loss, xy
 

@@ -15,7 +15,7 @@ from dpposterior.models import beta_bernoulli
 from dpposterior.privacy import calibrate_noise_multiplier, dpsgd_epsilon, resolve_key
 from dpposterior.privacy.noise import tail_delta
 from dpposterior.releases import family
-from dpposterior.vi import dpvim as DV
+from dpposterior.vi import _dpvim as DV
 
 N, T, Q = 2000, 2000, 0.1
 
@@ -182,7 +182,7 @@ def test_a_collapsed_scale_is_refused_not_read(bern):
 def test_dpvim_summary_of_a_short_trace_says_how_many_windows_fit():
     # "the trace of 30 steps is too short for 20 windows" did not say what num_windows or T would do
 
-    from dpposterior.vi.dpvim import trace_summary
+    from dpposterior.vi._dpvim import trace_summary
 
     with pytest.raises(ValueError, match=r"30 steps .* 20 windows.*at most 15 .*num_windows=.*at least 40 steps"):
         trace_summary(jnp.zeros((30, 2)), jnp.zeros((30, 2)))

@@ -150,7 +150,7 @@ def test_sufficient_statistics_refuses_a_burn_in_outside_0_1(burn_in):
 
 def test_a_dpvim_trace_is_pointed_to_its_own_method(small_noise_trace):
     """Was "trace must be a DPVITrace, got DPVImTrace", with no word of the method that does apply."""
-    from dpposterior.vi.dpvim import DPVImTrace
+    from dpposterior.vi._dpvim import DPVImTrace
 
     tr = small_noise_trace
     dpvim_trace = DPVImTrace(

@@ -31,7 +31,7 @@ from dpposterior.privacy import (
     secure_uniform,
 )
 from dpposterior.privacy.secure import resolve_noise_source
-from dpposterior.vi.dpvim import dpvim
+from dpposterior.vi._dpvim import dpvim
 
 KEY_REFUSED = "rng_key must be None when secure=True"
 #: p-value threshold of the goodness-of-fit checks (false-alarm rate per check) and of their power twins

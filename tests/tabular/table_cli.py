@@ -30,5 +30,5 @@ def no_release(monkeypatch):
         raise AssertionError("a release was computed before the check")
 
     monkeypatch.setattr("dpposterior.vi.dpvi", boom)
-    monkeypatch.setattr("dpposterior.vi.dpvim.dpvim", boom)
+    monkeypatch.setattr("dpposterior.vi._dpvim.dpvim", boom)
     monkeypatch.setattr("dpposterior.tabular.fit.dp_fast_mh_logistic", boom)

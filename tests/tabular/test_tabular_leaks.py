@@ -168,7 +168,7 @@ def test_dp_sgd_trace_labels_its_dataset_size_public(fitter):
     import numpyro.distributions as dist
 
     from dpposterior.vi import dpvi
-    from dpposterior.vi.dpvim import dpvim
+    from dpposterior.vi._dpvim import dpvim
 
     def model(x):
         mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))

@@ -134,7 +134,7 @@ def test_compare_writes_each_release_and_the_ledger_as_soon_as_it_is_made(capsys
         raise ValueError("the second mechanism failed")
 
     monkeypatch.setattr("dpposterior.vi.dpvi", lambda *a, **k: _fake_release(T=60))
-    monkeypatch.setattr("dpposterior.vi.dpvim.dpvim", second_release_fails)
+    monkeypatch.setattr("dpposterior.vi._dpvim.dpvim", second_release_fails)
     msg = _error(capsys, table_argv(tiny_table, "compare", "--steps", "60", "--methods", "na-dpvi", "dpvim"), "compare")
     out = tiny_table / "out"
     assert msg.startswith(

@@ -223,7 +223,7 @@ def test_a_bad_clip_is_refused_naming_what_is_allowed(bad, poisson_data):
 
 
 def test_dpvim_chooses_its_clip_privately_too(poisson_data):
-    from dpposterior.vi.dpvim import dpvim
+    from dpposterior.vi._dpvim import dpvim
 
     trace = dpvim(_poisson, *poisson_data, epsilon=1.0, delta=DELTA, num_steps=STEPS, rng_key=6)
     p = trace.privacy

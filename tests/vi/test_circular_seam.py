@@ -11,7 +11,7 @@ import numpyro.distributions as dist
 import pytest
 
 from dpposterior.vi import dpvi
-from dpposterior.vi.dpvim import dpvim
+from dpposterior.vi._dpvim import dpvim
 from dpposterior.vi.circular import SEAM_MASS, seam_mass, warn_if_near_seam
 from dpposterior.releases.family import inverse_scale
 from dpposterior.vi.model_inspect import inspect_model

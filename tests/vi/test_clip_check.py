@@ -16,7 +16,7 @@ from dpposterior.vi import GradientNormHistogram, gradient_norm_histogram
 from dpposterior.privacy.snapping import power_of_two_at_least
 from dpposterior.vi.clip_check import _noisy_counts
 from dpposterior.vi.dpvi import dpvi
-from dpposterior.vi.dpvim import dpvim
+from dpposterior.vi._dpvim import dpvim
 
 
 @pytest.fixture(scope="module")

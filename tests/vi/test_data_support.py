@@ -14,7 +14,7 @@ from numpyro import handlers
 
 from dpposterior.vi import data_support
 from dpposterior.vi.dpvi import dpvi
-from dpposterior.vi.dpvim import dpvim
+from dpposterior.vi._dpvim import dpvim
 
 KW = dict(epsilon=1.0, delta=1e-5, num_steps=12, sampling_rate=0.5, clip=1.0, rng_key=0)
 

@@ -271,11 +271,11 @@ def test_model_keyword_named_like_a_setting_is_refused(monkeypatch, fitter, mode
     # the model kept beta=1.0, silently (dpvim: init_scale)
     import functools
 
-    from dpposterior.vi.dpvim import dpvim
+    from dpposterior.vi._dpvim import dpvim
 
     fit = dpp.dpvi if fitter == "dpvi" else dpvim
     _no_release(monkeypatch)
-    for module in ("dpposterior.vi.dpvi", "dpposterior.vi.dpvim"):  # the check comes before the model is run
+    for module in ("dpposterior.vi.dpvi", "dpposterior.vi._dpvim"):  # the check comes before the model is run
         monkeypatch.setattr(sys.modules[module], "inspect_model", _boom)
     with pytest.raises(
         ValueError,

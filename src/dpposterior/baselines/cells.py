@@ -28,7 +28,7 @@ from .._checks import check_epsilon, check_positive_int
 from ..privacy.noise import float32_at_least, with_noise_tail
 from ..privacy.dpsgd_accounting import Accountant
 from ..privacy.spent import Neighbouring, PrivacySpent
-from ..vi.dpvim import DEFAULT_NUM_WINDOWS
+from ..vi._dpvim import DEFAULT_NUM_WINDOWS
 from ..releases.statistics import FAMILIES, ExpFamModel, SufficientStatisticsRelease
 from . import expfam_gibbs as EF
 from . import regression_gibbs as RG
@@ -380,8 +380,8 @@ def dpvim_cell(
       num_steps, sampling_rate: T and q (the papers': 10,000 and 0.1).
       clip: C (default: the model's reference clip, ``ModelSpec.clip``).
       natural_gradient: the natural-gradient variant (default False; its steps are damped where s^2
-        amplifies strong noise: :mod:`dpposterior.vi.dpvim`).
-      learning_rate: None (defaults of :func:`dpposterior.vi.dpvim.default_learning_rates`) or
+        amplifies strong noise: :mod:`dpposterior.vi._dpvim`).
+      learning_rate: None (defaults of :func:`dpposterior.vi._dpvim.default_learning_rates`) or
         (lr_mu, lr_rho).
       reading: "noise_aware" (N(mean, sigma_q^2 + trace variance); the NA-DPVI paper's baseline) or
         "averaged" (N(mean, sigma_q^2)).
@@ -390,7 +390,7 @@ def dpvim_cell(
     """
     from ..models.registry import get_model
     from ..privacy import calibrate_noise_multiplier, dpsgd_epsilon
-    from ..vi import dpvim as DV
+    from ..vi import _dpvim as DV
     from ..releases import family
     from ..vi.model_inspect import inspect_model, prior_median_unconstrained
 

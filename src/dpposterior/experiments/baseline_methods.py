@@ -33,7 +33,7 @@ configuration stays hashable and JSON-ready; pairs are written as strings):
   equal shares), ``neighbouring``, ``snapping`` (as for bernstein-sheldon).
 * ``dpvim``: ``clip`` (default the model's DPVI clip), ``natural_gradient`` (False), ``reading``
   (``"noise_aware"``, default, or ``"averaged"``), ``lr_mu`` and ``lr_rho`` (both or neither;
-  default :func:`dpposterior.vi.dpvim.default_learning_rates`).
+  default :func:`dpposterior.vi._dpvim.default_learning_rates`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The released DPVIm trace (:func:`dpposterior.vi.dpvim.dpvim` makes it) and its readings, all
+"""The released DPVIm trace (:func:`dpposterior.vi.dpvim` makes it) and its readings, all
 post-processing of the release.
 
 Iterate averaging (in the unconstrained space): the mu-trace is cut into windows; in each window the

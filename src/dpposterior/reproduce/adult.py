@@ -200,7 +200,7 @@ def run_one(
     """One (epsilon, repeat): the releases, the posteriors and their calibration on the test split."""
     from .. import models
     from ..noise_aware import noise_aware_posterior
-    from ..vi.dpvim import dpvim
+    from ..vi._dpvim import dpvim
 
     if data is None:
         data = _reference_design()

@@ -328,7 +328,7 @@ def min_steps(method: str) -> int:
     many draws after its 50% burn-in; ``"gibbs-ss-noisy"`` has no steps (1).
     """
     from ..noise_aware.stats import MIN_STEPS_AFTER_BURN_IN, burn_in_start
-    from ..vi.dpvim import DEFAULT_NUM_WINDOWS
+    from ..vi._dpvim import DEFAULT_NUM_WINDOWS
 
     burn_in = {"na-dpvi": NA_DPVI_BURN_IN, "naive": NA_DPVI_BURN_IN, "dp-fast-mh": DP_FAST_MH_BURN_IN}.get(method)
     if method == "dpvim":
@@ -420,6 +420,14 @@ def arviz_names(post: Any, design: Design, model: str = "logistic") -> dict[str,
     if sites.get("w") != (len(cols),):
         return {}
     return {"coords": {"feature": cols}, "dims": {"w": ["feature"]}}
+
+
+def _inference_data(post, key, design: Design, model: str):
+    """``post.to_arviz`` named by the design's columns, in 4 chains, or 1 where a sampler stored too few
+    draws for 4 chains of at least 4 (ArviZ warns of more chains than draws)."""
+    draws = getattr(post, "num_draws", None)
+    chains = 4 if draws is None or draws >= 16 else 1
+    return post.to_arviz(key, num_chains=chains, **arviz_names(post, design, model))
 
 
 def _summaries(post, design: Design, model: str, prob: float, key) -> list[dict[str, Any]]:
@@ -1534,7 +1542,7 @@ def _make_releases(
     check composed)}`` for the checked releases (empty without ``clip_check``)."""
     from ..baselines import release_regression_statistics
     from ..vi import RunOptions, dpvi
-    from ..vi.dpvim import dpvim
+    from ..vi._dpvim import dpvim
 
     run_ledger, book = ledgers
     problems: list[str] = []
@@ -1855,7 +1863,7 @@ def _compare_report(
     log(f"      wrote {md} and {page} ({time.perf_counter() - t0:.1f} s)")
     return {
         "posteriors": posts,
-        "inference_data": {m: posts[m].to_arviz(pkey, **arviz_names(posts[m], design, model)) for m in methods},
+        "inference_data": {m: _inference_data(posts[m], pkey, design, model) for m in methods},
         "ledger": ledger,
         "total": total,
         "ledger_total": book_total,

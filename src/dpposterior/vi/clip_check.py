@@ -12,7 +12,7 @@ DP-SGD drops).
 It takes a DPVIm release too (:class:`~dpposterior.releases.dpvim_trace.DPVImTrace`, the aligned-gradient baseline):
 there the vector DP-SGD clipped is not dpvi's beta-scaled ELBO gradient but the per-record loc gradient
 grad f_i(theta) at theta = mu + softplus(rho) * eta, one standard-normal eta shared by every record
-(:func:`dpposterior.vi.dpvim.make_loc_loss`), clipped at DPVIm's own C with no beta; the histogram
+(:func:`dpposterior.vi._dpvim.make_loc_loss`), clipped at DPVIm's own C with no beta; the histogram
 counts those norms, at DPVIm's final iterate.
 """
 
@@ -31,7 +31,7 @@ from ..privacy.snapping import snap
 from ..privacy.spent import PrivacySpent
 from .dpvi import _cached_loss, cached_model_loss
 from ..releases.dpvim_trace import DPVImTrace
-from .dpvim import make_loc_loss
+from ._dpvim import make_loc_loss
 from .model_inspect import check_data, inspect_model
 from .record_norms import BATCH_RECORDS, MC_SEED, record_norms  # noqa: F401 - BATCH_RECORDS, MC_SEED: the public names
 from ..releases.trace import DPVITrace
@@ -202,7 +202,7 @@ def gradient_norm_histogram(
 
     Args:
       trace: the DPVITrace of the run (its layout, clip, beta, num_mc, dataset_size, final_phi), or the
-        DPVImTrace of a :func:`~dpposterior.vi.dpvim.dpvim` run (its layout, clip, dataset_size, final_phi).
+        DPVImTrace of a :func:`~dpposterior.vi.dpvim` run (its layout, clip, dataset_size, final_phi).
       model: the model of that run.
       *data: the private data arrays of that run.
       epsilon: the budget of this release, finite and > 0 (e.g. a tenth of the trace's).
@@ -223,7 +223,7 @@ def gradient_norm_histogram(
     """
     if not isinstance(trace, (DPVITrace, DPVImTrace)):
         raise TypeError(
-            f"trace must be a DPVITrace (from dpvi) or a DPVImTrace (from vi.dpvim.dpvim), got {type(trace).__name__}"
+            f"trace must be a DPVITrace (from dpvi) or a DPVImTrace (from dpposterior.vi.dpvim), got {type(trace).__name__}"
         )
     if not callable(model):
         raise TypeError(f"model must be the NumPyro model of the trace (a callable), got {type(model).__name__}")
