@@ -64,7 +64,7 @@ def main() -> None:
         "poisson": (poisson, rng.poisson(3.0, n).astype(np.float32)),
         "normal": (normal, rng.normal(3.0, 1.5, n).astype(np.float32)),
     }
-    common = dict(epsilon=1.0, delta=1e-5, num_steps=steps, progress=False)
+    common = dict(epsilon=1.0, delta=1e-5, num_steps=steps, run_options=dpp.vi.RunOptions(progress=False))
     print(f"N = {n}, T = {steps}, q = 0.1, epsilon 1, delta 1e-5; best of {a.repeats} (seconds)")
     print(f"{'model':<8} {'hand s':>8} {'auto s':>8} {'ratio':>6} {'sigma hand':>11} {'sigma auto':>11} {'ratio':>6}")
     for name, (model, y) in data.items():

@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
         X, y, steps, nuts = X[:600], y[:600], 60, dict(num_warmup=20, num_samples=20)
     d = X.shape[1]
     common = dict(epsilon=1.0, delta=1e-5, num_steps=steps, sampling_rate=0.1, clip=11.0, beta_rho=550.0,
-                  lr_scale=math.sqrt(d), progress=False, model_name="adult-logistic-regression")
+                  lr_scale=math.sqrt(d), run_options=RunOptions(progress=False),
+                  model_name="adult-logistic-regression")
     key = jax.random.PRNGKey(args.seed)
     print(f"NA-DPVI pipeline on UCI Adult: N = {X.shape[0]:,}, {d} features, T = {steps:,}, q = 0.1, "
           f"epsilon 1; NUTS {nuts['num_warmup']} warm-up + {nuts['num_samples']} draws; {os.cpu_count()} CPUs")
@@ -75,8 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ours only: packed DP-SGD {t_ours_dpsgd:.1f} s + grid {t_grid:.1f} s = {t_ours_dpsgd + t_grid:.1f} s; "
               f"+ stats NUTS {t_nuts:.1f} s; devices {jax.devices()}")
         return 0
-    ref_trace, t_ref_dpsgd = timed(lambda: dpvi(models.logistic_regression, X, y, rng_key=key, run_options=RunOptions(sampling="masked"),
-                                                **common))
+    masked = dict(common, run_options=RunOptions(progress=False, sampling="masked"))
+    ref_trace, t_ref_dpsgd = timed(lambda: dpvi(models.logistic_regression, X, y, rng_key=key, **masked))
     ref_post, t_ref_post = timed(lambda: noise_aware_posterior(ref_trace, method="nuts", rng_key=1, full_trace=True,
                                                                **nuts))
     ref_total = t_ref_dpsgd + t_ref_post

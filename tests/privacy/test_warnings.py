@@ -25,7 +25,8 @@ Y = np.random.default_rng(0).normal(1.0, 1.0, 200).astype(np.float32)
 
 
 def _fit(**kw):
-    args = dict(epsilon=1.0, delta=1e-4, num_steps=30, sampling_rate=0.2, clip=2.0, progress=False, check_clip=False)
+    args = dict(epsilon=1.0, delta=1e-4, num_steps=30, sampling_rate=0.2, clip=2.0, check_clip=False)
+    args["run_options"] = dpp.vi.RunOptions(progress=False)
     args.update(kw)
     return dpp.dpvi(_model, Y, **args)
 

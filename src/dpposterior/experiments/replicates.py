@@ -38,6 +38,7 @@ from ..privacy.noise import float32_at_least, with_noise_tail
 from ..privacy.spent import PrivacySpent
 from ..releases import family
 from ..vi.dpvi import DEFAULT_INIT_SCALE, heuristic_learning_rate, make_elbo_loss
+from ..vi.run_options import RunOptions
 from ..releases.layout import ParamLayout
 from ..vi.model_inspect import inspect_model, prior_median_unconstrained
 from .config import CellConfig, replicate_keys, simulation_and_dpsgd_keys
@@ -106,7 +107,7 @@ class DPVISetup:
             learning_rate=np.asarray(self.learning_rate),
             num_mc=config.num_mc,
             accountant=config.accountant,
-            progress=False,
+            run_options=RunOptions(progress=False),
             check_clip=False,  # the cells run no clip check: simulated data, the noise model is what is tested
         )
 
