@@ -4,7 +4,7 @@ The cell (issue 4's target): Beta-Bernoulli, epsilon 0.1, K = 500 replicates of 
 T = 10,000 DP-SGD steps at q = 0.1, delta 1e-5, NA-DPVI grid and the naive last iterate, M = 20,000
 posterior draws, R = 20 reference draws.
 
-- vmapped: ``dpposterior.experiments.compute_group`` on the two cells: simulation and DP-SGD of all K
+- vmapped: ``dpposterior.experiments.runner.compute_group`` on the two cells: simulation and DP-SGD of all K
   replicates as one compiled program (split over the XLA CPU devices), the grid and naive posteriors
   vmapped, TARP with 20 reference draws. Wall time from a cold start of the computation (sigma
   calibration, model inspection and compilation included), as a user waits for it.
@@ -51,7 +51,8 @@ def main(argv=None) -> int:
     import jax
     import numpy as np
 
-    from dpposterior.experiments import CellConfig, compute_group
+    from dpposterior.experiments import CellConfig
+    from dpposterior.experiments.runner import compute_group
     from dpposterior.experiments.replicates import dpvi_setup, replicate_data
     from dpposterior.experiments.report import marginal_text
     from dpposterior.noise_aware import noise_aware_posterior

@@ -34,6 +34,9 @@ import jax.numpy as jnp
 import numpy as np
 
 import dpposterior.noise_aware as na
+from dpposterior.noise_aware.grid import grid_phi_star_quantiles, phi_star_moments
+from dpposterior.noise_aware.simulate import simulate_trace
+from dpposterior.noise_aware.stats import burn_in_start
 from dpposterior.noise_aware import model as M
 from dpposterior.noise_aware.nuts import nuts_posterior
 from dpposterior.releases.trace import DPVITrace
@@ -47,7 +50,7 @@ def simulated_trace(num_latent: int, num_steps: int, seed: int) -> DPVITrace:
     a = np.r_[np.exp(rng.uniform(np.log(50.0), np.log(5000.0), n)), rng.uniform(0.8, 2.5, n)]
     phi_star = np.r_[rng.normal(0.0, 1.0, n), rng.normal(-1.0, 1.0, n)]
     beta = np.r_[np.ones(n), 100.0 * np.ones(n)]
-    return na.simulate_trace(jax.random.PRNGKey(seed), phi_star, a, num_steps=num_steps, noise_multiplier=1.0,
+    return simulate_trace(jax.random.PRNGKey(seed), phi_star, a, num_steps=num_steps, noise_multiplier=1.0,
                              clip=2.0, beta=beta, phi_init=np.r_[np.zeros(n), 0.5413 * np.ones(n)])
 
 
@@ -97,7 +100,7 @@ def quadrature_moments(trace: DPVITrace, grid, burn_in: float, full: bool, num_h
     """
     with jax.enable_x64(True):
         f64 = jnp.float64
-        start = na.burn_in_start(trace.phi.shape[0], burn_in)
+        start = burn_in_start(trace.phi.shape[0], burn_in)
         phi_t = jnp.asarray(trace.phi[start:], f64)
         g_t = jnp.asarray(trace.grads[start:], f64)
         st = na.sufficient_statistics(trace.phi, trace.grads, burn_in).astype(f64)
@@ -148,7 +151,7 @@ def run(trace: DPVITrace, num_warmup: int, num_samples: int, seed: int, log=prin
     rows = []
     key = jax.random.PRNGKey(seed)
     burn_in = 0.2
-    start = na.burn_in_start(trace.phi.shape[0], burn_in)
+    start = burn_in_start(trace.phi.shape[0], burn_in)
     nuts_opts = {"num_warmup": num_warmup, "num_samples": num_samples}
 
     grid, t_grid = _timed(lambda: na.noise_aware_posterior(trace, "grid", rng_key=seed))
@@ -157,12 +160,12 @@ def run(trace: DPVITrace, num_warmup: int, num_samples: int, seed: int, log=prin
     def solve_only():    # statistics + grid posterior + moments, no stored draws
         st = na.sufficient_statistics(trace.phi, trace.grads, burn_in).astype(jnp.float32)
         ns = jnp.asarray(M.noise_sd_of(trace.noise_multiplier, trace.clip, trace.beta), jnp.float32)
-        return na.phi_star_moments(st, ns, trace.sampling_rate)
+        return phi_star_moments(st, ns, trace.sampling_rate)
 
     _timed(solve_only)
     _, t_grid_solve = _timed(solve_only)
     ref_mean, ref_sd = grid.diagnostics["phi_star_mean"], grid.diagnostics["phi_star_sd"]
-    ref_q = np.asarray(na.grid_phi_star_quantiles(grid.diagnostics["grid"], [0.05, 0.95]))
+    ref_q = np.asarray(grid_phi_star_quantiles(grid.diagnostics["grid"], [0.05, 0.95]))
 
     def agreement(mean, sd, q, ess=None):
         out = {"mean_dev": float(np.max(np.abs(mean - ref_mean) / ref_sd)),

@@ -6,7 +6,7 @@ The same grid of coverage cells runs twice into fresh result folders: with the i
 ``--workers`` CPUs (each group one Ray task in its own worker process). Printed: both wall times and
 their ratio, each Ray group's start and end (from the records' ``execution`` fields) and the largest
 number of groups that ran at the same moment, the worker processes used, and whether every cell's
-numbers (``experiments.comparable``: curves, RMSEs, diagnostics; timing and host fields excluded)
+numbers (``experiments.cell.comparable``: curves, RMSEs, diagnostics; timing and host fields excluded)
 are identical.
 
 On several machines the same code runs unchanged against a cluster (``ray start --head`` on one
@@ -46,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         print("Ray is not installed (pip install 'dpposterior[distributed]'): nothing to measure")
         return 0
-    from dpposterior.experiments import CellConfig, comparable, run_coverage
+    from dpposterior.experiments import CellConfig, run_coverage
+    from dpposterior.experiments.cell import comparable
 
     if args.quick:
         sizes = dict(replicates=6, repeats=4, num_steps=60, num_records=200, num_draws=400)

@@ -8,7 +8,7 @@ Four sweeps, each point measured in a FRESH subprocess (so its peak memory, ``ru
   are N x d floats, 800 MB at d = 1e5).
 - T (steps, 1e2 to 1e5): the whole ``dpsgd`` call, N = 10,000, d = 100, q = 0.01, compilation
   excluded by a warm-up call of the same length.
-- K (replicates of one coverage cell): ``experiments.compute_group`` on a Beta-Bernoulli cell with
+- K (replicates of one coverage cell): ``experiments.runner.compute_group`` on a Beta-Bernoulli cell with
   N = 1,000, T = 1,000, naive + grid; wall time of the whole group, compilation included (a user's
   wait), and its per-replicate share.
 
@@ -74,7 +74,8 @@ def _dpsgd_point(n: int, d: int, q: float, steps: int, per_step: bool) -> float:
 
 
 def _cell_point(k: int, quick: bool) -> float:
-    from dpposterior.experiments import CellConfig, compute_group
+    from dpposterior.experiments import CellConfig
+    from dpposterior.experiments.runner import compute_group
 
     sizes = (dict(num_steps=60, num_records=200, num_draws=400, repeats=4) if quick
              else dict(num_steps=1000, num_records=1000, num_draws=2000, repeats=10))

@@ -30,7 +30,8 @@ from dpposterior.dpsgd import (
 )
 from dpposterior.dpsgd import core
 from dpposterior.dpsgd.core import tiling
-from dpposterior.privacy import dpsgd_epsilon, resolve_key
+from dpposterior.privacy import dpsgd_epsilon
+from dpposterior.privacy.randomness import resolve_key
 from dpposterior.privacy.noise import standard_normal
 
 # ---------------------------------------------------------------------------------------------

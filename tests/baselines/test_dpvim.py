@@ -12,7 +12,8 @@ from scipy.special import digamma, polygamma
 
 from dpposterior.baselines import dpvim_cell
 from dpposterior.models import beta_bernoulli
-from dpposterior.privacy import calibrate_noise_multiplier, dpsgd_epsilon, resolve_key
+from dpposterior.privacy import calibrate_noise_multiplier, dpsgd_epsilon
+from dpposterior.privacy.randomness import resolve_key
 from dpposterior.privacy.noise import tail_delta
 from dpposterior.releases import family
 from dpposterior.vi import _dpvim as DV

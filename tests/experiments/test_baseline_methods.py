@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from dpposterior.cli import main
-from dpposterior.experiments import METHODS, CellConfig, comparable, compute_group, run_coverage
+from dpposterior.experiments import METHODS, CellConfig, run_coverage
+from dpposterior.experiments.cell import comparable
+from dpposterior.experiments.runner import compute_group
 from dpposterior.experiments.replicates import cell_data, replicate_data, run_replicates, simulate_data
 
 #: the tiny sizes of conftest.py (so the compiled replicate program is shared with the other engine tests).
@@ -152,7 +154,7 @@ def test_baselines_run_through_compute_group(monkeypatch):
 
 
 def test_post_processing_without_releases_is_an_error():
-    from dpposterior.experiments import evaluate_cell
+    from dpposterior.experiments.cell import evaluate_cell
     from dpposterior.experiments.replicates import ReplicateSummaries, dpvi_setup
 
     cfg = CellConfig("beta-bernoulli", 0.5, "naive", **TINY)

@@ -62,7 +62,7 @@ SCRIPT = (
         out["error"] = str(e)
     # a baseline cell (DPVIm, no custom kernel) and Gibbs-SS-Noisy (LAPACK: one device) on both devices
     from dpposterior.baselines import cells as BC
-    from dpposterior.experiments import simulate_data
+    from dpposterior.experiments.replicates import simulate_data
     lin = CellConfig("linear-regression", 1.0, "dpvim", replicates=6, num_steps=60, num_records=100)
     _, arrays = simulate_data(lin)
     d1, d2 = (BC.dpvim_cell("linear-regression", arrays, 1.0, 0, 50, num_steps=60, devices=d) for d in (1, 2))
@@ -90,7 +90,8 @@ def test_programs_with_cpu_lapack_kernels_run_on_one_device_and_the_others_on_tw
 
 
 def test_cpu_linalg_kernels_names_the_kernels_and_none_for_the_papers_models():
-    from dpposterior.experiments import CellConfig, dpvi_setup
+    from dpposterior.experiments import CellConfig
+    from dpposterior.experiments.replicates import dpvi_setup
     from dpposterior.experiments.replicates import cpu_linalg_kernels
     from dpposterior.models.registry import MODELS
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpposterior.experiments import CellConfig, METHODS, dpvi_setup, run_coverage, run_replicates
+from dpposterior.experiments import CellConfig, METHODS, run_coverage
 from dpposterior.experiments.config import postprocessing_keys, replicate_keys
-from dpposterior.experiments.replicates import dpvi_privacy, replicate_data
+from dpposterior.experiments.replicates import dpvi_privacy, dpvi_setup, replicate_data, run_replicates
 from dpposterior.noise_aware.stats import burn_in_start, sufficient_statistics
 from dpposterior.vi.dpvi import dpvi
 
@@ -265,7 +265,7 @@ _TINY = dict(replicates=6, repeats=4, num_steps=60, num_records=200, num_draws=4
 def test_equivalent_option_spellings_are_one_cell(model, method, spelling, canonical, tmp_path):
     """Options that mean the same computation give one configuration, one digest and one file name (not
     separate cells, each computed); the canonical spelling is what is recorded."""
-    from dpposterior.experiments import ResultStore
+    from dpposterior.experiments.store import ResultStore
 
     a = CellConfig(model, 1.0, method, method_options=spelling, **_TINY)
     b = CellConfig(model, 1.0, method, method_options=canonical, **_TINY)
@@ -295,7 +295,7 @@ def test_tracked_cells_keep_their_digests():
     import json
     from pathlib import Path
 
-    from dpposterior.experiments import ResultStore
+    from dpposterior.experiments.store import ResultStore
 
     work = Path(__file__).resolve().parents[2] / "docs" / "results" / "na-dpvi-work"
     files = sorted(work.glob("*/cells/*/*.json"))  # the coverage and width cells

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpposterior.experiments import CellConfig, dpvi_setup
-from dpposterior.experiments.replicates import mean_learning_rate_factors, model_settings
+from dpposterior.experiments import CellConfig
+from dpposterior.experiments.replicates import dpvi_setup, mean_learning_rate_factors, model_settings
 from dpposterior.models.registry import get_model
 from dpposterior.vi.dpvi import heuristic_learning_rate, dpvi
 

@@ -18,7 +18,9 @@ def own_method_cell():
     """Evaluates cells of a method of the test's own (its own mechanism: no DP-SGD) on a fake group
     setup; ``run(**returned)`` overrides what the method returns."""
     from dpposterior.baselines.expfam_gibbs import family_layout
-    from dpposterior.experiments import CellData, MethodOutput, ReplicateSummaries, evaluate_cell, register_method
+    from dpposterior.experiments import CellData, MethodOutput, register_method
+    from dpposterior.experiments.replicates import ReplicateSummaries
+    from dpposterior.experiments.cell import evaluate_cell
     from dpposterior.experiments.methods import METHODS
     from dpposterior.experiments.replicates import DPVISetup
     from dpposterior.models.registry import get_model
@@ -76,7 +78,7 @@ def own_method_cell():
 
 
 def test_own_method_diagnostics_are_stored_as_they_read_back(own_method_cell, tmp_path):
-    from dpposterior.experiments import ResultStore
+    from dpposterior.experiments.store import ResultStore
 
     cfg, run = own_method_cell
     diag = {
@@ -140,7 +142,8 @@ def test_own_method_output_shapes_and_budget_are_checked(own_method_cell):
 def test_a_finished_cell_file_must_hold_what_the_reports_read(edit, own_method_cell, tmp_path):
     import json
 
-    from dpposterior.experiments import CorruptResultError, ResultStore
+    from dpposterior.experiments import CorruptResultError
+    from dpposterior.experiments.store import ResultStore
 
     cfg, run = own_method_cell
     rec = run()

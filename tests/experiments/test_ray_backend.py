@@ -9,7 +9,8 @@ import pytest
 
 import numpy as np
 
-from dpposterior.experiments import comparable, run_coverage
+from dpposterior.experiments import run_coverage
+from dpposterior.experiments.cell import comparable
 
 ray = pytest.importorskip(
     "ray", reason="Ray is not installed (pip install 'dpposterior[distributed]'); the Ray backend cannot be tested"
@@ -201,7 +202,8 @@ def _all_nan_draws(releases, settings):
 
 
 def test_a_cell_that_cannot_be_measured_on_a_ray_worker_is_named_and_the_others_saved(tiny, tmp_path, local_cluster):
-    from dpposterior.experiments import CellsUnusableError, ResultStore, register_method
+    from dpposterior.experiments import CellsUnusableError, register_method
+    from dpposterior.experiments.store import ResultStore
     from dpposterior.experiments.methods import METHODS as REG
 
     register_method("test-all-nan-ray", _all_nan_draws)

@@ -12,7 +12,8 @@ import csv
 
 import numpy as np
 
-from dpposterior.experiments import CellConfig, report, table_csv, table_markdown, write_reports
+from dpposterior.experiments import CellConfig, report, write_reports
+from dpposterior.experiments.report import table_csv, table_markdown
 
 SMALL = dict(replicates=4, num_steps=20, num_records=20, num_draws=50)
 

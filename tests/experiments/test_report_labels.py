@@ -12,7 +12,8 @@ from dpposterior.experiments import CellConfig
 def test_reports_tell_apart_cells_that_differ_in_other_settings(tmp_path, monkeypatch):
     import csv
 
-    from dpposterior.experiments import report, table_csv, table_markdown, write_reports
+    from dpposterior.experiments import report, write_reports
+    from dpposterior.experiments.report import table_csv, table_markdown
 
     results = [cell_record(20, 0.1), cell_record(40, 0.2)]
     md = table_markdown(results)
@@ -45,7 +46,7 @@ def test_reports_tell_apart_cells_that_differ_in_other_settings(tmp_path, monkey
 # report's table and plot as plain "bernstein-sheldon" beside the add/remove-one DP-SGD methods at the
 # same epsilon: only the cell file said that its epsilon is for another neighbouring relation.
 def test_report_says_when_a_baseline_used_another_neighbouring_relation():
-    from dpposterior.experiments import table_markdown
+    from dpposterior.experiments.report import table_markdown
 
     rec = cell_record(20, 0.1, method="bernstein-sheldon")
     rec["config"] = CellConfig(

@@ -34,7 +34,8 @@ def test_run_coverage_checks_its_folder_before_computing(tmp_path, monkeypatch):
 @pytest.mark.parametrize("batch_size, exc", [(0, ValueError), (-5, ValueError), (2.5, TypeError), ("a", TypeError)])
 def test_batch_size_is_checked_before_computing(batch_size, exc, tmp_path, monkeypatch):
     import dpposterior.experiments.replicates as replicates
-    from dpposterior.experiments import compute_group, run_coverage
+    from dpposterior.experiments import run_coverage
+    from dpposterior.experiments.runner import compute_group
 
     def must_not_run(*a, **k):
         raise AssertionError("the group was set up before batch_size was checked")

@@ -9,7 +9,10 @@ import pytest
 
 import dpposterior.experiments.runner as runner
 import dpposterior.experiments.store as store_mod
-from dpposterior.experiments import CorruptResultError, ResultStore, comparable, run_coverage, table_csv
+from dpposterior.experiments import CorruptResultError, run_coverage
+from dpposterior.experiments.store import ResultStore
+from dpposterior.experiments.cell import comparable
+from dpposterior.experiments.report import table_csv
 
 
 def _cell_files(root):

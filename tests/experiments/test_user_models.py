@@ -234,7 +234,7 @@ def test_simulated_data_with_infinite_values_are_refused(registered):
     of the other records, a release that dpvi (which refuses such data) never makes. Now the data sets are
     checked where they are simulated (here the data of the needs_data methods; the replicate program in
     the slow test below)."""
-    from dpposterior.experiments import simulate_data
+    from dpposterior.experiments.replicates import simulate_data
 
     registered(spec(simulate=_some_records_infinite))
     cell = CellConfig(NAME, 1.0, "dpvim", replicates=4, repeats=2, num_steps=40, num_records=50, num_draws=20)

@@ -653,9 +653,9 @@ def test_kernel_checks_its_static_arguments(make_cfg, state, exc, words):
     ],
 )
 def test_run_names_what_is_wrong_with_a_user_key(key, exc, words):
-    """The shared `privacy.resolve_key` (every mechanism's rng_key): a key array, a key of another JAX
+    """The shared `privacy.randomness.resolve_key` (every mechanism's rng_key): a key array, a key of another JAX
     implementation, a raw key of the wrong shape or dtype. Twins: the valid forms run and reproduce."""
-    from dpposterior.privacy import resolve_key
+    from dpposterior.privacy.randomness import resolve_key
 
     with pytest.raises(exc) as info:
         resolve_key(key())

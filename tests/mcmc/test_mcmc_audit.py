@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from dpposterior import mcmc
+from dpposterior.mcmc.chain import make_chain_run
 from dpposterior.privacy import audit_many_runs
 
 DELTA = 1e-5
@@ -38,7 +39,7 @@ def canary_model(h: float):
 
 
 def mechanism(kernel, steps: int, h: float):
-    run = mcmc.make_chain_run(kernel, steps)
+    run = make_chain_run(kernel, steps)
     with_c, without_c = jnp.array([C], jnp.float32), jnp.array([-C], jnp.float32)
     c = kernel.model.bound_constants
 

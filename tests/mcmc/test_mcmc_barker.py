@@ -20,7 +20,8 @@ import pytest
 from scipy import stats
 
 from dpposterior import mcmc
-from dpposterior.mcmc.barker import sample_correction
+from dpposterior.mcmc.accounting import barker_full_batch_rdp, barker_rdp, barker_subsampled_rdp
+from dpposterior.mcmc.barker import barker_correction, sample_correction
 from dpposterior.mcmc.kernels import init_states
 
 from mcmc_testlib import ALPHA, ks_pvalue
@@ -34,8 +35,8 @@ def _ks_distance(draws, cdf):
 
 
 def test_correction_is_fitted_once_and_sums_to_a_logistic():
-    corr = mcmc.barker_correction()
-    assert mcmc.barker_correction() is corr  # cached: fitted once per process
+    corr = barker_correction()
+    assert barker_correction() is corr  # cached: fitted once per process
     assert corr.normal_variance == 2.0 and math.isclose(sum(corr.weights), 1.0, rel_tol=1e-9)
     assert np.allclose(corr.means, -np.asarray(corr.means)[::-1])  # symmetric
     assert 1e-4 < corr.max_cdf_error < 1e-3  # measured 6.2e-4: the ill-posed deconvolution's floor
@@ -51,7 +52,7 @@ def test_correction_is_fitted_once_and_sums_to_a_logistic():
 
 def test_correction_rejects_a_variance_above_the_logistic():
     with pytest.raises(ValueError, match="pi"):
-        mcmc.barker_correction(3.5)
+        barker_correction(3.5)
 
 
 def _final_states_on(kernel, init, steps, seed, data):
@@ -136,17 +137,17 @@ def test_barker_rdp_formula_and_amplification():
     b, n = 1000, 50_000
     a = 7
     expected = 5 / (2 * b) + math.log(2 * b / (b - 5 * a)) / (2 * (a - 1)) + 2 * a / (b - 5 * a)
-    assert mcmc.barker_rdp(a, b) == pytest.approx(expected, rel=1e-12)
+    assert barker_rdp(a, b) == pytest.approx(expected, rel=1e-12)
     # subsampling helps at small ratios and never hurts
-    assert mcmc.barker_subsampled_rdp(a, b, n) < 0.1 * mcmc.barker_rdp(a, b)
-    assert mcmc.barker_subsampled_rdp(a, b, b) == mcmc.barker_rdp(a, b)
+    assert barker_subsampled_rdp(a, b, n) < 0.1 * barker_rdp(a, b)
+    assert barker_subsampled_rdp(a, b, b) == barker_rdp(a, b)
     # order 2 by hand (Wang, Balle & Kasiviswanathan 2019, Thm 9, only the j = 2 term)
-    g, e2 = b / n, mcmc.barker_rdp(2, b)
-    assert mcmc.barker_subsampled_rdp(2, b, n) == pytest.approx(
+    g, e2 = b / n, barker_rdp(2, b)
+    assert barker_subsampled_rdp(2, b, n) == pytest.approx(
         math.log1p(g * g * min(4 * math.expm1(e2), 2 * math.exp(e2))), rel=1e-9
     )
     with pytest.raises(ValueError, match="alpha"):
-        mcmc.barker_rdp(b / 5, b)
+        barker_rdp(b / 5, b)
     e1, _ = mcmc.barker_epsilon(b, n, 1, 1e-5)
     e100, _ = mcmc.barker_epsilon(b, n, 100, 1e-5)
     assert 0 < e1 < e100 < 100 * e1
@@ -193,7 +194,7 @@ def test_full_batch_barker_is_accounted_as_the_gaussian_mechanism_it_is(n, t):
     import dp_accounting
 
     b = n
-    assert mcmc.barker_full_batch_rdp(3.0, n) == pytest.approx(3.0 * 0.99**2 / n, rel=1e-12)
+    assert barker_full_batch_rdp(3.0, n) == pytest.approx(3.0 * 0.99**2 / n, rel=1e-12)
     eps, order = mcmc.barker_epsilon(b, n, t, 1e-5)
     z = math.sqrt(2.0) / (2 * 0.99 * math.sqrt(n) / n)  # sd sqrt(C) over the sensitivity 2B
     pld = dp_accounting.pld.PLDAccountant()
@@ -201,20 +202,20 @@ def test_full_batch_barker_is_accounted_as_the_gaussian_mechanism_it_is(n, t):
     exact = pld.get_epsilon(1e-5)
     orders = np.arange(2, int(math.ceil(b / 5)))
     paper = min(
-        t * mcmc.barker_subsampled_rdp(int(a), b, n) + math.log1p(-1 / a) - (math.log(1e-5) + math.log(a)) / (a - 1)
+        t * barker_subsampled_rdp(int(a), b, n) + math.log1p(-1 / a) - (math.log(1e-5) + math.log(a)) / (a - 1)
         for a in orders
     )
     assert exact <= eps <= paper
     assert eps <= 1.35 * exact  # RDP's conversion loses little against the exact curve here
     with pytest.raises(ValueError, match="alpha must be > 1"):
-        mcmc.barker_full_batch_rdp(1.0, n)
+        barker_full_batch_rdp(1.0, n)
 
 
 def test_subsampled_barker_keeps_the_papers_bound():
     b, n, t = 50, 200, 4
     orders = np.arange(2, 10)
     paper = min(
-        t * mcmc.barker_subsampled_rdp(int(a), b, n) + math.log1p(-1 / a) - (math.log(1e-5) + math.log(a)) / (a - 1)
+        t * barker_subsampled_rdp(int(a), b, n) + math.log1p(-1 / a) - (math.log(1e-5) + math.log(a)) / (a - 1)
         for a in orders
     )
     assert mcmc.barker_epsilon(b, n, t, 1e-5)[0] == pytest.approx(max(paper, 0.0), rel=1e-12)

@@ -42,6 +42,7 @@ import pytest
 from scipy import stats
 
 from dpposterior import mcmc
+from dpposterior.mcmc.chain import make_chain_run
 from dpposterior.mcmc.barker import CLIP_FACTOR, sample_correction
 from dpposterior.mcmc.kernels import _decide_with, _energies, _propose, _take
 from dpposterior.privacy import audit_many_runs
@@ -68,7 +69,7 @@ def canary_model(num_records: int, x: float = X) -> tuple[mcmc.EnergyModel, mcmc
 
 def mechanism(kernel: mcmc.Kernel, steps: int, x: float = X):
     """run(key, include) -> minus the accepted moves of one chain of ``steps`` from 0 (include: canary +x)."""
-    run = mcmc.make_chain_run(kernel, steps)
+    run = make_chain_run(kernel, steps)
     n = kernel.model.num_records
     with_c = jnp.zeros(n, jnp.float32).at[0].set(x)
     without_c = jnp.zeros(n, jnp.float32).at[0].set(-x)

@@ -12,12 +12,15 @@ import numpy as np
 import pytest
 
 from dpposterior import mcmc
+from dpposterior.mcmc.accounting import barker_rdp
+from dpposterior.mcmc.barker import barker_correction
+from dpposterior.mcmc.chain import make_chain_run
 from dpposterior.mcmc import barker
 from input_checks import raises_with as _raises
 
 
 def test_barker_rdp_refuses_a_string_order():
-    _raises(lambda: mcmc.barker_rdp("3", 100), TypeError, "alpha")  # was float("3")
+    _raises(lambda: barker_rdp("3", 100), TypeError, "alpha")  # was float("3")
 
 
 # DP Barker
@@ -35,7 +38,7 @@ def _barker_b15_chains():
         bound_constants=np.full(n, 1e3),
     )
     kernel = mcmc.dp_barker_kernel(model, mcmc.random_walk(1.0), batch_size=15)
-    run = jax.jit(mcmc.make_chain_run(kernel, 40))
+    run = jax.jit(make_chain_run(kernel, 40))
     state = kernel.init(np.array([0.0]))
     key = jax.random.key(0)
     clipped = run(key, state, model.data, model.bound_constants)[1]
@@ -104,7 +107,7 @@ def test_barker_kernel_refuses_settings_its_test_ignores():
 @pytest.mark.parametrize("kw", [dict(span=1e7), dict(spacing=1e-7)])
 def test_barker_correction_refuses_a_grid_too_fine_to_fit(kw):
     # was numpy's MemoryError ("Unable to allocate 895. GiB") from the linear programme's matrix
-    _raises(lambda: mcmc.barker_correction(2.0, **kw), ValueError, "span / spacing", "2000")
+    _raises(lambda: barker_correction(2.0, **kw), ValueError, "span / spacing", "2000")
 
 
 # the non-private minibatch Barker test (private=False, b < N) set s2 = C whenever its variance estimate

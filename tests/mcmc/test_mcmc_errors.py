@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from dpposterior import mcmc
+from dpposterior.mcmc.accounting import dp_fast_mh_constants, optimal_composition_delta
 from input_checks import raises_with as _raises
 
 X = np.linspace(-1, 1, 10).astype(np.float32)
@@ -177,7 +178,7 @@ def test_non_scalar_energy_or_log_prior_is_refused():
 )
 def test_subnormal_or_tiny_privacy_parameters_are_refused(epsilon, delta, match):
     with pytest.raises(ValueError, match=match):
-        mcmc.dp_fast_mh_constants(epsilon, delta, total_bound=10.0, max_bound=1.0, batch_cap=100.0)
+        dp_fast_mh_constants(epsilon, delta, total_bound=10.0, max_bound=1.0, batch_cap=100.0)
     with pytest.raises(ValueError, match=match if match == "overflows" else "float32"):
         mcmc.dp_fast_mh_kernel(model(), mcmc.random_walk(0.1), epsilon=epsilon, delta=delta, batch_cap=100.0)
 
@@ -241,7 +242,7 @@ def unboxed_model(**kw):
     ],
 )
 def test_optimal_composition_delta_refuses_bad_arguments(args, exc, word):
-    _raises(lambda: mcmc.optimal_composition_delta(*args), exc, word)
+    _raises(lambda: optimal_composition_delta(*args), exc, word)
 
 
 def test_gaussian_chain_epsilon_no_silent_inf_and_checks_unused_delta():

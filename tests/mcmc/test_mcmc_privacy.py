@@ -10,13 +10,15 @@ import numpy as np
 import pytest
 
 from dpposterior import mcmc
+from dpposterior.mcmc.accounting import classic_noise_multiplier, dp_fast_mh_constants, optimal_composition_delta
+from dpposterior.mcmc.chain import make_chain_run
 from dpposterior.privacy import advanced_composition
 
 DELTA = 1e-5
 
 
 def test_dp_fast_mh_constants_are_the_papers():
-    c = mcmc.dp_fast_mh_constants(0.05, 1e-5, total_bound=1000.0, max_bound=2.0, batch_cap=50.0, lam=10.0)
+    c = dp_fast_mh_constants(0.05, 1e-5, total_bound=1000.0, max_bound=2.0, batch_cap=50.0, lam=10.0)
     eps_p = 0.05 * 1000.0 / (6 * 50.0 * 2.0)
     delta_p = 1e-5 * 1000.0 / (2 * 50.0 * 2.0)
     assert c.epsilon_prime == pytest.approx(eps_p, rel=1e-12)
@@ -24,7 +26,7 @@ def test_dp_fast_mh_constants_are_the_papers():
     assert c.sigma1 == pytest.approx(math.sqrt(2 * math.log(1.25 / delta_p)) / eps_p, rel=1e-12)
     assert c.sigma2 == pytest.approx(math.sqrt(2 * math.log(1.25 / 1e-5)) / 0.05, rel=1e-12)
     # the penalty method's multiplier is the classic calibration too
-    assert mcmc.classic_noise_multiplier(0.05, 1e-5) == pytest.approx(c.sigma2, rel=1e-12)
+    assert classic_noise_multiplier(0.05, 1e-5) == pytest.approx(c.sigma2, rel=1e-12)
 
 
 def test_optimal_composition_agrees_with_dp_accounting_pld():
@@ -38,8 +40,8 @@ def test_optimal_composition_agrees_with_dp_accounting_pld():
     # one iteration: (eps, d) itself
     assert mcmc.compose_iterations(eps, d, 1, d * (1 + 1e-6), "optimal") == pytest.approx(eps, rel=1e-4)
     # the defining identity, at the value returned
-    assert mcmc.optimal_composition_delta(eps, d, t, exact) <= dg * (1 + 1e-9)
-    assert mcmc.optimal_composition_delta(eps, d, t, exact * 0.99) > dg
+    assert optimal_composition_delta(eps, d, t, exact) <= dg * (1 + 1e-9)
+    assert optimal_composition_delta(eps, d, t, exact * 0.99) > dg
 
 
 def test_composition_is_monotone_in_the_number_of_iterations():
@@ -122,7 +124,7 @@ def test_noise_without_a_key_is_seeded_from_the_os():
     assert a.privacy.seeded_by == "os" and b.privacy.seeded_by == "os"
     assert not np.array_equal(a.samples, b.samples)
     assert a.privacy.accountant == "pld" and a.privacy.delta == DELTA
-    assert a.privacy.noise_multiplier == pytest.approx(mcmc.classic_noise_multiplier(0.5, DELTA))
+    assert a.privacy.noise_multiplier == pytest.approx(classic_noise_multiplier(0.5, DELTA))
     c = mcmc.run_chain(kernel, np.zeros((4, 1)), 25, rng_key=9)
     d = mcmc.run_chain(kernel, np.zeros((4, 1)), 25, rng_key=9)
     assert c.privacy.seeded_by == "user" and np.array_equal(c.samples, d.samples)
@@ -163,7 +165,7 @@ def test_step_runs_under_jit_with_traced_data():
 def test_make_chain_run_is_the_pure_core_of_run_chain():
     model = _tiny_model()
     kernel = mcmc.tuna_mh_kernel(model, mcmc.random_walk(0.3))
-    run = jax.jit(mcmc.make_chain_run(kernel, 12))
+    run = jax.jit(make_chain_run(kernel, 12))
     state = kernel.init(np.zeros(1))
     key = jax.random.key(5)
     positions, info = run(jax.random.split(key, 1)[0], state, model.data, model.bound_constants)

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import dpposterior.noise_aware as na
-from dpposterior.noise_aware.simulate import heuristic_learning_rate, simulate_trace_arrays
+from dpposterior.noise_aware.stats import burn_in_start
+from dpposterior.noise_aware.simulate import heuristic_learning_rate, simulate_trace, simulate_trace_arrays
 from dpposterior.privacy.spent import not_private
 from dpposterior.releases.layout import ParamLayout
 from dpposterior.releases.trace import DPVITrace
@@ -120,7 +121,7 @@ def simulate_replicates(
     parts = [na.sufficient_statistics(phis[i], grads[i], burn_in) for i in range(r)]
     stats = na.TraceStats(*(np.concatenate([p[k] for p in parts]) for k in range(6)))
     burn_stats = None
-    start = na.burn_in_start(num_steps, burn_in)
+    start = burn_in_start(num_steps, burn_in)
     if start >= 10:
         burn = [na.sufficient_statistics(phis[i][:start], grads[i][:start], 0.0) for i in range(r)]
         burn_stats = na.TraceStats(*(np.concatenate([p[k] for p in burn]) for k in range(6)))
@@ -198,7 +199,7 @@ def small_trace():
     """One DPVI-like trace (d = 6) in the well-identified regime, where all three solvers should agree."""
     phi_star = np.array([0.3, -1.0, 2.0, -2.0, -1.5, -3.0], np.float32)
     a = np.array([300.0, 1000.0, 3000.0, 1.0, 3.0, 2.0], np.float32)
-    return na.simulate_trace(
+    return simulate_trace(
         jax.random.PRNGKey(0),
         phi_star,
         a,

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import dpposterior as dpp
+from dpposterior.privacy.spent import not_private
 from dpposterior._arviz import import_arviz
 from dpposterior.baselines import DrawsPosterior
 from dpposterior.noise_aware import Posterior, point_posterior
@@ -206,7 +207,7 @@ def test_the_privacy_record_is_numbers_and_text(post):
 
 def test_a_record_without_a_noise_multiplier_or_epsilon_is_written_too(tmp_path):
     az = import_arviz()
-    spent = dpp.privacy.not_private("debug", reason="a test")
+    spent = not_private("debug", reason="a test")
     post = point_posterior(_layout(), np.zeros(2 * _layout().num_latent, np.float32), spent)
     idata = post.to_arviz(num_samples=40)
     assert "privacy_noise_multiplier" not in idata.attrs and math.isinf(idata.attrs["privacy_epsilon"])

@@ -13,13 +13,23 @@ import pytest
 from scipy import integrate
 
 import dpposterior.noise_aware as na
+from dpposterior.noise_aware.grid import (
+    grid_h_moments,
+    grid_phi_star_moments,
+    grid_phi_star_quantiles,
+    grid_phi_star_sampler,
+    grid_sample,
+    grid_sample_phi_star,
+)
+from dpposterior.noise_aware.simulate import simulate_trace
+from dpposterior.noise_aware.stats import burn_in_start
 from dpposterior.noise_aware import model as M
 
 PROBS = np.array([0.05, 0.25, 0.5, 0.75, 0.95])
 
 
 def _raw(trace, burn_in=0.2):
-    start = na.burn_in_start(trace.phi.shape[0], burn_in)
+    start = burn_in_start(trace.phi.shape[0], burn_in)
     x = trace.phi[start:].astype(np.float64)
     y = trace.grads[start:].astype(np.float64)
     return {
@@ -80,7 +90,7 @@ def funnel_trace():
     """Slowly mixing coordinates (kappa = lr q a ~ 1e-3 - 3e-3): a weakly identified, phi* | h funnel."""
     phi_star = np.array([0.5, -0.4, 1.0, -1.0], np.float32)
     a = np.array([10.0, 30.0, 0.3, 0.8], np.float32)
-    return na.simulate_trace(
+    return simulate_trace(
         jax.random.PRNGKey(5),
         phi_star,
         a,
@@ -98,9 +108,9 @@ def test_grid_matches_brute_force_quadrature(which, small_trace, funnel_trace):
     ns = np.asarray(M.noise_sd_of(trace.noise_multiplier, trace.clip, trace.beta), np.float64)
     pr = na.trace_priors(st.astype(jnp.float32), jnp.asarray(ns, jnp.float32), 0.1)
     g = na.grid_posterior(st.astype(jnp.float32), pr, jnp.asarray(ns, jnp.float32), 0.1)
-    mean, sd = (np.asarray(x) for x in na.grid_phi_star_moments(g))
-    quant = np.asarray(na.grid_phi_star_quantiles(g, PROBS))
-    h_mean, h_sd = (np.asarray(x) for x in na.grid_h_moments(g))
+    mean, sd = (np.asarray(x) for x in grid_phi_star_moments(g))
+    quant = np.asarray(grid_phi_star_quantiles(g, PROBS))
+    h_mean, h_sd = (np.asarray(x) for x in grid_h_moments(g))
     assert float(np.max(g.edge_mass)) < 1e-10
     raw = _raw(trace)
     for j in range(trace.num_params):
@@ -114,7 +124,7 @@ def test_grid_matches_brute_force_quadrature(which, small_trace, funnel_trace):
 def test_grid_with_subsampling_noise_matches_brute_force():
     """Noise small enough (beta large) that s is identified: the 2-D (h, s) grid against a 3-D quadrature."""
     phi_star = np.array([0.2, -0.5], np.float32)
-    trace = na.simulate_trace(
+    trace = simulate_trace(
         jax.random.PRNGKey(2),
         phi_star,
         np.array([3.0, 1.5]),
@@ -129,15 +139,15 @@ def test_grid_with_subsampling_noise_matches_brute_force():
     ns = np.asarray(M.noise_sd_of(1.0, 2.0, trace.beta), np.float64)
     pr = na.trace_priors(st.astype(jnp.float32), jnp.asarray(ns, jnp.float32), 0.1)
     g = na.grid_posterior(st.astype(jnp.float32), pr, jnp.asarray(ns, jnp.float32), 0.1, subsampling_noise=True)
-    mean, sd = (np.asarray(x) for x in na.grid_phi_star_moments(g))
-    quant = np.asarray(na.grid_phi_star_quantiles(g, PROBS))
+    mean, sd = (np.asarray(x) for x in grid_phi_star_moments(g))
+    quant = np.asarray(grid_phi_star_quantiles(g, PROBS))
     raw = _raw(trace)
     s_nodes = np.linspace(0.0, 4.0, 161)
     for j in range(2):
         bm, bsd, bq, _, _ = _brute_force(raw, j, ns, 0.1, pr, s_nodes=s_nodes, num_h=241, num_p=1201)
         assert abs(mean[j] - bm) < 3e-3 * bsd and abs(sd[j] / bsd - 1) < 3e-3, (j, mean[j], bm, sd[j], bsd)
         np.testing.assert_allclose(quant[:, j], bq, atol=5e-3 * bsd, rtol=0)
-    draws = na.grid_sample(g, jax.random.PRNGKey(0), 4000)
+    draws = grid_sample(g, jax.random.PRNGKey(0), 4000)
     s = np.asarray(draws["s"])
     assert s.min() >= 0
     # the subsampling noise is found: its posterior excludes 0 for the first coordinate
@@ -149,12 +159,12 @@ def test_sampler_reproduces_the_exact_moments(funnel_trace):
     st = na.sufficient_statistics(funnel_trace.phi, funnel_trace.grads, 0.2).astype(jnp.float32)
     ns = jnp.asarray(M.noise_sd_of(funnel_trace.noise_multiplier, funnel_trace.clip, funnel_trace.beta), jnp.float32)
     g = na.grid_posterior(st, na.trace_priors(st, ns, 0.1), ns, 0.1)
-    mean, sd = (np.asarray(x) for x in na.grid_phi_star_moments(g))
+    mean, sd = (np.asarray(x) for x in grid_phi_star_moments(g))
     num = 40_000
-    x = np.asarray(na.grid_sample_phi_star(g, jax.random.PRNGKey(3), num)).astype(np.float64)
+    x = np.asarray(grid_sample_phi_star(g, jax.random.PRNGKey(3), num)).astype(np.float64)
     assert x.shape == (num, 4)
     assert np.all(np.abs(x.mean(0) - mean) < 5 * sd / np.sqrt(num))
-    qs = np.asarray(na.grid_phi_star_quantiles(g, [0.05, 0.5, 0.95]))
+    qs = np.asarray(grid_phi_star_quantiles(g, [0.05, 0.5, 0.95]))
     emp = np.mean(x[None] <= qs[:, None, :], axis=1)
     assert np.all(np.abs(emp - np.array([[0.05], [0.5], [0.95]])) < 5 * np.sqrt(0.25 / num))
 
@@ -167,11 +177,11 @@ def test_vmap_over_replicates_equals_loop(realistic_replicates):
     ns_b = reps.by_replicate(jnp.asarray(reps.noise_sd, jnp.float32))[:r]
     q_b = jnp.full((r,), 0.1)
     keys = jax.random.split(jax.random.PRNGKey(0), r)
-    draws = jax.vmap(lambda s, n, q, k: na.grid_phi_star_sampler(s, n, q, k, 50))(st_b, ns_b, q_b, keys)
+    draws = jax.vmap(lambda s, n, q, k: grid_phi_star_sampler(s, n, q, k, 50))(st_b, ns_b, q_b, keys)
     assert draws.shape == (r, 50, reps.num_params)
     for i in range(r):
         sti = na.TraceStats(*(x[i] for x in st_b))
-        np.testing.assert_allclose(draws[i], na.grid_phi_star_sampler(sti, ns_b[i], 0.1, keys[i], 50), rtol=1e-5)
+        np.testing.assert_allclose(draws[i], grid_phi_star_sampler(sti, ns_b[i], 0.1, keys[i], 50), rtol=1e-5)
 
 
 def test_grid_is_deterministic_and_fast():
@@ -180,13 +190,13 @@ def test_grid_is_deterministic_and_fast():
     rng = np.random.default_rng(0)
     beta = np.r_[np.ones(d // 2), 100.0 * np.ones(d // 2)]
     a = np.r_[rng.uniform(100, 3000, d // 2), rng.uniform(0.8, 2.5, d // 2)]
-    trace = na.simulate_trace(jax.random.PRNGKey(1), rng.normal(size=d), a, noise_multiplier=3.0, beta=beta)
+    trace = simulate_trace(jax.random.PRNGKey(1), rng.normal(size=d), a, noise_multiplier=3.0, beta=beta)
     ns = jnp.asarray(M.noise_sd_of(3.0, 2.0, beta), jnp.float32)
 
     def solve():
         st = na.sufficient_statistics(trace.phi, trace.grads, 0.2).astype(jnp.float32)
         g = na.grid_posterior(st, na.trace_priors(st, ns, 0.1), ns, 0.1)
-        return jax.block_until_ready(na.grid_phi_star_moments(g))
+        return jax.block_until_ready(grid_phi_star_moments(g))
 
     first = solve()  # compiles
     times = []
@@ -201,7 +211,7 @@ def test_grid_is_deterministic_and_fast():
 
 def test_misfitting_trace_warns_about_edge_mass():
     """A coordinate that drifts away (negative curvature) does not fit the model: the grid says so."""
-    trace = na.simulate_trace(
+    trace = simulate_trace(
         jax.random.PRNGKey(0), np.zeros(2), np.array([1000.0, 1000.0]), noise_multiplier=1.0, num_steps=2000
     )
     grads = trace.grads.copy()

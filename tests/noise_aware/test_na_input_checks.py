@@ -44,7 +44,7 @@ def test_bad_solver_options_are_refused_by_name(method, kw, words):
 @pytest.fixture(scope="module")
 def simulated_trace():
 
-    from dpposterior.noise_aware import simulate_trace
+    from dpposterior.noise_aware.simulate import simulate_trace
 
     return simulate_trace(
         jax.random.PRNGKey(0),

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import dpposterior.noise_aware as na
+from dpposterior.noise_aware.laplace import laplace_sample
 from dpposterior.noise_aware import model as M
 
 
@@ -47,7 +48,7 @@ def test_laplace_mode_and_covariance(small_trace, subsampling_noise):
 
 
 def _check_draws(res):
-    x = np.asarray(na.laplace_sample(res, jax.random.PRNGKey(0), 20_000), np.float64)
+    x = np.asarray(laplace_sample(res, jax.random.PRNGKey(0), 20_000), np.float64)
     assert x.shape == (20_000, 6)
     mode, sd = np.asarray(res.phi_star_mode), np.asarray(res.phi_star_sd)
     assert np.all(np.abs(x.mean(0) - mode) < 5 * sd / np.sqrt(20_000))

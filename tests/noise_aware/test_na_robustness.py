@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 import dpposterior.noise_aware as na
+from dpposterior.noise_aware.simulate import heuristic_learning_rate, simulate_trace
+from dpposterior.noise_aware.stats import burn_in_start
 from dpposterior.noise_aware import postprocess as P
 from dpposterior.releases.trace import DPVITrace
 
@@ -20,8 +22,8 @@ A = np.array([200.0, 300.0, 1.5, 2.0])
 @pytest.fixture(scope="module")
 def small_noise_trace():
     """rho coordinates with beta 1e5: DP noise sd sigma C / beta = 4e-5, far below s_scale = 1."""
-    lr = na.heuristic_learning_rate(2.0, 2.0, 2000, 4, np.array([1.0, 1.0, 100.0, 100.0]))
-    return na.simulate_trace(
+    lr = heuristic_learning_rate(2.0, 2.0, 2000, 4, np.array([1.0, 1.0, 100.0, 100.0]))
+    return simulate_trace(
         jax.random.PRNGKey(0),
         PHI_STAR,
         A,
@@ -116,14 +118,14 @@ def test_save_refuses_a_trace_that_load_would_refuse(small_noise_trace, tmp_path
 )
 def test_simulate_trace_refuses_bad_settings(kwargs, match):
     with pytest.raises((TypeError, ValueError), match=match):
-        na.simulate_trace(jax.random.PRNGKey(0), PHI_STAR, A, num_steps=kwargs.pop("num_steps", 50), **kwargs)
+        simulate_trace(jax.random.PRNGKey(0), PHI_STAR, A, num_steps=kwargs.pop("num_steps", 50), **kwargs)
 
 
 def test_burn_in_start_is_the_floor_of_the_exact_product(small_noise_trace):
     """0.29 * 100 is 28.999999999999996 in floating point: 28 steps were dropped where 29 are meant."""
-    assert na.burn_in_start(100, 0.29) == 29 and na.burn_in_start(100, 0.57) == 57
-    assert na.burn_in_start(100, 0.295) == 29 and na.burn_in_start(10_000, 0.2) == 2000
-    assert na.burn_in_start(7, 0.5) == 3 and na.burn_in_start(100, 0.0) == 0
+    assert burn_in_start(100, 0.29) == 29 and burn_in_start(100, 0.57) == 57
+    assert burn_in_start(100, 0.295) == 29 and burn_in_start(10_000, 0.2) == 2000
+    assert burn_in_start(7, 0.5) == 3 and burn_in_start(100, 0.0) == 0
     tr = dataclasses.replace(
         small_noise_trace, phi=small_noise_trace.phi[:100], grads=small_noise_trace.grads[:100], num_steps=100
     )

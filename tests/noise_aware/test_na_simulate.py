@@ -6,7 +6,7 @@ import jax
 import numpy as np
 import pytest
 
-import dpposterior.noise_aware as na
+from dpposterior.noise_aware.simulate import heuristic_learning_rate, simulate_trace
 from dpposterior.releases.trace import DPVITrace
 
 
@@ -14,7 +14,7 @@ def test_simulated_trace_follows_the_model(tmp_path):
     phi_star = np.array([0.5, -1.0], np.float32)
     a = np.array([400.0, 2.0], np.float32)
     beta = np.array([1.0, 100.0], np.float32)
-    tr = na.simulate_trace(
+    tr = simulate_trace(
         jax.random.PRNGKey(0),
         phi_star,
         a,
@@ -26,7 +26,7 @@ def test_simulated_trace_follows_the_model(tmp_path):
     )
     assert isinstance(tr, DPVITrace) and tr.phi.shape == (20_000, 2) and tr.phi.dtype == np.float32
     assert tr.layout.num_latent == 1 and not tr.privacy.is_private
-    lr = na.heuristic_learning_rate(2.0, 2.0, 20_000, 2, beta)
+    lr = heuristic_learning_rate(2.0, 2.0, 20_000, 2, beta)
     np.testing.assert_allclose(tr.learning_rate, lr, rtol=1e-6)
     # phi_{t+1} = phi_t - lr g~_t (eq. 22 with the gradient kept), and the last iterate follows on
     np.testing.assert_allclose(tr.phi[1:], tr.phi[:-1] - tr.learning_rate * tr.grads[:-1], rtol=0, atol=1e-5)
@@ -44,8 +44,8 @@ def test_simulated_trace_follows_the_model(tmp_path):
 def test_simulator_validates():
     key = jax.random.PRNGKey(0)
     with pytest.raises(ValueError, match="even length"):
-        na.simulate_trace(key, np.zeros(3), 1.0)
+        simulate_trace(key, np.zeros(3), 1.0)
     with pytest.raises(ValueError, match="finite and > 0"):
-        na.simulate_trace(key, np.zeros(2), [1.0, -1.0])
+        simulate_trace(key, np.zeros(2), [1.0, -1.0])
     with pytest.raises(ValueError, match="subsampling_sd"):
-        na.simulate_trace(key, np.zeros(2), 1.0, subsampling_sd=-1.0)
+        simulate_trace(key, np.zeros(2), 1.0, subsampling_sd=-1.0)

@@ -13,6 +13,7 @@ from jax.flatten_util import ravel_pytree
 from scipy.stats import binom
 
 from dpposterior import pacbayes as pb
+from dpposterior.pacbayes.entropy_sgld import classifier_error
 from dpposterior.pacbayes import entropy_sgld as es
 from dpposterior.privacy.spent import PrivacySpent
 
@@ -157,7 +158,7 @@ def test_labels_a_two_class_network_cannot_index_are_refused(labels):
             prior_var=1.0,
             posterior_mean=flat,
             posterior_var=0.5,
-            error_fn=pb.classifier_error(es.mlp_apply, unravel),
+            error_fn=classifier_error(es.mlp_apply, unravel),
             data=(x, y),
             delta=0.05,
             delta_mc=0.01,
@@ -188,7 +189,7 @@ def test_valid_label_sets_other_dimensions_and_one_record_are_accepted():
         loss_fn=loss2,
     )
     es.check_labels(np.arange(30) % 2 == 1, 2)
-    err = pb.classifier_error(es.mlp_apply, unravel2)
+    err = classifier_error(es.mlp_apply, unravel2)
     cert = pb.certify_gaussian(
         jax.random.PRNGKey(3),
         prior_mean=flat2,

@@ -12,14 +12,11 @@ import pytest
 from scipy import stats
 
 from dpposterior import privacy
-from dpposterior.privacy import (
-    AuditResult,
-    analytic_gaussian_sigma,
-    audit_one_run,
+from dpposterior.privacy import AuditResult, analytic_gaussian_sigma, audit_one_run, epsilon_lower_bound_from_scores
+from dpposterior.privacy.audit import (
     clopper_pearson_lower,
     clopper_pearson_upper,
     epsilon_lower_bound_from_counts,
-    epsilon_lower_bound_from_scores,
     one_run_epsilon_lower_bound,
 )
 

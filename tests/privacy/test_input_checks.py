@@ -14,6 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dpposterior import privacy
+from dpposterior.privacy.audit import clopper_pearson_lower, clopper_pearson_upper, epsilon_lower_bound_from_counts
+from dpposterior.privacy.dp_dropout import dpd_zcdp_epsilon
+from dpposterior.privacy.secure import secure_laplace, secure_normal
 from dpposterior.privacy.spent import PrivacySpent
 from input_checks import FAST, FEW, finishes_within, raises_clear
 from input_checks import raises_with as _raises
@@ -35,7 +38,7 @@ RECORD = dict(
 def test_zcdp_rho_overflow_is_a_clear_error(sigma):
     # 1e-200 was a ZeroDivisionError, 1e-160 a silent rho = inf
     _raises(lambda: privacy.gaussian_zcdp_rho(sigma), ValueError, "noise_multiplier")
-    _raises(lambda: privacy.dpd_zcdp_epsilon(sigma, 1e-5, 0.1, 10), ValueError, "noise_multiplier")
+    _raises(lambda: dpd_zcdp_epsilon(sigma, 1e-5, 0.1, 10), ValueError, "noise_multiplier")
 
 
 @pytest.mark.parametrize("rhos", [0.5, None, "0.5", {0.1: 1}])
@@ -122,12 +125,12 @@ def test_ledger_release_with_huge_epsilon_is_a_clear_error():
 )
 def test_secure_shapes_are_integers(shape, exc):
     # (2.7,) was silently 2 draws, True one draw, "3" three
-    _raises(lambda: privacy.secure_normal(shape), exc, "shape")
+    _raises(lambda: secure_normal(shape), exc, "shape")
 
 
 @pytest.mark.parametrize("scale", [True, "2", None])
 def test_secure_laplace_scale_is_a_number(scale):
-    _raises(lambda: privacy.secure_laplace(2, scale), TypeError, "scale")
+    _raises(lambda: secure_laplace(2, scale), TypeError, "scale")
 
 
 @pytest.mark.parametrize(
@@ -141,15 +144,13 @@ def test_secure_laplace_scale_is_a_number(scale):
     ],
 )
 def test_clopper_pearson_counts_are_integers(args, exc, word):
-    _raises(lambda: privacy.clopper_pearson_upper(*args), exc, word)
-    _raises(lambda: privacy.clopper_pearson_lower(*args), exc, word)
+    _raises(lambda: clopper_pearson_upper(*args), exc, word)
+    _raises(lambda: clopper_pearson_lower(*args), exc, word)
 
 
 def test_audit_counts_are_integers():
-    _raises(lambda: privacy.epsilon_lower_bound_from_counts(2.5, 100, 3, 100, delta=1e-5), TypeError, "false_positives")
-    _raises(
-        lambda: privacy.epsilon_lower_bound_from_counts(3, 100, 101, 100, delta=1e-5), ValueError, "false_negatives"
-    )
+    _raises(lambda: epsilon_lower_bound_from_counts(2.5, 100, 3, 100, delta=1e-5), TypeError, "false_positives")
+    _raises(lambda: epsilon_lower_bound_from_counts(3, 100, 101, 100, delta=1e-5), ValueError, "false_negatives")
 
 
 def test_audit_many_runs_key_is_checked():

@@ -105,7 +105,7 @@ def test_the_engine_step_uses_the_audited_sampler():
         delta=1e-5,
         rng_key=9,
     )
-    from dpposterior.privacy import resolve_key
+    from dpposterior.privacy.randomness import resolve_key
 
     raw, _ = resolve_key(9)
     for t in range(4):

@@ -12,12 +12,11 @@ from dpposterior.privacy import (
     advanced_composition,
     calibrate_dpd_noise_multiplier,
     calibrate_noise_multiplier,
-    dpd_ac_epsilon,
     dpd_epsilon,
-    dpd_zcdp_epsilon,
     dpsgd_epsilon,
     zcdp_to_dp,
 )
+from dpposterior.privacy.dp_dropout import dpd_ac_epsilon, dpd_zcdp_epsilon
 
 
 # ---------------------------------------------------------------- hand-computed values

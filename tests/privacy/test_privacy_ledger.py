@@ -12,6 +12,7 @@ from dp_accounting.pld import pld_privacy_accountant
 from dp_accounting.privacy_accountant import NeighboringRelation
 
 import dpposterior as dpp
+from dpposterior.privacy.spent import not_private
 from dpposterior.privacy import Ledger, PrivacySpent, dpsgd_epsilon
 
 DELTA = 1e-5
@@ -127,7 +128,7 @@ def test_non_private_and_invalid():
         ledger.total(DELTA)
     with pytest.raises(TypeError, match="Ledger.add takes a release with a .privacy record"):
         ledger.add(1.0)
-    ledger.add(dpp.privacy.not_private("debug"))
+    ledger.add(not_private("debug"))
     assert math.isinf(ledger.total(DELTA).epsilon)
     with pytest.raises(ValueError, match="delta"):
         Ledger().total(0.0)

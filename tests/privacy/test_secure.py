@@ -22,15 +22,8 @@ from dpposterior.baselines.expfam_release import release_sufficient_statistics
 from dpposterior.baselines.regression_release import _statistics, release_regression_statistics
 from dpposterior.dpsgd import DPSGDTrace, dpsgd, make_dpsgd_run
 from dpposterior.models import beta_bernoulli
-from dpposterior.privacy import (
-    PrivacySpent,
-    gaussian_mechanism,
-    secure_bits,
-    secure_laplace,
-    secure_normal,
-    secure_uniform,
-)
-from dpposterior.privacy.secure import resolve_noise_source
+from dpposterior.privacy import PrivacySpent, gaussian_mechanism
+from dpposterior.privacy.secure import resolve_noise_source, secure_bits, secure_laplace, secure_normal, secure_uniform
 from dpposterior.vi._dpvim import dpvim
 
 KEY_REFUSED = "rng_key must be None when secure=True"

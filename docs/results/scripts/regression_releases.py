@@ -16,8 +16,8 @@ import time
 
 import numpy as np
 
-from dpposterior.experiments import CellConfig, dpvi_setup
-from dpposterior.experiments.replicates import run_replicates
+from dpposterior.experiments import CellConfig
+from dpposterior.experiments.replicates import dpvi_setup, run_replicates
 
 
 def _register_logistic(k: int) -> str:

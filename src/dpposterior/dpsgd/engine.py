@@ -26,7 +26,9 @@ from .._checks import (
     check_trace_memory,
     warn_if_delta_large,
 )
-from ..privacy import PrivacySpent, dpsgd_epsilon, not_private, os_seeded_key, resolve_key
+from ..privacy import PrivacySpent, dpsgd_epsilon
+from ..privacy.spent import not_private
+from ..privacy.randomness import os_seeded_key, resolve_key
 from ..privacy.noise import WORDS_PER_PAIR, float32_at_least, num_pairs, with_noise_tail
 from ..privacy.secure import check_secure, resolve_noise_source
 from .core import (
@@ -563,7 +565,7 @@ def dpsgd(
     NaN gradient contributes exactly what an absent record does); nothing about this is counted or
     released.
     ``noise_multiplier=0`` is allowed for debugging: the release then carries
-    ``privacy.not_private(...)`` (epsilon = inf) and must not be presented as private.
+    ``privacy.spent.not_private(...)`` (epsilon = inf) and must not be presented as private.
 
     Threat model and randomness: with ``rng_key=None`` the seed comes from the operating system and
     is never stored (``privacy.seeded_by == "os"``); a given key is recorded as ``"user"`` (whoever

@@ -261,7 +261,7 @@ def debug_batch_sizes(
     Returns:
       int64 array (num_steps,).
     """
-    from ..privacy import resolve_key
+    from ..privacy.randomness import resolve_key
     from .._checks import check_positive_int
 
     if rng_key is None:

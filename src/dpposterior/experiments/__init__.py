@@ -17,72 +17,45 @@ A model of the user's own runs in cells once registered (:func:`register_model`,
 command line runs the papers' models), as a method of the user's own does (:func:`register_method`).
 
 The command line is ``dpposterior coverage`` (:mod:`.cli_coverage`).
+
+Public API: the coverage runner with its config, result and errors, the reports, and the registries of
+models and methods with the types a method receives and returns; the engine's steps (replicates, one
+cell, one group, the result store, the tables) stay in ``replicates``, ``cell``, ``runner``, ``store``,
+``report``.
 """
 
 from ..models.registry import register_model
-from .cell import CellUnusableError
-from .cell import comparable
-from .cell import evaluate_cell
 from .config import CellConfig
 from .methods import METHODS
 from .methods import CellData
 from .methods import CellReleases
 from .methods import MethodOutput
 from .methods import MethodSettings
-from .methods import get_method
 from .methods import register_method
 
 # the baselines with their own mechanism register themselves in METHODS, after the methods above: every
 # import of a module of this package runs this file first, so METHODS always holds them
 from . import baseline_methods as _baseline_methods  # noqa: F401
-from .replicates import DPVISetup
-from .replicates import ReplicateSummaries
-from .replicates import cell_data
-from .replicates import dpvi_setup
-from .replicates import run_replicates
-from .replicates import simulate_data
 from .report import folder_results
-from .report import table_csv
-from .report import table_markdown
 from .report import write_reports
 from .runner import CellsUnusableError
 from .runner import RunSummary
-from .runner import compute_group
 from .runner import run_coverage
 from .store import CorruptResultError
-from .store import ResultStore
-from .store import read_result
-from .xla import configure_xla_cpu
 
 __all__ = [
     "METHODS",
     "CellConfig",
     "CellData",
     "CellReleases",
-    "CellUnusableError",
     "CellsUnusableError",
     "CorruptResultError",
-    "DPVISetup",
     "MethodOutput",
     "MethodSettings",
-    "ReplicateSummaries",
-    "ResultStore",
     "RunSummary",
-    "cell_data",
-    "comparable",
-    "compute_group",
-    "configure_xla_cpu",
-    "dpvi_setup",
-    "evaluate_cell",
     "folder_results",
-    "get_method",
-    "read_result",
     "register_method",
     "register_model",
     "run_coverage",
-    "run_replicates",
-    "simulate_data",
-    "table_csv",
-    "table_markdown",
     "write_reports",
 ]

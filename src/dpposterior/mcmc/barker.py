@@ -219,7 +219,7 @@ def dp_barker_kernel(
       batch_size: b in [2, N] (default N).
       private: False: no clip and no privacy (NOT PRIVATE).
       normal_variance: C (None: 2, as in Heikkilä et al. 2019), in (0, pi^2/3). The privacy analysis
-        (:func:`dpposterior.mcmc.barker_rdp`) is for C = 2 only: other values need ``private=False``
+        (:func:`dpposterior.mcmc.accounting.barker_rdp`) is for C = 2 only: other values need ``private=False``
         with b < N (the exact full-data test draws Logistic(0, 1) noise and uses no C: giving one
         there is an error, not ignored).
       delta: the total delta at which :func:`dpposterior.mcmc.run_chain` accounts the chain by

@@ -12,8 +12,8 @@ import jax
 import numpy as np
 
 from .._checks import check_delta, check_positive_int
-from ..privacy import PrivacySpent, not_private
-from ..privacy.spent import SeededBy
+from ..privacy import PrivacySpent
+from ..privacy.spent import SeededBy, not_private
 from ..privacy.noise import with_noise_tail
 from ..privacy.secure import os_key, resolve_noise_source
 from .accounting import (
@@ -36,7 +36,7 @@ class ChainResult:
     Attributes:
       samples: float array (num_chains, num_steps, dim): the positions after every step (the release).
       privacy: the :class:`~dpposterior.privacy.PrivacySpent` of releasing all of ``samples``.
-      nonprivate_info: :class:`~dpposterior.mcmc.MHInfo` of numpy arrays (num_chains, num_steps).
+      nonprivate_info: :class:`~dpposterior.mcmc.kernels.MHInfo` of numpy arrays (num_chains, num_steps).
         NOT PRIVATE: data-dependent diagnostics outside the guarantee; never publish them.
       method: the kernel's method name.
     """

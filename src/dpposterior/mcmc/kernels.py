@@ -657,7 +657,7 @@ def dp_fast_mh_kernel(
         default max(10 N, 10^6).
 
     Raises:
-      ValueError, TypeError: invalid arguments (see :func:`dpposterior.mcmc.dp_fast_mh_constants`).
+      ValueError, TypeError: invalid arguments (see :func:`dpposterior.mcmc.accounting.dp_fast_mh_constants`).
     """
     model = _check_model(model)
     proposal = _check_proposal(proposal)

@@ -269,7 +269,7 @@ def sample_gaussian_errors(
       ValueError / TypeError: n_samples or chunk not an integer >= 1, a key that is not a JAX PRNG
         key, data that is not a pair (X, y) of arrays with one shared, non-empty record axis, an
         ``error_fn`` that does not return a scalar (e.g. one 0-1 loss per record), or labels that
-        an ``error_fn`` with a ``check_data(w, X, y)`` attribute (``pacbayes.classifier_error``)
+        an ``error_fn`` with a ``check_data(w, X, y)`` attribute (``pacbayes.entropy_sgld.classifier_error``)
         refuses (outside {0, ..., classes - 1}).
     """
     n_samples = check_positive_int(n_samples, "n_samples")
@@ -289,7 +289,7 @@ def sample_gaussian_errors(
             "per-record errors inside error_fn"
         )
     check = getattr(error_fn, "check_data", None)
-    if check is not None:  # e.g. pacbayes.classifier_error: labels the network can index
+    if check is not None:  # e.g. pacbayes.entropy_sgld.classifier_error: labels the network can index
         check(mean, x, y)
     out = []
     for k in jax.random.split(key, -(-n_samples // chunk)):
@@ -348,6 +348,6 @@ def certify_gaussian(
             "outside [0, 1] for some hypotheses: the bound holds for losses in [0, 1] and nothing is "
             "clipped; a surrogate loss with another range (e.g. the bounded cross-entropy, in "
             "[0, loss_max]) must be divided by the length of its range, or use "
-            "pacbayes.classifier_error"
+            "pacbayes.entropy_sgld.classifier_error"
         )
     return certify(errs, kl_div, m, delta=delta, delta_mc=delta_mc, prior_privacy=prior_privacy)

@@ -425,7 +425,7 @@ def kernel(data: tuple[Array, Array], params: EntropySGLDParams, loss_fn: Callab
             raise TypeError(
                 "key must be a JAX PRNG key: step draws all its noise from the key it is given; for noise "
                 "seeded by the operating system call run(None, ...), or pass "
-                "dpposterior.privacy.os_seeded_key() (recorded with seeded_by='os')"
+                "dpposterior.privacy.randomness.os_seeded_key() (recorded with seeded_by='os')"
             )
         _check_key(key)
         if not isinstance(state, EntropySGLDState):

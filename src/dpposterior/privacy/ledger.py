@@ -33,7 +33,7 @@ What the ledger refuses to compose, at once and with a ValueError naming the rel
 release of more than ``MAX_COMPOSED_STEPS`` self-composed steps, or one whose RDP epsilon at the
 total's delta exceeds ``MAX_GAUSSIAN_EPSILON`` (a noise multiplier of 1e-9, say): the PLD grid of
 such a release grows until it exhausts memory or runs for minutes, and a release that costly protects
-nothing. Record a release without a useful guarantee with :func:`~dpposterior.privacy.not_private`.
+nothing. Record a release without a useful guarantee with :func:`~dpposterior.privacy.spent.not_private`.
 
 Conditional guarantees: a release whose record carries a ``"caveat"`` detail (Entropy-SGLD's prior,
 whose epsilon holds only for an exact sample from its Gibbs distribution) keeps it in the total: the

@@ -1,7 +1,7 @@
 """Secure randomness: privacy noise and sampling bits from the operating system's CSPRNG.
 
 In the default mode privacy noise comes from JAX's threefry generator with a 64-bit seed drawn from
-the operating system (:func:`~dpposterior.privacy.os_seeded_key`). Threefry is a fast counter-based
+the operating system (:func:`~dpposterior.privacy.randomness.os_seeded_key`). Threefry is a fast counter-based
 generator, not a vetted cryptographic one, and the whole noise stream is a function of that seed:
 whoever learns it (a memory dump, a logged key, a reused key) can regenerate and subtract the noise.
 
@@ -102,7 +102,7 @@ def check_secure(secure: Any) -> bool:
 def resolve_noise_source(rng_key: Any, secure: Any) -> tuple[Any, SeededBy]:
     """``(raw key or None, seeded_by)`` for a mechanism called with ``rng_key`` and ``secure``.
 
-    Default mode: :func:`~dpposterior.privacy.resolve_key` (OS seed, or the user's key).
+    Default mode: :func:`~dpposterior.privacy.randomness.resolve_key` (OS seed, or the user's key).
     Secure mode: ``(None, "secure")``; the noise must then come from :func:`secure_normal`,
     :func:`secure_laplace` or :func:`secure_bits`.
 

@@ -44,6 +44,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import mcmc
+from ..mcmc.accounting import classic_noise_multiplier
+from ..mcmc.barker import barker_correction
 from .console import Column, RowPrinter
 
 __all__ = [
@@ -491,7 +493,7 @@ def mnist_step_size(s: DpFastMhSettings, model: mcmc.EnergyModel) -> float:
     M = scale sqrt(d) gets full-batch noise std 1 at per-iteration epsilon 0.05 (std = sigma2 2 c_max M)."""
     if s.mnist_step_size is not None:
         return float(s.mnist_step_size)
-    sigma2 = mcmc.classic_noise_multiplier(0.05, s.delta)
+    sigma2 = classic_noise_multiplier(0.05, s.delta)
     return 1.0 / (2.0 * model.max_bound * sigma2 * math.sqrt(s.mnist_dims))
 
 
@@ -833,7 +835,7 @@ def write_dp_fast_mh_report(results: dict, out, *, quick: bool, wall_seconds: fl
     gmm, mrows = results["gmm"], results["mnist"]
     figs = _gmm_figures(gmm, s, out, name)
     mfig = _mnist_figure(mrows, out, name) if mrows else None
-    corr = mcmc.barker_correction()
+    corr = barker_correction()
     lines = [
         f"# DP-Fast MH reproduction{' (--quick smoke test: toy sizes, NOT results)' if quick else ''}",
         "",

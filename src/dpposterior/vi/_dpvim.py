@@ -65,7 +65,8 @@ from .._checks import (
     check_trace_memory,
     warn_if_delta_large,
 )
-from ..privacy import PrivacySpent, calibrate_noise_multiplier, dpsgd_epsilon, os_seeded_key
+from ..privacy import PrivacySpent, calibrate_noise_multiplier, dpsgd_epsilon
+from ..privacy.randomness import os_seeded_key
 from ..privacy.dpsgd_accounting import Accountant
 from ..privacy.noise import float32_at_least, with_noise_tail
 from ..privacy.secure import check_secure, resolve_noise_source

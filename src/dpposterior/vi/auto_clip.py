@@ -359,7 +359,7 @@ def privacy_normals(rng_key: Any, secure: bool, index: int, num: int) -> tuple[n
     Keyed (``rng_key`` given): the words of :func:`dpposterior.privacy.noise.normal_words` under
     ``fold_in(rng_key, index)`` (``index`` is a step no DP-SGD run reaches, so no key of the run is
     shared). ``rng_key`` None: a fresh OS seed. ``secure=True``: the OS CSPRNG
-    (:func:`dpposterior.privacy.secure_normal`). The same Box-Muller transform in every case.
+    (:func:`dpposterior.privacy.secure.secure_normal`). The same Box-Muller transform in every case.
     """
     raw, seeded_by = resolve_noise_source(rng_key, secure)
     if raw is None:

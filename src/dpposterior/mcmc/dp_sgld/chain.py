@@ -28,11 +28,11 @@ from ..._checks import (
     check_trace_memory,
 )
 from ...dpsgd.engine import _check_data
-from ...privacy import PrivacySpent, not_private
+from ...privacy import PrivacySpent
 from ...privacy.dp_dropout import DPD_ACCOUNTANTS, dpd_epsilon
 from ...privacy.noise import float32_at_least, with_noise_tail
 from ...privacy.secure import os_key, resolve_noise_source
-from ...privacy.spent import NEIGHBOURING_RELATIONS
+from ...privacy.spent import NEIGHBOURING_RELATIONS, not_private
 from .accounting import _epsilons_by_accountant, noise_multiplier_for
 from .settings import DPSGLDConfig, config
 from .sampler import DPSGLDInfo, make_run

@@ -136,7 +136,7 @@ def kernel(data: Any, model: DPSGLDModel, cfg: DPSGLDConfig) -> DPSGLDKernel:
     Args:
       data: the records, a tuple of arrays with leading axis ``cfg.num_records`` (e.g. ``(X, y)``);
         traced arrays are fine (the checks read shapes only).
-      model: the :class:`~dpposterior.mcmc.DPSGLDModel`.
+      model: the :class:`~dpposterior.mcmc.dp_sgld.DPSGLDModel`.
       cfg: the :class:`~dpposterior.mcmc.dp_sgld.DPSGLDConfig` (``noise_multiplier`` may be a traced scalar).
 
     Returns:
@@ -213,7 +213,7 @@ def make_run(model: DPSGLDModel, cfg: DPSGLDConfig, num_steps: int) -> Callable[
     jit/vmap it.
 
     Args:
-      model: the :class:`~dpposterior.mcmc.DPSGLDModel`.
+      model: the :class:`~dpposterior.mcmc.dp_sgld.DPSGLDModel`.
       cfg: the :class:`~dpposterior.mcmc.dp_sgld.DPSGLDConfig`.
       num_steps: T >= 1.
 
