@@ -32,3 +32,39 @@ def test_the_quick_suite_runs_every_model_with_the_defaults(tmp_path):
         [sys.executable, str(SCRIPT), "--report", "--out", str(tmp_path)], check=True, capture_output=True, text=True
     ).stdout
     assert table.count("| poisson |") == 1 and "refused in every replicate" in table
+
+
+def _suite():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("calibration_suite", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _cell(rmse, cov, silent=None, num_silent=100):
+    per = {"x": {"tarp_rmse": rmse, "coverage90": cov, "sharpness": 1.0}}
+    cell = {"noise_aware": {"per_latent": per}, "silent_replicates": num_silent}
+    if silent is not None:
+        cell["noise_aware_silent"] = {"per_latent": {"x": {"tarp_rmse": silent[0], "coverage90": silent[1]}}}
+    return cell
+
+
+def test_the_verdict_counts_a_miss_as_warned_only_where_the_silent_releases_meet_the_bar():
+    suite = _suite()
+    assert suite.verdict(_cell(0.02, 0.90)) == "meets"
+    assert suite.verdict(_cell(0.02, 0.84)) == "misses"  # coverage below the bar, nothing said
+    assert suite.verdict(_cell(0.06, 0.80, silent=(0.02, 0.89))) == "warns"  # the misses are the warned releases
+    assert suite.verdict(_cell(0.06, 0.80, silent=(0.05, 0.89))) == "misses"  # silent releases miss too
+    assert suite.verdict(_cell(0.06, 0.80, silent=(0.02, 0.96))) == "misses"  # over-covering is off the bar too
+    assert suite.verdict(_cell(0.20, 0.40, num_silent=0)) == "warns"  # every release warned
+
+
+def test_the_results_page_shows_the_table_of_the_stored_cells():
+    """docs/results/calibration-suite.md carries exactly the table that ``--report`` prints from the cells
+    stored beside it, so the page cannot drift from its data."""
+    suite = _suite()
+    root = SCRIPT.parents[1]
+    table = suite.report(root / "calibration-suite")
+    assert table.strip() in (root / "calibration-suite.md").read_text()

@@ -24,10 +24,12 @@ from ..releases.summary import PosteriorSummary
 from .postprocess import METHODS
 from .postprocess import noise_aware_posterior
 from .stats import TraceStats
+from .structure import HierarchicalPriorWarning
 from .stats import sufficient_statistics
 
 __all__ = [
     "GridPosterior",
+    "HierarchicalPriorWarning",
     "Identifiability",
     "LaplaceResult",
     "METHODS",

@@ -22,6 +22,7 @@ from ..releases.dpvim_trace import DPVImTrace
 from ..releases.trace import DPVITrace
 from . import grid as G
 from . import identify as I
+from . import structure as S
 from . import laplace as L
 from . import model as M
 from . import nuts as N
@@ -129,6 +130,9 @@ def noise_aware_posterior(
       "identifiability" (:class:`~dpposterior.noise_aware.identify.Identifiability`),
       "unidentified_latents" (``{latent coordinate name: reason}``, whatever ``prior``),
       "prior_only_latents" (the same for the latents that got the prior: empty without ``prior``),
+      "hierarchical_latents" (``{latent site: the latent sites its prior depends on}``; where it is not
+      empty the call warns with :class:`~dpposterior.noise_aware.HierarchicalPriorWarning`: the parents'
+      intervals are not calibrated, :mod:`dpposterior.noise_aware.structure`),
       "warnings" (every warning this call raised, and the note on prior-only latents, as text: the
       same list as :attr:`Posterior.warnings`, which summaries and reports carry),
       and the solver's checks (grid: "edge_mass", "max_cell_mass"; laplace: "converged",
@@ -279,6 +283,10 @@ def noise_aware_posterior(
     ident = I.identifiability(stats, noise_sd, q, np.asarray(trace.learning_rate, np.float64))
     unidentified = I.reasons(ident, trace.layout.coordinate_names())
     diagnostics.update(identifiability=ident, unidentified_latents=unidentified, prior_only_latents={})
+    diagnostics["hierarchical_latents"] = S.hierarchy(trace.layout)
+    hierarchical = S.hierarchical_message(trace.layout)
+    if hierarchical:
+        _warn(diagnostics, hierarchical, S.HierarchicalPriorWarning)
     if unidentified and prior is None:
         shown = list(unidentified.items())[:MAX_REASONS]
         more = len(unidentified) - len(shown)

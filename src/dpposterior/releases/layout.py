@@ -98,12 +98,15 @@ def supported_kinds() -> list[str]:
 
 @dataclasses.dataclass(frozen=True)
 class Site:
-    """One latent site: its name, constrained shape, unconstrained shape and support spec."""
+    """One latent site: its name, constrained shape, unconstrained shape and support spec, and the latent
+    sites its prior depends on (``parents``: non-empty for a hierarchical prior, e.g. ``theta ~
+    Normal(mu, tau)`` has parents ``("mu", "tau")``)."""
 
     name: str
     shape: tuple[int, ...]
     unconstrained_shape: tuple[int, ...]
     support: dict[str, Any]
+    parents: tuple[str, ...] = ()
 
     @property
     def size(self) -> int:
@@ -214,6 +217,7 @@ class ParamLayout:
                     "shape": list(s.shape),
                     "unconstrained_shape": list(s.unconstrained_shape),
                     "support": s.support,
+                    **({"parents": list(s.parents)} if s.parents else {}),
                 }
                 for s in self.sites
             ]
@@ -228,6 +232,7 @@ class ParamLayout:
                     shape=tuple(int(x) for x in s["shape"]),
                     unconstrained_shape=tuple(int(x) for x in s["unconstrained_shape"]),
                     support=dict(s["support"]),
+                    parents=tuple(str(p) for p in s.get("parents", ())),
                 )
                 for s in d["sites"]
             )

@@ -11,6 +11,7 @@ model's layout without a mechanism. The checks a fitter makes on the data values
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from typing import Any, Callable
 
@@ -209,7 +210,52 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
     values = {site.name: tr[site.name]["value"] for site in sites}
     _check_traceable(model, data, model_kwargs, values)
     _check_records_separate(model, data, model_kwargs, values)
-    return ParamLayout(tuple(sites))
+    parents = latent_parents(model, probe_args, model_kwargs, values)
+    return ParamLayout(tuple(dataclasses.replace(site, parents=parents.get(site.name, ())) for site in sites))
+
+
+def latent_parents(
+    model: Callable, args: tuple, model_kwargs: dict[str, Any], values: dict[str, Any]
+) -> dict[str, tuple[str, ...]]:
+    """The latent sites whose prior depends on other latent sites that the records do not inform directly
+    (a hierarchical prior), each with those parents, in the model's order.
+
+    Site s has parent p when the gradient of s's prior log density at its value, with respect to p's
+    value, is not zero at ``values`` (a prior draw on the dummy records ``args``: a structural fact, read
+    without the data). Zero or not finite everywhere counts as no dependence. A model whose sites cannot
+    be differentiated this way reports none.
+    """
+    names = list(values)
+    out: dict[str, tuple[str, ...]] = {}
+
+    def log_likelihood(vals):
+        tr = _trace(model, args, model_kwargs, params=vals)
+        return sum(
+            jnp.sum(v["fn"].log_prob(v["value"])) for v in tr.values() if v["type"] == "sample" and v["is_observed"]
+        )
+
+    def nonzero(g) -> bool:
+        return bool(np.any(np.nan_to_num(np.asarray(g), nan=0.0, posinf=0.0, neginf=0.0) != 0))
+
+    try:  # latents the records inform directly are not hyperparameters, whatever their role in a prior
+        lik = jax.grad(log_likelihood)({k: jnp.asarray(v, jnp.float32) for k, v in values.items()})
+        informed = {k for k in names if nonzero(lik[k])}
+    except Exception:  # noqa: BLE001
+        informed = set()
+    for name in names:
+
+        def log_prior(vals, name=name):
+            site = _trace(model, args, model_kwargs, params=vals)[name]
+            return jnp.sum(site["fn"].log_prob(site["value"]))
+
+        try:
+            grads = jax.grad(log_prior)({k: jnp.asarray(v, jnp.float32) for k, v in values.items()})
+        except Exception:  # noqa: BLE001 - a site that cannot be differentiated: no structure to report
+            continue
+        found = tuple(p for p in names if p != name and p not in informed and nonzero(grads[p]))
+        if found:
+            out[name] = found
+    return out
 
 
 #: offsets, in the unconstrained space, from a prior draw to the points where a latent site's support is checked
