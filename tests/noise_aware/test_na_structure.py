@@ -100,3 +100,19 @@ def test_noise_aware_posterior_is_silent_about_structure_without_a_hierarchy():
         post = dpp.noise_aware_posterior(_trace_with(_layout(())), rng_key=0)
     assert not [w for w in caught if issubclass(w.category, HierarchicalPriorWarning)]
     assert post.diagnostics["hierarchical_latents"] == {}
+
+
+def exponential_rate(x):
+    rate = numpyro.sample("rate", dist.Gamma(2.0, 1.0))
+    with numpyro.plate("records", x.shape[0]):
+        numpyro.sample("x", dist.Exponential(rate), obs=x)
+
+
+def test_reading_the_structure_on_dummy_records_warns_of_nothing():
+    """The structure is read on dummy records of zeros, outside an Exponential's support; NumPyro's
+    support warning about them would reach the user as a warning of the release, which it is not."""
+    with warnings.catch_warnings(record=True) as caught:  # recorded: an error would be caught inside
+        warnings.simplefilter("always")
+        layout = inspect_model(exponential_rate, (jnp.full(20, 1.5),), {})
+    assert [str(w.message) for w in caught] == []
+    assert [(s.name, s.parents) for s in layout.sites] == [("rate", ())]

@@ -237,24 +237,26 @@ def latent_parents(
     def nonzero(g) -> bool:
         return bool(np.any(np.nan_to_num(np.asarray(g), nan=0.0, posinf=0.0, neginf=0.0) != 0))
 
-    try:  # latents the records inform directly are not hyperparameters, whatever their role in a prior
-        lik = jax.grad(log_likelihood)({k: jnp.asarray(v, jnp.float32) for k, v in values.items()})
-        informed = {k for k in names if nonzero(lik[k])}
-    except Exception:  # noqa: BLE001
-        informed = set()
-    for name in names:
+    point = {k: jnp.asarray(v, jnp.float32) for k, v in values.items()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the dummy records may lie outside the support: no warning about them
+        try:  # latents the records inform directly are not hyperparameters, whatever their role in a prior
+            informed = {k for k, g in jax.grad(log_likelihood)(point).items() if nonzero(g)}
+        except Exception:  # noqa: BLE001
+            informed = set()
+        for name in names:
 
-        def log_prior(vals, name=name):
-            site = _trace(model, args, model_kwargs, params=vals)[name]
-            return jnp.sum(site["fn"].log_prob(site["value"]))
+            def log_prior(vals, name=name):
+                site = _trace(model, args, model_kwargs, params=vals)[name]
+                return jnp.sum(site["fn"].log_prob(site["value"]))
 
-        try:
-            grads = jax.grad(log_prior)({k: jnp.asarray(v, jnp.float32) for k, v in values.items()})
-        except Exception:  # noqa: BLE001 - a site that cannot be differentiated: no structure to report
-            continue
-        found = tuple(p for p in names if p != name and p not in informed and nonzero(grads[p]))
-        if found:
-            out[name] = found
+            try:
+                grads = jax.grad(log_prior)(point)
+            except Exception:  # noqa: BLE001 - a site that cannot be differentiated: no structure to report
+                continue
+            found = tuple(p for p in names if p != name and p not in informed and nonzero(grads[p]))
+            if found:
+                out[name] = found
     return out
 
 
