@@ -68,3 +68,22 @@ def test_the_results_page_shows_the_table_of_the_stored_cells():
     root = SCRIPT.parents[1]
     table = suite.report(root / "calibration-suite")
     assert table.strip() in (root / "calibration-suite.md").read_text()
+
+
+def test_the_paper_cells_page_shows_the_table_of_its_stored_cells():
+    """docs/results/paper-defaults.md (the paper's models with the defaults only) carries exactly the table
+    that ``--report`` prints from its stored cells."""
+    suite = _suite()
+    root = SCRIPT.parents[1]
+    table = suite.report(root / "paper-defaults")
+    assert "| beta-bernoulli |" in table
+    assert table.strip() in (root / "paper-defaults.md").read_text()
+
+
+def test_the_sharpness_reference_is_the_sharpest_hand_set_cell_that_meets_the_bar():
+    suite = _suite()
+    sd, label = suite.fixed_sharpness("beta-bernoulli", 0.1, 0.03)  # grid 0.098, NUTS 0.096, Laplace 0.072
+    assert label == "laplace" and abs(sd - 0.0720) < 1e-3
+    sd, label = suite.fixed_sharpness("gamma-exponential", 0.1, 0.03)  # none meets 0.03: the sharpest of all
+    assert label.endswith("none meets the bar") and sd < 1.1
+    assert suite.fixed_sharpness("no-such-model", 0.1, 0.03) is None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import types
+
 import dataclasses
 
 import numpy as np
@@ -11,6 +13,7 @@ import pytest
 from dp_accounting import dp_event
 from dp_accounting.pld import pld_privacy_accountant
 
+from dpposterior.privacy.clip_binds import binds_message, clip_binds_message
 from dpposterior.privacy import ClipBindsWarning, Ledger, PrivacySpent, dpsgd_epsilon
 from dpposterior.privacy.dpsgd_record import check_dpsgd_privacy
 from dpposterior import noise_aware_posterior
@@ -170,7 +173,7 @@ def test_an_auto_release_saves_and_loads_with_its_pilot(auto_trace, tmp_path):
 
 
 def test_a_small_hand_clip_warns_at_the_release_and_in_the_posterior(poisson_data):
-    with pytest.warns(ClipBindsWarning, match="binds"):
+    with pytest.warns(ClipBindsWarning, match="binds.*use clip='auto' \\(the default\\)"):
         trace = dpvi(
             _poisson,
             *poisson_data,
@@ -256,3 +259,14 @@ def test_too_few_records_for_the_search_are_refused_before_any_release():
         run_options=RunOptions(progress=False),
     )
     assert trace.clip == 2.0  # a clip by hand still runs
+
+
+def test_the_clip_warning_of_an_auto_clip_advises_a_hand_clip_not_the_default_it_used():
+    """clip="auto" can bind at the end of a run that moved after the pilot; the advice is then a larger
+    clip by hand, and the posterior's copy of the warning says the same."""
+    check = {"share": 0.3, "se": 0.01}
+    assert "use clip='auto'" in binds_message(check, 1.5)
+    auto = binds_message(check, 1.5, auto=True)
+    assert "use clip='auto'" not in auto and "larger clip by hand" in auto
+    details = (("clip", 1.5), ("clip_choice", "auto"), ("clip_check_clipped_share", 0.3), ("clip_check_se", 0.01))
+    assert clip_binds_message(types.SimpleNamespace(details=details)) == auto

@@ -363,8 +363,11 @@ def paper_row(c: dict[str, Any]) -> str:
     if not ratio <= SHARPNESS_BAR:
         misses.append("sharpness")
     ref = f"{fixed[0]:.4f} ({fixed[1]})" if fixed else "-"
+    quiet = c.get("noise_aware_silent", {}).get("per_latent")
+    silent = (f"{max(v['tarp_rmse'] for v in quiet.values()):.4f}, {min(v['coverage90'] for v in quiet.values()):.3f} - "
+              f"{max(v['coverage90'] for v in quiet.values()):.3f} ({c['silent_replicates']})") if quiet else "-"
     return (f"| {model} | {c['epsilon']:g} | {c['replicates']} | {na['joint_tarp_rmse']:.4f} | "
-            f"{per[worst]['tarp_rmse']:.4f} ({worst}) | {min(covs):.3f} - {max(covs):.3f} | {sd:.4f} | {ref} | "
+            f"{per[worst]['tarp_rmse']:.4f} ({worst}) | {min(covs):.3f} - {max(covs):.3f} | {silent} | {sd:.4f} | {ref} | "
             f"{ratio:.2f} | {bar:g} | {'misses: ' + ', '.join(misses) if misses else 'meets'} |")
 
 
@@ -385,8 +388,9 @@ def report(folder: pathlib.Path) -> str:
     paper = [c for c in cells if c["model"].startswith("paper-")]
     out = [suite_report([c for c in cells if not c["model"].startswith("paper-")])] if len(paper) < len(cells) else []
     if paper:
-        rows = ["| model | epsilon | K | joint TARP | worst marginal TARP | 90% cov | mean sd | hand-set sd on record "
-                "| sd ratio | bar | verdict |", "|---|---:|---:|---:|---|---|---:|---|---:|---:|---|"]
+        rows = ["| model | epsilon | K | joint TARP | worst marginal TARP | 90% cov | silent: worst TARP, 90% cov "
+                "(releases) | mean sd | hand-set sd on record | sd ratio | bar | verdict |",
+                "|---|---:|---:|---:|---|---|---|---:|---|---:|---:|---|"]
         notes = []
         for c in paper:
             if "noise_aware" not in c:

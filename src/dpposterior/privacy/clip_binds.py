@@ -26,14 +26,20 @@ def binds(check: dict[str, float]) -> bool:
     return check["share"] > CLIP_WARN_SHARE + 2.0 * check["se"]
 
 
-def binds_message(check: dict[str, float], clip: float) -> str:
-    """The text of the :class:`ClipBindsWarning` of a clip check that :func:`binds`."""
+def binds_message(check: dict[str, float], clip: float, auto: bool = False) -> str:
+    """The text of the :class:`ClipBindsWarning` of a clip check that :func:`binds`; ``auto``: the clip was
+    chosen by ``clip="auto"`` (then the advice is a larger clip by hand, not the default the run used)."""
+    advice = (
+        "clip='auto' chose C where the pilot ended, and the run moved to where more records exceed it: pass "
+        "a larger clip by hand"
+        if auto
+        else "use clip='auto' (the default) or a larger clip"
+    )
     return (
         f"the clip C = {clip:.4g} binds for a large share of the records: the release's private clip check "
         f"counts about {check['share']:.1%} (noisy, standard error {check['se']:.1%}) of them with a gradient norm at or above "
         f"C at the end of the run (more than {CLIP_WARN_SHARE:.0%}). Clipping that many moves the fit, and the "
-        "noise-aware posterior does not account for it, so its intervals can miss: use clip='auto' (the "
-        "default) or a larger clip"
+        f"noise-aware posterior does not account for it, so its intervals can miss: {advice}"
     )
 
 
@@ -44,4 +50,5 @@ def clip_binds_message(privacy: Any) -> str | None:
     if "clip_check_clipped_share" not in details:
         return None
     check = {"share": float(details["clip_check_clipped_share"]), "se": float(details["clip_check_se"])}
-    return binds_message(check, float(details["clip"])) if binds(check) else None
+    auto = details.get("clip_choice") == "auto"
+    return binds_message(check, float(details["clip"]), auto) if binds(check) else None

@@ -463,7 +463,7 @@ def dpvim(
         check = auto_clip.check_clip_share(
             record_norms(loc_loss, np.ones(2 * n), final, arrays), clip, dataset_size, sigma_c, float(z[0])
         )
-        auto_clip.warn_if_binds(check, clip, "dpvim")
+        auto_clip.warn_if_binds(check, clip, "dpvim", clip_auto)
     privacy = auto_clip.composed_privacy(
         privacy,
         delta=delta,

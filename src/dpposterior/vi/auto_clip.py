@@ -382,10 +382,10 @@ def check_clip_share(norms: Any, clip: float, num_records: int, noise_multiplier
     return {"count": count, "share": count / num_records, "se": noise_multiplier / num_records}
 
 
-def warn_if_binds(check: dict[str, float], clip: float, fitter: str) -> None:
-    """Warns :class:`ClipBindsWarning` when the check :func:`binds`."""
+def warn_if_binds(check: dict[str, float], clip: float, fitter: str, auto: bool = False) -> None:
+    """Warns :class:`ClipBindsWarning` when the check :func:`binds` (``auto``: the clip was chosen privately)."""
     if binds(check):
-        warnings.warn(f"{fitter}: {binds_message(check, clip)}", ClipBindsWarning, stacklevel=3)
+        warnings.warn(f"{fitter}: {binds_message(check, clip, auto)}", ClipBindsWarning, stacklevel=3)
 
 
 def warn_tail(choice: AutoClip, fitter: str) -> None:

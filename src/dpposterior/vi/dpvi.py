@@ -274,7 +274,7 @@ def dpvi(
         norms = record_norms(loss, beta_vec, run.final_params, arrays)
         check = auto_clip.check_clip_share(norms, clip, dataset_size, sigma_c, float(z[0]))
         del norms
-        auto_clip.warn_if_binds(check, clip, "dpvi")
+        auto_clip.warn_if_binds(check, clip, "dpvi", clip_auto)
     privacy = auto_clip.composed_privacy(
         run_privacy,
         delta=delta,
