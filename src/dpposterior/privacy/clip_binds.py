@@ -30,8 +30,8 @@ def binds_message(check: dict[str, float], clip: float, auto: bool = False) -> s
     """The text of the :class:`ClipBindsWarning` of a clip check that :func:`binds`; ``auto``: the clip was
     chosen by ``clip="auto"`` (then the advice is a larger clip by hand, not the default the run used)."""
     advice = (
-        "clip='auto' chose C where the pilot ended, and the run moved to where more records exceed it: pass "
-        "a larger clip by hand"
+        "clip='auto' chose C from the norms before the end of the run, and the run moved to where more records "
+        "exceed it: pass a larger clip by hand"
         if auto
         else "use clip='auto' (the default) or a larger clip"
     )
