@@ -270,3 +270,30 @@ def test_the_clip_warning_of_an_auto_clip_advises_a_hand_clip_not_the_default_it
     assert "use clip='auto'" not in auto and "larger clip by hand" in auto
     details = (("clip", 1.5), ("clip_choice", "auto"), ("clip_check_clipped_share", 0.3), ("clip_check_se", 0.01))
     assert clip_binds_message(types.SimpleNamespace(details=details)) == auto
+
+
+def test_the_pilot_ends_where_the_default_burn_in_does():
+    # the noise-aware posterior models the steps from T* = floor(0.2 T) on; a pilot of round(0.2 T) steps
+    # put one pilot step (another clip and learning rate) in that window whenever 0.2 T had a fraction >= 0.5
+    from dpposterior.noise_aware.stats import burn_in_start
+
+    for t in range(5, 3000):
+        assert auto_clip.pilot_steps(t) == burn_in_start(t, auto_clip.PILOT_FRACTION), t
+
+
+def test_a_window_or_a_prior_that_reads_pilot_steps_is_refused(auto_trace):
+    pilot = auto_trace.privacy.detail("pilot_steps")
+    assert pilot == auto_clip.pilot_steps(STEPS) > 0
+    noise_aware_posterior(auto_trace, rng_key=0)  # the default burn-in drops the pilot
+    with pytest.raises(
+        ValueError, match=rf"burn_in=0.1 starts the modelled steps at T\*={STEPS // 10}, inside the pilot"
+    ):
+        noise_aware_posterior(auto_trace, burn_in=0.1, rng_key=0)
+    with pytest.raises(ValueError, match=r'priors="burn_in" .* the pilot of clip=.auto.'):
+        noise_aware_posterior(auto_trace, rng_key=0, priors="burn_in")
+    # a trace made with a given clip has no pilot: the same calls run
+    given = dataclasses.replace(
+        auto_trace, privacy=dataclasses.replace(auto_trace.privacy, details=(("clip_choice", "given"),))
+    )
+    noise_aware_posterior(given, burn_in=0.1, rng_key=0)
+    noise_aware_posterior(given, rng_key=0, priors="burn_in")

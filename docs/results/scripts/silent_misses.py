@@ -22,6 +22,9 @@ of 5%, in place of the trace's own slope. It prints the 90%
 coverage of the truth and the mean posterior sd, default against this prior, over all, silent and
 warned releases. Models without covariates only (the curvature of a regression depends on the covariates).
 
+``--h-prior-scale 1,2,3`` instead measures the default h prior with its sd times each factor (its
+location unchanged): the same 90% coverage and mean sd, over the same groups.
+
 A non-private experiment on simulated data: the truth is known, nothing here is released.
 """
 
@@ -121,6 +124,25 @@ def model_curvature(name: str, trace, phibar: np.ndarray, key, num_sim: int = 40
                      for j in range(n)])
 
 
+def _covers(post, truth: np.ndarray, key) -> tuple[np.ndarray, np.ndarray]:
+    """(whether the 90% central interval holds the truth, the posterior sd), per latent coordinate."""
+    d = np.asarray(post.sample_unconstrained(key, cs.NUM_DRAWS))
+    lo, hi = np.quantile(d, [0.05, 0.95], axis=0)
+    return (truth >= lo) & (truth <= hi), d.std(0)
+
+
+def _print_groups(name: str, epsilon: float, names: list[str], silent: list[bool], found: dict) -> None:
+    """90% coverage and mean sd per latent for each variant in ``found``, over all, silent and warned releases."""
+    silent_ = np.array(silent)
+    print(f"{name} at epsilon {epsilon:g}: {len(silent)} releases, {int(silent_.sum())} silent; coordinates {names}")
+    for label, rows in found.items():
+        inside, sd = np.array([r[0] for r in rows]), np.array([r[1] for r in rows])
+        for group, sel in (("all", np.ones_like(silent_)), ("silent", silent_), ("warned", ~silent_)):
+            if sel.any():
+                print(f"  {label:9s} {group:6s} ({int(sel.sum()):3d}): 90% coverage {np.round(inside[sel].mean(0), 3)}, "
+                      f"mean sd {np.round(sd[sel].mean(0), 4)}")
+
+
 def curvature_prior(name: str, replicates: int, epsilon: float) -> None:
     from dpposterior import noise_aware_posterior
     from dpposterior.noise_aware import model as M
@@ -142,18 +164,31 @@ def curvature_prior(name: str, replicates: int, epsilon: float) -> None:
         other = noise_aware_posterior(trace, rng_key=k_post, priors=priors._replace(h_loc=h_loc, h_scale=h_scale))
         silent.append(not caught)
         for label, p in (("default", post), ("curvature", other)):
-            d = np.asarray(p.sample_unconstrained(k_post, cs.NUM_DRAWS))
-            lo, hi = np.quantile(d, [0.05, 0.95], axis=0)
-            found[label].append(((truth >= lo) & (truth <= hi), d.std(0)))
-    silent_ = np.array(silent)
-    print(f"{name} at epsilon {epsilon:g}: {replicates} releases, {int(silent_.sum())} silent; coordinates "
-          f"{layout.coordinate_names()}")
-    for label, rows in found.items():
-        inside, sd = np.array([r[0] for r in rows]), np.array([r[1] for r in rows])
-        for group, sel in (("all", np.ones_like(silent_)), ("silent", silent_), ("warned", ~silent_)):
-            if sel.any():
-                print(f"  {label:9s} {group:6s} ({int(sel.sum()):3d}): 90% coverage {np.round(inside[sel].mean(0), 3)}, "
-                      f"mean sd {np.round(sd[sel].mean(0), 4)}")
+            found[label].append(_covers(p, truth, k_post))
+    _print_groups(name, epsilon, layout.coordinate_names(), silent, found)
+
+
+def h_prior_scales(name: str, replicates: int, epsilon: float, factors: list[float]) -> None:
+    """90% coverage and mean posterior sd per latent with the default h prior's sd times each factor
+    (location unchanged), over all, silent and warned releases (silent/warned as the default release)."""
+    from dpposterior import noise_aware_posterior
+    from dpposterior.noise_aware import model as M
+    from dpposterior.noise_aware.stats import sufficient_statistics
+
+    found: dict[str, list] = {f"h sd x{f:g}": [] for f in factors}
+    silent = []
+    for k in range(replicates):
+        theta, trace, _, caught, (k_post, _) = cs.release(name, epsilon, NUM_RECORDS, 0, k)
+        layout = trace.layout
+        truth = np.asarray(layout.unconstrain({s: jnp.asarray(theta[s]) for s in layout.names}))
+        stats = sufficient_statistics(np.asarray(trace.phi), np.asarray(trace.grads), 0.2)
+        noise = float(trace.noise_multiplier) * float(trace.clip) / np.asarray(trace.beta, np.float64)
+        priors = M.trace_priors(stats, noise, float(trace.sampling_rate))
+        silent.append(not caught)
+        for f in factors:
+            p = noise_aware_posterior(trace, rng_key=k_post, priors=priors._replace(h_scale=np.asarray(priors.h_scale) * f))
+            found[f"h sd x{f:g}"].append(_covers(p, truth, k_post))
+    _print_groups(name, epsilon, layout.coordinate_names(), silent, found)
 
 
 def main() -> None:
@@ -162,7 +197,13 @@ def main() -> None:
     ap.add_argument("--epsilon", type=float, required=True)
     ap.add_argument("--replicates", type=int, default=60)
     ap.add_argument("--curvature-prior", action="store_true", help="measure the model-curvature h prior instead")
+    ap.add_argument("--h-prior-scale", default="", help="comma-separated factors on the h prior's sd, e.g. 1,2,3")
     a = ap.parse_args()
+    if a.h_prior_scale:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            h_prior_scales(a.model, a.replicates, a.epsilon, [float(x) for x in a.h_prior_scale.split(",")])
+        return
     if a.curvature_prior:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

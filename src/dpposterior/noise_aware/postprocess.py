@@ -93,7 +93,8 @@ def noise_aware_posterior(
         deterministic and fast; sampling is exact), "nuts" (NumPyro NUTS on the same density; default
         1,000 warm-up and 4,000 draws, one chain), or "laplace" (joint mode by damped Newton, inverse
         Hessian; phi* ~ N(mode, marginal variance)).
-      burn_in: share of the trace dropped at its start, in [0, 1); T* = floor(burn_in T).
+      burn_in: share of the trace dropped at its start, in [0, 1); T* = floor(burn_in T). On a trace made
+        with ``clip="auto"`` it must drop the pilot (the default 0.2 does).
       subsampling_noise: model subsampling noise s_j ~ HalfNormal(1) (else s_j = 0).
       rng_key: JAX key or int seed for NUTS and for the stored draws; None draws a seed from the
         operating system (post-processing randomness, not privacy noise).
@@ -101,7 +102,8 @@ def noise_aware_posterior(
         location of h at softplus^-1(m_j), so that it maps to a_j = m_j; see :func:`model.trace_priors`),
         "burn_in" (m_j and sd_j from the burn-in steps, whose noise the likelihood does not use, so the
         slope is not counted twice; better calibrated where A is weakly identified, as on Adult, and the
-        same elsewhere: :func:`model.burn_in_priors`; needs at least 10 burn-in steps), or a
+        same elsewhere: :func:`model.burn_in_priors`; needs at least 10 burn-in steps and a trace made
+        with a given clip: with ``clip="auto"`` the burn-in steps are the pilot's, at another clip), or a
         :class:`TracePriors` (fields broadcastable to (d,)) to override them (experiments, tests).
       prior: None, or a sampler ``(key, m) -> (m, n)`` of the model's prior in the unconstrained space
         (:func:`dpposterior.noise_aware.model_prior_sampler`). Latents that the release cannot identify
@@ -143,7 +145,8 @@ def noise_aware_posterior(
       TypeError: ``trace`` is not a DPVITrace, an unknown solver option, a non-integer count option, a
         flag (``subsampling_noise``, a NUTS flag) that is not True or False, or a TracePriors field that
         is not real numbers.
-      ValueError: unknown method, a solver option out of its range, burn_in outside [0, 1), fewer than
+      ValueError: unknown method, a solver option out of its range, burn_in outside [0, 1) or keeping
+        steps of a ``clip="auto"`` pilot (another clip and learning rate) in the modelled window, fewer than
         10 steps after burn-in, non-finite values in the trace, non-positive beta, noise multiplier, clip
         or sampling rate, a coordinate that does not move after burn-in, a coordinate whose DP noise sd
         sigma C / beta_j lies outside ``NOISE_SD_RANGE`` = [1e-10, 1e12] (or whose gradients or parameters
@@ -444,6 +447,14 @@ def _checked_statistics(
         raise ValueError(f"burn_in must lie in [0, 1), got {burn_in!r}")
     num_steps = trace.phi.shape[0]
     start = burn_in_start(num_steps, float(burn_in))
+    pilot = _pilot_steps(trace)
+    if start < pilot:
+        raise ValueError(
+            f"burn_in={burn_in} starts the modelled steps at T*={start}, inside the pilot of clip='auto' "
+            f"(steps 0-{pilot - 1}, run at clip {trace.privacy.detail('pilot_clip')!r} with its own learning "
+            f"rate; the run's clip is {trace.clip!r}): the gradient model needs the steps of one clip and one "
+            f"learning rate; use burn_in >= {pilot}/{num_steps} (the default 0.2 does)"
+        )
     remaining = num_steps - start
     if remaining < MIN_STEPS_AFTER_BURN_IN:
         raise ValueError(
@@ -559,8 +570,23 @@ def _check_finite_result(
         )
 
 
+def _pilot_steps(trace: DPVITrace) -> int:
+    """The steps of the trace's clip='auto' pilot (0 when it has none), from its privacy record."""
+    privacy = getattr(trace, "privacy", None)
+    detail = getattr(privacy, "detail", None)
+    return int(detail("pilot_steps", 0) or 0) if callable(detail) else 0
+
+
 def _burn_in_statistics(trace: DPVITrace, start: int) -> TraceStats:
     """Statistics of the burn-in steps 0 .. T*-1, for ``priors="burn_in"``."""
+    pilot = _pilot_steps(trace)
+    if pilot:
+        raise ValueError(
+            f'priors="burn_in" takes the h prior from the burn-in steps, but the first {pilot} of them are '
+            f"the pilot of clip='auto', run at clip {trace.privacy.detail('pilot_clip')!r} with its own "
+            f"learning rate (the run's clip is {trace.clip!r}): their slope is another restoring force and "
+            'their noise sd is not the run\'s; use priors="paper" (the default), or a trace made with a given clip'
+        )
     if start < MIN_STEPS_AFTER_BURN_IN:
         raise ValueError(
             f'priors="burn_in" takes the h prior from the burn-in steps, but burn_in leaves {start} of '
