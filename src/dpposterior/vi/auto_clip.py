@@ -188,13 +188,13 @@ def check_resolvable(num_records: int, noise_multiplier: float) -> None:
 def pilot_steps(num_steps: int) -> int:
     """The pilot's steps of a ``num_steps`` run: floor(PILOT_FRACTION T), at least 1 and leaving at least 1.
 
-    The floor is the noise-aware posterior's T* = floor(burn_in T) at its default burn-in (taken as exact
-    within 1e-9, as there), so the steps that posterior models never hold a pilot step, whose clip and
-    learning rate are not the run's (it refuses a burn-in that would keep one).
+    The floor is the noise-aware posterior's T* = floor(burn_in T) at its default burn-in
+    (:func:`dpposterior.noise_aware.stats.burn_in_start`), so the steps that posterior models never hold a
+    pilot step, whose clip and learning rate are not the run's (it refuses a burn-in that would keep one).
     """
     if num_steps < 2:
         raise ValueError(f"clip='auto' needs num_steps >= 2 (a pilot and the run), got {num_steps}")
-    x = PILOT_FRACTION * num_steps
+    x = PILOT_FRACTION * num_steps  # burn_in_start's rule, written here: a mechanism imports no post-processing
     share = round(x) if abs(x - round(x)) <= 1e-9 * max(1.0, x) else math.floor(x)
     return min(max(1, int(share)), num_steps - 1)
 
