@@ -572,9 +572,7 @@ def _check_finite_result(
 
 def _pilot_steps(trace: DPVITrace) -> int:
     """The steps of the trace's clip='auto' pilot (0 when it has none), from its privacy record."""
-    privacy = getattr(trace, "privacy", None)
-    detail = getattr(privacy, "detail", None)
-    return int(detail("pilot_steps", 0) or 0) if callable(detail) else 0
+    return int(trace.privacy.detail("pilot_steps", 0) or 0)
 
 
 def _burn_in_statistics(trace: DPVITrace, start: int) -> TraceStats:

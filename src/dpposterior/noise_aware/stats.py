@@ -26,12 +26,13 @@ trace. Two versions:
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from ..releases.window import burn_in_start as burn_in_start  # the window rule, shared with the pilot
 
 MIN_STEPS_AFTER_BURN_IN = 10
 
@@ -73,24 +74,6 @@ class TraceStats(NamedTuple):
             "sum_grad2": syy + n * yb**2,
             "sum_grad_phi": sxy + n * xb * yb,
         }
-
-
-def burn_in_start(num_steps: int, burn_in: float) -> int:
-    """T* = floor(burn_in * T), the first step used (0-based).
-
-    The product is taken as exact when it lies within 1e-9 (relative) of an integer: in floating point
-    0.29 * 100 is 28.999999999999996, whose floor would drop 28 steps where 29 are meant.
-
-    Raises:
-      ValueError: ``burn_in`` is not a number in [0, 1) (a negative share would count steps twice).
-    """
-    if not 0.0 <= burn_in < 1.0:  # also refuses NaN
-        raise ValueError(f"burn_in must lie in [0, 1) (the share of the trace dropped at its start), got {burn_in!r}")
-    x = burn_in * num_steps
-    nearest = round(x)
-    if abs(x - nearest) <= 1e-9 * max(1.0, abs(x)):
-        return int(nearest)
-    return int(math.floor(x))
 
 
 def sufficient_statistics(phi, grads, burn_in: float = 0.2) -> TraceStats:

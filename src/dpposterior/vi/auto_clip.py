@@ -89,6 +89,7 @@ from ..privacy.gaussian import analytic_gaussian_sigma
 from ..privacy.noise import normal_words, normals_from_words_np, with_noise_tail
 from ..privacy.secure import resolve_noise_source, secure_normal
 from ..privacy.spent import PrivacySpent
+from ..releases.window import burn_in_start
 
 #: the grid: candidate clips 2^(k / GRID_STEPS_PER_OCTAVE) for integer k in [GRID_LOWEST, GRID_HIGHEST].
 GRID_STEPS_PER_OCTAVE = 4
@@ -189,14 +190,12 @@ def pilot_steps(num_steps: int) -> int:
     """The pilot's steps of a ``num_steps`` run: floor(PILOT_FRACTION T), at least 1 and leaving at least 1.
 
     The floor is the noise-aware posterior's T* = floor(burn_in T) at its default burn-in
-    (:func:`dpposterior.noise_aware.stats.burn_in_start`), so the steps that posterior models never hold a
+    (:func:`dpposterior.releases.window.burn_in_start`), so the steps that posterior models never hold a
     pilot step, whose clip and learning rate are not the run's (it refuses a burn-in that would keep one).
     """
     if num_steps < 2:
         raise ValueError(f"clip='auto' needs num_steps >= 2 (a pilot and the run), got {num_steps}")
-    x = PILOT_FRACTION * num_steps  # burn_in_start's rule, written here: a mechanism imports no post-processing
-    share = round(x) if abs(x - round(x)) <= 1e-9 * max(1.0, x) else math.floor(x)
-    return min(max(1, int(share)), num_steps - 1)
+    return min(max(1, burn_in_start(num_steps, PILOT_FRACTION)), num_steps - 1)
 
 
 def pilot_key(rng_key: Any, secure: bool) -> Any:
