@@ -212,8 +212,12 @@ SHARPNESS_BAR = 1.5
 # --- one cell --------------------------------------------------------------------------------------
 
 
-def release(name: str, epsilon: float, num_records: int, seed: int, k: int):
-    """Replicate k of a cell: (theta, trace, posterior, the warnings caught, the keys of the draws)."""
+def release(name: str, epsilon: float, num_records: int, seed: int, k: int, init_scale: float | None = None):
+    """Replicate k of a cell: (theta, trace, posterior, the warnings caught, the keys of the draws).
+
+    ``init_scale``: None for dpvi's default (the suite's cells); a value only for the experiments that
+    name it (``--init-scale``), whose cells record it.
+    """
     model, simulate = MODELS[name]
     key = jax.random.fold_in(jax.random.PRNGKey(seed), k)
     k_data, k_dp, k_post, k_naive = jax.random.split(key, 4)
@@ -221,7 +225,8 @@ def release(name: str, epsilon: float, num_records: int, seed: int, k: int):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         options = dpp.vi.RunOptions(progress=False)
-        trace = dpp.dpvi(model, *data, epsilon=epsilon, delta=DELTA, rng_key=k_dp, run_options=options)
+        settings = {} if init_scale is None else {"init_scale": init_scale}
+        trace = dpp.dpvi(model, *data, epsilon=epsilon, delta=DELTA, rng_key=k_dp, run_options=options, **settings)
         post = dpp.noise_aware_posterior(trace, rng_key=k_post)
     return theta, trace, post, list(caught), (k_post, k_naive)
 
@@ -250,14 +255,16 @@ def backfill_messages(folder: pathlib.Path, max_replicates: int = 60) -> None:
         print(f"{f.name}: messages of {sorted(messages)}", flush=True)
 
 
-def run_cell(name: str, epsilon: float, num_records: int, replicates: int, seed: int = 0) -> dict[str, Any]:
+def run_cell(
+    name: str, epsilon: float, num_records: int, replicates: int, seed: int = 0, init_scale: float | None = None
+) -> dict[str, Any]:
     truths, na_draws, naive_draws, warned, clips, failures = [], [], [], [], [], []
     messages: dict[str, str] = {}
     names = None
     t0 = time.perf_counter()
     for k in range(replicates):
         try:
-            theta, trace, post, caught, (k_post, k_naive) = release(name, epsilon, num_records, seed, k)
+            theta, trace, post, caught, (k_post, k_naive) = release(name, epsilon, num_records, seed, k, init_scale)
         except Exception as e:  # a refusal is a result of the suite: recorded, not hidden
             failures.append(f"{type(e).__name__}: {e}")
             continue
@@ -275,6 +282,8 @@ def run_cell(name: str, epsilon: float, num_records: int, replicates: int, seed:
         "model": name, "epsilon": epsilon, "num_records": num_records, "replicates": replicates, "seed": seed,
         "delta": DELTA, "coordinates": names, "refused": failures, "wall_seconds": time.perf_counter() - t0,
     }
+    if init_scale is not None:
+        out["init_scale"] = init_scale
     if not truths:
         return out
     truth = np.stack(truths)
@@ -366,7 +375,8 @@ def paper_row(c: dict[str, Any]) -> str:
     quiet = c.get("noise_aware_silent", {}).get("per_latent")
     silent = (f"{max(v['tarp_rmse'] for v in quiet.values()):.4f}, {min(v['coverage90'] for v in quiet.values()):.3f} - "
               f"{max(v['coverage90'] for v in quiet.values()):.3f} ({c['silent_replicates']})") if quiet else "-"
-    return (f"| {model} | {c['epsilon']:g} | {c['replicates']} | {na['joint_tarp_rmse']:.4f} | "
+    label = model if "init_scale" not in c else f"{model} (init_scale {c['init_scale']:g})"
+    return (f"| {label} | {c['epsilon']:g} | {c['replicates']} | {na['joint_tarp_rmse']:.4f} | "
             f"{per[worst]['tarp_rmse']:.4f} ({worst}) | {min(covs):.3f} - {max(covs):.3f} | {silent} | {sd:.4f} | {ref} | "
             f"{ratio:.2f} | {bar:g} | {'misses: ' + ', '.join(misses) if misses else 'meets'} |")
 
@@ -433,6 +443,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="K = 8, N = 500: a smoke run of every cell")
     ap.add_argument("--report", action="store_true", help="print the table from the cells in --out")
     ap.add_argument("--messages", action="store_true", help="add the warnings' texts to cells that lack them")
+    ap.add_argument("--init-scale", type=float, default=None,
+                    help="an experiment: dpvi's init_scale instead of its default (the cell records it)")
     a = ap.parse_args()
     folder = pathlib.Path(a.out)
     folder.mkdir(parents=True, exist_ok=True)
@@ -447,10 +459,11 @@ def main() -> None:
         if name not in MODELS:
             raise SystemExit(f"unknown model {name!r}; known: {', '.join(MODELS)}")
         for eps in (float(e) for e in a.epsilons.split(",")):
-            path = folder / f"{name}_eps{eps:g}_N{n}_K{k}.json"
+            tag = "" if a.init_scale is None else f"_init{a.init_scale:g}"
+            path = folder / f"{name}_eps{eps:g}_N{n}_K{k}{tag}.json"
             if path.exists():
                 continue
-            cell = run_cell(name, eps, n, k, a.seed)
+            cell = run_cell(name, eps, n, k, a.seed, a.init_scale)
             path.write_text(json.dumps(cell, indent=1))
             na = cell.get("noise_aware", {}).get("per_latent", {})
             worst = max((v["tarp_rmse"] for v in na.values()), default=math.nan)

@@ -25,6 +25,26 @@ warned releases. Models without covariates only (the curvature of a regression d
 ``--h-prior-scale 1,2,3`` instead measures the default h prior with its sd times each factor (its
 location unchanged): the same 90% coverage and mean sd, over the same groups.
 
+``--kendall`` instead measures the default h prior with its location moved down by Kendall's bias of the
+least-squares slope over a window of n steps, (1 + 3 r) / (eta_j q n) with r = 1 - eta_j q m_j (Kendall,
+"Note on bias in the estimation of autocorrelation", 1954): public settings and the release's own slope
+only. The same 90% coverage and mean sd, over the same groups.
+
+``--wander`` instead measures how much of each latent's error the second-order term of the gradient
+explains. DP-SGD's iterates wander around the fixed point, and where the curvature H_jj of one
+coordinate depends on another coordinate k (a scale parameter and the weights whose curvature it sets),
+the mean gradient of k carries (1/2) sum_j dH_jj/dphi_k Var_j, which the linear gradient model
+attributes to phi*_k. Per release: z = (truth - posterior mean) / posterior sd per latent, before and
+after moving the posterior by delta_k = -(1/2) sum_j dH_jj/dphi_k Var_j / H_kk, with H and its
+derivatives those of the full-data negative ELBO on the release's own records at the trace mean
+(autodiff, 8 common Monte Carlo draws) and Var_j the trace's variance over the modelled window. It reads
+the records: a non-private measurement of the cause, not a correction a release could make.
+
+``--norms`` instead prints, per release, what sets the clip: the 99th percentile of the beta-scaled
+per-record gradient norms on the release's own records, over the mean coordinates, over the rho
+(variational scale) coordinates and over both, at the start, at the pilot's last iterate (where
+``clip="auto"`` searches) and at the final iterate, with the mean variational sd of the latents there.
+
 A non-private experiment on simulated data: the truth is known, nothing here is released.
 """
 
@@ -143,52 +163,135 @@ def _print_groups(name: str, epsilon: float, names: list[str], silent: list[bool
                       f"mean sd {np.round(sd[sel].mean(0), 4)}")
 
 
+def _release_with_priors(name: str, epsilon: float, k: int):
+    """Replicate k of a cell: (truth in the unconstrained space, trace, default posterior, silent?, the
+    posterior's key, the statistics after the default burn-in, the default trace priors)."""
+    from dpposterior.noise_aware import model as M
+    from dpposterior.noise_aware.stats import sufficient_statistics
+
+    theta, trace, post, caught, (k_post, _) = cs.release(name, epsilon, NUM_RECORDS, 0, k)
+    layout = trace.layout
+    truth = np.asarray(layout.unconstrain({s: jnp.asarray(theta[s]) for s in layout.names}))
+    stats = sufficient_statistics(np.asarray(trace.phi), np.asarray(trace.grads), 0.2)
+    noise = float(trace.noise_multiplier) * float(trace.clip) / np.asarray(trace.beta, np.float64)
+    priors = M.trace_priors(stats, noise, float(trace.sampling_rate))
+    return truth, trace, post, not caught, k_post, stats, priors
+
+
 def curvature_prior(name: str, replicates: int, epsilon: float) -> None:
     from dpposterior import noise_aware_posterior
     from dpposterior.noise_aware import model as M
-    from dpposterior.noise_aware.stats import sufficient_statistics
 
     found: dict[str, list] = {"default": [], "curvature": []}
     silent = []
     for k in range(replicates):
-        theta, trace, post, caught, (k_post, _) = cs.release(name, epsilon, NUM_RECORDS, 0, k)
-        layout = trace.layout
-        truth = np.asarray(layout.unconstrain({s: jnp.asarray(theta[s]) for s in layout.names}))
+        truth, trace, post, quiet, k_post, stats, priors = _release_with_priors(name, epsilon, k)
         n = truth.shape[0]
-        stats = sufficient_statistics(np.asarray(trace.phi), np.asarray(trace.grads), 0.2)
-        noise = float(trace.noise_multiplier) * float(trace.clip) / np.asarray(trace.beta, np.float64)
-        priors = M.trace_priors(stats, noise, float(trace.sampling_rate))
         curvature = model_curvature(name, trace, np.asarray(stats.phi_mean), jax.random.PRNGKey(100 + k))
         h_loc, h_scale = np.array(priors.h_loc, np.float64), np.array(priors.h_scale, np.float64)
         h_loc[:n], h_scale[:n] = np.asarray(M.softplus_inverse(jnp.asarray(curvature))), 0.05 * curvature
         other = noise_aware_posterior(trace, rng_key=k_post, priors=priors._replace(h_loc=h_loc, h_scale=h_scale))
-        silent.append(not caught)
+        silent.append(quiet)
         for label, p in (("default", post), ("curvature", other)):
             found[label].append(_covers(p, truth, k_post))
-    _print_groups(name, epsilon, layout.coordinate_names(), silent, found)
+    _print_groups(name, epsilon, trace.layout.coordinate_names(), silent, found)
 
 
 def h_prior_scales(name: str, replicates: int, epsilon: float, factors: list[float]) -> None:
     """90% coverage and mean posterior sd per latent with the default h prior's sd times each factor
     (location unchanged), over all, silent and warned releases (silent/warned as the default release)."""
     from dpposterior import noise_aware_posterior
-    from dpposterior.noise_aware import model as M
-    from dpposterior.noise_aware.stats import sufficient_statistics
 
     found: dict[str, list] = {f"h sd x{f:g}": [] for f in factors}
     silent = []
     for k in range(replicates):
-        theta, trace, _, caught, (k_post, _) = cs.release(name, epsilon, NUM_RECORDS, 0, k)
-        layout = trace.layout
-        truth = np.asarray(layout.unconstrain({s: jnp.asarray(theta[s]) for s in layout.names}))
-        stats = sufficient_statistics(np.asarray(trace.phi), np.asarray(trace.grads), 0.2)
-        noise = float(trace.noise_multiplier) * float(trace.clip) / np.asarray(trace.beta, np.float64)
-        priors = M.trace_priors(stats, noise, float(trace.sampling_rate))
-        silent.append(not caught)
+        truth, trace, _, quiet, k_post, _, priors = _release_with_priors(name, epsilon, k)
+        silent.append(quiet)
         for f in factors:
             p = noise_aware_posterior(trace, rng_key=k_post, priors=priors._replace(h_scale=np.asarray(priors.h_scale) * f))
             found[f"h sd x{f:g}"].append(_covers(p, truth, k_post))
-    _print_groups(name, epsilon, layout.coordinate_names(), silent, found)
+    _print_groups(name, epsilon, trace.layout.coordinate_names(), silent, found)
+
+
+def kendall_prior(name: str, replicates: int, epsilon: float) -> None:
+    """90% coverage and mean posterior sd per latent, the default h prior against the same prior with its
+    location less Kendall's window bias of the slope, over all, silent and warned releases."""
+    from dpposterior import noise_aware_posterior
+
+    found: dict[str, list] = {"default": [], "kendall": []}
+    silent = []
+    for k in range(replicates):
+        truth, trace, post, quiet, k_post, stats, priors = _release_with_priors(name, epsilon, k)
+        q = float(trace.sampling_rate)
+        lr, slope = np.asarray(trace.learning_rate, np.float64), np.asarray(priors.h_loc, np.float64)
+        r = np.clip(1.0 - lr * q * slope, -1.0, 1.0)
+        bias = (1.0 + 3.0 * r) / (lr * q * np.asarray(stats.count, np.float64))
+        other = noise_aware_posterior(trace, rng_key=k_post, priors=priors._replace(h_loc=slope - bias))
+        silent.append(quiet)
+        for label, p in (("default", post), ("kendall", other)):
+            found[label].append(_covers(p, truth, k_post))
+    _print_groups(name, epsilon, trace.layout.coordinate_names(), silent, found)
+
+
+def wander_shift(name: str, replicates: int, epsilon: float) -> None:
+    """Per release and latent, z before and after removing the second-order wander shift (module docstring)."""
+    model, simulate = cs.MODELS[name]
+    draws = jax.random.split(jax.random.PRNGKey(7), 8)
+    rows = []
+    for k in range(replicates):
+        truth, trace, post, quiet, k_post, stats, _ = _release_with_priors(name, epsilon, k)
+        k_data = jax.random.split(jax.random.fold_in(jax.random.PRNGKey(0), k), 4)[0]
+        _, data = simulate(k_data, NUM_RECORDS)  # the records the release saw (the same key)
+        loss = make_elbo_loss(model, trace.layout, NUM_RECORDS, 1)
+
+        def total(phi, loss=loss, data=data):
+            per = jax.vmap(lambda rec: jnp.mean(jax.vmap(lambda key: loss(phi, rec, key))(draws)))
+            return jnp.sum(per(data))
+
+        def hess_diag(phi, total=total):
+            return jnp.diag(jax.hessian(total)(phi))
+
+        phibar = jnp.asarray(np.asarray(stats.phi_mean), jnp.float32)
+        h = np.asarray(hess_diag(phibar), np.float64)
+        dh = np.asarray(jax.jacfwd(hess_diag)(phibar), np.float64)  # dh[j, k] = d H_jj / d phi_k
+        var = np.asarray(stats.phi_ss, np.float64) / np.asarray(stats.count, np.float64)
+        n = truth.shape[0]
+        delta = (-0.5 * (dh.T @ var) / h)[:n]
+        d = np.asarray(post.sample_unconstrained(k_post, cs.NUM_DRAWS))
+        mean, sd = d.mean(0), d.std(0)
+        rows.append(((truth - mean) / sd, (truth - mean + delta) / sd, delta / sd, quiet))
+        print(k, "silent" if quiet else "warned", "z", np.round(rows[-1][0], 2), "corrected",
+              np.round(rows[-1][1], 2), "shift/sd", np.round(rows[-1][2], 2), flush=True)
+    z, zc, shift = (np.array([r[i] for r in rows]) for i in range(3))
+    silent = np.array([r[3] for r in rows])
+    print(f"{name} at epsilon {epsilon:g}: {len(rows)} releases, {int(silent.sum())} silent; "
+          f"coordinates {trace.layout.coordinate_names()}")
+    for group, sel in (("all", np.ones_like(silent)), ("silent", silent)):
+        if sel.any():
+            print(f"  {group:6s} ({int(sel.sum()):3d}): 90% coverage {np.round((np.abs(z[sel]) < 1.645).mean(0), 2)} -> "
+                  f"{np.round((np.abs(zc[sel]) < 1.645).mean(0), 2)}; mean z {np.round(z[sel].mean(0), 2)} -> "
+                  f"{np.round(zc[sel].mean(0), 2)}; median |shift|/sd {np.round(np.median(np.abs(shift[sel]), 0), 2)}")
+
+
+def norms(name: str, replicates: int, epsilon: float) -> None:
+    """Per release, the 99th percentiles of the per-record gradient norms by half, at three iterates."""
+    from dpposterior.releases import family
+
+    model, simulate = cs.MODELS[name]
+    for k in range(replicates):
+        _, trace, *_ = cs.release(name, epsilon, NUM_RECORDS, 0, k)
+        _, data = simulate(jax.random.split(jax.random.fold_in(jax.random.PRNGKey(0), k), 4)[0], NUM_RECORDS)
+        per_record = jax.jit(jax.vmap(jax.grad(make_elbo_loss(model, trace.layout, NUM_RECORDS, 1)), (None, 0, None)))
+        beta = np.asarray(trace.beta)
+        n = beta.size // 2
+        pilot = int(trace.privacy.detail("pilot_steps"))
+        for label, phi in (("start", trace.phi[0]), ("pilot end", trace.phi[pilot]), ("final", trace.final_phi)):
+            g = np.asarray(per_record(jnp.asarray(phi), data, jax.random.PRNGKey(3))) * beta
+            q99 = [np.quantile(np.linalg.norm(x, axis=1), 0.99) for x in (g[:, :n], g[:, n:], g)]
+            sd = float(np.mean(np.asarray(family.scale(jnp.asarray(phi[n:])))))
+            print(f"{k} {label:9s} 99th percentile norm: mean half {q99[0]:9.3g}, rho half {q99[1]:9.3g}, "
+                  f"both {q99[2]:9.3g}; mean variational sd {sd:.3g}", flush=True)
+        print(f"{k} clip {float(trace.clip):.4g} (pilot clip {float(trace.privacy.detail('pilot_clip')):.4g})", flush=True)
 
 
 def main() -> None:
@@ -198,7 +301,16 @@ def main() -> None:
     ap.add_argument("--replicates", type=int, default=60)
     ap.add_argument("--curvature-prior", action="store_true", help="measure the model-curvature h prior instead")
     ap.add_argument("--h-prior-scale", default="", help="comma-separated factors on the h prior's sd, e.g. 1,2,3")
+    ap.add_argument("--kendall", action="store_true", help="measure the Kendall-corrected h prior location instead")
+    ap.add_argument("--wander", action="store_true", help="measure the second-order wander shift instead")
+    ap.add_argument("--norms", action="store_true", help="print what sets the clip instead")
     a = ap.parse_args()
+    for flag, measure in ((a.kendall, kendall_prior), (a.wander, wander_shift), (a.norms, norms)):
+        if flag:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                measure(a.model, a.replicates, a.epsilon)
+            return
     if a.h_prior_scale:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
