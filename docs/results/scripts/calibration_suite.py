@@ -16,6 +16,9 @@ draws), and the sharpness (the mean posterior sd); and the share of releases tha
 
 Cells are written as JSON under --out (one per model and epsilon; an existing cell is kept, so a run
 resumes), and ``--report`` prints the Markdown table of docs/results/calibration-suite.md from them.
+``--setting NAME=VALUE`` (repeatable) is an experiment outside the suite: the same cells with
+``dpvi(..., NAME=VALUE)`` (for example ``init_scale=0.004`` or ``beta_rho=30``; the cell records its
+settings and its file name carries them), to measure a DP-SGD setting other than the default.
 A non-private experiment on simulated data: the truth is known, nothing here is released.
 """
 
@@ -212,11 +215,11 @@ SHARPNESS_BAR = 1.5
 # --- one cell --------------------------------------------------------------------------------------
 
 
-def release(name: str, epsilon: float, num_records: int, seed: int, k: int, init_scale: float | None = None):
+def release(name: str, epsilon: float, num_records: int, seed: int, k: int, settings: dict[str, float] | None = None):
     """Replicate k of a cell: (theta, trace, posterior, the warnings caught, the keys of the draws).
 
-    ``init_scale``: None for dpvi's default (the suite's cells); a value only for the experiments that
-    name it (``--init-scale``), whose cells record it.
+    ``settings``: None for dpvi's defaults (the suite's cells); keyword settings of dpvi only for the
+    experiments that name them (``--setting``), whose cells record them.
     """
     model, simulate = MODELS[name]
     key = jax.random.fold_in(jax.random.PRNGKey(seed), k)
@@ -225,8 +228,9 @@ def release(name: str, epsilon: float, num_records: int, seed: int, k: int, init
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         options = dpp.vi.RunOptions(progress=False)
-        settings = {} if init_scale is None else {"init_scale": init_scale}
-        trace = dpp.dpvi(model, *data, epsilon=epsilon, delta=DELTA, rng_key=k_dp, run_options=options, **settings)
+        trace = dpp.dpvi(
+            model, *data, epsilon=epsilon, delta=DELTA, rng_key=k_dp, run_options=options, **(settings or {})
+        )
         post = dpp.noise_aware_posterior(trace, rng_key=k_post)
     return theta, trace, post, list(caught), (k_post, k_naive)
 
@@ -242,7 +246,7 @@ def backfill_messages(folder: pathlib.Path, max_replicates: int = 60) -> None:
         messages = dict(c.get("messages", {}))
         for k in range(max_replicates):
             try:
-                *_, caught, _ = release(c["model"], c["epsilon"], c["num_records"], c["seed"], k)
+                *_, caught, _ = release(c["model"], c["epsilon"], c["num_records"], c["seed"], k, c.get("settings"))
             except Exception:
                 continue
             for w in caught:  # only the classes the cell counted (the code may warn of more today)
@@ -256,7 +260,8 @@ def backfill_messages(folder: pathlib.Path, max_replicates: int = 60) -> None:
 
 
 def run_cell(
-    name: str, epsilon: float, num_records: int, replicates: int, seed: int = 0, init_scale: float | None = None
+    name: str, epsilon: float, num_records: int, replicates: int, seed: int = 0,
+    settings: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     truths, na_draws, naive_draws, warned, clips, failures = [], [], [], [], [], []
     messages: dict[str, str] = {}
@@ -264,7 +269,7 @@ def run_cell(
     t0 = time.perf_counter()
     for k in range(replicates):
         try:
-            theta, trace, post, caught, (k_post, k_naive) = release(name, epsilon, num_records, seed, k, init_scale)
+            theta, trace, post, caught, (k_post, k_naive) = release(name, epsilon, num_records, seed, k, settings)
         except Exception as e:  # a refusal is a result of the suite: recorded, not hidden
             failures.append(f"{type(e).__name__}: {e}")
             continue
@@ -282,8 +287,8 @@ def run_cell(
         "model": name, "epsilon": epsilon, "num_records": num_records, "replicates": replicates, "seed": seed,
         "delta": DELTA, "coordinates": names, "refused": failures, "wall_seconds": time.perf_counter() - t0,
     }
-    if init_scale is not None:
-        out["init_scale"] = init_scale
+    if settings:
+        out["settings"] = dict(settings)
     if not truths:
         return out
     truth = np.stack(truths)
@@ -354,6 +359,11 @@ def fixed_sharpness(model: str, epsilon: float, bar: float) -> tuple[float, str]
     return best[1], best[2] + ("" if best[0] else ", none meets the bar")
 
 
+def _label(c: dict[str, Any], model: str) -> str:
+    """The model's name, with the dpvi settings of an experiment cell (``--setting``) after it."""
+    return model + "".join(f" ({k} {v:g})" for k, v in sorted(c.get("settings", {}).items()))
+
+
 def paper_row(c: dict[str, Any]) -> str:
     """One row of the paper's cells with the defaults: joint and worst marginal TARP against the paper's
     bar, the 90% coverage range, and the sharpness against the hand-set settings on record."""
@@ -375,7 +385,7 @@ def paper_row(c: dict[str, Any]) -> str:
     quiet = c.get("noise_aware_silent", {}).get("per_latent")
     silent = (f"{max(v['tarp_rmse'] for v in quiet.values()):.4f}, {min(v['coverage90'] for v in quiet.values()):.3f} - "
               f"{max(v['coverage90'] for v in quiet.values()):.3f} ({c['silent_replicates']})") if quiet else "-"
-    label = model if "init_scale" not in c else f"{model} (init_scale {c['init_scale']:g})"
+    label = _label(c, model)
     return (f"| {label} | {c['epsilon']:g} | {c['replicates']} | {na['joint_tarp_rmse']:.4f} | "
             f"{per[worst]['tarp_rmse']:.4f} ({worst}) | {min(covs):.3f} - {max(covs):.3f} | {silent} | {sd:.4f} | {ref} | "
             f"{ratio:.2f} | {bar:g} | {'misses: ' + ', '.join(misses) if misses else 'meets'} |")
@@ -425,7 +435,7 @@ def suite_report(cells: list[dict[str, Any]]) -> str:
             a, b = c["noise_aware"]["per_latent"][name], c["naive"]["per_latent"][name]
             s = c.get("noise_aware_silent", {}).get("per_latent", {}).get(name)
             quiet = f"{s['tarp_rmse']:.4f} | {s['coverage90']:.3f}" if s else "- | -"
-            rows.append(f"| {c['model'] if j == 0 else ''} | {c['epsilon']:g} | {c['replicates']} | {name} | "
+            rows.append(f"| {_label(c, c['model']) if j == 0 else ''} | {c['epsilon']:g} | {c['replicates']} | {name} | "
                         f"{a['tarp_rmse']:.4f} | {a['coverage90']:.3f} | {a['sharpness']:.3g} | {quiet} | {b['tarp_rmse']:.4f} "
                         f"| {b['coverage90']:.3f} | {b['sharpness']:.3g} | {ok if j == 0 else ''} |")
         notes += cell_notes(c)
@@ -443,9 +453,15 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="K = 8, N = 500: a smoke run of every cell")
     ap.add_argument("--report", action="store_true", help="print the table from the cells in --out")
     ap.add_argument("--messages", action="store_true", help="add the warnings' texts to cells that lack them")
-    ap.add_argument("--init-scale", type=float, default=None,
-                    help="an experiment: dpvi's init_scale instead of its default (the cell records it)")
+    ap.add_argument("--setting", action="append", default=[], metavar="NAME=VALUE",
+                    help="an experiment: a dpvi setting instead of its default (repeatable; the cell records it)")
     a = ap.parse_args()
+    settings = {}
+    for item in a.setting:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--setting takes NAME=VALUE, got {item!r}")
+        settings[key] = float(value)
     folder = pathlib.Path(a.out)
     folder.mkdir(parents=True, exist_ok=True)
     if a.report:
@@ -459,11 +475,11 @@ def main() -> None:
         if name not in MODELS:
             raise SystemExit(f"unknown model {name!r}; known: {', '.join(MODELS)}")
         for eps in (float(e) for e in a.epsilons.split(",")):
-            tag = "" if a.init_scale is None else f"_init{a.init_scale:g}"
+            tag = "".join(f"_{key}{value:g}" for key, value in sorted(settings.items()))
             path = folder / f"{name}_eps{eps:g}_N{n}_K{k}{tag}.json"
             if path.exists():
                 continue
-            cell = run_cell(name, eps, n, k, a.seed, a.init_scale)
+            cell = run_cell(name, eps, n, k, a.seed, settings)
             path.write_text(json.dumps(cell, indent=1))
             na = cell.get("noise_aware", {}).get("per_latent", {})
             worst = max((v["tarp_rmse"] for v in na.values()), default=math.nan)
