@@ -70,12 +70,17 @@ MC_DRAWS = 16
 ADAM_STEPS = 1500
 
 
+def _records(simulate, k: int):
+    """The records replicate k of a cell saw (the suite's data key, seed 0)."""
+    k_data = jax.random.split(jax.random.fold_in(jax.random.PRNGKey(0), k), 4)[0]
+    return simulate(k_data, NUM_RECORDS)[1]
+
+
 def diagnose(name: str, epsilon: float, k: int) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray]:
     """(silent, z, m/A, shift/sd) of replicate k, each per latent mean coordinate."""
     model, simulate = cs.MODELS[name]
     _, trace, post, caught, _ = cs.release(name, epsilon, NUM_RECORDS, 0, k)
-    k_data = jax.random.split(jax.random.fold_in(jax.random.PRNGKey(0), k), 4)[0]
-    _, data = simulate(k_data, NUM_RECORDS)  # the records the release saw (the same key)
+    data = _records(simulate, k)
     loss = make_elbo_loss(model, trace.layout, NUM_RECORDS, 1)
     beta, clip = jnp.asarray(trace.beta), float(trace.clip)
     d = beta.shape[0]
@@ -240,8 +245,7 @@ def wander_shift(name: str, replicates: int, epsilon: float) -> None:
     rows = []
     for k in range(replicates):
         truth, trace, post, quiet, k_post, stats, _ = _release_with_priors(name, epsilon, k)
-        k_data = jax.random.split(jax.random.fold_in(jax.random.PRNGKey(0), k), 4)[0]
-        _, data = simulate(k_data, NUM_RECORDS)  # the records the release saw (the same key)
+        data = _records(simulate, k)
         loss = make_elbo_loss(model, trace.layout, NUM_RECORDS, 1)
 
         def total(phi, loss=loss, data=data):
@@ -280,7 +284,7 @@ def norms(name: str, replicates: int, epsilon: float) -> None:
     model, simulate = cs.MODELS[name]
     for k in range(replicates):
         _, trace, *_ = cs.release(name, epsilon, NUM_RECORDS, 0, k)
-        _, data = simulate(jax.random.split(jax.random.fold_in(jax.random.PRNGKey(0), k), 4)[0], NUM_RECORDS)
+        data = _records(simulate, k)
         per_record = jax.jit(jax.vmap(jax.grad(make_elbo_loss(model, trace.layout, NUM_RECORDS, 1)), (None, 0, None)))
         beta = np.asarray(trace.beta)
         n = beta.size // 2
