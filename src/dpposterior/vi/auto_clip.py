@@ -5,7 +5,9 @@ noise-aware posterior is then confidently wrong; no post-processing of the trace
 far above the norms is safe but adds noise in proportion to C. So the default picks C from the data,
 privately, inside the user's budget: about the 99th percentile of the per-record gradient norms, the
 exact vector DP-SGD clips (dpvi: the beta-scaled per-record ELBO gradient with the run's ``num_mc``
-draws; DPVIm: the per-record loc gradient), where the run settles. Targeting a quantile of the norms
+draws; DPVIm: the per-record loc gradient), where the run settles. The norms are taken at several
+public Monte Carlo draws and the counts are means over them (:mod:`dpposterior.vi.record_norms`), so
+the quantile is that of a typical step, not of one arbitrary draw. Targeting a quantile of the norms
 is the idea of Andrew, Thakkar, McMahan & Ramaswamy, "Differentially private learning with adaptive
 clipping" (2021); here it is two private searches around a pilot.
 
@@ -22,8 +24,8 @@ searches look at phi_0. A checkpointed run needs a given clip (a resumed pilot w
 The search: a noisy binary search over a FIXED PUBLIC geometric grid of
 candidate clips, the edges ``2^(k/4)`` for integer k (:data:`GRID_LOWEST` <= k <= :data:`GRID_HIGHEST`:
 from 6e-8 to 9e11). Each query releases one count, the number of records whose norm is at least an
-edge, plus Gaussian noise; adding or removing one record changes a count by at most 1 (L2
-sensitivity 1, add/remove-one adjacency). Gradients that are not finite (DP-SGD drops them) are
+edge (its mean over the public draws), plus Gaussian noise; adding or removing one record changes a
+count by at most 1 (L2 sensitivity 1, add/remove-one adjacency). Gradients that are not finite (DP-SGD drops them) are
 counted in no query.
 
 1. Stage 1 (:data:`MEDIAN_QUERIES` = 8 queries over the 256 edges): the smallest edge whose noisy
@@ -90,6 +92,7 @@ from ..privacy.noise import normal_words, normals_from_words_np, with_noise_tail
 from ..privacy.secure import resolve_noise_source, secure_normal
 from ..privacy.spent import PrivacySpent
 from ..releases.window import burn_in_start
+from .record_norms import count_at_least
 
 #: the grid: candidate clips 2^(k / GRID_STEPS_PER_OCTAVE) for integer k in [GRID_LOWEST, GRID_HIGHEST].
 GRID_STEPS_PER_OCTAVE = 4
@@ -247,9 +250,9 @@ class AutoClip:
 
 
 def _noisy_count(norms: np.ndarray, edge: float, sd: float, z: float) -> float:
-    """The count of finite norms >= ``edge`` plus ``sd * z``, in float64, rounded once to float32."""
-    count = float(np.count_nonzero(np.isfinite(norms) & (norms >= edge)))
-    return float(np.float32(count + sd * z))
+    """The count of records at or above ``edge`` (:func:`~dpposterior.vi.record_norms.count_at_least`: the
+    mean over the public draws) plus ``sd * z``, in float64, rounded once to float32."""
+    return float(np.float32(count_at_least(norms, edge) + sd * z))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -304,7 +307,7 @@ def search_median(norms: Any, num_records: int, noise_multiplier: float, normals
     """
     z = _normals(normals)
     s1, _ = query_noise(noise_multiplier)
-    k, queries = _median_search(np.asarray(norms, np.float64), num_records, s1, z[:MEDIAN_QUERIES])
+    k, queries = _median_search(np.asarray(norms), num_records, s1, z[:MEDIAN_QUERIES])
     return StartMedian(clip=grid_edge(k), queries=tuple(queries))
 
 
@@ -319,7 +322,7 @@ def search_clip(norms: Any, num_records: int, noise_multiplier: float, normals: 
     post-processing of the noisy counts and the public N.
 
     Args:
-      norms: the exact per-record norms at the pilot's last iterate
+      norms: the exact per-record norms at the pilot's last iterate, draws x records
         (:func:`dpposterior.vi.record_norms.record_norms`).
       num_records: the public N of the thresholds (N / 2, then (1 - TARGET_QUANTILE) N).
       noise_multiplier: sigma_h.
@@ -332,7 +335,7 @@ def search_clip(norms: Any, num_records: int, noise_multiplier: float, normals: 
     Raises:
       ValueError: the median norm lies above the grid's highest edge (2^(159/4), about 9e11).
     """
-    norms = np.asarray(norms, np.float64)
+    norms = np.asarray(norms)
     z = _normals(normals)[MEDIAN_QUERIES:]
     s1, s2 = query_noise(noise_multiplier)
     median_k, queries = _median_search(norms, num_records, s1, z[:MEDIAN_QUERIES])
@@ -382,9 +385,10 @@ def check_clip_share(norms: Any, clip: float, num_records: int, noise_multiplier
 
     Returns:
       ``{"count", "share", "se"}``: the noisy count, the noisy share of N and its standard error
-      ``noise_multiplier / N`` (the noise is the only randomness: the norms use fixed public draws).
+      ``noise_multiplier / N`` (the noise is the only randomness: the norms use fixed public draws, and
+      the count is their mean over the draws).
     """
-    count = _noisy_count(np.asarray(norms, np.float64), clip, noise_multiplier, z)
+    count = _noisy_count(np.asarray(norms), clip, noise_multiplier, z)
     return {"count": count, "share": count / num_records, "se": noise_multiplier / num_records}
 
 

@@ -178,11 +178,13 @@ def gradient_norm_histogram(
     Privacy: each record's beta-scaled gradient of the per-record ELBO loss (the vector DP-SGD clips,
     with the trace's ``num_mc`` Monte Carlo draws, shared by every record as in a DP-SGD step) at the
     public ``trace.final_phi`` falls into exactly one bin (norm bins at ``multiples`` x C, and a bin for
-    gradients that are not finite). Adding or removing one record changes one count by 1: L1
-    sensitivity 1 under add/remove-one adjacency. For a DPVIm release (a
+    gradients that are not finite) at each of :data:`~dpposterior.vi.record_norms.NUM_DRAWS` public
+    Monte Carlo draws, and each count is the mean over the draws (what a typical DP-SGD step sees).
+    Adding or removing one record changes the counts by 1 in all: L1 sensitivity 1 under
+    add/remove-one adjacency. For a DPVIm release (a
     :class:`~dpposterior.releases.dpvim_trace.DPVImTrace`) the vector is the one DPVIm's DP-SGD clips instead: each
     record's loc gradient grad f_i(theta) at theta = mu + softplus(rho) * eta of the public
-    ``trace.final_phi``, with ONE standard-normal eta shared by every record (as in a DPVIm step), not
+    ``trace.final_phi``, with one standard-normal eta per draw shared by every record (as in a DPVIm step), not
     beta-scaled, binned at DPVIm's clip C; the sensitivity and the noise are the same. Laplace noise
     of scale 1 / epsilon on every count makes the release epsilon-DP (pure, delta = 0). It is a second
     release from the same data as the trace: compose the two (``Ledger``; basic composition gives
@@ -196,7 +198,7 @@ def gradient_norm_histogram(
     noise, rounded to a power-of-two grid; epsilon-DP in total, the slack taken from the budget), its
     bits from JAX's threefry generator seeded from the OS (or from ``rng_key``, recorded as
     ``seeded_by="user"``), or with ``secure=True`` from the OS CSPRNG. The Monte Carlo draws (DPVIm:
-    the eta draw) come from a fixed public key (:data:`MC_SEED`): they protect nothing, and fixing them
+    the eta draws) come from fixed public keys (:data:`MC_SEED`): they protect nothing, and fixing them
     makes the exact counts a function of the data and the public trace, so the privacy noise is the
     only randomness of the release and ``clipped_fraction_se`` its real standard error.
 
@@ -241,7 +243,8 @@ def gradient_norm_histogram(
             "model, data and keyword arguments of the run that released the trace"
         )
     raw_key, seeded_by = resolve_noise_source(rng_key, secure)
-    # The ELBO's Monte Carlo draws come from a fixed, public key (record_norms.MC_SEED; they protect nothing):
+    # The ELBO's Monte Carlo draws come from fixed, public keys (record_norms.MC_SEED; they protect nothing),
+    # and the counts are means over record_norms.NUM_DRAWS of them (the typical step, not one arbitrary draw):
     # the exact counts are then a function of the data and the public trace alone, and the privacy noise is
     # the count's only randomness, so clipped_fraction_se is its real standard error.
     k_noise = None if raw_key is None else jax.random.split(jax.random.wrap_key_data(raw_key))[1]
@@ -261,7 +264,8 @@ def gradient_norm_histogram(
     edges = np.concatenate([[0.0], m * clip, [np.inf]])
     finite = np.isfinite(norms)
     bins = np.searchsorted(m * clip, norms[finite], side="right")  # bin i: [edges[i], edges[i + 1])
-    counts = np.concatenate([np.bincount(bins, minlength=m.size + 1), [np.sum(~finite)]]).astype(np.float64)
+    # the mean over the public draws of each bin's count: a record adds 1 in all, so L1 sensitivity 1
+    counts = np.concatenate([np.bincount(bins, minlength=m.size + 1), [np.sum(~finite)]]) / norms.shape[0]
     noisy, scale, extra = _noisy_counts(counts, epsilon, k_noise, int(trace.dataset_size))
     privacy = PrivacySpent(
         epsilon=epsilon,

@@ -5,10 +5,20 @@ The private choice of the clip (:mod:`dpposterior.vi.auto_clip`) and the clip ch
 beta-scaled per-record ELBO gradient, or DPVIm's per-record loc gradient. This module computes those
 norms exactly; it releases nothing (the callers add the privacy noise).
 
-The ELBO's Monte Carlo draws (DPVIm: its one shared eta) come from a fixed, public key (:data:`MC_SEED`):
+The ELBO's Monte Carlo draws (DPVIm: its one shared eta) come from fixed, public keys (:data:`MC_SEED`):
 they protect nothing, and fixing them makes every norm a function of the record and the public point
-alone, so a count of records is a deterministic function of the data (sensitivity 1 under
-add/remove-one) and the privacy noise is its only randomness.
+alone, so a count of records is a deterministic function of the data and the privacy noise is its only
+randomness.
+
+Why several draws. DP-SGD draws new Monte Carlo values at every step, and one step's draws are shared by
+all its records, so the norms move together from step to step: the rho half of dpvi's gradient, scaled
+by beta_rho, is mostly the records' mean-half gradients times the step's mean draw. A quantile of the
+norms at ONE draw is then the quantile of an arbitrary step: at a draw two sds out it overstates the
+typical step's norms by half, at a small one it understates them, and the clip chosen there is too
+large (more noise) or too small (clipping bias) for the run. So the norms are taken at
+:data:`NUM_DRAWS` public draws, and a count is the MEAN over the draws of the number of records at or
+above an edge (:func:`count_at_least`): the expected number of records a step clips at that edge. Each
+record adds at most 1 to that mean, so its sensitivity under add/remove-one is still 1.
 """
 
 from __future__ import annotations
@@ -22,8 +32,10 @@ import numpy as np
 
 #: records per compiled batch of per-record gradients.
 BATCH_RECORDS = 1024
-#: the seed of the public key of the ELBO's Monte Carlo draws in the per-record norms (not privacy noise)
+#: the seed of the public keys of the ELBO's Monte Carlo draws in the per-record norms (not privacy noise)
 MC_SEED = 20_231
+#: the public draws at which every norm is taken (module docstring): draw m uses ``fold_in(MC_SEED, m)``.
+NUM_DRAWS = 16
 
 
 @functools.lru_cache(maxsize=16)
@@ -41,7 +53,7 @@ def norms_fn(loss: Callable, beta: tuple[float, ...]) -> Callable:
 
 
 def record_norms(loss: Callable, beta: Any, phi: Any, arrays: tuple[Any, ...]) -> np.ndarray:
-    """The L2 norm of ``beta * grad loss(phi, record_i, key)`` for every record i, float64, in record order.
+    """The L2 norm of ``beta * grad loss(phi, record_i, key_m)`` for every public draw m and record i.
 
     Args:
       loss: a per-record loss ``loss(phi, record, key)`` (dpvi's ELBO loss or DPVIm's loc loss).
@@ -50,19 +62,33 @@ def record_norms(loss: Callable, beta: Any, phi: Any, arrays: tuple[Any, ...]) -
       arrays: the data arrays (records on the leading axis), already checked.
 
     Returns:
-      The norms; a gradient that is not finite gives a norm that is not finite (DP-SGD drops it).
+      The norms, float32 of shape (:data:`NUM_DRAWS`, N), records in order along the second axis; a
+      gradient that is not finite gives a norm that is not finite (DP-SGD drops it).
     """
     beta_t = tuple(float(b) for b in np.asarray(beta, np.float32).reshape(-1))
     fn = norms_fn(loss, beta_t)
     point = jnp.asarray(phi, jnp.float32)
-    key = jax.random.PRNGKey(MC_SEED)
+    base = jax.random.PRNGKey(MC_SEED)
     num = int(arrays[0].shape[0])
     size = min(BATCH_RECORDS, num)
-    out = []
+    out = np.empty((NUM_DRAWS, num), np.float32)
     for start in range(0, num, size):
         batch = tuple(a[start : start + size] for a in arrays)
         short = size - int(batch[0].shape[0])
         if short:  # pad the last batch with copies of its first record: one compiled shape; padding dropped
             batch = tuple(jnp.concatenate([b, jnp.repeat(b[:1], short, axis=0)]) for b in batch)
-        out.append(np.asarray(fn(point, batch, key), np.float64)[: size - short])
-    return np.concatenate(out)
+        for m in range(NUM_DRAWS):
+            out[m, start : start + size - short] = np.asarray(fn(point, batch, jax.random.fold_in(base, m)))[
+                : size - short
+            ]
+    return out
+
+
+def count_at_least(norms: Any, edge: float) -> float:
+    """The mean over the draws of the number of records whose finite norm is at least ``edge``.
+
+    ``norms`` as :func:`record_norms` returns them (draws x records; a 1-D array is one draw). Adding or
+    removing one record moves the result by at most 1: the sensitivity of the private counts built on it.
+    """
+    norms = np.atleast_2d(np.asarray(norms))
+    return float(np.count_nonzero(np.isfinite(norms) & (norms >= edge))) / norms.shape[0]
