@@ -6,6 +6,8 @@ import types
 
 import dataclasses
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
@@ -19,7 +21,7 @@ from dpposterior.privacy.dpsgd_record import check_dpsgd_privacy
 from dpposterior import noise_aware_posterior
 from dpposterior.vi import DPVITrace, RunOptions, auto_clip, dpvi
 from dpposterior.vi.dpvi import _cached_loss
-from dpposterior.vi.record_norms import record_norms
+from dpposterior.vi.record_norms import NUM_DRAWS, count_at_least, norms_fn, record_norms
 
 DELTA = 1e-5
 SIGMA, Q, T = 1.5, 0.05, 400
@@ -159,10 +161,36 @@ def test_the_default_clip_is_private_and_composed_as_dp_accounting_composes_it(a
 
 
 def test_the_chosen_clip_leaves_few_records_clipped(auto_trace, poisson_data):
-    """Measured without privacy: the share of records at or above the chosen clip at the last iterate."""
+    """Measured without privacy: the share of records at or above the chosen clip at the last iterate,
+    over Monte Carlo draws the search never saw (the run's own steps draw afresh)."""
+    loss = _cached_loss(_poisson, auto_trace.layout, N_RECORDS, auto_trace.num_mc, {})
+    grads = norms_fn(loss, tuple(float(b) for b in auto_trace.beta))
+    records = tuple(jnp.asarray(a) for a in poisson_data)
+    fresh = np.stack([grads(jnp.asarray(auto_trace.final_phi), records, jax.random.PRNGKey(k)) for k in range(16)])
+    assert np.mean(fresh >= auto_trace.clip) <= 0.02
+
+
+def test_the_norms_are_taken_at_several_public_draws_and_counted_by_their_mean(auto_trace, poisson_data):
     loss = _cached_loss(_poisson, auto_trace.layout, N_RECORDS, auto_trace.num_mc, {})
     norms = record_norms(loss, auto_trace.beta, auto_trace.final_phi, poisson_data)
-    assert np.mean(norms >= auto_trace.clip) <= 0.02
+    assert norms.shape == (NUM_DRAWS, N_RECORDS)
+    # the beta-scaled rho half moves with the step's draw: one draw alone is one arbitrary step
+    assert np.ptp(np.quantile(norms, 0.99, axis=1)) > 0
+    edge = float(np.quantile(norms, 0.99))
+    assert count_at_least(norms, edge) == pytest.approx(np.mean(np.sum(norms >= edge, axis=1)))
+
+
+def test_one_record_moves_the_mean_count_by_at_most_one():
+    rng = np.random.default_rng(0)
+    base = rng.gamma(2.0, 1.0, (NUM_DRAWS, 50)).astype(np.float32)
+    for extra in (np.full(NUM_DRAWS, 100.0), np.r_[np.full(4, 100.0), np.zeros(NUM_DRAWS - 4)], [np.nan] * NUM_DRAWS):
+        more = np.concatenate([base, np.asarray(extra, np.float32)[:, None]], axis=1)
+        for edge in (0.5, 2.0, 50.0):
+            diff = count_at_least(more, edge) - count_at_least(base, edge)
+            assert 0.0 <= diff <= 1.0
+    # above the edge in 4 of the 16 draws: a quarter of a record
+    partial = np.concatenate([base, np.r_[np.full(4, 100.0), np.zeros(NUM_DRAWS - 4)][:, None]], axis=1)
+    assert count_at_least(partial, 50.0) - count_at_least(base, 50.0) == pytest.approx(4 / NUM_DRAWS)
 
 
 def test_an_auto_release_saves_and_loads_with_its_pilot(auto_trace, tmp_path):

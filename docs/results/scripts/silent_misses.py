@@ -45,6 +45,11 @@ per-record gradient norms on the release's own records, over the mean coordinate
 (variational scale) coordinates and over both, at the start, at the pilot's last iterate (where
 ``clip="auto"`` searches) and at the final iterate, with the mean variational sd of the latents there.
 
+``--draws`` instead prints, per release, how the 99th percentile of the same norms (the run's ``num_mc``)
+at the pilot's last iterate depends on the ELBO's Monte Carlo draw, which a DP-SGD step shares among its
+records: at the one public key the clip search used to count at (``PRNGKey(MC_SEED)``), at each of 32
+other keys (min, median, max), and over those 32 pooled (a typical step).
+
 A non-private experiment on simulated data: the truth is known, nothing here is released.
 """
 
@@ -298,6 +303,30 @@ def norms(name: str, replicates: int, epsilon: float) -> None:
         print(f"{k} clip {float(trace.clip):.4g} (pilot clip {float(trace.privacy.detail('pilot_clip')):.4g})", flush=True)
 
 
+def draws(name: str, replicates: int, epsilon: float) -> None:
+    """Per release, the 99th percentile of the per-record norms at the pilot's end: one draw against 32."""
+    from dpposterior.vi.record_norms import MC_SEED
+
+    model, simulate = cs.MODELS[name]
+    for k in range(replicates):
+        _, trace, *_ = cs.release(name, epsilon, NUM_RECORDS, 0, k)
+        data = _records(simulate, k)
+        loss = make_elbo_loss(model, trace.layout, NUM_RECORDS, int(trace.num_mc))
+        per_record = jax.jit(jax.vmap(jax.grad(loss), (None, 0, None)))
+        phi = jnp.asarray(trace.phi[int(trace.privacy.detail("pilot_steps"))])
+        beta = np.asarray(trace.beta)
+
+        def q99(key, per_record=per_record, phi=phi, beta=beta, data=data):
+            return np.linalg.norm(np.asarray(per_record(phi, data, key)) * beta, axis=1)
+
+        one = float(np.quantile(q99(jax.random.PRNGKey(MC_SEED)), 0.99))
+        many = np.stack([q99(jax.random.PRNGKey(s)) for s in range(32)])
+        per = np.quantile(many, 0.99, axis=1)
+        print(f"{k} 99th percentile at the pilot's end: one draw {one:.3g}; per draw min {per.min():.3g}, "
+              f"median {np.median(per):.3g}, max {per.max():.3g}; 32 draws pooled {np.quantile(many, 0.99):.3g}; "
+              f"clip {float(trace.clip):.4g}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True)
@@ -308,8 +337,9 @@ def main() -> None:
     ap.add_argument("--kendall", action="store_true", help="measure the Kendall-corrected h prior location instead")
     ap.add_argument("--wander", action="store_true", help="measure the second-order wander shift instead")
     ap.add_argument("--norms", action="store_true", help="print what sets the clip instead")
+    ap.add_argument("--draws", action="store_true", help="print how the norms' quantile moves with the draw instead")
     a = ap.parse_args()
-    for flag, measure in ((a.kendall, kendall_prior), (a.wander, wander_shift), (a.norms, norms)):
+    for flag, measure in ((a.kendall, kendall_prior), (a.wander, wander_shift), (a.norms, norms), (a.draws, draws)):
         if flag:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")

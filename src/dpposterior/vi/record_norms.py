@@ -68,7 +68,7 @@ def record_norms(loss: Callable, beta: Any, phi: Any, arrays: tuple[Any, ...]) -
     beta_t = tuple(float(b) for b in np.asarray(beta, np.float32).reshape(-1))
     fn = norms_fn(loss, beta_t)
     point = jnp.asarray(phi, jnp.float32)
-    base = jax.random.PRNGKey(MC_SEED)
+    keys = [jax.random.fold_in(jax.random.PRNGKey(MC_SEED), m) for m in range(NUM_DRAWS)]
     num = int(arrays[0].shape[0])
     size = min(BATCH_RECORDS, num)
     out = np.empty((NUM_DRAWS, num), np.float32)
@@ -77,10 +77,8 @@ def record_norms(loss: Callable, beta: Any, phi: Any, arrays: tuple[Any, ...]) -
         short = size - int(batch[0].shape[0])
         if short:  # pad the last batch with copies of its first record: one compiled shape; padding dropped
             batch = tuple(jnp.concatenate([b, jnp.repeat(b[:1], short, axis=0)]) for b in batch)
-        for m in range(NUM_DRAWS):
-            out[m, start : start + size - short] = np.asarray(fn(point, batch, jax.random.fold_in(base, m)))[
-                : size - short
-            ]
+        for m, key in enumerate(keys):
+            out[m, start : start + size - short] = np.asarray(fn(point, batch, key))[: size - short]
     return out
 
 
