@@ -305,22 +305,17 @@ def norms(name: str, replicates: int, epsilon: float) -> None:
 
 def draws(name: str, replicates: int, epsilon: float) -> None:
     """Per release, the 99th percentile of the per-record norms at the pilot's end: one draw against 32."""
-    from dpposterior.vi.record_norms import MC_SEED
+    from dpposterior.vi.record_norms import MC_SEED, norms_fn
 
     model, simulate = cs.MODELS[name]
     for k in range(replicates):
         _, trace, *_ = cs.release(name, epsilon, NUM_RECORDS, 0, k)
         data = _records(simulate, k)
         loss = make_elbo_loss(model, trace.layout, NUM_RECORDS, int(trace.num_mc))
-        per_record = jax.jit(jax.vmap(jax.grad(loss), (None, 0, None)))
+        norms_at = norms_fn(loss, tuple(float(b) for b in np.asarray(trace.beta)))  # the search's own norms
         phi = jnp.asarray(trace.phi[int(trace.privacy.detail("pilot_steps"))])
-        beta = np.asarray(trace.beta)
-
-        def q99(key, per_record=per_record, phi=phi, beta=beta, data=data):
-            return np.linalg.norm(np.asarray(per_record(phi, data, key)) * beta, axis=1)
-
-        one = float(np.quantile(q99(jax.random.PRNGKey(MC_SEED)), 0.99))
-        many = np.stack([q99(jax.random.PRNGKey(s)) for s in range(32)])
+        one = float(np.quantile(np.asarray(norms_at(phi, data, jax.random.PRNGKey(MC_SEED))), 0.99))
+        many = np.stack([np.asarray(norms_at(phi, data, jax.random.PRNGKey(s))) for s in range(32)])
         per = np.quantile(many, 0.99, axis=1)
         print(f"{k} 99th percentile at the pilot's end: one draw {one:.3g}; per draw min {per.min():.3g}, "
               f"median {np.median(per):.3g}, max {per.max():.3g}; 32 draws pooled {np.quantile(many, 0.99):.3g}; "

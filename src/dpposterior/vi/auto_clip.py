@@ -25,8 +25,8 @@ The search: a noisy binary search over a FIXED PUBLIC geometric grid of
 candidate clips, the edges ``2^(k/4)`` for integer k (:data:`GRID_LOWEST` <= k <= :data:`GRID_HIGHEST`:
 from 6e-8 to 9e11). Each query releases one count, the number of records whose norm is at least an
 edge (its mean over the public draws), plus Gaussian noise; adding or removing one record changes a
-count by at most 1 (L2 sensitivity 1, add/remove-one adjacency). Gradients that are not finite (DP-SGD drops them) are
-counted in no query.
+count by at most 1 (L2 sensitivity 1, add/remove-one adjacency). Gradients that are not finite (DP-SGD
+drops them) are counted in no query.
 
 1. Stage 1 (:data:`MEDIAN_QUERIES` = 8 queries over the 256 edges): the smallest edge whose noisy
    count is at most N / 2, about the median norm m. Far from the median the answer of a query is
