@@ -43,6 +43,7 @@ import dpposterior as dpp
 from dpposterior import validation
 from dpposterior.models.registry import get_model
 from dpposterior.releases.posterior import point_posterior
+from dpposterior.vi import record_norms
 
 #: the bar of issue 35 for every latent of every cell.
 RMSE_BAR = 0.035
@@ -286,6 +287,8 @@ def run_cell(
     out: dict[str, Any] = {
         "model": name, "epsilon": epsilon, "num_records": num_records, "replicates": replicates, "seed": seed,
         "delta": DELTA, "coordinates": names, "refused": failures, "wall_seconds": time.perf_counter() - t0,
+        # how many public Monte Carlo draws the clip search and check counted the norms over
+        "clip_search_draws": record_norms.NUM_DRAWS,
     }
     if settings:
         out["settings"] = dict(settings)
@@ -391,11 +394,18 @@ def paper_row(c: dict[str, Any]) -> str:
             f"{ratio:.2f} | {bar:g} | {'misses: ' + ', '.join(misses) if misses else 'meets'} |")
 
 
+def _search_note(c: dict[str, Any]) -> str:
+    """Which clip search made the cell: cells that predate ``clip_search_draws`` counted one draw."""
+    draws = c.get("clip_search_draws", 1)
+    return "clip search over 1 Monte Carlo draw (the earlier search)" if draws == 1 else (
+        f"clip search over {draws} Monte Carlo draws")
+
+
 def cell_notes(c: dict[str, Any]) -> list[str]:
     w = ", ".join(f"{k} {v}" for k, v in sorted(c["warnings"].items())) or "none"
     notes = [f"- {c['model']} at epsilon {c['epsilon']:g}: median clip {c['clip_median']:.3g}; warnings: {w} "
              f"(silent in {c['silent_replicates']} of {c['replicates'] - len(c['refused'])}); refused "
-             f"{len(c['refused'])}; {c['wall_seconds']:.0f} s"]
+             f"{len(c['refused'])}; {c['wall_seconds']:.0f} s; {_search_note(c)}"]
     for k, text in sorted(c.get("messages", {}).items()):
         notes.append(f"  - {k}, the first release's text: \"{text}\"")
     return notes

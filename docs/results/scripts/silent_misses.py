@@ -14,6 +14,10 @@ mean coordinate j:
 
     PYTHONPATH=src python docs/results/scripts/silent_misses.py --model beta-and-gamma --epsilon 0.3 --replicates 60
 
+``--model-curvature`` adds A_model / A per latent: the curvature that the model itself implies at the
+trace mean (as ``--curvature-prior`` below computes it, from public quantities only) over the curvature
+A that the release's own records give the clipped gradient at phi_ref.
+
 ``--curvature-prior`` instead measures a route that is not built: the h prior of each latent mean
 coordinate centred on the curvature that the model itself implies at the trace mean phibar (N times the
 expected per-record curvature of the clipped loss gradient, over records simulated from the model at
@@ -21,6 +25,11 @@ theta = phibar's means, with the release's public clip and beta: no private data
 of 5%, in place of the trace's own slope. It prints the 90%
 coverage of the truth and the mean posterior sd, default against this prior, over all, silent and
 warned releases. Models without covariates only (the curvature of a regression depends on the covariates).
+With ``--wander`` as well, two more variants take H and its derivatives from records simulated the same
+way (no private data), so that each is one a release could compute: "curv+wander" moves that posterior
+by the second-order wander shift of ``--wander`` below; "curv+forcing" takes from each step's gradient
+the other coordinates' second-order push, (q/2) sum_{j != k} dH_jj/dphi_k (phi_j,t - phibar_j)^2, and
+then post-processes with the model-curvature h prior.
 
 ``--h-prior-scale 1,2,3`` instead measures the default h prior with its sd times each factor (its
 location unchanged): the same 90% coverage and mean sd, over the same groups.
@@ -81,8 +90,11 @@ def _records(simulate, k: int):
     return simulate(k_data, NUM_RECORDS)[1]
 
 
-def diagnose(name: str, epsilon: float, k: int) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray]:
-    """(silent, z, m/A, shift/sd) of replicate k, each per latent mean coordinate."""
+def diagnose(
+    name: str, epsilon: float, k: int, with_model: bool = False
+) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """(silent, z, m/A, shift/sd, A_model/A) of replicate k, each per latent mean coordinate; A_model
+    (:func:`model_curvature` at the trace mean) only ``with_model``, else None."""
     model, simulate = cs.MODELS[name]
     _, trace, post, caught, _ = cs.release(name, epsilon, NUM_RECORDS, 0, k)
     data = _records(simulate, k)
@@ -119,22 +131,31 @@ def diagnose(name: str, epsilon: float, k: int) -> tuple[bool, np.ndarray, np.nd
     slope = np.asarray(post.diagnostics["identifiability"].slope)[:n]
     z = (np.asarray(phi[:n]) - mean) / sd
     shift = -np.asarray(clipped[:n]) / curvature
-    return not caught, z, slope / curvature, shift / sd
+    ratio = None
+    if with_model:
+        phibar = np.asarray(trace.phi)[trace.phi.shape[0] // 5 :].mean(0)
+        ratio = model_curvature(name, trace, phibar, jax.random.PRNGKey(100 + k)) / curvature
+    return not caught, z, slope / curvature, shift / sd, ratio
+
+
+def _model_records(name: str, trace, phibar: np.ndarray, key, num_sim: int) -> tuple:
+    """``num_sim`` records simulated from the model at theta = phibar's means (public: no private data)."""
+    from numpyro import handlers
+
+    model, _ = cs.MODELS[name]
+    n = phibar.shape[0] // 2
+    values = trace.layout.constrain(jnp.asarray(phibar[:n]))
+    observed = ("z", "y") if name == "beta-and-gamma" else ("y",)
+    placeholders = [jnp.zeros(num_sim) for _ in observed]
+    tr = handlers.trace(handlers.seed(handlers.condition(handlers.uncondition(model), values), key)).get_trace(*placeholders)
+    return tuple(tr[o]["value"] for o in observed)
 
 
 def model_curvature(name: str, trace, phibar: np.ndarray, key, num_sim: int = 4000) -> np.ndarray:
     """N E[d^2 loss_i / d mu_j^2] at phibar for records simulated from the model at theta = phibar's means."""
-    from numpyro import handlers
-
-    model, simulate = cs.MODELS[name]
-    layout = trace.layout
-    n = phibar.shape[0] // 2
-    values = layout.constrain(jnp.asarray(phibar[:n]))
-    observed = ("z", "y") if name == "beta-and-gamma" else ("y",)
-    placeholders = [jnp.zeros(num_sim) for _ in observed]
-    tr = handlers.trace(handlers.seed(handlers.condition(handlers.uncondition(model), values), key)).get_trace(*placeholders)
-    records = tuple(tr[o]["value"] for o in observed)
-    loss = make_elbo_loss(model, layout, NUM_RECORDS, 1)
+    model, _ = cs.MODELS[name]
+    records = _model_records(name, trace, phibar, key, num_sim)
+    loss = make_elbo_loss(model, trace.layout, NUM_RECORDS, 1)
     draws = jax.random.split(jax.random.PRNGKey(11), MC_DRAWS)
     per_record = jax.vmap(jax.grad(loss), in_axes=(None, 0, None))
 
@@ -148,15 +169,18 @@ def model_curvature(name: str, trace, phibar: np.ndarray, key, num_sim: int = 40
 
         return jax.vmap(one)(draws).mean(0) * (NUM_RECORDS / num_sim)
 
-    h, d = 1e-3, phibar.shape[0]
+    h, d, n = 1e-3, phibar.shape[0], phibar.shape[0] // 2
     point = jnp.asarray(phibar)
     return np.array([float(total(point + h * jnp.eye(d)[j])[j] - total(point - h * jnp.eye(d)[j])[j]) / (2 * h)
                      for j in range(n)])
 
 
-def _covers(post, truth: np.ndarray, key) -> tuple[np.ndarray, np.ndarray]:
-    """(whether the 90% central interval holds the truth, the posterior sd), per latent coordinate."""
+def _covers(post, truth: np.ndarray, key, shift: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(whether the 90% central interval holds the truth, the posterior sd), per latent coordinate; with
+    ``shift``, of the posterior's draws less ``shift``."""
     d = np.asarray(post.sample_unconstrained(key, cs.NUM_DRAWS))
+    if shift is not None:
+        d = d - shift
     lo, hi = np.quantile(d, [0.05, 0.95], axis=0)
     return (truth >= lo) & (truth <= hi), d.std(0)
 
@@ -169,7 +193,7 @@ def _print_groups(name: str, epsilon: float, names: list[str], silent: list[bool
         inside, sd = np.array([r[0] for r in rows]), np.array([r[1] for r in rows])
         for group, sel in (("all", np.ones_like(silent_)), ("silent", silent_), ("warned", ~silent_)):
             if sel.any():
-                print(f"  {label:9s} {group:6s} ({int(sel.sum()):3d}): 90% coverage {np.round(inside[sel].mean(0), 3)}, "
+                print(f"  {label:12s} {group:6s} ({int(sel.sum()):3d}): 90% coverage {np.round(inside[sel].mean(0), 3)}, "
                       f"mean sd {np.round(sd[sel].mean(0), 4)}")
 
 
@@ -188,11 +212,62 @@ def _release_with_priors(name: str, epsilon: float, k: int):
     return truth, trace, post, not caught, k_post, stats, priors
 
 
-def curvature_prior(name: str, replicates: int, epsilon: float) -> None:
+def _model_hessian_terms(name: str, trace, stats, key, num_sim: int = 4000) -> tuple[np.ndarray, np.ndarray]:
+    """(H_jj, dH_jj / dphi_k) of the full-data negative ELBO at the trace mean, over records simulated
+    from the model there (:func:`_model_records`; public) and scaled to N records."""
+    model, _ = cs.MODELS[name]
+    phibar_np = np.asarray(stats.phi_mean)
+    records = _model_records(name, trace, phibar_np, key, num_sim)
+    loss = make_elbo_loss(model, trace.layout, NUM_RECORDS, 1)
+    draws = jax.random.split(jax.random.PRNGKey(7), 8)
+    scale = NUM_RECORDS / num_sim
+
+    def total(phi):
+        per = jax.vmap(lambda *rec: jnp.mean(jax.vmap(lambda k: loss(phi, rec, k))(draws)))
+        return jnp.sum(per(*records)) * scale
+
+    def hess_diag(phi):
+        return jnp.diag(jax.hessian(total)(phi))
+
+    phibar = jnp.asarray(phibar_np, jnp.float32)
+    h = np.asarray(hess_diag(phibar), np.float64)
+    return h, np.asarray(jax.jacfwd(hess_diag)(phibar), np.float64)  # dh[j, k] = d H_jj / d phi_k
+
+
+def model_wander_shift(name: str, trace, stats, key) -> np.ndarray:
+    """The second-order wander shift of ``--wander`` with H and its derivatives from the model
+    (:func:`_model_hessian_terms`), per latent mean coordinate: what the posterior mean of phi* moves
+    by, -delta, with delta = -(1/2) sum_j dH_jj/dphi_k Var_j / H_kk."""
+    h, dh = _model_hessian_terms(name, trace, stats, key)
+    var = np.asarray(stats.phi_ss, np.float64) / np.asarray(stats.count, np.float64)
+    n = h.shape[0] // 2
+    return (-0.5 * (dh.T @ var) / h)[:n]
+
+
+def without_forcing(name: str, trace, stats, key):
+    """The trace with each step's gradient less the other coordinates' second-order forcing,
+    q (1/2) sum_{j != k} dH_jj/dphi_k (phi_j,t - phibar_j)^2, with H from the model
+    (:func:`_model_hessian_terms`): the wander's time-varying push, not only its mean."""
+    import dataclasses
+
+    _, dh = _model_hessian_terms(name, trace, stats, key)
+    np.fill_diagonal(dh, 0.0)  # a coordinate's own curvature change stays with the linear model
+    phi = np.asarray(trace.phi, np.float64)
+    forcing = float(trace.sampling_rate) * 0.5 * ((phi - np.asarray(stats.phi_mean)) ** 2) @ dh
+    grads = np.asarray(trace.grads)
+    return dataclasses.replace(trace, grads=(grads.astype(np.float64) - forcing).astype(grads.dtype))
+
+
+def curvature_prior(name: str, replicates: int, epsilon: float, wander: bool = False) -> None:
     from dpposterior import noise_aware_posterior
     from dpposterior.noise_aware import model as M
 
+    from dpposterior.noise_aware.stats import sufficient_statistics
+
     found: dict[str, list] = {"default": [], "curvature": []}
+    if wander:
+        found["curv+wander"] = []
+        found["curv+forcing"] = []
     silent = []
     for k in range(replicates):
         truth, trace, post, quiet, k_post, stats, priors = _release_with_priors(name, epsilon, k)
@@ -204,6 +279,19 @@ def curvature_prior(name: str, replicates: int, epsilon: float) -> None:
         silent.append(quiet)
         for label, p in (("default", post), ("curvature", other)):
             found[label].append(_covers(p, truth, k_post))
+        if wander:
+            delta = model_wander_shift(name, trace, stats, jax.random.PRNGKey(200 + k))
+            found["curv+wander"].append(_covers(other, truth, k_post, shift=delta))
+            unforced = without_forcing(name, trace, stats, jax.random.PRNGKey(200 + k))
+            base = M.trace_priors(
+                sufficient_statistics(np.asarray(unforced.phi), np.asarray(unforced.grads), 0.2),
+                float(trace.noise_multiplier) * float(trace.clip) / np.asarray(trace.beta, np.float64),
+                float(trace.sampling_rate),
+            )
+            h_loc, h_scale = np.array(base.h_loc, np.float64), np.array(base.h_scale, np.float64)
+            h_loc[:n], h_scale[:n] = np.asarray(M.softplus_inverse(jnp.asarray(curvature))), 0.05 * curvature
+            forced = noise_aware_posterior(unforced, rng_key=k_post, priors=base._replace(h_loc=h_loc, h_scale=h_scale))
+            found["curv+forcing"].append(_covers(forced, truth, k_post))
     _print_groups(name, epsilon, trace.layout.coordinate_names(), silent, found)
 
 
@@ -330,10 +418,18 @@ def main() -> None:
     ap.add_argument("--curvature-prior", action="store_true", help="measure the model-curvature h prior instead")
     ap.add_argument("--h-prior-scale", default="", help="comma-separated factors on the h prior's sd, e.g. 1,2,3")
     ap.add_argument("--kendall", action="store_true", help="measure the Kendall-corrected h prior location instead")
-    ap.add_argument("--wander", action="store_true", help="measure the second-order wander shift instead")
+    ap.add_argument("--wander", action="store_true", help="measure the second-order wander shift instead (with "
+                    "--curvature-prior: also that prior with the shift taken from records simulated from the model)")
+    ap.add_argument("--model-curvature", action="store_true",
+                    help="also compare the model's curvature at the trace mean with A (models without covariates)")
     ap.add_argument("--norms", action="store_true", help="print what sets the clip instead")
     ap.add_argument("--draws", action="store_true", help="print how the norms' quantile moves with the draw instead")
     a = ap.parse_args()
+    if a.curvature_prior:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            curvature_prior(a.model, a.replicates, a.epsilon, wander=a.wander)
+        return
     for flag, measure in ((a.kendall, kendall_prior), (a.wander, wander_shift), (a.norms, norms), (a.draws, draws)):
         if flag:
             with warnings.catch_warnings():
@@ -345,21 +441,21 @@ def main() -> None:
             warnings.simplefilter("ignore")
             h_prior_scales(a.model, a.replicates, a.epsilon, [float(x) for x in a.h_prior_scale.split(",")])
         return
-    if a.curvature_prior:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            curvature_prior(a.model, a.replicates, a.epsilon)
-        return
     rows = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for k in range(a.replicates):
-            rows.append(diagnose(a.model, a.epsilon, k))
-            silent, z, ratio, shift = rows[-1]
+            rows.append(diagnose(a.model, a.epsilon, k, with_model=a.model_curvature))
+            silent, z, ratio, shift, model_ratio = rows[-1]
             print(k, "silent" if silent else "warned", "z", np.round(z, 2), "m/A", np.round(ratio, 2),
-                  "shift/sd", np.round(shift, 2), flush=True)
+                  "shift/sd", np.round(shift, 2), *(() if model_ratio is None else ("A_model/A", np.round(model_ratio, 3))),
+                  flush=True)
     silent = np.array([r[0] for r in rows])
     z, ratio, shift = (np.array([r[i] for r in rows]) for i in (1, 2, 3))
+    if a.model_curvature:
+        model_ratios = np.array([r[4] for r in rows])
+        print(f"A_model/A per latent: median {np.round(np.median(model_ratios, 0), 3)}, "
+              f"min {np.round(model_ratios.min(0), 3)}, max {np.round(model_ratios.max(0), 3)}")
     for label, sel in (("silent", silent), ("warned", ~silent)):
         for miss in (True, False):
             s = sel[:, None] & ((np.abs(z) > 1.645) == miss)

@@ -21,6 +21,11 @@ of W. For each tau / W and each h prior scale (the default's sd_j times a factor
 ``--kendall`` instead prints, per tau / W, the same coverage and width with the default h prior's
 location moved down by Kendall's bias of the slope, (1 + 3 r) / (eta q n) with r = 1 - eta q m.
 
+``--identity`` instead prints, per tau / W, three figures that the linear gradient model ties to one
+number, z = sqrt(W / (2 tau)): the median of the slope over its standard error (m / se, the
+identifiability rule's statistic), the median of the trace's spread sqrt(Sxx / W) over the posterior sd
+of phi* with a known a (sigma C / (beta q a sqrt(W))), and the mean of m / a against 1 + 2 / z^2.
+
 A non-private experiment: nothing here is released.
 """
 
@@ -63,9 +68,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--traces", type=int, default=1000)
     ap.add_argument("--kendall", action="store_true", help="the h prior centred on the Kendall-corrected slope")
+    ap.add_argument("--identity", action="store_true", help="slope z, wander and slope bias against sqrt(W / 2 tau)")
     args = ap.parse_args()
     num = args.traces
     known_width = 2 * 1.645 * NOISE_SD / (Q * A * np.sqrt(W))
+    if args.identity:
+        identity(num)
+        return
     if args.kendall:
         kendall(num, known_width)
         return
@@ -95,6 +104,20 @@ def main() -> None:
         print(f"{share:>6g} {ratio.mean():>5.2f} {silent.mean():>6.2f} | " + " | ".join(cells), flush=True)
     print(f"{'tau/W':>6} | default h prior, silent under the rule with window f W: share silent, their 90% coverage")
     print("\n".join(stricter))
+
+
+def identity(num: int) -> None:
+    """Per tau / W: z = sqrt(W / 2 tau) beside the slope's z, the wander in posterior sds and m / a."""
+    print(f"{'tau/W':>6} {'z':>5} | {'median m/se':>11} {'median wander/sd':>16} | {'mean m/a':>8} {'1+2/z^2':>7}")
+    post_sd = NOISE_SD / (Q * A * np.sqrt(W))  # phi*'s posterior sd with a known
+    for share in SHARES:
+        stats, _ = traces(share, num)
+        sxx = np.asarray(stats.phi_ss).ravel()
+        slope = np.abs(np.asarray(stats.cross_ss).ravel()) / (Q * sxx)
+        se = NOISE_SD / (Q * np.sqrt(sxx))
+        z = np.sqrt(1.0 / (2.0 * share))
+        print(f"{share:>6g} {z:>5.2f} | {np.median(slope / se):>11.2f} {np.median(np.sqrt(sxx / W) / post_sd):>16.2f} | "
+              f"{np.mean(slope / A):>8.2f} {1 + 2 / z**2:>7.2f}", flush=True)
 
 
 def kendall(num: int, known_width: float) -> None:
