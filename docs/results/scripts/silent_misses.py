@@ -212,26 +212,30 @@ def _release_with_priors(name: str, epsilon: float, k: int):
     return truth, trace, post, not caught, k_post, stats, priors
 
 
-def _model_hessian_terms(name: str, trace, stats, key, num_sim: int = 4000) -> tuple[np.ndarray, np.ndarray]:
-    """(H_jj, dH_jj / dphi_k) of the full-data negative ELBO at the trace mean, over records simulated
-    from the model there (:func:`_model_records`; public) and scaled to N records."""
-    model, _ = cs.MODELS[name]
-    phibar_np = np.asarray(stats.phi_mean)
-    records = _model_records(name, trace, phibar_np, key, num_sim)
-    loss = make_elbo_loss(model, trace.layout, NUM_RECORDS, 1)
+def _hessian_terms(model, layout, records: tuple, phibar: np.ndarray, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """(H_jj, dH_jj / dphi_k) at phibar of the negative ELBO summed over ``records`` times ``scale``
+    (autodiff, 8 common Monte Carlo draws)."""
+    loss = make_elbo_loss(model, layout, NUM_RECORDS, 1)
     draws = jax.random.split(jax.random.PRNGKey(7), 8)
-    scale = NUM_RECORDS / num_sim
 
     def total(phi):
-        per = jax.vmap(lambda *rec: jnp.mean(jax.vmap(lambda k: loss(phi, rec, k))(draws)))
-        return jnp.sum(per(*records)) * scale
+        per = jax.vmap(lambda rec: jnp.mean(jax.vmap(lambda k: loss(phi, rec, k))(draws)))
+        return jnp.sum(per(records)) * scale
 
     def hess_diag(phi):
         return jnp.diag(jax.hessian(total)(phi))
 
-    phibar = jnp.asarray(phibar_np, jnp.float32)
-    h = np.asarray(hess_diag(phibar), np.float64)
-    return h, np.asarray(jax.jacfwd(hess_diag)(phibar), np.float64)  # dh[j, k] = d H_jj / d phi_k
+    point = jnp.asarray(phibar, jnp.float32)
+    h = np.asarray(hess_diag(point), np.float64)
+    return h, np.asarray(jax.jacfwd(hess_diag)(point), np.float64)  # dh[j, k] = d H_jj / d phi_k
+
+
+def _model_hessian_terms(name: str, trace, stats, key, num_sim: int = 4000) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_hessian_terms` at the trace mean over records simulated from the model there
+    (:func:`_model_records`; public), scaled to N records."""
+    phibar = np.asarray(stats.phi_mean)
+    records = _model_records(name, trace, phibar, key, num_sim)
+    return _hessian_terms(cs.MODELS[name][0], trace.layout, records, phibar, NUM_RECORDS / num_sim)
 
 
 def model_wander_shift(name: str, trace, stats, key) -> np.ndarray:
@@ -334,23 +338,10 @@ def kendall_prior(name: str, replicates: int, epsilon: float) -> None:
 def wander_shift(name: str, replicates: int, epsilon: float) -> None:
     """Per release and latent, z before and after removing the second-order wander shift (module docstring)."""
     model, simulate = cs.MODELS[name]
-    draws = jax.random.split(jax.random.PRNGKey(7), 8)
     rows = []
     for k in range(replicates):
         truth, trace, post, quiet, k_post, stats, _ = _release_with_priors(name, epsilon, k)
-        data = _records(simulate, k)
-        loss = make_elbo_loss(model, trace.layout, NUM_RECORDS, 1)
-
-        def total(phi, loss=loss, data=data):
-            per = jax.vmap(lambda rec: jnp.mean(jax.vmap(lambda key: loss(phi, rec, key))(draws)))
-            return jnp.sum(per(data))
-
-        def hess_diag(phi, total=total):
-            return jnp.diag(jax.hessian(total)(phi))
-
-        phibar = jnp.asarray(np.asarray(stats.phi_mean), jnp.float32)
-        h = np.asarray(hess_diag(phibar), np.float64)
-        dh = np.asarray(jax.jacfwd(hess_diag)(phibar), np.float64)  # dh[j, k] = d H_jj / d phi_k
+        h, dh = _hessian_terms(model, trace.layout, _records(simulate, k), np.asarray(stats.phi_mean))
         var = np.asarray(stats.phi_ss, np.float64) / np.asarray(stats.count, np.float64)
         n = truth.shape[0]
         delta = (-0.5 * (dh.T @ var) / h)[:n]
