@@ -238,28 +238,36 @@ def _model_hessian_terms(name: str, trace, stats, key, num_sim: int = 4000) -> t
     return _hessian_terms(cs.MODELS[name][0], trace.layout, records, phibar, NUM_RECORDS / num_sim)
 
 
-def model_wander_shift(name: str, trace, stats, key) -> np.ndarray:
+def model_wander_shift(h: np.ndarray, dh: np.ndarray, stats) -> np.ndarray:
     """The second-order wander shift of ``--wander`` with H and its derivatives from the model
     (:func:`_model_hessian_terms`), per latent mean coordinate: what the posterior mean of phi* moves
     by, -delta, with delta = -(1/2) sum_j dH_jj/dphi_k Var_j / H_kk."""
-    h, dh = _model_hessian_terms(name, trace, stats, key)
     var = np.asarray(stats.phi_ss, np.float64) / np.asarray(stats.count, np.float64)
-    n = h.shape[0] // 2
-    return (-0.5 * (dh.T @ var) / h)[:n]
+    return (-0.5 * (dh.T @ var) / h)[: h.shape[0] // 2]
 
 
-def without_forcing(name: str, trace, stats, key):
+def without_forcing(trace, stats, dh: np.ndarray):
     """The trace with each step's gradient less the other coordinates' second-order forcing,
-    q (1/2) sum_{j != k} dH_jj/dphi_k (phi_j,t - phibar_j)^2, with H from the model
+    q (1/2) sum_{j != k} dH_jj/dphi_k (phi_j,t - phibar_j)^2, with dH from the model
     (:func:`_model_hessian_terms`): the wander's time-varying push, not only its mean."""
     import dataclasses
 
-    _, dh = _model_hessian_terms(name, trace, stats, key)
+    dh = dh.copy()
     np.fill_diagonal(dh, 0.0)  # a coordinate's own curvature change stays with the linear model
     phi = np.asarray(trace.phi, np.float64)
     forcing = float(trace.sampling_rate) * 0.5 * ((phi - np.asarray(stats.phi_mean)) ** 2) @ dh
     grads = np.asarray(trace.grads)
     return dataclasses.replace(trace, grads=(grads.astype(np.float64) - forcing).astype(grads.dtype))
+
+
+def _with_curvature(priors, curvature: np.ndarray):
+    """``priors`` with the h prior of each latent mean coordinate centred on ``curvature``, sd 5% of it."""
+    from dpposterior.noise_aware import model as M
+
+    n = curvature.shape[0]
+    h_loc, h_scale = np.array(priors.h_loc, np.float64), np.array(priors.h_scale, np.float64)
+    h_loc[:n], h_scale[:n] = np.asarray(M.softplus_inverse(jnp.asarray(curvature))), 0.05 * curvature
+    return priors._replace(h_loc=h_loc, h_scale=h_scale)
 
 
 def curvature_prior(name: str, replicates: int, epsilon: float, wander: bool = False) -> None:
@@ -275,26 +283,21 @@ def curvature_prior(name: str, replicates: int, epsilon: float, wander: bool = F
     silent = []
     for k in range(replicates):
         truth, trace, post, quiet, k_post, stats, priors = _release_with_priors(name, epsilon, k)
-        n = truth.shape[0]
         curvature = model_curvature(name, trace, np.asarray(stats.phi_mean), jax.random.PRNGKey(100 + k))
-        h_loc, h_scale = np.array(priors.h_loc, np.float64), np.array(priors.h_scale, np.float64)
-        h_loc[:n], h_scale[:n] = np.asarray(M.softplus_inverse(jnp.asarray(curvature))), 0.05 * curvature
-        other = noise_aware_posterior(trace, rng_key=k_post, priors=priors._replace(h_loc=h_loc, h_scale=h_scale))
+        other = noise_aware_posterior(trace, rng_key=k_post, priors=_with_curvature(priors, curvature))
         silent.append(quiet)
         for label, p in (("default", post), ("curvature", other)):
             found[label].append(_covers(p, truth, k_post))
         if wander:
-            delta = model_wander_shift(name, trace, stats, jax.random.PRNGKey(200 + k))
-            found["curv+wander"].append(_covers(other, truth, k_post, shift=delta))
-            unforced = without_forcing(name, trace, stats, jax.random.PRNGKey(200 + k))
+            h, dh = _model_hessian_terms(name, trace, stats, jax.random.PRNGKey(200 + k))
+            found["curv+wander"].append(_covers(other, truth, k_post, shift=model_wander_shift(h, dh, stats)))
+            unforced = without_forcing(trace, stats, dh)
             base = M.trace_priors(
                 sufficient_statistics(np.asarray(unforced.phi), np.asarray(unforced.grads), 0.2),
-                float(trace.noise_multiplier) * float(trace.clip) / np.asarray(trace.beta, np.float64),
+                M.noise_sd_of(float(trace.noise_multiplier), float(trace.clip), np.asarray(trace.beta, np.float64)),
                 float(trace.sampling_rate),
             )
-            h_loc, h_scale = np.array(base.h_loc, np.float64), np.array(base.h_scale, np.float64)
-            h_loc[:n], h_scale[:n] = np.asarray(M.softplus_inverse(jnp.asarray(curvature))), 0.05 * curvature
-            forced = noise_aware_posterior(unforced, rng_key=k_post, priors=base._replace(h_loc=h_loc, h_scale=h_scale))
+            forced = noise_aware_posterior(unforced, rng_key=k_post, priors=_with_curvature(base, curvature))
             found["curv+forcing"].append(_covers(forced, truth, k_post))
     _print_groups(name, epsilon, trace.layout.coordinate_names(), silent, found)
 
