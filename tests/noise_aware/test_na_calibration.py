@@ -247,3 +247,54 @@ def test_api_equals_the_flattened_solver(realistic_replicates):
         post = na.noise_aware_posterior(reps.traces[r], "grid", rng_key=0)
         qs = np.asarray(grid_phi_star_quantiles(post.diagnostics["grid"], [0.05, 0.95, 0.25, 0.75]))
         np.testing.assert_allclose(qs, pooled[:, 6 * r : 6 * r + 6], rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------------------------------------- the model's curvature
+def _curvature_priors(reps, relative_error_seed: int):
+    """The trace-based priors with the h prior at a given curvature: the true A, off by a relative error
+    of sd :data:`model_terms.RELATIVE_SD` (what the model's curvature is known to), so that the truth is
+    a draw from the h prior used."""
+    from dpposterior.noise_aware import model_terms
+    from dpposterior.releases.model_curvature import ModelCurvature
+
+    z = np.random.default_rng(relative_error_seed).standard_normal(reps.a.shape)
+    given = reps.a * np.exp(model_terms.RELATIVE_SD * z)
+    size = given.shape[0]
+    terms = ModelCurvature(
+        point=np.zeros(size),
+        curvature=given,
+        hessian_diag=np.ones(size),
+        hessian_diag_slope=np.zeros((size, size)),
+        clip_shift=np.zeros(size),
+        num_records=1,
+    )
+    base = na.trace_priors(reps.stats32(), jnp.asarray(reps.noise_sd, jnp.float32), 0.1)
+    return model_terms.curvature_priors(na.TracePriors(*(np.asarray(x, np.float64) for x in base)), terms)
+
+
+def test_curvature_priors_calibrated_where_the_trace_slope_is_not(adult_like):
+    """In the weakly identified regime the trace's own slope makes the intervals too narrow (asserted in
+    :func:`test_known_limitations_in_the_adult_regime`); an h prior at the curvature, known to 5%, makes
+    them calibrated. This is what ``priors="model"`` does with the curvature the model gives."""
+    _check(
+        "grid (curvature priors), Adult-like", _grid_intervals(adult_like, _curvature_priors(adult_like, 3)), adult_like
+    )
+
+
+def test_curvature_priors_calibrated_on_realistic_traces(realistic_replicates):
+    _check(
+        "grid (curvature priors), realistic",
+        _grid_intervals(realistic_replicates, _curvature_priors(realistic_replicates, 4)),
+        realistic_replicates,
+    )
+
+
+def test_a_wrong_curvature_fails_the_same_check(realistic_replicates):
+    """Power: the curvature four times too large (intervals about half as wide) is caught."""
+    from dpposterior.noise_aware import model_terms
+
+    priors = _curvature_priors(realistic_replicates, 4)
+    a = np.asarray(realistic_replicates.a) * 4.0
+    wrong = priors._replace(h_loc=a + np.log(-np.expm1(-a)), h_scale=model_terms.RELATIVE_SD * a / -np.expm1(-a))
+    c90, c50 = _coverages(_grid_intervals(realistic_replicates, wrong), realistic_replicates.truth)
+    assert not _calibrated(c90, c50) and c90 < 0.86, (c90, c50)

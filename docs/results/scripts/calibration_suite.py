@@ -25,6 +25,7 @@ A non-private experiment on simulated data: the truth is known, nothing here is 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import pathlib
@@ -264,7 +265,7 @@ def run_cell(
     name: str, epsilon: float, num_records: int, replicates: int, seed: int = 0,
     settings: dict[str, float] | None = None,
 ) -> dict[str, Any]:
-    truths, na_draws, naive_draws, warned, clips, failures = [], [], [], [], [], []
+    truths, na_draws, naive_draws, warned, clips, failures, h_priors = [], [], [], [], [], [], []
     messages: dict[str, str] = {}
     names = None
     t0 = time.perf_counter()
@@ -278,6 +279,7 @@ def run_cell(
         for w in caught:  # the first text of each warning, as the report lists it
             messages.setdefault(type(w.message).__name__, str(w.message))
         clips.append(float(trace.clip))
+        h_priors.append(post.diagnostics["h_prior"])
         layout = trace.layout
         names = layout.coordinate_names()
         truths.append(np.asarray(layout.unconstrain({s: jnp.asarray(theta[s]) for s in layout.names}), np.float64))
@@ -296,6 +298,8 @@ def run_cell(
         return out
     truth = np.stack(truths)
     out["clip_median"] = float(np.median(clips))
+    # where the h prior of the mean coordinates came from: the model's curvature or the trace's slope
+    out["h_prior"] = dict(Counter(h_priors))
     out["warnings"] = dict(Counter(w for ws in warned for w in ws))
     out["messages"] = messages
     silent = np.array([not ws for ws in warned])
@@ -401,11 +405,29 @@ def _search_note(c: dict[str, Any]) -> str:
         f"clip search over {draws} Monte Carlo draws")
 
 
+@functools.lru_cache(maxsize=None)
+def _simulable(name: str) -> bool:
+    """Whether the model can simulate its records (its releases carry the model's curvature)."""
+    from dpposterior.vi.model_curvature import simulated_sites
+
+    model, simulate = MODELS[name]
+    return simulated_sites(model, simulate(jax.random.PRNGKey(0), 4)[1], {}) is not None
+
+
+def _h_prior_note(c: dict[str, Any]) -> str:
+    """Where the mean coordinates' h prior came from; cells that predate ``h_prior`` used the trace slope."""
+    if "h_prior" in c:
+        return "h prior: " + ", ".join(f"{k} in {v}" for k, v in sorted(c["h_prior"].items()))
+    if c["model"] in MODELS and _simulable(c["model"]):
+        return "h prior: trace slope (computed before releases carried the model's curvature, which the default now uses)"
+    return "h prior: trace slope (the model cannot simulate its records)"
+
+
 def cell_notes(c: dict[str, Any]) -> list[str]:
     w = ", ".join(f"{k} {v}" for k, v in sorted(c["warnings"].items())) or "none"
     notes = [f"- {c['model']} at epsilon {c['epsilon']:g}: median clip {c['clip_median']:.3g}; warnings: {w} "
              f"(silent in {c['silent_replicates']} of {c['replicates'] - len(c['refused'])}); refused "
-             f"{len(c['refused'])}; {c['wall_seconds']:.0f} s; {_search_note(c)}"]
+             f"{len(c['refused'])}; {c['wall_seconds']:.0f} s; {_search_note(c)}; {_h_prior_note(c)}"]
     for k, text in sorted(c.get("messages", {}).items()):
         notes.append(f"  - {k}, the first release's text: \"{text}\"")
     return notes

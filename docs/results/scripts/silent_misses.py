@@ -18,8 +18,10 @@ mean coordinate j:
 trace mean (as ``--curvature-prior`` below computes it, from public quantities only) over the curvature
 A that the release's own records give the clipped gradient at phi_ref.
 
-``--curvature-prior`` instead measures a route that is not built: the h prior of each latent mean
-coordinate centred on the curvature that the model itself implies at the trace mean phibar (N times the
+``--curvature-prior`` instead measures, with this script's own implementation (one Monte Carlo draw
+per key), the route that the default post-processing now takes for models without covariates
+(``noise_aware_posterior(priors="auto")`` with the release's ``model_curvature``): the h prior of each
+latent mean coordinate centred on the curvature that the model itself implies at the trace mean phibar (N times the
 expected per-record curvature of the clipped loss gradient, over records simulated from the model at
 theta = phibar's means, with the release's public clip and beta: no private data), with a relative sd
 of 5%, in place of the trace's own slope. It prints the 90%
@@ -198,12 +200,16 @@ def _print_groups(name: str, epsilon: float, names: list[str], silent: list[bool
 
 
 def _release_with_priors(name: str, epsilon: float, k: int):
-    """Replicate k of a cell: (truth in the unconstrained space, trace, default posterior, silent?, the
-    posterior's key, the statistics after the default burn-in, the default trace priors)."""
+    """Replicate k of a cell: (truth in the unconstrained space, trace, the posterior with the trace-slope
+    h prior (``priors="paper"``, the default before releases carried the model's curvature), silent? (as
+    the default release), the posterior's key, the statistics after the default burn-in, the trace priors)."""
     from dpposterior.noise_aware import model as M
     from dpposterior.noise_aware.stats import sufficient_statistics
 
-    theta, trace, post, caught, (k_post, _) = cs.release(name, epsilon, NUM_RECORDS, 0, k)
+    from dpposterior import noise_aware_posterior
+
+    theta, trace, _, caught, (k_post, _) = cs.release(name, epsilon, NUM_RECORDS, 0, k)
+    post = noise_aware_posterior(trace, rng_key=k_post, priors="paper")  # the trace-slope h prior, as measured
     layout = trace.layout
     truth = np.asarray(layout.unconstrain({s: jnp.asarray(theta[s]) for s in layout.names}))
     stats = sufficient_statistics(np.asarray(trace.phi), np.asarray(trace.grads), 0.2)
@@ -276,7 +282,7 @@ def curvature_prior(name: str, replicates: int, epsilon: float, wander: bool = F
 
     from dpposterior.noise_aware.stats import sufficient_statistics
 
-    found: dict[str, list] = {"default": [], "curvature": []}
+    found: dict[str, list] = {"default": [], "curvature": []}  # "default": the trace slope (priors="paper")
     if wander:
         found["curv+wander"] = []
         found["curv+forcing"] = []

@@ -25,6 +25,7 @@ from . import identify as I
 from . import structure as S
 from . import laplace as L
 from . import model as M
+from . import model_terms as MT
 from . import nuts as N
 from .model import TracePriors
 from ..releases.posterior import Posterior
@@ -38,7 +39,7 @@ _OPTIONS = {
 }
 EDGE_MASS_WARNING = 1e-4
 #: the named prior choices of ``noise_aware_posterior(priors=...)``.
-PRIOR_CHOICES = M.H_LOCATIONS + ("burn_in",)
+PRIOR_CHOICES = M.H_LOCATIONS + ("burn_in", "model", "auto")
 
 
 def noise_aware_posterior(
@@ -48,7 +49,7 @@ def noise_aware_posterior(
     subsampling_noise: bool = False,
     rng_key: Any = None,
     *,
-    priors: TracePriors | str = "paper",
+    priors: TracePriors | str = "auto",
     prior: Any = None,
     **solver_options: Any,
 ) -> Posterior:
@@ -98,7 +99,14 @@ def noise_aware_posterior(
       subsampling_noise: model subsampling noise s_j ~ HalfNormal(1) (else s_j = 0).
       rng_key: JAX key or int seed for NUTS and for the stored draws; None draws a seed from the
         operating system (post-processing randomness, not privacy noise).
-      priors: "paper" (default: the trace-based priors above), "softplus_inverse" (the same with the
+      priors: "auto" (the default): "model" where the trace carries the model's curvature
+        (``trace.model_curvature``, which dpvi adds where the model can simulate its own records: no
+        covariates), else "paper". "model": the trace-based priors above, except that the h prior of each
+        mean coordinate is centred on the model's curvature A_j (sd 5% of it) instead of on the trace's
+        slope, which is biased up where a coordinate relaxes slowly against the window; each step's
+        gradient is freed of the other coordinates' second-order wander push; and phi* is moved by the
+        clipping shift to the unclipped ELBO's optimum (:mod:`dpposterior.noise_aware.model_terms`).
+        "paper": the trace-based priors above, "softplus_inverse" (the same with the
         location of h at softplus^-1(m_j), so that it maps to a_j = m_j; see :func:`model.trace_priors`),
         "burn_in" (m_j and sd_j from the burn-in steps, whose noise the likelihood does not use, so the
         slope is not counted twice; better calibrated where A is weakly identified, as on Adult, and the
@@ -129,6 +137,8 @@ def noise_aware_posterior(
     Returns:
       A Posterior with phi_star draws (M, d), the trace's PrivacySpent, and diagnostics: the per-
       coordinate posterior mean and sd of phi* ("phi_star_mean", "phi_star_sd"), the burn-in used,
+      "h_prior" (where the mean coordinates' h prior came from: "model curvature", "trace slope" or
+      "given"), "model_terms" (the ModelCurvature used, or None),
       "identifiability" (:class:`~dpposterior.noise_aware.identify.Identifiability`),
       "unidentified_latents" (``{latent coordinate name: reason}``, whatever ``prior``),
       "prior_only_latents" (the same for the latents that got the prior: empty without ``prior``),
@@ -147,7 +157,8 @@ def noise_aware_posterior(
         is not real numbers.
       ValueError: unknown method, a solver option out of its range, burn_in outside [0, 1) or keeping
         steps of a ``clip="auto"`` pilot (another clip and learning rate) in the modelled window, fewer than
-        10 steps after burn-in, non-finite values in the trace, non-positive beta, noise multiplier, clip
+        10 steps after burn-in, ``priors="model"`` for a trace without the model's curvature, non-finite
+        values in the trace, non-positive beta, noise multiplier, clip
         or sampling rate, a coordinate that does not move after burn-in, a coordinate whose DP noise sd
         sigma C / beta_j lies outside ``NOISE_SD_RANGE`` = [1e-10, 1e12] (or whose gradients or parameters
         have a mean square above 1e24) where the float32 solvers were not checked, a posterior that came
@@ -176,16 +187,30 @@ def noise_aware_posterior(
             f"unconstrained space (dpposterior.noise_aware.model_prior_sampler(model, *data)), got "
             f"{type(prior).__name__}"
         )
-    stats, noise_sd, start = _checked_statistics(trace, burn_in, bool(subsampling_noise))
+    if isinstance(priors, str) and priors not in PRIOR_CHOICES:
+        raise ValueError(f"priors must be a TracePriors or one of {PRIOR_CHOICES}, got {priors!r}")
+    terms = None
+    if priors in ("auto", "model"):
+        if trace.model_curvature is None and priors == "model":
+            raise ValueError(
+                'priors="model" needs a trace that carries the model\'s curvature (trace.model_curvature), which '
+                "dpvi adds where the model can simulate its own records (every data argument an observed site: "
+                'no covariates); this trace has none: use priors="auto" or "paper"'
+            )
+        terms = trace.model_curvature
+        priors = "paper"
+    _checked_statistics(trace, burn_in, bool(subsampling_noise))  # the release as it came
+    modelled = trace if terms is None else MT.without_forcing(trace, terms)
+    stats, noise_sd, start = _checked_statistics(modelled, burn_in, bool(subsampling_noise))
     q = float(trace.sampling_rate)
     user_priors = not isinstance(priors, str)
     if isinstance(priors, str):
-        if priors not in PRIOR_CHOICES:
-            raise ValueError(f"priors must be a TracePriors or one of {PRIOR_CHOICES}, got {priors!r}")
         if priors == "burn_in":
             priors = M.burn_in_priors(stats, _burn_in_statistics(trace, start), noise_sd, q)
         else:
             priors = M.trace_priors(stats, noise_sd, q, h_location=priors)
+            if terms is not None:
+                priors = MT.curvature_priors(priors, terms)
     else:
         if not isinstance(priors, TracePriors):
             raise TypeError(f"priors must be a TracePriors or one of {PRIOR_CHOICES}, got {type(priors).__name__}")
@@ -203,6 +228,8 @@ def noise_aware_posterior(
         "seeded_by": seeded_by,
         "stats": stats,
         "priors": priors,
+        "h_prior": "model curvature" if terms is not None else "trace slope" if not user_priors else "given",
+        "model_terms": terms,
         "warnings": [],
     }
     binds = clip_binds_message(trace.privacy)
@@ -256,7 +283,7 @@ def noise_aware_posterior(
         if not isinstance(full, (bool, np.bool_)):
             raise TypeError(f"full_trace must be True or False, got {full!r}")
         if full:
-            solver_options["full_trace"] = (np.asarray(trace.phi)[start:], np.asarray(trace.grads)[start:])
+            solver_options["full_trace"] = (np.asarray(modelled.phi)[start:], np.asarray(modelled.grads)[start:])
         phi_draws, nd = N.nuts_posterior(
             stats32, priors32, noise32, q, raw_key, subsampling_noise=subsampling_noise, **solver_options
         )
@@ -281,6 +308,17 @@ def noise_aware_posterior(
                 'posterior: raise num_warmup (default 1000), or use method="grid"',
                 RuntimeWarning,
             )
+    if terms is not None:  # phi* of the unclipped ELBO, not of the clipped gradient's zero
+        shift = jnp.asarray(MT.clip_shift(terms), jnp.float32)
+        mean = jnp.asarray(mean) + shift
+        if sampler is None:
+            phi_draws = jnp.asarray(phi_draws) + shift
+        else:
+            unshifted = sampler
+
+            def sampler(key, m, _inner=unshifted, _shift=shift):
+                return _inner(key, m) + _shift
+
     if method != "nuts":
         phi_draws = sampler(jax.random.fold_in(raw_key, 1), num_draws)
     ident = I.identifiability(stats, noise_sd, q, np.asarray(trace.learning_rate, np.float64))

@@ -3,7 +3,8 @@
 - the parameter layout of a model's latent sites (:class:`ParamLayout`, :class:`Site`; a layout is built
   from a model's structure by :func:`dpposterior.releases.model_inspect.inspect_model`, on dummy records);
 - the variational family q(theta; phi) (:mod:`dpposterior.releases.family`);
-- the released traces: :class:`DPVITrace` (with its save and load) and :class:`DPVImTrace`;
+- the released traces: :class:`DPVITrace` (with its save and load) and :class:`DPVImTrace`, and the model's
+  curvature terms a DPVITrace may carry (:class:`ModelCurvature`, computed from the trace and simulated records);
 - the posterior handed to users, a mixture of variational Gaussians (:class:`Posterior`), and the table
   its ``summary()`` returns (:class:`PosteriorSummary`);
 - the baselines' noisy sufficient statistics (:class:`SufficientStatisticsRelease` with its model
@@ -17,6 +18,7 @@ post-processing, so post-processing never needs a mechanism and the two never im
 
 from .layout import ParamLayout
 from .layout import Site
+from .model_curvature import ModelCurvature
 from .trace import DPVITrace
 from .dpvim_trace import DPVImTrace
 from .posterior import Posterior
@@ -29,6 +31,7 @@ __all__ = [
     "DPVITrace",
     "DPVImTrace",
     "ExpFamModel",
+    "ModelCurvature",
     "ParamLayout",
     "Posterior",
     "PosteriorSummary",

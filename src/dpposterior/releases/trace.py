@@ -17,6 +17,7 @@ from .._io import check_dpsgd_fields, read_checked_npz, write_checked_npz
 from ..privacy.spent import PrivacySpent
 from ..privacy.dpsgd_record import check_dpsgd_privacy
 from .layout import ParamLayout
+from .model_curvature import ModelCurvature, check_model_curvature
 from .posterior import point_posterior
 
 FORMAT = "dpposterior.DPVITrace"
@@ -48,6 +49,10 @@ class DPVITrace:
       layout: the model's latent sites, to map phi to constrained draws.
       privacy: what the release cost.
       model_name: a label for the model (informative only).
+      model_curvature: None, or the model's own curvature terms at the trace mean, computed from the trace,
+        the public settings and records simulated from the model (no private data; a
+        :class:`~dpposterior.releases.model_curvature.ModelCurvature`). dpvi adds them where the model
+        can simulate its records (no covariates); :func:`dpposterior.noise_aware_posterior` uses them.
     """
 
     phi: Any
@@ -64,6 +69,7 @@ class DPVITrace:
     layout: ParamLayout
     privacy: PrivacySpent
     model_name: str = ""
+    model_curvature: ModelCurvature | None = None
 
     def __post_init__(self) -> None:
         phi = np.asarray(self.phi, dtype=np.float32)
@@ -85,6 +91,7 @@ class DPVITrace:
             object.__setattr__(self, name, v)
         object.__setattr__(self, "phi", phi)
         object.__setattr__(self, "grads", grads)
+        object.__setattr__(self, "model_curvature", check_model_curvature(self.model_curvature, d))
 
     @property
     def num_params(self) -> int:
@@ -117,7 +124,7 @@ class DPVITrace:
             "model_name": self.model_name,
             "layout": self.layout.to_dict(),
             "privacy": self.privacy.to_dict(),
-        }
+        } | ({} if self.model_curvature is None else {"model_curvature": self.model_curvature.to_dict()})
 
     def save(self, path: str | os.PathLike) -> Path:
         """Writes the trace to one ``.npz`` file (arrays + JSON metadata + SHA-256 checksum), atomically.
@@ -203,6 +210,9 @@ class DPVITrace:
                 dataset_size=int(meta["dataset_size"]),
                 num_mc=int(meta["num_mc"]),
                 model_name=str(meta["model_name"]),
+                model_curvature=(
+                    ModelCurvature.from_dict(meta["model_curvature"]) if "model_curvature" in meta else None
+                ),
                 **arrays,
             )
         except (KeyError, TypeError, ValueError) as e:

@@ -21,12 +21,14 @@ from .._checks import (
     check_trace_memory,
 )
 from ..privacy.dpsgd_accounting import Accountant, calibrate_noise_multiplier
+from ..privacy.randomness import resolve_key
 from ..releases import family
 from . import auto_clip
 from .circular import warn_if_near_seam
 from ..releases.layout import ParamLayout
 from .data_support import check_observed_support
 from .model_inspect import check_data, check_setting_names, inspect_model, prior_median_unconstrained, record_log_joint
+from .model_curvature import model_curvature
 from .record_norms import record_norms
 from .run_options import RunOptions, check_run_options, refuse_moved_settings
 from ..releases.trace import DPVITrace
@@ -150,7 +152,11 @@ def dpvi(
 
     Returns:
       A DPVITrace with the PrivacySpent of the run; its ``details`` record ``("dataset_size", "public")``:
-      the trace's ``dataset_size`` (the number of records unless given) is not privatised.
+      the trace's ``dataset_size`` (the number of records unless given) is not privatised. Where the model
+      can simulate its records (every data argument the observed value of a sample site), the trace
+      carries ``model_curvature``: the model's curvature terms at the trace mean over records simulated
+      from the model (:mod:`dpposterior.vi.model_curvature`; post-processing of the release and the
+      model, never of the data), which ``noise_aware_posterior`` uses by default.
 
     Raises:
       ValueError: among the input checks (each message names the argument): a record whose observed
@@ -285,6 +291,19 @@ def dpvi(
         check_noise_multiplier=sigma_c,
         pilot_steps=None if pilot is None else pilot.num_steps,
     )
+    # the model's own curvature terms at the trace mean, from simulated records (post-processing: public)
+    curvature = model_curvature(
+        model,
+        layout,
+        arrays,
+        model_kwargs,
+        loss,
+        phi,
+        np.asarray(beta_vec),
+        clip,
+        dataset_size,
+        _simulation_key(rng_key),
+    )
     return DPVITrace(
         phi=phi,
         grads=grads,
@@ -300,7 +319,20 @@ def dpvi(
         layout=layout,
         privacy=_public_size(privacy),
         model_name=model_name or getattr(model, "__name__", ""),
+        model_curvature=curvature,
     )
+
+
+#: the fold of the user's key that seeds the simulation of :func:`model_curvature` (no DP-SGD step reaches it).
+SIMULATION_KEY_INDEX = 2**32 - 5
+
+
+def _simulation_key(rng_key: Any) -> jax.Array:
+    """The key of the records simulated for the model's curvature: the user's key folded with
+    :data:`SIMULATION_KEY_INDEX`, or an OS seed (post-processing randomness, not privacy noise)."""
+    raw, _ = resolve_key(rng_key)
+    key = jnp.asarray(raw, jnp.uint32)
+    return key if rng_key is None else jax.random.fold_in(key, SIMULATION_KEY_INDEX)
 
 
 def _public_size(privacy: Any) -> Any:

@@ -1,0 +1,66 @@
+"""The noise-aware model with the model's own curvature (a trace's :class:`ModelCurvature`).
+
+NA-DPVI's gradient model g~_t ~ N(q A (phi_t - phi*), noise) reads A from the trace's own slope. Over a
+window of W steps, a coordinate that relaxes in tau steps identifies its slope at about z = sqrt(W / 2 tau)
+standard errors, and the least-squares slope is biased up by a factor of about 1 + 2 / z^2 (Kendall,
+"Note on bias in the estimation of autocorrelation", 1954): where tau / W is not small the restoring force
+is read too steep and the phi* intervals come out too narrow. No learning rate cures it, because the
+wander of the iterate grows with z too (docs/results/calibration-suite.md).
+
+Where dpvi could simulate the model's records (a model without covariates), the release carries the
+model's curvature at the trace mean, and this module uses it, in three ways (:func:`apply`):
+
+1. the h prior of each mean coordinate is centred on the model's curvature A_j, with a relative sd of
+   :data:`RELATIVE_SD`, instead of on the trace's slope (which the likelihood also holds);
+2. each step's gradient is freed of the second-order push of the OTHER coordinates' wander,
+   q (1/2) sum_{j != k} dH_jj/dphi_k (phi_j,t - phibar_j)^2, which the linear model would read as a move
+   of phi*_k (a scale parameter and the location whose curvature it sets);
+3. the posterior's phi* is moved by the clipping shift, phi*_ELBO - phi*_clipped, so that it describes
+   the unclipped ELBO's optimum rather than the clipped gradient's zero.
+
+All three are post-processing of the release (the curvature terms are public), so they cost no privacy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax.numpy as jnp
+import numpy as np
+
+from ..releases.model_curvature import ModelCurvature
+from ..releases.trace import DPVITrace
+from .model import TracePriors
+
+#: the relative sd of the h prior around the model's curvature: the simulated records are not the
+#: private ones, and the trace mean is not the fixed point, so the model's A is known to a few percent
+#: (the ratio of the model's curvature to the one the release's own records give at the unclipped optimum,
+#: docs/results/calibration-suite.md), not exactly.
+RELATIVE_SD = 0.05
+
+
+def without_forcing(trace: DPVITrace, terms: ModelCurvature) -> DPVITrace:
+    """``trace`` with each step's gradient less the other coordinates' second-order push (module
+    docstring, point 2), centred on the point where the terms were taken."""
+    dh = np.array(terms.hessian_diag_slope, np.float64)
+    np.fill_diagonal(dh, 0.0)  # a coordinate's own curvature change stays with the linear model
+    phi = np.asarray(trace.phi, np.float64)
+    forcing = float(trace.sampling_rate) * 0.5 * ((phi - terms.point) ** 2) @ dh
+    return dataclasses.replace(trace, grads=np.asarray(trace.grads, np.float64) - forcing)
+
+
+def curvature_priors(priors: TracePriors, terms: ModelCurvature) -> TracePriors:
+    """``priors`` with the h prior of each mean coordinate at softplus^-1(A_j), its sd
+    :data:`RELATIVE_SD` A_j carried through softplus^-1 (module docstring, point 1)."""
+    a = np.asarray(terms.curvature, np.float64)
+    n = a.shape[0]
+    h_loc = np.array(priors.h_loc, np.float64)
+    h_scale = np.array(priors.h_scale, np.float64)
+    h_loc[:n] = a + np.log(-np.expm1(-a))  # softplus^-1(a)
+    h_scale[:n] = RELATIVE_SD * a / -np.expm1(-a)  # d softplus^-1(a) / da = 1 / (1 - exp(-a))
+    return priors._replace(h_loc=jnp.asarray(h_loc), h_scale=jnp.asarray(h_scale))
+
+
+def clip_shift(terms: ModelCurvature) -> np.ndarray:
+    """(d,) what phi* draws are moved by (module docstring, point 3)."""
+    return np.asarray(terms.clip_shift, np.float64)
