@@ -199,8 +199,10 @@ def noise_aware_posterior(
             )
         terms = trace.model_curvature
         priors = "paper"
-    _checked_statistics(trace, burn_in, bool(subsampling_noise))  # the release as it came
-    modelled = trace if terms is None else MT.without_forcing(trace, terms)
+    modelled = trace
+    if terms is not None:
+        _checked_statistics(trace, burn_in, bool(subsampling_noise))  # the release as it came
+        modelled = MT.without_forcing(trace, terms)
     stats, noise_sd, start = _checked_statistics(modelled, burn_in, bool(subsampling_noise))
     q = float(trace.sampling_rate)
     user_priors = not isinstance(priors, str)

@@ -190,10 +190,16 @@ def _terms_fn(loss: Callable, d: int) -> Callable:
         def hessian_diag(p):
             return jax.lax.map(lambda e: jnp.vdot(jax.jvp(jax.grad(total), (p,), (e,))[1], e), basis)
 
-        clipped, plain = sums(point)
-        slope = jax.lax.map(lambda e: jnp.vdot(jax.jvp(lambda u: sums(u)[0], (point,), (e,))[1], e), basis[:n])
-        # dH_jj / dphi_k one k at a time (lax.map, not jacfwd's vmap): memory of one Hessian diagonal
-        slope_h = jax.lax.map(lambda e: jax.jvp(hessian_diag, (point,), (e,))[1], basis).T
-        return slope, clipped, plain, hessian_diag(point), slope_h
+        def slope_of(e):  # one mean coordinate's jvp; its primal is the gradients themselves
+            (clipped, plain), (d_clipped, _) = jax.jvp(sums, (point,), (e,))
+            return clipped, plain, jnp.vdot(d_clipped, e)
+
+        clipped, plain, slope = jax.lax.map(slope_of, basis[:n])
+
+        def slope_h_of(e):  # dH_jj / dphi_k one k at a time (lax.map, not jacfwd's vmap): bounded memory
+            return jax.jvp(hessian_diag, (point,), (e,))
+
+        h, slope_h = jax.lax.map(slope_h_of, basis)
+        return slope, clipped[0], plain[0], h[0], slope_h.T
 
     return terms
