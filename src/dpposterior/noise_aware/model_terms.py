@@ -30,7 +30,7 @@ import numpy as np
 
 from ..releases.model_curvature import ModelCurvature
 from ..releases.trace import DPVITrace
-from .model import TracePriors
+from .model import TracePriors, softplus_inverse
 
 #: the relative sd of the h prior around the model's curvature: the simulated records are not the
 #: private ones, and the trace mean is not the fixed point, so the model's A is known to a few percent
@@ -56,7 +56,7 @@ def curvature_priors(priors: TracePriors, terms: ModelCurvature) -> TracePriors:
     n = a.shape[0]
     h_loc = np.array(priors.h_loc, np.float64)
     h_scale = np.array(priors.h_scale, np.float64)
-    h_loc[:n] = a + np.log(-np.expm1(-a))  # softplus^-1(a)
+    h_loc[:n] = np.asarray(softplus_inverse(jnp.asarray(a)), np.float64)
     h_scale[:n] = RELATIVE_SD * a / -np.expm1(-a)  # d softplus^-1(a) / da = 1 / (1 - exp(-a))
     return priors._replace(h_loc=jnp.asarray(h_loc), h_scale=jnp.asarray(h_scale))
 

@@ -21,6 +21,7 @@ import numpy as np
 from numpyro import handlers
 
 from ..releases.layout import ParamLayout
+from ..releases.model_inspect import _dummy
 from ..releases.model_curvature import ModelCurvature, check_model_curvature
 
 #: records simulated from the model.
@@ -39,11 +40,6 @@ MAX_PARAMS = 32
 BURN_IN = 0.2
 
 
-def _fills(data: tuple[Any, ...]) -> tuple[jax.Array, ...]:
-    """Placeholders of the data's shapes and dtypes (public), argument i filled with i + 1."""
-    return tuple(jnp.full((2,) + tuple(a.shape[1:]), i + 1, dtype=a.dtype) for i, a in enumerate(data))
-
-
 def simulated_sites(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str, Any]) -> tuple[str, ...] | None:
     """The observed site that holds each data argument, in argument order, or None where some argument is
     not the observed value of a sample site (a covariate) or the model cannot be traced so.
@@ -51,7 +47,7 @@ def simulated_sites(model: Callable, data: tuple[Any, ...], model_kwargs: dict[s
     Reads only the data's shapes and dtypes: the model is traced on placeholders, argument i filled with
     i + 1, and argument i is matched to the observed site whose value is that placeholder unchanged.
     """
-    fills = _fills(data)
+    fills = tuple(_dummy((a,), 2, i + 1)[0] for i, a in enumerate(data))  # public: shapes and dtypes
     try:
         tr = handlers.trace(handlers.seed(model, rng_seed=0)).get_trace(*fills, **model_kwargs)
     except Exception:  # noqa: BLE001 - a model that cannot run on placeholders cannot simulate either
