@@ -22,6 +22,7 @@ from numpyro import handlers
 
 from ..releases.layout import ParamLayout
 from ..releases.model_inspect import _dummy
+from ..releases.window import burn_in_start
 from ..releases.model_curvature import ModelCurvature, check_model_curvature
 
 #: records simulated from the model.
@@ -113,7 +114,7 @@ def model_curvature(
     if sites is None or np.shape(phi)[1] > MAX_PARAMS:
         return None
     phi = np.asarray(phi, np.float64)
-    point = phi[int(BURN_IN * phi.shape[0]) :].mean(axis=0)
+    point = phi[burn_in_start(phi.shape[0], BURN_IN) :].mean(axis=0)
     d = point.shape[0]
     n = d // 2
     k_sim, k_mc = jax.random.split(key)
