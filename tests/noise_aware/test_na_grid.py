@@ -218,8 +218,8 @@ def test_misfitting_trace_warns_about_edge_mass():
     grads[:, 0] = -grads[:, 0]  # a slope of the wrong sign, 45 standard errors from zero
     bad = dataclasses.replace(trace, grads=grads)
     with pytest.warns(RuntimeWarning, match="edge of the widest grid box"):
-        post = na.noise_aware_posterior(bad, "grid", rng_key=0)
+        post = na.noise_aware_posterior(bad, "grid", rng_key=0, priors="paper")
     assert post.diagnostics["edge_mass"] > 1e-4
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        na.noise_aware_posterior(trace, "grid", rng_key=0)
+        na.noise_aware_posterior(trace, "grid", rng_key=0, priors="paper")

@@ -40,10 +40,10 @@ def _prior(key, m):
 def test_slow_latent_gets_the_prior_and_says_why(seed):
     trace = _trace(SLOW, seed)
     with pytest.warns(na.UnidentifiedLatentsWarning, match=r"does not identify latents \['theta\[0\]'\]"):
-        kept = na.noise_aware_posterior(trace, "grid", rng_key=0)
+        kept = na.noise_aware_posterior(trace, "grid", rng_key=0, priors="paper")
     assert list(kept.diagnostics["unidentified_latents"]) == ["theta[0]"]
     assert kept.diagnostics["prior_only_latents"] == {}
-    post = na.noise_aware_posterior(trace, "grid", rng_key=0, prior=_prior)
+    post = na.noise_aware_posterior(trace, "grid", rng_key=0, prior=_prior, priors="paper")
     why = post.diagnostics["prior_only_latents"]
     assert list(why) == ["theta[0]"], why
     assert "window" in why["theta[0]"] or "standard errors" in why["theta[0]"]
@@ -67,8 +67,8 @@ def test_identified_twin_is_left_alone():
     trace = _trace(FAST, 0)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
-        post = na.noise_aware_posterior(trace, "grid", rng_key=0, prior=_prior)
-        plain = na.noise_aware_posterior(trace, "grid", rng_key=0)
+        post = na.noise_aware_posterior(trace, "grid", rng_key=0, prior=_prior, priors="paper")
+        plain = na.noise_aware_posterior(trace, "grid", rng_key=0, priors="paper")
     assert post.diagnostics["unidentified_latents"] == {} and post.diagnostics["prior_only_latents"] == {}
     assert post.diagnostics["identifiability"].slope_z[:2].min() > 4
     np.testing.assert_array_equal(np.asarray(post.phi_star), np.asarray(plain.phi_star))
@@ -134,14 +134,15 @@ def test_the_warning_travels_with_the_posterior_into_its_summary():
     printed summary carry it, so a report or a notebook that prints the estimates prints the warning."""
     trace = _trace(SLOW, 0)
     with pytest.warns(na.UnidentifiedLatentsWarning):
-        kept = na.noise_aware_posterior(trace, "grid", rng_key=0)
+        kept = na.noise_aware_posterior(trace, "grid", rng_key=0, priors="paper")
     assert len(kept.warnings) == 1 and "does not identify latents ['theta[0]']" in kept.warnings[0]
     table = kept.summary(num_samples=200)
     assert table.warnings == kept.warnings
     text = str(table)
     assert text.splitlines()[0].split() == ["parameter", "mean", "sd", "robust_sd", "q0.05", "q0.95"]
     assert "warning: the release does not identify latents ['theta[0]']" in text
-    post = na.noise_aware_posterior(trace, "grid", rng_key=0, prior=_prior)  # asked for: a note, no warning
+    # the prior asked for: a note, no warning
+    post = na.noise_aware_posterior(trace, "grid", rng_key=0, prior=_prior, priors="paper")
     assert any("prior's push-forward" in w and "theta[0]" in w for w in post.warnings)
     assert any("prior's push-forward" in w for w in post.summary(num_samples=200).warnings)
 
@@ -152,7 +153,7 @@ def test_an_identified_release_has_no_warnings_and_the_naive_baseline_says_what_
     trace = _trace(FAST, 0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        post = na.noise_aware_posterior(trace, "grid", rng_key=0)
+        post = na.noise_aware_posterior(trace, "grid", rng_key=0, priors="paper")
     assert post.warnings == () and post.summary(num_samples=100).warnings == ()
     assert "warning" not in str(post.summary(num_samples=100))
     naive = trace.last_iterate_posterior()
@@ -185,7 +186,7 @@ def test_a_long_warning_names_every_latent_but_gives_three_reasons():
         jax.random.PRNGKey(0), np.zeros(16), a, num_steps=T, noise_multiplier=1.0, learning_rate=np.full(16, ETA)
     )
     with pytest.warns(na.UnidentifiedLatentsWarning) as caught:
-        post = na.noise_aware_posterior(trace, "grid", rng_key=0)
+        post = na.noise_aware_posterior(trace, "grid", rng_key=0, priors="paper")
     text = str(caught[0].message)
     flagged = list(post.diagnostics["unidentified_latents"])
     assert len(flagged) > 3, flagged

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dpposterior import noise_aware_posterior
-from dpposterior.noise_aware import model_terms
+from dpposterior.noise_aware import CurvatureFromTraceWarning, model_terms
 from dpposterior.releases.model_curvature import ModelCurvature
 
 A_TRUE = np.array([300.0, 1000.0, 3000.0])
@@ -40,8 +40,10 @@ def test_the_default_uses_the_terms_a_trace_carries(small_trace):
 
 
 def test_a_trace_without_terms_keeps_the_trace_slope(small_trace):
-    post = noise_aware_posterior(small_trace, rng_key=0)
+    with pytest.warns(CurvatureFromTraceWarning, match="trace's own slope"):
+        post = noise_aware_posterior(small_trace, rng_key=0)
     assert post.diagnostics["h_prior"] == "trace slope"
+    assert any("trace's own slope" in w for w in post.warnings)
     with pytest.raises(ValueError, match='priors="model" needs a trace that carries'):
         noise_aware_posterior(small_trace, priors="model")
 

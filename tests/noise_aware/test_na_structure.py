@@ -87,7 +87,7 @@ def _layout(parents):
 
 def test_noise_aware_posterior_warns_about_the_parents_of_a_hierarchical_prior():
     with pytest.warns(HierarchicalPriorWarning, match=r"latents \['mu'\] set the prior of \['theta'\]") as caught:
-        post = dpp.noise_aware_posterior(_trace_with(_layout(("mu",))), rng_key=0)
+        post = dpp.noise_aware_posterior(_trace_with(_layout(("mu",))), rng_key=0, priors="paper")
     text = str(caught[0].message)
     assert "the 3 coordinates of 'theta'" in text and "not through the records" in text
     assert post.diagnostics["hierarchical_latents"] == {"theta": ("mu",)}
@@ -97,7 +97,7 @@ def test_noise_aware_posterior_warns_about_the_parents_of_a_hierarchical_prior()
 def test_noise_aware_posterior_is_silent_about_structure_without_a_hierarchy():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        post = dpp.noise_aware_posterior(_trace_with(_layout(())), rng_key=0)
+        post = dpp.noise_aware_posterior(_trace_with(_layout(())), rng_key=0, priors="paper")
     assert not [w for w in caught if issubclass(w.category, HierarchicalPriorWarning)]
     assert post.diagnostics["hierarchical_latents"] == {}
 

@@ -144,6 +144,12 @@ def test_the_terms_survive_save_and_load(released, tmp_path):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
+def test_a_file_from_before_the_covariates_field_reads_as_none(released):
+    old = released.model_curvature.to_dict()
+    del old["covariates"]
+    assert ModelCurvature.from_dict(old).covariates == "none"
+
+
 def test_a_trace_without_terms_saves_no_field(released, tmp_path):
     bare = dataclasses.replace(released, model_curvature=None)
     assert "model_curvature" not in bare._metadata()
@@ -157,6 +163,7 @@ def test_a_trace_without_terms_saves_no_field(released, tmp_path):
         ({"curvature": np.array([1.0, 2.0])}, "must have shape"),
         ({"clip_shift": np.array([0.0, np.nan])}, "NaN or inf"),
         ({"num_records": 0}, "positive integer"),
+        ({"covariates": "private"}, "covariates must be one of"),
     ],
 )
 def test_bad_terms_are_refused(released, change, message):

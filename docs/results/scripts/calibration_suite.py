@@ -18,7 +18,9 @@ Cells are written as JSON under --out (one per model and epsilon; an existing ce
 resumes), and ``--report`` prints the Markdown table of docs/results/calibration-suite.md from them.
 ``--setting NAME=VALUE`` (repeatable) is an experiment outside the suite: the same cells with
 ``dpvi(..., NAME=VALUE)`` (for example ``init_scale=0.004`` or ``beta_rho=30``; the cell records its
-settings and its file name carries them), to measure a DP-SGD setting other than the default.
+settings and its file name carries them), to measure a DP-SGD setting other than the default. ``--public-covariates`` is another: each release of a
+model with covariates gets ``dpvi(..., public_covariates=...)``, a public sample of N covariate records
+drawn from the cell's covariate distribution with a key of its own (not the private records).
 A non-private experiment on simulated data: the truth is known, nothing here is released.
 """
 
@@ -217,21 +219,43 @@ SHARPNESS_BAR = 1.5
 # --- one cell --------------------------------------------------------------------------------------
 
 
-def release(name: str, epsilon: float, num_records: int, seed: int, k: int, settings: dict[str, float] | None = None):
+#: the fold of a replicate's key that draws the public covariate sample of ``--public-covariates``.
+PUBLIC_SAMPLE_INDEX = 7
+
+
+def public_sample(name: str, data: tuple[Any, ...], key: jax.Array, num_records: int) -> tuple[Any, ...]:
+    """A public sample of the covariates of ``data`` (None for the arguments the model observes): N new
+    records of the cell's simulator under another key, of which only the covariates are kept."""
+    from dpposterior.vi.model_curvature import argument_sites
+
+    model, simulate = MODELS[name]
+    sites = argument_sites(model, data, {})
+    if sites is None or all(s is not None for s in sites):
+        raise ValueError(f"{name} has no covariates to give a public sample of")
+    _, other = simulate(jax.random.fold_in(key, PUBLIC_SAMPLE_INDEX), num_records)
+    return tuple(o if s is None else None for s, o in zip(sites, other))
+
+
+def release(name: str, epsilon: float, num_records: int, seed: int, k: int, settings: dict[str, float] | None = None,
+            public_covariates: bool = False):
     """Replicate k of a cell: (theta, trace, posterior, the warnings caught, the keys of the draws).
 
     ``settings``: None for dpvi's defaults (the suite's cells); keyword settings of dpvi only for the
-    experiments that name them (``--setting``), whose cells record them.
+    experiments that name them (``--setting``), whose cells record them. ``public_covariates``: give dpvi
+    a public sample of the covariates (:func:`public_sample`; the ``--public-covariates`` experiment).
     """
     model, simulate = MODELS[name]
     key = jax.random.fold_in(jax.random.PRNGKey(seed), k)
     k_data, k_dp, k_post, k_naive = jax.random.split(key, 4)
     theta, data = simulate(k_data, num_records)
+    settings = dict(settings or {})
+    if public_covariates:
+        settings["public_covariates"] = public_sample(name, data, key, num_records)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         options = dpp.vi.RunOptions(progress=False)
         trace = dpp.dpvi(
-            model, *data, epsilon=epsilon, delta=DELTA, rng_key=k_dp, run_options=options, **(settings or {})
+            model, *data, epsilon=epsilon, delta=DELTA, rng_key=k_dp, run_options=options, **settings
         )
         post = dpp.noise_aware_posterior(trace, rng_key=k_post)
     return theta, trace, post, list(caught), (k_post, k_naive)
@@ -248,7 +272,8 @@ def backfill_messages(folder: pathlib.Path, max_replicates: int = 60) -> None:
         messages = dict(c.get("messages", {}))
         for k in range(max_replicates):
             try:
-                *_, caught, _ = release(c["model"], c["epsilon"], c["num_records"], c["seed"], k, c.get("settings"))
+                *_, caught, _ = release(c["model"], c["epsilon"], c["num_records"], c["seed"], k, c.get("settings"),
+                                        c.get("public_covariates", False))
             except Exception:
                 continue
             for w in caught:  # only the classes the cell counted (the code may warn of more today)
@@ -263,7 +288,7 @@ def backfill_messages(folder: pathlib.Path, max_replicates: int = 60) -> None:
 
 def run_cell(
     name: str, epsilon: float, num_records: int, replicates: int, seed: int = 0,
-    settings: dict[str, float] | None = None,
+    settings: dict[str, float] | None = None, public_covariates: bool = False,
 ) -> dict[str, Any]:
     truths, na_draws, naive_draws, warned, clips, failures, h_priors = [], [], [], [], [], [], []
     messages: dict[str, str] = {}
@@ -271,7 +296,8 @@ def run_cell(
     t0 = time.perf_counter()
     for k in range(replicates):
         try:
-            theta, trace, post, caught, (k_post, k_naive) = release(name, epsilon, num_records, seed, k, settings)
+            theta, trace, post, caught, (k_post, k_naive) = release(name, epsilon, num_records, seed, k, settings,
+                                                                  public_covariates)
         except Exception as e:  # a refusal is a result of the suite: recorded, not hidden
             failures.append(f"{type(e).__name__}: {e}")
             continue
@@ -294,6 +320,8 @@ def run_cell(
     }
     if settings:
         out["settings"] = dict(settings)
+    if public_covariates:
+        out["public_covariates"] = True
     if not truths:
         return out
     truth = np.stack(truths)
@@ -368,7 +396,8 @@ def fixed_sharpness(model: str, epsilon: float, bar: float) -> tuple[float, str]
 
 def _label(c: dict[str, Any], model: str) -> str:
     """The model's name, with the dpvi settings of an experiment cell (``--setting``) after it."""
-    return model + "".join(f" ({k} {v:g})" for k, v in sorted(c.get("settings", {}).items()))
+    return (model + "".join(f" ({k} {v:g})" for k, v in sorted(c.get("settings", {}).items()))
+            + (" (public covariates)" if c.get("public_covariates") else ""))
 
 
 def paper_row(c: dict[str, Any]) -> str:
@@ -425,7 +454,7 @@ def _h_prior_note(c: dict[str, Any]) -> str:
 
 def cell_notes(c: dict[str, Any]) -> list[str]:
     w = ", ".join(f"{k} {v}" for k, v in sorted(c["warnings"].items())) or "none"
-    notes = [f"- {c['model']} at epsilon {c['epsilon']:g}: median clip {c['clip_median']:.3g}; warnings: {w} "
+    notes = [f"- {_label(c, c['model'])} at epsilon {c['epsilon']:g}: median clip {c['clip_median']:.3g}; warnings: {w} "
              f"(silent in {c['silent_replicates']} of {c['replicates'] - len(c['refused'])}); refused "
              f"{len(c['refused'])}; {c['wall_seconds']:.0f} s; {_search_note(c)}; {_h_prior_note(c)}"]
     for k, text in sorted(c.get("messages", {}).items()):
@@ -485,6 +514,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="K = 8, N = 500: a smoke run of every cell")
     ap.add_argument("--report", action="store_true", help="print the table from the cells in --out")
     ap.add_argument("--messages", action="store_true", help="add the warnings' texts to cells that lack them")
+    ap.add_argument("--public-covariates", action="store_true",
+                    help="give dpvi a public sample of the covariates (models with covariates only)")
     ap.add_argument("--setting", action="append", default=[], metavar="NAME=VALUE",
                     help="an experiment: a dpvi setting instead of its default (repeatable; the cell records it)")
     a = ap.parse_args()
@@ -508,10 +539,11 @@ def main() -> None:
             raise SystemExit(f"unknown model {name!r}; known: {', '.join(MODELS)}")
         for eps in (float(e) for e in a.epsilons.split(",")):
             tag = "".join(f"_{key}{value:g}" for key, value in sorted(settings.items()))
+            tag += "_publiccovariates" if a.public_covariates else ""
             path = folder / f"{name}_eps{eps:g}_N{n}_K{k}{tag}.json"
             if path.exists():
                 continue
-            cell = run_cell(name, eps, n, k, a.seed, settings)
+            cell = run_cell(name, eps, n, k, a.seed, settings, a.public_covariates)
             path.write_text(json.dumps(cell, indent=1))
             na = cell.get("noise_aware", {}).get("per_latent", {})
             worst = max((v["tarp_rmse"] for v in na.values()), default=math.nan)

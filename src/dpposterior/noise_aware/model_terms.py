@@ -32,6 +32,27 @@ from ..releases.model_curvature import ModelCurvature
 from ..releases.trace import DPVITrace
 from .model import TracePriors, softplus_inverse
 
+
+class CurvatureFromTraceWarning(RuntimeWarning):
+    """The default post-processing read the h prior from the trace's slope: the release carries no model
+    curvature (a model with covariates and no public sample of them, more than 32 variational
+    parameters, or a trace made without it), and that slope is coarse under DP noise, so the intervals
+    can be too narrow."""
+
+
+def trace_slope_message(trace: DPVITrace) -> str:
+    """The text of :class:`CurvatureFromTraceWarning` for ``trace``."""
+    return (
+        "the release carries no curvature of the model (trace.model_curvature is None), so the h prior of each "
+        "mean coordinate comes from the trace's own slope, which the DP noise makes coarse and biases upwards "
+        "where a coordinate relaxes slowly against the trace: the intervals can be too narrow, with no other "
+        "warning (the calibration suite's regressions, docs/results/calibration-suite.md). dpvi adds the "
+        "curvature where the model can simulate its records; for a model with covariates, pass "
+        "dpvi(..., public_covariates=...) a public sample of them"
+        + (f" ({trace.num_params} variational parameters: at most 32 get it)" if trace.num_params > 32 else "")
+    )
+
+
 #: the relative sd of the h prior around the model's curvature: the simulated records are not the
 #: private ones, and the trace mean is not the fixed point, so the model's A is known to a few percent
 #: (the ratio of the model's curvature to the one the release's own records give at the unclipped optimum,

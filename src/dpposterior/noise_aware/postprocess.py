@@ -101,7 +101,9 @@ def noise_aware_posterior(
         operating system (post-processing randomness, not privacy noise).
       priors: "auto" (the default): "model" where the trace carries the model's curvature
         (``trace.model_curvature``, which dpvi adds where the model can simulate its own records: no
-        covariates), else "paper". "model": the trace-based priors above, except that the h prior of each
+        covariates, or a public sample of them given to dpvi), else "paper", with a
+        :class:`~dpposterior.noise_aware.CurvatureFromTraceWarning`: the trace's slope is coarse under DP
+        noise and the intervals can be too narrow. "model": the trace-based priors above, except that the h prior of each
         mean coordinate is centred on the model's curvature A_j (sd 5% of it) instead of on the trace's
         slope, which is biased up where a coordinate relaxes slowly against the window; each step's
         gradient is freed of the other coordinates' second-order wander push; and phi* is moved by the
@@ -137,8 +139,8 @@ def noise_aware_posterior(
     Returns:
       A Posterior with phi_star draws (M, d), the trace's PrivacySpent, and diagnostics: the per-
       coordinate posterior mean and sd of phi* ("phi_star_mean", "phi_star_sd"), the burn-in used,
-      "h_prior" (where the mean coordinates' h prior came from: "model curvature", "trace slope" or
-      "given"), "model_terms" (the ModelCurvature used, or None),
+      "h_prior" (where the mean coordinates' h prior came from: "model curvature", "model curvature
+      (public covariates)", "trace slope" or "given"), "model_terms" (the ModelCurvature used, or None),
       "identifiability" (:class:`~dpposterior.noise_aware.identify.Identifiability`),
       "unidentified_latents" (``{latent coordinate name: reason}``, whatever ``prior``),
       "prior_only_latents" (the same for the latents that got the prior: empty without ``prior``),
@@ -190,6 +192,7 @@ def noise_aware_posterior(
     if isinstance(priors, str) and priors not in PRIOR_CHOICES:
         raise ValueError(f"priors must be a TracePriors or one of {PRIOR_CHOICES}, got {priors!r}")
     terms = None
+    slope_fallback = priors == "auto" and trace.model_curvature is None
     if priors in ("auto", "model"):
         if trace.model_curvature is None and priors == "model":
             raise ValueError(
@@ -230,10 +233,12 @@ def noise_aware_posterior(
         "seeded_by": seeded_by,
         "stats": stats,
         "priors": priors,
-        "h_prior": "model curvature" if terms is not None else "trace slope" if not user_priors else "given",
+        "h_prior": _h_prior_name(terms, user_priors),
         "model_terms": terms,
         "warnings": [],
     }
+    if slope_fallback:  # the default found no model curvature: say that the h prior is the trace's slope
+        _warn(diagnostics, MT.trace_slope_message(trace), MT.CurvatureFromTraceWarning)
     binds = clip_binds_message(trace.privacy)
     if binds is not None:  # the release's own clip check: clipping bias is outside the noise model
         _warn(diagnostics, binds, ClipBindsWarning)
@@ -462,6 +467,15 @@ _laplace_draws = jax.jit(L.laplace_sample, static_argnames=("num_samples",))
 
 #: how many unidentified latents the warning gives a reason for (the diagnostics keep every reason)
 MAX_REASONS = 3
+
+
+def _h_prior_name(terms: Any, user_priors: bool) -> str:
+    """``diagnostics["h_prior"]``: where the mean coordinates' h prior came from."""
+    if user_priors:
+        return "given"
+    if terms is None:
+        return "trace slope"
+    return "model curvature (public covariates)" if terms.covariates == "public sample" else "model curvature"
 
 
 def _warn(diagnostics: dict[str, Any], message: str, category: type[Warning]) -> None:

@@ -6,7 +6,9 @@ intervals come out too narrow (docs/results/calibration-suite.md, "Why the learn
 cure it"). Where the model can simulate its own records (every data argument is an observed site: a
 model without covariates), the model gives A without reading the data: N times the expected derivative
 of the clipped per-record gradient, over records simulated from the model at the trace mean, with the
-release's public clip and preconditioning. The same records give the second-order push the wander of
+release's public clip and preconditioning. A regression's records hold covariates, whose distribution
+the model does not state; there the simulated records take their covariates from a public sample the
+user gives (``dpvi(..., public_covariates=...)``). The same records give the second-order push the wander of
 the other coordinates puts on each gradient, and the shift of the fixed point that clipping causes.
 
 :class:`ModelCurvature` holds those numbers. It is computed from the released trace, the public
@@ -19,6 +21,9 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import numpy as np
+
+#: where a :class:`ModelCurvature`'s simulated records took their covariates from.
+COVARIATE_SOURCES = ("none", "public sample")
 
 
 class ModelCurvature(NamedTuple):
@@ -33,6 +38,9 @@ class ModelCurvature(NamedTuple):
       clip_shift: (d,) phi*_ELBO - phi*_clipped: where the unclipped gradient's zero lies relative to the
         clipped one's, to first order, -(N E[g - g_clip]) / H_jj (0 where H_jj is not positive).
       num_records: how many records were simulated.
+      covariates: where the simulated records' covariates came from: "none" (the model has none: every
+        data argument was simulated from the model) or "public sample" (drawn from the public sample given
+        to dpvi; the observed values simulated from the model).
     """
 
     point: np.ndarray
@@ -41,6 +49,7 @@ class ModelCurvature(NamedTuple):
     hessian_diag_slope: np.ndarray
     clip_shift: np.ndarray
     num_records: int
+    covariates: str = "none"
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (floats written exactly)."""
@@ -51,6 +60,7 @@ class ModelCurvature(NamedTuple):
             "hessian_diag_slope": [[float(x) for x in row] for row in self.hessian_diag_slope],
             "clip_shift": [float(x) for x in self.clip_shift],
             "num_records": int(self.num_records),
+            "covariates": str(self.covariates),
         }
 
     @classmethod
@@ -68,6 +78,7 @@ class ModelCurvature(NamedTuple):
             hessian_diag_slope=np.asarray(d["hessian_diag_slope"], np.float64),
             clip_shift=np.asarray(d["clip_shift"], np.float64),
             num_records=int(d["num_records"]),
+            covariates=str(d.get("covariates", "none")),
         )
 
 
@@ -76,8 +87,8 @@ def check_model_curvature(value: Any, num_params: int) -> ModelCurvature | None:
 
     Raises:
       TypeError: ``value`` is neither None nor a ModelCurvature.
-      ValueError: a field has the wrong shape, is not finite, a curvature is not > 0, or ``num_records``
-        is not a positive integer.
+      ValueError: a field has the wrong shape, is not finite, a curvature is not > 0, ``num_records``
+        is not a positive integer, or ``covariates`` is not one of :data:`COVARIATE_SOURCES`.
     """
     if value is None:
         return None
@@ -104,4 +115,6 @@ def check_model_curvature(value: Any, num_params: int) -> ModelCurvature | None:
     num = value.num_records
     if isinstance(num, bool) or not isinstance(num, (int, np.integer)) or num < 1:
         raise ValueError(f"model_curvature.num_records must be a positive integer, got {num!r}")
-    return ModelCurvature(num_records=int(num), **fields)
+    if value.covariates not in COVARIATE_SOURCES:
+        raise ValueError(f"model_curvature.covariates must be one of {COVARIATE_SOURCES}, got {value.covariates!r}")
+    return ModelCurvature(num_records=int(num), covariates=value.covariates, **fields)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -29,6 +29,7 @@ from ..releases.layout import ParamLayout
 from .data_support import check_observed_support
 from .model_inspect import check_data, check_setting_names, inspect_model, prior_median_unconstrained, record_log_joint
 from .model_curvature import model_curvature
+from .public_covariates import check_public_covariates
 from .record_norms import record_norms
 from .run_options import RunOptions, check_run_options, refuse_moved_settings
 from ..releases.trace import DPVITrace
@@ -103,6 +104,7 @@ def dpvi(
     model_name: str = "",
     secure: bool = False,
     check_clip: bool = True,
+    public_covariates: Sequence[Any] | None = None,
     run_options: RunOptions | None = None,
     **model_kwargs: Any,
 ) -> DPVITrace:
@@ -143,6 +145,16 @@ def dpvi(
         final iterate is at least C (:func:`dpposterior.vi.auto_clip.check_clip_share`, composed with
         the run); warns :class:`~dpposterior.privacy.ClipBindsWarning` when the clip binds for
         more than 5% of them.
+      public_covariates: None (the default), or for a model with covariates (a regression: a data
+        argument that is not the observed value of a sample site) one entry per data argument: None where
+        the model observes the argument, else a PUBLIC sample of that covariate's records (a public survey
+        of the same population, or a design drawn from a distribution the data holder can state), the
+        samples sharing their rows. The release then carries the model's curvature terms, computed over
+        records whose covariates are drawn from the sample and whose observed values are simulated from
+        the model (:mod:`dpposterior.vi.public_covariates`). Those terms are released without noise: the
+        sample must never be the private records or derived from them (a sample equal to a private
+        argument is refused). The intervals are calibrated where the sample's distribution is the private
+        covariates'.
       run_options: how the run goes, apart from what it releases
         (:class:`~dpposterior.vi.RunOptions`: the progress bar, checkpoints, the engine's sampler);
         None for the defaults.
@@ -153,10 +165,11 @@ def dpvi(
     Returns:
       A DPVITrace with the PrivacySpent of the run; its ``details`` record ``("dataset_size", "public")``:
       the trace's ``dataset_size`` (the number of records unless given) is not privatised. Where the model
-      can simulate its records (every data argument the observed value of a sample site), the trace
-      carries ``model_curvature``: the model's curvature terms at the trace mean over records simulated
-      from the model (:mod:`dpposterior.vi.model_curvature`; post-processing of the release and the
-      model, never of the data), which ``noise_aware_posterior`` uses by default.
+      can simulate its records (every data argument the observed value of a sample site, or given by
+      ``public_covariates``), the trace carries ``model_curvature``: the model's curvature terms at the
+      trace mean over records simulated from the model (:mod:`dpposterior.vi.model_curvature`;
+      post-processing of the release, the model and the public sample, never of the data), which
+      ``noise_aware_posterior`` uses by default.
 
     Raises:
       ValueError: among the input checks (each message names the argument): a record whose observed
@@ -191,6 +204,7 @@ def dpvi(
 
     layout = inspect_model(model, arrays, model_kwargs)
     check_observed_support(model, arrays, model_kwargs, fitter="dpvi")
+    covariates = check_public_covariates(public_covariates, arrays, model, model_kwargs)
     n = layout.num_latent
     d = 2 * n
     if beta is None:
@@ -303,6 +317,7 @@ def dpvi(
         clip,
         dataset_size,
         _simulation_key(rng_key),
+        covariates,
     )
     return DPVITrace(
         phi=phi,

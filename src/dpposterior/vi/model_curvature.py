@@ -6,7 +6,9 @@ never reads the private records, so it is a post-processing of the release and c
 
 Only a model that can simulate its records gets them: every data argument must be the observed value
 of a sample site (:func:`simulated_sites`). A regression's records hold covariates, whose distribution
-the model does not state; its curvature depends on them, and there the trace's own slope stays.
+the model does not state; its curvature depends on them. There the terms need a public sample of the
+covariates (``dpvi(..., public_covariates=...)``): the simulated records take their covariates from it,
+drawn with replacement, and their observed values from the model. Without one, the trace's own slope stays.
 """
 
 from __future__ import annotations
@@ -41,9 +43,11 @@ MAX_PARAMS = 32
 BURN_IN = 0.2
 
 
-def simulated_sites(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str, Any]) -> tuple[str, ...] | None:
-    """The observed site that holds each data argument, in argument order, or None where some argument is
-    not the observed value of a sample site (a covariate) or the model cannot be traced so.
+def argument_sites(
+    model: Callable, data: tuple[Any, ...], model_kwargs: dict[str, Any]
+) -> tuple[str | None, ...] | None:
+    """Per data argument, the observed sample site whose value it is (None where no single site is: a
+    covariate); None where the model cannot be traced on placeholders.
 
     Reads only the data's shapes and dtypes: the model is traced on placeholders, argument i filled with
     i + 1, and argument i is matched to the observed site whose value is that placeholder unchanged.
@@ -54,17 +58,38 @@ def simulated_sites(model: Callable, data: tuple[Any, ...], model_kwargs: dict[s
     except Exception:  # noqa: BLE001 - a model that cannot run on placeholders cannot simulate either
         return None
     observed = {k: s["value"] for k, s in tr.items() if s["type"] == "sample" and s["is_observed"]}
-    names = []
+    names: list[str | None] = []
     for fill in fills:
         match = [
             k
             for k, v in observed.items()
             if np.shape(v) == fill.shape and bool(np.all(np.asarray(v) == np.asarray(fill)))
         ]
-        if len(match) != 1:
-            return None
-        names.append(match[0])
-    return tuple(names) if len(set(names)) == len(names) else None
+        names.append(match[0] if len(match) == 1 else None)
+    return tuple(names)
+
+
+def simulated_sites(
+    model: Callable,
+    data: tuple[Any, ...],
+    model_kwargs: dict[str, Any],
+    given: tuple[bool, ...] | None = None,
+) -> tuple[str | None, ...] | None:
+    """The observed site that holds each data argument, in argument order, or None where some argument is
+    not the observed value of a sample site (a covariate) and not ``given``, or the model cannot be traced.
+
+    ``given`` marks the arguments whose records come from elsewhere (a public sample of covariates): their
+    entry is None. See :func:`argument_sites`.
+    """
+    sites = argument_sites(model, data, model_kwargs)
+    if sites is None:
+        return None
+    given = given or (False,) * len(data)
+    names = tuple(None if g else s for s, g in zip(sites, given))
+    if any(s is None and not g for s, g in zip(names, given)):
+        return None
+    found = [k for k in names if k is not None]
+    return names if found and len(set(found)) == len(found) else None
 
 
 def simulate_records(
@@ -72,18 +97,33 @@ def simulate_records(
     layout: ParamLayout,
     data: tuple[Any, ...],
     model_kwargs: dict[str, Any],
-    sites: tuple[str, ...],
+    sites: tuple[str | None, ...],
     mean: jax.Array,
     key: jax.Array,
     num: int,
+    covariates: tuple[Any, ...] | None = None,
 ) -> tuple[jax.Array, ...]:
     """``num`` records simulated from the model with the latents at ``mean`` (unconstrained), in the
-    data's dtypes; ``data`` is read for its shapes and dtypes only."""
+    data's dtypes; ``data`` is read for its shapes and dtypes only. An argument whose site is None takes
+    ``num`` rows of its public sample in ``covariates``, drawn with replacement (the rows of every such
+    argument drawn together, so that a record keeps its covariates side by side)."""
     values = layout.constrain(mean)
-    placeholders = tuple(jnp.zeros((num,) + tuple(a.shape[1:]), a.dtype) for a in data)
-    sim = handlers.seed(handlers.condition(handlers.uncondition(model), values), key)
-    tr = handlers.trace(sim).get_trace(*placeholders, **model_kwargs)
-    return tuple(jnp.asarray(tr[s]["value"]).astype(a.dtype) for s, a in zip(sites, data))
+    k_rows, k_model = jax.random.split(key)
+    given = [c for c in (covariates or ()) if c is not None]
+    rows = jax.random.randint(k_rows, (num,), 0, int(np.shape(given[0])[0])) if given else None
+    args = []
+    for i, (site, a) in enumerate(zip(sites, data)):
+        if site is None:
+            assert covariates is not None and covariates[i] is not None and rows is not None
+            args.append(jnp.asarray(covariates[i]).astype(a.dtype)[rows])
+        else:
+            args.append(jnp.zeros((num,) + tuple(a.shape[1:]), a.dtype))
+    sim = handlers.seed(handlers.condition(handlers.uncondition(model), values), k_model)
+    tr = handlers.trace(sim).get_trace(*args, **model_kwargs)
+    return tuple(
+        arg if site is None else jnp.asarray(tr[site]["value"]).astype(a.dtype)
+        for site, arg, a in zip(sites, args, data)
+    )
 
 
 def model_curvature(
@@ -97,6 +137,7 @@ def model_curvature(
     clip: float,
     dataset_size: int,
     key: jax.Array,
+    covariates: tuple[Any, ...] | None = None,
 ) -> ModelCurvature | None:
     """The :class:`ModelCurvature` of a trace ``phi`` (T, d), or None where the model cannot simulate its
     records, d exceeds :data:`MAX_PARAMS`, or its curvature at the trace mean is not positive in every
@@ -109,8 +150,11 @@ def model_curvature(
       phi: the released trace of the variational parameters.
       beta, clip, dataset_size: the release's public settings.
       key: the key of the simulation (post-processing randomness, not privacy noise).
+      covariates: None, or per data argument None (simulated from the model) or a public sample of that
+        argument's records (checked by :func:`dpposterior.vi.public_covariates.check_public_covariates`).
     """
-    sites = simulated_sites(model, data, model_kwargs)
+    given = None if covariates is None else tuple(c is not None for c in covariates)
+    sites = simulated_sites(model, data, model_kwargs, given)
     if sites is None or np.shape(phi)[1] > MAX_PARAMS:
         return None
     phi = np.asarray(phi, np.float64)
@@ -120,7 +164,15 @@ def model_curvature(
     k_sim, k_mc = jax.random.split(key)
     try:
         records = simulate_records(
-            model, layout, data, model_kwargs, sites, jnp.asarray(point[:n], jnp.float32), k_sim, NUM_RECORDS
+            model,
+            layout,
+            data,
+            model_kwargs,
+            sites,
+            jnp.asarray(point[:n], jnp.float32),
+            k_sim,
+            NUM_RECORDS,
+            covariates,
         )
     except Exception:  # noqa: BLE001 - a model whose observed sites cannot be sampled (an improper likelihood)
         return None
@@ -154,6 +206,7 @@ def model_curvature(
             hessian_diag_slope=dh,
             clip_shift=shift,
             num_records=NUM_RECORDS,
+            covariates="public sample" if given and any(given) else "none",
         ),
         d,
     )
