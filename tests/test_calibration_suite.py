@@ -70,6 +70,15 @@ def test_the_results_page_shows_the_table_of_the_stored_cells():
     assert table.strip() in (root / "calibration-suite.md").read_text()
 
 
+def test_the_public_covariate_cells_are_shown_on_the_page():
+    """The experiment with a public sample of the covariates (its own folder) has its table on the page."""
+    suite = _suite()
+    root = SCRIPT.parents[1]
+    table = suite.report(root / "calibration-suite" / "public-covariates")
+    assert "(public covariates)" in table
+    assert table.strip() in (root / "calibration-suite.md").read_text()
+
+
 def test_the_paper_cells_page_shows_the_table_of_its_stored_cells():
     """docs/results/paper-defaults.md (the paper's models with the defaults only) carries exactly the table
     that ``--report`` prints from its stored cells."""

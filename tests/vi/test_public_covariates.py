@@ -139,21 +139,24 @@ def with_sample():
     return _release(public_covariates=(public, None))
 
 
-def test_dpvi_attaches_the_terms_and_the_default_uses_them(with_sample, tmp_path):
+def test_dpvi_attaches_the_terms_which_the_default_leaves_to_a_request(with_sample, tmp_path):
     terms = with_sample.model_curvature
     assert terms is not None and terms.covariates == "public sample"
     assert terms.hessian_diag[0] == pytest.approx(N + 1, rel=0.1)  # the public x is standard normal too
     assert DPVITrace.load(with_sample.save(tmp_path / "t.npz")).model_curvature.covariates == "public sample"
+    with pytest.warns(CurvatureFromTraceWarning, match="public covariate sample, which the default does not use"):
+        post = dpp.noise_aware_posterior(with_sample, rng_key=0)
+    assert post.diagnostics["h_prior"] == "trace slope" and post.diagnostics["model_terms"] is None
     with warnings.catch_warnings():
         warnings.simplefilter("error", CurvatureFromTraceWarning)
-        post = dpp.noise_aware_posterior(with_sample, rng_key=0)
-    assert post.diagnostics["h_prior"] == "model curvature (public covariates)"
+        asked = dpp.noise_aware_posterior(with_sample, priors="model", rng_key=0)
+    assert asked.diagnostics["h_prior"] == "model curvature (public covariates)"
 
 
 def test_without_a_sample_the_default_warns_that_the_slope_is_used():
     trace = _release()
     assert trace.model_curvature is None
-    with pytest.warns(CurvatureFromTraceWarning, match="public_covariates"):
+    with pytest.warns(CurvatureFromTraceWarning, match="carries no curvature of the model"):
         post = dpp.noise_aware_posterior(trace, rng_key=0)
     assert post.diagnostics["h_prior"] == "trace slope"
     assert any("trace's own slope" in w for w in post.summary(num_samples=100).warnings)

@@ -35,21 +35,35 @@ from .model import TracePriors, softplus_inverse
 
 class CurvatureFromTraceWarning(RuntimeWarning):
     """The default post-processing read the h prior from the trace's slope: the release carries no model
-    curvature (a model with covariates and no public sample of them, more than 32 variational
-    parameters, or a trace made without it), and that slope is coarse under DP noise, so the intervals
-    can be too narrow."""
+    curvature that the default uses (a model with covariates, more than 32 variational parameters, a
+    trace made without it), and that slope is coarse under DP noise, so the intervals can be too narrow."""
+
+
+def default_uses(terms: ModelCurvature | None) -> bool:
+    """Whether ``noise_aware_posterior``'s default (``priors="auto"``) uses ``terms``: only the terms of
+    records the model simulated alone. Terms over a public covariate sample are used on request
+    (``priors="model"``): on the calibration suite's regressions they calibrated a weakly identified
+    logistic regression but made the Poisson and probit regressions under-cover more than the trace's
+    slope (docs/results/calibration-suite.md), likely because a regression's gradient couples its
+    coordinates, which the per-coordinate model with a known diagonal curvature ignores."""
+    return terms is not None and terms.covariates == "none"
 
 
 def trace_slope_message(trace: DPVITrace) -> str:
     """The text of :class:`CurvatureFromTraceWarning` for ``trace``."""
+    terms = trace.model_curvature
+    why = (
+        "the release's model curvature was computed over a public covariate sample, which the default does not "
+        'use (priors="model" uses it; measured mixed on regressions)'
+        if terms is not None
+        else "the release carries no curvature of the model (trace.model_curvature is None: a model with "
+        "covariates, or more than 32 variational parameters)"
+    )
     return (
-        "the release carries no curvature of the model (trace.model_curvature is None), so the h prior of each "
-        "mean coordinate comes from the trace's own slope, which the DP noise makes coarse and biases upwards "
-        "where a coordinate relaxes slowly against the trace: the intervals can be too narrow, with no other "
-        "warning (the calibration suite's regressions, docs/results/calibration-suite.md). dpvi adds the "
-        "curvature where the model can simulate its records; for a model with covariates, pass "
-        "dpvi(..., public_covariates=...) a public sample of them"
-        + (f" ({trace.num_params} variational parameters: at most 32 get it)" if trace.num_params > 32 else "")
+        why + ", so the h prior of each mean coordinate comes from the trace's own slope, which the DP noise "
+        "makes coarse and biases upwards where a coordinate relaxes slowly against the trace: the intervals can "
+        "be too narrow, with no other warning (the calibration suite's regressions under-cover with it, "
+        "docs/results/calibration-suite.md)"
     )
 
 

@@ -99,11 +99,12 @@ def noise_aware_posterior(
       subsampling_noise: model subsampling noise s_j ~ HalfNormal(1) (else s_j = 0).
       rng_key: JAX key or int seed for NUTS and for the stored draws; None draws a seed from the
         operating system (post-processing randomness, not privacy noise).
-      priors: "auto" (the default): "model" where the trace carries the model's curvature
-        (``trace.model_curvature``, which dpvi adds where the model can simulate its own records: no
-        covariates, or a public sample of them given to dpvi), else "paper", with a
+      priors: "auto" (the default): "model" where the trace carries the model's curvature from records
+        the model simulated alone (``trace.model_curvature`` with ``covariates == "none"``, which dpvi
+        adds where the model can simulate its own records: no covariates), else "paper", with a
         :class:`~dpposterior.noise_aware.CurvatureFromTraceWarning`: the trace's slope is coarse under DP
-        noise and the intervals can be too narrow. "model": the trace-based priors above, except that the h prior of each
+        noise and the intervals can be too narrow. Terms from a public covariate sample are used only
+        when asked for by ``priors="model"`` (measured mixed: docs/results/calibration-suite.md). "model": the trace-based priors above, except that the h prior of each
         mean coordinate is centred on the model's curvature A_j (sd 5% of it) instead of on the trace's
         slope, which is biased up where a coordinate relaxes slowly against the window; each step's
         gradient is freed of the other coordinates' second-order wander push; and phi* is moved by the
@@ -192,15 +193,17 @@ def noise_aware_posterior(
     if isinstance(priors, str) and priors not in PRIOR_CHOICES:
         raise ValueError(f"priors must be a TracePriors or one of {PRIOR_CHOICES}, got {priors!r}")
     terms = None
-    slope_fallback = priors == "auto" and trace.model_curvature is None
+    # the default uses the model's curvature only where the model simulated its own records: with a
+    # public covariate sample it made the suite's Poisson and probit regressions worse (MT.trace_slope_message)
+    slope_fallback = priors == "auto" and not MT.default_uses(trace.model_curvature)
     if priors in ("auto", "model"):
         if trace.model_curvature is None and priors == "model":
             raise ValueError(
                 'priors="model" needs a trace that carries the model\'s curvature (trace.model_curvature), which '
                 "dpvi adds where the model can simulate its own records (every data argument an observed site: "
-                'no covariates); this trace has none: use priors="auto" or "paper"'
+                'no covariates, or a public sample of them); this trace has none: use priors="auto" or "paper"'
             )
-        terms = trace.model_curvature
+        terms = None if slope_fallback else trace.model_curvature
         priors = "paper"
     modelled = trace
     if terms is not None:

@@ -151,10 +151,10 @@ def dpvi(
         of the same population, or a design drawn from a distribution the data holder can state), the
         samples sharing their rows. The release then carries the model's curvature terms, computed over
         records whose covariates are drawn from the sample and whose observed values are simulated from
-        the model (:mod:`dpposterior.vi.public_covariates`). Those terms are released without noise: the
-        sample must never be the private records or derived from them (a sample equal to a private
-        argument is refused). The intervals are calibrated where the sample's distribution is the private
-        covariates'.
+        the model (:mod:`dpposterior.vi.public_covariates`); ``noise_aware_posterior`` uses them when
+        asked (``priors="model"``), not by default (measured mixed on regressions). Those terms are
+        released without noise: the sample must never be the private records or derived from them (a
+        sample equal to a private argument is refused).
       run_options: how the run goes, apart from what it releases
         (:class:`~dpposterior.vi.RunOptions`: the progress bar, checkpoints, the engine's sampler);
         None for the defaults.
@@ -169,7 +169,7 @@ def dpvi(
       ``public_covariates``), the trace carries ``model_curvature``: the model's curvature terms at the
       trace mean over records simulated from the model (:mod:`dpposterior.vi.model_curvature`;
       post-processing of the release, the model and the public sample, never of the data), which
-      ``noise_aware_posterior`` uses by default.
+      ``noise_aware_posterior`` uses by default where the model simulated its records alone.
 
     Raises:
       ValueError: among the input checks (each message names the argument): a record whose observed
