@@ -44,8 +44,7 @@ def default_uses(terms: ModelCurvature | None) -> bool:
     records the model simulated alone. Terms over a public covariate sample are used on request
     (``priors="model"``): on the calibration suite's regressions they calibrated a weakly identified
     logistic regression but made the Poisson and probit regressions under-cover more than the trace's
-    slope (docs/results/calibration-suite.md), likely because a regression's gradient couples its
-    coordinates, which the per-coordinate model with a known diagonal curvature ignores."""
+    slope (docs/results/calibration-suite.md)."""
     return terms is not None and terms.covariates == "none"
 
 
