@@ -104,9 +104,9 @@ def noise_aware_posterior(
         adds where the model can simulate its own records: no covariates), else "paper", with a
         :class:`~dpposterior.noise_aware.CurvatureFromTraceWarning`: the trace's slope is coarse under DP
         noise and the intervals can be too narrow. Terms from a public covariate sample are used only
-        when asked for by ``priors="model"`` (measured mixed: docs/results/calibration-suite.md). "model": the trace-based priors above, except that the h prior of each
-        mean coordinate is centred on the model's curvature A_j (sd 5% of it) instead of on the trace's
-        slope, which is biased up where a coordinate relaxes slowly against the window; each step's
+        when asked for by ``priors="model"`` (measured mixed: docs/results/calibration-suite.md).
+        "model": the trace-based priors above, except that the h prior of each mean coordinate is
+        centred on the model's curvature A_j (sd 5% of it) instead of on the trace's slope, which is biased up where a coordinate relaxes slowly against the window; each step's
         gradient is freed of the other coordinates' second-order wander push; and phi* is moved by the
         clipping shift to the unclipped ELBO's optimum (:mod:`dpposterior.noise_aware.model_terms`).
         "paper": the trace-based priors above, "softplus_inverse" (the same with the
