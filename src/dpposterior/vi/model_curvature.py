@@ -108,9 +108,11 @@ def simulate_records(
     ``num`` rows of its public sample in ``covariates``, drawn with replacement (the rows of every such
     argument drawn together, so that a record keeps its covariates side by side)."""
     values = layout.constrain(mean)
-    k_rows, k_model = jax.random.split(key)
     given = [c for c in (covariates or ()) if c is not None]
-    rows = jax.random.randint(k_rows, (num,), 0, int(np.shape(given[0])[0])) if given else None
+    rows, k_model = None, key  # without a sample: the key as before, so a release's terms are reproducible
+    if given:
+        k_rows, k_model = jax.random.split(key)
+        rows = jax.random.randint(k_rows, (num,), 0, int(np.shape(given[0])[0]))
     args = []
     for i, (site, a) in enumerate(zip(sites, data)):
         if site is None:
