@@ -5,9 +5,10 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 # the test suite runs on pytest-xdist workers, one file per worker at a time (module fixtures and JAX
 # compilations stay shared within a file), in collection order (tests/conftest.py puts the longest files
-# first); TEST_WORKERS=0 runs it in one process
+# first); TEST_WORKERS=0 runs it in one process. The 25 slowest tests are listed at the end, to keep the
+# run within its time budget.
 TEST_WORKERS ?= 2
-PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 .PHONY: demo test test-slow lint wheel-check benchmarks clean
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from scipy.special import digamma, polygamma
 
+from dpposterior import noise_aware_posterior
 from dpposterior.baselines import dpvim_cell
 from dpposterior.models import beta_bernoulli
 from dpposterior.privacy import calibrate_noise_multiplier, dpsgd_epsilon
@@ -60,6 +61,17 @@ def test_negligible_noise_recovers_the_conjugate_posterior(bern):
     # power: the same check against the posterior of data with 3% of the records flipped fails
     wrong_mean, _ = _exact_logit(np.where(np.arange(N) < 0.03 * N, 1 - x, x))
     assert abs(got_mean - wrong_mean) > 0.25 * sd
+
+
+def test_the_baselines_warn_without_advice_that_fails_on_a_dpvim_trace(bern):
+    """DPVIm's posteriors are baselines and say so; their advice names dpvi, because
+    ``noise_aware_posterior`` refuses a DPVIm trace (it keeps no gradients)."""
+    _, trace = bern
+    for post in (trace.noise_aware_posterior(), trace.averaged_posterior(), trace.last_iterate_posterior()):
+        assert post.warnings[0].startswith("DPVIm baseline"), post.warnings
+        assert "fit with dpposterior.dpvi" in post.warnings[0] and "one DP-SGD iterate" not in post.warnings[0]
+    with pytest.raises(TypeError):
+        noise_aware_posterior(trace)
 
 
 def test_privacy_record(bern):

@@ -217,7 +217,7 @@ def test_misfitting_trace_warns_about_edge_mass():
     grads = trace.grads.copy()
     grads[:, 0] = -grads[:, 0]  # a slope of the wrong sign, 45 standard errors from zero
     bad = dataclasses.replace(trace, grads=grads)
-    with pytest.warns(RuntimeWarning, match="edge of the widest grid box"):
+    with pytest.warns(RuntimeWarning, match=r"coordinates \['mu\[.*edge of the widest grid box"):  # named
         post = na.noise_aware_posterior(bad, "grid", rng_key=0, priors="paper")
     assert post.diagnostics["edge_mass"] > 1e-4
     with warnings.catch_warnings():

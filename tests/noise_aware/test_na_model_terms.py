@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from dpposterior import noise_aware_posterior
-from dpposterior.noise_aware import CurvatureFromTraceWarning, model_terms
+from dpposterior.noise_aware import CurvatureFromTraceWarning, UnidentifiedLatentsWarning, model_terms
+from dpposterior.releases.layout import ParamLayout, Site
 from dpposterior.releases.model_curvature import ModelCurvature
 
 A_TRUE = np.array([300.0, 1000.0, 3000.0])
@@ -76,3 +77,41 @@ def test_forcing_removes_the_other_coordinates_push(small_trace):
 def test_the_posterior_keeps_the_privacy_record(small_trace):
     trace = dataclasses.replace(small_trace, model_curvature=_terms(small_trace))
     assert noise_aware_posterior(trace, rng_key=0).privacy == trace.privacy
+
+
+def test_a_latent_the_models_curvature_cannot_relax_is_not_identified(small_trace):
+    """The default reads the trace at the model's curvature; where 1 / (eta q A) at that curvature exceeds
+    the window, the trace drifted, and the latent is flagged even though the trace's own slope passes."""
+    assert noise_aware_posterior(small_trace, rng_key=0, priors="paper").diagnostics["unidentified_latents"] == {}
+    flat = np.array([1e-9, 1000.0, 3000.0])  # latent 0: the model says it barely moves in the run
+    trace = dataclasses.replace(small_trace, model_curvature=_terms(small_trace, curvature=flat))
+    with pytest.warns(RuntimeWarning) as caught:  # the grid's edge-mass warning too: the trace did not settle
+        post = noise_aware_posterior(trace, rng_key=0)
+    flagged = [str(w.message) for w in caught if issubclass(w.category, UnidentifiedLatentsWarning)]
+    assert len(flagged) == 1 and "does not identify latents ['theta[0]']" in flagged[0], flagged
+    why = post.diagnostics["unidentified_latents"]
+    assert list(why) == ["theta[0]"] and "model's curvature" in why["theta[0]"]
+    ident = post.diagnostics["identifiability"]
+    assert ident.prior_only.tolist() == [True, False, False]
+    assert ident.model_relaxation_steps[0] > ident.window[0] > ident.model_relaxation_steps[1]
+    steady = noise_aware_posterior(dataclasses.replace(small_trace, model_curvature=_terms(small_trace)), rng_key=0)
+    assert steady.diagnostics["unidentified_latents"] == {}
+
+
+def test_an_unidentified_simplex_coordinate_is_named_as_unconstrained(small_trace):
+    """A simplex's unconstrained coordinates (3 for 4 entries) are not the summary's entries: the warning
+    that names them says so, with both shapes; a site whose shapes agree gets no such note."""
+    simplex = ParamLayout((Site("p", (4,), (3,), {"kind": "simplex"}),))
+    flat = np.array([1e-9, 1000.0, 3000.0])  # coordinate 0 barely moves at the model's curvature
+    trace = dataclasses.replace(small_trace, layout=simplex, model_curvature=_terms(small_trace, curvature=flat))
+    with pytest.warns(RuntimeWarning) as caught:
+        noise_aware_posterior(trace, rng_key=0)
+    said = [str(w.message) for w in caught if issubclass(w.category, UnidentifiedLatentsWarning)]
+    assert len(said) == 1 and "['p[0]']" in said[0], said
+    assert "the indices of p number the site's unconstrained coordinates" in said[0]
+    assert "p (3,) against (4,)" in said[0]
+    plain = dataclasses.replace(small_trace, model_curvature=_terms(small_trace, curvature=flat))
+    with pytest.warns(RuntimeWarning) as caught:
+        noise_aware_posterior(plain, rng_key=0)
+    said = [str(w.message) for w in caught if issubclass(w.category, UnidentifiedLatentsWarning)]
+    assert len(said) == 1 and "unconstrained coordinates" not in said[0], said

@@ -46,8 +46,11 @@ def test_os_seeded_noise_warns_once_per_process(monkeypatch):
 
 
 def test_delta_at_least_one_over_n_warns():
-    with pytest.warns(LargeDeltaWarning, match=r"1/N = 1/200"):
+    """Once per release, pointing at the caller's line (not at the library's DP-SGD phases)."""
+    with pytest.warns(LargeDeltaWarning, match=r"1/N = 1/200") as caught:
         _fit(delta=0.01, rng_key=0)
+    large = [w for w in caught if issubclass(w.category, LargeDeltaWarning)]
+    assert len(large) == 1 and large[0].filename == __file__, [(w.filename, w.lineno) for w in large]
     with warnings.catch_warnings():
         warnings.simplefilter("error", LargeDeltaWarning)
         _fit(delta=1e-4, rng_key=0)  # below 1/N: silent (power twin)

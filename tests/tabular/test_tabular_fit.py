@@ -239,6 +239,22 @@ def test_the_posterior_warnings_are_in_the_report_and_on_the_terminal(fitted):
         assert f"warning: {w}" in result["stdout"]
 
 
+def test_the_warnings_name_the_columns_of_the_coefficients_they_flag(fitted):
+    """A warning names latents as the library does (``w[0]``) while the report's rows are the design's
+    columns (``age``): the report and the terminal give the column of every coefficient a warning names."""
+    out, result = fitted
+    post, design = result["posterior"], result["design"]
+    flagged = list(post.diagnostics["unidentified_latents"])
+    assert flagged, post.warnings
+    names = dict(zip([f"w[{j}]" for j in range(len(design.feature_names))], design.feature_names))
+    md = [line for line in (out / "summary.md").read_text().splitlines() if "does not identify latents" in line]
+    said = [line for line in result["stdout"].splitlines() if "does not identify latents" in line]
+    assert len(md) == 1 and len(said) == 1, (md, said)
+    for label in flagged:
+        assert f"{label} is {names[label]}" in md[0] and f"{label} is {names[label]}" in said[0]
+    assert fit_module._with_columns("nothing named here", names) == "nothing named here"
+
+
 def test_effects_in_original_units_map_the_true_coefficients(fitted):
     """The report's effects table: odds ratios per round number of original units (age: +10 years of a
     half-range of 36; income: +100 thousand of 100) and per category against its reference level."""

@@ -129,6 +129,15 @@ def test_no_data_and_non_numeric_data():
         dpvi(logistic_regression, X.astype(str), y, **KW)
 
 
+def test_data_given_by_keyword_are_named_not_reported_missing():
+    """Data passed as keywords (``dpvi(model, X=X, y=y)``) reach the model as public constants: the error
+    says which keywords those were and to pass them positionally, not that no data were given."""
+    X, y = _data()
+    with pytest.raises(ValueError, match=r"no data given: X=, y= went to the model as keyword argument") as err:
+        dpvi(logistic_regression, X=X, y=y, **KW)
+    assert "pass the data arrays positionally" in str(err.value)
+
+
 @pytest.mark.parametrize(
     "field,value,message",
     [

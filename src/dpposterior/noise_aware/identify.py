@@ -19,7 +19,11 @@ the release: the trace's statistics after burn-in, its learning rate, q and sigm
     fails        tau_j > W,  W = T - T* (the steps modelled)
 
 i.e. the latent fails when the trace cannot show, at two standard errors of its slope, that the
-coordinate relaxes within the modelled window. Both of the ways a trace cannot identify a coordinate
+coordinate relaxes within the modelled window. Where the h prior is the model's curvature A_j
+(``noise_aware_posterior``'s default for a model that simulates its records,
+:mod:`dpposterior.noise_aware.model_terms`), the gradient model reads the trace with that A_j, so a
+latent also fails when 1 / (eta_j q A_j) exceeds W (:func:`with_model_curvature`): its trace drifted
+at the model's own curvature, whatever slope the noise lent it. Both of the ways a trace cannot identify a coordinate
 are in it: a slope within two standard errors of zero (A_lo <= 0), and a restoring force too weak
 for the window at the learning rate used. A failing latent gets the model prior's push-forward in the
 unconstrained space: its likelihood term is dropped and its draws come from the prior, independent of
@@ -54,6 +58,8 @@ class Identifiability(NamedTuple):
       window: W, the steps after burn-in the gradient model uses.
       coordinate_fails: relaxation_steps > window, per coordinate of phi.
       prior_only: (..., n) the latents judged not identified (their mean coordinate fails).
+      model_relaxation_steps: (..., n) 1 / (eta_j q A_j) at the model's curvature A_j of each mean
+        coordinate (:func:`with_model_curvature`), or None where the rule used the trace's slope alone.
     """
 
     slope: np.ndarray
@@ -63,6 +69,7 @@ class Identifiability(NamedTuple):
     window: np.ndarray
     coordinate_fails: np.ndarray
     prior_only: np.ndarray
+    model_relaxation_steps: np.ndarray | None = None
 
 
 def identifiability(
@@ -106,13 +113,58 @@ def identifiability(
     )
 
 
+def with_model_curvature(
+    ident: Identifiability, curvature: Any, sampling_rate: float, learning_rate: Any
+) -> Identifiability:
+    """``ident`` with each latent also failing where the model's curvature says its trace cannot relax.
+
+    The h prior at the model's curvature A_j (``priors="auto"`` for a model that simulates its records)
+    tells the gradient model that mean coordinate j relaxes in 1 / (eta_j q A_j) steps. Where that
+    exceeds the window W, the trace drifted for the whole window, and its fixed point is that of the
+    drift, pinned down only by the prior of phi* around the trace mean: its interval can be narrow
+    and far from the truth (a location whose data lie in the millions, under a prior of that scale,
+    barely leaves its starting point). Such a latent fails even where the trace's own slope, which the
+    DP noise and the other coordinates' moves can lend it, passes the rule.
+
+    Args:
+      ident: the rule's verdict from the trace's slope (:func:`identifiability`), fields (d,).
+      curvature: (n,) A_j of each mean coordinate (``ModelCurvature.curvature``), > 0.
+      sampling_rate: q.
+      learning_rate: (d,) the trace's per-coordinate learning rate eta_j.
+
+    Returns:
+      :class:`Identifiability` with ``model_relaxation_steps`` set and ``prior_only`` (and the mean
+      coordinates of ``coordinate_fails``) also True where it exceeds the window.
+    """
+    a = np.asarray(curvature, np.float64)
+    n = a.shape[-1]
+    eta = np.broadcast_to(np.asarray(learning_rate, np.float64), np.shape(ident.window))[..., :n]
+    with np.errstate(divide="ignore", over="ignore"):
+        tau = 1.0 / (eta * float(sampling_rate) * a)
+    slow = ~(tau <= np.asarray(ident.window)[..., :n])
+    fails = np.array(ident.coordinate_fails, copy=True)
+    fails[..., :n] |= slow
+    return ident._replace(
+        coordinate_fails=fails,
+        prior_only=np.asarray(ident.prior_only) | slow,
+        model_relaxation_steps=tau,
+    )
+
+
 def reasons(ident: Identifiability, names: list[str]) -> dict[str, str]:
     """``{latent coordinate name: why it is prior-only}`` for one release (fields (d,)); ``names`` are the
     n latent coordinate names."""
     out = {}
+    model_tau = ident.model_relaxation_steps
     for i in np.flatnonzero(ident.prior_only):
         tau, w, z = ident.relaxation_steps[i], ident.window[i], ident.slope_z[i]
-        if np.isfinite(tau):
+        if model_tau is not None and not model_tau[i] <= w:
+            why = (
+                f"relaxation time 1/(eta q A) = {model_tau[i]:.3g} steps at the model's curvature A "
+                f"(trace.model_curvature) exceeds the {int(w)}-step window after burn-in: the trace drifted "
+                f"rather than relaxed (its own slope, {ident.slope[i]:.3g} at {z:.2f} s.e., does not count then)"
+            )
+        elif np.isfinite(tau):
             why = (
                 f"relaxation time 1/(eta q A) = {tau:.3g} steps at the slope's lower {SLOPE_Z:g}-s.e. bound "
                 f"exceeds the {int(w)}-step window after burn-in (slope {ident.slope[i]:.3g}, "

@@ -262,9 +262,12 @@ def noise_aware_posterior(
             log_evidence=float(np.sum(grid.log_evidence)),
         )
         if edge.max() > EDGE_MASS_WARNING:
+            at_edge = np.nonzero(edge > EDGE_MASS_WARNING)[0]
+            names = _coordinate_names(trace)
+            which = [names[i] for i in at_edge] if edge.shape == (len(names),) else at_edge.tolist()
             _warn(
                 diagnostics,
-                f"grid: coordinates {np.nonzero(edge > EDGE_MASS_WARNING)[0].tolist()} have posterior mass "
+                f"grid: coordinates {which} have posterior mass "
                 f"up to {edge.max():.2g} at the edge of the widest grid box; the trace may not fit the "
                 "linear gradient model (not converged?)",
                 RuntimeWarning,
@@ -332,6 +335,8 @@ def noise_aware_posterior(
     if method != "nuts":
         phi_draws = sampler(jax.random.fold_in(raw_key, 1), num_draws)
     ident = I.identifiability(stats, noise_sd, q, np.asarray(trace.learning_rate, np.float64))
+    if terms is not None:  # the gradient model reads the trace at the model's curvature: so does the rule
+        ident = I.with_model_curvature(ident, terms.curvature, q, np.asarray(trace.learning_rate, np.float64))
     unidentified = I.reasons(ident, trace.layout.coordinate_names())
     diagnostics.update(identifiability=ident, unidentified_latents=unidentified, prior_only_latents={})
     diagnostics["hierarchical_latents"] = S.hierarchy(trace.layout)
@@ -346,6 +351,7 @@ def noise_aware_posterior(
             f"the release does not identify latents {list(unidentified)}: "
             + "; ".join(f"{k}: {v}" for k, v in shown)
             + (f'; and {more} more (every reason: diagnostics["unidentified_latents"])' if more else "")
+            + _unconstrained_note(trace, unidentified)
             + ". Their noise-aware posterior rests on a drift, not a fixed point; pass "
             "prior=dpposterior.noise_aware.model_prior_sampler(model, *data) to give them the model "
             "prior's push-forward",
@@ -655,6 +661,25 @@ def _burn_in_statistics(trace: DPVITrace, start: int) -> TraceStats:
             'cannot estimate their slope there; use priors="paper"'
         )
     return burn
+
+
+def _unconstrained_note(trace: DPVITrace, latents: dict[str, str]) -> str:
+    """For the sites among ``latents`` whose unconstrained shape differs from their shape (a simplex, a
+    Cholesky factor), a note that the latents' indices number the unconstrained coordinates, not the
+    entries of the posterior's summary (``p[1]`` of a 3-simplex is its second stick-breaking coordinate,
+    not the summary's ``p[1]``); "" where there are none."""
+    sites = [
+        s
+        for s in trace.layout.sites
+        if tuple(s.unconstrained_shape) != tuple(s.shape) and any(k.startswith(s.name + "[") for k in latents)
+    ]
+    if not sites:
+        return ""
+    shapes = ", ".join(f"{s.name} {tuple(s.unconstrained_shape)} against {tuple(s.shape)}" for s in sites)
+    return (
+        f" (the indices of {', '.join(s.name for s in sites)} number the site's unconstrained coordinates, "
+        f"not the entries of its summary: {shapes})"
+    )
 
 
 def _coordinate_names(trace: DPVITrace) -> list[str]:

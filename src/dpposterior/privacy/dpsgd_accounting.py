@@ -552,6 +552,12 @@ def calibrate_noise_multiplier(
             f"no noise multiplier <= max_noise_multiplier={max_sigma:g} reaches epsilon={target:g} with "
             f"delta={delta:g}, sampling_rate={q:g}, num_steps={t} ({accountant}){also}; raise epsilon or "
             "delta, lower num_steps or sampling_rate, or raise max_noise_multiplier"
+            + (
+                "; or, at a large delta, lower it: a share of the budget calibrated alone at a large delta "
+                "can spend more of epsilon in the composition than it did alone"
+                if extra is not None and delta >= 0.01
+                else ""
+            )
         ),
     )
 

@@ -267,7 +267,7 @@ def point_posterior(
         phi_star=jnp.asarray(phi)[None, :],
         privacy=privacy,
         method=method,
-        diagnostics={"warnings": [NAIVE_WARNING] + [m for m in (clip_binds_message(privacy),) if m]},
+        diagnostics={"warnings": [_baseline_warning(method)] + [m for m in (clip_binds_message(privacy),) if m]},
     )
 
 
@@ -276,6 +276,18 @@ NAIVE_WARNING = (
     "naive baseline: one DP-SGD iterate taken as the posterior ignores the privacy noise, so its "
     "intervals are too narrow; use dpposterior.noise_aware_posterior(trace) for calibrated ones"
 )
+
+#: the same for DPVIm's posteriors, whose trace ``noise_aware_posterior`` does not take (it keeps no gradients)
+DPVIM_WARNING = (
+    "DPVIm baseline: a Gaussian at the trace's iterates does not model the DP-SGD gradient noise, so its "
+    "intervals can be too narrow; for calibrated ones fit with dpposterior.dpvi (which keeps the gradients) "
+    "and pass that trace to dpposterior.noise_aware_posterior"
+)
+
+
+def _baseline_warning(method: str) -> str:
+    """The warning of a point posterior made by ``method``: DPVIm's traces cannot be post-processed."""
+    return DPVIM_WARNING if method.startswith("dpvim") else NAIVE_WARNING
 
 
 def _as_model_input(a: Any, i: int) -> Any:

@@ -15,6 +15,7 @@ import functools
 import importlib
 import json
 import math
+import re
 import time
 import warnings
 from pathlib import Path
@@ -400,6 +401,19 @@ def _param_names(post, design: Design, model: str) -> dict[str, str]:
     if sites.get("w") == (len(cols),):
         names.update({f"w[{j}]": c for j, c in enumerate(cols)})
     return names
+
+
+def _with_columns(warning: str, names: dict[str, str]) -> str:
+    """``warning`` followed by the design column of each coordinate it names (``w[0]`` is ``age``).
+
+    A posterior's warnings name latents as the library does (``w[0]``), while the report's tables and the
+    terminal name the rows by their design columns (``_param_names``); without the key, a reader cannot tell
+    which coefficient a warning is about.
+    """
+    seen = dict.fromkeys(m for m in re.findall(r"\b\w+\[[\d, ]+\]", warning) if m in names)
+    if not seen:
+        return warning
+    return warning + " (" + "; ".join(f"{label} is {names[label]}" for label in seen) + ")"
 
 
 def arviz_names(post: Any, design: Design, model: str = "logistic") -> dict[str, Any]:
@@ -1067,7 +1081,8 @@ def fit_table(
         report = Report(f"dpposterior fit: {label} of {target!r} on {Path(data).name}")
         if post.warnings:
             report.heading("Warnings")
-            for w in post.warnings:
+            labels = _param_names(post, design, model)
+            for w in (_with_columns(w, labels) for w in post.warnings):
                 report.paragraph(w, note=True)
                 log(f"      warning: {w}")
         this = Ledger()
@@ -1711,7 +1726,12 @@ def _compare_report(
         [_interval_rows(sums[m]) for m in methods], methods, out / "compare_intervals.png", f"{pct} intervals by method"
     )
     report = Report(f"dpposterior compare: {label} of {target!r} on {Path(data).name}")
-    flagged = [(m, w) for m in methods if m != "naive" for w in getattr(posts[m], "warnings", ())]
+    flagged = [
+        (m, _with_columns(w, _param_names(posts[m], design, model) if hasattr(posts[m], "layout") else {}))
+        for m in methods
+        if m != "naive"
+        for w in getattr(posts[m], "warnings", ())
+    ]
     if flagged:
         report.heading("Warnings")
         for m, w in flagged:

@@ -336,7 +336,7 @@ def dpvim(
         raise TypeError(f"model must be a NumPyro model (a callable), got {type(model).__name__}")
     if not isinstance(model_name, str):
         raise TypeError(f"model_name must be a string, got {type(model_name).__name__}")
-    arrays = check_data(data)
+    arrays = check_data(data, model_kwargs)
     n_records = int(arrays[0].shape[0])
     dataset_size = check_positive_int(n_records if dataset_size is None else dataset_size, "dataset_size")
     warn_if_delta_large(check_delta(delta), n_records)

@@ -233,7 +233,7 @@ def gradient_norm_histogram(
     m = _check_multiples(multiples)
     scale = 1.0 / epsilon
     check_laplace_scale(scale, f"1/epsilon = 1/{epsilon!r}")
-    arrays = check_data(data)
+    arrays = check_data(data, model_kwargs)
     layout = inspect_model(model, arrays, model_kwargs)
     if layout.to_dict() != trace.layout.to_dict():
         raise ValueError(

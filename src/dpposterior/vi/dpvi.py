@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, Callable, Sequence
 
 import jax
@@ -11,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import (
+    LargeDeltaWarning,
     check_delta,
     check_epsilon,
     check_float32_array,
@@ -19,6 +21,7 @@ from .._checks import (
     check_positive_int,
     check_sampling_rate,
     check_trace_memory,
+    warn_if_delta_large,
 )
 from ..privacy.dpsgd_accounting import Accountant, calibrate_noise_multiplier
 from ..privacy.randomness import resolve_key
@@ -196,11 +199,12 @@ def dpvi(
         raise TypeError(f"model must be a NumPyro model (a callable), got {type(model).__name__}")
     if not isinstance(model_name, str):
         raise TypeError(f"model_name must be a string, got {type(model_name).__name__}")
-    arrays = check_data(data)
+    arrays = check_data(data, model_kwargs)
     n_records = int(arrays[0].shape[0])
     if dataset_size is None:
         dataset_size = n_records
     dataset_size = check_positive_int(dataset_size, "dataset_size")
+    warn_if_delta_large(delta, dataset_size)  # once, at the user's call (the DP-SGD runs below stay quiet)
 
     layout = inspect_model(model, arrays, model_kwargs)
     check_observed_support(model, arrays, model_kwargs, fitter="dpvi")
@@ -233,6 +237,11 @@ def dpvi(
     from ..dpsgd import dpsgd  # local import keeps module import light
 
     def run_dpsgd(start: jax.Array, c: float, steps: int, key: Any, **more: Any) -> Any:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LargeDeltaWarning)  # said once above, for the whole release
+            return _dpsgd_phase(start, c, steps, key, **more)
+
+    def _dpsgd_phase(start: jax.Array, c: float, steps: int, key: Any, **more: Any) -> Any:
         return dpsgd(
             loss,
             start,

@@ -62,10 +62,39 @@ def check_setting_names(model: Callable, num_data: int, fitter: Callable, settin
         )
 
 
-def check_data(data: tuple[Any, ...]) -> tuple[jax.Array, ...]:
-    """Checks the data arrays: numeric, non-empty, sharing their first axis, finite."""
+def _has_records_axis(value: Any) -> bool:
+    """Whether a model keyword looks like data: an array (or nested list) with at least one axis."""
+    if isinstance(value, (str, bytes)):
+        return False
+    try:
+        return np.ndim(value) >= 1
+    except (ValueError, TypeError):  # a ragged nested list: an array the user meant, badly shaped
+        return True
+
+
+def check_data(data: tuple[Any, ...], model_kwargs: dict[str, Any] | None = None) -> tuple[jax.Array, ...]:
+    """Checks the data arrays: numeric, non-empty, sharing their first axis, finite.
+
+    Args:
+      data: the positional data arguments of the fitter.
+      model_kwargs: the model's keyword arguments, only to say, when no data came positionally, which of
+        them look like data (arrays with a leading axis): those reach the model as public constants.
+
+    Raises:
+      ValueError, TypeError: naming the data argument at fault and what is allowed.
+    """
     if len(data) == 0:
-        raise ValueError("no data given: pass the data arrays after the model, dpvi(model, X, y, ...)")
+        keyed = [k for k, v in (model_kwargs or {}).items() if _has_records_axis(v)]
+        given = (
+            f": {', '.join(f'{k}=' for k in keyed)} went to the model as keyword argument(s), which are public "
+            "constants that every record sees whole (never clipped), not the private records"
+            if keyed
+            else ""
+        )
+        raise ValueError(
+            f"no data given{given}; pass the data arrays positionally after the model, in the order the model "
+            "takes them: dpvi(model, X, y, ...)"
+        )
     arrays = []
     for i, a in enumerate(data):
         if a is None:
