@@ -239,28 +239,25 @@ def dpvi(
     def run_dpsgd(start: jax.Array, c: float, steps: int, key: Any, **more: Any) -> Any:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", LargeDeltaWarning)  # said once above, for the whole release
-            return _dpsgd_phase(start, c, steps, key, **more)
-
-    def _dpsgd_phase(start: jax.Array, c: float, steps: int, key: Any, **more: Any) -> Any:
-        return dpsgd(
-            loss,
-            start,
-            arrays,
-            noise_multiplier=sigma,
-            clip=c,
-            sampling_rate=sampling_rate,
-            num_steps=steps,
-            learning_rate=learning_rate_at(c),
-            delta=delta,
-            beta=beta_vec,
-            rng_key=key,
-            loss_needs_key=True,
-            accountant=accountant,
-            progress=options.progress,
-            secure=secure,
-            sampling=options.sampling,
-            **more,
-        )
+            return dpsgd(
+                loss,
+                start,
+                arrays,
+                noise_multiplier=sigma,
+                clip=c,
+                sampling_rate=sampling_rate,
+                num_steps=steps,
+                learning_rate=learning_rate_at(c),
+                delta=delta,
+                beta=beta_vec,
+                rng_key=key,
+                loss_needs_key=True,
+                accountant=accountant,
+                progress=options.progress,
+                secure=secure,
+                sampling=options.sampling,
+                **more,
+            )
 
     choice = pilot = None
     if clip_auto:
