@@ -73,6 +73,31 @@ def test_tail_delta_and_the_record():
     assert g.privacy.detail("noise_tail_delta") == pytest.approx(N.tail_delta(4, 1.0))
 
 
+def test_a_budget_the_sampler_cannot_certify_is_refused_before_any_noise():
+    """The tail term grows as e^epsilon: at epsilon 50 it would add 2.8 times the asked delta over 421
+    normals. dpvi and dpvim refuse such a budget before drawing noise, naming the largest epsilon the
+    sampler certifies; a record made from a given noise multiplier states the term in its delta."""
+    N.check_noise_tail(44.0, 1e-5, 421, "x")  # 0.66% of delta: allowed
+    with pytest.raises(ValueError, match=r"x: epsilon=50 at delta=1e-05 is beyond .* certifies here is 44\.4"):
+        N.check_noise_tail(50.0, 1e-5, 421, "x")
+    N.check_noise_tail(1e3, 0.0, 421, "x")  # no delta to share
+    import numpyro
+    import numpyro.distributions as dist
+
+    from dpposterior import dpvi
+    from dpposterior.vi import dpvim
+
+    def model(x):
+        mu = numpyro.sample("mu", dist.Normal(0.0, 5.0))
+        with numpyro.plate("r", x.shape[0]):
+            numpyro.sample("x", dist.Normal(mu, 1.0), obs=x)
+
+    x = np.zeros(200, np.float32)
+    for fit in (dpvi, dpvim):
+        with pytest.raises(ValueError, match=f"{fit.__name__}: epsilon=60 at delta=1e-05 is beyond what the noise"):
+            fit(model, x, epsilon=60.0, delta=1e-5, num_steps=200)
+
+
 def test_noise_std_is_never_rounded_below_the_accounted_one():
     for sigma in (1.0, 0.1, 1 / 3, 2.7182818284, 16.7):
         f = float(N.float32_at_least(sigma))

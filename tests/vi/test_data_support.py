@@ -5,6 +5,8 @@ ran on the other records without a word. A Bernoulli record of 0.5 or a Poisson 
 but meaningless log likelihood and was fitted as if it were data of the model.
 """
 
+import warnings
+
 import jax.numpy as jnp
 import numpy as np
 import numpyro
@@ -96,10 +98,12 @@ def test_valid_data_and_masked_placeholders_pass():
         dpvi(masked_lognormal, y, observed, **KW)
 
 
-def test_a_support_that_depends_on_the_latent_values_is_not_checked():
-    # Uniform(0, top): whether y = 30 is inside depends on top, which no prior draw settles; the fit decides
-    y = np.full(20, 30.0, np.float32)
-    assert dpvi(uniform_upper, y, **KW).phi.shape == (12, 2)
+def test_a_support_that_depends_on_the_latent_values_is_refused():
+    # Uniform(0, top): log_prob is -log top for every record, inside the support or not, so the gradient
+    # pulls top below the data and the fit is confidently wrong; refused before any release, whatever the data
+    for y in (np.full(20, 30.0, np.float32), np.full(20, 0.5, np.float32)):
+        with pytest.raises(ValueError, match=r"observed site 'y' \(Uniform with support .*depends on the latent"):
+            dpvi(uniform_upper, y, **KW)
 
 
 def test_records_past_the_first_chunk_are_checked(monkeypatch):
@@ -108,3 +112,48 @@ def test_records_past_the_first_chunk_are_checked(monkeypatch):
     y[[20, 49]] = 0.0
     with pytest.raises(ValueError, match=r"2 of 50 records \(the first is record 20\)"):
         dpvi(lognormal, y, **KW)
+
+
+def factor_lognormal(y):
+    mu = numpyro.sample("mu", dist.Normal(0.0, 5.0))
+    with numpyro.plate("records", y.shape[0]):
+        numpyro.factor("lik", dist.LogNormal(mu, 0.5).log_prob(y))
+
+
+def test_records_a_factor_likelihood_drops_are_counted_by_the_clip_check():
+    """A factor likelihood is not an observed site, so the support check cannot see its records; those
+    whose likelihood is not finite are dropped by DP-SGD. The clip check counts them with the clipped
+    ones (at a clip no valid record reaches), so the release warns instead of fitting a third of the
+    data silently; valid data raise no NumPyro support warning from the set-up's dummy records."""
+    from dpposterior.privacy.clip_binds import ClipBindsWarning
+
+    y = np.random.default_rng(0).lognormal(1.0, 0.5, 1500).astype(np.float32)
+    kw = dict(epsilon=1.0, delta=1e-5, num_steps=40, sampling_rate=0.2, clip=1e6, rng_key=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dpvi(factor_lognormal, y, **kw)
+    assert not [w for w in caught if "Out-of-support" in str(w.message) or issubclass(w.category, ClipBindsWarning)]
+    y[:500] = -y[:500]
+    with pytest.warns(ClipBindsWarning, match=r"or not finite \(such a record is dropped\)"):
+        dpvi(factor_lognormal, y, **kw)
+
+
+def grouped(g, y):
+    theta = numpyro.sample("theta", dist.Normal(0.0, 3.0).expand([5]).to_event(1))
+    with numpyro.plate("records", y.shape[0]):
+        numpyro.sample("y", dist.Normal(theta[g], 0.5), obs=y)
+
+
+def test_an_index_out_of_bounds_is_refused_not_clamped():
+    """JAX clamps theta[7] to theta[4] with 5 groups: the record would be fitted to the wrong group. dpvi
+    and dpvim refuse before any release; indices in bounds (negative ones count from the end) pass."""
+    rng = np.random.default_rng(0)
+    g = rng.integers(0, 5, 200).astype(np.int32)
+    y = rng.normal(0.0, 1.0, 200).astype(np.float32)
+    g[0] = -1  # NumPy's meaning: the last group
+    assert dpvi(grouped, g, y, **KW).phi.shape == (12, 10)
+    bad = g.copy()
+    bad[150] = 7
+    for fit in (dpvi, dpvim):
+        with pytest.raises(ValueError, match=r"indexes an array out of its bounds .*index 7 is out of bounds"):
+            fit(grouped, bad, y, **KW)

@@ -34,6 +34,18 @@ def test_data_passed_as_keyword_is_refused_not_broadcast_into_every_record():
     _raises(lambda: dpp.dpvi(linear, X, y=Y, **RUN), ValueError, "'y'", "positionally")
 
 
+def linear_y_first(y, X=None):
+    w = numpyro.sample("w", dist.Normal(0.0, 1.0).expand([X.shape[1]]).to_event(1))
+    with numpyro.plate("records", y.shape[0]):
+        numpyro.sample("y", dist.Normal(X @ w, 1.0), obs=y)
+
+
+def test_a_covariate_passed_as_keyword_is_named_when_the_model_fails_on_it():
+    # X=X lands in model_kwargs whole, so the model fails on the dummy records with a shape error that
+    # says nothing of X: the message names the keyword and says to pass it positionally
+    _raises(lambda: dpp.dpvi(linear_y_first, Y, X=X, **RUN), ValueError, "X= (shape (40, 2))", "positionally")
+
+
 def test_support_that_depends_on_another_latent_site_is_refused():
     def model(x):
         top = numpyro.sample("top", dist.Exponential(0.2))

@@ -362,7 +362,7 @@ def numpyro_energy_model(
     from numpyro import handlers
     from numpyro.distributions import Unit, constraints
 
-    from ..vi.data_support import _unwrapped, check_observed_support
+    from ..vi.data_support import _unwrapped, check_indices, check_observed_support
 
     if not callable(model):
         raise TypeError(f"model must be a callable NumPyro model, got {model!r}")
@@ -378,6 +378,7 @@ def numpyro_energy_model(
     n = lengths.pop()
     t = check_positive(temperature, "temperature")
     check_observed_support(model, arrays, kwargs, fitter="numpyro_energy_model")
+    check_indices(model, arrays, kwargs, fitter="numpyro_energy_model")
     tr = handlers.trace(handlers.seed(model, 0)).get_trace(*arrays, **kwargs)
     sized_n = {name for name, s in tr.items() if s["type"] == "plate" and s["args"][0] == n}
     if not sized_n:

@@ -38,7 +38,8 @@ def binds_message(check: dict[str, float], clip: float, auto: bool = False) -> s
     return (
         f"the clip C = {clip:.4g} binds for a large share of the records: the release's private clip check "
         f"counts about {check['share']:.1%} (noisy, standard error {check['se']:.1%}) of them with a gradient norm at or above "
-        f"C at the end of the run (more than {CLIP_WARN_SHARE:.0%}). Clipping that many moves the fit, and the "
+        f"C, or not finite (such a record is dropped), at the end of the run (more than {CLIP_WARN_SHARE:.0%}). "
+        "Clipping or dropping that many moves the fit, and the "
         f"noise-aware posterior does not account for it, so its intervals can miss: {advice}"
     )
 

@@ -27,7 +27,11 @@ What is left over, and where it goes. If every draw of a mechanism were exact, i
 ``eta = n TAIL_PROBABILITY`` over ``n`` normals, so the mechanism as run is
 ``(epsilon, delta + (1 + e^epsilon) eta)``-DP (the standard total-variation argument).
 :func:`tail_delta` gives that term; the mechanisms add it to the delta they record (it is below
-1e-17 for any run of fewer than 10^12 normals at epsilon <= 10).
+1e-17 for any run of fewer than 10^12 normals at epsilon <= 10). It grows as e^epsilon: the
+mechanisms that take a budget (``dpvi``, ``dpvim``) refuse one whose term would exceed
+:data:`MAX_TAIL_SHARE` of its delta (:func:`check_noise_tail`), so that a release never states a delta
+much above the one asked for; a record made from a given noise multiplier states its delta with the
+term, up to 1 (a vacuous bound at an epsilon in the hundreds, which the record then says).
 
 Not claimed: a proof that rounding a float64 Box-Muller draw to the float32 release grid leaves
 every output's probability ratio within the continuous mechanism's; the grid argument above is why
@@ -48,8 +52,10 @@ import numpy as np
 __all__ = [
     "MAX_ABS",
     "TAIL_PROBABILITY",
+    "MAX_TAIL_SHARE",
     "WORDS_PER_PAIR",
     "add_gaussian_noise",
+    "check_noise_tail",
     "float32_at_least",
     "normal_words",
     "normals_from_words",
@@ -84,6 +90,36 @@ def tail_delta(num_normals: Any, epsilon: float) -> float:
     if not math.isfinite(eps) or eps > 700:
         return math.inf
     return (1.0 + math.exp(eps)) * n * TAIL_PROBABILITY
+
+
+#: the largest share of a mechanism's delta that the sampler's tail term may add to it.
+MAX_TAIL_SHARE = 0.01
+
+
+def check_noise_tail(epsilon: float, delta: float, num_normals: Any, where: str) -> None:
+    """Refuses a mechanism whose noise-tail term would add more than :data:`MAX_TAIL_SHARE` of ``delta``.
+
+    Called before any noise is drawn by the mechanisms that take a budget (``dpvi``, ``dpvim``), so that
+    no release states a delta far above the one asked for.
+
+    Raises:
+      ValueError: ``tail_delta(num_normals, epsilon) > MAX_TAIL_SHARE * delta`` (``delta > 0``), naming
+        the largest epsilon the sampler certifies for that many normals at that delta.
+    """
+    delta, n = float(delta), float(num_normals)
+    if delta <= 0 or n <= 0:
+        return
+    tail = tail_delta(n, epsilon)
+    if tail <= MAX_TAIL_SHARE * delta:
+        return
+    ratio = MAX_TAIL_SHARE * delta / (n * TAIL_PROBABILITY)
+    largest = f"{math.log(ratio - 1.0):.1f}" if ratio > 2.0 else "none"
+    raise ValueError(
+        f"{where}: epsilon={float(epsilon):g} at delta={delta:g} is beyond what the noise sampler certifies for "
+        f"{int(n)} normals: its float tail adds (1 + e^epsilon) * {int(n)} * 2^-96 = {tail:.3g} to delta, more "
+        f"than {MAX_TAIL_SHARE:.0%} of it (dpposterior.privacy.noise); the largest epsilon it certifies here "
+        f"is {largest}: ask for a smaller epsilon or a larger delta"
+    )
 
 
 def with_noise_tail(privacy: Any, num_normals: Any) -> Any:

@@ -67,9 +67,11 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
     for fill in _DUMMY_FILLS:
         try:
             probe_args = _dummy(data, _PLATE_PROBE, fill)
-            tr = _trace(model, probe_args, model_kwargs)
-            other = _trace(model, _dummy(data, _PLATE_PROBE, fill), model_kwargs, seed=1)  # supports that vary
-            resized = _trace(model, _dummy(data, _PLATE_PROBE_OTHER, fill), model_kwargs)
+            with warnings.catch_warnings():  # NumPyro's support warnings would speak of the dummy records
+                warnings.simplefilter("ignore")
+                tr = _trace(model, probe_args, model_kwargs)
+                other = _trace(model, _dummy(data, _PLATE_PROBE, fill), model_kwargs, seed=1)  # supports that vary
+                resized = _trace(model, _dummy(data, _PLATE_PROBE_OTHER, fill), model_kwargs)
             break
         except Exception as e:  # noqa: BLE001 - the user's model failed on these dummy records
             first_error = first_error or e
@@ -82,6 +84,18 @@ def inspect_model(model: Callable, data: tuple[Any, ...], model_kwargs: dict[str
             else ""
         )
         what = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+        n = int(data[0].shape[0]) if data and np.ndim(data[0]) else None
+        per_record = [
+            f"{k}= (shape {tuple(np.shape(v))})"
+            for k, v in model_kwargs.items()
+            if n is not None and np.ndim(v) >= 1 and np.shape(v)[0] == n and not isinstance(v, (str, bytes))
+        ]
+        if per_record and not hint:
+            hint = (
+                f"; {', '.join(per_record)} went to the model as a keyword argument, a public constant that every "
+                "record sees whole (the model runs on a few dummy records here): pass data arrays positionally, "
+                "in the model's order, e.g. dpvi(model, y, X, ...) for model(y, X)"
+            )
         raise ValueError(
             f"the model failed when run on data of shapes {[tuple(a.shape) for a in data]}: {what}{hint}"
         ) from err
@@ -434,7 +448,11 @@ def prior_median_unconstrained(
     the model runs on a dummy record of zeros, or of ones if it cannot take zeros, and fixed seeds)."""
     for fill in _DUMMY_FILLS:
         try:
-            draws = [_trace(model, _dummy(data, 1, fill), model_kwargs, seed=seed) for seed in range(num_draws)]
+            with warnings.catch_warnings():
+                # the dummy record may lie outside a factor likelihood's support: NumPyro's warning about it
+                # would speak of values the user never passed
+                warnings.simplefilter("ignore")
+                draws = [_trace(model, _dummy(data, 1, fill), model_kwargs, seed=seed) for seed in range(num_draws)]
             break
         except Exception:  # noqa: BLE001 - the model cannot take these dummy values: try the next
             if fill == _DUMMY_FILLS[-1]:

@@ -68,7 +68,7 @@ from .._checks import (
 from ..privacy import PrivacySpent, calibrate_noise_multiplier, dpsgd_epsilon
 from ..privacy.randomness import os_seeded_key
 from ..privacy.dpsgd_accounting import Accountant
-from ..privacy.noise import float32_at_least, with_noise_tail
+from ..privacy.noise import check_noise_tail, float32_at_least, with_noise_tail
 from ..privacy.secure import check_secure, resolve_noise_source
 from ..releases import family
 from ..releases.dpvim_trace import DEFAULT_NUM_WINDOWS as DEFAULT_NUM_WINDOWS
@@ -81,7 +81,7 @@ from ..releases.dpvim_trace import trace_summary as trace_summary
 from ..releases.layout import ParamLayout
 from . import auto_clip
 from .circular import warn_if_near_seam
-from .data_support import check_observed_support
+from .data_support import check_indices, check_observed_support
 from .model_inspect import check_data, check_setting_names, inspect_model, prior_median_unconstrained, record_log_joint
 from .record_norms import record_norms
 
@@ -342,8 +342,11 @@ def dpvim(
     warn_if_delta_large(check_delta(delta), n_records)
     layout = inspect_model(model, arrays, model_kwargs)
     check_observed_support(model, arrays, model_kwargs, fitter="dpvim")
+    check_indices(model, arrays, model_kwargs, fitter="dpvim")
     n = layout.num_latent
     check_trace_memory(num_steps, 3 * n, "the trace (mu_t, rho_t and the location gradients)")
+    # every normal the release draws (the run, the auto clip's queries, the clip check), before any is drawn
+    check_noise_tail(epsilon, delta, num_steps * 2 * n + auto_clip.NUM_NORMALS + 1, "dpvim")
 
     # the private looks at the clip (vi.auto_clip) are Gaussian mechanisms composed with the run
     sigma_h = auto_clip.auto_clip_noise_multiplier(epsilon, delta) if clip_auto else None

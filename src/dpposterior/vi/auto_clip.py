@@ -405,8 +405,10 @@ def warn_tail(choice: AutoClip, fitter: str) -> None:
             f"{fitter}: clip='auto' chose C = {choice.clip:.4g}, the top of its window (16 times the private "
             f"median norm {choice.median_edge:.3g}), and its last query still counts about "
             f"{choice.queries[-1][1]:.0f} records (noise sd {choice.queries[-1][2]:.0f}) above "
-            f"{choice.queries[-1][0]:.4g}: the per-record gradients have a heavy tail that this clip binds "
-            "for. The noise-aware posterior does not account for clipping: pass a larger clip by hand",
+            f"{choice.queries[-1][0]:.4g} or with a gradient that is not finite (DP-SGD drops those): the "
+            "per-record gradients have a heavy tail that this clip binds for, or the likelihood is not finite "
+            "for some records. The noise-aware posterior accounts for neither: pass a larger clip by hand, or "
+            "check the likelihood of the records",
             ClipBindsWarning,
             stacklevel=3,
         )

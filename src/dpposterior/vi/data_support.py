@@ -4,7 +4,8 @@ A record outside the support (a negative value under a LogNormal, 0.5 under a Be
 Poisson) has a log likelihood of -inf or NaN, or a finite value of a formula that no longer means
 anything (NumPyro does not validate observations by default). DP-SGD zeroes a per-record gradient that
 is not finite, so the first kind is silently dropped from the fit and the second silently mis-fitted.
-This check refuses such data before any noise is drawn.
+This check refuses such data before any noise is drawn. So does :func:`check_indices` for an index
+out of bounds (a group id past the number of groups), which JAX clamps silently.
 
 It reads the private records, as the checks of :func:`~dpposterior.vi.model_inspect.check_data` (NaN,
 dtypes) do: its error message is seen by whoever runs the fit (the data holder) and is never part of a
@@ -18,6 +19,7 @@ from typing import Any, Callable
 
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import checkify
 from numpyro import handlers
 from numpyro.distributions import MaskedDistribution, constraints
 
@@ -26,7 +28,7 @@ from ..releases.model_inspect import _unwrapped
 #: records per model run: bounds the memory of the check on large data.
 CHUNK_RECORDS = 65_536
 #: prior draws of the latent sites at which a support is compared, to tell a fixed support from one
-#: that depends on the latent values (Uniform(0, theta)), which is not checked.
+#: that depends on the latent values (Uniform(0, theta)), which is refused.
 _SEEDS = (0, 1)
 
 
@@ -83,7 +85,9 @@ def check_observed_support(
     from the prior; for every observed site whose support does not depend on the latent values, each
     record's value is checked with the support's ``check`` (entries masked out by ``.mask`` or
     ``handlers.mask`` are not counted). A site whose support depends on the latent values
-    (``Uniform(0, theta)``) is not checked: no prior draw can tell which records the fit will accept.
+    (``Uniform(0, theta)``: it differs between two prior draws) is refused: NumPyro's ``log_prob`` does
+    not enforce a support, so every record outside it would get a finite, meaningless likelihood
+    (``-log theta``), whose gradient pulls theta below the data, and the fit would be confidently wrong.
     A model that fails when run here is left to the checks that follow (the DP-SGD engine's own).
 
     Args:
@@ -94,7 +98,7 @@ def check_observed_support(
 
     Raises:
       ValueError: naming the site, its distribution and support, how many records lie outside, and the
-        first of them.
+        first of them; or naming a site whose support depends on the latent values.
     """
     num_records = int(data[0].shape[0])
     bad: dict[str, list[int]] = {}
@@ -113,9 +117,19 @@ def check_observed_support(
                 if name in skip:
                     continue
                 support = site["fn"].support
-                if any(name not in r or not _same_support(support, r[name]["fn"].support) for r in runs[1:]):
-                    skip.add(name)  # depends on the latent values: not checkable here
+                if any(name not in r for r in runs[1:]):
+                    skip.add(name)  # a site that only some prior draws reach: not checkable here
                     continue
+                if any(not _same_support(support, r[name]["fn"].support) for r in runs[1:]):
+                    raise ValueError(
+                        f"observed site {name!r} ({type(_unwrapped(site['fn'])).__name__} with support {support}) "
+                        "has a support that depends on the latent values (it differs between two draws of the "
+                        "prior). NumPyro's log_prob does not enforce a support, so every record outside it would "
+                        f"get a finite but meaningless likelihood (Uniform(0, theta) gives -log theta), and {fitter} "
+                        "would fit it: the gradient pulls the latent past the data and the posterior is confidently "
+                        "wrong. Write the likelihood with a support fixed by public values (for example theta = a "
+                        "public bound on the data plus a positive excess), or one whose support does not move"
+                    )
                 try:
                     ok = np.asarray(support.check(jnp.asarray(site["value"])), bool)
                 except Exception:  # noqa: BLE001 - a support NumPyro cannot check on this value
@@ -140,3 +154,52 @@ def check_observed_support(
             "is fitted wrongly). Remove or correct those records, or change the model's likelihood. (This check "
             "reads the data before any release; its message is for you, the data holder, and is not released.)"
         )
+
+
+def check_indices(
+    model: Callable, data: tuple[jnp.ndarray, ...], model_kwargs: dict[str, Any], fitter: str = "dpvi"
+) -> None:
+    """Raises ValueError when the model, run on the data, indexes an array out of its bounds.
+
+    JAX clamps an out-of-bounds index instead of failing (``theta[g]`` with ``g = 7`` and 5 groups reads
+    ``theta[4]``), so such records would be fitted to the wrong entries with no error. The model's log
+    likelihood runs on the data (in chunks of :data:`CHUNK_RECORDS` records) under
+    ``jax.experimental.checkify``'s index checks, with the latent sites fixed at a prior draw made outside
+    them (a sampler may clamp an index by design: NumPyro's LKJCholesky does). A model that cannot run
+    under them (it reads concrete data values) is left to the checks that follow.
+
+    Raises:
+      ValueError: naming the out-of-bounds index JAX reports.
+    """
+
+    def log_lik(latents: dict[str, Any], *chunk: Any) -> Any:
+        run = handlers.substitute(handlers.seed(model, rng_seed=0), data=latents)
+        tr = handlers.trace(run).get_trace(*chunk, **model_kwargs)
+        total = jnp.zeros(())
+        for site in tr.values():
+            if site["type"] == "sample" and site["is_observed"]:
+                total = total + jnp.sum(site["fn"].log_prob(site["value"]))
+        return total
+
+    checked = checkify.checkify(log_lik, errors=checkify.index_checks)
+    num_records = int(data[0].shape[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # NumPyro's out-of-support warnings: check_observed_support reports them
+        for start in range(0, num_records, CHUNK_RECORDS):
+            chunk = tuple(a[start : start + CHUNK_RECORDS] for a in data)
+            try:
+                tr = handlers.trace(handlers.seed(model, rng_seed=0)).get_trace(*chunk, **model_kwargs)
+                latents = {k: v["value"] for k, v in tr.items() if v["type"] == "sample" and not v["is_observed"]}
+                err, _ = checked(latents, *chunk)
+                message = err.get()
+            except Exception:  # noqa: BLE001 - a model that cannot be checked this way: left to the engine
+                return
+            if message:
+                first = message.splitlines()[0]
+                raise ValueError(
+                    f"the model indexes an array out of its bounds on the data ({first}): JAX clamps such an "
+                    f"index instead of failing (index 7 into 5 groups reads group 4), so {fitter} would fit those "
+                    "records to the wrong entries. Correct the records' indices (a group id must lie in [0, number "
+                    "of groups)), or the model's sizes. (This check reads the data before any release; its message "
+                    "is for you, the data holder, and is not released.)"
+                )

@@ -25,11 +25,12 @@ from .._checks import (
 )
 from ..privacy.dpsgd_accounting import Accountant, calibrate_noise_multiplier
 from ..privacy.randomness import resolve_key
+from ..privacy.noise import check_noise_tail
 from ..releases import family
 from . import auto_clip
 from .circular import warn_if_near_seam
 from ..releases.layout import ParamLayout
-from .data_support import check_observed_support
+from .data_support import check_indices, check_observed_support
 from .model_inspect import check_data, check_setting_names, inspect_model, prior_median_unconstrained, record_log_joint
 from .model_curvature import model_curvature
 from .public_covariates import check_public_covariates
@@ -177,8 +178,11 @@ def dpvi(
     Raises:
       ValueError: among the input checks (each message names the argument): a record whose observed
         value lies outside its distribution's support (a negative value under a LogNormal, 0.5 under a
-        Bernoulli; :func:`dpposterior.vi.data_support.check_observed_support`). That check, like the
-        NaN check, reads the data before any release; its message is for the data holder.
+        Bernoulli; :func:`dpposterior.vi.data_support.check_observed_support`), a likelihood whose support
+        depends on the latent values, an index out of bounds on the data (a group id past the number of
+        groups, which JAX would clamp: :func:`~dpposterior.vi.data_support.check_indices`), or a budget
+        the noise sampler cannot certify (:func:`dpposterior.privacy.noise.check_noise_tail`). The data
+        checks, like the NaN check, read the data before any release; their messages are for the data holder.
     """
     settings = {k: v for k, v in locals().items() if k not in ("model", "data", "model_kwargs")}
     if callable(model):
@@ -208,6 +212,7 @@ def dpvi(
 
     layout = inspect_model(model, arrays, model_kwargs)
     check_observed_support(model, arrays, model_kwargs, fitter="dpvi")
+    check_indices(model, arrays, model_kwargs, fitter="dpvi")
     covariates = check_public_covariates(public_covariates, arrays, model, model_kwargs)
     n = layout.num_latent
     d = 2 * n
@@ -219,6 +224,8 @@ def dpvi(
             raise ValueError("beta must be > 0 elementwise")
 
     check_trace_memory(num_steps, 2 * d, "the trace (phi_t and g~_t)")  # before the accountant's search
+    # every normal the release draws (the run, the auto clip's queries, the clip check), before any is drawn
+    check_noise_tail(epsilon, delta, num_steps * d + auto_clip.NUM_NORMALS + 1, "dpvi")
     # the private looks at the clip (vi.auto_clip) are Gaussian mechanisms composed with the run
     sigma_h = auto_clip.auto_clip_noise_multiplier(epsilon, delta) if clip_auto else None
     sigma_c = auto_clip.clip_check_noise_multiplier(epsilon, delta) if check_clip else None

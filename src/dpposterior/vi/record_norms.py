@@ -83,10 +83,13 @@ def record_norms(loss: Callable, beta: Any, phi: Any, arrays: tuple[Any, ...]) -
 
 
 def count_at_least(norms: Any, edge: float) -> float:
-    """The mean over the draws of the number of records whose finite norm is at least ``edge``.
+    """The mean over the draws of the number of records whose norm is at least ``edge`` or not finite.
 
-    ``norms`` as :func:`record_norms` returns them (draws x records; a 1-D array is one draw). Adding or
-    removing one record moves the result by at most 1: the sensitivity of the private counts built on it.
+    A record whose gradient is not finite (a likelihood that is -inf, NaN or overflows for it) is dropped
+    by DP-SGD (its gradient is zeroed): it is counted with the clipped ones, the extreme of clipping, so
+    that the clip check warns when many records are lost that way. ``norms`` as :func:`record_norms`
+    returns them (draws x records; a 1-D array is one draw). Adding or removing one record moves the
+    result by at most 1: the sensitivity of the private counts built on it.
     """
     norms = np.atleast_2d(np.asarray(norms))
-    return float(np.count_nonzero(np.isfinite(norms) & (norms >= edge))) / norms.shape[0]
+    return float(np.count_nonzero(~np.isfinite(norms) | (norms >= edge))) / norms.shape[0]
