@@ -79,6 +79,16 @@ def test_the_public_covariate_cells_are_shown_on_the_page():
     assert table.strip() in (root / "calibration-suite.md").read_text()
 
 
+def test_the_spot_check_cells_are_shown_on_the_page():
+    """The models that no issue names (their own folder) have their table on the page, and are not suite
+    cells (the quick run and the default --models leave them out)."""
+    suite = _suite()
+    root = SCRIPT.parents[1]
+    table = suite.report(root / "calibration-suite" / "spot-checks")
+    assert "| gamma-shape-rate |" in table and table.strip() in (root / "calibration-suite.md").read_text()
+    assert not set(suite.SPOT_CHECKS) & set(suite.SUITE)
+
+
 def test_the_paper_cells_page_shows_the_table_of_its_stored_cells():
     """docs/results/paper-defaults.md (the paper's models with the defaults only) carries exactly the table
     that ``--report`` prints from its stored cells."""

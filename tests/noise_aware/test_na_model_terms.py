@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
 
+import jax
 import numpy as np
 import pytest
 
 from dpposterior import noise_aware_posterior
-from dpposterior.noise_aware import CurvatureFromTraceWarning, UnidentifiedLatentsWarning, model_terms
+from dpposterior.noise_aware import (
+    CoupledLatentsWarning,
+    CurvatureFromTraceWarning,
+    UnidentifiedLatentsWarning,
+    model_terms,
+)
 from dpposterior.releases.layout import ParamLayout, Site
 from dpposterior.releases.model_curvature import ModelCurvature
 
 A_TRUE = np.array([300.0, 1000.0, 3000.0])
 
 
-def _terms(trace, curvature=A_TRUE, shift=None, slope=None):
+def _terms(trace, curvature=A_TRUE, shift=None, slope=None, hessian_means=None):
     d = trace.num_params
     phi = np.asarray(trace.phi, np.float64)
     return ModelCurvature(
@@ -25,6 +32,7 @@ def _terms(trace, curvature=A_TRUE, shift=None, slope=None):
         hessian_diag_slope=np.zeros((d, d)) if slope is None else slope,
         clip_shift=np.zeros(d) if shift is None else shift,
         num_records=100,
+        hessian_means=hessian_means,
     )
 
 
@@ -115,3 +123,93 @@ def test_an_unidentified_simplex_coordinate_is_named_as_unconstrained(small_trac
         noise_aware_posterior(plain, rng_key=0)
     said = [str(w.message) for w in caught if issubclass(w.category, UnidentifiedLatentsWarning)]
     assert len(said) == 1 and "unconstrained coordinates" not in said[0], said
+
+
+#: a Hessian over the three means whose first two latents are correlated at -0.8 (the third independent)
+H_CORRELATED = np.array(
+    [[300.0, -0.8 * np.sqrt(300.0 * 1000.0), 0.0], [-0.8 * np.sqrt(300.0 * 1000.0), 1000.0, 0.0], [0.0, 0.0, 3000.0]]
+)
+
+
+def test_the_linear_response_gives_q_the_marginal_spread_of_correlated_latents(small_trace):
+    """q's sd 1 / sqrt(H_jj) is the spread with the other latents held fixed; with the linear-response
+    shape the posterior's draws spread as sqrt((H^-1)_jj) (= 1 / sqrt(1 - 0.8^2) = 5/3 times wider for the
+    correlated pair) and carry H's correlation; the independent latent is unchanged."""
+    trace = dataclasses.replace(small_trace, model_curvature=_terms(small_trace, hessian_means=H_CORRELATED))
+    with pytest.warns(CoupledLatentsWarning, match=r"couples latents \['theta\[0\]', 'theta\[1\]'\].*1\.67x"):
+        post = noise_aware_posterior(trace, rng_key=0)
+    assert any("couples latents" in w for w in post.warnings)
+    plain = noise_aware_posterior(dataclasses.replace(small_trace, model_curvature=_terms(small_trace)), rng_key=0)
+    assert plain.linear_response is None and plain.diagnostics["linear_response"] == {
+        f"theta[{j}]": 1.0 for j in range(3)
+    }
+    widen = post.diagnostics["linear_response"]
+    np.testing.assert_allclose([widen[f"theta[{j}]"] for j in range(3)], [5 / 3, 5 / 3, 1.0], rtol=1e-6)
+    shape = post.linear_response
+    np.testing.assert_allclose(shape @ shape.T, [[25 / 9, 20 / 9, 0], [20 / 9, 25 / 9, 0], [0, 0, 1]], atol=1e-9)
+    # one phi*: theta = mu* + sd * (L eps), so the draws' covariance is diag(sd) L L^T diag(sd)
+    point = dataclasses.replace(post, phi_star=post.phi_star[:1], phi_sampler=None)
+    draws = np.asarray(point.sample_unconstrained(jax.random.PRNGKey(1), 200_000), np.float64)
+    sd = np.asarray(jax.nn.softplus(post.phi_star[0, 3:]), np.float64)
+    np.testing.assert_allclose(np.cov(draws.T), np.outer(sd, sd) * (shape @ shape.T), rtol=0.03, atol=2e-4)
+    np.testing.assert_allclose(np.asarray(point.sd_unconstrained()), sd * np.array([5 / 3, 5 / 3, 1.0]), rtol=1e-5)
+    # the mixture over phi* draws: sd_unconstrained adds Var[mu*] to the widened q variance
+    wide = np.asarray(post.sample_unconstrained(jax.random.PRNGKey(2), 200_000), np.float64).std(0)
+    np.testing.assert_allclose(np.asarray(post.sd_unconstrained()), wide, rtol=0.02)
+    assert np.all(wide[:2] > 1.5 * np.asarray(plain.sample_unconstrained(jax.random.PRNGKey(2), 200_000)).std(0)[:2])
+
+
+def test_the_linear_response_is_left_out_where_it_cannot_be_formed(small_trace):
+    """No Hessian block, one latent, or a Hessian that is not positive definite: q keeps its diagonal shape;
+    the last says so. A prior-only latent keeps R_jj = 1 and no correlation."""
+    assert model_terms.linear_response(_terms(small_trace)) is None
+    indefinite = H_CORRELATED.copy()
+    indefinite[0, 1] = indefinite[1, 0] = -1.2 * np.sqrt(300.0 * 1000.0)
+    assert model_terms.linear_response(_terms(small_trace, hessian_means=indefinite)) is None
+    trace = dataclasses.replace(small_trace, model_curvature=_terms(small_trace, hessian_means=indefinite))
+    with pytest.warns(RuntimeWarning, match="not positive definite at the trace mean, so q keeps its diagonal"):
+        post = noise_aware_posterior(trace, rng_key=0)
+    assert post.linear_response is None and any("not positive definite" in w for w in post.warnings)
+    one = _terms(small_trace, hessian_means=H_CORRELATED)._replace(hessian_means=np.array([[300.0]]))
+    assert model_terms.linear_response(one) is None
+    shape = model_terms.linear_response(_terms(small_trace, hessian_means=H_CORRELATED), np.array([True, False, False]))
+    np.testing.assert_allclose(shape @ shape.T, np.diag([1.0, 25 / 9, 1.0]), atol=1e-9)
+
+
+def test_a_posterior_refuses_a_malformed_linear_response(small_trace):
+    post = noise_aware_posterior(dataclasses.replace(small_trace, model_curvature=_terms(small_trace)), rng_key=0)
+    for bad in (np.eye(2), np.ones((3, 3)), np.full((3, 3), np.nan)):
+        with pytest.raises(ValueError, match="linear_response must be None or a finite lower-triangular"):
+            dataclasses.replace(post, linear_response=bad)
+
+
+def test_the_hessian_block_round_trips_and_is_checked(small_trace):
+    from dpposterior.releases.model_curvature import check_model_curvature
+
+    terms = _terms(small_trace, hessian_means=H_CORRELATED)
+    back = ModelCurvature.from_dict(terms.to_dict())
+    np.testing.assert_array_equal(back.hessian_means, H_CORRELATED)
+    assert ModelCurvature.from_dict(_terms(small_trace).to_dict()).hessian_means is None
+    with pytest.raises(ValueError, match=r"hessian_means must have shape \(3, 3\)"):
+        check_model_curvature(terms._replace(hessian_means=np.eye(2)), 6)
+    skew = H_CORRELATED.copy()
+    skew[0, 1] += 1.0
+    with pytest.raises(ValueError, match="hessian_means must be symmetric"):
+        check_model_curvature(terms._replace(hessian_means=skew), 6)
+
+
+def test_the_trace_slope_warning_names_every_reason_a_release_has_no_curvature(small_trace):
+    said = model_terms.trace_slope_message(small_trace)
+    for reason in ("covariates", "a mask or a factor likelihood", "more than 32 variational parameters"):
+        assert reason in said
+
+
+def test_latents_coupled_below_the_limit_give_no_warning(small_trace):
+    """At correlation 0.45 the widening is 1.12, under COUPLING_LIMIT: the shape is applied, silently."""
+    weak = np.diag(np.diag(H_CORRELATED)).copy()
+    weak[0, 1] = weak[1, 0] = -0.45 * np.sqrt(300.0 * 1000.0)
+    trace = dataclasses.replace(small_trace, model_curvature=_terms(small_trace, hessian_means=weak))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CoupledLatentsWarning)
+        post = noise_aware_posterior(trace, rng_key=0)
+    assert post.diagnostics["linear_response"]["theta[0]"] == pytest.approx(1 / np.sqrt(1 - 0.45**2), rel=1e-6)

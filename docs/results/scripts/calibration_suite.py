@@ -148,6 +148,34 @@ def logistic_regression(x, y):
         numpyro.sample("y", dist.Bernoulli(logits=x @ w), obs=y)
 
 
+# models that no issue names: spot checks of the defaults (K = 100, N = 2,000, --seed 11), not suite cells
+
+
+def half_normal_scale(y):
+    s = numpyro.sample("s", dist.HalfNormal(2.0))
+    with numpyro.plate("records", y.shape[0]):
+        numpyro.sample("y", dist.Normal(0.0, s), obs=y)
+
+
+def binomial_10(y):
+    p = numpyro.sample("p", dist.Beta(2.0, 2.0))
+    with numpyro.plate("records", y.shape[0]):
+        numpyro.sample("y", dist.Binomial(10, p), obs=y)
+
+
+def bernoulli_logit(y):
+    a = numpyro.sample("a", dist.Normal(0.0, 1.5))
+    with numpyro.plate("records", y.shape[0]):
+        numpyro.sample("y", dist.Bernoulli(logits=a), obs=y)
+
+
+def gamma_shape_rate(y):
+    shape = numpyro.sample("shape", dist.LogNormal(0.5, 0.5))
+    rate = numpyro.sample("rate", dist.LogNormal(0.0, 0.5))
+    with numpyro.plate("records", y.shape[0]):
+        numpyro.sample("y", dist.Gamma(shape, rate), obs=y)
+
+
 def _covariates(key, n, k, intercept=False):
     x = jax.random.normal(key, (n, k))
     return jnp.concatenate([jnp.ones((n, 1)), x], axis=1) if intercept else x
@@ -196,8 +224,16 @@ MODELS: dict[str, tuple[Callable, Callable]] = {
     "logistic-regression-3": (logistic_regression,
                               _prior_predictive(logistic_regression, lambda k, n: (_covariates(k, n, 2, True),))),
 }
+#: the spot checks (models no issue names), outside the suite's cells.
+SPOT_CHECKS = {
+    "half-normal-scale": half_normal_scale,
+    "binomial-10": binomial_10,
+    "bernoulli-logit": bernoulli_logit,
+    "gamma-shape-rate": gamma_shape_rate,
+}
 
 SUITE = [m for m in MODELS if m != "logistic-regression-3"]
+MODELS.update({name: (m, _prior_predictive(m)) for name, m in SPOT_CHECKS.items()})
 
 #: the four models of the coverage experiments of Räisä, Jälkö & Honkela, "Noise-aware differentially
 #: private variational inference" (2024), from the package's registry (model and simulator only: the

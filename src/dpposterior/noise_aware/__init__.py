@@ -15,6 +15,7 @@ from .identify import model_prior_sampler
 from .laplace import LaplaceResult
 from .laplace import laplace_posterior
 from .model import TracePriors
+from .model_terms import CoupledLatentsWarning
 from .model_terms import CurvatureFromTraceWarning
 from .model import burn_in_priors
 from .model import trace_priors
@@ -29,6 +30,7 @@ from .structure import HierarchicalPriorWarning
 from .stats import sufficient_statistics
 
 __all__ = [
+    "CoupledLatentsWarning",
     "CurvatureFromTraceWarning",
     "GridPosterior",
     "HierarchicalPriorWarning",

@@ -16,9 +16,16 @@ model's curvature at the trace mean, and this module uses it, in three ways (:fu
    q (1/2) sum_{j != k} dH_jj/dphi_k (phi_j,t - phibar_j)^2, which the linear model would read as a move
    of phi*_k (a scale parameter and the location whose curvature it sets);
 3. the posterior's phi* is moved by the clipping shift, phi*_ELBO - phi*_clipped, so that it describes
-   the unclipped ELBO's optimum rather than the clipped gradient's zero.
+   the unclipped ELBO's optimum rather than the clipped gradient's zero;
+4. q's diagonal Gaussian is given the linear-response shape of Giordano, Broderick & Jordan, "Linear
+   response methods for accurate covariance estimates from mean field variational Bayes" (2015): a
+   mean-field q sets each latent's sd to 1 / sqrt(H_jj), its spread with the OTHER latents held fixed,
+   which understates the marginal spread sqrt((H^-1)_jj) wherever latents are correlated (a
+   regression's intercept and slopes, a shape and a rate). Draws become theta = mu* + sd * (L eps),
+   L L^T = R = D^1/2 H^-1 D^1/2 over the means (D = diag H), so each latent's q sd is widened by
+   sqrt(R_jj) and the latents take H's correlations (:func:`linear_response`).
 
-All three are post-processing of the release (the curvature terms are public), so they cost no privacy.
+All four are post-processing of the release (the curvature terms are public), so they cost no privacy.
 """
 
 from __future__ import annotations
@@ -39,6 +46,41 @@ class CurvatureFromTraceWarning(RuntimeWarning):
     trace made without it), and that slope is coarse under DP noise, so the intervals can be too narrow."""
 
 
+class CoupledLatentsWarning(RuntimeWarning):
+    """The model's Hessian couples latents strongly (:func:`coupled`): NA-DPVI's gradient model reads each
+    coordinate's fixed point from its own gradient alone, so where latents are coupled the phi* intervals
+    are too narrow, by at least the linear-response widening of q, which this release exceeds."""
+
+
+#: the linear-response widening sqrt(R_jj) above which a latent counts as coupled. A 90% interval whose
+#: sd is too small by a factor f covers P(|Z| < 1.645 / f), below 0.85 for f > 1.14; the coupled linear
+#: model's phi* error is at least f times the per-coordinate one (two latents of equal noise at
+#: correlation r: sqrt(1 + r^2) / (1 - r^2) against f = 1 / sqrt(1 - r^2)), and the linear response
+#: corrects q's part only.
+COUPLING_LIMIT = 1.14
+
+
+def coupled(shape: np.ndarray | None, names: list[str]) -> dict[str, float]:
+    """``{latent coordinate name: widening}`` for the latents whose linear-response widening exceeds
+    :data:`COUPLING_LIMIT` (empty without a shape)."""
+    if shape is None:
+        return {}
+    widen = np.sqrt(np.sum(np.asarray(shape, np.float64) ** 2, axis=1))
+    return {name: float(w) for name, w in zip(names, widen) if w > COUPLING_LIMIT}
+
+
+def coupled_message(latents: dict[str, float]) -> str:
+    """The text of :class:`CoupledLatentsWarning` for :func:`coupled`'s latents."""
+    shown = ", ".join(f"{k} {v:.2f}x" for k, v in latents.items())
+    return (
+        f"the model's curvature couples latents {list(latents)}: a mean-field q understates their marginal sd "
+        f"({shown}), which the linear-response shape restores for q, but NA-DPVI's gradient model reads each "
+        "coordinate's fixed point from its own gradient alone, so the noise-aware part of their intervals is "
+        "too narrow by at least as much and the intervals can miss (reparametrise towards uncorrelated "
+        'latents where you can; post.diagnostics["linear_response"] has every factor)'
+    )
+
+
 def default_uses(terms: ModelCurvature | None) -> bool:
     """Whether ``noise_aware_posterior``'s default (``priors="auto"``) uses ``terms``: only the terms of
     records the model simulated alone. Terms over a public covariate sample are used on request
@@ -55,8 +97,10 @@ def trace_slope_message(trace: DPVITrace) -> str:
         "the release's model curvature was computed over a public covariate sample, which the default does not "
         'use (priors="model" uses it; measured mixed on regressions)'
         if terms is not None
-        else "the release carries no curvature of the model (trace.model_curvature is None: a model with "
-        "covariates, or more than 32 variational parameters)"
+        else "the release carries no curvature of the model (trace.model_curvature is None: the model cannot "
+        "simulate its records because a data argument is not the value of an observed sample site, as with "
+        "covariates, a mask or a factor likelihood; or it has more than 32 variational parameters; or its "
+        "records could not be simulated, or its curvature was not positive, at the trace mean)"
     )
     return (
         why + ", so the h prior of each mean coordinate comes from the trace's own slope, which the DP noise "
@@ -93,6 +137,35 @@ def curvature_priors(priors: TracePriors, terms: ModelCurvature) -> TracePriors:
     h_loc[:n] = np.asarray(softplus_inverse(jnp.asarray(a)), np.float64)
     h_scale[:n] = RELATIVE_SD * a / -np.expm1(-a)  # d softplus^-1(a) / da = 1 / (1 - exp(-a))
     return priors._replace(h_loc=jnp.asarray(h_loc), h_scale=jnp.asarray(h_scale))
+
+
+def linear_response(terms: ModelCurvature, prior_only: np.ndarray | None = None) -> np.ndarray | None:
+    """(n, n) the lower Cholesky factor L of R = D^1/2 H^-1 D^1/2 (module docstring, point 4), or None
+    where it changes nothing or cannot be formed: the terms carry no Hessian block (a record made without
+    it), n = 1 (R = 1), or H over the means is not positive definite at the trace mean (no local Gaussian
+    shape to take; the posterior keeps the diagonal q and says so in its diagnostics).
+
+    ``prior_only``: (n,) bool, the latents that get the model prior's push-forward; they keep R_jj = 1 and
+    no correlation (their draws are prior draws, independent of the other latents).
+    """
+    if terms.hessian_means is None:
+        return None
+    h = np.asarray(terms.hessian_means, np.float64)
+    n = h.shape[0]
+    diag = np.diag(h)
+    if n < 2 or not np.all(diag > 0):
+        return None
+    scale = np.sqrt(diag)
+    corr = h / np.outer(scale, scale)  # R is the inverse of H's correlation form
+    try:
+        np.linalg.cholesky(corr)
+    except np.linalg.LinAlgError:
+        return None
+    r = np.linalg.inv(corr)
+    if prior_only is not None and np.any(prior_only):
+        keep = ~np.asarray(prior_only, bool)
+        r = np.where(np.outer(keep, keep), r, np.eye(n))
+    return np.linalg.cholesky(0.5 * (r + r.T))
 
 
 def clip_shift(terms: ModelCurvature) -> np.ndarray:

@@ -108,7 +108,10 @@ def noise_aware_posterior(
         "model": the trace-based priors above, except that the h prior of each mean coordinate is
         centred on the model's curvature A_j (sd 5% of it) instead of on the trace's slope, which is biased up where a coordinate relaxes slowly against the window; each step's
         gradient is freed of the other coordinates' second-order wander push; and phi* is moved by the
-        clipping shift to the unclipped ELBO's optimum (:mod:`dpposterior.noise_aware.model_terms`).
+        clipping shift to the unclipped ELBO's optimum; and q takes the linear-response shape of the
+        model's Hessian over the means, which widens each latent's sd to its marginal spread where latents
+        are correlated (Giordano, Broderick & Jordan 2015; ``diagnostics["linear_response"]`` gives the
+        factor per latent; :mod:`dpposterior.noise_aware.model_terms`).
         "paper": the trace-based priors above, "softplus_inverse" (the same with the
         location of h at softplus^-1(m_j), so that it maps to a_j = m_j; see :func:`model.trace_priors`),
         "burn_in" (m_j and sd_j from the burn-in steps, whose noise the likelihood does not use, so the
@@ -142,6 +145,8 @@ def noise_aware_posterior(
       coordinate posterior mean and sd of phi* ("phi_star_mean", "phi_star_sd"), the burn-in used,
       "h_prior" (where the mean coordinates' h prior came from: "model curvature", "model curvature
       (public covariates)", "trace slope" or "given"), "model_terms" (the ModelCurvature used, or None),
+      "linear_response" (where model terms are used: ``{latent coordinate name: the factor by which q's sd
+      widens}``, 1 for a latent uncorrelated with the others; :attr:`Posterior.linear_response`),
       "identifiability" (:class:`~dpposterior.noise_aware.identify.Identifiability`),
       "unidentified_latents" (``{latent coordinate name: reason}``, whatever ``prior``),
       "prior_only_latents" (the same for the latents that got the prior: empty without ``prior``),
@@ -381,6 +386,17 @@ def noise_aware_posterior(
     _check_finite_result(trace, method, mean, sd, phi_draws, noise_sd, user_priors=user_priors)
     diagnostics["phi_star_mean"] = np.asarray(mean)
     diagnostics["phi_star_sd"] = np.asarray(sd)
+    shape = _linear_response(trace, terms, diagnostics, np.asarray(ident.prior_only) if prior is not None else None)
+    strongly = MT.coupled(shape, trace.layout.coordinate_names())
+    if strongly:
+        _warn(diagnostics, MT.coupled_message(strongly), MT.CoupledLatentsWarning)
+    if terms is not None and shape is None and terms.hessian_means is not None and trace.layout.num_latent > 1:
+        _warn(
+            diagnostics,
+            "the model's Hessian over the means is not positive definite at the trace mean, so q keeps its "
+            "diagonal (mean-field) shape: where latents are correlated, their intervals can be too narrow",
+            RuntimeWarning,
+        )
     return Posterior(
         layout=trace.layout,
         phi_star=jnp.asarray(phi_draws),
@@ -388,7 +404,24 @@ def noise_aware_posterior(
         method=method,
         phi_sampler=sampler,
         diagnostics=diagnostics,
+        linear_response=shape,
     )
+
+
+def _linear_response(
+    trace: DPVITrace, terms: Any, diagnostics: dict[str, Any], prior_only: np.ndarray | None
+) -> np.ndarray | None:
+    """The linear-response shape of q where the posterior uses the model's curvature terms
+    (:func:`model_terms.linear_response`), with ``diagnostics["linear_response"]``: per latent coordinate,
+    the factor sqrt(R_jj) by which it widens q's sd (absent where there are no terms; 1 everywhere where
+    the terms give no shape)."""
+    if terms is None:
+        return None
+    shape = MT.linear_response(terms, prior_only)
+    names = trace.layout.coordinate_names()
+    widen = np.ones(len(names)) if shape is None else np.sqrt(np.sum(shape**2, axis=1))
+    diagnostics["linear_response"] = {name: float(w) for name, w in zip(names, widen)}
+    return shape
 
 
 def _prior_latents(prior: Any, key: jax.Array, phi: jax.Array | np.ndarray, mask: jax.Array, n: int) -> jax.Array:

@@ -42,10 +42,18 @@ def sample(key: jax.Array, phi: jax.Array, num: int) -> jax.Array:
     return mu + scale(rho) * eps
 
 
-def sample_mixture(key: jax.Array, phis: jax.Array) -> jax.Array:
-    """One draw of theta per row of phis (m, 2n): draws from the mixture over the rows."""
+def sample_mixture(key: jax.Array, phis: jax.Array, shape: ArrayLike | None = None) -> jax.Array:
+    """One draw of theta per row of phis (m, 2n): draws from the mixture over the rows.
+
+    ``shape``: None (q's diagonal Gaussian), or an (n, n) lower-triangular L that gives q the covariance
+    diag(sd) L L^T diag(sd): theta = mu + sd * (L eps) (the linear-response shape of
+    :func:`dpposterior.noise_aware.model_terms.linear_response`).
+    """
     mu, rho = split_phi(phis)
-    return mu + scale(rho) * jax.random.normal(key, mu.shape, dtype=mu.dtype)
+    eps = jax.random.normal(key, mu.shape, dtype=mu.dtype)
+    if shape is not None:
+        eps = eps @ jnp.asarray(shape, mu.dtype).T
+    return mu + scale(rho) * eps
 
 
 def log_prob(theta: jax.Array, phi: jax.Array) -> jax.Array:

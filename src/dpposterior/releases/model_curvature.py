@@ -9,7 +9,9 @@ of the clipped per-record gradient, over records simulated from the model at the
 release's public clip and preconditioning. A regression's records hold covariates, whose distribution
 the model does not state; there the simulated records take their covariates from a public sample the
 user gives (``dpvi(..., public_covariates=...)``). The same records give the second-order push the wander of
-the other coordinates puts on each gradient, and the shift of the fixed point that clipping causes.
+the other coordinates puts on each gradient, the shift of the fixed point that clipping causes, and the
+Hessian's off-diagonal over the means, which says how much a diagonal (mean-field) q understates each
+latent's marginal spread.
 
 :class:`ModelCurvature` holds those numbers. It is computed from the released trace, the public
 settings and the model alone (:func:`dpposterior.vi.model_curvature.model_curvature`), so it is a
@@ -38,6 +40,8 @@ class ModelCurvature(NamedTuple):
       clip_shift: (d,) phi*_ELBO - phi*_clipped: where the unclipped gradient's zero lies relative to the
         clipped one's, to first order, -(N E[g - g_clip]) / H_jj (0 where H_jj is not positive).
       num_records: how many records were simulated.
+      hessian_means: (n, n) the Hessian of the unclipped negative ELBO of N records over the mean
+        coordinates (its diagonal is ``hessian_diag[:n]``), or None for a record made without it.
       covariates: where the simulated records' covariates came from: "none" (the model has none: every
         data argument was simulated from the model) or "public sample" (drawn from the public sample given
         to dpvi; the observed values simulated from the model).
@@ -50,6 +54,7 @@ class ModelCurvature(NamedTuple):
     clip_shift: np.ndarray
     num_records: int
     covariates: str = "none"
+    hessian_means: np.ndarray | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (floats written exactly)."""
@@ -61,7 +66,11 @@ class ModelCurvature(NamedTuple):
             "clip_shift": [float(x) for x in self.clip_shift],
             "num_records": int(self.num_records),
             "covariates": str(self.covariates),
-        }
+        } | (
+            {}
+            if self.hessian_means is None
+            else {"hessian_means": [[float(x) for x in row] for row in np.asarray(self.hessian_means)]}
+        )
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ModelCurvature":
@@ -79,6 +88,7 @@ class ModelCurvature(NamedTuple):
             clip_shift=np.asarray(d["clip_shift"], np.float64),
             num_records=int(d["num_records"]),
             covariates=str(d.get("covariates", "none")),
+            hessian_means=None if d.get("hessian_means") is None else np.asarray(d["hessian_means"], np.float64),
         )
 
 
@@ -87,8 +97,9 @@ def check_model_curvature(value: Any, num_params: int) -> ModelCurvature | None:
 
     Raises:
       TypeError: ``value`` is neither None nor a ModelCurvature.
-      ValueError: a field has the wrong shape, is not finite, a curvature is not > 0, ``num_records``
-        is not a positive integer, or ``covariates`` is not one of :data:`COVARIATE_SOURCES`.
+      ValueError: a field has the wrong shape, is not finite, a curvature is not > 0, ``hessian_means``
+        is not symmetric, ``num_records`` is not a positive integer, or ``covariates`` is not one of
+        :data:`COVARIATE_SOURCES`.
     """
     if value is None:
         return None
@@ -110,6 +121,15 @@ def check_model_curvature(value: Any, num_params: int) -> ModelCurvature | None:
         if not np.all(np.isfinite(a)):
             raise ValueError(f"model_curvature.{name} holds NaN or inf")
         fields[name] = a
+    if value.hessian_means is not None:
+        h = np.asarray(value.hessian_means, np.float64)
+        if h.shape != (n, n):
+            raise ValueError(f"model_curvature.hessian_means must have shape {(n, n)}, got {h.shape}")
+        if not np.all(np.isfinite(h)):
+            raise ValueError("model_curvature.hessian_means holds NaN or inf")
+        if not np.allclose(h, h.T, rtol=1e-6, atol=0.0):
+            raise ValueError("model_curvature.hessian_means must be symmetric")
+        fields["hessian_means"] = h
     if not np.all(fields["curvature"] > 0):
         raise ValueError(f"model_curvature.curvature must be > 0, got {fields['curvature'].tolist()}")
     num = value.num_records

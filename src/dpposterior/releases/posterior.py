@@ -41,6 +41,9 @@ class Posterior:
       phi_sampler: optional exact sampler ``(key, m) -> (m, 2n)`` of phi*; when given, sampling uses it
         instead of resampling the stored draws.
       diagnostics: post-processing diagnostics (never data-dependent beyond the release).
+      linear_response: None (q is the diagonal Gaussian of phi*), or an (n, n) lower-triangular L that
+        shapes q: theta = mu* + softplus(rho*) * (L eps), so q's covariance is
+        diag(sd) L L^T diag(sd) (:func:`dpposterior.noise_aware.model_terms.linear_response`).
     """
 
     layout: ParamLayout
@@ -49,6 +52,7 @@ class Posterior:
     method: str
     phi_sampler: PhiSampler | None = None
     diagnostics: dict[str, Any] = dataclasses.field(default_factory=dict)
+    linear_response: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         phi = jnp.asarray(self.phi_star)
@@ -60,6 +64,15 @@ class Posterior:
                 f"got {tuple(jnp.shape(self.phi_star))}"
             )
         object.__setattr__(self, "phi_star", phi)
+        if self.linear_response is not None:
+            n = self.layout.num_latent
+            shape = np.asarray(self.linear_response, np.float64)
+            if shape.shape != (n, n) or not np.all(np.isfinite(shape)) or np.any(np.triu(shape, 1) != 0):
+                raise ValueError(
+                    f"linear_response must be None or a finite lower-triangular ({n}, {n}) array, got shape "
+                    f"{shape.shape}"
+                )
+            object.__setattr__(self, "linear_response", shape)
 
     @property
     def num_latent(self) -> int:
@@ -79,7 +92,7 @@ class Posterior:
         """(num_samples, n) draws of theta in the unconstrained space."""
         _check_num(num_samples)
         k1, k2 = jax.random.split(_key(key))
-        return family.sample_mixture(k2, self.sample_phi(k1, num_samples))
+        return family.sample_mixture(k2, self.sample_phi(k1, num_samples), self.linear_response)
 
     def sample(self, key: jax.Array, num_samples: int) -> dict[str, jax.Array]:
         """Draws of the constrained values, one array (num_samples, *site shape) per latent site.
@@ -98,9 +111,11 @@ class Posterior:
         return jnp.mean(mu, axis=0)
 
     def sd_unconstrained(self) -> jax.Array:
-        """Posterior sd of theta in the unconstrained space: sqrt(E[sd_q^2] + Var[mu*])."""
+        """Posterior sd of theta in the unconstrained space: sqrt(E[sd_q^2] R_jj + Var[mu*]), with R_jj = 1
+        unless q has a linear-response shape."""
         mu, rho = family.split_phi(self.phi_star)
-        var = jnp.mean(family.scale(rho) ** 2, axis=0) + jnp.var(mu, axis=0)
+        widen = 1.0 if self.linear_response is None else jnp.sum(jnp.asarray(self.linear_response) ** 2, axis=1)
+        var = jnp.mean(family.scale(rho) ** 2, axis=0) * widen + jnp.var(mu, axis=0)
         return jnp.sqrt(var)
 
     def mean(self, key: jax.Array | None = None, num_samples: int = 4000) -> dict[str, jax.Array]:

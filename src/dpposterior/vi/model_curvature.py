@@ -184,21 +184,26 @@ def model_curvature(
     h_records = tuple(r[:NUM_HESSIAN_RECORDS] for r in records)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        out = _terms_fn(loss, d)(
-            jnp.asarray(point, jnp.float32),
-            records,
-            h_records,
-            keys,
-            jnp.asarray(beta, jnp.float32),
-            float(clip),
-            float(dataset_size),
-        )
-    slope, clipped, plain, h, dh = (np.asarray(v, np.float64) for v in out)
+        try:
+            out = _terms_fn(loss, d)(
+                jnp.asarray(point, jnp.float32),
+                records,
+                h_records,
+                keys,
+                jnp.asarray(beta, jnp.float32),
+                float(clip),
+                float(dataset_size),
+            )
+        except Exception:  # noqa: BLE001 - e.g. a reverse-mode-only function (jax.custom_vjp, odeint) has no
+            # forward-over-reverse derivative: the terms are optional post-processing, the release is kept
+            return None
+    slope, clipped, plain, h, dh, h_means = (np.asarray(v, np.float64) for v in out)
+    h_means = 0.5 * (h_means + h_means.T)  # the rows of Hessian-vector products agree to rounding
     if not (np.all(np.isfinite(slope)) and np.all(slope > 0)):
         return None
     safe = np.where(h > 0, h, 1.0)
     shift = np.where(h > 0, -(plain - clipped) / safe, 0.0)
-    if not (np.all(np.isfinite(h)) and np.all(np.isfinite(dh)) and np.all(np.isfinite(shift))):
+    if not all(np.all(np.isfinite(v)) for v in (h, dh, shift, h_means)):
         return None
     return check_model_curvature(
         ModelCurvature(
@@ -209,6 +214,7 @@ def model_curvature(
             clip_shift=shift,
             num_records=NUM_RECORDS,
             covariates="public sample" if given and any(given) else "none",
+            hessian_means=h_means,
         ),
         d,
     )
@@ -218,7 +224,8 @@ def model_curvature(
 def _terms_fn(loss: Callable, d: int) -> Callable:
     """The compiled terms for dpvi's cached loss object (one per model and settings), so that repeated
     releases of a model compile once: (A_j of the mean coordinates, the clipped and the unclipped
-    gradient of N records, H_jj, dH_jj / dphi_k), each averaged over the keys and records."""
+    gradient of N records, H_jj, dH_jj / dphi_k, the Hessian's block over the means), each averaged over
+    the keys and records."""
     n = d // 2
     per_record = jax.vmap(jax.grad(loss), in_axes=(None, 0, None))
     per_loss = jax.vmap(loss, in_axes=(None, 0, None))
@@ -252,6 +259,7 @@ def _terms_fn(loss: Callable, d: int) -> Callable:
             return jax.jvp(hessian_diag, (point,), (e,))
 
         h, slope_h = jax.lax.map(slope_h_of, basis)
-        return slope, clipped[0], plain[0], h[0], slope_h.T
+        h_means = jax.lax.map(lambda e: jax.jvp(jax.grad(total), (point,), (e,))[1][:n], basis[:n])
+        return slope, clipped[0], plain[0], h[0], slope_h.T, h_means
 
     return terms
