@@ -278,7 +278,8 @@ def release(name: str, epsilon: float, num_records: int, seed: int, k: int, sett
 
     ``settings``: None for dpvi's defaults (the suite's cells); keyword settings of dpvi only for the
     experiments that name them (``--setting``), whose cells record them. ``public_covariates``: give dpvi
-    a public sample of the covariates (:func:`public_sample`; the ``--public-covariates`` experiment).
+    a public sample of the covariates (:func:`public_sample`; the ``--public-covariates`` experiment),
+    and post-process with the terms it gives (``priors="model"``: the default does not use them).
     """
     model, simulate = MODELS[name]
     key = jax.random.fold_in(jax.random.PRNGKey(seed), k)
@@ -293,7 +294,8 @@ def release(name: str, epsilon: float, num_records: int, seed: int, k: int, sett
         trace = dpp.dpvi(
             model, *data, epsilon=epsilon, delta=DELTA, rng_key=k_dp, run_options=options, **settings
         )
-        post = dpp.noise_aware_posterior(trace, rng_key=k_post)
+        priors = "model" if public_covariates and trace.model_curvature is not None else "auto"
+        post = dpp.noise_aware_posterior(trace, rng_key=k_post, priors=priors)
     return theta, trace, post, list(caught), (k_post, k_naive)
 
 

@@ -97,16 +97,13 @@ def trace_slope_message(trace: DPVITrace) -> str:
         "the release's model curvature was computed over a public covariate sample, which the default does not "
         'use (priors="model" uses it; measured mixed on regressions)'
         if terms is not None
-        else "the release carries no curvature of the model (trace.model_curvature is None: the model cannot "
-        "simulate its records because a data argument is not the value of an observed sample site, as with "
-        "covariates, a mask or a factor likelihood; or it has more than 32 variational parameters; or its "
-        "records could not be simulated, or its curvature was not positive, at the trace mean)"
+        else "the release carries no curvature of the model (trace.model_curvature is None: covariates, a mask or "
+        "a factor likelihood, more than 32 variational parameters, or a failed simulation)"
     )
     return (
         why + ", so the h prior of each mean coordinate comes from the trace's own slope, which the DP noise "
-        "makes coarse and biases upwards where a coordinate relaxes slowly against the trace: the intervals can "
-        "be too narrow, with no other warning (the calibration suite's regressions under-cover with it, "
-        "docs/results/calibration-suite.md)"
+        "makes coarse and biases upwards where a coordinate relaxes slowly: the intervals can be too narrow "
+        "(the calibration suite's regressions under-cover with it, docs/results/calibration-suite.md)"
     )
 
 
