@@ -60,13 +60,10 @@ class CoupledLatentsWarning(RuntimeWarning):
 COUPLING_LIMIT = 1.14
 
 
-def coupled(shape: np.ndarray | None, names: list[str]) -> dict[str, float]:
-    """``{latent coordinate name: widening}`` for the latents whose linear-response widening exceeds
-    :data:`COUPLING_LIMIT` (empty without a shape)."""
-    if shape is None:
-        return {}
-    widen = np.sqrt(np.sum(np.asarray(shape, np.float64) ** 2, axis=1))
-    return {name: float(w) for name, w in zip(names, widen) if w > COUPLING_LIMIT}
+def coupled(widening: dict[str, float]) -> dict[str, float]:
+    """The latents of ``widening`` (``{latent coordinate name: linear-response widening}``, as
+    ``diagnostics["linear_response"]`` holds it) whose widening exceeds :data:`COUPLING_LIMIT`."""
+    return {name: w for name, w in widening.items() if w > COUPLING_LIMIT}
 
 
 def coupled_message(latents: dict[str, float]) -> str:

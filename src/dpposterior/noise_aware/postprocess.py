@@ -387,7 +387,7 @@ def noise_aware_posterior(
     diagnostics["phi_star_mean"] = np.asarray(mean)
     diagnostics["phi_star_sd"] = np.asarray(sd)
     shape = _linear_response(trace, terms, diagnostics, np.asarray(ident.prior_only) if prior is not None else None)
-    strongly = MT.coupled(shape, trace.layout.coordinate_names())
+    strongly = MT.coupled(diagnostics.get("linear_response", {}))
     if strongly:
         _warn(diagnostics, MT.coupled_message(strongly), MT.CoupledLatentsWarning)
     if terms is not None and shape is None and terms.hessian_means is not None and trace.layout.num_latent > 1:
