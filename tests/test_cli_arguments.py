@@ -196,3 +196,18 @@ def test_coverage_command_errors_name_the_flags(capsys, tmp_path):
     assert cli_error(capsys, base + ["--replicates", "1"], "coverage").startswith("--replicates must be")
     msg = cli_error(capsys, base + ["--method", "dpvim", "--num-steps", "20"], "coverage")
     assert "--num-steps" in msg and "num_steps" not in msg.replace("--num-steps", ""), msg
+
+
+@pytest.mark.parametrize("command", ["fit", "compare"])
+def test_advice_to_pass_a_clip_names_the_flag(capsys, files, monkeypatch, command):
+    """The library's advice "pass clip= by hand" reads "--clip" on the command line."""
+
+    def refuse(*a, **k):
+        raise ValueError("clip='auto' cannot choose a clip privately for N = 3 records. Pass clip= by hand")
+
+    monkeypatch.setattr("dpposterior.vi.dpvi", refuse)
+    monkeypatch.setattr("dpposterior.vi._dpvim.dpvim", refuse)
+    argv = _table_argv(files, command)
+    argv[argv.index("--steps") + 1] = "40"  # what compare's DPVIm needs
+    err = _error(capsys, argv, command)
+    assert "Pass --clip by hand" in err and "clip=" not in err.replace("clip='auto'", "")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from typing import Sequence
 
@@ -79,8 +80,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.func(args)
     except (ValueError, TypeError, OSError) as e:  # OSError: a file that cannot be read or written
-        print(f"dpposterior {args.command}: error: {e}", file=sys.stderr)
+        print(f"dpposterior {args.command}: error: {_command_line_words(str(e))}", file=sys.stderr)
         return 2
+
+
+def _command_line_words(message: str) -> str:
+    """A library message's advice to pass ``clip=`` by hand, worded for the command line (``--clip``)."""
+    return re.sub(r"\b([Pp]ass) clip= ", r"\1 --clip ", message)
 
 
 if __name__ == "__main__":  # pragma: no cover

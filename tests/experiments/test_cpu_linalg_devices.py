@@ -40,9 +40,9 @@ SCRIPT = (
 """)
     + MODEL
     + textwrap.dedent("""
-    sizes = dict(replicates=8, repeats=2, num_steps=200, num_records=200, num_draws=200)
+    sizes = dict(replicates=4, repeats=1, num_steps=100, num_records=100, num_draws=100)
     cells = [CellConfig("test-mvn-per-record", 1.0, "naive", **sizes), CellConfig("beta-bernoulli", 1.0, "naive", **sizes)]
-    summary = run_coverage(cells, sys.argv[1], progress=False, devices=2, batch_size=8)
+    summary = run_coverage(cells, sys.argv[1], progress=False, devices=2, batch_size=4)
     out = {"devices": {r["config"]["model"]: r["execution"]["devices"] for r in summary.results},
            "method_devices": sorted({r["execution"]["method_devices"] for r in summary.results})}
 
@@ -63,9 +63,9 @@ SCRIPT = (
     # a baseline cell (DPVIm, no custom kernel) and Gibbs-SS-Noisy (LAPACK: one device) on both devices
     from dpposterior.baselines import cells as BC
     from dpposterior.experiments.replicates import simulate_data
-    lin = CellConfig("linear-regression", 1.0, "dpvim", replicates=6, num_steps=60, num_records=100)
+    lin = CellConfig("linear-regression", 1.0, "dpvim", replicates=4, num_steps=40, num_records=50)
     _, arrays = simulate_data(lin)
-    d1, d2 = (BC.dpvim_cell("linear-regression", arrays, 1.0, 0, 50, num_steps=60, devices=d) for d in (1, 2))
+    d1, d2 = (BC.dpvim_cell("linear-regression", arrays, 1.0, 0, 20, num_steps=40, devices=d) for d in (1, 2))
     out["dpvim_close"] = bool(np.allclose(d1.draws, d2.draws, rtol=1e-4, atol=1e-5))
     g = BC.gibbs_ss_noisy_cell(arrays, 1.0, 0, 20, num_warmup=10, thin=1, devices=2)
     out["gibbs_finite"] = bool(np.all(np.isfinite(g.draws)))

@@ -192,3 +192,24 @@ def test_a_long_warning_names_every_latent_but_gives_three_reasons():
     assert len(flagged) > 3, flagged
     assert str(flagged) in text and text.count("s.e.") <= 6
     assert f'and {len(flagged) - 3} more (every reason: diagnostics["unidentified_latents"])' in text
+
+
+def test_a_posterior_pickles_with_its_exact_sampler():
+    """A posterior saved with pickle (or sent to a worker process) keeps its phi* sampler: grid and
+    Laplace draws, the clip's shift, and the user's prior (a module-level function) on its latents."""
+    import pickle
+
+    from dpposterior.noise_aware import samplers as SM
+
+    slow = na.noise_aware_posterior(_trace(SLOW, 0), "grid", rng_key=0, prior=_prior, priors="paper")
+    fast = na.noise_aware_posterior(_trace(FAST, 0), "laplace", rng_key=0, priors="paper")
+    assert isinstance(slow.phi_sampler, SM.PriorLatentsSampler) and isinstance(fast.phi_sampler, SM.LaplaceSampler)
+    shifted = SM.ShiftedSampler(fast.phi_sampler, np.ones(4, np.float32))
+    for post, sampler in ((slow, None), (fast, None), (fast, shifted)):
+        if sampler is not None:
+            import dataclasses
+
+            post = dataclasses.replace(post, phi_sampler=sampler)
+        back = pickle.loads(pickle.dumps(post))
+        key = jax.random.PRNGKey(7)
+        np.testing.assert_array_equal(np.asarray(back.sample_phi(key, 50)), np.asarray(post.sample_phi(key, 50)))

@@ -154,3 +154,10 @@ def test_a_site_named_like_an_arviz_dimension_is_an_error_not_left_out(name):
     for convert in (post.to_arviz, post.summary_table):
         with pytest.raises(ValueError, match=rf"latent sites \['{name}'\] cannot be ArviZ variables"):
             convert(num_samples=40)
+
+
+def test_a_summary_of_one_draw_is_refused_not_shown_with_sd_0():
+    post = next(_posteriors())
+    with pytest.raises(ValueError, match=r"at least 2 draws, got num_samples=1: one draw has sd 0"):
+        post.summary(num_samples=1)
+    assert all(row["sd"] > 0 for row in post.summary(num_samples=2))

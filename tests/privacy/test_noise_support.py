@@ -98,6 +98,34 @@ def test_a_budget_the_sampler_cannot_certify_is_refused_before_any_noise():
             fit(model, x, epsilon=60.0, delta=1e-5, num_steps=200)
 
 
+def test_a_budgeted_release_never_states_more_than_the_delta_asked_for():
+    """Near the limit the tail term is a visible share of delta (0.09% at epsilon 42 over 421 normals):
+    the budgeted mechanisms are calibrated at delta less that term, so their records state at most the
+    delta asked for and not much less."""
+    from dpposterior import dpvi
+    from dpposterior.privacy import gaussian_mechanism
+
+    d = N.mechanism_delta(42.0, 1e-5, 421, "x")
+    assert d + N.tail_delta(421, 42.0) <= 1e-5 and d < 1e-5 * (1 - 5e-4)
+    assert N.mechanism_delta(1.0, 1e-5, 421, "x") == 1e-5  # a term below delta's last bit changes nothing
+    with pytest.raises(ValueError, match="beyond what the noise sampler certifies"):
+        N.mechanism_delta(50.0, 1e-5, 421, "x")
+    release = gaussian_mechanism(np.zeros(400), epsilon=42.0, delta=1e-5, sensitivity=1.0, rng_key=0)
+    assert 1e-5 * (1 - 1e-9) <= release.privacy.delta <= 1e-5
+    assert dict(release.privacy.details)["noise_tail_delta"] > 5e-4 * 1e-5
+    import numpyro
+    import numpyro.distributions as dist
+
+    def model(x):
+        mu = numpyro.sample("mu", dist.Normal(0.0, 5.0))
+        with numpyro.plate("r", x.shape[0]):
+            numpyro.sample("x", dist.Normal(mu, 1.0), obs=x)
+
+    trace = dpvi(model, np.zeros(200, np.float32), epsilon=38.0, delta=1e-5, num_steps=200, rng_key=0)
+    assert trace.privacy.delta <= 1e-5 and trace.privacy.epsilon <= 38.0
+    assert dict(trace.privacy.details)["noise_tail_delta"] > 1e-5 * 1e-5
+
+
 def test_noise_std_is_never_rounded_below_the_accounted_one():
     for sigma in (1.0, 0.1, 1 / 3, 2.7182818284, 16.7):
         f = float(N.float32_at_least(sigma))

@@ -157,3 +157,26 @@ def test_an_index_out_of_bounds_is_refused_not_clamped():
     for fit in (dpvi, dpvim):
         with pytest.raises(ValueError, match=r"indexes an array out of its bounds .*index 7 is out of bounds"):
             fit(grouped, bad, y, **KW)
+
+
+def weighted_lognormal(y, w):
+    m = numpyro.sample("m", dist.Normal(0.0, 3.0))
+    with numpyro.plate("records", y.shape[0]), handlers.scale(scale=w):
+        numpyro.sample("y", dist.LogNormal(m, 1.0), obs=y)
+
+
+@pytest.mark.parametrize("fit", [dpvi, dpvim])
+def test_record_weights_numpyro_refuses_are_refused(fit):
+    """NumPyro refuses a handlers.scale weight <= 0 only on concrete values; under the compiled run a
+    negative weight made a record's likelihood a penalty and was fitted silently."""
+    y = _positive()
+    w = np.ones(40, np.float32)
+    w[[4, 9]] = [0.5, 2.0]
+    assert fit(weighted_lognormal, y, w, **KW).privacy.epsilon <= 1.0
+    w[7] = -1.0
+    with pytest.raises(
+        ValueError,
+        match=r"the model raised ValueError when run on the records \('scale' argument should be "
+        r"positive.\), but not on arrays of their shapes",
+    ):
+        fit(weighted_lognormal, y, w, **KW)

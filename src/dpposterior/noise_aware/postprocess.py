@@ -27,8 +27,9 @@ from . import laplace as L
 from . import model as M
 from . import model_terms as MT
 from . import nuts as N
+from . import samplers as SM
 from .model import TracePriors
-from ..releases.posterior import Posterior
+from ..releases.posterior import PhiSampler, Posterior
 from .stats import MIN_STEPS_AFTER_BURN_IN, TraceStats, burn_in_start, sufficient_statistics
 
 METHODS = ("grid", "nuts", "laplace")
@@ -253,7 +254,7 @@ def noise_aware_posterior(
     stats32 = stats.astype(jnp.float32)
     priors32 = TracePriors(*(jnp.asarray(x, jnp.float32) for x in priors))
     noise32 = jnp.asarray(noise_sd, jnp.float32)
-    sampler = None
+    sampler: PhiSampler | None = None
     phi_draws: jax.Array | np.ndarray  # NUTS returns NumPy draws, the other methods jax ones
     if method == "grid":
         num_draws = solver_options.pop("num_draws", 4000)
@@ -278,8 +279,7 @@ def noise_aware_posterior(
                 RuntimeWarning,
             )
 
-        def sampler(key, m, _grid=grid):
-            return G.grid_sample_phi_star(_grid, _as_key(key), int(m))
+        sampler = SM.GridSampler(grid)
     elif method == "laplace":
         num_draws = solver_options.pop("num_draws", 4000)
         res = L.laplace_posterior(stats32, priors32, noise32, q, subsampling_noise=subsampling_noise, **solver_options)
@@ -294,8 +294,7 @@ def noise_aware_posterior(
                 RuntimeWarning,
             )
 
-        def sampler(key, m, _res=res):
-            return _laplace_draws(_res, _as_key(key), int(m))
+        sampler = SM.LaplaceSampler(res)
     else:
         full = solver_options.pop("full_trace", False)
         if not isinstance(full, (bool, np.bool_)):
@@ -332,12 +331,9 @@ def noise_aware_posterior(
         if sampler is None:
             phi_draws = jnp.asarray(phi_draws) + shift
         else:
-            unshifted = sampler
+            sampler = SM.ShiftedSampler(sampler, shift)
 
-            def sampler(key, m, _inner=unshifted, _shift=shift):
-                return _inner(key, m) + _shift
-
-    if method != "nuts":
+    if sampler is not None:  # every solver but NUTS, whose draws are phi_draws
         phi_draws = sampler(jax.random.fold_in(raw_key, 1), num_draws)
     ident = I.identifiability(stats, noise_sd, q, np.asarray(trace.learning_rate, np.float64))
     if terms is not None:  # the gradient model reads the trace at the model's curvature: so does the rule
@@ -364,17 +360,8 @@ def noise_aware_posterior(
         )
     elif unidentified:
         mask = jnp.asarray(ident.prior_only)
-        phi_draws = _prior_latents(prior, jax.random.fold_in(raw_key, 2), phi_draws, mask, trace.num_params // 2)
-        inner = sampler
-
-        def sampler(key, m, _inner=inner, _mask=mask):
-            k1, k2 = jax.random.split(_as_key(key))
-            phis = (
-                _inner(k1, m)
-                if _inner is not None
-                else phi_draws[jax.random.randint(k1, (int(m),), 0, phi_draws.shape[0])]
-            )
-            return _prior_latents(prior, k2, phis, _mask, trace.num_params // 2)
+        phi_draws = SM.prior_latents(prior, jax.random.fold_in(raw_key, 2), phi_draws, mask, trace.num_params // 2)
+        sampler = SM.PriorLatentsSampler(sampler, prior, mask, trace.num_params // 2, jnp.asarray(phi_draws))
 
         mean, sd = jnp.mean(phi_draws, axis=0), jnp.std(phi_draws, axis=0)
         diagnostics["prior_only_latents"] = unidentified
@@ -422,19 +409,6 @@ def _linear_response(
     widen = np.ones(len(names)) if shape is None else np.sqrt(np.sum(shape**2, axis=1))
     diagnostics["linear_response"] = {name: float(w) for name, w in zip(names, widen)}
     return shape
-
-
-def _prior_latents(prior: Any, key: jax.Array, phi: jax.Array | np.ndarray, mask: jax.Array, n: int) -> jax.Array:
-    """phi* draws whose latents in ``mask`` carry draws of the user's ``prior`` sampler (checked shape)."""
-    m = int(phi.shape[0])
-    draws = jnp.asarray(prior(key, m))
-    if draws.shape != (m, n) or not bool(jnp.all(jnp.isfinite(draws))):
-        raise ValueError(
-            f"prior(key, {m}) must return {m} finite draws of the {n} unconstrained latent coordinates, "
-            f"shape ({m}, {n}); got shape {tuple(draws.shape)}"
-            + ("" if draws.shape != (m, n) else " with NaN or inf values")
-        )
-    return I.with_prior_latents(phi, draws.astype(phi.dtype), mask)
 
 
 def _checked_priors(priors: TracePriors, d: int) -> TracePriors:
@@ -504,9 +478,6 @@ def _check_solver_options(method: str, options: dict[str, Any]) -> None:
             )
 
 
-_laplace_draws = jax.jit(L.laplace_sample, static_argnames=("num_samples",))
-
-
 #: how many unidentified latents the warning gives a reason for (the diagnostics keep every reason)
 MAX_REASONS = 3
 
@@ -525,12 +496,6 @@ def _warn(diagnostics: dict[str, Any], message: str, category: type[Warning]) ->
     ``diagnostics["warnings"]``, so that :attr:`Posterior.warnings`, its summary and reports carry it."""
     diagnostics["warnings"].append(message)
     warnings.warn(message, category, stacklevel=3)
-
-
-def _as_key(key: Any) -> jax.Array:
-    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
-        return jax.random.PRNGKey(int(key))
-    return key
 
 
 def _checked_statistics(

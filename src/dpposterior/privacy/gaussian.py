@@ -17,7 +17,7 @@ import numpy as np
 from scipy.special import log_ndtr, ndtr
 
 from .._checks import check_delta, check_epsilon, check_positive
-from .noise import with_noise_tail
+from .noise import mechanism_delta, with_noise_tail
 from .secure import resolve_noise_source, secure_normal
 from .spent import NEIGHBOURING_RELATIONS, Neighbouring, PrivacySpent
 
@@ -185,7 +185,8 @@ def gaussian_mechanism(
     Raises:
       TypeError: a non-numeric ``value``, ``secure`` not a bool, an invalid key.
       ValueError: NaN/inf in ``value``, invalid epsilon, delta, sensitivity or neighbouring
-        relation, or a key given with ``secure=True``.
+        relation, a key given with ``secure=True``, or an epsilon so large that the noise sampler's
+        tail term would exceed 1% of delta (:func:`dpposterior.privacy.noise.check_noise_tail`).
     """
     try:
         arr = np.asarray(value)
@@ -198,6 +199,8 @@ def gaussian_mechanism(
         raise ValueError("value must be finite: it contains NaN or inf")
     if neighbouring not in NEIGHBOURING_RELATIONS:
         raise ValueError(f"neighbouring must be one of {NEIGHBOURING_RELATIONS}, got {neighbouring!r}")
+    # calibrated at delta less the sampler's tail term, so that the record states at most delta
+    delta = mechanism_delta(check_epsilon(epsilon), check_delta(delta), arr.size, "gaussian_mechanism")
     sigma = analytic_gaussian_sigma(epsilon, delta, sensitivity)
     raw_key, seeded_by = resolve_noise_source(rng_key, secure)
     if raw_key is None:  # secure mode

@@ -28,10 +28,11 @@ What is left over, and where it goes. If every draw of a mechanism were exact, i
 ``(epsilon, delta + (1 + e^epsilon) eta)``-DP (the standard total-variation argument).
 :func:`tail_delta` gives that term; the mechanisms add it to the delta they record (it is below
 1e-17 for any run of fewer than 10^12 normals at epsilon <= 10). It grows as e^epsilon: the
-mechanisms that take a budget (``dpvi``, ``dpvim``) refuse one whose term would exceed
-:data:`MAX_TAIL_SHARE` of its delta (:func:`check_noise_tail`), so that a release never states a delta
-much above the one asked for; a record made from a given noise multiplier states its delta with the
-term, up to 1 (a vacuous bound at an epsilon in the hundreds, which the record then says).
+mechanisms that take a budget (``dpvi``, ``dpvim``, ``gaussian_mechanism``) refuse one whose term
+would exceed :data:`MAX_TAIL_SHARE` of its delta (:func:`check_noise_tail`) and are calibrated at
+delta less the term (:func:`mechanism_delta`), so that a release never states a delta above the one
+asked for; a record made from a given noise multiplier states its delta with the term, up to 1 (a
+vacuous bound at an epsilon in the hundreds, which the record then says).
 
 Not claimed: a proof that rounding a float64 Box-Muller draw to the float32 release grid leaves
 every output's probability ratio within the continuous mechanism's; the grid argument above is why
@@ -56,6 +57,7 @@ __all__ = [
     "WORDS_PER_PAIR",
     "add_gaussian_noise",
     "check_noise_tail",
+    "mechanism_delta",
     "float32_at_least",
     "normal_words",
     "normals_from_words",
@@ -120,6 +122,31 @@ def check_noise_tail(epsilon: float, delta: float, num_normals: Any, where: str)
         f"than {MAX_TAIL_SHARE:.0%} of it (dpposterior.privacy.noise); the largest epsilon it certifies here "
         f"is {largest}: ask for a smaller epsilon or a larger delta"
     )
+
+
+def mechanism_delta(epsilon: float, delta: float, num_normals: Any, where: str) -> float:
+    """The delta a budgeted mechanism is calibrated at, so that its record states no more than ``delta``.
+
+    A mechanism that takes a budget (epsilon, delta) and draws ``num_normals`` normals records its
+    delta plus :func:`tail_delta` (:func:`with_noise_tail`). It is therefore calibrated at ``delta``
+    less that term, after :func:`check_noise_tail` has refused a term above :data:`MAX_TAIL_SHARE` of
+    ``delta``. The returned value ``d`` satisfies ``d + tail_delta(num_normals, epsilon) <= delta`` in
+    floating point (where :data:`MAX_TAIL_SHARE` has been lifted and the term is at least ``delta``, it
+    returns ``delta``, and the record states a vacuous delta). ``epsilon`` is the budget's epsilon, at least the epsilon the record will state,
+    so the term the record adds is at most the one set aside here.
+
+    Raises:
+      ValueError: as :func:`check_noise_tail`.
+    """
+    check_noise_tail(epsilon, delta, num_normals, where)
+    delta = float(delta)
+    tail = tail_delta(num_normals, epsilon)
+    if tail == 0.0 or not tail < delta:  # the latter only where MAX_TAIL_SHARE is lifted: a vacuous record
+        return delta
+    d = delta - tail
+    while d + tail > delta:  # rounding: the record's sum must not exceed the budget
+        d = math.nextafter(d, 0.0)
+    return d
 
 
 def with_noise_tail(privacy: Any, num_normals: Any) -> Any:

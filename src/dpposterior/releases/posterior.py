@@ -184,6 +184,10 @@ class Posterior:
         Returns:
           A :class:`~dpposterior.releases.summary.PosteriorSummary`: the list of rows, with this
           posterior's :attr:`warnings` attached; ``print()`` it for an aligned table and the warnings.
+
+        Raises:
+          ValueError: ``prob`` outside (0, 1); ``num_samples`` below 2 (one draw has sd 0); a bad ``key``
+            as in :meth:`sample`.
         """
         if not 0 < check_real("prob", prob) < 1:
             raise ValueError(f"prob must lie in (0, 1), got {prob!r}")

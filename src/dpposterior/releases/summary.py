@@ -77,7 +77,17 @@ def summary_rows(
     draws: Mapping[str, Any], layout: Any, prob: float, num_draws: int, warnings: Sequence[str] = ()
 ) -> PosteriorSummary:
     """The summary of constrained ``draws`` (one array (num_draws, *site shape) per site) at central
-    probability ``prob``: mean, sd (population, ddof 0), robust sd and the interval's ends, in float64."""
+    probability ``prob``: mean, sd (population, ddof 0), robust sd and the interval's ends, in float64.
+
+    Raises:
+      ValueError: fewer than 2 draws (one draw has sd 0 and an interval of one point, which would read
+        as a posterior with no uncertainty).
+    """
+    if int(num_draws) < 2:
+        raise ValueError(
+            f"a summary needs at least 2 draws, got num_samples={num_draws}: one draw has sd 0 and an interval of "
+            "one point, which would read as a posterior with no uncertainty (the default is 4000)"
+        )
     lo_q, hi_q = (1 - prob) / 2, 1 - (1 - prob) / 2
     lo_key, hi_key = interval_labels(prob)
     z = NormalDist().inv_cdf(hi_q)

@@ -68,7 +68,7 @@ from .._checks import (
 from ..privacy import PrivacySpent, calibrate_noise_multiplier, dpsgd_epsilon
 from ..privacy.randomness import os_seeded_key
 from ..privacy.dpsgd_accounting import Accountant
-from ..privacy.noise import check_noise_tail, float32_at_least, with_noise_tail
+from ..privacy.noise import float32_at_least, mechanism_delta, with_noise_tail
 from ..privacy.secure import check_secure, resolve_noise_source
 from ..releases import family
 from ..releases.dpvim_trace import DEFAULT_NUM_WINDOWS as DEFAULT_NUM_WINDOWS
@@ -346,7 +346,8 @@ def dpvim(
     n = layout.num_latent
     check_trace_memory(num_steps, 3 * n, "the trace (mu_t, rho_t and the location gradients)")
     # every normal the release draws (the run, the auto clip's queries, the clip check), before any is drawn
-    check_noise_tail(epsilon, delta, num_steps * 2 * n + auto_clip.NUM_NORMALS + 1, "dpvim")
+    # and calibrated at delta less their tail term, so that the record states at most the delta asked for
+    delta = mechanism_delta(epsilon, delta, num_steps * 2 * n + auto_clip.NUM_NORMALS + 1, "dpvim")
 
     # the private looks at the clip (vi.auto_clip) are Gaussian mechanisms composed with the run
     sigma_h = auto_clip.auto_clip_noise_multiplier(epsilon, delta) if clip_auto else None

@@ -76,6 +76,36 @@ def _record_mask(site: dict, shape: tuple[int, ...]) -> np.ndarray:
     return keep
 
 
+def _raise_if_values_cause(
+    error: Exception, model: Callable, chunk: tuple[Any, ...], model_kwargs: dict[str, Any], fitter: str
+) -> None:
+    """Raises ValueError when the model failed on the records' values, not on their shapes.
+
+    The model is traced once more on abstract arrays of the same shapes and dtypes. NumPyro validates
+    some arguments only on concrete values (``handlers.scale`` refuses weights <= 0) and skips the
+    check under tracing, as in the DP-SGD engine: a model that traces but fails on the values would be
+    fitted there without the check. A model that fails on the shapes too is left to the engine's checks,
+    which name the shape or argument at fault.
+    """
+    import jax
+
+    def run(*arrays: Any) -> int:
+        handlers.trace(handlers.seed(model, rng_seed=0)).get_trace(*arrays, **model_kwargs)
+        return 0
+
+    try:
+        jax.eval_shape(run, *chunk)
+    except Exception:  # noqa: BLE001 - it fails on the shapes: the engine's checks report it
+        return
+    raise ValueError(
+        f"the model raised {type(error).__name__} when run on the records ({error}), but not on arrays of their "
+        f"shapes and dtypes: the records' values cause it. Under {fitter}'s compiled run NumPyro skips checks "
+        "that need concrete values (handlers.scale weights must be > 0, for example), so the model would be "
+        "fitted as it is. Correct those values or the model. (This check reads the data before any release; "
+        "its message is for you, the data holder, and is not released.)"
+    ) from error
+
+
 def check_observed_support(
     model: Callable, data: tuple[jnp.ndarray, ...], model_kwargs: dict[str, Any], fitter: str = "dpvi"
 ) -> None:
@@ -88,7 +118,10 @@ def check_observed_support(
     (``Uniform(0, theta)``: it differs between two prior draws) is refused: NumPyro's ``log_prob`` does
     not enforce a support, so every record outside it would get a finite, meaningless likelihood
     (``-log theta``), whose gradient pulls theta below the data, and the fit would be confidently wrong.
-    A model that fails when run here is left to the checks that follow (the DP-SGD engine's own).
+    A model that fails when run on the records but traces on abstract arrays of their shapes is refused
+    (the values cause the failure, e.g. a ``handlers.scale`` weight <= 0, which NumPyro checks only on
+    concrete values); one that fails on the shapes too is left to the checks that follow (the DP-SGD
+    engine's own).
 
     Args:
       model: the NumPyro model, run as ``model(*data, **model_kwargs)``.
@@ -98,7 +131,8 @@ def check_observed_support(
 
     Raises:
       ValueError: naming the site, its distribution and support, how many records lie outside, and the
-        first of them; or naming a site whose support depends on the latent values.
+        first of them; naming a site whose support depends on the latent values; or quoting the model's
+        own error where the records' values make it fail.
     """
     num_records = int(data[0].shape[0])
     bad: dict[str, list[int]] = {}
@@ -111,7 +145,8 @@ def check_observed_support(
             seeds = _SEEDS if start == 0 else _SEEDS[:1]  # which supports are fixed: found on the first chunk
             try:
                 runs = [_observed_sites(model, chunk, model_kwargs, seed) for seed in seeds]
-            except Exception:  # noqa: BLE001 - reported by the engine's checks, with their own messages
+            except Exception as e:  # noqa: BLE001 - reported below or by the engine's checks
+                _raise_if_values_cause(e, model, chunk, model_kwargs, fitter)
                 return
             for name, site in runs[0].items():
                 if name in skip:

@@ -25,7 +25,7 @@ from .._checks import (
 )
 from ..privacy.dpsgd_accounting import Accountant, calibrate_noise_multiplier
 from ..privacy.randomness import resolve_key
-from ..privacy.noise import check_noise_tail
+from ..privacy.noise import mechanism_delta
 from ..releases import family
 from . import auto_clip
 from .circular import warn_if_near_seam
@@ -225,7 +225,8 @@ def dpvi(
 
     check_trace_memory(num_steps, 2 * d, "the trace (phi_t and g~_t)")  # before the accountant's search
     # every normal the release draws (the run, the auto clip's queries, the clip check), before any is drawn
-    check_noise_tail(epsilon, delta, num_steps * d + auto_clip.NUM_NORMALS + 1, "dpvi")
+    # and calibrated at delta less their tail term, so that the record states at most the delta asked for
+    delta = mechanism_delta(epsilon, delta, num_steps * d + auto_clip.NUM_NORMALS + 1, "dpvi")
     # the private looks at the clip (vi.auto_clip) are Gaussian mechanisms composed with the run
     sigma_h = auto_clip.auto_clip_noise_multiplier(epsilon, delta) if clip_auto else None
     sigma_c = auto_clip.clip_check_noise_multiplier(epsilon, delta) if check_clip else None
