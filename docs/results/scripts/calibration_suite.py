@@ -176,6 +176,13 @@ def gamma_shape_rate(y):
         numpyro.sample("y", dist.Gamma(shape, rate), obs=y)
 
 
+def zero_inflated_poisson(y):
+    lam = numpyro.sample("lam", dist.Gamma(4.0, 2.0))
+    pi = numpyro.sample("pi", dist.Beta(2.0, 5.0))
+    with numpyro.plate("records", y.shape[0]):
+        numpyro.sample("y", dist.ZeroInflatedPoisson(pi, lam), obs=y)
+
+
 def _covariates(key, n, k, intercept=False):
     x = jax.random.normal(key, (n, k))
     return jnp.concatenate([jnp.ones((n, 1)), x], axis=1) if intercept else x
@@ -230,6 +237,7 @@ SPOT_CHECKS = {
     "binomial-10": binomial_10,
     "bernoulli-logit": bernoulli_logit,
     "gamma-shape-rate": gamma_shape_rate,
+    "zero-inflated-poisson": zero_inflated_poisson,
 }
 
 SUITE = [m for m in MODELS if m != "logistic-regression-3"]
