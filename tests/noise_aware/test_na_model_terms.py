@@ -213,3 +213,42 @@ def test_latents_coupled_below_the_limit_give_no_warning(small_trace):
         warnings.simplefilter("error", CoupledLatentsWarning)
         post = noise_aware_posterior(trace, rng_key=0)
     assert post.diagnostics["linear_response"]["theta[0]"] == pytest.approx(1 / np.sqrt(1 - 0.45**2), rel=1e-6)
+
+
+def test_the_noise_part_read_per_coordinate_narrows_coupled_intervals(small_trace):
+    """The per-coordinate gradient model gives phi*_j the error s_j / H_jj; solved jointly it is
+    (H^-1 S H^-1)_jj. Two latents of equal noise at correlation r, with q's part negligible, are too narrow
+    by sqrt(1 + r^2) / (1 - r^2): 1.38 at r = 0.45, where q's linear-response widening is only 1.12 and
+    would not warn. A large q part dilutes it; uncorrelated latents give 1; prior-only latents are left
+    uncoupled."""
+    r = 0.45
+    h = np.array([[100.0, -r * 100.0], [-r * 100.0, 100.0]])
+    terms = _terms(small_trace)._replace(hessian_means=h)
+    noise_sd = np.array([0.1, 0.1, 0.5, 0.5])  # phi* sds: means, then rho (not read)
+    np.testing.assert_allclose(
+        model_terms.noise_narrowing(terms, np.zeros(2), noise_sd), np.sqrt(1 + r * r) / (1 - r * r), rtol=1e-9
+    )
+    wide_q = model_terms.noise_narrowing(terms, np.full(2, 1.0), noise_sd)
+    assert np.all((1 < wide_q) & (wide_q < 1.01))
+    diag = terms._replace(hessian_means=np.diag([100.0, 400.0]))
+    np.testing.assert_allclose(model_terms.noise_narrowing(diag, np.zeros(2), noise_sd), 1.0)
+    np.testing.assert_allclose(model_terms.noise_narrowing(terms, np.zeros(2), noise_sd, np.array([True, False])), 1.0)
+    assert (
+        model_terms.noise_narrowing(
+            terms._replace(hessian_means=np.array([[1.0, 2.0], [2.0, 1.0]])), np.zeros(2), noise_sd
+        )
+        is None
+    )
+    # the warning compares the larger of the two factors with the limit
+    assert model_terms.coupled({"a": 1.12, "b": 1.12}, {"a": 1.38, "b": 1.1}) == {"a": 1.38}
+    assert model_terms.coupled({"a": 1.2}, None) == {"a": 1.2}
+    # a posterior records the factor it computed from its own phi* posterior
+    trace = dataclasses.replace(small_trace, model_curvature=_terms(small_trace, hessian_means=H_CORRELATED))
+    with pytest.warns(CoupledLatentsWarning):
+        post = noise_aware_posterior(trace, rng_key=0)
+    mean = np.asarray(post.diagnostics["phi_star_mean"], np.float64)
+    q_sd = np.log1p(np.exp(mean[3:])) * np.array([5 / 3, 5 / 3, 1.0])
+    expect = model_terms.noise_narrowing(trace.model_curvature, q_sd, post.diagnostics["phi_star_sd"])
+    got = post.diagnostics["noise_coupling"]
+    np.testing.assert_allclose([got[f"theta[{j}]"] for j in range(3)], expect, rtol=1e-5)
+    assert got["theta[2]"] == pytest.approx(1.0) and got["theta[0]"] > 1.0

@@ -60,21 +60,62 @@ class CoupledLatentsWarning(RuntimeWarning):
 COUPLING_LIMIT = 1.14
 
 
-def coupled(widening: dict[str, float]) -> dict[str, float]:
-    """The latents of ``widening`` (``{latent coordinate name: linear-response widening}``, as
-    ``diagnostics["linear_response"]`` holds it) whose widening exceeds :data:`COUPLING_LIMIT`."""
-    return {name: w for name, w in widening.items() if w > COUPLING_LIMIT}
+def coupled(widening: dict[str, float], narrowing: dict[str, float] | None = None) -> dict[str, float]:
+    """The latents whose linear-response widening (``{latent coordinate name: factor}``, as
+    ``diagnostics["linear_response"]`` holds it) or whose :func:`noise_narrowing` (as
+    ``diagnostics["noise_coupling"]`` holds it) exceeds :data:`COUPLING_LIMIT`, each with the larger
+    of its two factors."""
+    both = {name: max(w, (narrowing or {}).get(name, 1.0)) for name, w in widening.items()}
+    return {name: f for name, f in both.items() if f > COUPLING_LIMIT}
+
+
+def noise_narrowing(
+    terms: ModelCurvature, q_sd: np.ndarray, phi_star_sd: np.ndarray, prior_only: np.ndarray | None = None
+) -> np.ndarray | None:
+    """(n,) per latent, the factor by which its interval is too narrow because NA-DPVI reads each mean
+    coordinate's fixed point from its own gradient, or None where it cannot be formed (as
+    :func:`linear_response`).
+
+    The per-coordinate gradient model gives phi*_j an error of sd ``phi_star_sd_j`` = s_j / H_jj, for a
+    gradient noise of sd s_j on coordinate j. Solved jointly, the fixed point's error is H^-1 times the
+    noise, of variance (H^-1 S H^-1)_jj with S = diag(s^2) (the DP noise is independent between
+    coordinates). With q's sd ``q_sd`` (already given the linear-response widening), a latent's posterior
+    variance is q_sd^2 + phi_star_sd^2 where q_sd^2 + (H^-1 S H^-1)_jj is due: the factor is the square
+    root of their ratio, 1 for a latent uncorrelated with the others. ``prior_only`` latents are left
+    uncoupled, as in :func:`linear_response`. The noise sd is read from the release's own phi* posterior,
+    so the factor is post-processing of the release.
+    """
+    if terms.hessian_means is None:
+        return None
+    h = np.asarray(terms.hessian_means, np.float64)
+    n = h.shape[0]
+    diag = np.diag(h)
+    if n < 2 or not np.all(diag > 0):
+        return None
+    if prior_only is not None and np.any(prior_only):
+        keep = ~np.asarray(prior_only, bool)
+        h = np.where(np.outer(keep, keep) | np.eye(n, dtype=bool), h, 0.0)
+    try:
+        np.linalg.cholesky(0.5 * (h + h.T))
+    except np.linalg.LinAlgError:
+        return None
+    h_inv = np.linalg.inv(h)
+    per_coordinate = np.asarray(phi_star_sd, np.float64)[:n]
+    noise_var = (per_coordinate * diag) ** 2
+    joint = np.einsum("jk,k,jk->j", h_inv, noise_var, h_inv)
+    q_var = np.asarray(q_sd, np.float64) ** 2
+    return np.sqrt((q_var + joint) / (q_var + per_coordinate**2))
 
 
 def coupled_message(latents: dict[str, float]) -> str:
     """The text of :class:`CoupledLatentsWarning` for :func:`coupled`'s latents."""
     shown = ", ".join(f"{k} {v:.2f}x" for k, v in latents.items())
     return (
-        f"the model's curvature couples latents {list(latents)}: a mean-field q understates their marginal sd "
-        f"({shown}), which the linear-response shape restores for q, but NA-DPVI's gradient model reads each "
-        "coordinate's fixed point from its own gradient alone, so the noise-aware part of their intervals is "
-        "too narrow by at least as much and the intervals can miss (reparametrise towards uncorrelated "
-        'latents where you can; post.diagnostics["linear_response"] has every factor)'
+        f"the model's curvature couples latents {list(latents)}: their intervals are too narrow by about "
+        f"({shown}). The linear-response shape restores a mean-field q's marginal sd, but NA-DPVI's gradient "
+        "model reads each coordinate's fixed point from its own gradient alone, so the noise-aware part of "
+        "their intervals stays too narrow and the intervals can miss (reparametrise towards uncorrelated "
+        'latents where you can; post.diagnostics["linear_response"] and ["noise_coupling"] have every factor)'
     )
 
 

@@ -18,6 +18,7 @@ from jax.typing import ArrayLike
 from .._checks import check_positive, check_positive_int, check_real
 from ..privacy.clip_binds import ClipBindsWarning, clip_binds_message
 from ..privacy.randomness import resolve_key
+from ..releases import family
 from ..releases.dpvim_trace import DPVImTrace
 from ..releases.trace import DPVITrace
 from . import grid as G
@@ -148,6 +149,10 @@ def noise_aware_posterior(
       (public covariates)", "trace slope" or "given"), "model_terms" (the ModelCurvature used, or None),
       "linear_response" (where model terms are used: ``{latent coordinate name: the factor by which q's sd
       widens}``, 1 for a latent uncorrelated with the others; :attr:`Posterior.linear_response`),
+      "noise_coupling" (where the linear response gives q a shape: ``{latent coordinate name: the factor
+      by which its interval is too narrow because the DP noise's part is read per coordinate}``,
+      :func:`~dpposterior.noise_aware.model_terms.noise_narrowing`; with "linear_response", the
+      factors :class:`~dpposterior.noise_aware.CoupledLatentsWarning` compares with its limit),
       "identifiability" (:class:`~dpposterior.noise_aware.identify.Identifiability`),
       "unidentified_latents" (``{latent coordinate name: reason}``, whatever ``prior``),
       "prior_only_latents" (the same for the latents that got the prior: empty without ``prior``),
@@ -373,8 +378,10 @@ def noise_aware_posterior(
     _check_finite_result(trace, method, mean, sd, phi_draws, noise_sd, user_priors=user_priors)
     diagnostics["phi_star_mean"] = np.asarray(mean)
     diagnostics["phi_star_sd"] = np.asarray(sd)
-    shape = _linear_response(trace, terms, diagnostics, np.asarray(ident.prior_only) if prior is not None else None)
-    strongly = MT.coupled(diagnostics.get("linear_response", {}))
+    prior_only = np.asarray(ident.prior_only) if prior is not None else None
+    shape = _linear_response(trace, terms, diagnostics, prior_only)
+    _noise_coupling(trace, terms, diagnostics, shape, prior_only)
+    strongly = MT.coupled(diagnostics.get("linear_response", {}), diagnostics.get("noise_coupling"))
     if strongly:
         _warn(diagnostics, MT.coupled_message(strongly), MT.CoupledLatentsWarning)
     if terms is not None and shape is None and terms.hessian_means is not None and trace.layout.num_latent > 1:
@@ -409,6 +416,22 @@ def _linear_response(
     widen = np.ones(len(names)) if shape is None else np.sqrt(np.sum(shape**2, axis=1))
     diagnostics["linear_response"] = {name: float(w) for name, w in zip(names, widen)}
     return shape
+
+
+def _noise_coupling(
+    trace: DPVITrace, terms: Any, diagnostics: dict[str, Any], shape: np.ndarray | None, prior_only: np.ndarray | None
+) -> None:
+    """``diagnostics["noise_coupling"]``: per latent coordinate, :func:`model_terms.noise_narrowing` at the
+    posterior's mean phi* (absent where the linear response gives no shape)."""
+    if terms is None or shape is None:
+        return
+    n = trace.layout.num_latent
+    mean = np.asarray(diagnostics["phi_star_mean"], np.float64)
+    q_sd = np.asarray(family.scale(mean[n:]), np.float64) * np.sqrt(np.sum(shape**2, axis=1))
+    factor = MT.noise_narrowing(terms, q_sd, np.asarray(diagnostics["phi_star_sd"]), prior_only)
+    if factor is not None:
+        names = trace.layout.coordinate_names()
+        diagnostics["noise_coupling"] = {name: float(f) for name, f in zip(names, factor)}
 
 
 def _checked_priors(priors: TracePriors, d: int) -> TracePriors:
