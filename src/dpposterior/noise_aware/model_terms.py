@@ -85,20 +85,14 @@ def noise_narrowing(
     uncoupled, as in :func:`linear_response`. The noise sd is read from the release's own phi* posterior,
     so the factor is post-processing of the release.
     """
-    if terms.hessian_means is None:
+    h = _hessian_means(terms)
+    if h is None:
         return None
-    h = np.asarray(terms.hessian_means, np.float64)
     n = h.shape[0]
     diag = np.diag(h)
-    if n < 2 or not np.all(diag > 0):
-        return None
-    if prior_only is not None and np.any(prior_only):
+    if prior_only is not None and np.any(prior_only):  # a principal block and a diagonal: still definite
         keep = ~np.asarray(prior_only, bool)
         h = np.where(np.outer(keep, keep) | np.eye(n, dtype=bool), h, 0.0)
-    try:
-        np.linalg.cholesky(0.5 * (h + h.T))
-    except np.linalg.LinAlgError:
-        return None
     h_inv = np.linalg.inv(h)
     per_coordinate = np.asarray(phi_star_sd, np.float64)[:n]
     noise_var = (per_coordinate * diag) ** 2
@@ -174,6 +168,23 @@ def curvature_priors(priors: TracePriors, terms: ModelCurvature) -> TracePriors:
     return priors._replace(h_loc=jnp.asarray(h_loc), h_scale=jnp.asarray(h_scale))
 
 
+def _hessian_means(terms: ModelCurvature) -> np.ndarray | None:
+    """The (n, n) Hessian over the means where a coupling can be read from it: the terms carry it, n >= 2,
+    and it is positive definite at the trace mean (else None: no local Gaussian shape to take)."""
+    if terms.hessian_means is None:
+        return None
+    h = np.asarray(terms.hessian_means, np.float64)
+    diag = np.diag(h)
+    if h.shape[0] < 2 or not np.all(diag > 0):
+        return None
+    scale = np.sqrt(diag)
+    try:
+        np.linalg.cholesky(h / np.outer(scale, scale))
+    except np.linalg.LinAlgError:
+        return None
+    return h
+
+
 def linear_response(terms: ModelCurvature, prior_only: np.ndarray | None = None) -> np.ndarray | None:
     """(n, n) the lower Cholesky factor L of R = D^1/2 H^-1 D^1/2 (module docstring, point 4), or None
     where it changes nothing or cannot be formed: the terms carry no Hessian block (a record made without
@@ -183,20 +194,12 @@ def linear_response(terms: ModelCurvature, prior_only: np.ndarray | None = None)
     ``prior_only``: (n,) bool, the latents that get the model prior's push-forward; they keep R_jj = 1 and
     no correlation (their draws are prior draws, independent of the other latents).
     """
-    if terms.hessian_means is None:
+    h = _hessian_means(terms)
+    if h is None:
         return None
-    h = np.asarray(terms.hessian_means, np.float64)
     n = h.shape[0]
-    diag = np.diag(h)
-    if n < 2 or not np.all(diag > 0):
-        return None
-    scale = np.sqrt(diag)
-    corr = h / np.outer(scale, scale)  # R is the inverse of H's correlation form
-    try:
-        np.linalg.cholesky(corr)
-    except np.linalg.LinAlgError:
-        return None
-    r = np.linalg.inv(corr)
+    scale = np.sqrt(np.diag(h))
+    r = np.linalg.inv(h / np.outer(scale, scale))  # R is the inverse of H's correlation form
     if prior_only is not None and np.any(prior_only):
         keep = ~np.asarray(prior_only, bool)
         r = np.where(np.outer(keep, keep), r, np.eye(n))
