@@ -131,9 +131,9 @@ def mechanism_delta(epsilon: float, delta: float, num_normals: Any, where: str) 
     delta plus :func:`tail_delta` (:func:`with_noise_tail`). It is therefore calibrated at ``delta``
     less that term, after :func:`check_noise_tail` has refused a term above :data:`MAX_TAIL_SHARE` of
     ``delta``. The returned value ``d`` satisfies ``d + tail_delta(num_normals, epsilon) <= delta`` in
-    floating point (where :data:`MAX_TAIL_SHARE` has been lifted and the term is at least ``delta``, it
-    returns ``delta``, and the record states a vacuous delta). ``epsilon`` is the budget's epsilon, at least the epsilon the record will state,
-    so the term the record adds is at most the one set aside here.
+    floating point; where :data:`MAX_TAIL_SHARE` has been lifted and the term is at least ``delta``, it
+    returns ``delta``, and the record states a vacuous delta. ``epsilon`` is the budget's epsilon, at
+    least the epsilon the record will state, so the term the record adds is at most the one set aside.
 
     Raises:
       ValueError: as :func:`check_noise_tail`.

@@ -17,6 +17,7 @@ from __future__ import annotations
 import warnings
 from typing import Any, Callable
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
@@ -87,7 +88,6 @@ def _raise_if_values_cause(
     fitted there without the check. A model that fails on the shapes too is left to the engine's checks,
     which name the shape or argument at fault.
     """
-    import jax
 
     def run(*arrays: Any) -> int:
         handlers.trace(handlers.seed(model, rng_seed=0)).get_trace(*arrays, **model_kwargs)
